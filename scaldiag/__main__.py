@@ -1,0 +1,3 @@
+from scaldiag.cli import main
+
+raise SystemExit(main())

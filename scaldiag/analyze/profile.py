@@ -1,0 +1,147 @@
+"""One profile, analysed: steps, and per execution unit its step-time breakdown.
+
+An execution unit is a GPU (a device plane) or, for traces without devices
+(TensorFlow on the CPU), the host itself, whose op execution is the compute.
+Pure function of a :class:`Trace`; no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scaldiag.analyze import intervals as iv
+from scaldiag.analyze.breakdown import Breakdown, breakdown
+from scaldiag.analyze.categories import CATEGORIES
+from scaldiag.analyze.device import DeviceEvents, device_events
+from scaldiag.analyze.hoststate import host_states
+from scaldiag.analyze.stats import Summary, ci95_half_width
+from scaldiag.analyze.steps import Steps, find_steps
+from scaldiag.analyze.transfers import copies_per_step
+from scaldiag.trace import Trace
+
+NS_PER_MS = 1e6
+
+
+@dataclass(frozen=True)
+class CategoryTime:
+    """One category's time per step (means over steps)."""
+
+    exclusive_ms: float
+    exclusive_pct: float       # of step time
+    exclusive_pct_ci95: float  # half-width of the 95% CI of exclusive_pct
+    busy_ms: float
+
+
+@dataclass(frozen=True)
+class Transfers:
+    """Memory copies per step, split by the host memory kind."""
+
+    bytes_per_step: float
+    count_per_step: float
+    bytes_by_host_kind: dict[str, float]  # "pinned", "pageable", "unknown"
+
+
+@dataclass(frozen=True)
+class UnitAnalysis:
+    name: str
+    kind: str  # "gpu" or "host"
+    steps: int
+    step_time_ms: Summary
+    busy_pct: float  # device (or, for the host, op execution) busy share of step time
+    categories: dict[str, CategoryTime]
+    h2d: Transfers | None = None  # None: the unit has no device memory
+    d2h: Transfers | None = None
+    collective_count_per_step: float = 0.0
+    input_pipeline_busy_ms: float = 0.0  # tf.data producers running ahead (background)
+
+
+@dataclass(frozen=True)
+class ProfileAnalysis:
+    run: str
+    sources: list[str]
+    hosts: list[str]
+    event_count: int
+    steps_method: str
+    steps_description: str
+    units: list[UnitAnalysis]
+    framework: str = "unknown"  # "tensorflow", "jax" or "unknown": what the trace shows
+    notes: list[str] = field(default_factory=list)
+
+
+def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
+    devices = [(plane.name, device_events(plane)) for plane in trace.device_planes]
+    all_device = (np.concatenate([d.start_ns for _, d in devices]),
+                  np.concatenate([d.end_ns for _, d in devices])) if devices else None
+    steps = find_steps(trace, all_device)
+    host = host_states(trace.host_planes, ops_are_compute=not devices)
+    background = host.get("background", iv.EMPTY)
+    notes = []
+    if devices:
+        host_sets = {"input": host.get("input", iv.EMPTY),
+                     "host_overhead": iv.merge(*[host.get(c, iv.EMPTY) for c in
+                                                 ("host_overhead", "compute", "layout", "collective")])}
+        units = [_gpu_unit(name, events, host_sets, background, steps) for name, events in devices]
+    else:
+        notes.append("no device planes in the trace: the host ran the model (e.g. TensorFlow on the CPU); "
+                     "its op execution is reported as compute, and there are no host-to-device copies")
+        units = [_host_unit(trace, host, background, steps)]
+    if steps.method == "none":
+        notes.append("steps could not be found: figures are for the whole trace as one window")
+    return ProfileAnalysis(run=run, sources=trace.sources, hosts=trace.hostnames, event_count=trace.event_count,
+                           steps_method=steps.method, steps_description=steps.description,
+                           units=units, framework=detect_framework(trace), notes=notes)
+
+
+def detect_framework(trace: Trace) -> str:
+    """JAX writes its version into /host:metadata; TF names its host threads tf_*."""
+    for plane in trace.planes:
+        if "jax_version" in plane.stats:
+            return "jax"
+    for plane in trace.host_planes:
+        if any(line.name.startswith(("tf_Compute", "tf_data_", "tf_numa")) for line in plane.lines):
+            return "tensorflow"
+    return "unknown"
+
+
+def _gpu_unit(name: str, events: DeviceEvents, host_sets, background, steps: Steps) -> UnitAnalysis:
+    result = breakdown({**events.sets(), **host_sets}, steps)
+    h2d, d2h = (_transfers(events, direction, steps) for direction in ("h2d", "d2h"))
+    collective = events.of("collective")
+    step = np.searchsorted(steps.start_ns, events.start_ns[collective], side="right") - 1
+    inside = (step >= 0) & (events.start_ns[collective] < steps.end_ns[np.maximum(step, 0)])
+    return _unit(name, "gpu", result, steps, background, h2d=h2d, d2h=d2h,
+                 collective_count_per_step=float(inside.sum()) / steps.count)
+
+
+def _host_unit(trace: Trace, host, background, steps: Steps) -> UnitAnalysis:
+    sets = {c: host[c] for c in ("compute", "layout", "collective", "input", "host_overhead") if c in host}
+    result = breakdown(sets, steps, device_categories=("compute", "layout", "collective"))
+    name = trace.host_planes[0].name if trace.host_planes else "/host:CPU"
+    return _unit(name, "host", result, steps, background)
+
+
+def _transfers(events: DeviceEvents, direction: str, steps: Steps) -> Transfers:
+    rows = events.of(direction)
+    totals = copies_per_step(events.start_ns[rows], list(events.memcpy_details[rows]), direction,
+                             steps.start_ns, steps.end_ns)
+    return Transfers(bytes_per_step=float(totals.bytes_per_step.mean()),
+                     count_per_step=float(totals.count_per_step.mean()),
+                     bytes_by_host_kind={k: float(v.mean()) for k, v in sorted(totals.bytes_by_kind.items())})
+
+
+def _unit(name, kind, result: Breakdown, steps: Steps, background, **extra) -> UnitAnalysis:
+    step_ns = np.maximum(result.step_ns, 1)
+    categories = {}
+    for c, category in enumerate(CATEGORIES):
+        share = 100.0 * result.exclusive_ns[:, c] / step_ns
+        categories[category] = CategoryTime(
+            exclusive_ms=float(result.exclusive_ns[:, c].mean()) / NS_PER_MS,
+            exclusive_pct=float(share.mean()), exclusive_pct_ci95=ci95_half_width(share),
+            busy_ms=float(result.busy_ns[:, c].mean()) / NS_PER_MS)
+    return UnitAnalysis(
+        name=name, kind=kind, steps=steps.count, step_time_ms=Summary.of(result.step_ns / NS_PER_MS),
+        busy_pct=float((100.0 * result.device_busy_ns / step_ns).mean()), categories=categories,
+        input_pipeline_busy_ms=float(iv.measure_in_windows(background, steps.start_ns, steps.end_ns).mean())
+        / NS_PER_MS, **extra)

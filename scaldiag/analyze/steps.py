@@ -1,0 +1,138 @@
+"""Where the steps are: from step markers when the trace has them, else inferred.
+
+Markers: host events carrying a ``step_num`` stat (JAX ``StepTraceAnnotation``,
+TF ``tf.profiler.experimental.Trace(..., step_num=)``, our own capture), or TF's
+``group_id`` grouping. Without markers (Keras 3 ``model.fit`` traces, where
+xprof reports "No step time measured") each call of the compiled train
+function on the host is one step: ``multi_step_on_iterator`` (Keras on TF),
+``PjitFunction(train_step)`` (Keras on JAX).
+
+A step spans from its start to the next step's start, so that step time is
+the period the user's throughput sees, including the time between steps.
+The last step ends at its own end, or later if device work it launched ran on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from scaldiag.trace import Trace
+
+# Names Keras 3 gives its compiled train functions (keras/src/backend/*/trainer.py),
+# and the generic names TF/JAX users give theirs.
+_STEP_FUNCTION = re.compile(
+    r"^(multi_step_on_iterator|one_step_on_iterator|one_step_on_data|multi_step_on_data"
+    r"|one_step_on_data_distributed|train_function|train_step|distributed_train_step)$"
+    r"|^PjitFunction\((train_step|multi_train_steps|one_train_step|\w*train\w*|\w*step\w*)\)$")
+
+
+@dataclass(frozen=True)
+class Steps:
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    method: str       # "markers", "inferred" or "none"
+    description: str  # how they were found, in words for the report
+
+    @property
+    def count(self) -> int:
+        return len(self.start_ns)
+
+    @property
+    def duration_ns(self) -> np.ndarray:
+        return self.end_ns - self.start_ns
+
+
+def find_steps(trace: Trace, device_events: tuple[np.ndarray, np.ndarray] | None = None) -> Steps:
+    """The trace's steps. ``device_events`` (starts, ends) let the last step run on."""
+    host_events = list(_host_events(trace))
+    for finder in (_from_step_num, _from_group_id, _from_step_function):
+        found = finder(host_events)
+        if found is not None:
+            return _windows(*found, device_events)
+    first = min((int(line.start_ns.min()) for p in trace.planes for line in p.lines if len(line)), default=0)
+    last = max((int(line.end_ns.max()) for p in trace.planes for line in p.lines if len(line)), default=0)
+    return Steps(np.array([first], np.int64), np.array([last], np.int64), "none",
+                 "no step markers and no repeated train-function call found: the whole trace is one window")
+
+
+def _host_events(trace: Trace):
+    """(names, line) for every host line: the columns the finders need."""
+    for plane in trace.host_planes:
+        names = np.array(plane.event_names, dtype=object)
+        for line in plane.lines:
+            if len(line):
+                yield names[line.name_id] if len(names) else np.empty(0, object), line
+
+
+def _from_step_num(host_events):
+    by_name: dict[str, list[tuple[int, int, int, bool]]] = defaultdict(list)
+    for names, line in host_events:
+        step_num, root = line.stat("step_num"), line.stat("_r")
+        for i in np.flatnonzero(np.not_equal(step_num, None)):
+            by_name[names[i]].append((int(step_num[i]), int(line.start_ns[i]), int(line.end_ns[i]), root[i] == 1))
+    if not by_name:
+        return None
+    # The marker name with the most root events (then the most events).
+    name = max(by_name, key=lambda n: (sum(r for *_, r in by_name[n]), len(by_name[n])))
+    first_by_step: dict[int, tuple[int, int]] = {}
+    for num, start, end, _ in sorted(by_name[name], key=lambda m: m[1]):
+        first_by_step.setdefault(num, (start, end))
+    spans = sorted(first_by_step.values())
+    return *_arrays(spans), "markers", f"step markers: host events '{name}' with a step_num stat"
+
+
+def _from_group_id(host_events):
+    spans: dict[int, list[int]] = {}
+    for _, line in host_events:
+        group = line.stat("group_id")
+        for i in np.flatnonzero(np.not_equal(group, None)):
+            span = spans.setdefault(int(group[i]), [int(line.start_ns[i]), int(line.end_ns[i])])
+            span[0], span[1] = min(span[0], int(line.start_ns[i])), max(span[1], int(line.end_ns[i]))
+    if len(spans) < 2:
+        return None
+    return *_arrays(sorted(map(tuple, spans.values()))), "markers", "step groups: the profiler's group_id stat"
+
+
+def _from_step_function(host_events):
+    by_name: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for names, line in host_events:
+        for i in np.flatnonzero([bool(_STEP_FUNCTION.match(n)) for n in names]):
+            by_name[names[i]].append((int(line.start_ns[i]), int(line.end_ns[i])))
+    candidates = {n: _outermost(spans) for n, spans in by_name.items()}
+    candidates = {n: s for n, s in candidates.items() if len(s) >= 2}
+    if not candidates:
+        return None
+    name = max(candidates, key=lambda n: sum(e - s for s, e in candidates[n]))
+    return (*_arrays(candidates[name]), "inferred",
+            f"inferred: each host call of '{name}' is one step (the trace has no step markers)")
+
+
+def _outermost(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Drop calls nested inside an earlier call of the same name (wrappers)."""
+    kept: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if not kept or start >= kept[-1][1]:
+            kept.append((start, end))
+    return kept
+
+
+def _arrays(spans):
+    spans = list(spans)
+    return np.array([s for s, _ in spans], np.int64), np.array([e for _, e in spans], np.int64)
+
+
+def _windows(starts, ends, method, how, device_events) -> Steps:
+    window_end = np.empty_like(starts)
+    window_end[:-1] = starts[1:]
+    last_end = int(ends[-1])
+    if device_events is not None and len(device_events[0]):
+        dev_s, dev_e = device_events
+        launched_in_last = (dev_s >= starts[-1]) & (dev_s < ends[-1])
+        if launched_in_last.any():
+            last_end = max(last_end, int(dev_e[launched_in_last].max()))
+    window_end[-1] = last_end
+    return Steps(starts, window_end, method, how)

@@ -1,0 +1,36 @@
+"""Command line entry point. Errors are caught once, here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from scaldiag import __version__
+from scaldiag.commands import analyze
+from scaldiag.errors import ScaldiagError
+
+COMMANDS = (analyze,)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scaldiag", description="Why does training not scale with more GPUs?")
+    parser.add_argument("--version", action="version", version=f"scaldiag {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ScaldiagError as exc:
+        if args.debug:
+            raise
+        print(f"scaldiag: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("scaldiag: interrupted", file=sys.stderr)
+        return 130

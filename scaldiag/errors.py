@@ -1,0 +1,11 @@
+"""The one exception family. The CLI catches it once and prints its message."""
+
+
+class ScaldiagError(Exception):
+    """A problem the user can fix (bad path, unreadable trace...). Exit code 2."""
+
+    exit_code = 2
+
+
+class TraceError(ScaldiagError):
+    """A trace file or logdir that cannot be read as an XPlane profile."""

@@ -1,0 +1,99 @@
+"""What a rule returns, and the arithmetic rules share.
+
+A finding is raised only when its evidence clears the threshold *beyond the
+noise*: the lower end of the 95% confidence interval of the per-step share
+must reach the threshold (with one window, spread is unknown, and the
+finding says so).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
+
+
+@dataclass(frozen=True)
+class Evidence:
+    metric: str
+    value: float
+    unit: str
+    threshold: float | None = None
+    spread: float | None = None  # 95% CI half-width of value, when known
+    device: str | None = None
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """Predicted speedup of the step if the finding is fixed."""
+
+    value: float
+    low: float   # from the low end of the evidence's confidence interval
+    high: float
+    arithmetic: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    title: str
+    severity: str  # "high", "medium" or "info"
+    category: str
+    summary: str   # one sentence, with the numbers
+    evidence: list[Evidence]
+    fix: dict[str, str]  # framework ("tensorflow", "jax") -> what to change, with code
+    predicted_speedup: Speedup | None
+    notes: list[str] = field(default_factory=list)
+
+
+def clears(value: float, spread: float, threshold: float) -> bool:
+    """True when ``value`` reaches ``threshold`` beyond its 95% CI (noise)."""
+    if math.isinf(spread) or math.isnan(spread):
+        return value >= threshold
+    return value - spread >= threshold
+
+
+def removal_speedup(share_pct: float, spread_pct: float, what: str, fraction_removed: float = 1.0) -> Speedup:
+    """Speedup if ``fraction_removed`` of an exclusive share of step time went away.
+
+    Exclusive time is on the critical path by construction, so removing it
+    shortens the step by that much at most: S <= 1 / (1 - f).
+    """
+    def speedup(pct: float) -> float:
+        f = min(max(pct, 0.0), 99.0) / 100.0 * fraction_removed
+        return 1.0 / (1.0 - f)
+
+    spread = 0.0 if math.isinf(spread_pct) or math.isnan(spread_pct) else spread_pct
+    f = share_pct / 100.0 * fraction_removed
+    part = "" if fraction_removed == 1.0 else f" x {fraction_removed:.0%} of it"
+    return Speedup(value=speedup(share_pct), low=speedup(share_pct - spread), high=speedup(share_pct + spread),
+                   arithmetic=f"removing {share_pct:.1f}% exclusive {what} time{part} -> "
+                              f"1 / (1 - {f:.3f}) = {speedup(share_pct):.2f}x at most")
+
+
+def worst_unit(analysis: ProfileAnalysis, category: str) -> UnitAnalysis | None:
+    """The unit where ``category`` takes the largest exclusive share."""
+    if not analysis.units:
+        return None
+    return max(analysis.units, key=lambda u: u.categories[category].exclusive_pct)
+
+
+def share_evidence(unit: UnitAnalysis, category: str, threshold: float) -> Evidence:
+    share = unit.categories[category]
+    return Evidence(metric=f"exclusive {category} share of step time", value=round(share.exclusive_pct, 2),
+                    unit="%", threshold=threshold, spread=_finite(share.exclusive_pct_ci95), device=unit.name)
+
+
+def severity(value: float, spread: float, high: float) -> str:
+    return "high" if clears(value, spread, high) else "medium"
+
+
+def _finite(x: float) -> float | None:
+    return None if math.isinf(x) or math.isnan(x) else round(x, 2)
+
+
+def spread_note(spread: float) -> list[str]:
+    if math.isinf(spread) or math.isnan(spread):
+        return ["only one window: step-to-step spread is unknown, the share is a single measurement"]
+    return []

@@ -1,0 +1,35 @@
+"""SD101 input-bound: the step waits for its next batch.
+
+The training step spends time waiting on the input pipeline (tf.data's
+IteratorGetNext, a Python generator, the host converting and handing arrays
+to the devices) while no device work runs. Adding GPUs does not help: each
+one waits on the same host.
+"""
+
+from scaldiag.rules.share_rule import ShareRule
+
+# xprof's input-pipeline analyzer calls a run MODERATELY input-bound at >= 5%
+# of step time and HIGHLY at >= 20% (op_stats_to_input_pipeline_analysis.cc,
+# kModeratelyInfeedBoundThresholdInPercent / kHighlyInfeedBoundThresholdInPercent).
+MODERATE_PCT = 5.0
+HIGH_PCT = 20.0
+
+FIX = {
+    "tensorflow": (
+        "Let tf.data work in parallel and ahead of the step:\n"
+        "  ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)\n"
+        "  ds = ds.cache()            # if the decoded data fits in memory\n"
+        "  ds = ds.batch(global_batch).prefetch(tf.data.AUTOTUNE)\n"
+        "Replace Python generators (from_generator, PyDataset without workers) with tf.data ops,\n"
+        "or give keras.utils.PyDataset workers=N, use_multiprocessing=True. Move augmentation\n"
+        "into the model (keras.layers.RandomFlip ...) so it runs on the GPU."),
+    "jax": (
+        "Keras 3 on JAX iterates the data on the host: feed it a tf.data pipeline with\n"
+        "num_parallel_calls=tf.data.AUTOTUNE and .prefetch(tf.data.AUTOTUNE), or a\n"
+        "keras.utils.PyDataset(workers=N, use_multiprocessing=True); for a plain JAX loop,\n"
+        "prefetch batches to the devices ahead of the step (e.g. flax.jax_utils.prefetch_to_device\n"
+        "or a background thread calling jax.device_put)."),
+}
+
+RULE = ShareRule(id="SD101", title="Input-bound: the step waits for data", category="input",
+                 what="the step waits for input", moderate_pct=MODERATE_PCT, high_pct=HIGH_PCT, fix=FIX)

@@ -1,0 +1,34 @@
+"""SD103 collective-bound: weight synchronisation is on the critical path.
+
+All-reduce (NCCL kernels, XLA all-reduce, TF CollectiveReduceV2) time not
+hidden behind computation: "exposed communication" in the vocabulary of
+Holistic Trace Analysis. It grows with the number of GPUs while each GPU's
+compute shrinks.
+"""
+
+from scaldiag.rules.share_rule import ShareRule
+
+# Our thresholds: xprof has none for GPU collectives. 10% of the step is
+# where overlap or gradient compression starts to pay in published
+# data-parallel tuning guides; 25% means communication rivals compute.
+MODERATE_PCT = 10.0
+HIGH_PCT = 25.0
+
+FIX = {
+    "tensorflow": (
+        "Make each all-reduce worth more compute: a larger per-replica batch\n"
+        "(global_batch = per_replica_batch * strategy.num_replicas_in_sync), or accumulate\n"
+        "gradients over several micro-batches; all-reduce in half precision:\n"
+        "  strategy = tf.distribute.MirroredStrategy(\n"
+        "      cross_device_ops=tf.distribute.NcclAllReduce(num_packs=1))\n"
+        "  keras.mixed_precision.set_global_policy('mixed_float16')\n"
+        "and shrink large Dense layers (global pooling instead of Flatten)."),
+    "jax": (
+        "Larger per-device batch or gradient accumulation (optax.MultiSteps); all-reduce bf16\n"
+        "gradients; let XLA overlap the all-reduce with the backward pass\n"
+        "(XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=true); shrink large Dense layers."),
+}
+
+RULE = ShareRule(id="SD103", title="Collective-bound: gradient all-reduce is exposed", category="collective",
+                 what="all-reduce not hidden by compute takes", moderate_pct=MODERATE_PCT, high_pct=HIGH_PCT,
+                 fix=FIX)

@@ -1,0 +1,31 @@
+"""SD105 host/launch-bound: the devices wait while the host runs framework code.
+
+Device idle while host threads are busy with something other than input:
+Python, op dispatch and kernel launches, the executor between ops. Typical of
+small per-replica batches, eager loops, or per-step Python work.
+"""
+
+from scaldiag.rules.share_rule import ShareRule
+
+# xprof's overview page: kernel launch time is MODERATE from 3% and HIGH from
+# 15% of step time (kModeratelyKernelLaunchBoundThresholdInPercent,
+# kHighlyKernelLaunchBoundThresholdInPercent). We use 10% / 20%: our
+# host_overhead also covers Python and runtime time that xprof files elsewhere.
+MODERATE_PCT = 10.0
+HIGH_PCT = 20.0
+
+FIX = {
+    "tensorflow": (
+        "Run several steps per host call and compile the step:\n"
+        "  model.compile(..., steps_per_execution=32, jit_compile=True)\n"
+        "For custom loops, wrap the step in @tf.function(jit_compile=True) and loop inside it;\n"
+        "raise the per-replica batch if kernels are tiny."),
+    "jax": (
+        "Compile more per call: model.compile(..., steps_per_execution=32, jit_compile=True) in Keras;\n"
+        "in plain JAX jit the whole train step (and jax.lax.scan over several steps), keep Python\n"
+        "work and host syncs (float(loss), .block_until_ready()) out of the step loop."),
+}
+
+RULE = ShareRule(id="SD105", title="Host-bound: devices wait on framework and Python work", category="host_overhead",
+                 what="the device waits on host work (dispatch, Python, runtime) for", moderate_pct=MODERATE_PCT,
+                 high_pct=HIGH_PCT, fix=FIX)

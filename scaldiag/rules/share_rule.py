@@ -1,0 +1,36 @@
+"""The common shape of rules that fire on one category's exclusive share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaldiag.analyze.profile import ProfileAnalysis
+from scaldiag.rules.base import Finding, clears, removal_speedup, severity, share_evidence, spread_note, worst_unit
+
+
+@dataclass(frozen=True)
+class ShareRule:
+    id: str
+    title: str
+    category: str
+    what: str              # how the category reads in a sentence
+    moderate_pct: float
+    high_pct: float
+    fix: dict[str, str]
+    fraction_removed: float = 1.0  # how much of the share the fix is expected to remove
+
+    def check(self, analysis: ProfileAnalysis) -> Finding | None:
+        unit = worst_unit(analysis, self.category)
+        if unit is None:
+            return None
+        share = unit.categories[self.category]
+        pct, spread = share.exclusive_pct, share.exclusive_pct_ci95
+        if not clears(pct, spread, self.moderate_pct):
+            return None
+        speedup = removal_speedup(pct, spread, self.category, self.fraction_removed)
+        return Finding(
+            id=self.id, title=self.title, severity=severity(pct, spread, self.high_pct), category=self.category,
+            summary=f"{unit.name}: {self.what} {pct:.1f}% of step time "
+                    f"({share.exclusive_ms:.2f} ms of {unit.step_time_ms.mean:.2f} ms per step)",
+            evidence=[share_evidence(unit, self.category, self.moderate_pct)],
+            fix=self.fix, predicted_speedup=speedup, notes=spread_note(spread))

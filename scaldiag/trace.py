@@ -1,0 +1,85 @@
+"""The trace as plain data: planes of lines of events, as numpy columns.
+
+This is what every analysis reads. It is framework-free and format-free:
+``scaldiag.xplane`` fills it from XPlane files; tests may build one by hand.
+All times are integer nanoseconds on the trace's own clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Stats the analysis reads, by their XPlane stat names. Others are skipped at
+# read time, which keeps reading fast.
+WANTED_STATS = (
+    "step_num",        # step markers (JAX StepTraceAnnotation, TF TraceContext)
+    "_r",              # 1 on root events (step markers written by the profilers)
+    "group_id",        # TF: step grouping written by the profiler
+    "memcpy_details",  # CUPTI memcpy: "kind_src:pinned kind_dst:device size:N ..."
+    "hlo_op",          # XLA instruction that launched a kernel
+    "hlo_category",    # XLA's own category when present ("data formatting"...)
+    "tf_op",           # TF op "name:Type" that launched a kernel
+)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One timeline: a GPU stream, or a host thread."""
+
+    name: str
+    start_ns: np.ndarray  # int64
+    end_ns: np.ndarray    # int64, >= start_ns
+    name_id: np.ndarray   # int32 index into Plane.event_names
+    # Each wanted stat found on this line: an object array, None where absent.
+    stats: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+    def stat(self, name: str) -> np.ndarray:
+        """The stat column, or an all-None column when no event has it."""
+        column = self.stats.get(name)
+        return column if column is not None else np.full(len(self), None, dtype=object)
+
+
+@dataclass(frozen=True)
+class Plane:
+    """A device (``/device:GPU:0``) or the host (``/host:CPU``)."""
+
+    name: str
+    event_names: list[str]
+    lines: list[Line]
+    stats: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def is_device(self) -> bool:
+        return self.name.startswith("/device:")
+
+    @property
+    def is_host(self) -> bool:
+        return self.name.startswith("/host:CPU")
+
+    @property
+    def event_count(self) -> int:
+        return sum(len(line) for line in self.lines)
+
+
+@dataclass(frozen=True)
+class Trace:
+    planes: list[Plane]
+    sources: list[str]  # files it was read from
+    hostnames: list[str] = field(default_factory=list)
+
+    @property
+    def device_planes(self) -> list[Plane]:
+        return [p for p in self.planes if p.is_device and p.event_count]
+
+    @property
+    def host_planes(self) -> list[Plane]:
+        return [p for p in self.planes if p.is_host]
+
+    @property
+    def event_count(self) -> int:
+        return sum(p.event_count for p in self.planes)
