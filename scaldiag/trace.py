@@ -52,6 +52,12 @@ class Plane:
     event_names: list[str]
     lines: list[Line]
     stats: dict[str, object] = field(default_factory=dict)
+    host: str = ""  # set when a run has several hosts
+
+    @property
+    def label(self) -> str:
+        """How reports name the plane: ``host:/device:GPU:0`` when hosts are merged."""
+        return f"{self.host}:{self.name}" if self.host else self.name
 
     @property
     def is_device(self) -> bool:

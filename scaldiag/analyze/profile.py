@@ -71,7 +71,7 @@ class ProfileAnalysis:
 
 
 def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
-    devices = [(plane.name, device_events(plane)) for plane in trace.device_planes]
+    devices = [(plane.label, device_events(plane)) for plane in trace.device_planes]
     all_device = (np.concatenate([d.start_ns for _, d in devices]),
                   np.concatenate([d.end_ns for _, d in devices])) if devices else None
     steps = find_steps(trace, all_device)
@@ -118,7 +118,7 @@ def _gpu_unit(name: str, events: DeviceEvents, host_sets, background, steps: Ste
 def _host_unit(trace: Trace, host, background, steps: Steps) -> UnitAnalysis:
     sets = {c: host[c] for c in ("compute", "layout", "collective", "input", "host_overhead") if c in host}
     result = breakdown(sets, steps, device_categories=("compute", "layout", "collective"))
-    name = trace.host_planes[0].name if trace.host_planes else "/host:CPU"
+    name = trace.host_planes[0].label if trace.host_planes else "/host:CPU"
     return _unit(name, "host", result, steps, background)
 
 

@@ -27,5 +27,5 @@ FIX = {
 }
 
 RULE = ShareRule(id="SD105", title="Host-bound: devices wait on framework and Python work", category="host_overhead",
-                 what="the device waits on host work (dispatch, Python, runtime) for", moderate_pct=MODERATE_PCT,
+                 what="no device work runs while the host does framework work (dispatch, Python, runtime) for", moderate_pct=MODERATE_PCT,
                  high_pct=HIGH_PCT, fix=FIX)

@@ -55,15 +55,15 @@ def _runs_under(root: Path) -> dict[str, list[Path]]:
     return runs
 
 
-def read_trace(files: list[Path]) -> Trace:
+def read_trace(files: list[str | os.PathLike]) -> Trace:
     """Read and merge the XPlane files of one run (one file per host)."""
     planes, hostnames = [], []
+    files = [Path(f) for f in files]
     for file in files:
         space = parse_xspace(file)
         host = space.hostnames[0] if space.hostnames else file.name.removesuffix(XPLANE_SUFFIX)
         hostnames.append(host)
-        prefix = f"{host}:" if len(files) > 1 else ""
-        planes += [_plane(p, prefix) for p in space.planes]
+        planes += [_plane(p, host if len(files) > 1 else "") for p in space.planes]
     return Trace(planes=planes, sources=[str(f) for f in files], hostnames=hostnames)
 
 
@@ -96,7 +96,7 @@ def _stat_value(stat, stat_names: dict[int, str]):
     return value.decode("utf-8", "replace") if kind == "bytes_value" else value
 
 
-def _plane(proto, prefix: str) -> Plane:
+def _plane(proto, host: str) -> Plane:
     stat_names = {key: meta.name for key, meta in proto.stat_metadata.items()}
     wanted_ids = {key: name for key, name in stat_names.items() if name in WANTED_STATS}
     meta_stats = _metadata_stats(proto, stat_names, wanted_ids)
@@ -104,7 +104,7 @@ def _plane(proto, prefix: str) -> Plane:
     name_index: dict[int, int] = {}
     lines = [_line(line, proto, names, name_index, stat_names, wanted_ids, meta_stats) for line in proto.lines]
     plane_stats = {stat_names.get(s.metadata_id, ""): _stat_value(s, stat_names) for s in proto.stats}
-    return Plane(name=prefix + proto.name, event_names=names, lines=lines, stats=plane_stats)
+    return Plane(name=proto.name, event_names=names, lines=lines, stats=plane_stats, host=host)
 
 
 def _metadata_stats(proto, stat_names, wanted_ids) -> dict[int, dict[str, object]]:

@@ -1,0 +1,32 @@
+import glob
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+GPU_TRACE = FIXTURES / "gpu" / "h200x2_jax_dataparallel.xplane.pb"
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+def tf_cpu_trace(case: str) -> Path:
+    files = glob.glob(str(FIXTURES / "tf_cpu" / case / "plugins" / "profile" / "*" / "*.xplane.pb"))
+    assert len(files) == 1, files
+    return Path(files[0])
+
+
+@pytest.fixture
+def raw_space():
+    """Read a fixture straight from the proto, without scaldiag's reader."""
+    from scaldiag.xplane.schema import XSpace
+
+    def load(path):
+        space = XSpace()
+        space.ParseFromString(Path(path).read_bytes())
+        return space
+    return load
+
+
+os.environ.setdefault("COLUMNS", "100")

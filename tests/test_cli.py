@@ -1,0 +1,96 @@
+"""The command line, run as a user runs it: a subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import GPU_TRACE, ROOT, tf_cpu_trace
+
+
+def scaldiag(*args, env=None, cwd=None):
+    return subprocess.run([sys.executable, "-m", "scaldiag", *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120", **(env or {})}, cwd=cwd)
+
+
+def test_gpu_trace_report_and_json(tmp_path):
+    out = tmp_path / "report.json"
+    result = scaldiag("analyze", GPU_TRACE, "--json", out)
+    assert result.returncode == 0, result.stderr
+    assert "/device:GPU:0" in result.stdout and "/device:GPU:1" in result.stdout
+    assert "step markers" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["schema_version"] == 1
+    gpus = report["devices"]
+    assert [d["name"] for d in gpus] == ["/device:GPU:0", "/device:GPU:1"]
+    for d in gpus:
+        assert d["steps"] == 10
+        assert set(d["step_time_ms"]) >= {"mean", "p50", "p90"}
+        assert set(d["categories"]) >= {"input", "h2d", "d2h", "compute", "collective", "layout",
+                                        "host_overhead", "idle"}
+        assert all(set(c) >= {"exclusive_ms", "busy_ms"} for c in d["categories"].values())
+        assert d["h2d_bytes_per_step"] > 0 and d["d2h_bytes_per_step"] == 0
+        assert d["collective"]["count_per_step"] == 1.0 and d["categories"]["collective"]["busy_ms"] > 0
+    for f in report["findings"]:
+        assert set(f) >= {"id", "title", "severity", "category", "evidence", "fix", "predicted_speedup"}
+        assert f["predicted_speedup"]["value"] >= 1
+
+
+def test_json_to_stdout_is_only_json():
+    result = scaldiag("analyze", GPU_TRACE, "--json", "-")
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["devices"]
+
+
+def test_garbage_file_gives_exit_code_2_and_one_line(tmp_path):
+    garbage = tmp_path / "garbage.xplane.pb"
+    garbage.write_bytes(os.urandom(4096))
+    result = scaldiag("analyze", garbage)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("make", ["missing", "empty_dir", "truncated"])
+def test_bad_paths_give_exit_code_2(tmp_path, make):
+    if make == "missing":
+        path = tmp_path / "nope"
+    elif make == "empty_dir":
+        path = tmp_path
+    else:
+        path = tmp_path / "t.xplane.pb"
+        path.write_bytes(GPU_TRACE.read_bytes()[:1000])
+    result = scaldiag("analyze", path)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    result = scaldiag("--debug", "analyze", tmp_path / "nope")
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_tf_cpu_trace_is_analysed_where_tensorflow_cannot_be_imported(tmp_path):
+    # A sitecustomize that makes every framework import fail, as on a machine without them.
+    (tmp_path / "sitecustomize.py").write_text(textwrap.dedent("""
+        import sys
+        class _Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("tensorflow", "jax", "jaxlib", "keras", "torch"):
+                    raise ImportError(f"{name} is blocked for this test")
+        sys.meta_path.insert(0, _Block())
+    """))
+    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    probe = subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True, text=True,
+                           env={**os.environ, **env})
+    assert probe.returncode != 0 and "blocked" in probe.stderr
+    result = subprocess.run([sys.executable, "-m", "scaldiag", "analyze", str(tf_cpu_trace("input_bound").parent),
+                             "--json", "-"], capture_output=True, text=True, env={**os.environ, **env})
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["framework"] == "tensorflow"
+    assert report["findings"][0]["id"] == "SD101"

@@ -1,0 +1,82 @@
+"""The XPlane reader: stats inline and interned, logdir layout, bad input."""
+
+import numpy as np
+import pytest
+
+from conftest import GPU_TRACE
+from scaldiag.errors import TraceError
+from scaldiag.xplane.read import find_run, read_trace
+from xspace_builder import PlaneBuilder, new_space, write
+
+DETAILS = "kind_src:pageable kind_dst:device size:4096 dest:0 async:0"
+
+
+def test_inline_and_interned_stats_read_the_same(tmp_path):
+    space = new_space()
+    gpu = PlaneBuilder(space, "/device:GPU:0")
+    line = gpu.line("Stream #1(MemcpyH2D)", timestamp_ns=1000)
+    gpu.event(line, "MemcpyH2D", 1000, 10, memcpy_details=DETAILS)
+    gpu.event(line, "MemcpyH2D", 2000, 10, interned={"memcpy_details": DETAILS})
+    trace = read_trace([write(space, tmp_path / "t.xplane.pb")])
+    (line,) = trace.device_planes[0].lines
+    assert list(line.stat("memcpy_details")) == [DETAILS, DETAILS]
+    assert line.start_ns.tolist() == [1000, 2000]
+    assert line.end_ns.tolist() == [1010, 2010]
+
+
+def test_metadata_level_stats_reach_events_without_their_own(tmp_path):
+    space = new_space()
+    gpu = PlaneBuilder(space, "/device:GPU:0")
+    line = gpu.line("Stream #7(Compute)")
+    gpu.event(line, "loop_transpose_fusion", 0, 5)
+    meta = gpu.plane.event_metadata[1]
+    meta.stats.add(metadata_id=gpu.stat_id("hlo_op"), str_value="transpose.1")
+    trace = read_trace([write(space, tmp_path / "t.xplane.pb")])
+    assert list(trace.device_planes[0].lines[0].stat("hlo_op")) == ["transpose.1"]
+
+
+def test_logdir_latest_run_and_named_run(tmp_path):
+    for run in ("2026_01_01_00_00_00", "2026_01_02_00_00_00"):
+        d = tmp_path / "plugins" / "profile" / run
+        d.mkdir(parents=True)
+        (d / "host.xplane.pb").write_bytes(GPU_TRACE.read_bytes())
+    assert find_run(tmp_path)[0] == "2026_01_02_00_00_00"
+    assert find_run(tmp_path, "2026_01_01_00_00_00")[0] == "2026_01_01_00_00_00"
+    with pytest.raises(TraceError, match="no run named"):
+        find_run(tmp_path, "nope")
+
+
+def test_two_hosts_are_merged_with_host_prefixes(tmp_path):
+    d = tmp_path / "plugins" / "profile" / "run1"
+    d.mkdir(parents=True)
+    for host in ("a", "b"):
+        (d / f"{host}.xplane.pb").write_bytes(GPU_TRACE.read_bytes())
+    trace = read_trace(find_run(tmp_path)[1])
+    names = [p.label for p in trace.device_planes]
+    assert names == ["vm:/device:GPU:0", "vm:/device:GPU:1"] * 2  # the fixture's hostname is "vm"
+    assert trace.event_count == 2 * read_trace([GPU_TRACE]).event_count
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"", "is empty"),
+    (b"this is not a protobuf at all \xff\xfe" * 50, "not"),
+    (GPU_TRACE.read_bytes()[: len(GPU_TRACE.read_bytes()) // 2], "truncated"),
+])
+def test_bad_files_raise_trace_errors(tmp_path, content, message):
+    path = tmp_path / "bad.xplane.pb"
+    path.write_bytes(content)
+    with pytest.raises(TraceError, match=message):
+        read_trace([path])
+
+
+def test_missing_path_and_empty_logdir(tmp_path):
+    with pytest.raises(TraceError, match="no such file"):
+        find_run(tmp_path / "missing")
+    with pytest.raises(TraceError, match="no .xplane.pb files"):
+        find_run(tmp_path)
+
+
+def test_event_columns_are_numpy(tmp_path):
+    line = read_trace([GPU_TRACE]).device_planes[0].lines[0]
+    assert line.start_ns.dtype == np.int64 and line.name_id.dtype == np.int32
+    assert (line.end_ns >= line.start_ns).all()

@@ -1,0 +1,72 @@
+"""Rules: thresholds beyond the noise, and the speedup arithmetic."""
+
+import math
+
+import pytest
+
+from scaldiag.analyze.categories import CATEGORIES
+from scaldiag.analyze.profile import CategoryTime, ProfileAnalysis, Transfers, UnitAnalysis
+from scaldiag.analyze.report import build_report
+from scaldiag.analyze.stats import Summary
+from scaldiag.rules import run_rules
+from scaldiag.rules.base import removal_speedup
+
+
+def unit(shares: dict, spread: float = 1.0, busy_pct: float = 90.0, kind="gpu", h2d=None) -> UnitAnalysis:
+    step_ms = 10.0
+    rest = 100.0 - sum(shares.values())
+    shares = {**shares, "compute": shares.get("compute", 0.0) + rest}
+    categories = {c: CategoryTime(exclusive_ms=step_ms * shares.get(c, 0.0) / 100,
+                                  exclusive_pct=shares.get(c, 0.0), exclusive_pct_ci95=spread,
+                                  busy_ms=step_ms * shares.get(c, 0.0) / 100) for c in CATEGORIES}
+    return UnitAnalysis(name="/device:GPU:0", kind=kind, steps=10, step_time_ms=Summary.of([step_ms] * 10),
+                        busy_pct=busy_pct, categories=categories, h2d=h2d)
+
+
+def analysis(*units, method="markers") -> ProfileAnalysis:
+    return ProfileAnalysis(run="r", sources=[], hosts=[], event_count=0, steps_method=method,
+                           steps_description="", units=list(units), framework="tensorflow")
+
+
+def test_input_share_above_threshold_beyond_noise_fires():
+    (finding,) = run_rules(analysis(unit({"input": 31.0}, spread=2.0)))
+    assert finding.id == "SD101" and finding.severity == "high"
+    assert finding.predicted_speedup.value == pytest.approx(1 / (1 - 0.31))
+    assert "1 / (1 - 0.310) = 1.45x" in finding.predicted_speedup.arithmetic
+
+
+def test_a_share_within_the_noise_of_the_threshold_does_not_fire():
+    # 6% +- 3% could be 3%: below the 5% threshold, so nothing is raised.
+    assert run_rules(analysis(unit({"input": 6.0}, spread=3.0))) == []
+    # The same share measured tightly does fire, as moderate.
+    (finding,) = run_rules(analysis(unit({"input": 6.0}, spread=0.5)))
+    assert finding.severity == "medium"
+
+
+def test_findings_are_ranked_by_predicted_speedup():
+    findings = run_rules(analysis(unit({"layout": 8.0, "collective": 30.0, "host_overhead": 15.0}, spread=0.5)))
+    assert [f.id for f in findings] == ["SD103", "SD105", "SD104"]
+
+
+def test_pageable_copies_are_named():
+    h2d = Transfers(bytes_per_step=1e6, count_per_step=2, bytes_by_host_kind={"pageable": 8e5, "pinned": 2e5})
+    (finding,) = run_rules(analysis(unit({"h2d": 25.0}, spread=1.0, h2d=h2d)))
+    assert finding.id == "SD102"
+    assert {e.metric: e.value for e in finding.evidence}["pageable share of H2D bytes"] == 80.0
+
+
+def test_low_utilisation_is_a_ceiling_ranked_after_causes():
+    findings = run_rules(analysis(unit({"input": 40.0}, spread=1.0, busy_pct=20.0)))
+    assert [f.id for f in findings] == ["SD101", "SD106"]
+    assert findings[1].predicted_speedup.value == pytest.approx(5.0)
+
+
+def test_removal_speedup_range_follows_the_spread():
+    s = removal_speedup(50.0, 10.0, "input")
+    assert (s.low, s.value, s.high) == pytest.approx((1 / 0.6, 2.0, 1 / 0.4))
+    assert removal_speedup(50.0, math.inf, "input").low == pytest.approx(2.0)
+
+
+def test_verdict_without_findings_says_compute_bound():
+    report = build_report(analysis(unit({}, spread=0.5)))
+    assert report.findings == [] and report.verdict.startswith("Compute-bound")
