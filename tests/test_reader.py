@@ -80,3 +80,46 @@ def test_event_columns_are_numpy(tmp_path):
     line = read_trace([GPU_TRACE]).device_planes[0].lines[0]
     assert line.start_ns.dtype == np.int64 and line.name_id.dtype == np.int32
     assert (line.end_ns >= line.start_ns).all()
+
+
+@pytest.mark.parametrize("path", ["gpu", "mirrored_2cpu", "input_bound", "transposes"])
+def test_wire_decoding_matches_the_protobuf_objects(path, raw_space):
+    """The numpy wire decoder against the slow reference path, line by line."""
+    from conftest import tf_cpu_trace
+    from scaldiag.trace import WANTED_STATS
+    from scaldiag.xplane.read import _columns_from_messages, _columns_from_wire
+
+    space = raw_space(GPU_TRACE if path == "gpu" else tf_cpu_trace(path))
+    checked = 0
+    for plane in space.planes:
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+        wanted = {k: n for k, n in names.items() if n in WANTED_STATS}
+        for line in plane.lines:
+            fast, slow = _columns_from_wire(line, names, wanted), _columns_from_messages(line, names, wanted)
+            for a, b in zip(fast[:3], slow[:3]):
+                assert np.array_equal(a, b)
+            assert fast[3].keys() == slow[3].keys()
+            for key in fast[3]:
+                assert list(fast[3][key]) == list(slow[3][key]), key
+            checked += len(line.events)
+    assert checked > 1000
+
+
+def test_wire_decoding_of_every_stat_value_kind(tmp_path):
+    from scaldiag.xplane.read import _columns_from_messages, _columns_from_wire
+
+    space = new_space()
+    host = PlaneBuilder(space, "/host:CPU")
+    line = host.line("python", timestamp_ns=5)
+    event = host.event(line, "train", 10, 3, step_num=-7, hlo_op="x" * 300)  # negative varint, 2-byte length
+    event.stats.add(metadata_id=host.stat_id("group_id"), uint64_value=2**63 + 5)
+    event.stats.add(metadata_id=host.stat_id("_r"), double_value=1.5)
+    event.stats.add(metadata_id=host.stat_id("tf_op"), bytes_value=b"a:B")
+    host.event(line, "other", 20, 0, interned={"hlo_category": "data formatting"})
+    names = {k: m.name for k, m in host.plane.stat_metadata.items()}
+    wanted = {k: v for k, v in names.items()}
+    fast, slow = _columns_from_wire(line, names, wanted), _columns_from_messages(line, names, wanted)
+    assert {k: list(v) for k, v in fast[3].items()} == {k: list(v) for k, v in slow[3].items()}
+    assert list(fast[3]["step_num"]) == [-7, None]
+    assert list(fast[3]["group_id"]) == [2**63 + 5, None]
+    assert list(fast[3]["hlo_category"]) == [None, "data formatting"]

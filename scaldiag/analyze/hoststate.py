@@ -49,48 +49,76 @@ def _line_states(line: Line, own_by_name: np.ndarray) -> dict[int, iv.IntervalSe
     start, end = line.start_ns[keep], line.end_ns[keep]
     if default is not None:  # the thread's role decides every event on it
         return {_CODE[default]: iv.union(start, end)}
-    own = own_by_name[line.name_id[keep]]
-    order = np.lexsort((-end, start))  # parents before their children
-    seg_s, seg_e, seg_c = _self_segments(start[order].tolist(), end[order].tolist(), own[order].tolist())
-    seg_s, seg_e, seg_c = np.array(seg_s, np.int64), np.array(seg_e, np.int64), np.array(seg_c, np.int64)
+    seg_s, seg_e, seg_c = innermost_segments(start, end, own_by_name[line.name_id[keep]])
     return {int(c): iv.union(seg_s[seg_c == c], seg_e[seg_c == c]) for c in np.unique(seg_c)}
 
 
-def _self_segments(starts: list[int], ends: list[int], own: list[int]):
-    """Split nested events into the segments where each is innermost.
+def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
+    """Split one thread's nested events into the segments where each is innermost.
 
-    Returns parallel lists (start, end, code) where code is the innermost
-    event's effective category. A child that outlives its parent (not
-    properly nested) is clipped to the parent.
+    Returns arrays (start, end, code): code is the innermost event's effective
+    category (its own, else its nearest categorised ancestor's, else host
+    overhead). Vectorised: nesting depth from a sorted sweep, parents level by
+    level, then the timeline of "innermost event" changes. Events on a thread
+    nest; a child that outlives its parent is clipped to it.
     """
-    seg_s: list[int] = []
-    seg_e: list[int] = []
-    seg_c: list[int] = []
-    stack_end: list[int] = []
-    stack_code: list[int] = []
-    resume: list[int] = []  # where the stacked event's current self segment began
-    for s, e, c in zip(starts, ends, own):
-        while stack_end and stack_end[-1] <= s:
-            _pop(stack_end, stack_code, resume, seg_s, seg_e, seg_c)
-        if stack_end:
-            e = min(e, stack_end[-1])
-            if s > resume[-1]:
-                seg_s.append(resume[-1]); seg_e.append(s); seg_c.append(stack_code[-1])
-            if c == _GENERIC_CODE:
-                c = stack_code[-1]
-        elif c == _GENERIC_CODE:
-            c = _OVERHEAD
-        stack_end.append(e); stack_code.append(c); resume.append(s)
-    while stack_end:
-        _pop(stack_end, stack_code, resume, seg_s, seg_e, seg_c)
-    return seg_s, seg_e, seg_c
+    order = np.lexsort((-end, start))  # parents before their children
+    start, end, own = start[order], end[order], own[order]
+    parent = _parents(start, end)
+    has_parent = parent >= 0
+    end[has_parent] = np.minimum(end[has_parent], end[parent[has_parent]])
+    depth = _depths(parent)
+    code = _effective_codes(own, parent, depth)
+    n = len(start)
+    # Transitions: at a start the event becomes innermost; at an end its
+    # parent does. At equal times ends go first (deepest first), then starts
+    # (shallowest first), so the last transition at a time is the right one.
+    times = np.concatenate((end, start))
+    is_start = np.concatenate((np.zeros(n, bool), np.ones(n, bool)))
+    tie = np.concatenate((-depth, depth))
+    now_inner = np.concatenate((parent, np.arange(n)))
+    o = np.lexsort((tie, is_start, times))
+    times, now_inner = times[o], now_inner[o]
+    seg_s, seg_e, inner = times[:-1], times[1:], now_inner[:-1]
+    keep = (seg_e > seg_s) & (inner >= 0)
+    return seg_s[keep], seg_e[keep], code[inner[keep]]
 
 
-def _pop(stack_end, stack_code, resume, seg_s, seg_e, seg_c) -> None:
-    end = stack_end.pop()
-    start = resume.pop()
-    code = stack_code.pop()
-    if end > start:
-        seg_s.append(start); seg_e.append(end); seg_c.append(code)
-    if resume:
-        resume[-1] = max(resume[-1], end)
+def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Index of each event's enclosing event (-1 at top level), events sorted by (start, -end)."""
+    n = len(start)
+    # Open events at each start: those sorted before it that end after it starts.
+    closed_before = np.searchsorted(np.sort(end), start, side="right")
+    depth = np.arange(n) - closed_before
+    parent = np.full(n, -1, np.int64)
+    previous_level = np.flatnonzero(depth == 0)
+    for d in range(1, int(depth.max(initial=0)) + 1):
+        level = np.flatnonzero(depth == d)
+        if len(level) == 0 or len(previous_level) == 0:
+            break
+        slot = np.searchsorted(previous_level, level) - 1
+        parent[level[slot >= 0]] = previous_level[slot[slot >= 0]]
+        previous_level = level
+    return parent
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    depth = np.zeros(len(parent), np.int64)
+    frontier = parent >= 0
+    current = parent.copy()
+    while frontier.any():
+        depth[frontier] += 1
+        current[frontier] = parent[current[frontier]]
+        frontier = current >= 0
+    return depth
+
+
+def _effective_codes(own: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """Own category, else the nearest categorised ancestor's, else host overhead."""
+    code = own.copy()
+    top = depth == 0
+    code[top & (own == _GENERIC_CODE)] = _OVERHEAD
+    for d in range(1, int(depth.max(initial=0)) + 1):
+        level = np.flatnonzero((depth == d) & (own == _GENERIC_CODE))
+        code[level] = code[parent[level]]
+    return code

@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError
 from scaldiag.errors import TraceError
 from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
 from scaldiag.xplane.schema import XSpace
+from scaldiag.xplane.wire import WireError, as_int64, event_ranges, fields
 
 XPLANE_SUFFIX = ".xplane.pb"
 
@@ -118,29 +119,90 @@ def _metadata_stats(proto, stat_names, wanted_ids) -> dict[int, dict[str, object
 
 
 def _line(line, proto, names, name_index, stat_names, wanted_ids, meta_stats) -> Line:
-    events = line.events
-    n = len(events)
-    offset_ps = np.empty(n, np.int64)
-    duration_ps = np.empty(n, np.int64)
-    metadata_id = np.empty(n, np.int64)
-    stats: dict[str, np.ndarray] = {}
-    for i, event in enumerate(events):
-        offset_ps[i] = event.offset_ps
-        duration_ps[i] = event.duration_ps
-        metadata_id[i] = event.metadata_id
-        if event.stats and wanted_ids:
-            for stat in event.stats:
-                name = wanted_ids.get(stat.metadata_id)
-                if name is not None:
-                    column = stats.get(name)
-                    if column is None:
-                        column = stats[name] = np.full(n, None, dtype=object)
-                    column[i] = _stat_value(stat, stat_names)
+    try:
+        offset_ps, duration_ps, metadata_id, stats = _columns_from_wire(line, stat_names, wanted_ids)
+    except WireError:
+        offset_ps, duration_ps, metadata_id, stats = _columns_from_messages(line, stat_names, wanted_ids)
+    n = len(offset_ps)
     _fill_from_metadata(stats, metadata_id, meta_stats, n)
     start_ns = line.timestamp_ns + offset_ps // 1000
     end_ns = start_ns + (np.maximum(duration_ps, 0) + 500) // 1000
     return Line(name=line.name or line.display_name, start_ns=start_ns, end_ns=end_ns,
                 name_id=_name_ids(metadata_id, proto, names, name_index), stats=stats)
+
+
+def _columns_from_wire(line, stat_names, wanted_ids):
+    """Fast path: decode the line's serialised events with numpy (see wire.py)."""
+    data = line.SerializeToString()
+    header = type(line)(id=line.id, name=line.name, timestamp_ns=line.timestamp_ns).ByteSize()
+    starts, ends, _ = event_ranges(data, header)
+    if len(starts) != len(line.events):
+        raise WireError("events are not where the schema puts them")
+    buf = np.frombuffer(data, np.uint8)
+    f = fields(buf, starts, ends)
+    n = len(starts)
+    columns = []
+    for number in (2, 3, 1):  # offset_ps, duration_ps, metadata_id
+        column = np.zeros(n, np.int64)
+        rows = f["field"] == number
+        column[f["msg"][rows]] = as_int64(f["value"][rows])
+        columns.append(column)
+    stat_rows = f["field"] == 4
+    stats = _wanted_stats(data, buf, f["msg"][stat_rows], f["body_start"][stat_rows], f["body_end"][stat_rows],
+                          n, stat_names, wanted_ids) if wanted_ids and stat_rows.any() else {}
+    return (*columns, stats)
+
+
+def _wanted_stats(data, buf, stat_event, body_start, body_end, n, stat_names, wanted_ids):
+    """Decode every XStat's metadata_id at once; build Python values only for wanted ones."""
+    sf = fields(buf, body_start, body_end)
+    meta = np.zeros(len(stat_event), np.int64)
+    id_rows = sf["field"] == 1
+    meta[sf["msg"][id_rows]] = as_int64(sf["value"][id_rows])
+    wanted = np.isin(meta, np.fromiter(wanted_ids, np.int64))
+    rows = np.flatnonzero((sf["field"] >= 2) & (sf["field"] <= 7) & wanted[sf["msg"]])
+    stat_index = sf["msg"][rows]
+    stats: dict[str, np.ndarray] = {}
+    for meta_id in np.unique(meta[stat_index]).tolist():
+        mine = rows[meta[stat_index] == meta_id]
+        column = stats.setdefault(wanted_ids[meta_id], np.full(n, None, dtype=object))
+        for number in np.unique(sf["field"][mine]).tolist():
+            r = mine[sf["field"][mine] == number]
+            column[stat_event[sf["msg"][r]]] = _wire_values(data, number, sf["value"][r], sf["body_start"][r],
+                                                            sf["body_end"][r], stat_names)
+    return stats
+
+
+def _wire_values(data: bytes, number: int, raw: np.ndarray, start: np.ndarray, end: np.ndarray, stat_names):
+    """Python values of one XStat value field (2..7) for many stats."""
+    if number == 2:
+        return raw.view(np.float64).tolist()
+    if number == 3:
+        return raw.tolist()
+    if number == 4:
+        return raw.view(np.int64).tolist()
+    if number in (5, 6):
+        return [data[a:b].decode("utf-8", "replace") for a, b in zip(start.tolist(), end.tolist())]
+    unique, inverse = np.unique(raw, return_inverse=True)  # 7: ref_value, an interned string
+    names = np.array([stat_names.get(int(u), "") for u in unique] + [""], dtype=object)
+    return names[inverse].tolist()
+
+
+def _columns_from_messages(line, stat_names, wanted_ids):
+    """Reference path through protobuf objects: slow, used when the wire path refuses."""
+    events = line.events
+    n = len(events)
+    columns = np.array([(e.offset_ps, e.duration_ps, e.metadata_id) for e in events], np.int64).reshape(n, 3)
+    stats: dict[str, np.ndarray] = {}
+    for i, event in enumerate(events):
+        for stat in event.stats:
+            name = wanted_ids.get(stat.metadata_id)
+            if name is not None:
+                column = stats.get(name)
+                if column is None:
+                    column = stats[name] = np.full(n, None, dtype=object)
+                column[i] = _stat_value(stat, stat_names)
+    return (*columns.T, stats)
 
 
 def _fill_from_metadata(stats, metadata_id, meta_stats, n) -> None:
