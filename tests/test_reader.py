@@ -83,31 +83,30 @@ def test_event_columns_are_numpy(tmp_path):
 
 
 @pytest.mark.parametrize("path", ["gpu", "mirrored_2cpu", "input_bound", "transposes"])
-def test_wire_decoding_matches_the_protobuf_objects(path, raw_space):
-    """The numpy wire decoder against the slow reference path, line by line."""
+def test_every_event_and_wanted_stat_matches_the_protobuf_objects(path, raw_space):
+    """The numpy wire decoder against plain protobuf reading, event by event."""
     from conftest import tf_cpu_trace
+    from rawproto import events
     from scaldiag.trace import WANTED_STATS
-    from scaldiag.xplane.read import _columns_from_messages, _columns_from_wire
 
-    space = raw_space(GPU_TRACE if path == "gpu" else tf_cpu_trace(path))
+    file = GPU_TRACE if path == "gpu" else tf_cpu_trace(path)
+    space, trace = raw_space(file), read_trace([file])
     checked = 0
-    for plane in space.planes:
-        names = {k: m.name for k, m in plane.stat_metadata.items()}
-        wanted = {k: n for k, n in names.items() if n in WANTED_STATS}
-        for line in plane.lines:
-            fast, slow = _columns_from_wire(line, names, wanted), _columns_from_messages(line, names, wanted)
-            for a, b in zip(fast[:3], slow[:3]):
-                assert np.array_equal(a, b)
-            assert fast[3].keys() == slow[3].keys()
-            for key in fast[3]:
-                assert list(fast[3][key]) == list(slow[3][key]), key
-            checked += len(line.events)
+    for plane in trace.planes:
+        expected = events(space, plane.name)
+        got = [(line.name, plane.event_names[line.name_id[i]], int(line.start_ns[i]), int(line.end_ns[i]),
+                {k: line.stats[k][i] for k in line.stats if line.stats[k][i] is not None})
+               for line in plane.lines for i in range(len(line))]
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert g[:2] == (e["line"], e["name"])
+            assert g[2] == int(e["start_ns"]) and abs(g[3] - e["end_ns"]) <= 1
+            assert g[4] == {k: v for k, v in e["stats"].items() if k in WANTED_STATS}
+        checked += len(got)
     assert checked > 1000
 
 
-def test_wire_decoding_of_every_stat_value_kind(tmp_path):
-    from scaldiag.xplane.read import _columns_from_messages, _columns_from_wire
-
+def test_every_stat_value_kind(tmp_path):
     space = new_space()
     host = PlaneBuilder(space, "/host:CPU")
     line = host.line("python", timestamp_ns=5)
@@ -116,10 +115,7 @@ def test_wire_decoding_of_every_stat_value_kind(tmp_path):
     event.stats.add(metadata_id=host.stat_id("_r"), double_value=1.5)
     event.stats.add(metadata_id=host.stat_id("tf_op"), bytes_value=b"a:B")
     host.event(line, "other", 20, 0, interned={"hlo_category": "data formatting"})
-    names = {k: m.name for k, m in host.plane.stat_metadata.items()}
-    wanted = {k: v for k, v in names.items()}
-    fast, slow = _columns_from_wire(line, names, wanted), _columns_from_messages(line, names, wanted)
-    assert {k: list(v) for k, v in fast[3].items()} == {k: list(v) for k, v in slow[3].items()}
-    assert list(fast[3]["step_num"]) == [-7, None]
-    assert list(fast[3]["group_id"]) == [2**63 + 5, None]
-    assert list(fast[3]["hlo_category"]) == [None, "data formatting"]
+    (line,) = read_trace([write(space, tmp_path / "t.xplane.pb")]).host_planes[0].lines
+    assert {k: list(v) for k, v in line.stats.items()} == {
+        "step_num": [-7, None], "hlo_op": ["x" * 300, None], "group_id": [2**63 + 5, None],
+        "_r": [1.5, None], "tf_op": ["a:B", None], "hlo_category": [None, "data formatting"]}

@@ -1,13 +1,14 @@
 """Find XPlane files in a path and read them into a :class:`scaldiag.trace.Trace`.
 
-Only this module knows the protobuf messages; the analysis sees plain numpy
-columns. Per event we read three integers and, when the event carries stats,
-just the stats in ``WANTED_STATS``.
+Only this module and wire.py know the format; the analysis sees plain numpy
+columns. Per event we decode three integers and, of its stats, only those in
+``WANTED_STATS`` become Python values.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +16,8 @@ from google.protobuf.message import DecodeError
 
 from scaldiag.errors import TraceError
 from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
-from scaldiag.xplane.schema import XSpace
-from scaldiag.xplane.wire import WireError, as_int64, event_ranges, fields
+from scaldiag.xplane.schema import EVENTS_TAG, LINES_TAG, PLANES_TAG, XLine, XPlane, XSpace
+from scaldiag.xplane.wire import WireError, as_int64, fields, split_fields
 
 XPLANE_SUFFIX = ".xplane.pb"
 
@@ -61,30 +62,31 @@ def read_trace(files: list[str | os.PathLike]) -> Trace:
     planes, hostnames = [], []
     files = [Path(f) for f in files]
     for file in files:
-        space = parse_xspace(file)
-        host = space.hostnames[0] if space.hostnames else file.name.removesuffix(XPLANE_SUFFIX)
+        try:
+            host, file_planes = _read_file(file)
+        except (WireError, IndexError, DecodeError, RuntimeError, ValueError) as exc:
+            raise TraceError(f"{file} is not a readable XPlane trace (truncated or another format): {exc}") from exc
+        # Arbitrary bytes can decode as a message of unknown fields; a real
+        # XSpace has named planes such as /host:CPU or /device:GPU:0.
+        if not any(p.name.startswith("/") for p in file_planes):
+            raise TraceError(f"{file} is not an XPlane trace: it has no /host or /device planes")
         hostnames.append(host)
-        planes += [_plane(p, host if len(files) > 1 else "") for p in space.planes]
+        planes += [replace(p, host=host) if len(files) > 1 else p for p in file_planes]
     return Trace(planes=planes, sources=[str(f) for f in files], hostnames=hostnames)
 
 
-def parse_xspace(file: Path):
+def _read_file(file: Path) -> tuple[str, list[Plane]]:
     try:
         data = file.read_bytes()
     except OSError as exc:
         raise TraceError(f"cannot read {file}: {exc.strerror}") from exc
     if not data:
         raise TraceError(f"{file} is empty")
-    space = XSpace()
-    try:
-        space.ParseFromString(data)
-    except (DecodeError, RuntimeError, ValueError) as exc:
-        raise TraceError(f"{file} is not a readable XPlane trace (truncated or another format): {exc}") from exc
-    # Arbitrary bytes can parse as a message of unknown fields; a real XSpace
-    # has named planes such as /host:CPU or /device:GPU:0.
-    if not any(p.name.startswith("/") for p in space.planes):
-        raise TraceError(f"{file} is not an XPlane trace: it has no /host or /device planes")
-    return space
+    rest, plane_starts, plane_ends = split_fields(data, 0, len(data), PLANES_TAG)
+    space = XSpace.FromString(rest)  # hostnames, errors: everything but the planes
+    host = space.hostnames[0] if space.hostnames else file.name.removesuffix(XPLANE_SUFFIX)
+    buf = np.frombuffer(data, np.uint8)
+    return host, [_plane(data, buf, s, e) for s, e in zip(plane_starts.tolist(), plane_ends.tolist())]
 
 
 def _stat_value(stat, stat_names: dict[int, str]):
@@ -97,15 +99,18 @@ def _stat_value(stat, stat_names: dict[int, str]):
     return value.decode("utf-8", "replace") if kind == "bytes_value" else value
 
 
-def _plane(proto, host: str) -> Plane:
+def _plane(data: bytes, buf: np.ndarray, start: int, end: int) -> Plane:
+    rest, line_starts, line_ends = split_fields(data, start, end, LINES_TAG)
+    proto = XPlane.FromString(rest)  # name, metadata and plane stats: everything but the lines
     stat_names = {key: meta.name for key, meta in proto.stat_metadata.items()}
     wanted_ids = {key: name for key, name in stat_names.items() if name in WANTED_STATS}
     meta_stats = _metadata_stats(proto, stat_names, wanted_ids)
     names: list[str] = []
     name_index: dict[int, int] = {}
-    lines = [_line(line, proto, names, name_index, stat_names, wanted_ids, meta_stats) for line in proto.lines]
+    lines = [_line(data, buf, s, e, proto, names, name_index, stat_names, wanted_ids, meta_stats)
+             for s, e in zip(line_starts.tolist(), line_ends.tolist())]
     plane_stats = {stat_names.get(s.metadata_id, ""): _stat_value(s, stat_names) for s in proto.stats}
-    return Plane(name=proto.name, event_names=names, lines=lines, stats=plane_stats, host=host)
+    return Plane(name=proto.name, event_names=names, lines=lines, stats=plane_stats)
 
 
 def _metadata_stats(proto, stat_names, wanted_ids) -> dict[int, dict[str, object]]:
@@ -118,27 +123,20 @@ def _metadata_stats(proto, stat_names, wanted_ids) -> dict[int, dict[str, object
     return found
 
 
-def _line(line, proto, names, name_index, stat_names, wanted_ids, meta_stats) -> Line:
-    try:
-        offset_ps, duration_ps, metadata_id, stats = _columns_from_wire(line, stat_names, wanted_ids)
-    except WireError:
-        offset_ps, duration_ps, metadata_id, stats = _columns_from_messages(line, stat_names, wanted_ids)
-    n = len(offset_ps)
-    _fill_from_metadata(stats, metadata_id, meta_stats, n)
-    start_ns = line.timestamp_ns + offset_ps // 1000
+def _line(data, buf, start, end, proto, names, name_index, stat_names, wanted_ids, meta_stats) -> Line:
+    rest, event_starts, event_ends = split_fields(data, start, end, EVENTS_TAG)
+    header = XLine.FromString(rest)  # id, name, timestamp: everything but the events
+    offset_ps, duration_ps, metadata_id, stats = event_columns(data, buf, event_starts, event_ends,
+                                                               stat_names, wanted_ids)
+    _fill_from_metadata(stats, metadata_id, meta_stats, len(offset_ps))
+    start_ns = header.timestamp_ns + offset_ps // 1000
     end_ns = start_ns + (np.maximum(duration_ps, 0) + 500) // 1000
-    return Line(name=line.name or line.display_name, start_ns=start_ns, end_ns=end_ns,
+    return Line(name=header.name or header.display_name, start_ns=start_ns, end_ns=end_ns,
                 name_id=_name_ids(metadata_id, proto, names, name_index), stats=stats)
 
 
-def _columns_from_wire(line, stat_names, wanted_ids):
-    """Fast path: decode the line's serialised events with numpy (see wire.py)."""
-    data = line.SerializeToString()
-    header = type(line)(id=line.id, name=line.name, timestamp_ns=line.timestamp_ns).ByteSize()
-    starts, ends, _ = event_ranges(data, header)
-    if len(starts) != len(line.events):
-        raise WireError("events are not where the schema puts them")
-    buf = np.frombuffer(data, np.uint8)
+def event_columns(data, buf, starts, ends, stat_names, wanted_ids):
+    """offset_ps, duration_ps, metadata_id columns and wanted stats of the events at [starts, ends)."""
     f = fields(buf, starts, ends)
     n = len(starts)
     columns = []
@@ -186,23 +184,6 @@ def _wire_values(data: bytes, number: int, raw: np.ndarray, start: np.ndarray, e
     unique, inverse = np.unique(raw, return_inverse=True)  # 7: ref_value, an interned string
     names = np.array([stat_names.get(int(u), "") for u in unique] + [""], dtype=object)
     return names[inverse].tolist()
-
-
-def _columns_from_messages(line, stat_names, wanted_ids):
-    """Reference path through protobuf objects: slow, used when the wire path refuses."""
-    events = line.events
-    n = len(events)
-    columns = np.array([(e.offset_ps, e.duration_ps, e.metadata_id) for e in events], np.int64).reshape(n, 3)
-    stats: dict[str, np.ndarray] = {}
-    for i, event in enumerate(events):
-        for stat in event.stats:
-            name = wanted_ids.get(stat.metadata_id)
-            if name is not None:
-                column = stats.get(name)
-                if column is None:
-                    column = stats[name] = np.full(n, None, dtype=object)
-                column[i] = _stat_value(stat, stat_names)
-    return (*columns.T, stats)
 
 
 def _fill_from_metadata(stats, metadata_id, meta_stats, n) -> None:

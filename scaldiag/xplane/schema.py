@@ -108,4 +108,10 @@ def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
 
 _POOL = descriptor_pool.DescriptorPool()
 _POOL.Add(_file_descriptor())
-XSpace = GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.XSpace"))
+XSpace, XPlane, XLine = (GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+                          for name in ("XSpace", "XPlane", "XLine"))
+
+# One-byte tags of the repeated fields that hold the bulk of a trace.
+PLANES_TAG = 1 << 3 | 2  # XSpace.planes
+LINES_TAG = 3 << 3 | 2   # XPlane.lines
+EVENTS_TAG = 4 << 3 | 2  # XLine.events

@@ -1,10 +1,12 @@
 """Vectorised protobuf decoding of XEvents, straight from a line's bytes.
 
 Reading a million events through protobuf message objects costs about a
-microsecond per field access. Instead we serialise each XLine once (in C),
-find the event boundaries with one tight loop, and decode every event's
-fields, and every stat's, with numpy, a field at a time across all of them.
-Only the stats the analysis wants become Python objects.
+microsecond per field access, and holding them all as objects costs several
+times the file size. Instead we keep the file's bytes, find where each plane,
+line and event lies with one tight loop, let protobuf parse only the small
+parts (names, metadata), and decode every event's fields, and every stat's,
+with numpy, a field at a time across all of them. Only the stats the
+analysis wants become Python objects.
 
 Wire format facts used (protobuf encoding spec): a field is a varint tag
 ``field_number << 3 | wire_type``; wire type 0 is a varint, 1 is 8 bytes
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 
-EVENTS_TAG = 0x22  # XLine.events: field 4, wire type 2
 _MAX_VARINT = 10
 
 
@@ -24,50 +25,93 @@ class WireError(ValueError):
 
 
 def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Decode one varint at each position: (values as uint64, encoded lengths)."""
-    last = len(buf) - 1
-    values = np.zeros(len(pos), np.uint64)
-    length = np.zeros(len(pos), np.int64)
-    done = np.zeros(len(pos), bool)
-    for k in range(_MAX_VARINT):
-        byte = buf[np.minimum(pos + k, last)]
-        live = ~done
-        values |= np.where(live, (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k), np.uint64(0))
-        length += live
-        done |= byte < 0x80
-        if done.all():
-            return values, length
-    raise WireError("varint longer than 10 bytes")
+    """Decode one varint at each position: (values as uint64, encoded lengths).
 
-
-def event_ranges(data: bytes, pos: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Payload [start, end) of each consecutive XLine.events field from ``pos``.
-
-    Sequential by nature (each length says where the next event begins), so
-    this is the one loop per event; it does nothing but follow lengths.
+    Works byte by byte on the shrinking set of varints still continuing, so
+    the cost follows the bytes decoded, not count x 10.
     """
+    if len(pos) and pos.max() >= len(buf):
+        raise WireError("varint past the end")
+    byte = buf[pos]
+    values = (byte & 0x7F).astype(np.uint64)
+    length = np.ones(len(pos), np.int64)
+    live = np.flatnonzero(byte >= 0x80)
+    for k in range(1, _MAX_VARINT):
+        if len(live) == 0:
+            return values, length
+        at = pos[live] + k
+        if at.max() >= len(buf):
+            raise WireError("varint past the end")
+        byte = buf[at]
+        values[live] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        length[live] += 1
+        live = live[byte >= 0x80]
+    if len(live):
+        raise WireError("varint longer than 10 bytes")
+    return values, length
+
+
+def split_fields(data: bytes, start: int, end: int, bulk_tag: int) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """Split the message in ``data[start:end]`` into its bulk repeated field and the rest.
+
+    Returns the bytes of every other field (itself a valid encoding of the
+    same message without the bulk field, for protobuf to parse) and the
+    payload [start, end) of each bulk field. ``bulk_tag`` is a one-byte tag
+    of a length-delimited field. The loop per bulk field only follows
+    lengths: it is the one sequential part of reading a trace.
+    """
+    rest: list[bytes] = []
     starts: list[int] = []
     ends: list[int] = []
     add_start, add_end = starts.append, ends.append
-    size = len(data)
-    while pos < size and data[pos] == EVENTS_TAG:
+    pos = start
+    while pos < end:
+        while pos < end and data[pos] == bulk_tag:  # the hot loop: one pass per event
+            length = data[pos + 1]
+            pos += 2
+            if length >= 0x80:
+                length, pos = _varint_tail(data, pos, length)
+            add_start(pos)
+            pos += length
+            add_end(pos)
+        if pos >= end:
+            break
+        field_start = pos
+        tag, pos = _varint(data, pos)
+        wire = tag & 7
+        if wire == 0:
+            _, pos = _varint(data, pos)
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            pos += length
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+        else:
+            raise WireError(f"unsupported wire type {wire}")
+        rest.append(data[field_start:pos])
+    if pos != end:
+        raise WireError("a field runs past the end of its message (truncated?)")
+    return b"".join(rest), np.array(starts, np.int64), np.array(ends, np.int64)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    byte = data[pos]
+    if byte < 0x80:
+        return byte, pos + 1
+    return _varint_tail(data, pos + 1, byte)
+
+
+def _varint_tail(data: bytes, pos: int, first: int) -> tuple[int, int]:
+    value, shift = first & 0x7F, 7
+    while True:
+        byte = data[pos]
         pos += 1
-        length = data[pos]
-        pos += 1
-        if length >= 0x80:
-            length &= 0x7F
-            shift = 7
-            while True:
-                byte = data[pos]
-                pos += 1
-                length |= (byte & 0x7F) << shift
-                shift += 7
-                if byte < 0x80:
-                    break
-        add_start(pos)
-        pos += length
-        add_end(pos)
-    return np.array(starts, np.int64), np.array(ends, np.int64), pos
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
+        if shift > 63:
+            raise WireError("varint longer than 10 bytes")
 
 
 def fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, np.ndarray]:

@@ -1,0 +1,42 @@
+# The two commands of the README are `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test bench bench-env fixtures clean
+
+$(BIN)/scaldiag: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+setup: $(BIN)/scaldiag
+
+# Set everything up and run the main job on a bundled example (no GPU needed).
+demo: setup
+	$(BIN)/scaldiag analyze fixtures/tf_cpu/input_bound
+	$(BIN)/scaldiag analyze fixtures/gpu/h200x2_jax_dataparallel.xplane.pb --json report.json
+	@echo "JSON report written to report.json"
+
+test: setup
+	$(BIN)/python -m pytest
+
+# xprof lives in its own venv: it is a benchmark opponent, not a dependency.
+bench/.venv-xprof/bin/python:
+	$(PYTHON) -m venv bench/.venv-xprof
+	bench/.venv-xprof/bin/pip install -q xprof==2.24.2
+
+bench-env: bench/.venv-xprof/bin/python
+
+bench: setup bench-env
+	$(BIN)/python bench/bench_analyze.py --xprof-python bench/.venv-xprof/bin/python
+
+# Re-record the TensorFlow-on-CPU fixture traces (needs TensorFlow).
+fixtures: setup
+	$(BIN)/pip install -q -e '.[tensorflow]'
+	rm -rf fixtures/tf_cpu/*/plugins
+	$(BIN)/python fixtures/tf_cpu/make_tf_cpu_traces.py
+
+clean:
+	rm -rf $(VENV) bench/.venv-xprof report.json
