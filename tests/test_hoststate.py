@@ -39,7 +39,7 @@ def test_matches_brute_force_on_random_nesting():
         if not events:
             continue
         own = rng.choice([_GENERIC_CODE, 0, 3, 5], size=len(events)).tolist()
-        s, e, c = innermost_segments(np.array([a for a, _ in events]), np.array([b for _, b in events]),
+        s, e, c, _ = innermost_segments(np.array([a for a, _ in events]), np.array([b for _, b in events]),
                                      np.array(own))
         for t in range(0, 125):
             hit = np.flatnonzero((s <= t) & (t < e))
@@ -49,5 +49,5 @@ def test_matches_brute_force_on_random_nesting():
 
 
 def test_child_outliving_its_parent_is_clipped():
-    s, e, c = innermost_segments(np.array([0, 5]), np.array([10, 20]), np.array([1, 2]))
-    assert list(zip(s.tolist(), e.tolist(), c.tolist())) == [(0, 5, 1), (5, 10, 2)]
+    s, e, c, i = innermost_segments(np.array([0, 5]), np.array([10, 20]), np.array([1, 2]))
+    assert list(zip(s.tolist(), e.tolist(), c.tolist(), i.tolist())) == [(0, 5, 1, 0), (5, 10, 2, 1)]

@@ -74,12 +74,15 @@ def device_category(name: str, tf_op: str | None = None, hlo_op: str | None = No
 
 # --- host events -----------------------------------------------------------
 # Blocking: the thread waits for the device, a peer or a lock. Not host work.
-_WAIT = re.compile(r"^Wait\b|WaitFor|BlockHostUntil|Rendezvous|^Await|Sleep|::Wait$|^ThreadpoolListener::")
+# KernelAndDeviceFunc::Run is TF's caller blocked while a function's graph runs
+# on the executor threads (which have events of their own).
+_WAIT = re.compile(r"^Wait\b|WaitFor|BlockHostUntil|Rendezvous|^Await|Sleep|::Wait$|^ThreadpoolListener::"
+                   r"|^KernelAndDeviceFunc::Run$")
 # The training step taking its next batch: tf.data consumer ops, and the
 # hand-over of host arrays to devices (JAX/PJRT device_put, TF eager copies).
 _INPUT = re.compile(r"IteratorGetNext|GetNextFromShard|^Iterator::|^PrefetchConsume|MultiDeviceIterator"
                     r"|^shard_args$|DevicePut|^device_put|BufferFromHostBuffer|^H2D Dispatch$"
-                    r"|^EagerCopyToDevice$|^PjRtCApiClient::BufferFromHost|^Transpose::Execute")
+                    r"|^EagerCopyToDevice$|^PjRtCApiClient::BufferFromHost|^Transpose::Execute|^MemcpyH2D$")
 # tf.data threads. The get_next threads run the consumer side (the step waits
 # there); the others produce elements ahead of time in the background.
 _TF_DATA_CONSUMER_LINE = re.compile(r"^tf_data_(multi_device_)?iterator_get_next")

@@ -9,6 +9,8 @@ function that no op covers is host overhead.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from scaldiag.analyze import categories as cat
@@ -21,15 +23,56 @@ _GENERIC_CODE = -1
 _OVERHEAD = _CODE["host_overhead"]
 
 
-def host_states(planes: list[Plane], ops_are_compute: bool) -> dict[str, iv.IntervalSet]:
-    """Union over all host threads of the time spent in each state."""
+@dataclass(frozen=True)
+class HostTimeline:
+    """What the host threads did: per state, and per innermost event."""
+
+    states: dict[str, iv.IntervalSet]  # union over all threads of each state
+    # Every thread's innermost-event segments, for naming what the host did.
+    seg_start: np.ndarray
+    seg_end: np.ndarray
+    seg_state: np.ndarray  # state codes (index into HOST_STATES)
+    seg_name: np.ndarray   # event names (object array)
+
+    def get(self, state: str) -> iv.IntervalSet:
+        return self.states.get(state, iv.EMPTY)
+
+    def activity_during(self, gaps: iv.IntervalSet, per: int, top: int = 5) -> list[tuple[str, str, float]]:
+        """The host events most present during ``gaps``: (name, state, thread-ns / per).
+
+        Thread time: two threads in the same event count twice. Background
+        producers and waits are left out: they are not what the step does.
+        """
+        overlap = iv.measure_in_windows(gaps, self.seg_start, self.seg_end)
+        shown = (overlap > 0) & (self.seg_state < _CODE[cat.WAIT])
+        if not shown.any():
+            return []
+        keys = np.array([f"{n}\0{c}" for n, c in zip(self.seg_name[shown], self.seg_state[shown])], dtype=object)
+        unique, inverse = np.unique(keys, return_inverse=True)
+        totals = np.bincount(inverse, weights=overlap[shown])
+        best = np.argsort(-totals)[:top]
+        return [(unique[i].split("\0")[0], HOST_STATES[int(unique[i].split("\0")[1])], float(totals[i]) / per)
+                for i in best]
+
+
+def host_states(planes: list[Plane], ops_are_compute: bool) -> HostTimeline:
+    """What every host thread does at each instant (see the module docstring)."""
     pieces: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    segments = []
     for plane in planes:
         own = _own_codes(plane.event_names, ops_are_compute)
+        names = np.array(plane.event_names, dtype=object)
         for line in plane.lines:
-            for code, segments in _line_states(line, own).items():
-                pieces.setdefault(code, []).append(segments)
-    return {HOST_STATES[code]: iv.merge(*sets) for code, sets in pieces.items()}
+            seg = _line_segments(line, own)
+            if seg is None:
+                continue
+            seg_s, seg_e, seg_c, seg_i = seg
+            segments.append((seg_s, seg_e, seg_c, names[line.name_id[seg_i]]))
+            for c in np.unique(seg_c).tolist():
+                pieces.setdefault(c, []).append(iv.union(seg_s[seg_c == c], seg_e[seg_c == c]))
+    columns = [np.concatenate(col) for col in zip(*segments)] if segments else \
+        [np.empty(0, np.int64)] * 3 + [np.empty(0, object)]
+    return HostTimeline({HOST_STATES[c]: iv.merge(*sets) for c, sets in pieces.items()}, *columns)
 
 
 def _own_codes(event_names: list[str], ops_are_compute: bool) -> np.ndarray:
@@ -41,24 +84,25 @@ def _own_codes(event_names: list[str], ops_are_compute: bool) -> np.ndarray:
     return codes
 
 
-def _line_states(line: Line, own_by_name: np.ndarray) -> dict[int, iv.IntervalSet]:
-    keep = line.end_ns > line.start_ns
-    if not keep.any():
-        return {}
+def _line_segments(line: Line, own_by_name: np.ndarray):
+    """(start, end, state code, event index) of a thread's innermost segments, or None."""
+    keep = np.flatnonzero(line.end_ns > line.start_ns)
+    if not len(keep):
+        return None
+    seg_s, seg_e, seg_c, seg_i = innermost_segments(line.start_ns[keep], line.end_ns[keep],
+                                                    own_by_name[line.name_id[keep]])
     default = cat.host_line_default(line.name)
-    start, end = line.start_ns[keep], line.end_ns[keep]
-    if default is not None:  # the thread's role decides every event on it
-        return {_CODE[default]: iv.union(start, end)}
-    seg_s, seg_e, seg_c = innermost_segments(start, end, own_by_name[line.name_id[keep]])
-    return {int(c): iv.union(seg_s[seg_c == c], seg_e[seg_c == c]) for c in np.unique(seg_c)}
+    if default is not None:  # the thread's role decides the state of every event on it
+        seg_c = np.full(len(seg_c), _CODE[default])
+    return seg_s, seg_e, seg_c, keep[seg_i]
 
 
 def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     """Split one thread's nested events into the segments where each is innermost.
 
-    Returns arrays (start, end, code): code is the innermost event's effective
-    category (its own, else its nearest categorised ancestor's, else host
-    overhead). Vectorised: nesting depth from a sorted sweep, parents level by
+    Returns arrays (start, end, code, index): code is the innermost event's
+    effective category (its own, else its nearest categorised ancestor's, else
+    host overhead), index its position in the arguments. Vectorised: nesting depth from a sorted sweep, parents level by
     level, then the timeline of "innermost event" changes. Events on a thread
     nest; a child that outlives its parent is clipped to it.
     """
@@ -81,7 +125,7 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     times, now_inner = times[o], now_inner[o]
     seg_s, seg_e, inner = times[:-1], times[1:], now_inner[:-1]
     keep = (seg_e > seg_s) & (inner >= 0)
-    return seg_s[keep], seg_e[keep], code[inner[keep]]
+    return seg_s[keep], seg_e[keep], code[inner[keep]], order[inner[keep]]
 
 
 def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scaldiag.analyze import intervals as iv
-from scaldiag.analyze.breakdown import Breakdown, breakdown
-from scaldiag.analyze.categories import CATEGORIES
+from scaldiag.analyze.breakdown import breakdown
+from scaldiag.analyze.categories import CATEGORIES, DEVICE_CATEGORIES
 from scaldiag.analyze.device import DeviceEvents, device_events
-from scaldiag.analyze.hoststate import host_states
+from scaldiag.analyze.hoststate import HostTimeline, host_states
 from scaldiag.analyze.stats import Summary, ci95_half_width
 from scaldiag.analyze.steps import Steps, find_steps
 from scaldiag.analyze.transfers import copies_per_step
@@ -44,6 +44,15 @@ class Transfers:
 
 
 @dataclass(frozen=True)
+class HostActivity:
+    """A host event present while the unit was idle: thread-milliseconds per step."""
+
+    name: str
+    state: str  # its host state: input, host_overhead, compute...
+    ms_per_step: float
+
+
+@dataclass(frozen=True)
 class UnitAnalysis:
     name: str
     kind: str  # "gpu" or "host"
@@ -55,6 +64,8 @@ class UnitAnalysis:
     d2h: Transfers | None = None
     collective_count_per_step: float = 0.0
     input_pipeline_busy_ms: float = 0.0  # tf.data producers running ahead (background)
+    # What the host threads were in while the unit did no work, top first.
+    host_activity_while_idle: list[HostActivity] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -76,17 +87,20 @@ def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
                   np.concatenate([d.end_ns for _, d in devices])) if devices else None
     steps = find_steps(trace, all_device)
     host = host_states(trace.host_planes, ops_are_compute=not devices)
-    background = host.get("background", iv.EMPTY)
     notes = []
     if devices:
-        host_sets = {"input": host.get("input", iv.EMPTY),
-                     "host_overhead": iv.merge(*[host.get(c, iv.EMPTY) for c in
+        # With GPUs, host ops are the host side of launches: all of it is host work.
+        host_sets = {"input": host.get("input"),
+                     "host_overhead": iv.merge(*[host.get(c) for c in
                                                  ("host_overhead", "compute", "layout", "collective")])}
-        units = [_gpu_unit(name, events, host_sets, background, steps) for name, events in devices]
+        units = [_unit(name, "gpu", {**events.sets(), **host_sets}, DEVICE_CATEGORIES, steps, host,
+                       **_device_extras(events, steps)) for name, events in devices]
     else:
         notes.append("no device planes in the trace: the host ran the model (e.g. TensorFlow on the CPU); "
                      "its op execution is reported as compute, and there are no host-to-device copies")
-        units = [_host_unit(trace, host, background, steps)]
+        name = trace.host_planes[0].label if trace.host_planes else "/host:CPU"
+        sets = {c: host.get(c) for c in ("compute", "layout", "collective", "input", "host_overhead")}
+        units = [_unit(name, "host", sets, ("compute", "layout", "collective"), steps, host)]
     if steps.method == "none":
         notes.append("steps could not be found: figures are for the whole trace as one window")
     return ProfileAnalysis(run=run, sources=trace.sources, hosts=trace.hostnames, event_count=trace.event_count,
@@ -105,21 +119,12 @@ def detect_framework(trace: Trace) -> str:
     return "unknown"
 
 
-def _gpu_unit(name: str, events: DeviceEvents, host_sets, background, steps: Steps) -> UnitAnalysis:
-    result = breakdown({**events.sets(), **host_sets}, steps)
-    h2d, d2h = (_transfers(events, direction, steps) for direction in ("h2d", "d2h"))
-    collective = events.of("collective")
-    step = np.searchsorted(steps.start_ns, events.start_ns[collective], side="right") - 1
-    inside = (step >= 0) & (events.start_ns[collective] < steps.end_ns[np.maximum(step, 0)])
-    return _unit(name, "gpu", result, steps, background, h2d=h2d, d2h=d2h,
-                 collective_count_per_step=float(inside.sum()) / steps.count)
-
-
-def _host_unit(trace: Trace, host, background, steps: Steps) -> UnitAnalysis:
-    sets = {c: host[c] for c in ("compute", "layout", "collective", "input", "host_overhead") if c in host}
-    result = breakdown(sets, steps, device_categories=("compute", "layout", "collective"))
-    name = trace.host_planes[0].label if trace.host_planes else "/host:CPU"
-    return _unit(name, "host", result, steps, background)
+def _device_extras(events: DeviceEvents, steps: Steps) -> dict:
+    collective = events.start_ns[events.of("collective")]
+    step = np.searchsorted(steps.start_ns, collective, side="right") - 1
+    inside = (step >= 0) & (collective < steps.end_ns[np.maximum(step, 0)])
+    return {"h2d": _transfers(events, "h2d", steps), "d2h": _transfers(events, "d2h", steps),
+            "collective_count_per_step": float(inside.sum()) / steps.count}
 
 
 def _transfers(events: DeviceEvents, direction: str, steps: Steps) -> Transfers:
@@ -131,7 +136,9 @@ def _transfers(events: DeviceEvents, direction: str, steps: Steps) -> Transfers:
                      bytes_by_host_kind={k: float(v.mean()) for k, v in sorted(totals.bytes_by_kind.items())})
 
 
-def _unit(name, kind, result: Breakdown, steps: Steps, background, **extra) -> UnitAnalysis:
+def _unit(name, kind, sets, busy_categories, steps: Steps, host: HostTimeline, **extra) -> UnitAnalysis:
+    """``busy_categories``: those that count as the unit doing work."""
+    result = breakdown(sets, steps, busy_categories)
     step_ns = np.maximum(result.step_ns, 1)
     categories = {}
     for c, category in enumerate(CATEGORIES):
@@ -140,8 +147,10 @@ def _unit(name, kind, result: Breakdown, steps: Steps, background, **extra) -> U
             exclusive_ms=float(result.exclusive_ns[:, c].mean()) / NS_PER_MS,
             exclusive_pct=float(share.mean()), exclusive_pct_ci95=ci95_half_width(share),
             busy_ms=float(result.busy_ns[:, c].mean()) / NS_PER_MS)
+    gaps = iv.subtract(iv.union(steps.start_ns, steps.end_ns), iv.merge(*[sets[c] for c in busy_categories if c in sets]))
+    activity = [HostActivity(name, state, ns / NS_PER_MS) for name, state, ns in host.activity_during(gaps, steps.count)]
+    background = iv.measure_in_windows(host.get("background"), steps.start_ns, steps.end_ns)
     return UnitAnalysis(
         name=name, kind=kind, steps=steps.count, step_time_ms=Summary.of(result.step_ns / NS_PER_MS),
         busy_pct=float((100.0 * result.device_busy_ns / step_ns).mean()), categories=categories,
-        input_pipeline_busy_ms=float(iv.measure_in_windows(background, steps.start_ns, steps.end_ns).mean())
-        / NS_PER_MS, **extra)
+        host_activity_while_idle=activity, input_pipeline_busy_ms=float(background.mean()) / NS_PER_MS, **extra)

@@ -47,6 +47,7 @@ def _unit(u: UnitAnalysis) -> dict:
         "collective": {"count_per_step": u.collective_count_per_step,
                        "time_ms_per_step": u.categories["collective"].busy_ms},
         "input_pipeline_busy_ms": u.input_pipeline_busy_ms,
+        "host_activity_while_idle": [asdict(h) for h in u.host_activity_while_idle],
     }
 
 

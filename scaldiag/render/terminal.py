@@ -33,6 +33,9 @@ def render(report: Report, console: Console) -> None:
         console.print(_breakdown_table(a.units))
         if any(u.h2d is not None for u in a.units):
             console.print(_transfer_table(a.units))
+        idlest = min(a.units, key=lambda u: u.busy_pct)
+        if idlest.host_activity_while_idle:
+            console.print(_activity_table(idlest))
     console.print(Text(f"Findings ({len(report.findings)})", style="bold"))
     if not report.findings:
         console.print("none: no rule's threshold is cleared beyond the step-to-step noise")
@@ -97,6 +100,17 @@ def _transfer_table(units: list[UnitAnalysis]) -> Table:
     for u in units:
         table.add_row(u.name, _copies(u.h2d), _copies(u.d2h), f"{u.collective_count_per_step:.1f}",
                       f"{u.categories['collective'].busy_ms:.3f}")
+    return table
+
+
+def _activity_table(u: UnitAnalysis) -> Table:
+    work = "kernels or copies" if u.kind == "gpu" else "ops"
+    table = Table(title=f"While {u.name} runs no {work} ({100 - u.busy_pct:.1f}% of the step), the host is in",
+                  title_justify="left")
+    for col in ("host event (innermost)", "state", "thread-ms per step"):
+        table.add_column(col, justify="right" if col.startswith("thread") else "left")
+    for h in u.host_activity_while_idle:
+        table.add_row(h.name, h.state, f"{h.ms_per_step:.3f}")
     return table
 
 
