@@ -20,14 +20,14 @@ FIX = {
         "  ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)\n"
         "  ds = ds.cache()            # if the decoded data fits in memory\n"
         "  ds = ds.batch(global_batch).prefetch(tf.data.AUTOTUNE)\n"
-        "Replace Python generators (from_generator, PyDataset without workers) with tf.data ops,\n"
-        "or give keras.utils.PyDataset workers=N, use_multiprocessing=True. Move augmentation\n"
+        "Replace Python generators (from_generator, PyDataset without workers) with tf.data ops, "
+        "or give keras.utils.PyDataset workers=N, use_multiprocessing=True. Move augmentation "
         "into the model (keras.layers.RandomFlip ...) so it runs on the GPU."),
     "jax": (
-        "Keras 3 on JAX iterates the data on the host: feed it a tf.data pipeline with\n"
-        "num_parallel_calls=tf.data.AUTOTUNE and .prefetch(tf.data.AUTOTUNE), or a\n"
-        "keras.utils.PyDataset(workers=N, use_multiprocessing=True); for a plain JAX loop,\n"
-        "prefetch batches to the devices ahead of the step (e.g. flax.jax_utils.prefetch_to_device\n"
+        "Keras 3 on JAX iterates the data on the host: feed it a tf.data pipeline with "
+        "num_parallel_calls=tf.data.AUTOTUNE and .prefetch(tf.data.AUTOTUNE), or a "
+        "keras.utils.PyDataset(workers=N, use_multiprocessing=True); for a plain JAX loop, "
+        "prefetch batches to the devices ahead of the step (e.g. flax.jax_utils.prefetch_to_device "
         "or a background thread calling jax.device_put)."),
 }
 

@@ -27,9 +27,9 @@ FIX = {
         "  ds = ds.prefetch(tf.data.AUTOTUNE)   # or tf.data.experimental.prefetch_to_device('/gpu:0')\n"
         "Send images as uint8 and cast/normalise on the GPU (first layer: keras.layers.Rescaling(1/255))."),
     "jax": (
-        "Shard the batch instead of copying it whole (jax.device_put(batch, NamedSharding(mesh, P('batch')))\n"
-        "or keras.distribution.DataParallel), prefetch the next batch to the devices while the step runs,\n"
-        "and send uint8 pixels, casting on the device. Keep host arrays in pinned memory where the\n"
+        "Shard the batch instead of copying it whole (jax.device_put(batch, NamedSharding(mesh, P('batch'))) "
+        "or keras.distribution.DataParallel), prefetch the next batch to the devices while the step runs, "
+        "and send uint8 pixels, casting on the device. Keep host arrays in pinned memory where the "
         "loader allows it (JAX copies from its own pinned staging buffers)."),
 }
 

@@ -16,16 +16,15 @@ HIGH_PCT = 25.0
 
 FIX = {
     "tensorflow": (
-        "Make each all-reduce worth more compute: a larger per-replica batch\n"
-        "(global_batch = per_replica_batch * strategy.num_replicas_in_sync), or accumulate\n"
-        "gradients over several micro-batches; all-reduce in half precision:\n"
+        "Make each all-reduce worth more compute: a larger per-replica batch "
+        "(global_batch = per_replica_batch * strategy.num_replicas_in_sync), or accumulate "
+        "gradients over several micro-batches. Pack gradients into one NCCL all-reduce:\n"
         "  strategy = tf.distribute.MirroredStrategy(\n"
         "      cross_device_ops=tf.distribute.NcclAllReduce(num_packs=1))\n"
-        "  keras.mixed_precision.set_global_policy('mixed_float16')\n"
-        "and shrink large Dense layers (global pooling instead of Flatten)."),
+        "and shrink large Dense layers (global pooling instead of Flatten before them)."),
     "jax": (
-        "Larger per-device batch or gradient accumulation (optax.MultiSteps); all-reduce bf16\n"
-        "gradients; let XLA overlap the all-reduce with the backward pass\n"
+        "Larger per-device batch or gradient accumulation (optax.MultiSteps); all-reduce bf16 "
+        "gradients; let XLA overlap the all-reduce with the backward pass "
         "(XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=true); shrink large Dense layers."),
 }
 

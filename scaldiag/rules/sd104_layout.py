@@ -14,14 +14,14 @@ HIGH_PCT = 10.0
 
 FIX = {
     "tensorflow": (
-        "Keep tensors in the layout the backend wants: channels_last (NHWC) on TF CPU and for\n"
+        "Keep tensors in the layout the backend wants: channels_last (NHWC) on TF CPU and for "
         "fp16/bf16 tensor cores:\n"
         "  keras.config.set_image_data_format('channels_last')\n"
-        "and remove explicit Permute/tf.transpose pairs around layers that can take an axis\n"
+        "and remove explicit Permute/tf.transpose pairs around layers that can take an axis "
         "argument (Dense acts on the last axis; use EinsumDense or Conv1D over the right axis)."),
     "jax": (
-        "Use channels_last (keras.config.set_image_data_format('channels_last'); flax convs are NHWC)\n"
-        "and avoid jnp.transpose around matmuls: write the contraction with jnp.einsum so XLA picks\n"
+        "Use channels_last (keras.config.set_image_data_format('channels_last'); flax convs are NHWC) "
+        "and avoid jnp.transpose around matmuls: write the contraction with jnp.einsum so XLA picks "
         "the layout."),
 }
 

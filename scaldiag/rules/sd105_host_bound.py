@@ -18,11 +18,11 @@ FIX = {
     "tensorflow": (
         "Run several steps per host call and compile the step:\n"
         "  model.compile(..., steps_per_execution=32, jit_compile=True)\n"
-        "For custom loops, wrap the step in @tf.function(jit_compile=True) and loop inside it;\n"
+        "For custom loops, wrap the step in @tf.function(jit_compile=True) and loop inside it; "
         "raise the per-replica batch if kernels are tiny."),
     "jax": (
-        "Compile more per call: model.compile(..., steps_per_execution=32, jit_compile=True) in Keras;\n"
-        "in plain JAX jit the whole train step (and jax.lax.scan over several steps), keep Python\n"
+        "Compile more per call: model.compile(..., steps_per_execution=32, jit_compile=True) in Keras; "
+        "in plain JAX jit the whole train step (and jax.lax.scan over several steps), keep Python "
         "work and host syncs (float(loss), .block_until_ready()) out of the step loop."),
 }
 
