@@ -93,3 +93,23 @@ def test_report_names_the_host_as_the_bound(analysis):
     assert ids[0] in ("SD105", "SD101")  # the devices wait on the host
     assert "SD106" in ids                 # and are busy under a fifth of the step
     assert all(f.predicted_speedup.value > 1 for f in report.findings)
+
+
+def test_without_markers_steps_are_inferred_from_the_jitted_step_calls(tmp_path, space):
+    # The same trace with its StepTraceAnnotation markers' step_num stats removed.
+    space = type(space).FromString(space.SerializeToString())  # a copy: the fixture is shared
+    for plane in space.planes:
+        ids = [k for k, m in plane.stat_metadata.items() if m.name == "step_num"]
+        for line in plane.lines:
+            for event in line.events:
+                keep = [s for s in event.stats if s.metadata_id not in ids]
+                del event.stats[:]
+                event.stats.extend(keep)
+    path = tmp_path / "nomarkers.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    steps = find_steps(read_trace([path]))
+    calls = sorted({e["start_ns"] for e in events(space, "/host:CPU") if e["name"] == "PjitFunction(step)"})
+    assert steps.method == "inferred" and "PjitFunction(step)" in steps.description
+    assert steps.count == 10
+    # Outermost of the two nested PjitFunction(step) events per step.
+    assert np.allclose(steps.start_ns, calls[::2], atol=1)
