@@ -6,10 +6,10 @@ import argparse
 import sys
 
 from scaldiag import __version__
-from scaldiag.commands import analyze
+from scaldiag.commands import analyze, profile, report
 from scaldiag.errors import ScaldiagError
 
-COMMANDS = (analyze,)
+COMMANDS = (profile, analyze, report)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,11 +34,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     terminal.render(report, Console())
     if args.json:
-        _write(Path(args.json), json_report.render(report))
+        write_text(Path(args.json), json_report.render(report))
     return 0
 
 
-def _write(path: Path, text: str) -> None:
+def write_text(path: Path, text: str) -> None:
     try:
         path.write_text(text)
     except OSError as exc:

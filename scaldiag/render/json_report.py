@@ -12,7 +12,7 @@ from scaldiag.analyze.report import SCHEMA_VERSION, Report
 
 def to_dict(report: Report) -> dict:
     a = report.analysis
-    return _clean({
+    return clean({
         "schema_version": SCHEMA_VERSION,
         "run": a.run,
         "sources": a.sources,
@@ -51,11 +51,11 @@ def _unit(u: UnitAnalysis) -> dict:
     }
 
 
-def _clean(value):
+def clean(value):
     if isinstance(value, float):
         return None if math.isnan(value) or math.isinf(value) else value
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [clean(v) for v in value]
     return value

@@ -78,7 +78,7 @@ def _breakdown_table(units: list[UnitAnalysis]) -> Table:
     return table
 
 
-def _bytes(n: float) -> str:
+def bytes_text(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
@@ -89,8 +89,8 @@ def _bytes(n: float) -> str:
 def _copies(t: Transfers | None) -> str:
     if t is None:
         return "-"
-    kinds = ", ".join(f"{k} {_bytes(v)}" for k, v in t.bytes_by_host_kind.items())
-    return f"{_bytes(t.bytes_per_step)} in {t.count_per_step:.1f} copies" + (f" ({kinds})" if kinds else "")
+    kinds = ", ".join(f"{k} {bytes_text(v)}" for k, v in t.bytes_by_host_kind.items())
+    return f"{bytes_text(t.bytes_per_step)} in {t.count_per_step:.1f} copies" + (f" ({kinds})" if kinds else "")
 
 
 def _transfer_table(units: list[UnitAnalysis]) -> Table:

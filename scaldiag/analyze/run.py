@@ -1,0 +1,202 @@
+"""A captured run, analysed: steady-state steps and throughput, GPU and host samples.
+
+Pure functions over the run record's plain data (``RunRecord``); reading the
+files is ``scaldiag.record.reader``'s job.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scaldiag.analyze.profile import ProfileAnalysis
+from scaldiag.analyze.stats import Summary
+
+# A step after warm-up more than this many times the median is compilation or
+# retracing (new shapes, a new tf.function trace), not steady state. Steady
+# steps on these machines vary by well under 2x; a compile costs 10-1000x.
+COMPILE_FACTOR = 3.0
+
+# NVML clocks-event reasons (nvmlClocksEventReasons*, nvml.h): the bits that
+# mean the GPU is held below its clocks for a reason other than being idle.
+CLOCK_EVENT_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
+                       0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
+                       0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
+                       0x100: "display_clock_setting"}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """The run directory's contents as plain data."""
+
+    run: dict
+    training: dict
+    inventory: dict
+    steps: list[dict]
+    gpu_samples: list[dict]
+    host_samples: list[dict]
+
+
+@dataclass(frozen=True)
+class StepStats:
+    recorded: int
+    steady: int
+    excluded: dict[str, list[int]]  # reason -> step numbers
+    step_time_ms: Summary           # steady steps, begin to next begin
+    samples_per_step: int | None
+    samples_per_s: float | None
+    samples_per_s_low: float | None  # from the 95% CI of the mean step time
+    samples_per_s_high: float | None
+    window_ns: tuple[int, int]       # first steady begin, last steady end
+
+
+@dataclass(frozen=True)
+class GpuSummary:
+    index: int
+    name: str | None
+    samples: int
+    sample_hz: float
+    util_pct: float | None
+    mem_used_max_bytes: int | None
+    pcie_tx_bytes_per_s: float | None
+    pcie_rx_bytes_per_s: float | None
+    nvlink_tx_bytes_per_s: float | None
+    nvlink_rx_bytes_per_s: float | None
+    sm_clock_mhz_min: int | None
+    sm_clock_mhz_max: int | None
+    power_w: float | None
+    clock_event_reasons: list[str]
+
+
+@dataclass(frozen=True)
+class HostSummary:
+    samples: int
+    cores: int
+    core_pct_mean: float     # over all cores
+    busiest_core_pct: float  # mean of the busiest core at each sample
+    process_cpu_pct: float   # the training process tree, 100 = one core
+    rss_max_bytes: int
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    run: dict
+    training: dict
+    inventory: dict
+    steps: StepStats | None
+    gpus: list[GpuSummary]
+    host: HostSummary | None
+    trace: ProfileAnalysis | None
+    missing: list[str] = field(default_factory=list)
+
+
+def step_stats(steps: list[dict], training: dict) -> StepStats | None:
+    """Steady-state step times: warm-up, compile/retrace and trace-window steps left out."""
+    if len(steps) < 2:
+        return None
+    warmup = int(training.get("warmup_steps", 0))
+    periods, starts, excluded = [], [], {"warm-up": [], "compile or retrace": [], "profiler window": []}
+    for a, b in zip(steps, steps[1:]):
+        if b["step"] != a["step"] + 1 or b.get("epoch") != a.get("epoch"):
+            continue  # epoch boundary or a new fit call: not a step period
+        if a["step"] < warmup:
+            excluded["warm-up"].append(a["step"])
+        elif a.get("traced") or b.get("traced"):  # profiler start/stop land in these periods
+            excluded["profiler window"].append(a["step"])
+        else:
+            periods.append(b["begin_ns"] - a["begin_ns"])
+            starts.append(a)
+    if not periods:
+        return None
+    periods_arr = np.array(periods, float)
+    slow = periods_arr > COMPILE_FACTOR * np.median(periods_arr)
+    excluded["compile or retrace"] = [s["step"] for s, is_slow in zip(starts, slow) if is_slow]
+    steady = periods_arr[~slow] / 1e6
+    kept = [s for s, is_slow in zip(starts, slow) if not is_slow]
+    time_ms = Summary.of(steady)
+    per_step = _samples_per_step(training)
+    rate = low = high = None
+    if per_step:
+        rate = per_step / (time_ms.mean / 1e3)
+        if math.isfinite(time_ms.ci95):
+            high = per_step / (max(time_ms.mean - time_ms.ci95, 1e-9) / 1e3)
+            low = per_step / ((time_ms.mean + time_ms.ci95) / 1e3)
+    window = (kept[0]["begin_ns"], kept[-1]["begin_ns"] + int(steady[-1] * 1e6))
+    return StepStats(recorded=len(steps), steady=len(steady), excluded={k: v for k, v in excluded.items() if v},
+                     step_time_ms=time_ms, samples_per_step=per_step, samples_per_s=rate,
+                     samples_per_s_low=low, samples_per_s_high=high, window_ns=window)
+
+
+def _samples_per_step(training: dict) -> int | None:
+    batch = training.get("global_batch")
+    return int(batch) * int(training.get("steps_per_execution") or 1) if batch else None
+
+
+def gpu_summaries(samples: list[dict], inventory: dict, window_ns: tuple[int, int] | None) -> list[GpuSummary]:
+    names = {g.get("index"): g.get("name") for g in inventory.get("gpus", [])}
+    by_gpu: dict[int, list[dict]] = {}
+    for row in samples:
+        by_gpu.setdefault(row["gpu"], []).append(row)
+    return [_gpu_summary(index, names.get(index), rows, window_ns) for index, rows in sorted(by_gpu.items())]
+
+
+def _gpu_summary(index, name, rows, window_ns) -> GpuSummary:
+    span_s = (rows[-1]["t_ns"] - rows[0]["t_ns"]) / 1e9 if len(rows) > 1 else 0.0
+    inside = [r for r in rows if window_ns is None or window_ns[0] <= r["t_ns"] <= window_ns[1]] or rows
+
+    def values(key):
+        return [r[key] for r in inside if key in r]
+
+    def mean(key, scale=1.0):
+        v = values(key)
+        return float(np.mean(v)) * scale if v else None
+
+    reasons = 0
+    for r in inside:
+        reasons |= int(r.get("clocks_event_reasons", 0))
+    clocks = values("sm_clock_mhz")
+    mem = values("mem_used_bytes")
+    return GpuSummary(
+        index=index, name=name, samples=len(rows), sample_hz=(len(rows) - 1) / span_s if span_s else 0.0,
+        util_pct=mean("util_pct"), mem_used_max_bytes=max(mem) if mem else None,
+        pcie_tx_bytes_per_s=_rate(inside, "pcie_tx_bytes"), pcie_rx_bytes_per_s=_rate(inside, "pcie_rx_bytes"),
+        nvlink_tx_bytes_per_s=_rate(inside, "nvlink_tx_kib", 1024), nvlink_rx_bytes_per_s=_rate(inside, "nvlink_rx_kib", 1024),
+        sm_clock_mhz_min=min(clocks) if clocks else None, sm_clock_mhz_max=max(clocks) if clocks else None,
+        power_w=mean("power_mw", 1e-3),
+        clock_event_reasons=[n for bit, n in CLOCK_EVENT_REASONS.items() if reasons & bit and n != "gpu_idle"])
+
+
+def _rate(rows: list[dict], key: str, unit: float = 1.0) -> float | None:
+    """Rate of a cumulative counter over the rows (bytes/s)."""
+    points = [(r["t_ns"], r[key]) for r in rows if key in r]
+    if len(points) < 2 or points[-1][0] == points[0][0]:
+        return None
+    return (points[-1][1] - points[0][1]) * unit / ((points[-1][0] - points[0][0]) / 1e9)
+
+
+def host_summary(samples: list[dict], window_ns: tuple[int, int] | None) -> HostSummary | None:
+    rows = [r for r in samples if window_ns is None or window_ns[0] <= r["t_ns"] <= window_ns[1]] or samples
+    rows = [r for r in rows if r.get("core_pct")]
+    if not rows:
+        return None
+    cores = np.array([r["core_pct"] for r in rows], float)
+    return HostSummary(samples=len(rows), cores=cores.shape[1], core_pct_mean=float(cores.mean()),
+                       busiest_core_pct=float(cores.max(axis=1).mean()),
+                       process_cpu_pct=float(np.mean([r["proc_cpu_pct"] for r in rows])),
+                       rss_max_bytes=int(max(r["proc_rss_bytes"] for r in rows)))
+
+
+def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missing: list[str]) -> RunAnalysis:
+    steps = step_stats(record.steps, record.training)
+    window = steps.window_ns if steps else None
+    missing = list(record.run.get("missing", [])) + trace_missing
+    if not record.steps:
+        missing.append("steps: no training step was recorded (did the script call model.fit, "
+                       "or use scaldiag.loop.capture?)")
+    if not record.gpu_samples and not any(m.startswith("nvml") for m in missing):
+        missing.append("nvml: no GPU samples")
+    return RunAnalysis(run=record.run, training=record.training, inventory=record.inventory, steps=steps,
+                       gpus=gpu_summaries(record.gpu_samples, record.inventory, window),
+                       host=host_summary(record.host_samples, window), trace=trace, missing=missing)

@@ -1,0 +1,1 @@
+"""Capture: samplers, the step recorder, framework adapters. Frameworks are imported lazily."""

@@ -1,0 +1,91 @@
+"""The child process of ``scaldiag profile``: run the user's script unmodified.
+
+    python -m scaldiag.collect.bootstrap SCRIPT [ARGS...]     (run dir in $SCALDIAG_RUN_DIR)
+
+The script runs as ``python SCRIPT ARGS`` would run it: as ``__main__``, with
+``sys.argv = [SCRIPT, *ARGS]``, the script's directory first on ``sys.path``,
+the same working directory, its exit code and exceptions unchanged. Before
+it starts, an import hook waits for Keras; once ``keras.Model`` exists, its
+``fit`` adds a ScaldiagCallback. Nothing else of the program is touched.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import os
+import runpy
+import sys
+
+_MODEL_MODULE = "keras.src.models.model"  # where Keras 3 defines Model (both backends)
+_FIT_CALLBACKS_POSITION = 5  # fit(x, y, batch_size, epochs, verbose, callbacks, ...)
+
+
+class _PatchAfterImport(importlib.abc.MetaPathFinder):
+    """Find the Keras Model module normally, then patch it once it has executed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != _MODEL_MODULE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            _patch_fit(module.Model)
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
+def _patch_fit(model_class) -> None:
+    original = model_class.fit
+
+    @functools.wraps(original)
+    def fit(self, *args, **kwargs):
+        args, kwargs = _with_callback(args, kwargs)
+        return original(self, *args, **kwargs)
+
+    model_class.fit = fit
+
+
+def _with_callback(args, kwargs):
+    """fit's arguments plus a ScaldiagCallback (unless the user passed one)."""
+    try:
+        from scaldiag.keras import ScaldiagCallback
+
+        if len(args) > _FIT_CALLBACKS_POSITION:
+            callbacks = list(args[_FIT_CALLBACKS_POSITION] or [])
+        else:
+            callbacks = list(kwargs.get("callbacks") or [])
+        if any(isinstance(c, ScaldiagCallback) for c in callbacks):
+            return args, kwargs
+        callback = ScaldiagCallback(quiet=True)
+        x = args[0] if args else kwargs.get("x")
+        batch_size = args[2] if len(args) > 2 else kwargs.get("batch_size")
+        callback.set_fit_arguments(x, batch_size)
+        callbacks.append(callback)
+        if len(args) > _FIT_CALLBACKS_POSITION:
+            args = (*args[:_FIT_CALLBACKS_POSITION], callbacks, *args[_FIT_CALLBACKS_POSITION + 1:])
+        else:
+            kwargs = {**kwargs, "callbacks": callbacks}
+    except Exception as exc:  # capture is optional; the user's fit is not
+        print(f"scaldiag: not capturing this fit ({type(exc).__name__}: {exc})", file=sys.stderr)
+    return args, kwargs
+
+
+def main() -> None:
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: python -m scaldiag.collect.bootstrap SCRIPT [ARGS...]")
+    script = sys.argv[1]
+    sys.argv = sys.argv[1:]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    sys.meta_path.insert(0, _PatchAfterImport())
+    runpy.run_path(script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()

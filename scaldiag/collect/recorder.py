@@ -1,0 +1,68 @@
+"""Step recording for any training loop: wall times of every step, a trace window.
+
+Framework-free: the Keras callback and the custom-loop API both drive it.
+Each step is written (and flushed) as it ends, so a killed run keeps its
+steps. Which steps are warm-up, compilation or retracing is decided later,
+by the analysis, from these facts.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from scaldiag.collect.tracing import TraceWindow
+from scaldiag.record.rundir import STEPS, TRACE_DIR, JsonlWriter, update_json
+
+WARMUP_STEPS = 3  # compile and first-run effects (allocator growth, autotuning)
+TRACE_STEPS = 5   # steady-state steps in the profiler window
+
+
+class StepRecorder:
+    def __init__(self, run_dir: Path, window: TraceWindow | None,
+                 warmup_steps: int = WARMUP_STEPS, trace_steps: int = TRACE_STEPS):
+        self.run_dir = Path(run_dir)
+        self._steps = JsonlWriter(self.run_dir / STEPS)
+        self._window = window
+        self._trace_first = warmup_steps
+        self._trace_last = warmup_steps + trace_steps - 1
+        self.step = -1
+        self.epoch = 0
+        self._begin_ns = 0
+        self._traced = False
+        update_json(self.run_dir, "training.json", warmup_steps=warmup_steps, trace_steps=trace_steps)
+
+    def begin(self) -> None:
+        self.step += 1
+        window = self._window
+        if window is not None and self.step == self._trace_first:
+            window.start()
+            update_json(self.run_dir, "training.json", trace={"logdir": TRACE_DIR, "first_step": self.step,
+                                                                "backend": window.backend, "error": window.error})
+        self._traced = bool(window and window.active)
+        if self._traced:
+            window.step_begin(self.step)
+        self._begin_ns = time.time_ns()
+
+    def end(self) -> None:
+        end_ns = time.time_ns()
+        window = self._window
+        if self._traced:
+            window.step_end()
+        self._steps.write({"step": self.step, "epoch": self.epoch, "begin_ns": self._begin_ns, "end_ns": end_ns,
+                           "traced": self._traced})
+        if self._traced and self.step >= self._trace_last:
+            self.stop_trace()
+
+    def stop_trace(self) -> None:
+        window = self._window
+        if window is not None and window.active:
+            window.stop()
+            update_json(self.run_dir, "training.json", trace={"logdir": TRACE_DIR, "first_step": self._trace_first,
+                                                                "last_step": self.step, "backend": window.backend,
+                                                                "error": window.error})
+
+    def close(self) -> None:
+        self.stop_trace()
+        self._steps.close()
+

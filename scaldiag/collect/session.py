@@ -1,0 +1,76 @@
+"""A capture session: the run directory, in-process samplers, the step recorder.
+
+Used by the Keras callback and by the custom-loop API. When launched by
+``scaldiag profile``, the launcher owns the samplers (in its own process, so
+sampling never competes with training for the GIL) and ``SCALDIAG_RUN_DIR``
+names the run; otherwise the session samples in a background thread.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from scaldiag import __version__
+from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS, StepRecorder
+from scaldiag.collect.samplers import Samplers
+from scaldiag.collect.tracing import trace_window
+from scaldiag.record.rundir import SCHEMA_VERSION, TRACE_DIR, read_json, update_json, write_json
+
+RUN_DIR_ENV = "SCALDIAG_RUN_DIR"
+
+
+def new_run_dir(base: str | os.PathLike = "scaldiag_runs", label: str = "run") -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1000):
+        path = Path(base) / (f"{stamp}-{label}" + ("" if n == 0 else f"-{n}"))
+        try:
+            path.mkdir(parents=True)
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"cannot create a run directory under {base}")
+
+
+def start_run_json(run_dir: Path, command: list[str]) -> None:
+    write_json(run_dir, "run.json", {
+        "schema_version": SCHEMA_VERSION, "scaldiag_version": __version__, "status": "running",
+        "command": command, "cwd": os.getcwd(), "host": platform.node(), "python": sys.version.split()[0],
+        "started_ns": time.time_ns(), "missing": []})
+
+
+class Session:
+    """One training run being recorded."""
+
+    def __init__(self, run_dir: str | os.PathLike | None = None, backend: str = "none",
+                 warmup_steps: int = WARMUP_STEPS, trace_steps: int = TRACE_STEPS, sample: bool | None = None):
+        launched = os.environ.get(RUN_DIR_ENV)
+        self.run_dir = Path(run_dir or launched or new_run_dir(label=Path(sys.argv[0] or "run").stem))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.owns_run = not read_json(self.run_dir, "run.json")
+        if self.owns_run:
+            start_run_json(self.run_dir, [sys.executable, *sys.argv])
+        # Sample here unless a launcher already does it for this run.
+        self.samplers = Samplers(self.run_dir, os.getpid()) if (sample if sample is not None
+                                                               else self.owns_run) else None
+        if self.samplers:
+            self.samplers.start()
+        self.window = trace_window(backend, self.run_dir / TRACE_DIR) if trace_steps > 0 else None
+        self.recorder = StepRecorder(self.run_dir, self.window, warmup_steps, trace_steps)
+
+    def describe(self, **training) -> None:
+        update_json(self.run_dir, "training.json", **training)
+
+    def close(self, status: str = "finished") -> None:
+        self.recorder.close()
+        if self.samplers:
+            self.samplers.stop()
+        if self.window is not None and self.window.error:
+            self.describe(trace_error=self.window.error)
+        if self.owns_run:
+            missing = read_json(self.run_dir, "run.json").get("missing", [])
+            missing += self.samplers.missing if self.samplers else []
+            update_json(self.run_dir, "run.json", status=status, ended_ns=time.time_ns(), missing=missing)

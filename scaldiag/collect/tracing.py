@@ -1,0 +1,115 @@
+"""Profiler adapters: start/stop a trace window and mark steps in it.
+
+TensorFlow: ``tf.profiler.experimental`` with ``Trace("train", step_num=k, _r=1)``
+markers; JAX: ``jax.profiler`` with ``StepTraceAnnotation("train", step_num=k)``.
+Both write a TensorBoard logdir of XPlane files, which `analyze` reads with
+the markers it knows. Frameworks are imported only when a window starts.
+Any failure disables tracing and is kept in ``error``; it never reaches the
+training loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MARKER = "train"
+
+
+class TraceWindow:
+    """Base: a no-op window (no profiler available)."""
+
+    backend = "none"
+
+    def __init__(self, logdir: Path):
+        self.logdir = Path(logdir)
+        self.error: str | None = None
+        self.active = False
+        self._marker = None
+
+    def start(self) -> None:
+        self._guard(self._start)
+        self.active = self.error is None
+
+    def stop(self) -> None:
+        if self.active:
+            self._end_marker()
+            self._guard(self._stop)
+        self.active = False
+
+    def step_begin(self, step: int) -> None:
+        if self.active:
+            self._guard(lambda: self._begin_marker(step))
+
+    def step_end(self) -> None:
+        if self.active:
+            self._end_marker()
+
+    def _end_marker(self) -> None:
+        marker, self._marker = self._marker, None
+        if marker is not None:
+            self._guard(lambda: marker.__exit__(None, None, None))
+
+    def _guard(self, action) -> None:
+        try:
+            action()
+        except Exception as exc:  # a profiler failure is missing evidence, not a crash
+            self.error = f"{self.backend} profiler: {type(exc).__name__}: {exc}"
+            self.active = False
+
+    def _start(self) -> None:
+        raise RuntimeError("no profiler for this framework")
+
+    def _stop(self) -> None:
+        pass
+
+    def _begin_marker(self, step: int) -> None:
+        pass
+
+
+class TensorFlowTraceWindow(TraceWindow):
+    backend = "tensorflow"
+
+    def _start(self) -> None:
+        import tensorflow as tf
+
+        # The defaults are what we want (host tracer level 2, Python tracer
+        # off, device tracer on); TF 2.21 warns when they are passed explicitly.
+        tf.profiler.experimental.start(str(self.logdir))
+
+    def _stop(self) -> None:
+        import tensorflow as tf
+
+        tf.profiler.experimental.stop()
+
+    def _begin_marker(self, step: int) -> None:
+        import tensorflow as tf
+
+        self._marker = tf.profiler.experimental.Trace(MARKER, step_num=step, _r=1)
+        self._marker.__enter__()
+
+
+class JaxTraceWindow(TraceWindow):
+    backend = "jax"
+
+    def _start(self) -> None:
+        import jax
+
+        jax.profiler.start_trace(str(self.logdir))
+
+    def _stop(self) -> None:
+        import jax
+
+        jax.profiler.stop_trace()
+
+    def _begin_marker(self, step: int) -> None:
+        import jax
+
+        self._marker = jax.profiler.StepTraceAnnotation(MARKER, step_num=step)
+        self._marker.__enter__()
+
+
+WINDOWS = {"tensorflow": TensorFlowTraceWindow, "jax": JaxTraceWindow}
+
+
+def trace_window(backend: str, logdir: Path) -> TraceWindow:
+    return WINDOWS.get(backend, TraceWindow)(logdir)

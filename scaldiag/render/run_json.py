@@ -1,0 +1,27 @@
+"""A captured run as JSON: the record's summaries and the trace report."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from scaldiag.analyze.report import build_report
+from scaldiag.analyze.run import RunAnalysis
+from scaldiag.record.rundir import SCHEMA_VERSION
+from scaldiag.render.json_report import clean, to_dict
+
+
+def render(run_dir: str, a: RunAnalysis) -> str:
+    data = {
+        "schema_version": SCHEMA_VERSION,
+        "run_dir": run_dir,
+        "run": a.run,
+        "training": a.training,
+        "inventory": a.inventory,
+        "steps": asdict(a.steps) if a.steps else None,
+        "gpus": [asdict(g) for g in a.gpus],
+        "host": asdict(a.host) if a.host else None,
+        "missing": a.missing,
+        "trace_report": to_dict(build_report(a.trace)) if a.trace else None,
+    }
+    return json.dumps(clean(data), indent=2, allow_nan=False) + "\n"

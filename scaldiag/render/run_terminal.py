@@ -1,0 +1,74 @@
+"""A captured run for a terminal: the run, its steady-state steps, samples, then the trace report."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from scaldiag.analyze.report import build_report
+from scaldiag.analyze.run import RunAnalysis
+from scaldiag.render import terminal
+from scaldiag.render.terminal import bytes_text
+
+
+def render(run_dir: str, a: RunAnalysis, console: Console) -> None:
+    run, training = a.run, a.training
+    console.print(Text(f"scaldiag run: {run_dir}", style="bold"))
+    command = " ".join(run.get("command", [])[1:]) or "?"
+    exit_code = run.get("exit_code")
+    console.print(f"{command}  status: {run.get('status', '?')}" + (f", exit code {exit_code}" if exit_code is not None else ""))
+    fw = training.get("framework", {})
+    versions = ", ".join(f"{k} {v}" for k, v in fw.get("versions", {}).items())
+    console.print(f"framework: {fw.get('name', '?')} on {fw.get('backend', '?')}" + (f" ({versions})" if versions else "")
+                  + f"; replicas: {training.get('replicas', '?')}; global batch: {training.get('global_batch', '?')}"
+                  f" ({training.get('batch_source', '?')}); per-replica batch: {training.get('per_replica_batch', '?')}")
+    console.print()
+    if a.steps:
+        console.print(_steps_table(a))
+    if a.gpus:
+        console.print(_gpu_table(a))
+    if a.host:
+        h = a.host
+        console.print(f"host ({h.samples} samples): {h.cores} cores at {h.core_pct_mean:.0f}% mean, busiest core "
+                      f"{h.busiest_core_pct:.0f}%; training processes {h.process_cpu_pct:.0f}% of one core; "
+                      f"peak RSS {bytes_text(h.rss_max_bytes)}")
+    for gap in a.missing:
+        console.print(f"missing evidence: {gap}", style="yellow")
+    console.print()
+    if a.trace is not None:
+        terminal.render(build_report(a.trace), console)
+
+
+def _steps_table(a: RunAnalysis) -> Table:
+    s = a.steps
+    t = s.step_time_ms
+    table = Table(title=f"Steps: {s.steady} steady of {s.recorded} recorded", title_justify="left")
+    for col in ("step time ms (mean ±95%)", "p50", "p90", "stdev", "samples/s", "excluded"):
+        table.add_column(col, justify="left" if col == "excluded" else "right")
+    rate = "unknown (global batch unknown)" if s.samples_per_s is None else (
+        f"{s.samples_per_s:,.0f}" + (f" [{s.samples_per_s_low:,.0f}-{s.samples_per_s_high:,.0f}]"
+                                     if s.samples_per_s_low else ""))
+    excluded = "; ".join(f"{reason}: {len(steps)}" for reason, steps in s.excluded.items()) or "none"
+    table.add_row(f"{t.mean:.3f} ±{t.ci95:.3f}", f"{t.p50:.3f}", f"{t.p90:.3f}", f"{t.stdev:.3f}", rate, excluded)
+    return table
+
+
+def _gpu_table(a: RunAnalysis) -> Table:
+    table = Table(title="GPUs (NVML, steady-state window)", title_justify="left")
+    for col in ("gpu", "samples (Hz)", "util %", "mem peak", "PCIe TX/s", "PCIe RX/s", "NVLink TX/s", "SM MHz",
+                "power W", "clock events"):
+        table.add_column(col, justify="left" if col in ("gpu", "clock events") else "right")
+
+    def num(x, fmt="{:.0f}"):
+        return "-" if x is None else fmt.format(x)
+
+    def rate(x):
+        return "-" if x is None else bytes_text(x)
+
+    for g in a.gpus:
+        clocks = "-" if g.sm_clock_mhz_min is None else f"{g.sm_clock_mhz_min}-{g.sm_clock_mhz_max}"
+        table.add_row(f"{g.index} {g.name or ''}", f"{g.samples} ({g.sample_hz:.0f})", num(g.util_pct),
+                      rate(g.mem_used_max_bytes), rate(g.pcie_tx_bytes_per_s), rate(g.pcie_rx_bytes_per_s),
+                      rate(g.nvlink_tx_bytes_per_s), clocks, num(g.power_w), ", ".join(g.clock_event_reasons) or "none")
+    return table
