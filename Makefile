@@ -8,15 +8,15 @@ BIN := $(VENV)/bin
 $(BIN)/scaldiag: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,tensorflow]'
 	touch $@
 
 setup: $(BIN)/scaldiag
 
-# Set everything up and run the main job on a bundled example (no GPU needed).
+# Set everything up and run the main job on the bundled example (no GPU needed):
+# profile a Keras training script, then report it.
 demo: setup
-	$(BIN)/scaldiag analyze fixtures/tf_cpu/input_bound
-	$(BIN)/scaldiag analyze fixtures/gpu/h200x2_jax_dataparallel.xplane.pb --json report.json
+	$(BIN)/scaldiag profile --json report.json examples/train_cnn.py -- --steps 60
 	@echo "JSON report written to report.json"
 
 test: setup
@@ -32,9 +32,8 @@ bench-env: bench/.venv-xprof/bin/python
 bench: setup bench-env
 	$(BIN)/python bench/bench_analyze.py --xprof-python bench/.venv-xprof/bin/python
 
-# Re-record the TensorFlow-on-CPU fixture traces (needs TensorFlow).
+# Re-record the TensorFlow-on-CPU fixture traces.
 fixtures: setup
-	$(BIN)/pip install -q -e '.[tensorflow]'
 	rm -rf fixtures/tf_cpu/*/plugins
 	$(BIN)/python fixtures/tf_cpu/make_tf_cpu_traces.py
 

@@ -38,4 +38,4 @@ def run(args: argparse.Namespace) -> int:
     except ScaldiagError as exc:  # the run is kept even when its report cannot be made
         print(f"scaldiag: no report: {exc}", file=sys.stderr)
     print(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})", file=sys.stderr)
-    return code
+    return code if code >= 0 else 128 - code  # killed by signal N: exit 128 + N, as shells report it

@@ -1,0 +1,165 @@
+"""Capture on real TensorFlow (CPU): `scaldiag profile`, the callback, the loop API."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from conftest import ROOT
+from scaldiag.record.rundir import read_json, read_jsonl
+
+pytest.importorskip("tensorflow", reason="capture tests need TensorFlow (make test installs it)")
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow",
+       "COLUMNS": "120"}
+
+
+def scaldiag(*args, cwd=None, **kwargs):
+    return subprocess.run([sys.executable, "-m", "scaldiag", *map(str, args)], capture_output=True, text=True,
+                          env=ENV, cwd=cwd, **kwargs)
+
+
+def only_run_dir(out):
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    return run_dir
+
+
+def report_json(run_dir):
+    result = scaldiag("report", run_dir, "--json", "-")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_profile_the_bundled_example(tmp_path):
+    result = scaldiag("profile", "--out", tmp_path, ROOT / "examples" / "train_cnn.py", "--", "--steps", "40")
+    assert result.returncode == 0, result.stderr
+    run_dir = only_run_dir(tmp_path)
+    assert len(read_jsonl(run_dir / "steps.jsonl")) == 40
+    assert read_jsonl(run_dir / "host_samples.jsonl")
+    assert list((run_dir / "trace").rglob("*.xplane.pb"))
+    report = report_json(run_dir)
+    assert report["run"]["status"] == "finished" and report["run"]["exit_code"] == 0
+    assert report["training"]["global_batch"] == 64 and report["training"]["replicas"] == 1
+    assert report["steps"]["recorded"] == 40
+    # Throughput agrees with the script's own timing (it prints its median step).
+    own = float(re.search(r"(\d+) samples/s", result.stdout).group(1))
+    assert report["steps"]["samples_per_s"] == pytest.approx(own, rel=0.15)
+    trace = report["trace_report"]
+    assert trace["steps"]["method"] == "markers" and trace["steps"]["count"] == 5
+    assert any("nvml" in m for m in report["missing"])  # no GPU here: said, not hidden
+    assert "Steps:" in result.stdout and "run directory" in result.stderr
+
+
+def test_script_runs_as_python_would_run_it(tmp_path):
+    script = tmp_path / "sub" / "prog.py"
+    script.parent.mkdir()
+    (script.parent / "helper.py").write_text("VALUE = 7\n")
+    script.write_text(textwrap.dedent("""
+        import os, sys
+        import helper  # importable because the script's directory is first on sys.path
+        print("NAME", __name__, "ARGV", sys.argv, "PATH0", sys.path[0], "CWD", os.getcwd(), helper.VALUE)
+        sys.exit(3)
+    """))
+    result = scaldiag("profile", "--out", tmp_path / "runs", script, "--", "a", "--flag", cwd=tmp_path)
+    assert result.returncode == 3
+    assert f"NAME __main__ ARGV ['{script}', 'a', '--flag'] PATH0 {script.parent} CWD {tmp_path} 7" in result.stdout
+    run = read_json(only_run_dir(tmp_path / "runs"), "run.json")
+    assert run["status"] == "failed" and run["exit_code"] == 3
+    assert "no training step was recorded" in result.stdout
+
+
+def test_a_crashing_script_keeps_its_traceback_and_a_partial_run(tmp_path):
+    script = tmp_path / "crash.py"
+    script.write_text("raise ValueError('boom')\n")
+    result = scaldiag("profile", "--out", tmp_path / "runs", script)
+    assert result.returncode == 1
+    assert "ValueError: boom" in result.stderr
+    assert read_json(only_run_dir(tmp_path / "runs"), "run.json")["status"] == "failed"
+
+
+def test_killing_the_training_leaves_a_readable_run(tmp_path):
+    out = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "scaldiag", "profile", "--out", str(out),
+                             str(ROOT / "examples" / "train_cnn.py"), "--", "--steps", "2000"],
+                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if out.exists() and list(out.iterdir()) and len(read_jsonl(only_run_dir(out) / "steps.jsonl")) >= 15:
+            break
+        time.sleep(0.2)
+    (child,) = psutil.Process(proc.pid).children()
+    child.kill()
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + 9  # as a shell reports a script killed by SIGKILL
+    report = report_json(only_run_dir(out))
+    assert report["run"]["status"] == "killed by signal 9"
+    assert report["steps"]["recorded"] >= 15 and report["steps"]["samples_per_s"] > 0
+
+
+CALLBACK_SCRIPT = """
+import sys
+import numpy as np
+import tensorflow as tf
+cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from scaldiag.keras import ScaldiagCallback
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+with strategy.scope():
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+x, y = np.random.rand(32 * 20, 8).astype("float32"), np.random.rand(32 * 20, 1).astype("float32")
+model.fit(x, y, batch_size=32, epochs=2, verbose=0,
+          callbacks=[ScaldiagCallback(run_dir=sys.argv[1], global_batch=32, trace_steps=3)])
+"""
+
+
+def test_callback_records_a_mirrored_run_in_process(tmp_path):
+    script = tmp_path / "cb.py"
+    script.write_text(CALLBACK_SCRIPT)
+    run_dir = tmp_path / "run"
+    result = subprocess.run([sys.executable, str(script), str(run_dir)], capture_output=True, text=True, env=ENV)
+    assert result.returncode == 0, result.stderr
+    assert read_json(run_dir, "run.json")["status"] == "finished"
+    training = read_json(run_dir, "training.json")
+    assert training["replicas"] == 2 and training["per_replica_batch"] == 16
+    steps = read_jsonl(run_dir / "steps.jsonl")
+    assert len(steps) == 40 and {s["epoch"] for s in steps} == {0, 1}
+    assert read_jsonl(run_dir / "host_samples.jsonl")  # sampled in-process: no launcher
+    report = report_json(run_dir)
+    assert report["trace_report"]["steps"]["count"] == 3
+
+
+LOOP_SCRIPT = """
+import sys
+import tensorflow as tf
+from scaldiag.loop import capture
+w = tf.Variable(tf.ones((64, 64)))
+@tf.function
+def step(x):
+    w.assign_sub(0.01 * tf.matmul(x, w))
+x = tf.random.normal((64, 64))
+with capture(run_dir=sys.argv[1], global_batch=64, warmup_steps=2, trace_steps=4) as run:
+    for _ in range(12):
+        with run.step():
+            step(x)
+"""
+
+
+def test_custom_loop_api_marks_steps_in_the_trace(tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP_SCRIPT)
+    run_dir = tmp_path / "run"
+    result = subprocess.run([sys.executable, str(script), str(run_dir)], capture_output=True, text=True, env=ENV)
+    assert result.returncode == 0, result.stderr
+    assert len(read_jsonl(run_dir / "steps.jsonl")) == 12
+    report = report_json(run_dir)
+    assert report["training"]["framework"]["backend"] == "tensorflow"
+    assert report["trace_report"]["steps"] == {"method": "markers", "count": 4,
+                                               "description": "step markers: host events 'train' with a step_num stat"}

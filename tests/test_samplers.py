@@ -1,0 +1,88 @@
+"""Samplers with a FAKE NVML (this machine has no GPU) and the real psutil."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fake_nvml import PCIE_BYTES_PER_S, FakeNvml
+from scaldiag.analyze.run import gpu_summaries, host_summary
+from scaldiag.collect.samplers import Samplers, visible_gpu_indices
+from scaldiag.record.rundir import GPU_SAMPLES, HOST_SAMPLES, read_json, read_jsonl
+
+
+def sample_for(tmp_path, seconds=0.5, **fake):
+    samplers = Samplers(tmp_path, os.getpid(), nvml=FakeNvml(**fake), env={})
+    samplers.start()
+    time.sleep(seconds)
+    stats = samplers.stop()
+    return samplers, stats
+
+
+def test_gpu_rows_counters_and_summary(tmp_path):
+    samplers, stats = sample_for(tmp_path)
+    rows = read_jsonl(tmp_path / GPU_SAMPLES)
+    assert {r["gpu"] for r in rows} == {0, 1}
+    assert stats["nvml"]["hz"] > 50  # 100 Hz target; a loaded 2-core machine may miss some ticks
+    slow = [r for r in rows if "util_pct" in r]
+    assert 0 < len(slow) < len(rows)  # utilisation etc. every 10th tick only
+    (gpu0, gpu1) = gpu_summaries(rows, read_json(tmp_path, "inventory.json"), None)
+    assert gpu0.pcie_tx_bytes_per_s == pytest.approx(PCIE_BYTES_PER_S, rel=0.05)
+    assert gpu0.pcie_rx_bytes_per_s == pytest.approx(PCIE_BYTES_PER_S / 2, rel=0.05)
+    assert gpu1.mem_used_max_bytes == 2 * 2**30
+    assert gpu0.clock_event_reasons == ["sw_power_cap"]
+    assert gpu0.power_w == pytest.approx(300.0)
+    assert samplers.missing == []
+
+
+def test_inventory(tmp_path):
+    sample_for(tmp_path, 0.05)
+    (gpu0, _) = read_json(tmp_path, "inventory.json")["gpus"]
+    assert gpu0["uuid"] == "GPU-fake-0" and gpu0["nvlink_active_links"] == 2
+    assert (gpu0["pcie_gen_current"], gpu0["pcie_gen_max"]) == (4, 5)
+
+
+def test_unsupported_reads_are_dropped_and_reported(tmp_path):
+    samplers, _ = sample_for(tmp_path, 0.3, unsupported=(197,), util_raises=True)
+    rows = read_jsonl(tmp_path / GPU_SAMPLES)
+    assert rows and all("pcie_tx_bytes" not in r and "util_pct" not in r for r in rows)
+    assert all("pcie_rx_bytes" in r for r in rows)
+    assert any("pcie_tx_bytes" in m for m in samplers.missing)
+    assert any("util_pct" in m for m in samplers.missing)
+
+
+def test_no_nvml_is_missing_evidence_not_an_error(tmp_path):
+    class Broken:
+        def nvmlDeviceGetCount(self):
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    samplers = Samplers(tmp_path, os.getpid(), nvml=Broken(), env={})
+    samplers.start()
+    time.sleep(0.25)
+    samplers.stop()
+    assert samplers.nvml is None and "nvml" in samplers.missing[0]
+    assert read_jsonl(tmp_path / HOST_SAMPLES)  # the host is still sampled
+
+
+def test_host_samples_see_a_busy_process_tree(tmp_path):
+    # A parent that spins up a child which burns one core: the tree is sampled.
+    busy = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+                             "'import time\\nend = time.time() + 1.2\\nwhile time.time() < end: pass'])"])
+    samplers = Samplers(tmp_path, busy.pid, nvml=FakeNvml(gpus=0), env={})
+    samplers.start()
+    time.sleep(1.0)
+    samplers.stop()
+    busy.wait()
+    summary = host_summary(read_jsonl(tmp_path / HOST_SAMPLES), None)
+    assert summary.samples >= 5
+    assert summary.process_cpu_pct > 50
+    assert summary.busiest_core_pct > 50
+
+
+@pytest.mark.parametrize("value,expected", [(None, None), ("0,1", [0, 1]), ("1", [1]), ("", []),
+                                            ("GPU-abc", None)])
+def test_visible_devices(value, expected):
+    env = {} if value is None else {"CUDA_VISIBLE_DEVICES": value}
+    assert visible_gpu_indices(env) == expected
