@@ -3,11 +3,16 @@
 Runs on any Keras backend (KERAS_BACKEND=tensorflow or jax) and device. It
 times its own steady-state steps so that scaldiag's numbers can be checked:
 
-    python examples/train_cnn.py [--steps 60] [--batch 64]
+    python examples/train_cnn.py [--steps 60] [--batch 64] [--distribute]
     scaldiag profile examples/train_cnn.py -- --steps 60
+
+--distribute trains data-parallel over all visible devices, as a user's
+script would: keras.distribution.DataParallel on JAX, MirroredStrategy on TF.
+--batch is then the global batch.
 """
 
 import argparse
+import contextlib
 import time
 
 import keras
@@ -25,24 +30,37 @@ class StepTimer(keras.callbacks.Callback):
         self.times.append(time.perf_counter())
 
 
+def distribution_scope(distribute: bool):
+    if not distribute:
+        return contextlib.nullcontext()
+    if keras.backend.backend() == "jax":
+        keras.distribution.set_distribution(keras.distribution.DataParallel())
+        return contextlib.nullcontext()
+    import tensorflow as tf
+
+    return tf.distribute.MirroredStrategy().scope()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--distribute", action="store_true")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     x = rng.random((args.steps * args.batch, 32, 32, 3), dtype=np.float32)
     y = rng.integers(0, 10, len(x))
-    model = keras.Sequential([
-        keras.Input((32, 32, 3)),
-        keras.layers.Conv2D(32, 3, activation="relu"),
-        keras.layers.Conv2D(32, 3, activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Flatten(),
-        keras.layers.Dense(128, activation="relu"),
-        keras.layers.Dense(10),
-    ])
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with distribution_scope(args.distribute):
+        model = keras.Sequential([
+            keras.Input((32, 32, 3)),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10),
+        ])
+        model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     timer = StepTimer(skip=10)
     model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0, callbacks=[timer])
     periods = np.diff(timer.times[timer.skip:])

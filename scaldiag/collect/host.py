@@ -14,6 +14,7 @@ from scaldiag.collect.sampling import PeriodicSampler
 from scaldiag.record.rundir import JsonlWriter
 
 PERIOD_S = 0.1  # 10 Hz: CPU percentages need a window to mean anything
+TREE_EVERY = 10  # rescan for worker processes once a second: the scan reads all of /proc
 
 
 class HostSampler:
@@ -21,11 +22,16 @@ class HostSampler:
         self._writer = writer
         self._pid = pid
         self._processes: dict[int, psutil.Process] = {}
+        self._tree_cache: list[psutil.Process] = []
+        self._ticks = 0
         psutil.cpu_percent(percpu=True)  # prime: the first call has no interval to measure
         self.sampler = PeriodicSampler("host", PERIOD_S, self._tick)
 
     def _tree(self) -> list[psutil.Process]:
         """The training process and its children (data-loading workers), primed once each."""
+        self._ticks += 1
+        if self._tree_cache and self._ticks % TREE_EVERY:
+            return self._tree_cache
         try:
             root = psutil.Process(self._pid)
             tree = [root] + root.children(recursive=True)
@@ -38,7 +44,8 @@ class HostSampler:
                     proc.cpu_percent()
                 except psutil.Error:
                     pass
-        return [self._processes[p.pid] for p in tree]
+        self._tree_cache = [self._processes[p.pid] for p in tree]
+        return self._tree_cache
 
     def _tick(self) -> None:
         cpu_pct, threads, rss = 0.0, 0, 0
