@@ -94,7 +94,11 @@ class JaxTraceWindow(TraceWindow):
     def _start(self) -> None:
         import jax
 
-        jax.profiler.start_trace(str(self.logdir))
+        # Python tracer off: it costs microseconds per Python call and would
+        # show up as host overhead that the user's run does not have.
+        options = jax.profiler.ProfileOptions()
+        options.python_tracer_level = 0
+        jax.profiler.start_trace(str(self.logdir), profiler_options=options)
 
     def _stop(self) -> None:
         import jax

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool, nvidia-h200-x2), from the project root, with .whl carried:
+#   bash bench/gpu/run_capture.sh
+# Writes everything under $OUT.
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD KERAS_BACKEND=jax CUDA_DEVICE_ORDER=PCI_BUS_ID
+nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
+nvidia-smi --query-gpu=index,name,uuid,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv > "$OUT/gpus.csv" 2>&1
+python3 bench/gpu/nvml_probe.py "$OUT" > "$OUT/nvml_probe.txt" 2>&1
+CUDA_VISIBLE_DEVICES=0 python3 -m scaldiag profile --out "$OUT/runs1" --json "$OUT/profile_1gpu.json" \
+  examples/train_cnn.py -- --steps 300 --batch 256 > "$OUT/profile_1gpu.txt" 2>&1
+echo "exit $?" >> "$OUT/profile_1gpu.txt"
+CUDA_VISIBLE_DEVICES=0,1 python3 -m scaldiag profile --out "$OUT/runs2" --json "$OUT/profile_2gpu.json" \
+  examples/train_cnn.py -- --steps 300 --batch 512 --distribute > "$OUT/profile_2gpu.txt" 2>&1
+echo "exit $?" >> "$OUT/profile_2gpu.txt"
+python3 bench/gpu/check_nvml_real.py "$OUT"/runs1/* "$OUT"/runs2/* > "$OUT/check_nvml_real.txt" 2>&1
+echo "exit $?" >> "$OUT/check_nvml_real.txt"
+tail -5 "$OUT"/*.txt
