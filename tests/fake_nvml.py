@@ -19,13 +19,16 @@ NVML_CLOCK_SM = 1
 NVML_NVLINK_MAX_LINKS = 18
 
 PCIE_BYTES_PER_S = 1e9  # what the fake's counters advance by
+NEAR_WRAP = 2**32 - 200_000_000  # with pcie_wraps, the 32-bit counters start here and wrap in 0.2 s
 
 
 class FakeNvml:
-    def __init__(self, gpus: int = 2, unsupported: tuple[int, ...] = (), util_raises: bool = False):
+    def __init__(self, gpus: int = 2, unsupported: tuple[int, ...] = (), util_raises: bool = False,
+                 pcie_wraps: bool = False):
         self.gpus = gpus
         self.unsupported = set(unsupported)
         self.util_raises = util_raises
+        self.pcie_wraps = pcie_wraps  # real H200 PCIe counters are 32-bit and wrap
         self.t0 = time.perf_counter()
         self.calls = 0
         for name, value in globals().items():
@@ -44,9 +47,14 @@ class FakeNvml:
         out = []
         for field_id, _scope in fields:
             ret = 3 if field_id in self.unsupported else 0  # 3: NVML_ERROR_NOT_SUPPORTED
-            value = {197: PCIE_BYTES_PER_S * elapsed, 198: PCIE_BYTES_PER_S * elapsed / 2,
-                     138: 1e6 * elapsed, 139: 1e6 * elapsed, 186: 300_000}.get(field_id, 0)
-            out.append(SimpleNamespace(nvmlReturn=ret, valueType=3, value=SimpleNamespace(ullVal=int(value))))
+            value = int({197: PCIE_BYTES_PER_S * elapsed, 198: PCIE_BYTES_PER_S * elapsed / 2,
+                         138: 1e6 * elapsed, 139: 1e6 * elapsed, 186: 300_000}.get(field_id, 0))
+            pcie = field_id in (197, 198)
+            if pcie and self.pcie_wraps:
+                value = (value + NEAR_WRAP) % 2**32
+            kind = 1 if pcie else 3  # uint32 counters, like the real ones; the rest 64-bit
+            out.append(SimpleNamespace(nvmlReturn=ret, valueType=kind,
+                                       value=SimpleNamespace(uiVal=value, ullVal=value)))
         return out
 
     def nvmlDeviceGetUtilizationRates(self, h):

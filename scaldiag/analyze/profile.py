@@ -136,6 +136,13 @@ def _transfers(events: DeviceEvents, direction: str, steps: Steps) -> Transfers:
                      bytes_by_host_kind={k: float(v.mean()) for k, v in sorted(totals.bytes_by_kind.items())})
 
 
+def _label(event: str, steps: Steps) -> str:
+    """Name the step marker's own time for what it is: code that no finer event covers."""
+    if event == steps.marker:
+        return f"{event} (step itself, outside any traced call: Python, framework loop)"
+    return event
+
+
 def _unit(name, kind, sets, busy_categories, steps: Steps, host: HostTimeline, **extra) -> UnitAnalysis:
     """``busy_categories``: those that count as the unit doing work."""
     result = breakdown(sets, steps, busy_categories)
@@ -148,7 +155,8 @@ def _unit(name, kind, sets, busy_categories, steps: Steps, host: HostTimeline, *
             exclusive_pct=float(share.mean()), exclusive_pct_ci95=ci95_half_width(share),
             busy_ms=float(result.busy_ns[:, c].mean()) / NS_PER_MS)
     gaps = iv.subtract(iv.union(steps.start_ns, steps.end_ns), iv.merge(*[sets[c] for c in busy_categories if c in sets]))
-    activity = [HostActivity(name, state, ns / NS_PER_MS) for name, state, ns in host.activity_during(gaps, steps.count)]
+    activity = [HostActivity(_label(name, steps), state, ns / NS_PER_MS)
+                for name, state, ns in host.activity_during(gaps, steps.count)]
     background = iv.measure_in_windows(host.get("background"), steps.start_ns, steps.end_ns)
     return UnitAnalysis(
         name=name, kind=kind, steps=steps.count, step_time_ms=Summary.of(result.step_ns / NS_PER_MS),

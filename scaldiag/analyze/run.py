@@ -50,6 +50,7 @@ class StepStats:
     samples_per_s_low: float | None  # from the 95% CI of the mean step time
     samples_per_s_high: float | None
     window_ns: tuple[int, int]       # first steady begin, last steady end
+    traced_step_ms: float | None = None  # mean period inside the profiler window (it slows steps)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ def step_stats(steps: list[dict], training: dict) -> StepStats | None:
     if len(steps) < 2:
         return None
     warmup = int(training.get("warmup_steps", 0))
-    periods, starts, excluded = [], [], {"warm-up": [], "compile or retrace": [], "profiler window": []}
+    periods, starts, traced = [], [], []
+    excluded: dict[str, list[int]] = {"warm-up": [], "compile or retrace": [], "profiler window": []}
     for a, b in zip(steps, steps[1:]):
         if b["step"] != a["step"] + 1 or b.get("epoch") != a.get("epoch"):
             continue  # epoch boundary or a new fit call: not a step period
@@ -105,6 +107,8 @@ def step_stats(steps: list[dict], training: dict) -> StepStats | None:
             excluded["warm-up"].append(a["step"])
         elif a.get("traced") or b.get("traced"):  # profiler start/stop land in these periods
             excluded["profiler window"].append(a["step"])
+            if a.get("traced") and b.get("traced"):
+                traced.append(b["begin_ns"] - a["begin_ns"])
         else:
             periods.append(b["begin_ns"] - a["begin_ns"])
             starts.append(a)
@@ -126,7 +130,8 @@ def step_stats(steps: list[dict], training: dict) -> StepStats | None:
     window = (kept[0]["begin_ns"], kept[-1]["begin_ns"] + int(steady[-1] * 1e6))
     return StepStats(recorded=len(steps), steady=len(steady), excluded={k: v for k, v in excluded.items() if v},
                      step_time_ms=time_ms, samples_per_step=per_step, samples_per_s=rate,
-                     samples_per_s_low=low, samples_per_s_high=high, window_ns=window)
+                     samples_per_s_low=low, samples_per_s_high=high, window_ns=window,
+                     traced_step_ms=float(np.mean(traced)) / 1e6 if traced else None)
 
 
 def _samples_per_step(training: dict) -> int | None:

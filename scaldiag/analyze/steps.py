@@ -36,6 +36,7 @@ class Steps:
     end_ns: np.ndarray
     method: str       # "markers", "inferred" or "none"
     description: str  # how they were found, in words for the report
+    marker: str | None = None  # the host event that delimits steps, when one does
 
     @property
     def count(self) -> int:
@@ -82,7 +83,7 @@ def _from_step_num(host_events):
     for num, start, end, _ in sorted(by_name[name], key=lambda m: m[1]):
         first_by_step.setdefault(num, (start, end))
     spans = sorted(first_by_step.values())
-    return *_arrays(spans), "markers", f"step markers: host events '{name}' with a step_num stat"
+    return *_arrays(spans), "markers", f"step markers: host events '{name}' with a step_num stat", name
 
 
 def _from_group_id(host_events):
@@ -94,7 +95,7 @@ def _from_group_id(host_events):
             span[0], span[1] = min(span[0], int(line.start_ns[i])), max(span[1], int(line.end_ns[i]))
     if len(spans) < 2:
         return None
-    return *_arrays(sorted(map(tuple, spans.values()))), "markers", "step groups: the profiler's group_id stat"
+    return *_arrays(sorted(map(tuple, spans.values()))), "markers", "step groups: the profiler's group_id stat", None
 
 
 def _from_step_function(host_events):
@@ -108,7 +109,7 @@ def _from_step_function(host_events):
         return None
     name = max(candidates, key=lambda n: sum(e - s for s, e in candidates[n]))
     return (*_arrays(candidates[name]), "inferred",
-            f"inferred: each host call of '{name}' is one step (the trace has no step markers)")
+            f"inferred: each host call of '{name}' is one step (the trace has no step markers)", name)
 
 
 def _outermost(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -125,7 +126,7 @@ def _arrays(spans):
     return np.array([s for s, _ in spans], np.int64), np.array([e for _, e in spans], np.int64)
 
 
-def _windows(starts, ends, method, how, device_events) -> Steps:
+def _windows(starts, ends, method, how, marker, device_events) -> Steps:
     window_end = np.empty_like(starts)
     window_end[:-1] = starts[1:]
     last_end = int(ends[-1])
@@ -135,4 +136,4 @@ def _windows(starts, ends, method, how, device_events) -> Steps:
         if launched_in_last.any():
             last_end = max(last_end, int(dev_e[launched_in_last].max()))
     window_end[-1] = last_end
-    return Steps(starts, window_end, method, how)
+    return Steps(starts, window_end, method, how, marker)

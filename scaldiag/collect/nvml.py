@@ -1,15 +1,23 @@
 """NVML samples for each visible GPU, on a background thread, plus the inventory.
 
-Fast tick (100 Hz): one ``nvmlDeviceGetFieldValues`` call per GPU for the
-cumulative PCIe TX/RX byte counters, NVLink data throughput counters and
-instantaneous power. Not ``nvmlDeviceGetPcieThroughput``: it samples a 20 ms
-window per call (measured ~21 ms on H200), which caps a loop at ~45 Hz.
-Slow tick (every 10th): utilisation, memory used, SM clock and clocks-event
-(throttle) reasons, whose calls cost 0.5-2 ms each.
+Reads are tiered by what they cost (measured on H200, driver 580, per GPU
+and call: bench/results/gpu_nvml_h200.md) and by how fast they change:
+
+| every | rate   | reads                                                     | cost      |
+|-------|--------|-----------------------------------------------------------|-----------|
+| 1     | 100 Hz | power (field POWER_INSTANT), SM clock, memory used, clocks-event reasons | ~0.06 ms |
+| 5     | 20 Hz  | PCIe TX/RX byte counters (one field-values call)           | 0.30 ms   |
+| 10    | 10 Hz  | utilisation (nvmlDeviceGetUtilizationRates)                | 0.13 ms   |
+| 100   | 1 Hz   | NVLink data TX/RX counters, all links (one call)           | 2.7 ms    |
+
+Not ``nvmlDeviceGetPcieThroughput``: it samples a 20 ms window per call.
+The PCIe counters are 32-bit (they wrap every 4 GiB, 80 ms at PCIe Gen5
+x16 line rate); sampled at 20 Hz they are unwrapped here, so the record
+holds monotonic cumulative counts.
 
 ``nvml`` is the pynvml module (nvidia-ml-py) or, in unit tests, a fake with
 the same functions. Nothing here raises into training: a failing read is
-recorded once in ``missing`` and that read is dropped from later ticks.
+recorded once in ``missing`` and dropped from later ticks.
 """
 
 from __future__ import annotations
@@ -19,9 +27,19 @@ import time
 from scaldiag.collect.sampling import PeriodicSampler
 from scaldiag.record.rundir import JsonlWriter
 
-FAST_PERIOD_S = 0.01  # 100 Hz
-SLOW_EVERY = 10       # utilisation, memory, clocks at 10 Hz
-ALL_LINKS = 0xFFFFFFFF  # scopeId for counters summed over all NVLinks
+PERIOD_S = 0.01  # 100 Hz
+ALL_LINKS = 0xFFFFFFFF  # scopeId: NVLink counters summed over all links
+_UINT32_TYPE = 1  # NVML_VALUE_TYPE_UNSIGNED_INT: a counter that wraps at 2**32
+
+# (key, NVML field constant, scopeId, every n ticks)
+FIELDS = [
+    ("power_mw", "NVML_FI_DEV_POWER_INSTANT", 0, 1),
+    ("pcie_tx_bytes", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 0, 5),
+    ("pcie_rx_bytes", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 0, 5),
+    ("nvlink_tx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", ALL_LINKS, 100),
+    ("nvlink_rx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", ALL_LINKS, 100),
+]
+CALLS = [("sm_clock_mhz", 1), ("mem_used_bytes", 1), ("clocks_event_reasons", 1), ("util_pct", 10)]
 
 
 def load_nvml():
@@ -40,61 +58,65 @@ class NvmlSampler:
         count = nvml.nvmlDeviceGetCount()
         self.indices = [i for i in (indices if indices is not None else range(count)) if 0 <= i < count]
         self._handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices]
-        self._fields = self._field_ids()
-        self._slow_reads = {"util_pct": self._util, "mem_used_bytes": self._mem,
-                            "sm_clock_mhz": self._clock, "clocks_event_reasons": self._reasons}
-        self._tick_count = 0
-        self.sampler = PeriodicSampler("nvml", FAST_PERIOD_S, self._tick)
-
-    def _field_ids(self) -> dict[str, tuple[int, int]]:
-        n = self.nvml
-        wanted = {"pcie_tx_bytes": "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", "pcie_rx_bytes": "NVML_FI_DEV_PCIE_COUNT_RX_BYTES",
-                  "nvlink_tx_kib": "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX",
-                  "nvlink_rx_kib": "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX",
-                  "power_mw": "NVML_FI_DEV_POWER_INSTANT"}
-        found = {}
-        for key, const in wanted.items():
-            if hasattr(n, const):
-                scope = ALL_LINKS if key.startswith("nvlink") else 0
-                found[key] = (getattr(n, const), scope)
+        self._fields = {}  # key -> ((field id, scope), every)
+        for key, const, scope, every in FIELDS:
+            if hasattr(nvml, const):
+                self._fields[key] = ((getattr(nvml, const), scope), every)
             else:
                 self.missing.append(f"{key}: this nvidia-ml-py has no {const}")
-        return found
+        reads = {"util_pct": self._util, "mem_used_bytes": self._mem, "sm_clock_mhz": self._clock,
+                 "clocks_event_reasons": self._reasons}
+        self._calls = {key: (reads[key], every) for key, every in CALLS}
+        self._wrap: dict[tuple[int, str], list[int]] = {}  # (gpu, key) -> [last raw, added]
+        self._tick_count = 0
+        self.sampler = PeriodicSampler("nvml", PERIOD_S, self._tick)
 
     def _tick(self) -> None:
         t_ns = time.time_ns()
-        slow = self._tick_count % SLOW_EVERY == 0
+        tick = self._tick_count
         self._tick_count += 1
         for index, handle in zip(self.indices, self._handles):
             row = {"t_ns": t_ns, "gpu": index}
-            row.update(self._read_fields(handle))
-            if slow:
-                for key, read in list(self._slow_reads.items()):
-                    try:
-                        row[key] = read(handle)
-                    except Exception as exc:  # unsupported on this GPU/driver: drop it, say so
-                        self.missing.append(f"{key}: {type(exc).__name__}: {exc}")
-                        del self._slow_reads[key]
+            row.update(self._read_fields(index, handle, tick))
+            for key, (read, every) in list(self._calls.items()):
+                if tick % every:
+                    continue
+                try:
+                    row[key] = read(handle)
+                except Exception as exc:  # unsupported on this GPU/driver: drop it, say so
+                    self.missing.append(f"{key}: {type(exc).__name__}: {exc}")
+                    del self._calls[key]
             self._writer.write(row)
 
-    def _read_fields(self, handle) -> dict:
-        if not self._fields:
+    def _read_fields(self, index: int, handle, tick: int) -> dict:
+        due = [key for key, (_, every) in self._fields.items() if tick % every == 0]
+        if not due:
             return {}
-        keys = list(self._fields)
         try:
-            values = self.nvml.nvmlDeviceGetFieldValues(handle, [self._fields[k] for k in keys])
+            values = self.nvml.nvmlDeviceGetFieldValues(handle, [self._fields[k][0] for k in due])
         except Exception as exc:
             self.missing.append(f"field values: {type(exc).__name__}: {exc}")
             self._fields = {}
             return {}
         row = {}
-        for key, value in zip(keys, values):
+        for key, value in zip(due, values):
             if value.nvmlReturn != 0:  # NVML_SUCCESS
                 self.missing.append(f"{key}: not supported here (NVML return {value.nvmlReturn})")
-                del self._fields[key]
+                self._fields.pop(key, None)
                 continue
-            row[key] = _field_value(value)
+            number = _field_value(value)
+            if value.valueType == _UINT32_TYPE and key.endswith("_bytes"):
+                number = self._unwrap(index, key, number)
+            row[key] = number
         return row
+
+    def _unwrap(self, index: int, key: str, raw: int) -> int:
+        """A wrapping 32-bit counter as a monotonic count (sampled faster than it wraps)."""
+        state = self._wrap.setdefault((index, key), [raw, 0])
+        if raw < state[0]:
+            state[1] += 1 << 32
+        state[0] = raw
+        return raw + state[1]
 
     def _util(self, handle) -> int:
         return int(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
@@ -149,10 +171,9 @@ class NvmlSampler:
 
 def _field_value(value):
     """The number in an nvmlFieldValue_t, by its valueType (nvmlValueType_t)."""
-    kind = value.valueType
     v = value.value
     return {0: lambda: v.dVal, 1: lambda: v.uiVal, 2: lambda: v.ulVal, 3: lambda: v.ullVal,
-            4: lambda: v.sllVal, 5: lambda: v.siVal, 6: lambda: v.usVal}.get(kind, lambda: v.ullVal)()
+            4: lambda: v.sllVal, 5: lambda: v.siVal, 6: lambda: v.usVal}.get(value.valueType, lambda: v.ullVal)()
 
 
 def _text(value) -> str:

@@ -26,6 +26,10 @@ def render(run_dir: str, a: RunAnalysis, console: Console) -> None:
     console.print()
     if a.steps:
         console.print(_steps_table(a))
+        if a.steps.traced_step_ms:
+            console.print(f"steps inside the profiler window took {a.steps.traced_step_ms:.3f} ms on average "
+                          f"({a.steps.traced_step_ms / a.steps.step_time_ms.mean:.2f}x the steady step): the trace "
+                          "breakdown below is of profiled steps", style="dim")
     if a.gpus:
         console.print(_gpu_table(a))
     if a.host:
