@@ -66,7 +66,8 @@ def test_what_the_host_is_in_while_the_device_idles(tmp_path):
     # Device idle: [0,10) [70,100) in step 0, [130,195) in step 1. Innermost host
     # events there: train [0,10) [90,95) [180,195), IteratorGetNext [70,90),
     # python_work [130,150); the wait [150,180) is left out.
-    got = {(h.name, h.state): h.ms_per_step for h in gpu.host_activity_while_idle}
+    got = {(h.name.split(" ")[0], h.state): h.ms_per_step for h in gpu.host_activity_while_idle}
     assert got == pytest.approx({("train", "host_overhead"): 30 / 2 / 1000, ("IteratorGetNext", "input"): 20 / 2 / 1000,
                                  ("python_work", "host_overhead"): 20 / 2 / 1000})
-    assert gpu.host_activity_while_idle[0].name == "train"
+    # The step marker's own time is named for what it is.
+    assert gpu.host_activity_while_idle[0].name.startswith("train (step itself")
