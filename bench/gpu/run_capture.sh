@@ -16,4 +16,11 @@ CUDA_VISIBLE_DEVICES=0,1 python3 -m scaldiag profile --out "$OUT/runs2" --json "
 echo "exit $?" >> "$OUT/profile_2gpu.txt"
 python3 bench/gpu/check_nvml_real.py "$OUT"/runs1/* "$OUT"/runs2/* > "$OUT/check_nvml_real.txt" 2>&1
 echo "exit $?" >> "$OUT/check_nvml_real.txt"
-tail -5 "$OUT"/*.txt
+tar czf "$OUT/runs.tgz" -C "$OUT" runs1 runs2 && rm -rf "$OUT/runs1" "$OUT/runs2"
+tail -n 5 "$OUT"/*.txt
+# Capture overhead with Keras on JAX, 1 GPU (same script, with and without capture).
+if [ "${OVERHEAD:-1}" = 1 ]; then
+  CUDA_VISIBLE_DEVICES=0 python3 bench/bench_overhead.py --rounds 5 --steps 600 --batch 256 --label gpu-jax-h200 \
+    --out "$OUT/overhead_gpu-jax-h200.md" > "$OUT/overhead.txt" 2>&1
+  tail -n 12 "$OUT/overhead_gpu-jax-h200.md"
+fi
