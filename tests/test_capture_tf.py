@@ -163,3 +163,14 @@ def test_custom_loop_api_marks_steps_in_the_trace(tmp_path):
     assert report["training"]["framework"]["backend"] == "tensorflow"
     assert report["trace_report"]["steps"] == {"method": "markers", "count": 4,
                                                "description": "step markers: host events 'train' with a step_num stat"}
+
+
+def test_the_callback_keeps_keras_asynchronous_dispatch():
+    # A callback with on_train_batch_end makes Keras convert each step's logs
+    # to numbers: a device sync per step. Ours must not.
+    import keras
+    from keras.src.callbacks.callback_list import CallbackList
+    from scaldiag.keras import ScaldiagCallback
+
+    assert CallbackList([ScaldiagCallback()])._async_train == keras.src.backend.IS_THREAD_SAFE
+    assert ScaldiagCallback.on_train_batch_end is keras.callbacks.Callback.on_train_batch_end

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool, nvidia-h200-x2), from the project root, with .whl carried:
 #   bash bench/gpu/run_capture.sh
-# Writes everything under $OUT.
+# Writes everything into $OUT/gpu_results.tgz (the device tool brings back only a few files).
 set -u
+FINAL_OUT=$OUT
+OUT=/tmp/gpu_results
+mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD KERAS_BACKEND=jax CUDA_DEVICE_ORDER=PCI_BUS_ID
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
@@ -16,11 +19,11 @@ CUDA_VISIBLE_DEVICES=0,1 python3 -m scaldiag profile --out "$OUT/runs2" --json "
 echo "exit $?" >> "$OUT/profile_2gpu.txt"
 python3 bench/gpu/check_nvml_real.py "$OUT"/runs1/* "$OUT"/runs2/* > "$OUT/check_nvml_real.txt" 2>&1
 echo "exit $?" >> "$OUT/check_nvml_real.txt"
-tar czf "$OUT/runs.tgz" -C "$OUT" runs1 runs2 && rm -rf "$OUT/runs1" "$OUT/runs2"
-tail -n 5 "$OUT"/*.txt
+tail -n 5 "$OUT"/check_nvml_real.txt
 # Capture overhead with Keras on JAX, 1 GPU (same script, with and without capture).
 if [ "${OVERHEAD:-1}" = 1 ]; then
   CUDA_VISIBLE_DEVICES=0 python3 bench/bench_overhead.py --rounds 5 --steps 600 --batch 256 --label gpu-jax-h200 \
     --out "$OUT/overhead_gpu-jax-h200.md" > "$OUT/overhead.txt" 2>&1
   tail -n 12 "$OUT/overhead_gpu-jax-h200.md"
 fi
+tar czf "$FINAL_OUT/gpu_results.tgz" -C /tmp gpu_results

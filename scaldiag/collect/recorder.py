@@ -30,9 +30,19 @@ class StepRecorder:
         self.epoch = 0
         self._begin_ns = 0
         self._traced = False
+        self._open = False
         update_json(self.run_dir, "training.json", warmup_steps=warmup_steps, trace_steps=trace_steps)
 
     def begin(self) -> None:
+        """A step starts; the step before it, if still open, ends here.
+
+        Callers may mark only beginnings: the Keras callback must not
+        implement ``on_train_batch_end``, because Keras then turns each
+        step's logs into Python numbers, a device sync that would slow an
+        asynchronous (JAX) training loop.
+        """
+        if self._open:
+            self._finish(time.time_ns())
         self.step += 1
         window = self._window
         if window is not None and self.step == self._trace_first:
@@ -42,13 +52,18 @@ class StepRecorder:
         self._traced = bool(window and window.active)
         if self._traced:
             window.step_begin(self.step)
+        self._open = True
         self._begin_ns = time.time_ns()
 
     def end(self) -> None:
-        end_ns = time.time_ns()
-        window = self._window
+        """The current step ends (custom loops know; Keras steps end at the next begin)."""
+        if self._open:
+            self._finish(time.time_ns())
+
+    def _finish(self, end_ns: int) -> None:
+        self._open = False
         if self._traced:
-            window.step_end()
+            self._window.step_end()
         self._steps.write({"step": self.step, "epoch": self.epoch, "begin_ns": self._begin_ns, "end_ns": end_ns,
                            "traced": self._traced})
         if self._traced and self.step >= self._trace_last:
@@ -63,6 +78,7 @@ class StepRecorder:
                                                                 "error": window.error})
 
     def close(self) -> None:
+        self.end()
         self.stop_trace()
         self._steps.close()
 

@@ -5,6 +5,7 @@
       training.json        framework, versions, batch sizes, replicas, trace window (recorder)
       inventory.json       GPUs: name, UUID, PCIe link, NVLink                     (NVML sampler)
       steps.jsonl          one line per training step: begin_ns, end_ns, ...       (recorder)
+                           (under Keras a step ends where the next begins: see recorder.py)
       gpu_samples.jsonl    NVML samples                                             (sampler)
       host_samples.jsonl   psutil samples                                           (sampler)
       trace/               TensorBoard logdir: plugins/profile/<run>/<host>.xplane.pb
