@@ -28,8 +28,8 @@ def test_gpu_rows_counters_and_summary(tmp_path):
     assert stats["nvml"]["hz"] > 50  # 100 Hz target; a loaded 2-core machine may miss some ticks
     util = [r for r in rows if "util_pct" in r]
     pcie = [r for r in rows if "pcie_tx_bytes" in r]
-    assert 0 < len(util) < len(pcie) < len(rows)  # utilisation at 10 Hz, PCIe at 20 Hz, power at 100 Hz
-    assert all("power_mw" in r for r in rows)
+    assert 0 < len(util) < len(pcie) < len(rows)  # utilisation at 10 Hz, PCIe at 20 Hz, clocks at 100 Hz
+    assert all("sm_clock_mhz" in r for r in rows)
     (gpu0, gpu1) = gpu_summaries(rows, read_json(tmp_path, "inventory.json"), None)
     assert gpu0.pcie_tx_bytes_per_s == pytest.approx(PCIE_BYTES_PER_S, rel=0.05)
     assert gpu0.pcie_rx_bytes_per_s == pytest.approx(PCIE_BYTES_PER_S / 2, rel=0.05)

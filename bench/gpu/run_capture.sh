@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool, nvidia-h200-x2), from the project root, with .whl carried:
-#   bash bench/gpu/run_capture.sh
+#   PARTS="probe profiles overhead" ROUNDS=5 bash bench/gpu/run_capture.sh
 # Writes everything into $OUT/gpu_results.tgz (the device tool brings back only a few files).
 set -u
+PARTS=${PARTS:-"probe profiles overhead"}
 FINAL_OUT=$OUT
 OUT=/tmp/gpu_results
 mkdir -p "$OUT"
@@ -10,20 +11,25 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .
 export PYTHONPATH=/tmp/site:$PWD KERAS_BACKEND=jax CUDA_DEVICE_ORDER=PCI_BUS_ID
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 nvidia-smi --query-gpu=index,name,uuid,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv > "$OUT/gpus.csv" 2>&1
-python3 bench/gpu/nvml_probe.py "$OUT" > "$OUT/nvml_probe.txt" 2>&1
-CUDA_VISIBLE_DEVICES=0 python3 -m scaldiag profile --out "$OUT/runs1" --json "$OUT/profile_1gpu.json" \
-  examples/train_cnn.py -- --steps 300 --batch 256 > "$OUT/profile_1gpu.txt" 2>&1
-echo "exit $?" >> "$OUT/profile_1gpu.txt"
-CUDA_VISIBLE_DEVICES=0,1 python3 -m scaldiag profile --out "$OUT/runs2" --json "$OUT/profile_2gpu.json" \
-  examples/train_cnn.py -- --steps 300 --batch 512 --distribute > "$OUT/profile_2gpu.txt" 2>&1
-echo "exit $?" >> "$OUT/profile_2gpu.txt"
-python3 bench/gpu/check_nvml_real.py "$OUT"/runs1/* "$OUT"/runs2/* > "$OUT/check_nvml_real.txt" 2>&1
-echo "exit $?" >> "$OUT/check_nvml_real.txt"
-tail -n 5 "$OUT"/check_nvml_real.txt
+case " $PARTS " in *" probe "*)
+  python3 bench/gpu/nvml_probe.py "$OUT" > "$OUT/nvml_probe.txt" 2>&1
+  grep -A3 '"1 gpu"\|"2 gpus"' "$OUT/nvml_probe.txt";;
+esac
+case " $PARTS " in *" profiles "*)
+  CUDA_VISIBLE_DEVICES=0 python3 -m scaldiag profile --out "$OUT/runs1" --json "$OUT/profile_1gpu.json" \
+    examples/train_cnn.py -- --steps 300 --batch 256 > "$OUT/profile_1gpu.txt" 2>&1
+  echo "exit $?" >> "$OUT/profile_1gpu.txt"
+  CUDA_VISIBLE_DEVICES=0,1 python3 -m scaldiag profile --out "$OUT/runs2" --json "$OUT/profile_2gpu.json" \
+    examples/train_cnn.py -- --steps 300 --batch 512 --distribute > "$OUT/profile_2gpu.txt" 2>&1
+  echo "exit $?" >> "$OUT/profile_2gpu.txt"
+  python3 bench/gpu/check_nvml_real.py "$OUT"/runs1/* "$OUT"/runs2/* > "$OUT/check_nvml_real.txt" 2>&1
+  echo "exit $?" >> "$OUT/check_nvml_real.txt"
+  tail -n 5 "$OUT/check_nvml_real.txt";;
+esac
 # Capture overhead with Keras on JAX, 1 GPU (same script, with and without capture).
-if [ "${OVERHEAD:-1}" = 1 ]; then
-  CUDA_VISIBLE_DEVICES=0 python3 bench/bench_overhead.py --rounds 5 --steps 600 --batch 256 --label gpu-jax-h200 \
-    --out "$OUT/overhead_gpu-jax-h200.md" > "$OUT/overhead.txt" 2>&1
-  tail -n 12 "$OUT/overhead_gpu-jax-h200.md"
-fi
+case " $PARTS " in *" overhead "*)
+  CUDA_VISIBLE_DEVICES=0 python3 bench/bench_overhead.py --rounds "${ROUNDS:-5}" --steps 600 --batch 256 \
+    --label gpu-jax-h200 --out "$OUT/overhead_gpu-jax-h200.md" > "$OUT/overhead.txt" 2>&1
+  tail -n 16 "$OUT/overhead_gpu-jax-h200.md";;
+esac
 tar czf "$FINAL_OUT/gpu_results.tgz" -C /tmp gpu_results

@@ -3,12 +3,12 @@
 Reads are tiered by what they cost (measured on H200, driver 580, per GPU
 and call: bench/results/gpu_nvml_h200.md) and by how fast they change:
 
-| every | rate   | reads                                                     | cost      |
-|-------|--------|-----------------------------------------------------------|-----------|
-| 1     | 100 Hz | power (field POWER_INSTANT), SM clock, memory used, clocks-event reasons | ~0.06 ms |
-| 5     | 20 Hz  | PCIe TX/RX byte counters (one field-values call)           | 0.30 ms   |
-| 10    | 10 Hz  | utilisation (nvmlDeviceGetUtilizationRates)                | 0.13 ms   |
-| 100   | 1 Hz   | NVLink data TX/RX counters, all links (one call)           | 2.7 ms    |
+| every | rate   | reads                                                        | cost     |
+|-------|--------|--------------------------------------------------------------|----------|
+| 1     | 100 Hz | SM clock, memory used, clocks-event (throttle) reasons       | 0.03 ms  |
+| 5     | 20 Hz  | PCIe TX/RX byte counters, instant power (one field-values call) | 0.33 ms |
+| 10    | 10 Hz  | utilisation (nvmlDeviceGetUtilizationRates)                  | 0.13 ms  |
+| 200   | 0.5 Hz | NVLink data TX/RX counters, all links (one call)             | 2.7 ms   |
 
 Not ``nvmlDeviceGetPcieThroughput``: it samples a 20 ms window per call.
 The PCIe counters are 32-bit (they wrap every 4 GiB, 80 ms at PCIe Gen5
@@ -33,11 +33,11 @@ _UINT32_TYPE = 1  # NVML_VALUE_TYPE_UNSIGNED_INT: a counter that wraps at 2**32
 
 # (key, NVML field constant, scopeId, every n ticks)
 FIELDS = [
-    ("power_mw", "NVML_FI_DEV_POWER_INSTANT", 0, 1),
+    ("power_mw", "NVML_FI_DEV_POWER_INSTANT", 0, 5),
     ("pcie_tx_bytes", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 0, 5),
     ("pcie_rx_bytes", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 0, 5),
-    ("nvlink_tx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", ALL_LINKS, 100),
-    ("nvlink_rx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", ALL_LINKS, 100),
+    ("nvlink_tx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", ALL_LINKS, 200),
+    ("nvlink_rx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", ALL_LINKS, 200),
 ]
 CALLS = [("sm_clock_mhz", 1), ("mem_used_bytes", 1), ("clocks_event_reasons", 1), ("util_pct", 10)]
 
