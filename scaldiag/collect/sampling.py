@@ -47,6 +47,9 @@ class PeriodicSampler:
             if delay < 0:  # fell behind: do not burst to catch up
                 next_t = time.perf_counter()
                 delay = 0
-            self._stop.wait(delay)
+            # time.sleep, not Event.wait(delay): a timed wait allocates and
+            # waits on a fresh lock each call, which at 100 Hz cost ~1% of a
+            # core. Stopping then takes up to one period.
+            time.sleep(delay)
         self.wall_s = time.perf_counter() - start_wall
         self.cpu_s = time.thread_time() - start_cpu
