@@ -120,12 +120,18 @@ model.fit(x, y, batch_size=32, epochs=2, verbose=0,
 """
 
 
-def test_callback_records_a_mirrored_run_in_process(tmp_path):
-    script = tmp_path / "cb.py"
-    script.write_text(CALLBACK_SCRIPT)
+def run_script_recording_into(tmp_path, source: str):
+    """Run ``source`` as a script with a run directory as its argument; returns the run directory."""
+    script = tmp_path / "script.py"
+    script.write_text(source)
     run_dir = tmp_path / "run"
     result = subprocess.run([sys.executable, str(script), str(run_dir)], capture_output=True, text=True, env=ENV)
     assert result.returncode == 0, result.stderr
+    return run_dir
+
+
+def test_callback_records_a_mirrored_run_in_process(tmp_path):
+    run_dir = run_script_recording_into(tmp_path, CALLBACK_SCRIPT)
     assert read_json(run_dir, "run.json")["status"] == "finished"
     training = read_json(run_dir, "training.json")
     assert training["replicas"] == 2 and training["per_replica_batch"] == 16
@@ -153,11 +159,7 @@ with capture(run_dir=sys.argv[1], global_batch=64, warmup_steps=2, trace_steps=4
 
 
 def test_custom_loop_api_marks_steps_in_the_trace(tmp_path):
-    script = tmp_path / "loop.py"
-    script.write_text(LOOP_SCRIPT)
-    run_dir = tmp_path / "run"
-    result = subprocess.run([sys.executable, str(script), str(run_dir)], capture_output=True, text=True, env=ENV)
-    assert result.returncode == 0, result.stderr
+    run_dir = run_script_recording_into(tmp_path, LOOP_SCRIPT)
     assert len(read_jsonl(run_dir / "steps.jsonl")) == 12
     report = report_json(run_dir)
     assert report["training"]["framework"]["backend"] == "tensorflow"
@@ -174,3 +176,23 @@ def test_the_callback_keeps_keras_asynchronous_dispatch():
 
     assert CallbackList([ScaldiagCallback()])._async_train == keras.src.backend.IS_THREAD_SAFE
     assert ScaldiagCallback.on_train_batch_end is keras.callbacks.Callback.on_train_batch_end
+
+
+def test_emulated_sweep_gives_the_table_and_an_attribution_that_adds_up(tmp_path):
+    # An unmodified script calling MirroredStrategy() with no arguments gets N replicas.
+    result = scaldiag("profile", "--emulate", "--gpus", "1,2", "--out", tmp_path, "--json", tmp_path / "s.json",
+                      ROOT / "examples" / "train_cnn.py", "--", "--steps", "40", "--batch", "64", "--distribute")
+    assert result.returncode == 0, result.stderr[-3000:]
+    sweep_dir = only_run_dir(tmp_path)
+    assert read_json(sweep_dir / "gpus2", "training.json")["replicas"] == 2
+    assert read_json(sweep_dir / "gpus1", "training.json")["replicas"] == 1
+    report = json.loads((tmp_path / "s.json").read_text())
+    assert report["emulated"] and report["mode"] == "strong"  # --batch is the global batch here
+    one, two = report["scaling"]
+    assert (one["gpus"], two["gpus"]) == (1, 2) and one["speedup"] == 1.0
+    assert two["per_replica_batch"] == 32 and two["global_batch"] == 64
+    (attribution,) = report["attribution"]
+    assert attribution["ideal"] == 1.0
+    lost = sum(c["lost_speedup"] for c in attribution["causes"])
+    assert lost == pytest.approx(attribution["ideal"] - attribution["measured"])
+    assert "Scaling" in result.stdout and "measured" in result.stdout

@@ -19,11 +19,14 @@ from scaldiag.collect.session import RUN_DIR_ENV, start_run_json
 from scaldiag.record.rundir import read_json, update_json
 
 
-def launch(run_dir: Path, script: str, script_args: list[str], nvml=None) -> int:
-    """Run ``python SCRIPT ARGS`` under capture; returns the script's exit code."""
+def launch(run_dir: Path, script: str, script_args: list[str], nvml=None, env: dict | None = None) -> int:
+    """Run ``python SCRIPT ARGS`` under capture; returns the script's exit code.
+
+    ``env``: variables to set for the script on top of ours (a sweep's GPU subset).
+    """
     command = [sys.executable, "-m", "scaldiag.collect.bootstrap", script, *script_args]
     start_run_json(run_dir, [sys.executable, script, *script_args])
-    env = {**os.environ, RUN_DIR_ENV: str(run_dir)}
+    env = {**os.environ, **(env or {}), RUN_DIR_ENV: str(run_dir)}
     child = subprocess.Popen(command, env=env)
     samplers = Samplers(run_dir, child.pid, nvml=nvml, env=env)
     samplers.start()

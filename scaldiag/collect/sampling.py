@@ -6,9 +6,15 @@ without it; a sampler that cannot start at all says why in ``missing``.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
+
+# Sampling yields to training. On a machine whose cores the training fills (2
+# here), a sampler at normal priority preempts training threads, and a
+# parallel op waits for its slowest thread (measured: 1.05x step time).
+SAMPLER_NICENESS = 10
 
 
 class PeriodicSampler:
@@ -33,6 +39,7 @@ class PeriodicSampler:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        _lower_this_thread_priority()
         start_wall, start_cpu = time.perf_counter(), time.thread_time()
         next_t = start_wall
         while not self._stop.is_set():
@@ -53,3 +60,11 @@ class PeriodicSampler:
             time.sleep(delay)
         self.wall_s = time.perf_counter() - start_wall
         self.cpu_s = time.thread_time() - start_cpu
+
+
+def _lower_this_thread_priority() -> None:
+    """Nice this thread only (Linux takes a thread id where POSIX says process id)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), SAMPLER_NICENESS)
+    except (OSError, AttributeError):  # not permitted, or not Linux: sample at normal priority
+        pass

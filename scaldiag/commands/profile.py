@@ -8,6 +8,7 @@ from pathlib import Path
 
 from scaldiag.collect.launcher import launch
 from scaldiag.collect.session import new_run_dir
+from scaldiag.collect.sweep import sweep
 from scaldiag.commands import report
 from scaldiag.errors import ScaldiagError
 
@@ -22,7 +23,22 @@ def add_parser(subparsers) -> None:
     p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments (after --)")
     p.add_argument("--out", default="scaldiag_runs", help="where run directories go (default: scaldiag_runs)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    p.add_argument("--gpus", metavar="N,N,...", type=_counts,
+                   help="sweep: run once per GPU count (the first N visible GPUs; N is in $SCALDIAG_NUM_GPUS)")
+    p.add_argument("--emulate", action="store_true",
+                   help="sweep over N logical CPU devices instead of GPUs (machines without GPUs)")
+    p.add_argument("--repeat", type=int, default=1, metavar="K", help="run each GPU count K times (default 1)")
     p.set_defaults(func=run)
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = sorted({int(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of GPU counts: {text!r}") from None
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError("GPU counts must be 1 or more")
+    return counts
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     if not script.is_file():
         raise ScaldiagError(f"no such script: {script}")
     script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
+    if args.gpus or args.emulate:
+        return _sweep(args, script, script_args)
     run_dir = new_run_dir(args.out, script.stem)
     code = launch(run_dir, str(script), script_args)
     print(file=sys.stderr)
@@ -39,3 +57,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"scaldiag: no report: {exc}", file=sys.stderr)
     print(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})", file=sys.stderr)
     return code if code >= 0 else 128 - code  # killed by signal N: exit 128 + N, as shells report it
+
+
+def _sweep(args, script: Path, script_args: list[str]) -> int:
+    counts = args.gpus or [1, 2]
+    sweep_dir = new_run_dir(args.out, f"{script.stem}-sweep")
+    codes = sweep(sweep_dir, str(script), script_args, counts, args.emulate, max(1, args.repeat))
+    print(file=sys.stderr)
+    report.show(sweep_dir, args.json)
+    print(f"scaldiag: sweep directory {sweep_dir}  (scaldiag report {sweep_dir})", file=sys.stderr)
+    failed = [c for c in codes if c != 0]
+    return 0 if not failed else (failed[0] if failed[0] > 0 else 128 - failed[0])

@@ -8,10 +8,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from scaldiag.analyze.run import analyze_record
+from scaldiag.analyze.run import RunAnalysis, analyze_record
+from scaldiag.analyze.scaling import analyze_scaling
 from scaldiag.commands.analyze import write_text
 from scaldiag.record.reader import read_record, read_run_trace
-from scaldiag.render import run_json, run_terminal
+from scaldiag.record.rundir import read_json
+from scaldiag.render import run_json, run_terminal, scaling
 
 
 def add_parser(subparsers) -> None:
@@ -29,12 +31,32 @@ def run(args: argparse.Namespace) -> int:
 
 
 def show(run_dir: Path, json_path: str | None = None, console: Console | None = None) -> None:
-    record = read_record(run_dir)
-    trace, trace_missing = read_run_trace(run_dir)
-    analysis = analyze_record(record, trace, trace_missing)
+    if (Path(run_dir) / "sweep.json").exists():
+        return _show_sweep(Path(run_dir), json_path, console or Console())
+    analysis = analyze_run_dir(run_dir)
     if json_path == "-":
         sys.stdout.write(run_json.render(str(run_dir), analysis))
         return
     run_terminal.render(str(run_dir), analysis, console or Console())
     if json_path:
         write_text(Path(json_path), run_json.render(str(run_dir), analysis))
+
+
+def analyze_run_dir(run_dir: Path) -> RunAnalysis:
+    trace, trace_missing = read_run_trace(run_dir)
+    return analyze_record(read_record(run_dir), trace, trace_missing)
+
+
+def _show_sweep(sweep_dir: Path, json_path: str | None, console: Console) -> None:
+    spec = read_json(sweep_dir, "sweep.json")
+    runs: dict[int, list[RunAnalysis]] = {}
+    for run in spec.get("runs", []):
+        if (sweep_dir / run["dir"] / "run.json").exists():
+            runs.setdefault(run["gpus"], []).append(analyze_run_dir(sweep_dir / run["dir"]))
+    analysis = analyze_scaling(runs, bool(spec.get("emulate")))
+    if json_path == "-":
+        sys.stdout.write(scaling.to_json(str(sweep_dir), analysis))
+        return
+    scaling.render(str(sweep_dir), analysis, console)
+    if json_path:
+        write_text(Path(json_path), scaling.to_json(str(sweep_dir), analysis))

@@ -1,0 +1,171 @@
+"""Scaling across GPU counts: speedup, efficiency, and where the lost speedup went.
+
+Pure functions over analysed runs. Definitions (DESIGN.md vocabulary):
+S(N) = throughput(N) / throughput(1); E(N) = S(N) / N. *Weak* scaling keeps
+the per-replica batch, *strong* keeps the global batch.
+
+Ideal: N times the throughput of 1 device (``ideal = N``); emulated devices
+share the same cores, so there the ideal is the same throughput (``ideal = 1``)
+and what is lost is what distribution itself costs.
+
+Attribution. With t1, tN the steady step times and B1, BN the global
+batches, the ideal step time at N is t* = t1 (BN / B1) / ideal, and
+ideal - S = ideal (tN - t*) / tN exactly. Splitting step time by category
+with each run's exclusive shares f_c (from its trace window) gives
+tN - t* = sum_c (f_c(N) tN - f_c(1) t*), so
+
+    lost_c = ideal (f_c(N) tN - f_c(1) t*) / tN,     sum_c lost_c = ideal - S.
+
+The parts add up to the gap by construction; ``idle`` (time no event covers)
+is the unexplained part, shown as such. A part smaller than its spread is
+marked as within the noise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scaldiag.analyze.categories import CATEGORIES
+from scaldiag.analyze.run import RunAnalysis
+from scaldiag.analyze.stats import t95
+
+UNEXPLAINED = "idle"  # the category of time that no trace event covers
+
+
+@dataclass(frozen=True)
+class ScalingPoint:
+    gpus: int
+    runs: int
+    global_batch: int | None
+    per_replica_batch: float | None
+    step_time_ms: float
+    step_time_ci95_ms: float
+    samples_per_s: float | None
+    speedup: float | None
+    speedup_ci95: float | None
+    efficiency: float | None  # speedup / ideal speedup
+
+
+@dataclass(frozen=True)
+class Cause:
+    category: str
+    lost_speedup: float
+    spread: float
+    within_noise: bool
+
+
+@dataclass(frozen=True)
+class Attribution:
+    gpus: int
+    ideal: float
+    measured: float
+    causes: list[Cause]  # sum of lost_speedup == ideal - measured
+
+
+@dataclass(frozen=True)
+class ScalingAnalysis:
+    mode: str  # "weak", "strong" or "mixed"
+    emulated: bool
+    points: list[ScalingPoint]
+    attribution: list[Attribution]
+    notes: list[str] = field(default_factory=list)
+
+
+def combine_repeats(runs: list[RunAnalysis]) -> tuple[float, float]:
+    """Mean steady step time (ms) over repeats and its 95% half-width.
+
+    The wider of the runs' own step-to-step interval and, with repeats, the
+    run-to-run interval: the same 2-GPU run has measured 1.63x and 1.96x on
+    two runs on one machine, so run-to-run noise must show.
+    """
+    means = np.array([r.steps.step_time_ms.mean for r in runs])
+    within = max(r.steps.step_time_ms.ci95 for r in runs)
+    between = t95(len(means) - 1) * means.std(ddof=1) / math.sqrt(len(means)) if len(means) > 1 else 0.0
+    return float(means.mean()), float(max(within, between))
+
+
+def analyze_scaling(runs_by_gpus: dict[int, list[RunAnalysis]], emulated: bool) -> ScalingAnalysis:
+    counts = sorted(n for n, runs in runs_by_gpus.items() if runs and all(r.steps for r in runs))
+    notes = []
+    if not counts:
+        return ScalingAnalysis("mixed", emulated, [], [], ["no run recorded steady-state steps"])
+    base = counts[0]
+    if base != 1:
+        notes.append(f"no 1-device run: speedups are relative to {base} devices")
+    points = [_point(n, runs_by_gpus[n], runs_by_gpus[base], 1.0 if emulated else n / base) for n in counts]
+    mode = _mode(points)
+    if emulated:
+        notes.append("emulated devices share the same CPU cores: ideal is the same throughput as 1 device "
+                     "(speedup 1.0), and the lost speedup is what distribution itself costs")
+    attribution = [a for n in counts[1:] if (a := _attribute(n, runs_by_gpus[n], runs_by_gpus[base],
+                                                           base, emulated, notes)) is not None]
+    return ScalingAnalysis(mode, emulated, points, attribution, notes)
+
+
+def _batch(runs: list[RunAnalysis]) -> tuple[int | None, float | None]:
+    training = runs[0].training
+    return training.get("global_batch"), training.get("per_replica_batch")
+
+
+def _point(n: int, runs: list[RunAnalysis], base_runs: list[RunAnalysis], ideal: float) -> ScalingPoint:
+    """``ideal``: the speedup perfect scaling would give (N, or 1 for emulated devices)."""
+    t, ci = combine_repeats(runs)
+    t1, ci1 = combine_repeats(base_runs)
+    batch, per_replica = _batch(runs)
+    batch1, _ = _batch(base_runs)
+    rate = batch / (t / 1e3) if batch else None
+    speedup = speedup_ci = efficiency = None
+    if batch and batch1:
+        speedup = (batch / t) / (batch1 / t1)
+        speedup_ci = speedup * math.hypot(ci / t, ci1 / t1)  # relative errors add in quadrature
+        efficiency = speedup / ideal
+    return ScalingPoint(n, len(runs), batch, per_replica, t, ci, rate, speedup, speedup_ci, efficiency)
+
+
+def _mode(points: list[ScalingPoint]) -> str:
+    batches = {p.global_batch for p in points}
+    per_replica = {p.per_replica_batch for p in points}
+    if len(points) > 1 and len(batches) == 1 and None not in batches:
+        return "strong"
+    if len(points) > 1 and len(per_replica) == 1 and None not in per_replica:
+        return "weak"
+    return "mixed"
+
+
+def _shares(runs: list[RunAnalysis]) -> tuple[dict[str, float], dict[str, float]] | None:
+    """Mean exclusive share (fraction) and its spread per category, over runs and their devices."""
+    units = [u for r in runs if r.trace for u in r.trace.units]
+    if not units:
+        return None
+    share = {c: float(np.mean([u.categories[c].exclusive_pct for u in units])) / 100 for c in CATEGORIES}
+    spread = {c: float(np.mean([_finite(u.categories[c].exclusive_pct_ci95) for u in units])) / 100
+              for c in CATEGORIES}
+    return share, spread
+
+
+def _attribute(n, runs, base_runs, base, emulated, notes) -> Attribution | None:
+    shares_n, shares_1 = _shares(runs), _shares(base_runs)
+    batch, _ = _batch(runs)
+    batch1, _ = _batch(base_runs)
+    if shares_n is None or shares_1 is None or not batch or not batch1:
+        notes.append(f"no attribution at {n} devices: it needs both runs' traces and global batches")
+        return None
+    ideal = 1.0 if emulated else n / base
+    t, _ = combine_repeats(runs)
+    t1, _ = combine_repeats(base_runs)
+    t_ideal = t1 * (batch / batch1) / ideal
+    measured = (batch / t) / (batch1 / t1)
+    causes = []
+    for c in CATEGORIES:
+        lost = ideal * (shares_n[0][c] * t - shares_1[0][c] * t_ideal) / t
+        spread = ideal * (shares_n[1][c] * t + shares_1[1][c] * t_ideal) / t
+        causes.append(Cause(c, lost, spread, abs(lost) <= spread))
+    causes.sort(key=lambda cause: -cause.lost_speedup)
+    return Attribution(n, ideal, measured, causes)
+
+
+def _finite(x: float) -> float:
+    return 0.0 if math.isinf(x) or math.isnan(x) else x

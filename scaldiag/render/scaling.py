@@ -1,0 +1,70 @@
+"""A sweep for a terminal and as JSON: the scaling table and where the speedup went."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from scaldiag.analyze.scaling import UNEXPLAINED, ScalingAnalysis
+from scaldiag.record.rundir import SCHEMA_VERSION
+from scaldiag.render.json_report import clean
+
+
+def render(sweep_dir: str, s: ScalingAnalysis, console: Console) -> None:
+    console.print(Text(f"scaldiag sweep: {sweep_dir}", style="bold"))
+    kind = "emulated devices" if s.emulated else "GPUs"
+    console.print(f"{s.mode} scaling over {kind}" + (" (per-replica batch fixed)" if s.mode == "weak" else
+                                                   " (global batch fixed)" if s.mode == "strong" else ""))
+    for note in s.notes:
+        console.print(f"note: {note}", style="dim")
+    console.print(_table(s))
+    for a in s.attribution:
+        console.print(_waterfall(a))
+
+
+def _num(x, fmt):
+    return "?" if x is None else fmt.format(x)
+
+
+def _table(s: ScalingAnalysis) -> Table:
+    table = Table(title="Scaling", title_justify="left")
+    for col in ("devices", "runs", "per-replica batch", "global batch", "step ms ±95%", "samples/s",
+                "speedup ±95%", "efficiency"):
+        table.add_column(col, justify="right")
+    for p in s.points:
+        speedup = "?" if p.speedup is None else f"{p.speedup:.2f}x ±{p.speedup_ci95:.2f}"
+        table.add_row(str(p.gpus), str(p.runs), _num(p.per_replica_batch, "{:g}"), _num(p.global_batch, "{}"),
+                      f"{p.step_time_ms:.3f} ±{p.step_time_ci95_ms:.3f}", _num(p.samples_per_s, "{:,.0f}"),
+                      speedup, _num(p.efficiency, "{:.0%}"))
+    return table
+
+
+def _waterfall(a) -> Text:
+    text = Text(f"{a.gpus} devices: ideal {a.ideal:.2f}x")
+    for cause in a.causes:
+        if abs(cause.lost_speedup) < 0.005:
+            continue
+        name = "unexplained (no trace event)" if cause.category == UNEXPLAINED else cause.category
+        sign = "-" if cause.lost_speedup >= 0 else "+"
+        noise = " (within noise)" if cause.within_noise else ""
+        style = "dim" if cause.within_noise else ("red" if cause.lost_speedup > 0 else "green")
+        text.append(f" {sign} {abs(cause.lost_speedup):.2f}x {name}{noise}", style=style)
+    text.append(f" = {a.measured:.2f}x measured", style="bold")
+    return text
+
+
+def to_json(sweep_dir: str, s: ScalingAnalysis) -> str:
+    data = {
+        "schema_version": SCHEMA_VERSION,
+        "sweep_dir": sweep_dir,
+        "mode": s.mode,
+        "emulated": s.emulated,
+        "scaling": [asdict(p) for p in s.points],
+        "attribution": [asdict(a) for a in s.attribution],
+        "notes": s.notes,
+    }
+    return json.dumps(clean(data), indent=2, allow_nan=False) + "\n"

@@ -1,0 +1,66 @@
+"""Scaling arithmetic on hand-made runs whose answers are known."""
+
+import pytest
+
+from scaldiag.analyze.categories import CATEGORIES
+from scaldiag.analyze.profile import CategoryTime, ProfileAnalysis, UnitAnalysis
+from scaldiag.analyze.run import RunAnalysis, StepStats
+from scaldiag.analyze.scaling import analyze_scaling
+from scaldiag.analyze.stats import Summary
+
+
+def run(step_ms, global_batch, replicas, shares, spread=0.5):
+    """A run with a steady step time and a trace whose exclusive shares (percent) are ``shares``."""
+    shares = {c: shares.get(c, 0.0) for c in CATEGORIES}
+    shares["compute"] += 100 - sum(shares.values())
+    cats = {c: CategoryTime(step_ms * v / 100, v, spread, step_ms * v / 100) for c, v in shares.items()}
+    unit = UnitAnalysis("/device:GPU:0", "gpu", 5, Summary.of([step_ms] * 5), 50.0, cats)
+    trace = ProfileAnalysis("r", [], [], 0, "markers", "", [unit])
+    steps = StepStats(100, 90, {}, Summary.of([step_ms * 0.99, step_ms * 1.01] * 10), global_batch,
+                      None, None, None, (0, 1))
+    training = {"global_batch": global_batch, "replicas": replicas, "per_replica_batch": global_batch // replicas}
+    return RunAnalysis({}, training, {}, steps, [], None, trace)
+
+
+def test_weak_scaling_lost_speedup_adds_up_and_names_the_collective():
+    one = run(10.0, 256, 1, {"input": 10})
+    # 2 GPUs, same per-replica batch; the step grew by 2.5 ms of all-reduce.
+    two = run(12.5, 512, 2, {"input": 8, "collective": 20})
+    s = analyze_scaling({1: [one], 2: [two]}, emulated=False)
+    assert s.mode == "weak"
+    p1, p2 = s.points
+    assert p2.speedup == pytest.approx((512 / 12.5) / (256 / 10.0))  # 1.6
+    assert p2.efficiency == pytest.approx(0.8)
+    (a,) = s.attribution
+    assert a.ideal == 2.0 and a.measured == pytest.approx(1.6)
+    assert sum(c.lost_speedup for c in a.causes) == pytest.approx(2.0 - 1.6)
+    top = a.causes[0]
+    assert top.category == "collective" and top.lost_speedup == pytest.approx(2 * 2.5 / 12.5)
+    assert not top.within_noise
+
+
+def test_strong_scaling_and_emulated_ideal():
+    one = run(10.0, 256, 1, {})
+    two = run(6.0, 256, 2, {"host_overhead": 20})
+    s = analyze_scaling({1: [one], 2: [two]}, emulated=True)
+    assert s.mode == "strong"
+    (a,) = s.attribution
+    assert a.ideal == 1.0  # emulated devices share the cores
+    assert s.points[1].efficiency == pytest.approx(10.0 / 6.0)  # speedup / ideal speedup
+    assert a.measured == pytest.approx(10.0 / 6.0)
+    assert sum(c.lost_speedup for c in a.causes) == pytest.approx(1.0 - 10.0 / 6.0)
+
+
+def test_repeats_widen_the_interval_to_the_run_to_run_spread():
+    s = analyze_scaling({1: [run(10.0, 64, 1, {}), run(12.0, 64, 1, {})], 2: [run(11.0, 128, 2, {})]}, False)
+    p1 = s.points[0]
+    assert p1.runs == 2 and p1.step_time_ms == pytest.approx(11.0)
+    assert p1.step_time_ci95_ms > 5  # t(1 dof) = 12.7: two repeats say little
+
+
+def test_a_part_smaller_than_its_spread_is_marked_noise():
+    one = run(10.0, 256, 1, {"layout": 5.0}, spread=3.0)
+    two = run(10.0, 512, 2, {"layout": 5.5}, spread=3.0)
+    (a,) = analyze_scaling({1: [one], 2: [two]}, False).attribution
+    layout = next(c for c in a.causes if c.category == "layout")
+    assert layout.within_noise
