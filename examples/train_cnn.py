@@ -8,7 +8,10 @@ times its own steady-state steps so that scaldiag's numbers can be checked:
 
 --distribute trains data-parallel over all visible devices, as a user's
 script would: keras.distribution.DataParallel on JAX, MirroredStrategy on TF.
---batch is then the global batch.
+--batch is then the global batch; --per-replica-batch B instead makes it
+B x the number of replicas (weak scaling). --slow-input feeds the model from
+a keras.utils.PyDataset that augments each batch in NumPy on the host: an
+input-bound variant.
 """
 
 import argparse
@@ -17,6 +20,9 @@ import time
 
 import keras
 import numpy as np
+
+
+DATA_BATCHES = 100
 
 
 class StepTimer(keras.callbacks.Callback):
@@ -31,26 +37,55 @@ class StepTimer(keras.callbacks.Callback):
 
 
 def distribution_scope(distribute: bool):
+    """(scope, replicas) for single-device or data-parallel training."""
     if not distribute:
-        return contextlib.nullcontext()
+        return contextlib.nullcontext(), 1
     if keras.backend.backend() == "jax":
+        import jax
+
         keras.distribution.set_distribution(keras.distribution.DataParallel())
-        return contextlib.nullcontext()
+        return contextlib.nullcontext(), jax.device_count()
     import tensorflow as tf
 
-    return tf.distribute.MirroredStrategy().scope()
+    strategy = tf.distribute.MirroredStrategy()
+    return strategy.scope(), strategy.num_replicas_in_sync
+
+
+class SlowBatches(keras.utils.PyDataset):
+    """Batches augmented on the host, one at a time, in NumPy: the input-bound variant."""
+
+    def __init__(self, x, y, batch_size):
+        super().__init__()
+        self.x, self.y, self.batch_size = x, y, batch_size
+
+    def __len__(self):
+        return len(self.x) // self.batch_size
+
+    def __getitem__(self, i):
+        rows = slice(i * self.batch_size, (i + 1) * self.batch_size)
+        xb = self.x[rows]
+        for _ in range(4):  # a blur done the slow way
+            xb = 0.5 * xb + 0.25 * (np.roll(xb, 1, 1) + np.roll(xb, 1, 2))
+        return xb.astype(np.float32), self.y[rows]
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--per-replica-batch", type=int, default=None)
     parser.add_argument("--distribute", action="store_true")
+    parser.add_argument("--slow-input", action="store_true")
     args = parser.parse_args()
+    scope, replicas = distribution_scope(args.distribute)
+    if args.per_replica_batch:
+        args.batch = args.per_replica_batch * replicas
     rng = np.random.default_rng(0)
-    x = rng.random((args.steps * args.batch, 32, 32, 3), dtype=np.float32)
+    batches = min(args.steps, DATA_BATCHES)  # a pool of batches, repeated over epochs
+    epochs = -(-args.steps // batches)
+    x = rng.random((batches * args.batch, 32, 32, 3), dtype=np.float32)
     y = rng.integers(0, 10, len(x))
-    with distribution_scope(args.distribute):
+    with scope:
         model = keras.Sequential([
             keras.Input((32, 32, 3)),
             keras.layers.Conv2D(32, 3, activation="relu"),
@@ -62,8 +97,11 @@ def main():
         ])
         model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     timer = StepTimer(skip=10)
-    model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0, callbacks=[timer])
-    periods = np.diff(timer.times[timer.skip:])
+    if args.slow_input:
+        model.fit(SlowBatches(x, y, args.batch), epochs=epochs, verbose=0, callbacks=[timer])
+    else:
+        model.fit(x, y, batch_size=args.batch, epochs=epochs, verbose=0, callbacks=[timer])
+    periods = np.diff(timer.times[timer.skip:])  # medians: robust to the epoch ends in between
     print(f"train_cnn: {len(timer.times)} steps, own timing of steps {timer.skip}+: "
           f"median {np.median(periods) * 1e3:.2f} ms/step, {args.batch / np.median(periods):.0f} samples/s")
 

@@ -77,7 +77,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
             framework={"name": "keras", "backend": name, "versions": keras_info.versions(name)},
             global_batch=batch, batch_source=source, replicas=replicas,
             per_replica_batch=batch // replicas if batch and replicas else None,
-            steps_per_execution=keras_info.steps_per_execution(self.model))
+            steps_per_execution=keras_info.steps_per_execution(self.model),
+            parameter_bytes=keras_info.parameter_bytes(self.model))
 
     @_guarded
     def on_epoch_begin(self, epoch, logs=None):

@@ -64,3 +64,31 @@ def test_a_part_smaller_than_its_spread_is_marked_noise():
     (a,) = analyze_scaling({1: [one], 2: [two]}, False).attribution
     layout = next(c for c in a.causes if c.category == "layout")
     assert layout.within_noise
+
+
+def test_predictions_scale_each_part_by_the_stated_model():
+    from scaldiag.analyze.predict import Basis, predict
+
+    # 10 ms at 1 device: 6 compute, 2 input, 2 host; weak scaling to 4 devices,
+    # 100 MB of parameters over a 100 GB/s link.
+    basis = Basis(gpus=1, step_time_ms=10.0, global_batch=64,
+                  shares={"compute": 0.6, "input": 0.2, "host_overhead": 0.2},
+                  parameter_bytes=100_000_000, link_bytes_per_s=100e9)
+    p = predict(basis, 4, "weak")
+    collective_ms = 2 * 3 / 4 * 100e6 / 100e9 * 1e3  # 1.5 ms
+    assert p.step_time_ms == pytest.approx(6 + 2 * 4 + 2 + collective_ms)
+    assert p.samples_per_s == pytest.approx(256 / (p.step_time_ms / 1e3))
+    strong = predict(basis, 4, "strong")
+    assert strong.step_time_ms == pytest.approx(6 / 4 + 2 + 2 + collective_ms)
+
+
+def test_validation_compares_the_prediction_from_one_device_with_the_measurement():
+    one = run(10.0, 256, 1, {"input": 10})
+    two = run(12.5, 512, 2, {"input": 8, "collective": 20})
+    s = analyze_scaling({1: [one], 2: [two]}, emulated=False)
+    (v,) = s.validation
+    # No parameter size or link: the collective is left out, so the prediction is optimistic.
+    assert v.samples_per_s == pytest.approx(512 / ((9.0 + 2 * 1.0) / 1e3))
+    assert v.error_pct == pytest.approx(100 * (v.samples_per_s - 512 / 0.0125) / (512 / 0.0125))
+    assert any("optimistic" in a for a in v.assumptions)
+    assert [p.gpus for p in s.predictions] == [1, 2, 4, 8]

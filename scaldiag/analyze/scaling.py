@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scaldiag.analyze.categories import CATEGORIES
+from scaldiag.analyze.predict import Basis, Prediction, link_bytes_per_s, predict
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.analyze.stats import t95
 
@@ -72,6 +73,13 @@ class ScalingAnalysis:
     points: list[ScalingPoint]
     attribution: list[Attribution]
     notes: list[str] = field(default_factory=list)
+    # Each measured count predicted from the smallest run alone, next to what was measured.
+    validation: list[Prediction] = field(default_factory=list)
+    # The curve up to PREDICT_UP_TO devices, from the largest measured run.
+    predictions: list[Prediction] = field(default_factory=list)
+
+
+PREDICT_UP_TO = 8
 
 
 def combine_repeats(runs: list[RunAnalysis]) -> tuple[float, float]:
@@ -102,7 +110,38 @@ def analyze_scaling(runs_by_gpus: dict[int, list[RunAnalysis]], emulated: bool) 
                      "(speedup 1.0), and the lost speedup is what distribution itself costs")
     attribution = [a for n in counts[1:] if (a := _attribute(n, runs_by_gpus[n], runs_by_gpus[base],
                                                            base, emulated, notes)) is not None]
-    return ScalingAnalysis(mode, emulated, points, attribution, notes)
+    validation, predictions = [], []
+    if emulated:
+        notes.append("no predictions for emulated devices: they share cores, real GPUs do not")
+    else:
+        validation, predictions = _predictions(runs_by_gpus, counts, points, mode, notes)
+    return ScalingAnalysis(mode, emulated, points, attribution, notes, validation, predictions)
+
+
+def _basis(n: int, runs: list[RunAnalysis]) -> Basis | None:
+    shares = _shares(runs)
+    batch, _ = _batch(runs)
+    if shares is None or not batch:
+        return None
+    t, _ = combine_repeats(runs)
+    return Basis(gpus=n, step_time_ms=t, global_batch=batch, shares=shares[0],
+                 parameter_bytes=runs[0].training.get("parameter_bytes"),
+                 link_bytes_per_s=link_bytes_per_s(runs[0].inventory))
+
+
+def _predictions(runs_by_gpus, counts, points, mode, notes):
+    measured = {p.gpus: p.samples_per_s for p in points}
+    first, last = _basis(counts[0], runs_by_gpus[counts[0]]), _basis(counts[-1], runs_by_gpus[counts[-1]])
+    if first is None or last is None:
+        notes.append("no predictions: they need the runs' traces and global batches")
+        return [], []
+    validation = []
+    for n in counts[1:]:
+        p = predict(first, n, mode)
+        error = 100 * (p.samples_per_s - measured[n]) / measured[n] if measured[n] else None
+        validation.append(Prediction(**{**p.__dict__, "measured_samples_per_s": measured[n], "error_pct": error}))
+    targets = sorted(set(counts) | {k for k in (1, 2, 4, 8) if k <= max(PREDICT_UP_TO, counts[-1])})
+    return validation, [predict(last, n, mode) for n in targets]
 
 
 def _batch(runs: list[RunAnalysis]) -> tuple[int | None, float | None]:

@@ -62,6 +62,9 @@ def global_batch(x, batch_size) -> tuple[int | None, str]:
         return (int(dim), "tf.data element_spec") if dim is not None else (None, "unknown: dataset batch is dynamic")
     if _is_array_like(x):
         return (int(batch_size), "fit(batch_size=)") if batch_size else (KERAS_DEFAULT_BATCH, "Keras default batch_size")
+    size = getattr(x, "batch_size", None)  # the usual attribute of a PyDataset or Sequence
+    if isinstance(size, int) and size > 0:
+        return size, f"{type(x).__name__}.batch_size"
     return None, f"unknown: {type(x).__name__} input (pass global_batch= to ScaldiagCallback)"
 
 
@@ -71,3 +74,13 @@ def _is_array_like(x) -> bool:
     if isinstance(x, dict):
         return bool(x) and all(_is_array_like(v) for v in x.values())
     return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def parameter_bytes(model) -> int | None:
+    """Bytes of the trainable weights: what a data-parallel step all-reduces (as gradients)."""
+    import numpy as np
+
+    try:
+        return int(sum(int(np.prod(w.shape)) * np.dtype(w.dtype).itemsize for w in model.trainable_weights))
+    except Exception:
+        return None

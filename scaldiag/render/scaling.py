@@ -24,6 +24,31 @@ def render(sweep_dir: str, s: ScalingAnalysis, console: Console) -> None:
     console.print(_table(s))
     for a in s.attribution:
         console.print(_waterfall(a))
+    if s.validation:
+        console.print(_validation(s))
+    if s.predictions:
+        console.print(_predictions(s))
+
+
+def _validation(s: ScalingAnalysis) -> Table:
+    table = Table(title=f"Predicted from the {s.validation[0].from_gpus}-device run alone, against measured",
+                  title_justify="left")
+    for col in ("devices", "predicted samples/s", "measured samples/s", "error"):
+        table.add_column(col, justify="right")
+    for p in s.validation:
+        table.add_row(str(p.gpus), f"{p.samples_per_s:,.0f}", _num(p.measured_samples_per_s, "{:,.0f}"),
+                      _num(p.error_pct, "{:+.1f}%"))
+    return table
+
+
+def _predictions(s: ScalingAnalysis) -> Table:
+    base = s.predictions[0].from_gpus
+    table = Table(title=f"Predicted from the {base}-device run (model: docs/scaling.md)", title_justify="left")
+    for col in ("devices", "step ms", "samples/s", "assumptions"):
+        table.add_column(col, justify="left" if col == "assumptions" else "right")
+    for p in s.predictions:
+        table.add_row(str(p.gpus), f"{p.step_time_ms:.3f}", f"{p.samples_per_s:,.0f}", "; ".join(p.assumptions))
+    return table
 
 
 def _num(x, fmt):
@@ -65,6 +90,8 @@ def to_json(sweep_dir: str, s: ScalingAnalysis) -> str:
         "emulated": s.emulated,
         "scaling": [asdict(p) for p in s.points],
         "attribution": [asdict(a) for a in s.attribution],
+        "validation": [asdict(p) for p in s.validation],
+        "predictions": [asdict(p) for p in s.predictions],
         "notes": s.notes,
     }
     return json.dumps(clean(data), indent=2, allow_nan=False) + "\n"
