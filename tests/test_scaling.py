@@ -92,3 +92,30 @@ def test_validation_compares_the_prediction_from_one_device_with_the_measurement
     assert v.error_pct == pytest.approx(100 * (v.samples_per_s - 512 / 0.0125) / (512 / 0.0125))
     assert any("optimistic" in a for a in v.assumptions)
     assert [p.gpus for p in s.predictions] == [1, 2, 4, 8]
+
+
+def test_sd201_per_replica_batch_shrinking():
+    from scaldiag.rules import SWEEP_RULES, check_all
+
+    shrinking = analyze_scaling({1: [run(10.0, 256, 1, {})], 2: [run(7.0, 256, 2, {})]}, False)
+    (finding,) = check_all(SWEEP_RULES, shrinking)
+    assert finding.id == "SD201" and "256" in finding.summary
+    weak = analyze_scaling({1: [run(10.0, 256, 1, {})], 2: [run(11.0, 512, 2, {})]}, False)
+    assert check_all(SWEEP_RULES, weak) == []
+
+
+def test_run_rules_on_replicas_and_clocks():
+    from dataclasses import replace
+
+    from scaldiag.analyze.run import GpuSummary
+    from scaldiag.rules import RUN_RULES, check_all
+
+    gpu = GpuSummary(0, "H200", 100, 100.0, 50.0, None, None, None, None, None, 1500, 1980, 500.0,
+                     ["sw_power_cap"])
+    r = replace(run(10.0, 256, 2, {}), inventory={"gpus": [{"uuid": "GPU-a"}]}, gpus=[gpu])
+    found = {f.id: f for f in check_all(RUN_RULES, r)}
+    assert set(found) == {"SD202", "SD204"}  # 2 replicas on 1 UUID; a power cap
+    assert found["SD204"].predicted_speedup.value == pytest.approx(1980 / 1500)
+    calm = replace(r, inventory={"gpus": [{"uuid": "GPU-a"}, {"uuid": "GPU-b"}]},
+                   gpus=[replace(gpu, clock_event_reasons=[])])
+    assert check_all(RUN_RULES, calm) == []

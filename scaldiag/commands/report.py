@@ -14,6 +14,7 @@ from scaldiag.commands.analyze import write_text
 from scaldiag.record.reader import read_record, read_run_trace
 from scaldiag.record.rundir import read_json
 from scaldiag.render import run_json, run_terminal, scaling
+from scaldiag.rules import RUN_RULES, SWEEP_RULES, check_all
 
 
 def add_parser(subparsers) -> None:
@@ -34,12 +35,13 @@ def show(run_dir: Path, json_path: str | None = None, console: Console | None = 
     if (Path(run_dir) / "sweep.json").exists():
         return _show_sweep(Path(run_dir), json_path, console or Console())
     analysis = analyze_run_dir(run_dir)
+    findings = check_all(RUN_RULES, analysis)
     if json_path == "-":
-        sys.stdout.write(run_json.render(str(run_dir), analysis))
+        sys.stdout.write(run_json.render(str(run_dir), analysis, findings))
         return
-    run_terminal.render(str(run_dir), analysis, console or Console())
+    run_terminal.render(str(run_dir), analysis, findings, console or Console())
     if json_path:
-        write_text(Path(json_path), run_json.render(str(run_dir), analysis))
+        write_text(Path(json_path), run_json.render(str(run_dir), analysis, findings))
 
 
 def analyze_run_dir(run_dir: Path) -> RunAnalysis:
@@ -54,9 +56,11 @@ def _show_sweep(sweep_dir: Path, json_path: str | None, console: Console) -> Non
         if (sweep_dir / run["dir"] / "run.json").exists():
             runs.setdefault(run["gpus"], []).append(analyze_run_dir(sweep_dir / run["dir"]))
     analysis = analyze_scaling(runs, bool(spec.get("emulate")))
+    findings = check_all(SWEEP_RULES, analysis) + [
+        f for rs in runs.values() for r in rs for f in check_all(RUN_RULES, r)]
     if json_path == "-":
-        sys.stdout.write(scaling.to_json(str(sweep_dir), analysis))
+        sys.stdout.write(scaling.to_json(str(sweep_dir), analysis, findings))
         return
-    scaling.render(str(sweep_dir), analysis, console)
+    scaling.render(str(sweep_dir), analysis, findings, console)
     if json_path:
-        write_text(Path(json_path), scaling.to_json(str(sweep_dir), analysis))
+        write_text(Path(json_path), scaling.to_json(str(sweep_dir), analysis, findings))

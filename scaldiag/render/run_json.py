@@ -11,7 +11,7 @@ from scaldiag.record.rundir import SCHEMA_VERSION
 from scaldiag.render.json_report import clean, to_dict
 
 
-def render(run_dir: str, a: RunAnalysis) -> str:
+def render(run_dir: str, a: RunAnalysis, findings: list) -> str:
     data = {
         "schema_version": SCHEMA_VERSION,
         "run_dir": run_dir,
@@ -22,6 +22,7 @@ def render(run_dir: str, a: RunAnalysis) -> str:
         "gpus": [asdict(g) for g in a.gpus],
         "host": asdict(a.host) if a.host else None,
         "missing": a.missing,
+        "findings": [asdict(f) for f in findings],
         "trace_report": to_dict(build_report(a.trace)) if a.trace else None,
     }
     return json.dumps(clean(data), indent=2, allow_nan=False) + "\n"

@@ -10,9 +10,10 @@ from scaldiag.analyze.report import build_report
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.render import terminal
 from scaldiag.render.terminal import bytes_text
+from scaldiag.rules import Finding
 
 
-def render(run_dir: str, a: RunAnalysis, console: Console) -> None:
+def render(run_dir: str, a: RunAnalysis, findings: list[Finding], console: Console) -> None:
     run, training = a.run, a.training
     console.print(Text(f"scaldiag run: {run_dir}", style="bold"))
     command = " ".join(run.get("command", [])[1:]) or "?"
@@ -39,6 +40,8 @@ def render(run_dir: str, a: RunAnalysis, console: Console) -> None:
                       f"peak RSS {bytes_text(h.rss_max_bytes)}")
     for gap in a.missing:
         console.print(f"missing evidence: {gap}", style="yellow")
+    for finding in findings:
+        console.print(terminal.finding_panel(finding, a.training.get("framework", {}).get("backend", "unknown")))
     console.print()
     if a.trace is not None:
         terminal.render(build_report(a.trace), console)

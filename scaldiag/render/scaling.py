@@ -12,9 +12,10 @@ from rich.text import Text
 from scaldiag.analyze.scaling import UNEXPLAINED, ScalingAnalysis
 from scaldiag.record.rundir import SCHEMA_VERSION
 from scaldiag.render.json_report import clean
+from scaldiag.render.terminal import finding_panel
 
 
-def render(sweep_dir: str, s: ScalingAnalysis, console: Console) -> None:
+def render(sweep_dir: str, s: ScalingAnalysis, findings: list, console: Console) -> None:
     console.print(Text(f"scaldiag sweep: {sweep_dir}", style="bold"))
     kind = "emulated devices" if s.emulated else "GPUs"
     console.print(f"{s.mode} scaling over {kind}" + (" (per-replica batch fixed)" if s.mode == "weak" else
@@ -28,6 +29,8 @@ def render(sweep_dir: str, s: ScalingAnalysis, console: Console) -> None:
         console.print(_validation(s))
     if s.predictions:
         console.print(_predictions(s))
+    for finding in findings:
+        console.print(finding_panel(finding, "unknown"))
 
 
 def _validation(s: ScalingAnalysis) -> Table:
@@ -82,7 +85,7 @@ def _waterfall(a) -> Text:
     return text
 
 
-def to_json(sweep_dir: str, s: ScalingAnalysis) -> str:
+def to_json(sweep_dir: str, s: ScalingAnalysis, findings: list) -> str:
     data = {
         "schema_version": SCHEMA_VERSION,
         "sweep_dir": sweep_dir,
@@ -93,5 +96,6 @@ def to_json(sweep_dir: str, s: ScalingAnalysis) -> str:
         "validation": [asdict(p) for p in s.validation],
         "predictions": [asdict(p) for p in s.predictions],
         "notes": s.notes,
+        "findings": [asdict(f) for f in findings],
     }
     return json.dumps(clean(data), indent=2, allow_nan=False) + "\n"

@@ -40,7 +40,7 @@ def render(report: Report, console: Console) -> None:
     if not report.findings:
         console.print("none: no rule's threshold is cleared beyond the step-to-step noise")
     for finding in report.findings:
-        console.print(_finding_panel(finding, a.framework))
+        console.print(finding_panel(finding, a.framework))
 
 
 def _ms(x: float) -> str:
@@ -114,7 +114,7 @@ def _activity_table(u: UnitAnalysis) -> Table:
     return table
 
 
-def _finding_panel(f: Finding, framework: str) -> Panel:
+def finding_panel(f: Finding, framework: str) -> Panel:
     lines = [Text(f.summary)]
     for e in f.evidence:
         spread = f" ±{e.spread}" if e.spread is not None else ""

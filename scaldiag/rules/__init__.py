@@ -1,20 +1,32 @@
-"""Single-run rules: one module each, ``RULE.check(analysis) -> Finding | None``."""
+"""Rules: one module each, ``RULE.check(x) -> Finding | None``.
+
+``RULES`` read a trace analysis (ProfileAnalysis), ``RUN_RULES`` a captured
+run (RunAnalysis: samples, inventory), ``SWEEP_RULES`` a sweep (ScalingAnalysis).
+"""
 
 from __future__ import annotations
 
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.rules import (sd101_input_bound, sd102_host_to_device, sd103_collective_bound, sd104_layout,
-                            sd105_host_bound, sd106_low_utilisation)
+                            sd105_host_bound, sd106_low_utilisation, sd201_per_replica_batch, sd202_logical_devices,
+                            sd204_throttled_clocks)
 from scaldiag.rules.base import Evidence, Finding, Speedup
 
 RULES = [m.RULE for m in (sd101_input_bound, sd102_host_to_device, sd103_collective_bound, sd104_layout,
                           sd105_host_bound, sd106_low_utilisation)]
 
-__all__ = ["RULES", "Evidence", "Finding", "Speedup", "run_rules"]
+RUN_RULES = [sd202_logical_devices.RULE, sd204_throttled_clocks.RULE]
+SWEEP_RULES = [sd201_per_replica_batch.RULE]
+
+__all__ = ["RULES", "RUN_RULES", "SWEEP_RULES", "Evidence", "Finding", "Speedup", "run_rules", "check_all"]
+
+
+def check_all(rules, subject) -> list[Finding]:
+    return [f for rule in rules if (f := rule.check(subject)) is not None]
 
 
 def run_rules(analysis: ProfileAnalysis) -> list[Finding]:
     """Findings ranked by predicted speedup, causes before the utilisation symptom."""
-    findings = [f for rule in RULES if (f := rule.check(analysis)) is not None]
+    findings = check_all(RULES, analysis)
     return sorted(findings, key=lambda f: (f.category == "idle",
                                            -(f.predicted_speedup.value if f.predicted_speedup else 1.0)))

@@ -1,0 +1,42 @@
+"""SD201 per-replica batch shrinking: the global batch was not scaled with the GPUs.
+
+With the global batch fixed (strong scaling), each of N replicas gets 1/N of
+it: kernels get small, and per-step costs (launches, Python, all-reduce) stay
+while the work per device shrinks. Keeping the per-replica batch
+(global = per-replica x N) is what data parallelism is for.
+"""
+
+from __future__ import annotations
+
+from scaldiag.analyze.scaling import ScalingAnalysis
+from scaldiag.rules.base import Evidence, Finding
+
+FIX = {
+    "tensorflow": "Scale the global batch with the replicas:\n"
+                  "  global_batch = per_replica_batch * strategy.num_replicas_in_sync\n"
+                  "  ds = ds.batch(global_batch)\n"
+                  "(and the learning rate with it, e.g. linearly with warm-up).",
+    "jax": "Scale the global batch with the devices: global_batch = per_replica_batch * jax.device_count() "
+           "(with keras.distribution.DataParallel, fit(batch_size=global_batch)); scale the learning rate too.",
+}
+
+
+class _PerReplicaBatch:
+    id = "SD201"
+
+    def check(self, s: ScalingAnalysis) -> Finding | None:
+        points = [p for p in s.points if p.per_replica_batch]
+        if len(points) < 2 or points[-1].per_replica_batch >= points[0].per_replica_batch:
+            return None
+        first, last = points[0], points[-1]
+        return Finding(
+            id=self.id, title="Per-replica batch shrinks as GPUs are added", severity="medium", category="batch",
+            summary=f"per-replica batch {first.per_replica_batch:g} at {first.gpus} device(s), "
+                    f"{last.per_replica_batch:g} at {last.gpus}: the global batch stayed {last.global_batch}",
+            evidence=[Evidence(f"per-replica batch at {p.gpus}", p.per_replica_batch, "samples") for p in points],
+            fix=FIX, predicted_speedup=None,
+            notes=["predicted gain: run the sweep again with the per-replica batch fixed; "
+                   "scaldiag does not extrapolate a batch size it has not measured"])
+
+
+RULE = _PerReplicaBatch()
