@@ -53,9 +53,9 @@ class Session:
         self.owns_run = not read_json(self.run_dir, "run.json")
         if self.owns_run:
             start_run_json(self.run_dir, [sys.executable, *sys.argv])
-        # Sample here unless a launcher already does it for this run.
-        self.samplers = Samplers(self.run_dir, os.getpid()) if (sample if sample is not None
-                                                               else self.owns_run) else None
+        if sample is None:  # sample here unless a launcher already samples this run
+            sample = self.owns_run
+        self.samplers = Samplers(self.run_dir, os.getpid()) if sample else None
         if self.samplers:
             self.samplers.start()
         self.window = trace_window(backend, self.run_dir / TRACE_DIR) if trace_steps > 0 else None

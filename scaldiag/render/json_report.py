@@ -29,7 +29,12 @@ def to_dict(report: Report) -> dict:
 
 
 def render(report: Report) -> str:
-    return json.dumps(to_dict(report), indent=2, allow_nan=False) + "\n"
+    return dumps(to_dict(report))
+
+
+def dumps(data: dict) -> str:
+    """Every JSON document scaldiag writes: NaN and infinity as null, indented."""
+    return json.dumps(clean(data), indent=2, allow_nan=False) + "\n"
 
 
 def _unit(u: UnitAnalysis) -> dict:

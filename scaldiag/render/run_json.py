@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 from scaldiag.analyze.report import build_report
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.record.rundir import SCHEMA_VERSION
-from scaldiag.render.json_report import clean, to_dict
+from scaldiag.render.json_report import dumps, to_dict
 
 
 def render(run_dir: str, a: RunAnalysis, findings: list) -> str:
@@ -25,4 +24,4 @@ def render(run_dir: str, a: RunAnalysis, findings: list) -> str:
         "findings": [asdict(f) for f in findings],
         "trace_report": to_dict(build_report(a.trace)) if a.trace else None,
     }
-    return json.dumps(clean(data), indent=2, allow_nan=False) + "\n"
+    return dumps(data)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 from rich.console import Console
@@ -11,7 +10,7 @@ from rich.text import Text
 
 from scaldiag.analyze.scaling import UNEXPLAINED, ScalingAnalysis
 from scaldiag.record.rundir import SCHEMA_VERSION
-from scaldiag.render.json_report import clean
+from scaldiag.render.json_report import dumps
 from scaldiag.render.terminal import finding_panel
 
 
@@ -98,4 +97,4 @@ def to_json(sweep_dir: str, s: ScalingAnalysis, findings: list) -> str:
         "notes": s.notes,
         "findings": [asdict(f) for f in findings],
     }
-    return json.dumps(clean(data), indent=2, allow_nan=False) + "\n"
+    return dumps(data)

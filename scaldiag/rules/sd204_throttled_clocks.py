@@ -15,12 +15,9 @@ from scaldiag.rules.base import Evidence, Finding, Speedup
 THROTTLE_REASONS = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
                     "hw_power_brake_slowdown"}
 
-FIX = {
-    "tensorflow": "Check cooling and power: nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE; a power cap below the "
-                  "board's default (nvidia-smi -pl) or a hot card slows every replica that waits for it.",
-    "jax": "Check cooling and power: nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE; a power cap below the "
-           "board's default (nvidia-smi -pl) or a hot card slows every replica that waits for it.",
-}
+_CHECK = ("Check cooling and power: nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE; a power cap below the "
+          "board's default (nvidia-smi -pl) or a hot card slows every replica that waits for it.")
+FIX = {"tensorflow": _CHECK, "jax": _CHECK}  # the same in every framework
 
 
 class _ThrottledClocks:
