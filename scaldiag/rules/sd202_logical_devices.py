@@ -9,7 +9,7 @@ physical GPUs (NVML UUIDs) visible to it.
 from __future__ import annotations
 
 from scaldiag.analyze.run import RunAnalysis
-from scaldiag.rules.base import Evidence, Finding, Speedup
+from scaldiag.rules.base import Evidence, Finding
 
 FIX = {
     "tensorflow": "Remove tf.config.set_logical_device_configuration(...) for GPUs and give the strategy one "
