@@ -196,3 +196,37 @@ def test_emulated_sweep_gives_the_table_and_an_attribution_that_adds_up(tmp_path
     lost = sum(c["lost_speedup"] for c in attribution["causes"])
     assert lost == pytest.approx(attribution["ideal"] - attribution["measured"])
     assert "Scaling" in result.stdout and "measured" in result.stdout
+
+
+def test_python_input_is_annotated_in_the_trace(tmp_path):
+    # PyDataset batches come from Python, which the profiler does not trace:
+    # `profile` wraps each fetch in a `scaldiag_input` annotation.
+    from scaldiag.xplane.read import find_run, read_trace
+
+    result = scaldiag("profile", "--out", tmp_path, ROOT / "examples" / "train_cnn.py", "--", "--steps", "30",
+                      "--slow-input")
+    assert result.returncode == 0, result.stderr[-2000:]
+    run_dir = only_run_dir(tmp_path)
+    assert read_json(run_dir, "training.json")["batch_source"] == "SlowBatches.batch_size"
+    trace = read_trace(find_run(run_dir / "trace")[1])
+    marks = sum(plane.event_names[i] == "scaldiag_input" for plane in trace.host_planes
+                for line in plane.lines for i in line.name_id)
+    assert marks >= 5  # at least one per traced step
+
+
+def test_a_python_generator_still_feeds_fit(tmp_path):
+    script = tmp_path / "gen.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np, keras
+        def batches():
+            rng = np.random.default_rng(0)
+            while True:
+                yield rng.random((32, 8), dtype=np.float32), rng.random((32, 1), dtype=np.float32)
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        model.fit(batches(), steps_per_epoch=20, epochs=1, verbose=0)
+        print("trained")
+    """))
+    result = scaldiag("profile", "--out", tmp_path / "runs", script)
+    assert result.returncode == 0 and "trained" in result.stdout, result.stderr[-2000:]
+    assert len(read_jsonl(only_run_dir(tmp_path / "runs") / "steps.jsonl")) == 20

@@ -78,9 +78,10 @@ def device_category(name: str, tf_op: str | None = None, hlo_op: str | None = No
 # on the executor threads (which have events of their own).
 _WAIT = re.compile(r"^Wait\b|WaitFor|BlockHostUntil|Rendezvous|^Await|Sleep|::Wait$|^ThreadpoolListener::"
                    r"|^KernelAndDeviceFunc::Run$")
-# The training step taking its next batch: tf.data consumer ops, and the
-# hand-over of host arrays to devices (JAX/PJRT device_put, TF eager copies).
-_INPUT = re.compile(r"IteratorGetNext|GetNextFromShard|^Iterator::|^PrefetchConsume|MultiDeviceIterator"
+# The training step taking its next batch: tf.data consumer ops, the
+# hand-over of host arrays to devices (JAX/PJRT device_put, TF eager copies),
+# and Python input code that `scaldiag profile` annotates (input_marks.py).
+_INPUT = re.compile(r"^scaldiag_input$|IteratorGetNext|GetNextFromShard|^Iterator::|^PrefetchConsume|MultiDeviceIterator"
                     r"|^shard_args$|DevicePut|^device_put|BufferFromHostBuffer|^H2D Dispatch$"
                     r"|^EagerCopyToDevice$|^PjRtCApiClient::BufferFromHost|^Transpose::Execute|^MemcpyH2D$")
 # tf.data threads. The get_next threads run the consumer side (the step waits

@@ -85,6 +85,8 @@ def _patch_fit(model_class) -> None:
 def _with_callback(args, kwargs):
     """fit's arguments plus a ScaldiagCallback (unless the user passed one)."""
     try:
+        from scaldiag.collect import keras_info
+        from scaldiag.collect.input_marks import mark_input
         from scaldiag.keras import ScaldiagCallback
 
         if len(args) > _FIT_CALLBACKS_POSITION:
@@ -98,6 +100,9 @@ def _with_callback(args, kwargs):
         batch_size = args[2] if len(args) > 2 else kwargs.get("batch_size")
         callback.set_fit_arguments(x, batch_size)
         callbacks.append(callback)
+        marked = mark_input(x, keras_info.backend())
+        if marked is not x:
+            args, kwargs = ((marked, *args[1:]), kwargs) if args else (args, {**kwargs, "x": marked})
         if len(args) > _FIT_CALLBACKS_POSITION:
             args = (*args[:_FIT_CALLBACKS_POSITION], callbacks, *args[_FIT_CALLBACKS_POSITION + 1:])
         else:

@@ -1,0 +1,66 @@
+"""Make Python input code visible in the trace.
+
+A ``keras.utils.PyDataset`` or a Python generator produces batches in Python,
+which the profilers do not trace (their Python tracer is off: it slows
+training). On the JAX backend Keras calls them on the training thread, so
+their time looked like host overhead. ``scaldiag profile`` therefore wraps
+each batch fetch in a profiler annotation named ``scaldiag_input``, which the
+analysis counts as input. The annotation costs nothing while no trace runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+INPUT_MARKER = "scaldiag_input"
+
+
+def _annotation(backend: str):
+    if backend == "jax":
+        import jax
+
+        return lambda: jax.profiler.TraceAnnotation(INPUT_MARKER)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return lambda: tf.profiler.experimental.Trace(INPUT_MARKER)
+    return None
+
+
+def mark_input(x, backend: str):
+    """``x`` with its batch fetches annotated: a PyDataset in place, a generator wrapped."""
+    annotate = _annotation(backend)
+    if annotate is None:
+        return x
+    import keras
+
+    if isinstance(x, keras.utils.PyDataset):
+        _annotate_getitem(x, annotate)
+        return x
+    if inspect.isgenerator(x):
+        return _annotated_generator(x, annotate)
+    return x
+
+
+def _annotate_getitem(dataset, annotate) -> None:
+    """Give this one object a subclass whose ``__getitem__`` is annotated (Python looks
+    special methods up on the type, so patching the instance would not be seen)."""
+    cls = type(dataset)
+    original = cls.__getitem__
+
+    def __getitem__(self, index):
+        with annotate():
+            return original(self, index)
+
+    dataset.__class__ = type(cls.__name__, (cls,), {"__getitem__": __getitem__, "__module__": cls.__module__,
+                                                    "__qualname__": cls.__qualname__})
+
+
+def _annotated_generator(generator, annotate):
+    while True:
+        with annotate():
+            try:
+                item = next(generator)
+            except StopIteration:
+                return
+        yield item
