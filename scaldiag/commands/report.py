@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 
+from scaldiag.analyze.report import build_report
 from scaldiag.analyze.run import RunAnalysis, analyze_record
 from scaldiag.analyze.scaling import analyze_scaling
 from scaldiag.commands.analyze import write_text
@@ -56,11 +58,20 @@ def _show_sweep(sweep_dir: Path, json_path: str | None, console: Console) -> Non
         if (sweep_dir / run["dir"] / "run.json").exists():
             runs.setdefault(run["gpus"], []).append(analyze_run_dir(sweep_dir / run["dir"]))
     analysis = analyze_scaling(runs, bool(spec.get("emulate")))
-    findings = check_all(SWEEP_RULES, analysis) + [
-        f for rs in runs.values() for r in rs for f in check_all(RUN_RULES, r)]
+    findings = check_all(SWEEP_RULES, analysis) + _largest_run_findings(runs)
     if json_path == "-":
         sys.stdout.write(scaling.to_json(str(sweep_dir), analysis, findings))
         return
     scaling.render(str(sweep_dir), analysis, findings, console)
     if json_path:
         write_text(Path(json_path), scaling.to_json(str(sweep_dir), analysis, findings))
+
+
+def _largest_run_findings(runs: dict[int, list[RunAnalysis]]) -> list:
+    """The run and trace findings at the largest device count: the configuration being scaled."""
+    if not runs:
+        return []
+    n = max(runs)
+    run = runs[n][0]
+    found = check_all(RUN_RULES, run) + (build_report(run.trace).findings if run.trace else [])
+    return [replace(f, summary=f"[{n} devices] {f.summary}") for f in found]
