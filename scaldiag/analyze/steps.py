@@ -61,20 +61,19 @@ def find_steps(trace: Trace, device_events: tuple[np.ndarray, np.ndarray] | None
 
 
 def _host_events(trace: Trace):
-    """(names, line) for every host line: the columns the finders need."""
+    """(plane, line) for every non-empty host thread."""
     for plane in trace.host_planes:
-        names = np.array(plane.event_names, dtype=object)
         for line in plane.lines:
             if len(line):
-                yield names[line.name_id] if len(names) else np.empty(0, object), line
+                yield plane, line
 
 
 def _from_step_num(host_events):
     by_name: dict[str, list[tuple[int, int, int, bool]]] = defaultdict(list)
-    for names, line in host_events:
+    for plane, line in host_events:
         step_num, root = line.stat("step_num"), line.stat("_r")
         for i in np.flatnonzero(np.not_equal(step_num, None)):
-            by_name[names[i]].append((int(step_num[i]), int(line.start_ns[i]), int(line.end_ns[i]), root[i] == 1))
+            by_name[plane.event_names[line.name_id[i]]].append((int(step_num[i]), int(line.start_ns[i]), int(line.end_ns[i]), root[i] == 1))
     if not by_name:
         return None
     # The marker name with the most root events (then the most events).
@@ -100,9 +99,12 @@ def _from_group_id(host_events):
 
 def _from_step_function(host_events):
     by_name: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for names, line in host_events:
-        for i in np.flatnonzero([bool(_STEP_FUNCTION.match(n)) for n in names]):
-            by_name[names[i]].append((int(line.start_ns[i]), int(line.end_ns[i])))
+    step_names: dict[int, np.ndarray] = {}  # per plane: which event names are step functions
+    for plane, line in host_events:
+        if id(plane) not in step_names:
+            step_names[id(plane)] = np.array([bool(_STEP_FUNCTION.match(n)) for n in plane.event_names], bool)
+        for i in np.flatnonzero(step_names[id(plane)][line.name_id]):
+            by_name[plane.event_names[line.name_id[i]]].append((int(line.start_ns[i]), int(line.end_ns[i])))
     candidates = {n: _outermost(spans) for n, spans in by_name.items()}
     candidates = {n: s for n, s in candidates.items() if len(s) >= 2}
     if not candidates:
