@@ -17,7 +17,7 @@ import sys
 
 import keras
 
-from scaldiag.collect import keras_info
+from scaldiag.collect import input_ceiling, keras_info
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS
 from scaldiag.collect.session import Session
 
@@ -51,19 +51,25 @@ class ScaldiagCallback(keras.callbacks.Callback):
         trace_steps: steps in the profiler trace window (0: no trace).
         sample: sample host and GPUs in a background thread (default: yes,
             unless ``scaldiag profile`` already samples this run).
+        input_ceiling_s: after training, iterate the input alone for up to
+            this long to measure the input ceiling (0: do not).
     """
 
     def __init__(self, run_dir=None, global_batch: int | None = None, warmup_steps: int = WARMUP_STEPS,
-                 trace_steps: int = TRACE_STEPS, sample: bool | None = None, quiet: bool = False):
+                 trace_steps: int = TRACE_STEPS, sample: bool | None = None, quiet: bool = False,
+                 input_ceiling_s: float = input_ceiling.CEILING_SECONDS):
         super().__init__()
         self._options = dict(run_dir=run_dir, warmup_steps=warmup_steps, trace_steps=trace_steps, sample=sample)
         self._global_batch = (global_batch, "ScaldiagCallback(global_batch=)") if global_batch else None
         self._quiet = quiet
         self._failed: str | None = None
         self.session: Session | None = None
+        self._x = None
+        self._input_ceiling_s = input_ceiling_s
 
     def set_fit_arguments(self, x, batch_size) -> None:
         """Called by ``scaldiag profile``'s hook on fit with the data it was given."""
+        self._x = x
         if self._global_batch is None:
             self._global_batch = keras_info.global_batch(x, batch_size)
 
@@ -98,6 +104,10 @@ class ScaldiagCallback(keras.callbacks.Callback):
 
     @_guarded
     def on_train_end(self, logs=None):
+        if self._x is not None:  # after training, so it cannot slow it
+            ceiling = input_ceiling.measure(self._x, self._input_ceiling_s)
+            if ceiling:
+                self.session.describe(input_ceiling=ceiling)
         self.session.close()
         if not self._quiet and self.session.owns_run:
             print(f"scaldiag: run recorded in {self.session.run_dir} (scaldiag report {self.session.run_dir})",

@@ -212,6 +212,9 @@ def test_python_input_is_annotated_in_the_trace(tmp_path):
     marks = sum(plane.event_names[i] == "scaldiag_input" for plane in trace.host_planes
                 for line in plane.lines for i in line.name_id)
     assert marks >= 5  # at least one per traced step
+    # The input ceiling: the PyDataset iterated alone after training.
+    ceiling = read_json(run_dir, "training.json")["input_ceiling"]
+    assert ceiling["samples_per_s"] > 0 and ceiling["batches"] >= 10
 
 
 def test_a_python_generator_still_feeds_fit(tmp_path):

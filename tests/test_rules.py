@@ -70,3 +70,15 @@ def test_removal_speedup_range_follows_the_spread():
 def test_verdict_without_findings_says_compute_bound():
     report = build_report(analysis(unit({}, spread=0.5)))
     assert report.findings == [] and report.verdict.startswith("Compute-bound")
+
+
+def test_sd206_a_device_computing_longer_is_a_straggler():
+    from dataclasses import replace
+
+    fast = unit({}, spread=0.5)
+    slow_categories = dict(fast.categories)
+    slow_categories["compute"] = replace(fast.categories["compute"], busy_ms=fast.categories["compute"].busy_ms * 1.3)
+    slow = replace(fast, name="/device:GPU:1", categories=slow_categories)
+    finding = next(f for f in run_rules(analysis(fast, slow)) if f.id == "SD206")
+    assert "/device:GPU:1" in finding.summary and "+30%" in finding.summary
+    assert all(f.id != "SD206" for f in run_rules(analysis(fast, replace(fast, name="/device:GPU:1"))))

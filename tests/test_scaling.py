@@ -119,3 +119,32 @@ def test_run_rules_on_replicas_and_clocks():
     calm = replace(r, inventory={"gpus": [{"uuid": "GPU-a"}, {"uuid": "GPU-b"}]},
                    gpus=[replace(gpu, clock_event_reasons=[])])
     assert check_all(RUN_RULES, calm) == []
+
+
+def test_sd203_and_sd205_read_the_attribution():
+    from scaldiag.rules import SWEEP_RULES, check_all
+
+    one = run(10.0, 256, 1, {"input": 10})
+    collective = analyze_scaling({1: [one], 2: [run(12.5, 512, 2, {"input": 8, "collective": 20})]}, False)
+    found = {f.id: f for f in check_all(SWEEP_RULES, collective)}
+    assert set(found) == {"SD203"}
+    assert found["SD203"].predicted_speedup.value == pytest.approx((1.6 + 0.4) / 1.6)
+    host = analyze_scaling({1: [one], 2: [run(14.0, 512, 2, {"input": 35})]}, False)
+    found = {f.id: f for f in check_all(SWEEP_RULES, host)}
+    assert set(found) == {"SD205"}
+    assert "host" in found["SD205"].title.lower()
+
+
+def test_sd207_input_ceiling_caps_the_speedup():
+    from dataclasses import replace
+
+    from scaldiag.rules import RUN_RULES, check_all
+
+    r = run(10.0, 256, 1, {})  # 25,600 samples/s
+    capped = replace(r, training={**r.training, "input_ceiling": {"samples_per_s": 30_000.0, "batches": 50,
+                                                                   "seconds": 3.0, "source": "test"}})
+    (finding,) = check_all(RUN_RULES, capped)
+    assert finding.id == "SD207" and finding.severity == "high"  # 30,000 / 25,600 < 1.2
+    roomy = replace(r, training={**r.training, "input_ceiling": {"samples_per_s": 80_000.0, "batches": 50,
+                                                                  "seconds": 3.0, "source": "test"}})
+    assert check_all(RUN_RULES, roomy) == []

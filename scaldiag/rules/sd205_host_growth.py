@@ -1,0 +1,53 @@
+"""SD205 per-step host time growing with the global batch.
+
+Under weak scaling each device's work is constant, but one host feeds all of
+them: slicing, converting and copying the global batch, or per-sample Python,
+runs on one thread and grows with N. Seen in the attribution as host-side
+parts (input, host_overhead) that take speedup away as devices are added.
+"""
+
+from __future__ import annotations
+
+from scaldiag.analyze.scaling import ScalingAnalysis
+from scaldiag.rules.base import Evidence, Finding, Speedup
+
+MIN_LOST = 0.1  # as SD203: a tenth of a device's worth, beyond the noise
+HOST_PARTS = ("input", "host_overhead")
+
+FIX = {
+    "tensorflow": "Feed each replica its own shard, in parallel and ahead of the step:\n"
+                  "  ds = strategy.experimental_distribute_dataset(ds.prefetch(tf.data.AUTOTUNE))\n"
+                  "or strategy.distribute_datasets_from_function(fn) so each replica reads its shard; move Python "
+                  "per-sample work into tf.data map(num_parallel_calls=AUTOTUNE).",
+    "jax": "Keras on JAX prepares the global batch on one host thread: give a PyDataset workers "
+           "(workers=N, use_multiprocessing=True) or feed tf.data with prefetch; in plain JAX build each "
+           "device's shard with jax.make_array_from_callback and prefetch the next batch while the step runs.",
+}
+
+
+class _HostGrowth:
+    id = "SD205"
+
+    def check(self, s: ScalingAnalysis) -> Finding | None:
+        if s.mode == "strong" or s.emulated:
+            return None  # with the global batch fixed the host's work does not grow
+        for a in reversed(s.attribution):
+            parts = [c for c in a.causes if c.category in HOST_PARTS]
+            lost = sum(c.lost_speedup for c in parts)
+            spread = sum(c.spread for c in parts)
+            if lost - spread >= MIN_LOST:
+                gain = (a.measured + lost) / a.measured
+                return Finding(
+                    id=self.id, title="Per-step host time grows with the global batch", severity="high"
+                    if lost >= 0.3 * a.ideal else "medium", category="host_overhead",
+                    summary=f"at {a.gpus} devices the host-side parts ({', '.join(HOST_PARTS)}) cost {lost:.2f}x "
+                            f"of the ideal {a.ideal:.2f}x: one host prepares a batch {a.gpus}x as large",
+                    evidence=[Evidence(f"speedup lost to {c.category} at {a.gpus} devices", round(c.lost_speedup, 3),
+                                       "x", threshold=MIN_LOST, spread=round(c.spread, 3)) for c in parts],
+                    fix=FIX,
+                    predicted_speedup=Speedup(gain, gain, gain, f"host work per step held constant: ({a.measured:.2f}"
+                                                                f" + {lost:.2f}) / {a.measured:.2f} = {gain:.2f}x"))
+        return None
+
+
+RULE = _HostGrowth()

@@ -1,0 +1,42 @@
+"""SD207 input ceiling: the input pipeline alone barely outruns training.
+
+After training, the data given to ``fit`` is iterated without the model for a
+few seconds. If it delivers fewer samples per second than ``HEADROOM`` times
+what training consumed, more devices cannot go much faster: N devices need N
+times the samples, and the input caps the speedup at ceiling / consumed.
+"""
+
+from __future__ import annotations
+
+from scaldiag.analyze.run import RunAnalysis
+from scaldiag.rules.base import Evidence, Finding
+from scaldiag.rules.sd101_input_bound import FIX
+
+# With less than 2x headroom, a second device cannot double throughput.
+HEADROOM = 2.0
+
+
+class _InputCeiling:
+    id = "SD207"
+
+    def check(self, run: RunAnalysis) -> Finding | None:
+        ceiling = run.training.get("input_ceiling")
+        if not ceiling or not run.steps or not run.steps.samples_per_s:
+            return None
+        cap = ceiling["samples_per_s"] / run.steps.samples_per_s
+        if cap >= HEADROOM:
+            return None
+        return Finding(
+            id=self.id, title="The input pipeline caps the speedup", severity="high" if cap < 1.2 else "medium",
+            category="input",
+            summary=f"the input alone delivers {ceiling['samples_per_s']:,.0f} samples/s; training consumed "
+                    f"{run.steps.samples_per_s:,.0f}: more devices can speed up at most {cap:.2f}x",
+            evidence=[Evidence("input pipeline alone", round(ceiling["samples_per_s"]), "samples/s",
+                               threshold=round(HEADROOM * run.steps.samples_per_s)),
+                      Evidence("training throughput", round(run.steps.samples_per_s), "samples/s")],
+            fix=FIX, predicted_speedup=None,
+            notes=[f"measured by {ceiling['source']}, {ceiling['batches']} batches in {ceiling['seconds']:.1f} s "
+                   "after training; a ceiling on what more devices can give, not a gain"])
+
+
+RULE = _InputCeiling()
