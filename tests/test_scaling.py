@@ -140,7 +140,8 @@ def test_sd207_input_ceiling_caps_the_speedup():
 
     from scaldiag.rules import RUN_RULES, check_all
 
-    r = run(10.0, 256, 1, {})  # 25,600 samples/s
+    r = run(10.0, 256, 1, {})
+    r = replace(r, steps=replace(r.steps, samples_per_s=25_600.0))  # 256 samples per 10 ms
     capped = replace(r, training={**r.training, "input_ceiling": {"samples_per_s": 30_000.0, "batches": 50,
                                                                    "seconds": 3.0, "source": "test"}})
     (finding,) = check_all(RUN_RULES, capped)
