@@ -4,11 +4,7 @@
 # Writes everything into $OUT/gpu_results.tgz (the device tool brings back only a few files).
 set -u
 PARTS=${PARTS:-"probe profiles overhead"}
-FINAL_OUT=$OUT
-OUT=/tmp/gpu_results
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD KERAS_BACKEND=jax CUDA_DEVICE_ORDER=PCI_BUS_ID
+source bench/gpu/setup.sh /tmp/gpu_results
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 nvidia-smi --query-gpu=index,name,uuid,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv > "$OUT/gpus.csv" 2>&1
 case " $PARTS " in *" probe "*)

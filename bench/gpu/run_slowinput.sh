@@ -2,11 +2,7 @@
 # On the GPU machine (nvidia-h200-x2), with .whl carried: the slow-input sweep again,
 # after PyDataset fetches became annotated (scaldiag_input). Results in $OUT/gpu_slowinput.tgz.
 set -u
-FINAL_OUT=$OUT
-OUT=/tmp/gpu_slowinput
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD KERAS_BACKEND=jax CUDA_DEVICE_ORDER=PCI_BUS_ID
+source bench/gpu/setup.sh /tmp/gpu_slowinput
 python3 -m scaldiag profile --gpus 1,2 --out "$OUT/runs" --json "$OUT/sweep_slowinput_marked.json" \
   examples/train_cnn.py -- --steps 200 --distribute --per-replica-batch 256 --slow-input > "$OUT/sweep_slowinput_marked.txt" 2>&1
 echo "exit $?"

@@ -4,11 +4,7 @@
 # Sweeps of 1 and 2 GPUs on three variants of examples/train_cnn.py with different
 # bottlenecks (weak scaling: per-replica batch fixed). Results in $OUT/gpu_sweeps.tgz.
 set -u
-FINAL_OUT=$OUT
-OUT=/tmp/gpu_sweeps
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD KERAS_BACKEND=jax CUDA_DEVICE_ORDER=PCI_BUS_ID
+source bench/gpu/setup.sh /tmp/gpu_sweeps
 run() {  # name, steps, script args...
   name=$1; steps=$2; shift 2
   python3 -m scaldiag profile --gpus 1,2 --out "$OUT/runs_$name" --json "$OUT/sweep_$name.json" \
