@@ -196,6 +196,9 @@ def test_emulated_sweep_gives_the_table_and_an_attribution_that_adds_up(tmp_path
     lost = sum(c["lost_speedup"] for c in attribution["causes"])
     assert lost == pytest.approx(attribution["ideal"] - attribution["measured"])
     assert "Scaling" in result.stdout and "measured" in result.stdout
+    assert [p["gpus"] for p in report["predictions"]] == [1, 2, 4, 8]
+    (validation,) = report["validation"]
+    assert validation["gpus"] == 2 and validation["error_pct"] is not None
 
 
 def test_python_input_is_annotated_in_the_trace(tmp_path):

@@ -48,6 +48,14 @@ def test_wrapping_pcie_counters_are_unwrapped(tmp_path):
     assert gpu0.pcie_tx_bytes_per_s == pytest.approx(PCIE_BYTES_PER_S, rel=0.05)
 
 
+def test_pcie_link_is_read_while_sampling(tmp_path):
+    sample_for(tmp_path, 0.3)
+    rows = [r for r in read_jsonl(tmp_path / GPU_SAMPLES) if "pcie_gen" in r]
+    assert rows and {(r["pcie_gen"], r["pcie_width"]) for r in rows} == {(4, 16)}  # the fake's link: Gen4 x16
+    (gpu0, _) = gpu_summaries(read_jsonl(tmp_path / GPU_SAMPLES), {}, None)
+    assert (gpu0.pcie_gen_max_seen, gpu0.pcie_width_max_seen) == (4, 16)
+
+
 def test_inventory(tmp_path):
     sample_for(tmp_path, 0.05)
     (gpu0, _) = read_json(tmp_path, "inventory.json")["gpus"]

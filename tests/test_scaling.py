@@ -80,6 +80,8 @@ def test_predictions_scale_each_part_by_the_stated_model():
     assert p.samples_per_s == pytest.approx(256 / (p.step_time_ms / 1e3))
     strong = predict(basis, 4, "strong")
     assert strong.step_time_ms == pytest.approx(6 / 4 + 2 + 2 + collective_ms)
+    emulated = predict(basis, 4, "weak", emulated=True)  # same cores: 4x the samples take 4x the compute
+    assert emulated.step_time_ms == pytest.approx(6 * 4 + 2 * 4 + 2 + collective_ms)
 
 
 def test_validation_compares_the_prediction_from_one_device_with_the_measurement():
@@ -115,6 +117,11 @@ def test_run_rules_on_replicas_and_clocks():
     r = replace(run(10.0, 256, 2, {}), inventory={"gpus": [{"uuid": "GPU-a"}]}, gpus=[gpu])
     found = {f.id: f for f in check_all(RUN_RULES, r)}
     assert set(found) == {"SD202", "SD204"}  # 2 replicas on 1 UUID; a power cap
+    slow_link = replace(r, inventory={"gpus": [{"index": 0, "uuid": "GPU-a", "pcie_gen_max": 5, "pcie_width_max": 16},
+                                               {"index": 1, "uuid": "GPU-b"}]},
+                        gpus=[replace(gpu, clock_event_reasons=[], pcie_gen_max_seen=3, pcie_width_max_seen=16)])
+    (link,) = check_all(RUN_RULES, slow_link)
+    assert link.id == "SD208" and "Gen3 x16 (supports Gen5 x16)" in link.summary
     assert found["SD204"].predicted_speedup.value == pytest.approx(1980 / 1500)
     calm = replace(r, inventory={"gpus": [{"uuid": "GPU-a"}, {"uuid": "GPU-b"}]},
                    gpus=[replace(gpu, clock_event_reasons=[])])

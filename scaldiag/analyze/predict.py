@@ -14,8 +14,9 @@ Weak scaling keeps b (B = N b); strong keeps B (b = B / N). From a
 single-device point the collective has no measurement to scale, so it is
 estimated as 2(N-1)/N x parameter bytes / link bandwidth (nominal, per
 direction: 25 GB/s per active NVLink, or the PCIe link's rate), and every
-prediction says which assumptions it used. Emulated devices (shared cores)
-are not predicted.
+prediction says which assumptions it used. Emulated devices share the same
+cores, so there the device parts scale with the global batch instead (all
+replicas' work runs on the same cores).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def link_bytes_per_s(inventory: dict) -> float | None:
     return PCIE_BYTES_PER_S_PER_LANE.get(gen, 0) * width if gen and width else None
 
 
-def predict(basis: Basis, n: int, mode: str) -> Prediction:
+def predict(basis: Basis, n: int, mode: str, emulated: bool = False) -> Prediction:
     """Step time and throughput at ``n`` devices from one measured point."""
     m = basis.gpus
     per_replica_m = basis.global_batch / m
@@ -75,7 +76,10 @@ def predict(basis: Basis, n: int, mode: str) -> Prediction:
     t = basis.step_time_ms
     parts = {c: basis.shares.get(c, 0.0) * t for c in CATEGORIES}
     assumptions = [f"{mode if mode != 'mixed' else 'weak'} scaling: per-replica batch {per_replica:g}"]
-    time_ms = sum(parts[c] * per_replica / per_replica_m for c in PER_REPLICA)
+    if emulated:
+        assumptions.append("emulated: device work scales with the global batch (the replicas share the cores)")
+    device_scale = global_batch / basis.global_batch if emulated else per_replica / per_replica_m
+    time_ms = sum(parts[c] * device_scale for c in PER_REPLICA)
     time_ms += sum(parts[c] * global_batch / basis.global_batch for c in PER_GLOBAL)
     time_ms += sum(parts[c] for c in PER_STEP)
     time_ms += _collective_ms(basis, parts["collective"], n, assumptions)

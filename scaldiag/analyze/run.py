@@ -69,6 +69,8 @@ class GpuSummary:
     sm_clock_mhz_max: int | None
     power_w: float | None
     clock_event_reasons: list[str]
+    pcie_gen_max_seen: int | None = None    # highest PCIe generation read while training
+    pcie_width_max_seen: int | None = None
 
 
 @dataclass(frozen=True)
@@ -139,15 +141,19 @@ def _samples_per_step(training: dict) -> int | None:
     return int(batch) * int(training.get("steps_per_execution") or 1) if batch else None
 
 
-def gpu_summaries(samples: list[dict], inventory: dict, window_ns: tuple[int, int] | None) -> list[GpuSummary]:
+def gpu_summaries(samples: list[dict], inventory: dict, window_ns: tuple[int, int] | None,
+                  training_ns: tuple[int, int] | None = None) -> list[GpuSummary]:
+    """Per GPU over the steady window; the PCIe link over all of training
+    (it is read once a second, too rarely for a short steady window)."""
     names = {g.get("index"): g.get("name") for g in inventory.get("gpus", [])}
     by_gpu: dict[int, list[dict]] = {}
     for row in samples:
         by_gpu.setdefault(row["gpu"], []).append(row)
-    return [_gpu_summary(index, names.get(index), rows, window_ns) for index, rows in sorted(by_gpu.items())]
+    return [_gpu_summary(index, names.get(index), rows, window_ns, training_ns)
+            for index, rows in sorted(by_gpu.items())]
 
 
-def _gpu_summary(index, name, rows, window_ns) -> GpuSummary:
+def _gpu_summary(index, name, rows, window_ns, training_ns=None) -> GpuSummary:
     span_s = (rows[-1]["t_ns"] - rows[0]["t_ns"]) / 1e9 if len(rows) > 1 else 0.0
     inside = [r for r in rows if window_ns is None or window_ns[0] <= r["t_ns"] <= window_ns[1]] or rows
 
@@ -163,6 +169,9 @@ def _gpu_summary(index, name, rows, window_ns) -> GpuSummary:
         reasons |= int(r.get("clocks_event_reasons", 0))
     clocks = values("sm_clock_mhz")
     mem = values("mem_used_bytes")
+    training = [r for r in rows if training_ns is None or training_ns[0] <= r["t_ns"] <= training_ns[1]]
+    gens = [r["pcie_gen"] for r in training if "pcie_gen" in r]
+    widths = [r["pcie_width"] for r in training if "pcie_width" in r]
     return GpuSummary(
         index=index, name=name, samples=len(rows), sample_hz=(len(rows) - 1) / span_s if span_s else 0.0,
         util_pct=mean("util_pct"), mem_used_max_bytes=max(mem) if mem else None,
@@ -170,7 +179,8 @@ def _gpu_summary(index, name, rows, window_ns) -> GpuSummary:
         nvlink_tx_bytes_per_s=_rate(inside, "nvlink_tx_kib", 1024), nvlink_rx_bytes_per_s=_rate(inside, "nvlink_rx_kib", 1024),
         sm_clock_mhz_min=min(clocks) if clocks else None, sm_clock_mhz_max=max(clocks) if clocks else None,
         power_w=mean("power_mw", 1e-3),
-        clock_event_reasons=[n for bit, n in CLOCK_EVENT_REASONS.items() if reasons & bit and n != "gpu_idle"])
+        clock_event_reasons=[n for bit, n in CLOCK_EVENT_REASONS.items() if reasons & bit and n != "gpu_idle"],
+        pcie_gen_max_seen=max(gens) if gens else None, pcie_width_max_seen=max(widths) if widths else None)
 
 
 def _rate(rows: list[dict], key: str, unit: float = 1.0) -> float | None:
@@ -202,6 +212,7 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
                        "or use scaldiag.loop.capture?)")
     if not record.gpu_samples and not any(m.startswith("nvml") for m in missing):
         missing.append("nvml: no GPU samples")
+    training_ns = (record.steps[0]["begin_ns"], record.steps[-1]["end_ns"]) if record.steps else None
     return RunAnalysis(run=record.run, training=record.training, inventory=record.inventory, steps=steps,
-                       gpus=gpu_summaries(record.gpu_samples, record.inventory, window),
+                       gpus=gpu_summaries(record.gpu_samples, record.inventory, window, training_ns),
                        host=host_summary(record.host_samples, window), trace=trace, missing=missing)

@@ -110,11 +110,7 @@ def analyze_scaling(runs_by_gpus: dict[int, list[RunAnalysis]], emulated: bool) 
                      "(speedup 1.0), and the lost speedup is what distribution itself costs")
     attribution = [a for n in counts[1:] if (a := _attribute(n, runs_by_gpus[n], runs_by_gpus[base],
                                                            base, emulated, notes)) is not None]
-    validation, predictions = [], []
-    if emulated:
-        notes.append("no predictions for emulated devices: they share cores, real GPUs do not")
-    else:
-        validation, predictions = _predictions(runs_by_gpus, counts, points, mode, notes)
+    validation, predictions = _predictions(runs_by_gpus, counts, points, mode, emulated, notes)
     return ScalingAnalysis(mode, emulated, points, attribution, notes, validation, predictions)
 
 
@@ -129,7 +125,7 @@ def _basis(n: int, runs: list[RunAnalysis]) -> Basis | None:
                  link_bytes_per_s=link_bytes_per_s(runs[0].inventory))
 
 
-def _predictions(runs_by_gpus, counts, points, mode, notes):
+def _predictions(runs_by_gpus, counts, points, mode, emulated, notes):
     measured = {p.gpus: p.samples_per_s for p in points}
     first, last = _basis(counts[0], runs_by_gpus[counts[0]]), _basis(counts[-1], runs_by_gpus[counts[-1]])
     if first is None or last is None:
@@ -137,11 +133,11 @@ def _predictions(runs_by_gpus, counts, points, mode, notes):
         return [], []
     validation = []
     for n in counts[1:]:
-        p = predict(first, n, mode)
+        p = predict(first, n, mode, emulated)
         error = 100 * (p.samples_per_s - measured[n]) / measured[n] if measured[n] else None
         validation.append(Prediction(**{**p.__dict__, "measured_samples_per_s": measured[n], "error_pct": error}))
     targets = sorted(set(counts) | {k for k in (1, 2, 4, 8) if k <= max(PREDICT_UP_TO, counts[-1])})
-    return validation, [predict(last, n, mode) for n in targets]
+    return validation, [predict(last, n, mode, emulated) for n in targets]
 
 
 def _batch(runs: list[RunAnalysis]) -> tuple[int | None, float | None]:

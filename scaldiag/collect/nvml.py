@@ -8,6 +8,7 @@ and call: bench/results/gpu_nvml_h200.md) and by how fast they change:
 | 1     | 100 Hz | SM clock, memory used, clocks-event (throttle) reasons       | 0.03 ms  |
 | 5     | 20 Hz  | PCIe TX/RX byte counters, instant power (one field-values call) | 0.33 ms |
 | 10    | 10 Hz  | utilisation (nvmlDeviceGetUtilizationRates)                  | 0.13 ms  |
+| 100   | 1 Hz   | PCIe link generation and width now (they drop when idle)     | <0.02 ms |
 | 200   | 0.5 Hz | NVLink data TX/RX counters, all links (one call)             | 2.7 ms   |
 
 Not ``nvmlDeviceGetPcieThroughput``: it samples a 20 ms window per call.
@@ -39,7 +40,8 @@ FIELDS = [
     ("nvlink_tx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", ALL_LINKS, 200),
     ("nvlink_rx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", ALL_LINKS, 200),
 ]
-CALLS = [("sm_clock_mhz", 1), ("mem_used_bytes", 1), ("clocks_event_reasons", 1), ("util_pct", 10)]
+CALLS = [("sm_clock_mhz", 1), ("mem_used_bytes", 1), ("clocks_event_reasons", 1), ("util_pct", 10),
+         ("pcie_gen", 100), ("pcie_width", 100)]
 
 
 def load_nvml():
@@ -65,7 +67,9 @@ class NvmlSampler:
             else:
                 self.missing.append(f"{key}: this nvidia-ml-py has no {const}")
         reads = {"util_pct": self._util, "mem_used_bytes": self._mem, "sm_clock_mhz": self._clock,
-                 "clocks_event_reasons": self._reasons}
+                 "clocks_event_reasons": self._reasons,
+                 "pcie_gen": lambda h: int(nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)),
+                 "pcie_width": lambda h: int(nvml.nvmlDeviceGetCurrPcieLinkWidth(h))}
         self._calls = {key: (reads[key], every) for key, every in CALLS}
         self._wrap: dict[tuple[int, str], list[int]] = {}  # (gpu, key) -> [last raw, added]
         self._tick_count = 0
