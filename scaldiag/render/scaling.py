@@ -45,11 +45,13 @@ def _validation(s: ScalingAnalysis) -> Table:
 
 def _predictions(s: ScalingAnalysis) -> Table:
     base = s.predictions[0].from_gpus
-    table = Table(title=f"Predicted from the {base}-device run (model: docs/scaling.md)", title_justify="left")
-    for col in ("devices", "step ms", "samples/s", "assumptions"):
-        table.add_column(col, justify="left" if col == "assumptions" else "right")
+    assumptions = list(dict.fromkeys(a for p in s.predictions for a in p.assumptions))
+    table = Table(title=f"Predicted from the {base}-device run (model: docs/scaling.md)",
+                  caption="assumptions: " + "; ".join(assumptions), caption_justify="left", title_justify="left")
+    for col in ("devices", "step ms", "samples/s"):
+        table.add_column(col, justify="right")
     for p in s.predictions:
-        table.add_row(str(p.gpus), f"{p.step_time_ms:.3f}", f"{p.samples_per_s:,.0f}", "; ".join(p.assumptions))
+        table.add_row(str(p.gpus), f"{p.step_time_ms:.3f}", f"{p.samples_per_s:,.0f}")
     return table
 
 
