@@ -136,6 +136,15 @@ def test_sd203_and_sd205_read_the_attribution():
     found = {f.id: f for f in check_all(SWEEP_RULES, collective)}
     assert set(found) == {"SD203"}
     assert found["SD203"].predicted_speedup.value == pytest.approx((1.6 + 0.4) / 1.6)
+    # With parameter bytes and a link: the achieved all-reduce bus bandwidth.
+    from dataclasses import replace
+    two = run(12.5, 512, 2, {"input": 8, "collective": 20})
+    two = replace(two, training={**two.training, "parameter_bytes": 100_000_000},
+                  inventory={"gpus": [{"nvlink_active_links": 18}]})
+    point = analyze_scaling({1: [one], 2: [two]}, False).points[1]
+    assert point.collective_ms == pytest.approx(2.5)
+    assert point.allreduce_bus_bytes_per_s == pytest.approx(2 * 1 / 2 * 100e6 / 2.5e-3)  # 40 GB/s
+    assert point.link_bytes_per_s == pytest.approx(18 * 25e9)
     host = analyze_scaling({1: [one], 2: [run(14.0, 512, 2, {"input": 35})]}, False)
     found = {f.id: f for f in check_all(SWEEP_RULES, host)}
     assert set(found) == {"SD205"}

@@ -48,6 +48,16 @@ class ScalingPoint:
     speedup: float | None
     speedup_ci95: float | None
     efficiency: float | None  # speedup / ideal speedup
+    collective_ms: float | None = None  # per step, mean over the trace's devices
+    parameter_bytes: int | None = None
+    link_bytes_per_s: float | None = None
+
+    @property
+    def allreduce_bus_bytes_per_s(self) -> float | None:
+        """NCCL's bus bandwidth of the step's all-reduce: 2(N-1)/N x bytes / time."""
+        if not self.collective_ms or not self.parameter_bytes or self.gpus < 2:
+            return None
+        return 2 * (self.gpus - 1) / self.gpus * self.parameter_bytes / (self.collective_ms / 1e3)
 
 
 @dataclass(frozen=True)
@@ -157,7 +167,11 @@ def _point(n: int, runs: list[RunAnalysis], base_runs: list[RunAnalysis], ideal:
         speedup = (batch / t) / (batch1 / t1)
         speedup_ci = speedup * math.hypot(ci / t, ci1 / t1)  # relative errors add in quadrature
         efficiency = speedup / ideal
-    return ScalingPoint(n, len(runs), batch, per_replica, t, ci, rate, speedup, speedup_ci, efficiency)
+    units = [u for r in runs if r.trace for u in r.trace.units if u.kind == "gpu"]
+    collective = float(np.mean([u.categories["collective"].busy_ms for u in units])) if units else None
+    return ScalingPoint(n, len(runs), batch, per_replica, t, ci, rate, speedup, speedup_ci, efficiency,
+                        collective_ms=collective, parameter_bytes=runs[0].training.get("parameter_bytes"),
+                        link_bytes_per_s=link_bytes_per_s(runs[0].inventory))
 
 
 def _mode(points: list[ScalingPoint]) -> str:

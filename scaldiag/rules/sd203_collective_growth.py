@@ -2,8 +2,9 @@
 
 From a sweep's attribution: the part of the lost speedup due to exposed
 all-reduce time. Evidence adds the bus bandwidth the all-reduce achieved,
-2(N-1)/N x parameter bytes / collective time (NCCL's busbw definition), next
-to the link's nominal bandwidth: far below it, the all-reduces are small and
+2(N-1)/N x parameter bytes / collective time per step (NCCL's busbw
+definition, taking the gradients to be the parameter bytes), next to the
+link's nominal bandwidth: far below it, the all-reduces are small and
 latency-bound (many small tensors); near it, the bytes themselves cost.
 """
 
@@ -32,13 +33,23 @@ class _CollectiveGrowth:
         a, cause = worst
         evidence = [Evidence(f"speedup lost to exposed all-reduce at {a.gpus} devices", round(cause.lost_speedup, 3),
                              "x", threshold=MIN_LOST, spread=round(cause.spread, 3))]
+        point = next((p for p in s.points if p.gpus == a.gpus), None)
+        notes = []
+        if point and point.allreduce_bus_bytes_per_s:
+            evidence.append(Evidence(f"all-reduce bus bandwidth achieved at {a.gpus} devices",
+                                     round(point.allreduce_bus_bytes_per_s / 1e9, 2), "GB/s",
+                                     threshold=round(point.link_bytes_per_s / 1e9, 1) if point.link_bytes_per_s
+                                     else None))
+            if point.link_bytes_per_s and point.allreduce_bus_bytes_per_s < 0.1 * point.link_bytes_per_s:
+                notes.append("under a tenth of the link's bandwidth: many small all-reduces, latency-bound; "
+                             "pack gradients into fewer, larger all-reduces")
         gain = (a.measured + cause.lost_speedup) / a.measured
         return Finding(
             id=self.id, title="All-reduce cost grows with the device count", severity="high" if cause.lost_speedup
             >= 0.3 * a.ideal else "medium", category="collective",
             summary=f"at {a.gpus} devices exposed all-reduce costs {cause.lost_speedup:.2f}x of the ideal "
                     f"{a.ideal:.2f}x (measured {a.measured:.2f}x)",
-            evidence=evidence, fix=FIX,
+            evidence=evidence, fix=FIX, notes=notes,
             predicted_speedup=Speedup(gain, gain, gain, f"hiding all of it: ({a.measured:.2f} + {cause.lost_speedup:.2f})"
                                                         f" / {a.measured:.2f} = {gain:.2f}x at {a.gpus} devices"))
 
