@@ -165,3 +165,14 @@ def test_sd207_input_ceiling_caps_the_speedup():
     roomy = replace(r, training={**r.training, "input_ceiling": {"samples_per_s": 80_000.0, "batches": 50,
                                                                   "seconds": 3.0, "source": "test"}})
     assert check_all(RUN_RULES, roomy) == []
+
+
+def test_the_curve_fits_host_time_growing_with_the_global_batch():
+    one = run(10.0, 256, 1, {"host_overhead": 20})      # host 2 ms
+    two = run(14.0, 512, 2, {"host_overhead": 100 * 6 / 14})  # host 6 ms: +4 ms for +256 samples
+    s = analyze_scaling({1: [one], 2: [two]}, False)
+    curve = {p.gpus: p for p in s.predictions}
+    assert curve[1].step_time_ms == pytest.approx(10.0)  # back through the 1-device point
+    assert curve[2].step_time_ms == pytest.approx(14.0)
+    assert curve[4].step_time_ms == pytest.approx(8.0 + 6.0 + 4.0 * 2)  # device 8 ms, host 6 + 2 x 4 ms
+    assert any("per sample" in a for a in curve[4].assumptions)

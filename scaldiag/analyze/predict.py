@@ -8,7 +8,7 @@ exclusive shares and scales each part to N devices:
 | compute, layout, h2d, d2h, other | per-replica batch b(N) | each device works on its own shard |
 | collective | ring all-reduce volume 2(N-1)/N | NCCL ring: each GPU sends and receives 2(N-1)/N of the gradient bytes |
 | input | global batch B(N) | one host feeds every replica |
-| host_overhead, idle | constant per step | dispatch and Python run once per step |
+| host_overhead, idle | constant per step, or linear in the global batch when two measured points give the slope | dispatch and Python run once per step; slicing and converting the batch grows with it |
 
 Weak scaling keeps b (B = N b); strong keeps B (b = B / N). From a
 single-device point the collective has no measurement to scale, so it is
@@ -42,6 +42,7 @@ class Basis:
     shares: dict[str, float]  # exclusive fraction of step time per category
     parameter_bytes: int | None = None
     link_bytes_per_s: float | None = None
+    host_ms_per_sample: float | None = None  # slope of per-step host time in the global batch
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,12 @@ def predict(basis: Basis, n: int, mode: str, emulated: bool = False) -> Predicti
     device_scale = global_batch / basis.global_batch if emulated else per_replica / per_replica_m
     time_ms = sum(parts[c] * device_scale for c in PER_REPLICA)
     time_ms += sum(parts[c] * global_batch / basis.global_batch for c in PER_GLOBAL)
-    time_ms += sum(parts[c] for c in PER_STEP)
+    host_ms = sum(parts[c] for c in PER_STEP)
+    if basis.host_ms_per_sample:
+        host_ms = max(0.0, host_ms + basis.host_ms_per_sample * (global_batch - basis.global_batch))
+        assumptions.append(f"host time per step grows {basis.host_ms_per_sample * 1e3:.3f} us per sample of global "
+                           "batch (fitted on two measured points)")
+    time_ms += host_ms
     time_ms += _collective_ms(basis, parts["collective"], n, assumptions)
     return Prediction(gpus=n, from_gpus=m, step_time_ms=time_ms, samples_per_s=global_batch / (time_ms / 1e3),
                       assumptions=assumptions)

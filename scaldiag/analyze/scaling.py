@@ -24,12 +24,12 @@ marked as within the noise.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from scaldiag.analyze.categories import CATEGORIES
-from scaldiag.analyze.predict import Basis, Prediction, link_bytes_per_s, predict
+from scaldiag.analyze.predict import PER_STEP, Basis, Prediction, link_bytes_per_s, predict
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.analyze.stats import t95
 
@@ -147,6 +147,10 @@ def _predictions(runs_by_gpus, counts, points, mode, emulated, notes):
         error = 100 * (p.samples_per_s - measured[n]) / measured[n] if measured[n] else None
         validation.append(Prediction(**{**p.__dict__, "measured_samples_per_s": measured[n], "error_pct": error}))
     targets = sorted(set(counts) | {k for k in (1, 2, 4, 8) if k <= max(PREDICT_UP_TO, counts[-1])})
+    if last.global_batch != first.global_batch:  # two points: how host time grows with the global batch
+        host = [sum(b.shares.get(c, 0.0) for c in PER_STEP) * b.step_time_ms for b in (first, last)]
+        slope = max(0.0, (host[1] - host[0]) / (last.global_batch - first.global_batch))
+        last = replace(last, host_ms_per_sample=slope or None)
     return validation, [predict(last, n, mode, emulated) for n in targets]
 
 
