@@ -26,9 +26,6 @@ class Breakdown:
     step_ns: np.ndarray
     device_busy_ns: np.ndarray  # union of all device work per step
 
-    def column(self, category: str) -> int:
-        return CATEGORIES.index(category)
-
 
 def breakdown(sets: dict[str, iv.IntervalSet], steps: Steps, device_categories=DEVICE_CATEGORIES) -> Breakdown:
     """``sets``: the unit's time per category (absent categories are empty).

@@ -52,10 +52,6 @@ def subtract(a: IntervalSet, b: IntervalSet) -> IntervalSet:
     return union(starts, ends)
 
 
-def intersect(a: IntervalSet, b: IntervalSet) -> IntervalSet:
-    return subtract(a, subtract(a, b))
-
-
 def covered_before(s: IntervalSet, t: np.ndarray) -> np.ndarray:
     """Length of ``s`` lying before each time in ``t`` (vectorised)."""
     starts, ends = s
@@ -72,7 +68,3 @@ def covered_before(s: IntervalSet, t: np.ndarray) -> np.ndarray:
 def measure_in_windows(s: IntervalSet, w_start: np.ndarray, w_end: np.ndarray) -> np.ndarray:
     """Covered length of ``s`` inside each window [w_start, w_end)."""
     return covered_before(s, w_end) - covered_before(s, w_start)
-
-
-def total(s: IntervalSet) -> int:
-    return int(np.sum(s[1] - s[0]))

@@ -42,10 +42,6 @@ class Steps:
     def count(self) -> int:
         return len(self.start_ns)
 
-    @property
-    def duration_ns(self) -> np.ndarray:
-        return self.end_ns - self.start_ns
-
 
 def find_steps(trace: Trace, device_events: tuple[np.ndarray, np.ndarray] | None = None) -> Steps:
     """The trace's steps. ``device_events`` (starts, ends) let the last step run on."""
