@@ -94,3 +94,12 @@ def test_tf_cpu_trace_is_analysed_where_tensorflow_cannot_be_imported(tmp_path):
     report = json.loads(result.stdout)
     assert report["framework"] == "tensorflow"
     assert report["findings"][0]["id"] == "SD101"
+
+
+def test_a_gpu_sweep_without_gpus_says_so_before_starting(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print('never runs')\n")
+    result = scaldiag("profile", "--gpus", "1,2", "--out", tmp_path / "runs", script,
+                      env={"CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 2 and "--emulate" in result.stderr
+    assert not (tmp_path / "runs").exists()  # nothing was started or written

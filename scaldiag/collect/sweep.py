@@ -47,14 +47,21 @@ def run_env(n: int, emulate: bool, gpus: list[str], env: dict) -> dict:
     return extra
 
 
-def sweep(sweep_dir: Path, script: str, script_args: list[str], counts: list[int], emulate: bool,
-          repeat: int = 1) -> list[int]:
-    """Run every (count, repeat); returns the exit codes. Stops at the first failing run."""
-    env = dict(os.environ)
-    gpus = [] if emulate else available_gpus(env)
-    if not emulate and max(counts) > len(gpus):
+def gpus_for(counts: list[int], emulate: bool) -> list[str]:
+    """The GPUs a sweep will hand out; raises before anything starts if there are too few."""
+    if emulate:
+        return []
+    gpus = available_gpus(dict(os.environ))
+    if max(counts) > len(gpus):
         raise ScaldiagError(f"--gpus asks for {max(counts)} GPUs but {len(gpus)} are visible"
                             + ("" if gpus else "; on a machine without GPUs use --emulate"))
+    return gpus
+
+
+def sweep(sweep_dir: Path, script: str, script_args: list[str], counts: list[int], emulate: bool,
+          gpus: list[str], repeat: int = 1) -> list[int]:
+    """Run every (count, repeat); returns the exit codes. Stops at the first failing run."""
+    env = dict(os.environ)
     runs = [{"gpus": n, "repeat": r, "dir": f"gpus{n}" + (f"-r{r}" if repeat > 1 else "")}
             for r in range(repeat) for n in counts]
     write_json(sweep_dir, "sweep.json", {"counts": counts, "emulate": emulate, "repeat": repeat, "runs": runs,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from scaldiag.collect.launcher import launch
 from scaldiag.collect.session import new_run_dir
-from scaldiag.collect.sweep import sweep
+from scaldiag.collect.sweep import gpus_for, sweep
 from scaldiag.commands import report
 from scaldiag.errors import ScaldiagError
 
@@ -61,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _sweep(args, script: Path, script_args: list[str]) -> int:
     counts = args.gpus or [1, 2]
+    gpus = gpus_for(counts, args.emulate)
     sweep_dir = new_run_dir(args.out, f"{script.stem}-sweep")
-    codes = sweep(sweep_dir, str(script), script_args, counts, args.emulate, max(1, args.repeat))
+    codes = sweep(sweep_dir, str(script), script_args, counts, args.emulate, gpus, max(1, args.repeat))
     print(file=sys.stderr)
     report.show(sweep_dir, args.json)
     print(f"scaldiag: sweep directory {sweep_dir}  (scaldiag report {sweep_dir})", file=sys.stderr)
