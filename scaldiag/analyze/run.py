@@ -155,6 +155,7 @@ def gpu_summaries(samples: list[dict], inventory: dict, window_ns: tuple[int, in
 
 def _gpu_summary(index, name, rows, window_ns, training_ns=None) -> GpuSummary:
     span_s = (rows[-1]["t_ns"] - rows[0]["t_ns"]) / 1e9 if len(rows) > 1 else 0.0
+    # The steady window; a window too short to hold a sample falls back to the whole run.
     inside = [r for r in rows if window_ns is None or window_ns[0] <= r["t_ns"] <= window_ns[1]] or rows
 
     def values(key):
