@@ -99,3 +99,6 @@ class FakeNvml:
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h):
         return 700_000
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
+        return 40  # same NUMA node

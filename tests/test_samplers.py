@@ -58,8 +58,11 @@ def test_pcie_link_is_read_while_sampling(tmp_path):
 
 def test_inventory(tmp_path):
     sample_for(tmp_path, 0.05)
-    (gpu0, _) = read_json(tmp_path, "inventory.json")["gpus"]
+    inventory = read_json(tmp_path, "inventory.json")
+    (gpu0, _) = inventory["gpus"]
     assert gpu0["uuid"] == "GPU-fake-0" and gpu0["nvlink_active_links"] == 2
+    assert inventory["topology"] == [{"gpus": [0, 1], "common_ancestor": 40, "path": "same NUMA node"}]
+    assert inventory["logical_to_nvml_index"] == [0, 1]
     assert (gpu0["pcie_gen_current"], gpu0["pcie_gen_max"]) == (4, 5)
 
 

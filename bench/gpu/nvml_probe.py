@@ -64,6 +64,10 @@ def main() -> None:
                             "cpu_pct_of_one_core": round(100 * sampler.sampler.cpu_s / sampler.sampler.wall_s, 2),
                             "missing": sampler.missing, "example_row": rows[len(rows) // 2] if rows else None}
     result["sampler"] = rates
+    everything = NvmlSampler(pynvml, JsonlWriter(Path(tempfile.mkdtemp()) / "s.jsonl"), list(range(count)))
+    result["inventory"] = everything.inventory()
+    result["topology"] = everything.topology()
+    result["inventory_missing"] = everything.missing
     (out / "nvml_probe.json").write_text(json.dumps(result, indent=1, default=str))
     print(json.dumps(result, indent=1, default=str))
 

@@ -40,6 +40,11 @@ FIELDS = [
     ("nvlink_tx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", ALL_LINKS, 200),
     ("nvlink_rx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", ALL_LINKS, 200),
 ]
+# nvmlGpuTopologyLevel_t: the closest common ancestor of two GPUs on the PCIe tree
+# (NVLink is separate: see nvlink_active_links in the inventory).
+TOPOLOGY_LEVELS = {0: "same board", 10: "single PCIe switch", 20: "multiple PCIe switches",
+                   30: "PCIe host bridge", 40: "same NUMA node", 50: "across NUMA nodes (SMP link)"}
+
 CALLS = [("sm_clock_mhz", 1), ("mem_used_bytes", 1), ("clocks_event_reasons", 1), ("util_pct", 10),
          ("pcie_gen", 100), ("pcie_width", 100)]
 
@@ -138,6 +143,20 @@ class NvmlSampler:
 
     def inventory(self) -> list[dict]:
         return [self._describe(i, h) for i, h in zip(self.indices, self._handles)]
+
+    def topology(self) -> list[dict]:
+        """How each pair of sampled GPUs is connected (nvmlGpuTopologyLevel_t, as nvidia-smi topo -m)."""
+        pairs = []
+        for a in range(len(self.indices)):
+            for b in range(a + 1, len(self.indices)):
+                try:
+                    level = int(self.nvml.nvmlDeviceGetTopologyCommonAncestor(self._handles[a], self._handles[b]))
+                except Exception as exc:
+                    self.missing.append(f"topology: {type(exc).__name__}")
+                    return pairs
+                pairs.append({"gpus": [self.indices[a], self.indices[b]], "common_ancestor": level,
+                              "path": TOPOLOGY_LEVELS.get(level, str(level))})
+        return pairs
 
     def _describe(self, index: int, handle) -> dict:
         n = self.nvml

@@ -39,8 +39,14 @@ class Samplers:
         self.nvml = None
         try:
             nvml = nvml or load_nvml()
-            self.nvml = NvmlSampler(nvml, self._writers[1], visible_gpu_indices(env if env is not None else os.environ))
-            write_json(self.run_dir, "inventory.json", {"gpus": self.nvml.inventory()})
+            env = env if env is not None else os.environ
+            self.nvml = NvmlSampler(nvml, self._writers[1], visible_gpu_indices(env))
+            # Logical device i of the framework is the i-th sampled GPU when
+            # CUDA_VISIBLE_DEVICES lists NVML indices (with CUDA_DEVICE_ORDER=PCI_BUS_ID).
+            write_json(self.run_dir, "inventory.json", {
+                "gpus": self.nvml.inventory(), "topology": self.nvml.topology(),
+                "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
+                "logical_to_nvml_index": self.nvml.indices})
         except Exception as exc:  # no driver, no GPU, no library: the run goes on without it
             self.missing.append(f"nvml: no GPU samples ({type(exc).__name__}: {exc})")
 
