@@ -104,10 +104,13 @@ class ScaldiagCallback(keras.callbacks.Callback):
 
     @_guarded
     def on_train_end(self, logs=None):
-        if self._x is not None:  # after training, so it cannot slow it
-            ceiling = input_ceiling.measure(self._x, self._input_ceiling_s)
-            if ceiling:
-                self.session.describe(input_ceiling=ceiling)
+        try:
+            if self._x is not None:  # after training, so it cannot slow it
+                ceiling = input_ceiling.measure(self._x, self._input_ceiling_s)
+                if ceiling:
+                    self.session.describe(input_ceiling=ceiling)
+        except Exception as exc:  # missing evidence; the run is still closed below
+            self.session.describe(input_ceiling_error=f"{type(exc).__name__}: {exc}")
         self.session.close()
         if not self._quiet and self.session.owns_run:
             print(f"scaldiag: run recorded in {self.session.run_dir} (scaldiag report {self.session.run_dir})",
