@@ -79,4 +79,7 @@ def capture(run_dir=None, global_batch: int | None = None, replicas: int | None 
         raise
     finally:
         if session is not None:
-            run._safely(lambda: session.close(status))
+            try:  # even after a recording error: stop the samplers, write the status
+                session.close(status)
+            except Exception as exc:
+                print(f"scaldiag: could not close the run ({type(exc).__name__}: {exc})", file=sys.stderr)
