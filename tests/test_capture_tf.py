@@ -236,3 +236,24 @@ def test_a_python_generator_still_feeds_fit(tmp_path):
     result = scaldiag("profile", "--out", tmp_path / "runs", script)
     assert result.returncode == 0 and "trained" in result.stdout, result.stderr[-2000:]
     assert len(read_jsonl(only_run_dir(tmp_path / "runs") / "steps.jsonl")) == 20
+
+
+def test_ctrl_c_stops_the_script_and_keeps_a_readable_run(tmp_path):
+    import signal
+
+    out = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "scaldiag", "profile", "--out", str(out),
+                             str(ROOT / "examples" / "train_cnn.py"), "--", "--steps", "2000"],
+                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if out.exists() and list(out.iterdir()) and len(read_jsonl(only_run_dir(out) / "steps.jsonl")) >= 15:
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + 2
+    assert "KeyboardInterrupt" in stderr  # the script's own interrupt, as Python shows it
+    report = report_json(only_run_dir(out))
+    assert report["run"]["status"] == "interrupted" and report["steps"]["recorded"] >= 15
