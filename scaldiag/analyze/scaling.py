@@ -47,7 +47,8 @@ class ScalingPoint:
     samples_per_s: float | None
     speedup: float | None
     speedup_ci95: float | None
-    efficiency: float | None  # speedup / ideal speedup
+    efficiency: float | None  # speedup / ideal_speedup
+    ideal_speedup: float = 1.0  # N / base devices, or 1 for emulated devices (shared cores)
     collective_ms: float | None = None  # per step, mean over the trace's devices
     parameter_bytes: int | None = None
     link_bytes_per_s: float | None = None
@@ -118,8 +119,8 @@ def analyze_scaling(runs_by_gpus: dict[int, list[RunAnalysis]], emulated: bool) 
     if emulated:
         notes.append("emulated devices share the same CPU cores: ideal is the same throughput as 1 device "
                      "(speedup 1.0), and the lost speedup is what distribution itself costs")
-    attribution = [a for n in counts[1:] if (a := _attribute(n, runs_by_gpus[n], runs_by_gpus[base],
-                                                           base, emulated, notes)) is not None]
+    attribution = [a for point in points[1:] if (a := _attribute(point, points[0], runs_by_gpus[point.gpus],
+                                                               runs_by_gpus[base], notes)) is not None]
     validation, predictions = _predictions(runs_by_gpus, counts, points, mode, emulated, notes)
     return ScalingAnalysis(mode, emulated, points, attribution, notes, validation, predictions)
 
@@ -174,7 +175,8 @@ def _point(n: int, runs: list[RunAnalysis], base_runs: list[RunAnalysis], ideal:
     units = [u for r in runs if r.trace for u in r.trace.units if u.kind == "gpu"]
     collective = float(np.mean([u.categories["collective"].busy_ms for u in units])) if units else None
     return ScalingPoint(n, len(runs), batch, per_replica, t, ci, rate, speedup, speedup_ci, efficiency,
-                        collective_ms=collective, parameter_bytes=runs[0].training.get("parameter_bytes"),
+                        ideal_speedup=ideal, collective_ms=collective,
+                        parameter_bytes=runs[0].training.get("parameter_bytes"),
                         link_bytes_per_s=link_bytes_per_s(runs[0].inventory))
 
 
@@ -199,25 +201,22 @@ def _shares(runs: list[RunAnalysis]) -> tuple[dict[str, float], dict[str, float]
     return share, spread
 
 
-def _attribute(n, runs, base_runs, base, emulated, notes) -> Attribution | None:
+def _attribute(point: ScalingPoint, base: ScalingPoint, runs, base_runs, notes) -> Attribution | None:
+    """Split ``point``'s lost speedup by category, against the ``base`` point (module docstring)."""
     shares_n, shares_1 = _shares(runs), _shares(base_runs)
-    batch, _ = _batch(runs)
-    batch1, _ = _batch(base_runs)
-    if shares_n is None or shares_1 is None or not batch or not batch1:
-        notes.append(f"no attribution at {n} devices: it needs both runs' traces and global batches")
+    if shares_n is None or shares_1 is None or point.speedup is None:
+        notes.append(f"no attribution at {point.gpus} devices: it needs both runs' traces and global batches")
         return None
-    ideal = 1.0 if emulated else n / base
-    t, _ = combine_repeats(runs)
-    t1, _ = combine_repeats(base_runs)
-    t_ideal = t1 * (batch / batch1) / ideal
-    measured = (batch / t) / (batch1 / t1)
+    ideal = point.ideal_speedup
+    t = point.step_time_ms
+    t_ideal = base.step_time_ms * (point.global_batch / base.global_batch) / ideal
     causes = []
     for c in CATEGORIES:
         lost = ideal * (shares_n[0][c] * t - shares_1[0][c] * t_ideal) / t
         spread = ideal * (shares_n[1][c] * t + shares_1[1][c] * t_ideal) / t
         causes.append(Cause(c, lost, spread, abs(lost) <= spread))
     causes.sort(key=lambda cause: -cause.lost_speedup)
-    return Attribution(n, ideal, measured, causes)
+    return Attribution(point.gpus, ideal, point.speedup, causes)
 
 
 def _finite(x: float) -> float:
