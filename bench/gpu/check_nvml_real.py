@@ -15,15 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from scaldiag.analyze.run import step_stats
+from scaldiag.analyze.run import counter_rate, step_stats, within
 from scaldiag.record.rundir import read_json, read_jsonl
-
-
-def _rate(rows, key):
-    pts = [(r["t_ns"], r[key]) for r in rows if key in r]
-    if len(pts) < 2:
-        return None
-    return (pts[-1][1] - pts[0][1]) / ((pts[-1][0] - pts[0][0]) / 1e9)
 
 
 def check(run_dir: Path) -> bool:
@@ -38,18 +31,18 @@ def check(run_dir: Path) -> bool:
     for gpu in sorted({r["gpu"] for r in samples}):
         rows = [r for r in samples if r["gpu"] == gpu]
         before = [r for r in rows if r["t_ns"] < first]
-        during = [r for r in rows if lo <= r["t_ns"] <= hi]
+        during = within(rows, (lo, hi))
         util_b = np.mean([r["util_pct"] for r in before if "util_pct" in r] or [np.nan])
         util_d = np.mean([r["util_pct"] for r in during if "util_pct" in r] or [np.nan])
         mem_b = min([r["mem_used_bytes"] for r in before if "mem_used_bytes" in r] or [np.nan])
         mem_d = max([r["mem_used_bytes"] for r in during if "mem_used_bytes" in r] or [np.nan])
-        rx_b, rx_d = _rate(before, "pcie_rx_bytes"), _rate(during, "pcie_rx_bytes")
+        rx_b, rx_d = counter_rate(before, "pcie_rx_bytes"), counter_rate(during, "pcie_rx_bytes")
         checks = {"utilisation rises": util_d > util_b, "memory used rises": mem_d > mem_b,
                   "PCIe RX bytes/s rises": (rx_d or 0) > (rx_b or 0)}
         print(f"  GPU {gpu}: {len(before)} samples before training, {len(during)} during; "
               f"util {util_b:.1f}% -> {util_d:.1f}%, memory {mem_b / 2**30:.2f} -> {mem_d / 2**30:.2f} GiB, "
               f"PCIe RX {(rx_b or 0) / 1e6:.1f} -> {(rx_d or 0) / 1e6:.1f} MB/s, "
-              f"NVLink TX during {(_rate(during, 'nvlink_tx_kib') or 0) * 1024 / 1e6:.1f} MB/s")
+              f"NVLink TX during {(counter_rate(during, 'nvlink_tx_kib', 1024) or 0) / 1e6:.1f} MB/s")
         for name, passed in checks.items():
             print(f"    {'PASS' if passed else 'FAIL'} {name}")
             ok &= bool(passed)

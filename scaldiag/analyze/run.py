@@ -156,7 +156,7 @@ def gpu_summaries(samples: list[dict], inventory: dict, window_ns: tuple[int, in
 def _gpu_summary(index, name, rows, window_ns, training_ns=None) -> GpuSummary:
     span_s = (rows[-1]["t_ns"] - rows[0]["t_ns"]) / 1e9 if len(rows) > 1 else 0.0
     # The steady window; a window too short to hold a sample falls back to the whole run.
-    inside = [r for r in rows if window_ns is None or window_ns[0] <= r["t_ns"] <= window_ns[1]] or rows
+    inside = within(rows, window_ns) or rows
 
     def values(key):
         return [r[key] for r in inside if key in r]
@@ -170,22 +170,31 @@ def _gpu_summary(index, name, rows, window_ns, training_ns=None) -> GpuSummary:
         reasons |= int(r.get("clocks_event_reasons", 0))
     clocks = values("sm_clock_mhz")
     mem = values("mem_used_bytes")
-    training = [r for r in rows if training_ns is None or training_ns[0] <= r["t_ns"] <= training_ns[1]]
+    training = within(rows, training_ns)
     gens = [r["pcie_gen"] for r in training if "pcie_gen" in r]
     widths = [r["pcie_width"] for r in training if "pcie_width" in r]
     return GpuSummary(
         index=index, name=name, samples=len(rows), sample_hz=(len(rows) - 1) / span_s if span_s else 0.0,
         util_pct=mean("util_pct"), mem_used_max_bytes=max(mem) if mem else None,
-        pcie_tx_bytes_per_s=_rate(inside, "pcie_tx_bytes"), pcie_rx_bytes_per_s=_rate(inside, "pcie_rx_bytes"),
-        nvlink_tx_bytes_per_s=_rate(inside, "nvlink_tx_kib", 1024), nvlink_rx_bytes_per_s=_rate(inside, "nvlink_rx_kib", 1024),
+        pcie_tx_bytes_per_s=counter_rate(inside, "pcie_tx_bytes"),
+        pcie_rx_bytes_per_s=counter_rate(inside, "pcie_rx_bytes"),
+        nvlink_tx_bytes_per_s=counter_rate(inside, "nvlink_tx_kib", 1024),
+        nvlink_rx_bytes_per_s=counter_rate(inside, "nvlink_rx_kib", 1024),
         sm_clock_mhz_min=min(clocks) if clocks else None, sm_clock_mhz_max=max(clocks) if clocks else None,
         power_w=mean("power_mw", 1e-3),
         clock_event_reasons=[n for bit, n in CLOCK_EVENT_REASONS.items() if reasons & bit and n != "gpu_idle"],
         pcie_gen_max_seen=max(gens) if gens else None, pcie_width_max_seen=max(widths) if widths else None)
 
 
-def _rate(rows: list[dict], key: str, unit: float = 1.0) -> float | None:
-    """Rate of a cumulative counter over the rows (bytes/s)."""
+def within(rows: list[dict], window_ns: tuple[int, int] | None) -> list[dict]:
+    """The sample rows taken inside [start, end] (all of them without a window)."""
+    if window_ns is None:
+        return rows
+    return [r for r in rows if window_ns[0] <= r["t_ns"] <= window_ns[1]]
+
+
+def counter_rate(rows: list[dict], key: str, unit: float = 1.0) -> float | None:
+    """Rate of a cumulative counter over the rows, per second (times ``unit``)."""
     points = [(r["t_ns"], r[key]) for r in rows if key in r]
     if len(points) < 2 or points[-1][0] == points[0][0]:
         return None
@@ -193,7 +202,7 @@ def _rate(rows: list[dict], key: str, unit: float = 1.0) -> float | None:
 
 
 def host_summary(samples: list[dict], window_ns: tuple[int, int] | None) -> HostSummary | None:
-    rows = [r for r in samples if window_ns is None or window_ns[0] <= r["t_ns"] <= window_ns[1]] or samples
+    rows = within(samples, window_ns) or samples
     rows = [r for r in rows if r.get("core_pct")]
     if not rows:
         return None
