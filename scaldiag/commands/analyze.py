@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 from rich.console import Console
 
 from scaldiag.analyze.profile import analyze_trace
 from scaldiag.analyze.report import build_report
-from scaldiag.errors import ScaldiagError
+from scaldiag.commands.output import emit
 from scaldiag.render import json_report, terminal
 from scaldiag.xplane.read import find_run, read_trace
 
@@ -29,17 +27,5 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     run_name, files = find_run(args.path, args.run)
     report = build_report(analyze_trace(read_trace(files), run_name))
-    if args.json == "-":
-        sys.stdout.write(json_report.render(report))
-        return 0
-    terminal.render(report, Console())
-    if args.json:
-        write_text(Path(args.json), json_report.render(report))
+    emit(args.json, lambda: json_report.render(report), lambda: terminal.render(report, Console()))
     return 0
-
-
-def write_text(path: Path, text: str) -> None:
-    try:
-        path.write_text(text)
-    except OSError as exc:
-        raise ScaldiagError(f"cannot write {path}: {exc.strerror}") from exc

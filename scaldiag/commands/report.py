@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from rich.console import Console
 from scaldiag.analyze.report import build_report
 from scaldiag.analyze.run import RunAnalysis, analyze_record
 from scaldiag.analyze.scaling import analyze_scaling
-from scaldiag.commands.analyze import write_text
+from scaldiag.commands.output import emit
 from scaldiag.record.reader import read_record, read_run_trace
 from scaldiag.record.rundir import read_json
 from scaldiag.render import run_json, run_terminal, scaling
@@ -38,12 +37,9 @@ def show(run_dir: Path, json_path: str | None = None, console: Console | None = 
         return _show_sweep(Path(run_dir), json_path, console or Console())
     analysis = analyze_run_dir(run_dir)
     findings = check_all(RUN_RULES, analysis)
-    if json_path == "-":
-        sys.stdout.write(run_json.render(str(run_dir), analysis, findings))
-        return
-    run_terminal.render(str(run_dir), analysis, findings, console or Console())
-    if json_path:
-        write_text(Path(json_path), run_json.render(str(run_dir), analysis, findings))
+    trace_report = build_report(analysis.trace) if analysis.trace else None
+    emit(json_path, lambda: run_json.render(str(run_dir), analysis, findings, trace_report),
+         lambda: run_terminal.render(str(run_dir), analysis, findings, trace_report, console or Console()))
 
 
 def analyze_run_dir(run_dir: Path) -> RunAnalysis:
@@ -59,12 +55,8 @@ def _show_sweep(sweep_dir: Path, json_path: str | None, console: Console) -> Non
             runs.setdefault(run["gpus"], []).append(analyze_run_dir(sweep_dir / run["dir"]))
     analysis = analyze_scaling(runs, bool(spec.get("emulate")))
     findings = check_all(SWEEP_RULES, analysis) + _largest_run_findings(runs)
-    if json_path == "-":
-        sys.stdout.write(scaling.to_json(str(sweep_dir), analysis, findings))
-        return
-    scaling.render(str(sweep_dir), analysis, findings, console)
-    if json_path:
-        write_text(Path(json_path), scaling.to_json(str(sweep_dir), analysis, findings))
+    emit(json_path, lambda: scaling.to_json(str(sweep_dir), analysis, findings),
+         lambda: scaling.render(str(sweep_dir), analysis, findings, console))
 
 
 def _largest_run_findings(runs: dict[int, list[RunAnalysis]]) -> list:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from scaldiag.analyze.report import build_report
+from scaldiag.analyze.report import Report
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.record.rundir import SCHEMA_VERSION
 from scaldiag.render.json_report import dumps, to_dict
 
 
-def render(run_dir: str, a: RunAnalysis, findings: list) -> str:
+def render(run_dir: str, a: RunAnalysis, findings: list, trace_report: Report | None) -> str:
     data = {
         "schema_version": SCHEMA_VERSION,
         "run_dir": run_dir,
@@ -22,6 +22,6 @@ def render(run_dir: str, a: RunAnalysis, findings: list) -> str:
         "host": asdict(a.host) if a.host else None,
         "missing": a.missing,
         "findings": [asdict(f) for f in findings],
-        "trace_report": to_dict(build_report(a.trace)) if a.trace else None,
+        "trace_report": to_dict(trace_report) if trace_report else None,
     }
     return dumps(data)

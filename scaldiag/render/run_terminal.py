@@ -6,14 +6,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from scaldiag.analyze.report import build_report
+from scaldiag.analyze.report import Report
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.render import terminal
 from scaldiag.render.terminal import bytes_text
 from scaldiag.rules import Finding
 
 
-def render(run_dir: str, a: RunAnalysis, findings: list[Finding], console: Console) -> None:
+def render(run_dir: str, a: RunAnalysis, findings: list[Finding], trace_report: Report | None,
+           console: Console) -> None:
     run, training = a.run, a.training
     console.print(Text(f"scaldiag run: {run_dir}", style="bold"))
     command = " ".join(run.get("command", [])[1:]) or "?"
@@ -43,8 +44,8 @@ def render(run_dir: str, a: RunAnalysis, findings: list[Finding], console: Conso
     for finding in findings:
         console.print(terminal.finding_panel(finding, a.training.get("framework", {}).get("backend", "unknown")))
     console.print()
-    if a.trace is not None:
-        terminal.render(build_report(a.trace), console)
+    if trace_report is not None:
+        terminal.render(trace_report, console)
 
 
 def _steps_table(a: RunAnalysis) -> Table:
