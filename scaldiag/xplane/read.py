@@ -126,7 +126,7 @@ def _metadata_stats(proto, stat_names, wanted_ids) -> dict[int, dict[str, object
 def _line(data, buf, start, end, proto, names, name_index, stat_names, wanted_ids, meta_stats) -> Line:
     rest, event_starts, event_ends = split_fields(data, start, end, EVENTS_TAG)
     header = XLine.FromString(rest)  # id, name, timestamp: everything but the events
-    offset_ps, duration_ps, metadata_id, stats = event_columns(data, buf, event_starts, event_ends,
+    offset_ps, duration_ps, metadata_id, stats = _event_columns(data, buf, event_starts, event_ends,
                                                                stat_names, wanted_ids)
     _fill_from_metadata(stats, metadata_id, meta_stats, len(offset_ps))
     start_ns = header.timestamp_ns + offset_ps // 1000
@@ -135,7 +135,7 @@ def _line(data, buf, start, end, proto, names, name_index, stat_names, wanted_id
                 name_id=_name_ids(metadata_id, proto, names, name_index), stats=stats)
 
 
-def event_columns(data, buf, starts, ends, stat_names, wanted_ids):
+def _event_columns(data, buf, starts, ends, stat_names, wanted_ids):
     """offset_ps, duration_ps, metadata_id columns and wanted stats of the events at [starts, ends)."""
     f = fields(buf, starts, ends)
     n = len(starts)
@@ -182,7 +182,7 @@ def _wire_values(data: bytes, number: int, raw: np.ndarray, start: np.ndarray, e
     if number in (5, 6):
         return [data[a:b].decode("utf-8", "replace") for a, b in zip(start.tolist(), end.tolist())]
     unique, inverse = np.unique(raw, return_inverse=True)  # 7: ref_value, an interned string
-    names = np.array([stat_names.get(int(u), "") for u in unique] + [""], dtype=object)
+    names = np.array([stat_names.get(int(u), "") for u in unique], dtype=object)
     return names[inverse].tolist()
 
 
