@@ -20,6 +20,7 @@ demo: setup
 	@echo "JSON report written to report.json"
 
 test: setup
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 # xprof lives in its own venv: it is a benchmark opponent, not a dependency.

@@ -30,8 +30,8 @@ SCALDIAG = """
 import json, resource, sys, time
 t = time.perf_counter()
 from scaldiag.analyze.profile import analyze_trace
-from scaldiag.analyze.report import build_report
-from scaldiag.xplane.read import read_trace
+from scaldiag.rules.report import build_report
+from scaldiag.readers.xplane.read import read_trace
 trace = read_trace([sys.argv[1]])
 report = build_report(analyze_trace(trace))
 wall = time.perf_counter() - t

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from scaldiag.xplane.schema import XSpace
+from scaldiag.readers.xplane.schema import XSpace
 
 SOURCE = Path(__file__).resolve().parent.parent / "fixtures" / "gpu" / "h200x2_jax_dataparallel.xplane.pb"
 

@@ -21,7 +21,6 @@ import time
 import keras
 import numpy as np
 
-
 DATA_BATCHES = 100
 
 

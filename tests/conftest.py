@@ -20,7 +20,7 @@ def tf_cpu_trace(case: str) -> Path:
 @pytest.fixture
 def raw_space():
     """Read a fixture straight from the proto, without scaldiag's reader."""
-    from scaldiag.xplane.schema import XSpace
+    from scaldiag.readers.xplane.schema import XSpace
 
     def load(path):
         space = XSpace()

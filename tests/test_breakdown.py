@@ -1,10 +1,10 @@
 """Exclusive attribution on small hand-built traces whose answer is known."""
 
 import pytest
+from xspace_builder import PlaneBuilder, new_space, write
 
 from scaldiag.analyze.profile import analyze_trace
-from scaldiag.xplane.read import read_trace
-from xspace_builder import PlaneBuilder, new_space, write
+from scaldiag.readers.xplane.read import read_trace
 
 US = 1000  # ns
 

@@ -10,8 +10,8 @@ import time
 
 import psutil
 import pytest
-
 from conftest import ROOT
+
 from scaldiag.record.rundir import read_json, read_jsonl
 
 pytest.importorskip("tensorflow", reason="capture tests need TensorFlow (make test installs it)")
@@ -172,6 +172,7 @@ def test_the_callback_keeps_keras_asynchronous_dispatch():
     # to numbers: a device sync per step. Ours must not.
     import keras
     from keras.src.callbacks.callback_list import CallbackList
+
     from scaldiag.keras import ScaldiagCallback
 
     assert CallbackList([ScaldiagCallback()])._async_train == keras.src.backend.IS_THREAD_SAFE
@@ -204,7 +205,7 @@ def test_emulated_sweep_gives_the_table_and_an_attribution_that_adds_up(tmp_path
 def test_python_input_is_annotated_in_the_trace(tmp_path):
     # PyDataset batches come from Python, which the profiler does not trace:
     # `profile` wraps each fetch in a `scaldiag_input` annotation.
-    from scaldiag.xplane.read import find_run, read_trace
+    from scaldiag.readers.xplane.read import find_run, read_trace
 
     result = scaldiag("profile", "--out", tmp_path, ROOT / "examples" / "train_cnn.py", "--", "--steps", "30",
                       "--slow-input")

@@ -7,7 +7,6 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import GPU_TRACE, ROOT, tf_cpu_trace
 
 

@@ -5,15 +5,15 @@ import re
 
 import numpy as np
 import pytest
-
 from conftest import GPU_TRACE
 from rawproto import events, union_length_in
+
 from scaldiag.analyze.breakdown import breakdown
 from scaldiag.analyze.device import device_events
-from scaldiag.analyze.steps import find_steps
 from scaldiag.analyze.profile import analyze_trace
-from scaldiag.analyze.report import build_report
-from scaldiag.xplane.read import find_run, read_trace
+from scaldiag.analyze.steps import find_steps
+from scaldiag.readers.xplane.read import find_run, read_trace
+from scaldiag.rules.report import build_report
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def analysis():
 
 @pytest.fixture(scope="module")
 def space(request):
-    from scaldiag.xplane.schema import XSpace
+    from scaldiag.readers.xplane.schema import XSpace
     s = XSpace()
     s.ParseFromString(GPU_TRACE.read_bytes())
     return s

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-
 from conftest import GPU_TRACE
-from scaldiag.errors import TraceError
-from scaldiag.xplane.read import find_run, read_trace
 from xspace_builder import PlaneBuilder, new_space, write
+
+from scaldiag.errors import TraceError
+from scaldiag.readers.xplane.read import find_run, read_trace
 
 DETAILS = "kind_src:pageable kind_dst:device size:4096 dest:0 async:0"
 
@@ -87,6 +87,7 @@ def test_every_event_and_wanted_stat_matches_the_protobuf_objects(path, raw_spac
     """The numpy wire decoder against plain protobuf reading, event by event."""
     from conftest import tf_cpu_trace
     from rawproto import events
+
     from scaldiag.trace import WANTED_STATS
 
     file = GPU_TRACE if path == "gpu" else tf_cpu_trace(path)

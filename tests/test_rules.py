@@ -6,10 +6,10 @@ import pytest
 
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.profile import CategoryTime, ProfileAnalysis, Transfers, UnitAnalysis
-from scaldiag.analyze.report import build_report
 from scaldiag.analyze.stats import Summary
 from scaldiag.rules import run_rules
 from scaldiag.rules.base import removal_speedup
+from scaldiag.rules.report import build_report
 
 
 def unit(shares: dict, spread: float = 1.0, busy_pct: float = 90.0, kind="gpu", h2d=None) -> UnitAnalysis:

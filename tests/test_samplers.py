@@ -6,8 +6,8 @@ import sys
 import time
 
 import pytest
-
 from fake_nvml import PCIE_BYTES_PER_S, FakeNvml
+
 from scaldiag.analyze.run import gpu_summaries, host_summary
 from scaldiag.collect.samplers import Samplers, visible_gpu_indices
 from scaldiag.record.rundir import GPU_SAMPLES, HOST_SAMPLES, read_json, read_jsonl

@@ -2,13 +2,13 @@
 
 import numpy as np
 import pytest
-
 from conftest import tf_cpu_trace
 from rawproto import events, union_length_in
+
 from scaldiag.analyze.profile import analyze_trace
-from scaldiag.analyze.report import build_report
 from scaldiag.analyze.steps import find_steps
-from scaldiag.xplane.read import read_trace
+from scaldiag.readers.xplane.read import read_trace
+from scaldiag.rules.report import build_report
 
 
 def load(case):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scaldiag.xplane.schema import XSpace
+from scaldiag.readers.xplane.schema import XSpace
 
 
 class PlaneBuilder:

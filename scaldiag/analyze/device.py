@@ -41,8 +41,10 @@ def device_events(plane: Plane) -> DeviceEvents:
             if found is None:
                 found = cache[key] = device_category(plane.event_names[key[0]], *key[1:])
             line_cats[i] = found
-        starts.append(line.start_ns); ends.append(line.end_ns)
-        cats.append(line_cats); details.append(line.stat("memcpy_details"))
+        starts.append(line.start_ns)
+        ends.append(line.end_ns)
+        cats.append(line_cats)
+        details.append(line.stat("memcpy_details"))
     if not starts:
         empty = np.empty(0, np.int64)
         return DeviceEvents(empty, empty, np.empty(0, object), np.empty(0, object))

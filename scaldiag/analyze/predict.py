@@ -8,7 +8,8 @@ exclusive shares and scales each part to N devices:
 | compute, layout, h2d, d2h, other | per-replica batch b(N) | each device works on its own shard |
 | collective | ring all-reduce volume 2(N-1)/N | NCCL ring: each GPU sends and receives 2(N-1)/N of the gradient bytes |
 | input | global batch B(N) | one host feeds every replica |
-| host_overhead, idle | constant per step, or linear in the global batch when two measured points give the slope | dispatch and Python run once per step; slicing and converting the batch grows with it |
+| host_overhead, idle | constant per step, or linear in the global batch | dispatch and Python run once per step; |
+|  | when two measured points give the slope | slicing and converting the batch grows with it |
 
 Weak scaling keeps b (B = N b); strong keeps B (b = B / N). From a
 single-device point the collective has no measurement to scale, so it is

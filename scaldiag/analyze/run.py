@@ -13,6 +13,7 @@ import numpy as np
 
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.stats import Summary
+from scaldiag.record.types import RunRecord
 
 # A step after warm-up more than this many times the median is compilation or
 # retracing (new shapes, a new tf.function trace), not steady state. Steady
@@ -25,18 +26,6 @@ CLOCK_EVENT_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4:
                        0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
                        0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
                        0x100: "display_clock_setting"}
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """The run directory's contents as plain data."""
-
-    run: dict
-    training: dict
-    inventory: dict
-    steps: list[dict]
-    gpu_samples: list[dict]
-    host_samples: list[dict]
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ class Summary:
     ci95: float  # half-width of the 95% confidence interval of the mean
 
     @classmethod
-    def of(cls, values) -> "Summary":
+    def of(cls, values) -> Summary:
         values = np.asarray(values, float)
         if len(values) == 0:
             return cls(math.nan, math.nan, math.nan, math.nan, 0, math.inf)

@@ -69,7 +69,8 @@ def _from_step_num(host_events):
     for plane, line in host_events:
         step_num, root = line.stat("step_num"), line.stat("_r")
         for i in np.flatnonzero(np.not_equal(step_num, None)):
-            by_name[plane.event_names[line.name_id[i]]].append((int(step_num[i]), int(line.start_ns[i]), int(line.end_ns[i]), root[i] == 1))
+            event = (int(step_num[i]), int(line.start_ns[i]), int(line.end_ns[i]), root[i] == 1)
+            by_name[plane.event_names[line.name_id[i]]].append(event)
     if not by_name:
         return None
     # The marker name with the most root events (then the most events).

@@ -14,8 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+from scaldiag.collect.env import RUN_DIR_ENV
 from scaldiag.collect.samplers import Samplers
-from scaldiag.collect.session import RUN_DIR_ENV, start_run_json
+from scaldiag.collect.session import start_run_json
 from scaldiag.record.rundir import read_json, update_json
 
 

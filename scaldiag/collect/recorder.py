@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from scaldiag.collect.tracing import TraceWindow
+from scaldiag.collect.frameworks.tracing import TraceWindow
 from scaldiag.record.rundir import STEPS, TRACE_DIR, JsonlWriter, update_json
 
 WARMUP_STEPS = 3  # compile and first-run effects (allocator growth, autotuning)

@@ -15,12 +15,11 @@ import time
 from pathlib import Path
 
 from scaldiag import __version__
+from scaldiag.collect.env import RUN_DIR_ENV
+from scaldiag.collect.frameworks.tracing import trace_window
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS, StepRecorder
 from scaldiag.collect.samplers import Samplers
-from scaldiag.collect.tracing import trace_window
-from scaldiag.record.rundir import SCHEMA_VERSION, TRACE_DIR, read_json, update_json, write_json
-
-RUN_DIR_ENV = "SCALDIAG_RUN_DIR"
+from scaldiag.record.rundir import RECORD_SCHEMA_VERSION, TRACE_DIR, read_json, update_json, write_json
 
 
 def new_run_dir(base: str | os.PathLike = "scaldiag_runs", label: str = "run") -> Path:
@@ -37,7 +36,7 @@ def new_run_dir(base: str | os.PathLike = "scaldiag_runs", label: str = "run") -
 
 def start_run_json(run_dir: Path, command: list[str]) -> None:
     write_json(run_dir, "run.json", {
-        "schema_version": SCHEMA_VERSION, "scaldiag_version": __version__, "status": "running",
+        "schema_version": RECORD_SCHEMA_VERSION, "scaldiag_version": __version__, "status": "running",
         "command": command, "cwd": os.getcwd(), "host": platform.node(), "python": sys.version.split()[0],
         "started_ns": time.time_ns(), "missing": []})
 

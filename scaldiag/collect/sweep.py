@@ -12,12 +12,10 @@ import os
 import sys
 from pathlib import Path
 
+from scaldiag.collect.env import EMULATE_ENV, NUM_GPUS_ENV
 from scaldiag.collect.launcher import launch
 from scaldiag.errors import ScaldiagError
-from scaldiag.record.rundir import write_json
-
-NUM_GPUS_ENV = "SCALDIAG_NUM_GPUS"
-EMULATE_ENV = "SCALDIAG_EMULATE_DEVICES"
+from scaldiag.record.rundir import SWEEP_JSON, write_json
 
 
 def available_gpus(env: dict) -> list[str]:
@@ -64,7 +62,7 @@ def sweep(sweep_dir: Path, script: str, script_args: list[str], counts: list[int
     env = dict(os.environ)
     runs = [{"gpus": n, "repeat": r, "dir": f"gpus{n}" + (f"-r{r}" if repeat > 1 else "")}
             for r in range(repeat) for n in counts]
-    write_json(sweep_dir, "sweep.json", {"counts": counts, "emulate": emulate, "repeat": repeat, "runs": runs,
+    write_json(sweep_dir, SWEEP_JSON, {"counts": counts, "emulate": emulate, "repeat": repeat, "runs": runs,
                                          "script": script, "args": script_args})
     codes = []
     for i, run in enumerate(runs, 1):

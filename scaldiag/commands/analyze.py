@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
-
-from scaldiag.analyze.profile import analyze_trace
-from scaldiag.analyze.report import build_report
 from scaldiag.commands.output import emit
-from scaldiag.render import json_report, terminal
-from scaldiag.xplane.read import find_run, read_trace
+from scaldiag.pipeline import diagnose_trace
 
 
 def add_parser(subparsers) -> None:
@@ -25,7 +20,5 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    run_name, files = find_run(args.path, args.run)
-    report = build_report(analyze_trace(read_trace(files), run_name))
-    emit(args.json, lambda: json_report.render(report), lambda: terminal.render(report, Console()))
+    emit(diagnose_trace(args.path, args.run), args.json)
     return 0

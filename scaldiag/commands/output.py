@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from scaldiag.errors import ScaldiagError
+from scaldiag.render import json, write
 
 
-def emit(json_path: str | None, to_json: Callable[[], str], to_terminal: Callable[[], None]) -> None:
+def emit(report, json_path: str | None) -> None:
     """``--json -``: JSON on stdout only; else the terminal report, and JSON to ``json_path`` if given."""
     if json_path == "-":
-        sys.stdout.write(to_json())
+        write(report, "json")
         return
-    to_terminal()
+    write(report, "terminal")
     if json_path:
-        write_text(Path(json_path), to_json())
+        write_text(Path(json_path), json.render(report))
 
 
 def write_text(path: Path, text: str) -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 from scaldiag.collect.launcher import launch
 from scaldiag.collect.session import new_run_dir
 from scaldiag.collect.sweep import gpus_for, sweep
-from scaldiag.commands import report
+from scaldiag.commands.output import emit
 from scaldiag.errors import ScaldiagError
+from scaldiag.pipeline import diagnose_run, diagnose_sweep
 
 
 def add_parser(subparsers) -> None:
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     code = launch(run_dir, str(script), script_args)
     print(file=sys.stderr)
     try:
-        report.show(run_dir, args.json)
+        emit(diagnose_run(run_dir), args.json)
     except ScaldiagError as exc:  # the run is kept even when its report cannot be made
         print(f"scaldiag: no report: {exc}", file=sys.stderr)
     print(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})", file=sys.stderr)
@@ -65,7 +66,7 @@ def _sweep(args, script: Path, script_args: list[str]) -> int:
     sweep_dir = new_run_dir(args.out, f"{script.stem}-sweep")
     codes = sweep(sweep_dir, str(script), script_args, counts, args.emulate, gpus, max(1, args.repeat))
     print(file=sys.stderr)
-    report.show(sweep_dir, args.json)
+    emit(diagnose_sweep(sweep_dir), args.json)
     print(f"scaldiag: sweep directory {sweep_dir}  (scaldiag report {sweep_dir})", file=sys.stderr)
     failed = [c for c in codes if c != 0]
     return 0 if not failed else (failed[0] if failed[0] > 0 else 128 - failed[0])

@@ -1,14 +1,12 @@
-"""Read a run directory (possibly partial: a killed run) into plain data."""
+"""Read a run or sweep directory (possibly partial: a killed run) into plain data. Facts only."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from scaldiag.analyze.profile import ProfileAnalysis, analyze_trace
-from scaldiag.analyze.run import RunRecord
-from scaldiag.errors import ScaldiagError, TraceError
-from scaldiag.record.rundir import GPU_SAMPLES, HOST_SAMPLES, STEPS, TRACE_DIR, read_json, read_jsonl
-from scaldiag.xplane.read import find_run, read_trace
+from scaldiag.errors import ScaldiagError
+from scaldiag.record.rundir import GPU_SAMPLES, HOST_SAMPLES, STEPS, SWEEP_JSON, read_json, read_jsonl
+from scaldiag.record.types import RunRecord
 
 
 def read_record(run_dir: Path) -> RunRecord:
@@ -24,13 +22,13 @@ def read_record(run_dir: Path) -> RunRecord:
                      host_samples=read_jsonl(run_dir / HOST_SAMPLES))
 
 
-def read_run_trace(run_dir: Path) -> tuple[ProfileAnalysis | None, list[str]]:
-    """The analysis of the run's trace window, or why there is none."""
-    logdir = Path(run_dir) / TRACE_DIR
-    if not logdir.exists():
-        return None, ["trace: no profiler trace in this run (too few steps, or the profiler failed)"]
-    try:
-        name, files = find_run(logdir)
-        return analyze_trace(read_trace(files), name), []
-    except TraceError as exc:
-        return None, [f"trace: {exc}"]
+def is_sweep(path: Path) -> bool:
+    return (Path(path) / SWEEP_JSON).exists()
+
+
+def sweep_runs(sweep_dir: Path) -> tuple[dict, list[tuple[int, Path]]]:
+    """The sweep's spec and its recorded runs as (device count, run directory)."""
+    spec = read_json(sweep_dir, SWEEP_JSON)
+    runs = [(run["gpus"], Path(sweep_dir) / run["dir"]) for run in spec.get("runs", [])
+            if (Path(sweep_dir) / run["dir"] / "run.json").exists()]
+    return spec, runs

@@ -10,6 +10,8 @@
       host_samples.jsonl   psutil samples                                           (sampler)
       trace/               TensorBoard logdir: plugins/profile/<run>/<host>.xplane.pb
 
+    SWEEP_DIR/sweep.json   a sweep: GPU counts, repeats, one run directory each  (profile --gpus)
+
 Written incrementally: JSON files are replaced atomically (write, then
 rename); JSONL files are appended a line at a time and flushed, so a crash,
 kill or Ctrl-C leaves every complete line readable. Readers skip a torn last
@@ -23,10 +25,11 @@ import os
 import threading
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+RECORD_SCHEMA_VERSION = 1  # the layout of run.json and friends (not the report's JSON)
 JSON_FILES = ("run.json", "training.json", "inventory.json")
 STEPS, GPU_SAMPLES, HOST_SAMPLES = "steps.jsonl", "gpu_samples.jsonl", "host_samples.jsonl"
 TRACE_DIR = "trace"
+SWEEP_JSON = "sweep.json"
 
 
 def write_json(run_dir: Path, name: str, data: dict) -> None:

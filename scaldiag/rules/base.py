@@ -10,8 +10,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
+
+# Sweep rules (SD203, SD205): a lost speedup of at least this fraction of the
+# ideal (0.6x of an ideal 2x) is high severity: a third of the devices added
+# give nothing back.
+HIGH_LOST_FRACTION_OF_IDEAL = 0.3
+
+Subject = TypeVar("Subject", contravariant=True)
+
+
+class Rule(Protocol[Subject]):
+    """A rule: a stable id and a check of one subject (a trace analysis, a run or a sweep)."""
+
+    id: str
+
+    def check(self, subject: Subject) -> Finding | None: ...
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,22 @@ class Finding:
     fix: dict[str, str]  # framework ("tensorflow", "jax") -> what to change, with code
     predicted_speedup: Speedup | None
     notes: list[str] = field(default_factory=list)
+
+
+def same_fix(text: str) -> dict[str, str]:
+    """The fix of a hardware or system cause: the same words in every framework."""
+    return {"tensorflow": text, "jax": text}
+
+
+def lost_speedup_severity(lost: float, ideal: float) -> str:
+    return "high" if lost >= HIGH_LOST_FRACTION_OF_IDEAL * ideal else "medium"
+
+
+def recovery_speedup(measured: float, lost: float, what: str, gpus: int | None = None) -> Speedup:
+    """The speedup at ``gpus`` if ``lost`` (in units of speedup) were won back: (S + lost) / S."""
+    gain = (measured + lost) / measured
+    where = f" at {gpus} devices" if gpus else ""
+    return Speedup(gain, gain, gain, f"{what}: ({measured:.2f} + {lost:.2f}) / {measured:.2f} = {gain:.2f}x{where}")
 
 
 def clears(value: float, spread: float, threshold: float) -> bool:

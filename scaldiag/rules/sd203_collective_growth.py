@@ -11,12 +11,16 @@ latency-bound (many small tensors); near it, the bytes themselves cost.
 from __future__ import annotations
 
 from scaldiag.analyze.scaling import ScalingAnalysis
-from scaldiag.rules.base import Evidence, Finding, Speedup
+from scaldiag.rules.base import Evidence, Finding, lost_speedup_severity, recovery_speedup
 from scaldiag.rules.sd103_collective_bound import FIX
 
 # Lost speedup, in units of speedup (ideal 2.0 -> measured 1.9 is 0.1), beyond
 # the noise: below a tenth of a device's worth it is not worth a change.
 MIN_LOST = 0.1
+# An all-reduce reaching under a tenth of the link's nominal bandwidth moves
+# too few bytes per call to be bandwidth-bound: NCCL's own all-reduce curves
+# reach their plateau only from megabytes per call.
+LATENCY_BOUND_LINK_FRACTION = 0.1
 
 
 class _CollectiveGrowth:
@@ -40,18 +44,16 @@ class _CollectiveGrowth:
                                      round(point.allreduce_bus_bytes_per_s / 1e9, 2), "GB/s",
                                      threshold=round(point.link_bytes_per_s / 1e9, 1) if point.link_bytes_per_s
                                      else None))
-            if point.link_bytes_per_s and point.allreduce_bus_bytes_per_s < 0.1 * point.link_bytes_per_s:
+            if point.link_bytes_per_s and point.allreduce_bus_bytes_per_s < LATENCY_BOUND_LINK_FRACTION * point.link_bytes_per_s:
                 notes.append("under a tenth of the link's bandwidth: many small all-reduces, latency-bound; "
                              "pack gradients into fewer, larger all-reduces")
-        gain = (a.measured + cause.lost_speedup) / a.measured
         return Finding(
-            id=self.id, title="All-reduce cost grows with the device count", severity="high" if cause.lost_speedup
-            >= 0.3 * a.ideal else "medium", category="collective",
+            id=self.id, title="All-reduce cost grows with the device count",
+            severity=lost_speedup_severity(cause.lost_speedup, a.ideal), category="collective",
             summary=f"at {a.gpus} devices exposed all-reduce costs {cause.lost_speedup:.2f}x of the ideal "
                     f"{a.ideal:.2f}x (measured {a.measured:.2f}x)",
             evidence=evidence, fix=FIX, notes=notes,
-            predicted_speedup=Speedup(gain, gain, gain, f"hiding all of it: ({a.measured:.2f} + {cause.lost_speedup:.2f})"
-                                                        f" / {a.measured:.2f} = {gain:.2f}x at {a.gpus} devices"))
+            predicted_speedup=recovery_speedup(a.measured, cause.lost_speedup, "hiding all of it", a.gpus))
 
 
 RULE = _CollectiveGrowth()

@@ -9,7 +9,7 @@ all-reduce waits for.
 from __future__ import annotations
 
 from scaldiag.analyze.run import RunAnalysis
-from scaldiag.rules.base import Evidence, Finding, Speedup
+from scaldiag.rules.base import Evidence, Finding, Speedup, same_fix
 
 # The reasons that mean "held down": nvmlClocksEventReason* in nvml.h.
 THROTTLE_REASONS = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
@@ -17,7 +17,7 @@ THROTTLE_REASONS = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_th
 
 _CHECK = ("Check cooling and power: nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE; a power cap below the "
           "board's default (nvidia-smi -pl) or a hot card slows every replica that waits for it.")
-FIX = {"tensorflow": _CHECK, "jax": _CHECK}  # the same in every framework
+FIX = same_fix(_CHECK)
 
 
 class _ThrottledClocks:

@@ -9,7 +9,7 @@ parts (input, host_overhead) that take speedup away as devices are added.
 from __future__ import annotations
 
 from scaldiag.analyze.scaling import ScalingAnalysis
-from scaldiag.rules.base import Evidence, Finding, Speedup
+from scaldiag.rules.base import Evidence, Finding, lost_speedup_severity, recovery_speedup
 
 MIN_LOST = 0.1  # as SD203: a tenth of a device's worth, beyond the noise
 HOST_PARTS = ("input", "host_overhead")
@@ -36,17 +36,15 @@ class _HostGrowth:
             lost = sum(c.lost_speedup for c in parts)
             spread = sum(c.spread for c in parts)
             if lost - spread >= MIN_LOST:
-                gain = (a.measured + lost) / a.measured
                 return Finding(
-                    id=self.id, title="Per-step host time grows with the global batch", severity="high"
-                    if lost >= 0.3 * a.ideal else "medium", category="host_overhead",
+                    id=self.id, title="Per-step host time grows with the global batch",
+                    severity=lost_speedup_severity(lost, a.ideal), category="host_overhead",
                     summary=f"at {a.gpus} devices the host-side parts ({', '.join(HOST_PARTS)}) cost {lost:.2f}x "
                             f"of the ideal {a.ideal:.2f}x: one host prepares a batch {a.gpus}x as large",
                     evidence=[Evidence(f"speedup lost to {c.category} at {a.gpus} devices", round(c.lost_speedup, 3),
                                        "x", threshold=MIN_LOST, spread=round(c.spread, 3)) for c in parts],
                     fix=FIX,
-                    predicted_speedup=Speedup(gain, gain, gain, f"host work per step held constant: ({a.measured:.2f}"
-                                                                f" + {lost:.2f}) / {a.measured:.2f} = {gain:.2f}x"))
+                    predicted_speedup=recovery_speedup(a.measured, lost, "host work per step held constant"))
         return None
 
 

@@ -14,6 +14,8 @@ from scaldiag.rules.sd101_input_bound import FIX
 
 # With less than 2x headroom, a second device cannot double throughput.
 HEADROOM = 2.0
+# Under 1.2x headroom even a second device would gain at most a fifth: high.
+HIGH_SEVERITY_CAP = 1.2
 
 
 class _InputCeiling:
@@ -27,7 +29,7 @@ class _InputCeiling:
         if cap >= HEADROOM:
             return None
         return Finding(
-            id=self.id, title="The input pipeline caps the speedup", severity="high" if cap < 1.2 else "medium",
+            id=self.id, title="The input pipeline caps the speedup", severity="high" if cap < HIGH_SEVERITY_CAP else "medium",
             category="input",
             summary=f"the input alone delivers {ceiling['samples_per_s']:,.0f} samples/s; training consumed "
                     f"{run.steps.samples_per_s:,.0f}: more devices can speed up at most {cap:.2f}x",

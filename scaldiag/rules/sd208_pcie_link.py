@@ -9,12 +9,12 @@ Gen3 x8 instead of Gen5 x16 moves host-to-device data 8x slower.
 from __future__ import annotations
 
 from scaldiag.analyze.run import RunAnalysis
-from scaldiag.rules.base import Evidence, Finding
+from scaldiag.rules.base import Evidence, Finding, same_fix
 
 _RESEAT = ("Check the slot and card: nvidia-smi -q -d PCIE shows the link generation and width now and at most; "
            "a card in an x8 slot, a riser, a BIOS setting or a bad seat lowers them. Reseat the card or move it "
            "to a full-width slot.")
-FIX = {"tensorflow": _RESEAT, "jax": _RESEAT}  # hardware: the same in every framework
+FIX = same_fix(_RESEAT)
 
 
 class _PcieLink:

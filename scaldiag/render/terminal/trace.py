@@ -1,32 +1,27 @@
-"""The report for a terminal, with rich."""
+"""A trace's report (``scaldiag analyze``) for a terminal."""
 
 from __future__ import annotations
 
 import math
 
-from rich.console import Console, Group
-from rich.panel import Panel
+from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.profile import Transfers, UnitAnalysis
-from scaldiag.analyze.report import Report
-from scaldiag.rules import Finding
-
-_SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "info": "cyan"}
-_FRAMEWORK_LABEL = {"tensorflow": "TensorFlow / Keras", "jax": "JAX / Keras on JAX"}
+from scaldiag.render.terminal.common import add_row, bytes_text, finding_panel, text
+from scaldiag.rules.report import Report
 
 
 def render(report: Report, console: Console) -> None:
     a = report.analysis
-    console.print(Text(f"scaldiag analyze: {a.run}", style="bold"))
-    console.print(f"{', '.join(a.sources)}  ({a.event_count:,} events, framework: {a.framework})")
-    console.print(f"steps: {a.steps_description}")
+    console.print(text(f"scaldiag analyze: {a.run}", style="bold"))
+    console.print(text(f"{', '.join(a.sources)}  ({a.event_count:,} events, framework: {a.framework})"))
+    console.print(text(f"steps: {a.steps_description}"))
     for note in a.notes:
-        console.print(f"note: {note}", style="dim")
+        console.print(text(f"note: {note}", style="dim"))
     console.print()
-    console.print(Text(report.verdict, style="bold"))
+    console.print(text(report.verdict, style="bold"))
     console.print()
     if a.units:
         console.print(_step_table(a.units))
@@ -36,9 +31,9 @@ def render(report: Report, console: Console) -> None:
         idlest = min(a.units, key=lambda u: u.busy_pct)
         if idlest.host_activity_while_idle:
             console.print(_activity_table(idlest))
-    console.print(Text(f"Findings ({len(report.findings)})", style="bold"))
+    console.print(text(f"Findings ({len(report.findings)})", style="bold"))
     if not report.findings:
-        console.print("none: no rule's threshold is cleared beyond the step-to-step noise")
+        console.print(text("none: no rule's threshold is cleared beyond the step-to-step noise"))
     for finding in report.findings:
         console.print(finding_panel(finding, a.framework))
 
@@ -57,7 +52,7 @@ def _step_table(units: list[UnitAnalysis]) -> Table:
         table.add_column(col, justify="left" if col == "device" else "right")
     for u in units:
         s = u.step_time_ms
-        table.add_row(u.name, str(u.steps), _ms(s.mean), _pm(s.ci95), _ms(s.p50), _ms(s.p90), _ms(s.stdev),
+        add_row(table, u.name, str(u.steps), _ms(s.mean), _pm(s.ci95), _ms(s.p50), _ms(s.p90), _ms(s.stdev),
                       f"{u.busy_pct:.1f}")
     return table
 
@@ -66,7 +61,7 @@ def _breakdown_table(units: list[UnitAnalysis]) -> Table:
     table = Table(title="Per-step breakdown: exclusive % ±95% (exclusive ms / busy ms)", title_justify="left")
     table.add_column("category")
     for u in units:
-        table.add_column(u.name, justify="right")
+        table.add_column(text(u.name), justify="right")
     for category in CATEGORIES:
         cells = []
         for u in units:
@@ -74,16 +69,8 @@ def _breakdown_table(units: list[UnitAnalysis]) -> Table:
             cells.append(f"{t.exclusive_pct:5.1f}% ±{_pm(t.exclusive_pct_ci95)} "
                          f"({t.exclusive_ms:.3f} / {t.busy_ms:.3f})")
         if any(u.categories[category].busy_ms > 0 for u in units):
-            table.add_row(category, *cells)
+            add_row(table, category, *cells)
     return table
-
-
-def bytes_text(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n:.2f} GiB"
 
 
 def _copies(t: Transfers | None) -> str:
@@ -98,35 +85,17 @@ def _transfer_table(units: list[UnitAnalysis]) -> Table:
     for col in ("device", "H2D", "D2H", "collectives", "collective ms"):
         table.add_column(col, justify="left" if col in ("device", "H2D", "D2H") else "right")
     for u in units:
-        table.add_row(u.name, _copies(u.h2d), _copies(u.d2h), f"{u.collective_count_per_step:.1f}",
+        add_row(table, u.name, _copies(u.h2d), _copies(u.d2h), f"{u.collective_count_per_step:.1f}",
                       f"{u.categories['collective'].busy_ms:.3f}")
     return table
 
 
 def _activity_table(u: UnitAnalysis) -> Table:
     work = "kernels or copies" if u.kind == "gpu" else "ops"
-    table = Table(title=f"While {u.name} runs no {work} ({100 - u.busy_pct:.1f}% of the step), the host is in",
+    table = Table(title=text(f"While {u.name} runs no {work} ({100 - u.busy_pct:.1f}% of the step), the host is in"),
                   title_justify="left")
     for col in ("host event (innermost)", "state", "thread-ms per step"):
         table.add_column(col, justify="right" if col.startswith("thread") else "left")
     for h in u.host_activity_while_idle:
-        table.add_row(h.name, h.state, f"{h.ms_per_step:.3f}")
+        add_row(table, h.name, h.state, f"{h.ms_per_step:.3f}")
     return table
-
-
-def finding_panel(f: Finding, framework: str) -> Panel:
-    lines = [Text(f.summary)]
-    for e in f.evidence:
-        spread = f" ±{e.spread}" if e.spread is not None else ""
-        threshold = f" (threshold {e.threshold}{e.unit})" if e.threshold is not None else ""
-        lines.append(Text(f"  evidence: {e.metric} = {e.value}{spread} {e.unit}{threshold}", style="dim"))
-    if f.predicted_speedup:
-        s = f.predicted_speedup
-        lines.append(Text(f"  predicted: {s.arithmetic} (range {s.low:.2f}x-{s.high:.2f}x)"))
-    lines += [Text(f"  note: {n}", style="dim") for n in f.notes]
-    frameworks = [framework] if framework in f.fix else list(f.fix)
-    for fw in frameworks:
-        lines.append(Text(f"fix ({_FRAMEWORK_LABEL.get(fw, fw)}):", style="bold"))
-        lines.append(Text(f.fix[fw]))
-    title = Text.assemble((f"{f.id} ", "bold"), (f"{f.severity} ", _SEVERITY_STYLE.get(f.severity, "")), f.title)
-    return Panel(Group(*lines), title=title, title_align="left")

@@ -1,51 +1,50 @@
-"""A captured run for a terminal: the run, its steady-state steps, samples, then the trace report."""
+"""A captured run's report for a terminal: the run, its steady-state steps, samples, then the trace report."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
-from scaldiag.analyze.report import Report
 from scaldiag.analyze.run import RunAnalysis
-from scaldiag.render import terminal
-from scaldiag.render.terminal import bytes_text
-from scaldiag.rules import Finding
+from scaldiag.render.terminal import trace
+from scaldiag.render.terminal.common import add_row, bytes_text, finding_panel, text
+from scaldiag.rules.report import RunReport
 
 
-def render(run_dir: str, a: RunAnalysis, findings: list[Finding], trace_report: Report | None,
-           console: Console) -> None:
+def render(report: RunReport, console: Console) -> None:
+    a = report.analysis
     run, training = a.run, a.training
-    console.print(Text(f"scaldiag run: {run_dir}", style="bold"))
+    console.print(text(f"scaldiag run: {report.run_dir}", style="bold"))
     command = " ".join(run.get("command", [])[1:]) or "?"
     exit_code = run.get("exit_code")
-    console.print(f"{command}  status: {run.get('status', '?')}" + (f", exit code {exit_code}" if exit_code is not None else ""))
+    console.print(text(f"{command}  status: {run.get('status', '?')}"
+                       + (f", exit code {exit_code}" if exit_code is not None else "")))
     fw = training.get("framework", {})
     versions = ", ".join(f"{k} {v}" for k, v in fw.get("versions", {}).items())
-    console.print(f"framework: {fw.get('name', '?')} on {fw.get('backend', '?')}" + (f" ({versions})" if versions else "")
+    console.print(text(f"framework: {fw.get('name', '?')} on {fw.get('backend', '?')}" + (f" ({versions})" if versions else "")
                   + f"; replicas: {training.get('replicas', '?')}; global batch: {training.get('global_batch', '?')}"
-                  f" ({training.get('batch_source', '?')}); per-replica batch: {training.get('per_replica_batch', '?')}")
+                  f" ({training.get('batch_source', '?')}); per-replica batch: {training.get('per_replica_batch', '?')}"))
     console.print()
     if a.steps:
         console.print(_steps_table(a))
         if a.steps.traced_step_ms:
-            console.print(f"steps inside the profiler window took {a.steps.traced_step_ms:.3f} ms on average "
+            console.print(text(f"steps inside the profiler window took {a.steps.traced_step_ms:.3f} ms on average "
                           f"({a.steps.traced_step_ms / a.steps.step_time_ms.mean:.2f}x the steady step): the trace "
-                          "breakdown below is of profiled steps", style="dim")
+                          "breakdown below is of profiled steps", style="dim"))
     if a.gpus:
         console.print(_gpu_table(a))
     if a.host:
         h = a.host
-        console.print(f"host ({h.samples} samples): {h.cores} cores at {h.core_pct_mean:.0f}% mean, busiest core "
+        console.print(text(f"host ({h.samples} samples): {h.cores} cores at {h.core_pct_mean:.0f}% mean, busiest core "
                       f"{h.busiest_core_pct:.0f}%; training processes {h.process_cpu_pct:.0f}% of one core; "
-                      f"peak RSS {bytes_text(h.rss_max_bytes)}")
+                      f"peak RSS {bytes_text(h.rss_max_bytes)}"))
     for gap in a.missing:
-        console.print(f"missing evidence: {gap}", style="yellow")
-    for finding in findings:
-        console.print(terminal.finding_panel(finding, a.training.get("framework", {}).get("backend", "unknown")))
+        console.print(text(f"missing evidence: {gap}", style="yellow"))
+    for finding in report.findings:
+        console.print(finding_panel(finding, report.framework))
     console.print()
-    if trace_report is not None:
-        terminal.render(trace_report, console)
+    if report.trace_report is not None:
+        trace.render(report.trace_report, console)
 
 
 def _steps_table(a: RunAnalysis) -> Table:
@@ -58,7 +57,7 @@ def _steps_table(a: RunAnalysis) -> Table:
         f"{s.samples_per_s:,.0f}" + (f" [{s.samples_per_s_low:,.0f}-{s.samples_per_s_high:,.0f}]"
                                      if s.samples_per_s_low else ""))
     excluded = "; ".join(f"{reason}: {len(steps)}" for reason, steps in s.excluded.items()) or "none"
-    table.add_row(f"{t.mean:.3f} ±{t.ci95:.3f}", f"{t.p50:.3f}", f"{t.p90:.3f}", f"{t.stdev:.3f}", rate, excluded)
+    add_row(table, f"{t.mean:.3f} ±{t.ci95:.3f}", f"{t.p50:.3f}", f"{t.p90:.3f}", f"{t.stdev:.3f}", rate, excluded)
     return table
 
 
@@ -76,7 +75,7 @@ def _gpu_table(a: RunAnalysis) -> Table:
 
     for g in a.gpus:
         clocks = "-" if g.sm_clock_mhz_min is None else f"{g.sm_clock_mhz_min}-{g.sm_clock_mhz_max}"
-        table.add_row(f"{g.index} {g.name or ''}", f"{g.samples} ({g.sample_hz:.0f})", num(g.util_pct),
+        add_row(table, f"{g.index} {g.name or ''}", f"{g.samples} ({g.sample_hz:.0f})", num(g.util_pct),
                       rate(g.mem_used_max_bytes), rate(g.pcie_tx_bytes_per_s), rate(g.pcie_rx_bytes_per_s),
                       rate(g.nvlink_tx_bytes_per_s), clocks, num(g.power_w), ", ".join(g.clock_event_reasons) or "none")
     return table

@@ -15,9 +15,9 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from scaldiag.errors import TraceError
+from scaldiag.readers.xplane.schema import EVENTS_TAG, LINES_TAG, PLANES_TAG, XLine, XPlane, XSpace
+from scaldiag.readers.xplane.wire import WireError, as_int64, fields, split_fields
 from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
-from scaldiag.xplane.schema import EVENTS_TAG, LINES_TAG, PLANES_TAG, XLine, XPlane, XSpace
-from scaldiag.xplane.wire import WireError, as_int64, fields, split_fields
 
 XPLANE_SUFFIX = ".xplane.pb"
 

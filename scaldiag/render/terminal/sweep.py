@@ -1,26 +1,24 @@
-"""A sweep for a terminal and as JSON: the scaling table and where the speedup went."""
+"""A sweep's report for a terminal: the scaling table, where the speedup went, predictions."""
 
 from __future__ import annotations
-
-from dataclasses import asdict
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from scaldiag.analyze.scaling import UNEXPLAINED, ScalingAnalysis
-from scaldiag.record.rundir import SCHEMA_VERSION
-from scaldiag.render.json_report import dumps
-from scaldiag.render.terminal import finding_panel
+from scaldiag.render.terminal.common import add_row, finding_panel, text
+from scaldiag.rules.report import SweepReport
 
 
-def render(sweep_dir: str, s: ScalingAnalysis, findings: list, console: Console) -> None:
-    console.print(Text(f"scaldiag sweep: {sweep_dir}", style="bold"))
+def render(report: SweepReport, console: Console) -> None:
+    s = report.analysis
+    console.print(text(f"scaldiag sweep: {report.sweep_dir}", style="bold"))
     kind = "emulated devices" if s.emulated else "GPUs"
-    console.print(f"{s.mode} scaling over {kind}" + (" (per-replica batch fixed)" if s.mode == "weak" else
-                                                   " (global batch fixed)" if s.mode == "strong" else ""))
+    console.print(text(f"{s.mode} scaling over {kind}" + (" (per-replica batch fixed)" if s.mode == "weak" else
+                                                   " (global batch fixed)" if s.mode == "strong" else "")))
     for note in s.notes:
-        console.print(f"note: {note}", style="dim")
+        console.print(text(f"note: {note}", style="dim"))
     console.print(_table(s))
     for a in s.attribution:
         console.print(_waterfall(a))
@@ -28,7 +26,7 @@ def render(sweep_dir: str, s: ScalingAnalysis, findings: list, console: Console)
         console.print(_validation(s))
     if s.predictions:
         console.print(_predictions(s))
-    for finding in findings:
+    for finding in report.findings:
         console.print(finding_panel(finding, "unknown"))
 
 
@@ -38,7 +36,7 @@ def _validation(s: ScalingAnalysis) -> Table:
     for col in ("devices", "predicted samples/s", "measured samples/s", "error"):
         table.add_column(col, justify="right")
     for p in s.validation:
-        table.add_row(str(p.gpus), f"{p.samples_per_s:,.0f}", _num(p.measured_samples_per_s, "{:,.0f}"),
+        add_row(table, str(p.gpus), f"{p.samples_per_s:,.0f}", _num(p.measured_samples_per_s, "{:,.0f}"),
                       _num(p.error_pct, "{:+.1f}%"))
     return table
 
@@ -47,11 +45,11 @@ def _predictions(s: ScalingAnalysis) -> Table:
     base = s.predictions[0].from_gpus
     assumptions = list(dict.fromkeys(a for p in s.predictions for a in p.assumptions))
     table = Table(title=f"Predicted from the {base}-device run (model: docs/scaling.md)",
-                  caption="assumptions: " + "; ".join(assumptions), caption_justify="left", title_justify="left")
+                  caption=text("assumptions: " + "; ".join(assumptions)), caption_justify="left", title_justify="left")
     for col in ("devices", "step ms", "samples/s"):
         table.add_column(col, justify="right")
     for p in s.predictions:
-        table.add_row(str(p.gpus), f"{p.step_time_ms:.3f}", f"{p.samples_per_s:,.0f}")
+        add_row(table, str(p.gpus), f"{p.step_time_ms:.3f}", f"{p.samples_per_s:,.0f}")
     return table
 
 
@@ -66,14 +64,14 @@ def _table(s: ScalingAnalysis) -> Table:
         table.add_column(col, justify="right")
     for p in s.points:
         speedup = "?" if p.speedup is None else f"{p.speedup:.2f}x ±{p.speedup_ci95:.2f}"
-        table.add_row(str(p.gpus), str(p.runs), _num(p.per_replica_batch, "{:g}"), _num(p.global_batch, "{}"),
+        add_row(table, str(p.gpus), str(p.runs), _num(p.per_replica_batch, "{:g}"), _num(p.global_batch, "{}"),
                       f"{p.step_time_ms:.3f} ±{p.step_time_ci95_ms:.3f}", _num(p.samples_per_s, "{:,.0f}"),
                       speedup, _num(p.efficiency, "{:.0%}"))
     return table
 
 
 def _waterfall(a) -> Text:
-    text = Text(f"{a.gpus} devices: ideal {a.ideal:.2f}x")
+    line = Text(f"{a.gpus} devices: ideal {a.ideal:.2f}x")
     for cause in a.causes:
         if abs(cause.lost_speedup) < 0.005:
             continue
@@ -81,22 +79,6 @@ def _waterfall(a) -> Text:
         sign = "-" if cause.lost_speedup >= 0 else "+"
         noise = " (within noise)" if cause.within_noise else ""
         style = "dim" if cause.within_noise else ("red" if cause.lost_speedup > 0 else "green")
-        text.append(f" {sign} {abs(cause.lost_speedup):.2f}x {name}{noise}", style=style)
-    text.append(f" = {a.measured:.2f}x measured", style="bold")
-    return text
-
-
-def to_json(sweep_dir: str, s: ScalingAnalysis, findings: list) -> str:
-    data = {
-        "schema_version": SCHEMA_VERSION,
-        "sweep_dir": sweep_dir,
-        "mode": s.mode,
-        "emulated": s.emulated,
-        "scaling": [asdict(p) for p in s.points],
-        "attribution": [asdict(a) for a in s.attribution],
-        "validation": [asdict(p) for p in s.validation],
-        "predictions": [asdict(p) for p in s.predictions],
-        "notes": s.notes,
-        "findings": [asdict(f) for f in findings],
-    }
-    return dumps(data)
+        line.append(f" {sign} {abs(cause.lost_speedup):.2f}x {name}{noise}", style=style)
+    line.append(f" = {a.measured:.2f}x measured", style="bold")
+    return line

@@ -1,0 +1,5 @@
+"""Environment variables between scaldiag's processes: the launcher sets them, the child reads them."""
+
+RUN_DIR_ENV = "SCALDIAG_RUN_DIR"             # the run directory the child records into
+NUM_GPUS_ENV = "SCALDIAG_NUM_GPUS"           # a sweep point's device count, for the user's script
+EMULATE_ENV = "SCALDIAG_EMULATE_DEVICES"     # split the CPU into N logical devices (profile --emulate)

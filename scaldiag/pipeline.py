@@ -1,0 +1,65 @@
+"""The pipeline, once: read -> analyze -> rules -> a report object.
+
+Every command goes through here, so ``analyze``, ``report`` and ``profile``
+cannot disagree on how a trace, a run or a sweep is diagnosed. Reading is
+the readers' and the record's job, judging the rules'; this module only
+joins them. Renderers take what it returns.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from scaldiag.analyze.profile import ProfileAnalysis, analyze_trace
+from scaldiag.analyze.run import RunAnalysis, analyze_record
+from scaldiag.analyze.scaling import analyze_scaling
+from scaldiag.errors import TraceError
+from scaldiag.readers import read_trace
+from scaldiag.record.reader import is_sweep, read_record, sweep_runs
+from scaldiag.record.rundir import TRACE_DIR
+from scaldiag.rules.report import Report, RunReport, SweepReport, build_report, build_run_report, build_sweep_report
+
+__all__ = ["read_trace", "diagnose_trace", "diagnose_run", "diagnose_sweep", "diagnose"]
+
+
+def diagnose_trace(path: str | os.PathLike, run: str | None = None) -> Report:
+    """``scaldiag analyze``: a trace file or logdir, in any format a reader knows."""
+    name, trace = read_trace(path, run)
+    return build_report(analyze_trace(trace, name))
+
+
+def diagnose_run(run_dir: str | os.PathLike) -> RunReport:
+    """A run directory written by ``profile``, the callback or the loop API."""
+    return build_run_report(str(run_dir), analyze_run_dir(Path(run_dir)))
+
+
+def diagnose_sweep(sweep_dir: str | os.PathLike) -> SweepReport:
+    """A sweep directory (``profile --gpus``): one run per device count and repeat."""
+    spec, found = sweep_runs(Path(sweep_dir))
+    runs: dict[int, list[RunAnalysis]] = {}
+    for gpus, run_dir in found:
+        runs.setdefault(gpus, []).append(analyze_run_dir(run_dir))
+    return build_sweep_report(str(sweep_dir), analyze_scaling(runs, bool(spec.get("emulate"))), runs)
+
+
+def diagnose(path: str | os.PathLike) -> RunReport | SweepReport:
+    """A run or a sweep directory, whichever ``path`` is."""
+    return diagnose_sweep(path) if is_sweep(Path(path)) else diagnose_run(path)
+
+
+def analyze_run_dir(run_dir: Path) -> RunAnalysis:
+    trace, trace_missing = _run_trace(run_dir)
+    return analyze_record(read_record(run_dir), trace, trace_missing)
+
+
+def _run_trace(run_dir: Path) -> tuple[ProfileAnalysis | None, list[str]]:
+    """The analysis of the run's trace window, or why there is none."""
+    logdir = Path(run_dir) / TRACE_DIR
+    if not logdir.exists():
+        return None, ["trace: no profiler trace in this run (too few steps, or the profiler failed)"]
+    try:
+        name, trace = read_trace(logdir)
+        return analyze_trace(trace, name), []
+    except TraceError as exc:
+        return None, [f"trace: {exc}"]

@@ -1,0 +1,17 @@
+"""The record's types: a run directory's contents as plain data, nothing computed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """The run directory's contents as plain data."""
+
+    run: dict
+    training: dict
+    inventory: dict
+    steps: list[dict]
+    gpu_samples: list[dict]
+    host_samples: list[dict]

@@ -1,0 +1,156 @@
+"""The reports as JSON: the public schema, mapped field by field (docs/analyze.md, docs/profile.md).
+
+The JSON is a contract with users' scripts, so it is written out here key by
+key rather than dumped from the dataclasses: adding a field to an analysis
+type changes nothing public until it is named below. One schema version for
+every report kind. NaN and infinity become null.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import TextIO
+
+from scaldiag.analyze.profile import UnitAnalysis
+from scaldiag.rules import Finding
+from scaldiag.rules.report import Report, RunReport, SweepReport
+
+SCHEMA_VERSION = 1
+
+# The public keys of each record type, in output order.
+_SUMMARY = ("mean", "p50", "p90", "stdev", "n", "ci95")
+_CATEGORY = ("exclusive_ms", "exclusive_pct", "exclusive_pct_ci95", "busy_ms")
+_TRANSFERS = ("bytes_per_step", "count_per_step", "bytes_by_host_kind")
+_HOST_ACTIVITY = ("name", "state", "ms_per_step")
+_EVIDENCE = ("metric", "value", "unit", "threshold", "spread", "device")
+_SPEEDUP = ("value", "low", "high", "arithmetic")
+_STEPS = ("recorded", "steady", "excluded", "samples_per_step", "samples_per_s",
+          "samples_per_s_low", "samples_per_s_high", "window_ns", "traced_step_ms")
+_GPU = ("index", "name", "samples", "sample_hz", "util_pct", "mem_used_max_bytes", "pcie_tx_bytes_per_s",
+        "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "sm_clock_mhz_min",
+        "sm_clock_mhz_max", "power_w", "clock_event_reasons", "pcie_gen_max_seen", "pcie_width_max_seen")
+_HOST = ("samples", "cores", "core_pct_mean", "busiest_core_pct", "process_cpu_pct", "rss_max_bytes")
+_POINT = ("gpus", "runs", "global_batch", "per_replica_batch", "step_time_ms", "step_time_ci95_ms",
+          "samples_per_s", "speedup", "speedup_ci95", "efficiency", "ideal_speedup", "collective_ms",
+          "parameter_bytes", "link_bytes_per_s")
+_CAUSE = ("category", "lost_speedup", "spread", "within_noise")
+_PREDICTION = ("gpus", "from_gpus", "step_time_ms", "samples_per_s", "assumptions", "measured_samples_per_s",
+               "error_pct")
+
+
+def _pick(obj, keys: tuple[str, ...]) -> dict:
+    return {k: getattr(obj, k) for k in keys}
+
+
+def finding(f: Finding) -> dict:
+    return {"id": f.id, "title": f.title, "severity": f.severity, "category": f.category, "summary": f.summary,
+            "evidence": [_pick(e, _EVIDENCE) for e in f.evidence], "fix": dict(f.fix),
+            "predicted_speedup": _pick(f.predicted_speedup, _SPEEDUP) if f.predicted_speedup else None,
+            "notes": list(f.notes)}
+
+
+def _unit(u: UnitAnalysis) -> dict:
+    return {
+        "name": u.name,
+        "kind": u.kind,
+        "steps": u.steps,
+        "step_time_ms": _pick(u.step_time_ms, _SUMMARY),
+        "busy_pct": u.busy_pct,
+        "categories": {c: _pick(t, _CATEGORY) for c, t in u.categories.items()},
+        "h2d_bytes_per_step": u.h2d.bytes_per_step if u.h2d else None,
+        "d2h_bytes_per_step": u.d2h.bytes_per_step if u.d2h else None,
+        "h2d": _pick(u.h2d, _TRANSFERS) if u.h2d else None,
+        "d2h": _pick(u.d2h, _TRANSFERS) if u.d2h else None,
+        "collective": {"count_per_step": u.collective_count_per_step,
+                       "time_ms_per_step": u.categories["collective"].busy_ms},
+        "input_pipeline_busy_ms": u.input_pipeline_busy_ms,
+        "host_activity_while_idle": [_pick(h, _HOST_ACTIVITY) for h in u.host_activity_while_idle],
+    }
+
+
+def trace_dict(report: Report) -> dict:
+    a = report.analysis
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run": a.run,
+        "sources": a.sources,
+        "hosts": a.hosts,
+        "framework": a.framework,
+        "event_count": a.event_count,
+        "steps": {"method": a.steps_method, "description": a.steps_description,
+                  "count": a.units[0].steps if a.units else 0},
+        "verdict": report.verdict,
+        "devices": [_unit(u) for u in a.units],
+        "findings": [finding(f) for f in report.findings],
+        "notes": a.notes,
+    }
+
+
+def run_dict(report: RunReport) -> dict:
+    a = report.analysis
+    steps = None
+    if a.steps:
+        steps = {**_pick(a.steps, _STEPS[:3]), "step_time_ms": _pick(a.steps.step_time_ms, _SUMMARY),
+                 **_pick(a.steps, _STEPS[3:])}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_dir": report.run_dir,
+        "run": a.run,
+        "training": a.training,
+        "inventory": a.inventory,
+        "steps": steps,
+        "gpus": [_pick(g, _GPU) for g in a.gpus],
+        "host": _pick(a.host, _HOST) if a.host else None,
+        "missing": a.missing,
+        "findings": [finding(f) for f in report.findings],
+        "trace_report": trace_dict(report.trace_report) if report.trace_report else None,
+    }
+
+
+def sweep_dict(report: SweepReport) -> dict:
+    s = report.analysis
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "sweep_dir": report.sweep_dir,
+        "mode": s.mode,
+        "emulated": s.emulated,
+        "scaling": [_pick(p, _POINT) for p in s.points],
+        "attribution": [{"gpus": a.gpus, "ideal": a.ideal, "measured": a.measured,
+                         "causes": [_pick(c, _CAUSE) for c in a.causes]} for a in s.attribution],
+        "validation": [_pick(p, _PREDICTION) for p in s.validation],
+        "predictions": [_pick(p, _PREDICTION) for p in s.predictions],
+        "notes": s.notes,
+        "findings": [finding(f) for f in report.findings],
+    }
+
+
+_BY_KIND = {Report: trace_dict, RunReport: run_dict, SweepReport: sweep_dict}
+
+
+def to_dict(report: Report | RunReport | SweepReport) -> dict:
+    return _BY_KIND[type(report)](report)
+
+
+def dumps(data: dict) -> str:
+    """Every JSON document scaldiag writes: NaN and infinity as null, indented."""
+    return json.dumps(clean(data), indent=2, allow_nan=False) + "\n"
+
+
+def render(report: Report | RunReport | SweepReport) -> str:
+    return dumps(to_dict(report))
+
+
+def write(report: Report | RunReport | SweepReport, stream: TextIO, width: int | None = None) -> None:
+    (stream or sys.stdout).write(render(report))
+
+
+def clean(value):
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    return value

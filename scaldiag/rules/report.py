@@ -1,0 +1,85 @@
+"""The reports: an analysis, the findings the rules raise on it, and a verdict.
+
+Three kinds, one per thing scaldiag diagnoses: a trace (``Report``), a
+captured run (``RunReport``: its steps and samples, and its trace's
+report), a sweep (``SweepReport``: the scaling analysis). Which rules see
+what, and which findings a sweep shows, is decided here and nowhere else.
+Renderers take these objects and only format them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from scaldiag.analyze.profile import ProfileAnalysis
+from scaldiag.analyze.run import RunAnalysis
+from scaldiag.analyze.scaling import ScalingAnalysis
+from scaldiag.rules import RUN_RULES, SWEEP_RULES, Finding, check_all, run_rules
+
+
+@dataclass(frozen=True)
+class Report:
+    analysis: ProfileAnalysis
+    findings: list[Finding]
+    verdict: str
+
+
+@dataclass(frozen=True)
+class RunReport:
+    run_dir: str
+    analysis: RunAnalysis
+    findings: list[Finding]      # run rules: samples, inventory, input ceiling
+    trace_report: Report | None  # the trace window's own report
+
+    @property
+    def framework(self) -> str:
+        return self.analysis.training.get("framework", {}).get("backend", "unknown")
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    sweep_dir: str
+    analysis: ScalingAnalysis
+    findings: list[Finding]  # sweep rules, then the largest run's findings
+
+
+def build_report(analysis: ProfileAnalysis) -> Report:
+    findings = run_rules(analysis)
+    return Report(analysis=analysis, findings=findings, verdict=verdict(analysis, findings))
+
+
+def build_run_report(run_dir: str, analysis: RunAnalysis) -> RunReport:
+    trace_report = build_report(analysis.trace) if analysis.trace else None
+    return RunReport(run_dir, analysis, check_all(RUN_RULES, analysis), trace_report)
+
+
+def build_sweep_report(sweep_dir: str, analysis: ScalingAnalysis,
+                       runs: dict[int, list[RunAnalysis]]) -> SweepReport:
+    return SweepReport(sweep_dir, analysis, check_all(SWEEP_RULES, analysis) + _largest_run_findings(runs))
+
+
+def _largest_run_findings(runs: dict[int, list[RunAnalysis]]) -> list[Finding]:
+    """The run and trace findings at the largest device count: the configuration being scaled."""
+    if not runs:
+        return []
+    n = max(runs)
+    run = runs[n][0]
+    found = check_all(RUN_RULES, run) + (build_report(run.trace).findings if run.trace else [])
+    return [replace(f, summary=f"[{n} devices] {f.summary}") for f in found]
+
+
+def verdict(analysis: ProfileAnalysis, findings: list[Finding]) -> str:
+    """What bounds this run, by how much."""
+    causes = [f for f in findings if f.category != "idle"]
+    if causes:
+        top = causes[0]
+        gain = f"; fixing it: up to {top.predicted_speedup.value:.2f}x" if top.predicted_speedup else ""
+        return f"{top.title}. {top.summary}{gain}."
+    if not analysis.units:
+        return "Nothing to analyse: the trace has no host or device activity."
+    unit = max(analysis.units, key=lambda u: u.categories["compute"].exclusive_pct)
+    compute = unit.categories["compute"]
+    where = "device" if unit.kind == "gpu" else "host"
+    return (f"Compute-bound: {unit.name} computes {compute.exclusive_pct:.1f}% of step time "
+            f"({where} busy {unit.busy_pct:.1f}%); no input, copy, collective, layout or host "
+            "bottleneck clears its threshold beyond the noise.")

@@ -1,0 +1,107 @@
+"""The stage boundaries, checked on the source: no cycle, no import up the pipeline.
+
+    base (errors, trace) <- record, readers <- collect | analyze <- rules <- render <- pipeline <- commands
+
+``collect`` and ``analyze`` are siblings: both read or write the record,
+neither knows the other. The public capture API (``scaldiag.keras``,
+``scaldiag.loop``) sits on ``collect``. Lazy imports inside functions count:
+a dependency is a dependency whenever it runs.
+"""
+
+import ast
+from pathlib import Path
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "scaldiag"
+
+# layer -> the layers it may import (its own is always allowed)
+ALLOWED = {
+    "base": set(),
+    "record": {"base"},
+    "readers": {"base"},
+    "collect": {"base", "record"},
+    "analyze": {"base", "record"},
+    "rules": {"base", "record", "analyze"},
+    "render": {"base", "record", "analyze", "rules"},
+    "pipeline": {"base", "record", "readers", "analyze", "rules"},
+    "api": {"base", "record", "collect"},
+    "commands": {"base", "record", "readers", "collect", "analyze", "rules", "render", "pipeline"},
+}
+TOP_LEVEL = {"scaldiag": "base", "scaldiag.errors": "base", "scaldiag.trace": "base",
+             "scaldiag.pipeline": "pipeline", "scaldiag.keras": "api", "scaldiag.loop": "api",
+             "scaldiag.cli": "commands", "scaldiag.__main__": "commands"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(module: str) -> str:
+    if module in TOP_LEVEL:
+        return TOP_LEVEL[module]
+    return module.split(".")[1]
+
+
+def imports(path: Path, modules: set[str]) -> set[str]:
+    """The scaldiag modules ``path`` imports, anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        found |= {n for n in names if n in modules}
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = set(files)
+    return {m: imports(p, modules) - {m} for m, p in files.items()}
+
+
+def test_every_module_has_a_layer():
+    for module in graph():
+        assert layer(module) in ALLOWED, f"{module}: no layer (add it to ALLOWED or TOP_LEVEL)"
+
+
+def test_no_import_runs_up_the_pipeline():
+    upward = [f"{m} ({layer(m)}) imports {d} ({layer(d)})"
+              for m, deps in graph().items() for d in sorted(deps)
+              if layer(d) != layer(m) and layer(d) not in ALLOWED[layer(m)]]
+    assert upward == []
+
+
+def test_no_import_cycle():
+    g = graph()
+    # A package importing its own submodules (``rules/__init__`` lists the rules) is how a
+    # package exposes them, not a cycle of stages; submodules must still not import each other in a loop.
+    g = {m: {d for d in deps if not d.startswith(m + ".")} for m, deps in g.items()}
+    cycles = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(g[node]):
+            if state.get(dep) == 1:
+                cycles.append(" -> ".join(path[path.index(dep):] + [dep]))
+            elif dep not in state:
+                visit(dep, path + [dep])
+        state[node] = 2
+
+    for module in sorted(g):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
+
+
+def test_the_check_sees_real_imports():
+    """Guard the guard: the graph holds the edges everyone knows are there."""
+    g = graph()
+    assert "scaldiag.analyze.profile" in g["scaldiag.pipeline"]
+    assert "scaldiag.record.rundir" in g["scaldiag.collect.recorder"]
+    assert "scaldiag.collect.frameworks.keras_callback" in g["scaldiag.collect.frameworks.keras_hooks"]
