@@ -112,3 +112,18 @@ def test_host_samples_see_a_busy_process_tree(tmp_path):
 def test_visible_devices(value, expected):
     env = {} if value is None else {"CUDA_VISIBLE_DEVICES": value}
     assert visible_gpu_indices(env) == expected
+
+
+def test_samples_reach_the_disk_within_a_second_while_sampling(tmp_path):
+    """A run killed at any moment keeps all but the last second of its samples."""
+    samplers = Samplers(tmp_path, os.getpid(), nvml=FakeNvml(), env={})
+    samplers.start()
+    try:
+        time.sleep(2.5)
+        on_disk_gpu = read_jsonl(tmp_path / GPU_SAMPLES)  # read while the writers are still open
+        on_disk_host = read_jsonl(tmp_path / HOST_SAMPLES)
+    finally:
+        samplers.stop()
+    assert on_disk_gpu and on_disk_host
+    newest_s = (time.time_ns() - max(r["t_ns"] for r in on_disk_gpu)) / 1e9
+    assert newest_s < 1.6  # 1 s flush delay, plus the time since the last row was written

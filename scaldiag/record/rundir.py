@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 RECORD_SCHEMA_VERSION = 1  # the layout of run.json and friends (not the report's JSON)
@@ -56,12 +57,15 @@ def read_json(run_dir: Path, name: str) -> dict:
 
 
 class JsonlWriter:
-    """Append rows as JSON lines; flushed every ``flush_every`` rows and on close."""
+    """Append rows as JSON lines; flushed every ``flush_every`` rows, at least every
+    ``max_delay_s`` seconds while rows arrive, and on close."""
 
-    def __init__(self, path: Path, flush_every: int = 1):
+    def __init__(self, path: Path, flush_every: int = 1, max_delay_s: float = 1.0):
         self._file = open(path, "a", buffering=1 << 16)  # noqa: SIM115 (closed in close())
         self._pending = 0
         self._flush_every = flush_every
+        self._max_delay_ns = int(max_delay_s * 1e9)
+        self._flushed_ns = time.monotonic_ns()
         self._lock = threading.Lock()
 
     def write(self, row: dict) -> None:
@@ -70,9 +74,11 @@ class JsonlWriter:
                 return
             self._file.write(json.dumps(row, separators=(",", ":")) + "\n")
             self._pending += 1
-            if self._pending >= self._flush_every:
+            now = time.monotonic_ns()
+            if self._pending >= self._flush_every or now - self._flushed_ns >= self._max_delay_ns:
                 self._file.flush()
                 self._pending = 0
+                self._flushed_ns = now
 
     def flush(self) -> None:
         with self._lock:
