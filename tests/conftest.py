@@ -19,14 +19,10 @@ def tf_cpu_trace(case: str) -> Path:
 
 @pytest.fixture
 def raw_space():
-    """Read a fixture straight from the proto, without scaldiag's reader."""
-    from scaldiag.readers.xplane.schema import XSpace
+    """Read a fixture straight from the proto, without scaldiag's reader (TensorFlow's xplane_pb2)."""
+    from rawproto import load_space
 
-    def load(path):
-        space = XSpace()
-        space.ParseFromString(Path(path).read_bytes())
-        return space
-    return load
+    return lambda path: load_space(Path(path).read_bytes())
 
 
 os.environ.setdefault("COLUMNS", "100")

@@ -1,6 +1,30 @@
-"""Plain, slow, obvious reading of XPlane protos: the independent reference for tests."""
+"""Plain, slow, obvious reading of XPlane protos: the independent reference for tests.
+
+The proto classes are TensorFlow's own generated ``xplane_pb2`` where
+TensorFlow is installed (``make test`` installs it), so scaldiag's schema
+and decoder are checked against the format's owner, not against themselves.
+Without TensorFlow, scaldiag's schema is the fallback.
+"""
 
 from __future__ import annotations
+
+
+def xspace_class():
+    """TensorFlow's XSpace message class, else scaldiag's (schema.py)."""
+    try:
+        from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+        return xplane_pb2.XSpace
+    except ImportError:
+        from scaldiag.readers.xplane.schema import XSpace
+
+        return XSpace
+
+
+def load_space(data: bytes):
+    space = xspace_class()()
+    space.ParseFromString(data)
+    return space
 
 
 def stat_value(plane, stat):

@@ -167,15 +167,24 @@ def test_custom_loop_api_marks_steps_in_the_trace(tmp_path):
                                                "description": "step markers: host events 'train' with a step_num stat"}
 
 
-def test_the_callback_keeps_keras_asynchronous_dispatch():
+def test_the_callback_keeps_keras_asynchronous_dispatch(monkeypatch):
     # A callback with on_train_batch_end makes Keras convert each step's logs
-    # to numbers: a device sync per step. Ours must not.
+    # to numbers: a device sync per step. Ours must not. Keras decides this
+    # only on thread-safe backends (JAX); here (TF) the flag is forced on, as
+    # JAX sets it, and a callback that does implement the hook is the control.
     import keras
+    from keras.src.callbacks import callback_list
     from keras.src.callbacks.callback_list import CallbackList
 
     from scaldiag.keras import ScaldiagCallback
 
-    assert CallbackList([ScaldiagCallback()])._async_train == keras.src.backend.IS_THREAD_SAFE
+    class SyncsEveryStep(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            pass
+
+    monkeypatch.setattr(callback_list.backend, "IS_THREAD_SAFE", True)
+    assert CallbackList([ScaldiagCallback()])._async_train is True
+    assert CallbackList([ScaldiagCallback(), SyncsEveryStep()])._async_train is False
     assert ScaldiagCallback.on_train_batch_end is keras.callbacks.Callback.on_train_batch_end
 
 

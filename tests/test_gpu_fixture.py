@@ -24,10 +24,9 @@ def analysis():
 
 @pytest.fixture(scope="module")
 def space(request):
-    from scaldiag.readers.xplane.schema import XSpace
-    s = XSpace()
-    s.ParseFromString(GPU_TRACE.read_bytes())
-    return s
+    from rawproto import load_space
+
+    return load_space(GPU_TRACE.read_bytes())
 
 
 def markers(space):

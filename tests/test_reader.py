@@ -120,3 +120,12 @@ def test_every_stat_value_kind(tmp_path):
     assert {k: list(v) for k, v in line.stats.items()} == {
         "step_num": [-7, None], "hlo_op": ["x" * 300, None], "group_id": [2**63 + 5, None],
         "_r": [1.5, None], "tf_op": ["a:B", None], "hlo_category": [None, "data formatting"]}
+
+
+def test_the_reference_reader_is_tensorflows_own_proto_when_installed():
+    """With TensorFlow installed (as `make test` installs it) the tests' reference is independent of scaldiag."""
+    pytest.importorskip("tensorflow")
+    from rawproto import xspace_class
+
+    assert "scaldiag" not in xspace_class().__module__
+    assert xspace_class().DESCRIPTOR.full_name == "tensorflow.profiler.XSpace"
