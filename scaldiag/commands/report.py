@@ -1,22 +1,92 @@
-"""``scaldiag report RUN_DIR``: the report of a captured run or sweep (also of a partial one)."""
+"""``scaldiag report RUN_OR_SWEEP``: the report of a captured run or sweep (also of a partial one),
+in any format of the render table: the terminal, JSON, HTML, a Perfetto timeline."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from scaldiag.commands.output import emit
-from scaldiag.pipeline import diagnose
+from scaldiag.analyze.timeline import RunTimeline, run_timeline
+from scaldiag.commands.output import emit, write_text
+from scaldiag.errors import ScaldiagError, TraceError
+from scaldiag.pipeline import diagnose, diagnose_run
+from scaldiag.readers import read_trace
+from scaldiag.record.reader import read_record, sweep_runs
+from scaldiag.record.rundir import TRACE_DIR
+from scaldiag.render import VIEW_FORMATS, write
+from scaldiag.render import json as json_format
+from scaldiag.rules.report import RunReport, SweepReport
+
+# --format names: "term" is the terminal renderer.
+FORMAT_NAMES = {"term": "terminal", "json": "json", "html": "html", "perfetto": "perfetto"}
+# Where a file format goes when no -o is given.
+DEFAULT_FILE = {"html": "scaldiag_report.html", "perfetto": "scaldiag_trace.json"}
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("report", help="report a run directory written by `scaldiag profile` or the callback",
                               description="Report a captured run: steady-state throughput with its spread, "
                                           "GPU and host samples, and the diagnosis of its trace window.")
-    p.add_argument("run_dir", help="a run directory (scaldiag_runs/<time>-<script>)")
+    p.add_argument("run_dir", metavar="RUN_OR_SWEEP",
+                   help="a run directory (scaldiag_runs/<time>-<script>) or a sweep directory")
+    p.add_argument("--format", choices=list(FORMAT_NAMES), default="term",
+                   help="term (default), json, html (one self-contained file with plots) or perfetto "
+                        "(Chrome trace-event JSON of the trace window with the samples as counters: "
+                        "open it in ui.perfetto.dev)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="where the report goes ('-': stdout). Default: stdout for term and json, "
+                        + ", ".join(f"{v} for {k}" for k, v in DEFAULT_FILE.items()))
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-' for stdout only)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    emit(diagnose(args.run_dir), args.json)
+    fmt = FORMAT_NAMES[args.format]
+    report = diagnose(args.run_dir)
+    if fmt == "terminal" and args.output in (None, "-"):
+        emit(report, args.json)
+        return 0
+    output = args.output or DEFAULT_FILE.get(fmt, "-")
+    views = report_views(Path(args.run_dir), report, fmt) if fmt in VIEW_FORMATS else {}
+    if output == "-":
+        write(report, fmt, sys.stdout, **views)
+    else:
+        with _open(Path(output)) as stream:
+            write(report, fmt, stream, **views)
+        print(f"scaldiag: {args.format} report written to {output}", file=sys.stderr)
+    if args.json:
+        write_text(Path(args.json), json_format.render(report)) if args.json != "-" else write(report, "json")
     return 0
+
+
+def _open(path: Path):
+    try:
+        return path.open("w", encoding="utf-8")
+    except OSError as exc:
+        raise ScaldiagError(f"cannot write {path}: {exc.strerror}") from exc
+
+
+def report_views(path: Path, report: RunReport | SweepReport, fmt: str) -> dict:
+    """What the timeline views need beyond the report, read from the record."""
+    with_trace = fmt == "perfetto"  # the HTML plots samples; the Perfetto export every trace event
+    if isinstance(report, SweepReport):
+        _, found = sweep_runs(path)
+        runs = [(gpus, diagnose_run(run_dir)) for gpus, run_dir in found]
+        timelines = [timeline(run_dir, f"{gpus} devices ({run_dir.name})", r, with_trace)
+                     for (gpus, run_dir), (_, r) in zip(found, runs)] if with_trace else []
+        return {"runs": runs, "timelines": timelines}
+    return {"timelines": [timeline(path, path.name, report, with_trace)]}
+
+
+def timeline(run_dir: Path, label: str, report: RunReport, with_trace: bool) -> RunTimeline:
+    record = read_record(run_dir)
+    trace = None
+    if with_trace and (run_dir / TRACE_DIR).exists():
+        try:
+            trace = read_trace(run_dir / TRACE_DIR)[1]
+        except TraceError:
+            trace = None  # the report already names the gap
+    steps = report.analysis.steps
+    return run_timeline(label, record.steps, record.gpu_samples, record.host_samples,
+                        steps.window_ns if steps else None, trace)

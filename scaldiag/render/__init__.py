@@ -1,9 +1,13 @@
 """Renderers: a report object in, text out. They format; they never decide.
 
 ``FORMATS`` is the one table of output formats: a name and a
-``write(report, stream, width=None)`` that handles every report kind
-(trace, run, sweep). A new format (HTML, Perfetto) is one module and one
-entry here.
+``write(report, stream, width=None, **views)`` that handles every report
+kind (trace, run, sweep). A new format is one module and one entry here.
+
+The views that draw timelines (``VIEW_FORMATS``) also take what the report
+object does not hold, built by the command from the record
+(analyze/timeline.py): ``timelines`` (each run's samples, steps and trace
+events on one clock) and, for a sweep, ``runs`` (each run's own report).
 """
 
 from __future__ import annotations
@@ -11,13 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
-from scaldiag.render import json, terminal
+from scaldiag.render import html, json, perfetto, terminal
 
 FORMATS: dict[str, Callable[..., None]] = {
     "terminal": terminal.write,
     "json": json.write,
+    "html": html.write,
+    "perfetto": perfetto.write,
 }
+VIEW_FORMATS = {"html", "perfetto"}  # they take ``timelines`` / ``runs`` too
 
 
-def write(report, fmt: str, stream: TextIO | None = None, width: int | None = None) -> None:
-    FORMATS[fmt](report, stream, width)
+def write(report, fmt: str, stream: TextIO | None = None, width: int | None = None, **views) -> None:
+    FORMATS[fmt](report, stream, width, **views)

@@ -1,0 +1,130 @@
+"""A run's timeline as Chrome trace-event JSON: opens in Perfetto (ui.perfetto.dev) and chrome://tracing.
+
+One process per trace plane (its streams or threads as threads), one for the
+steps, one per sampled device (counters). Slices are complete events
+(``ph: "X"``), samples counters (``"C"``), names metadata (``"M"``). Times
+are microseconds from the first thing shown, on the record's clock (see
+analyze/timeline.py for how the trace is put on it); ``otherData.base_ns``
+says where zero is, in epoch nanoseconds.
+
+Format: the Trace Event Format document (Google, "Trace Event Format",
+docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TextIO
+
+import numpy as np
+
+from scaldiag import __version__
+from scaldiag.analyze.timeline import WINDOW_MARGIN_NS, RunTimeline
+from scaldiag.errors import ScaldiagError
+
+# Trace events carry floating-point microseconds; three decimals keep nanoseconds.
+_US_DIGITS = 3
+
+
+def write(report, stream: TextIO | None = None, width: int | None = None,
+          timelines: list[RunTimeline] | None = None, **_views) -> None:
+    if not timelines:
+        raise ScaldiagError("the Perfetto export needs a run's recorded steps and samples: "
+                            "give `scaldiag report` a run or sweep directory")
+    (stream or sys.stdout).write(json.dumps(trace_document(timelines), separators=(",", ":"), allow_nan=False) + "\n")
+
+
+def trace_document(timelines: list[RunTimeline]) -> dict:
+    windows = [_shown_window(t) for t in timelines]
+    base = min(w[0] for w in windows)
+    events: list[dict] = []
+    pids = _Pids(events)
+    for timeline, window in zip(timelines, windows):
+        prefix = f"{timeline.label}: " if len(timelines) > 1 else ""
+        _tracks(timeline, prefix, base, pids, events)
+        _steps(timeline, window, prefix, base, pids, events)
+        _counters(timeline, window, prefix, base, pids, events)
+    return {"traceEvents": events, "displayTimeUnit": "ns",
+            "otherData": {"producer": f"scaldiag {__version__}", "base_ns": str(base),
+                          "clock": "; ".join(t.clock for t in timelines if t.clock) or "record clock (epoch ns)"}}
+
+
+def _shown_window(t: RunTimeline) -> tuple[int, int]:
+    """The trace window with a margin for the samples; without a trace, the whole run."""
+    window = t.window_ns()
+    if window is not None:
+        return window[0] - WINDOW_MARGIN_NS, window[1] + WINDOW_MARGIN_NS
+    times = [t.step_begin_ns, t.step_end_ns] + [s.t_ns for s in t.series]
+    times = [x for x in times if len(x)]
+    if not times:
+        return 0, 0
+    return int(min(x.min() for x in times)), int(max(x.max() for x in times))
+
+
+class _Pids:
+    """Process and thread ids, named once with metadata events as they are first used."""
+
+    def __init__(self, events: list[dict]):
+        self.events = events
+        self.processes: dict[str, int] = {}
+        self.threads: dict[tuple[int, str], int] = {}
+
+    def pid(self, process: str) -> int:
+        if process not in self.processes:
+            pid = self.processes[process] = len(self.processes) + 1
+            self.events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": process}})
+            self.events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                                "args": {"sort_index": pid}})
+        return self.processes[process]
+
+    def tid(self, pid: int, thread: str) -> int:
+        key = (pid, thread)
+        if key not in self.threads:
+            tid = self.threads[key] = sum(1 for p, _ in self.threads if p == pid) + 1
+            self.events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": thread}})
+            self.events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                                "args": {"sort_index": tid}})
+        return self.threads[key]
+
+
+def _us(ns: np.ndarray | int, base: int) -> np.ndarray:
+    return np.round((np.asarray(ns, np.int64) - base) / 1e3, _US_DIGITS)
+
+
+def _slices(events, pid, tid, start_ns, end_ns, names, cats, base) -> None:
+    ts = _us(start_ns, base).tolist()
+    dur = np.round(np.maximum(np.asarray(end_ns, np.int64) - np.asarray(start_ns, np.int64), 0) / 1e3,
+                   _US_DIGITS).tolist()
+    for t, d, name, category in zip(ts, dur, names, cats):
+        events.append({"ph": "X", "name": str(name), "cat": str(category) or "event", "ts": t, "dur": d,
+                       "pid": pid, "tid": tid})
+
+
+def _tracks(t: RunTimeline, prefix: str, base: int, pids: _Pids, events: list[dict]) -> None:
+    for track in t.tracks:
+        pid = pids.pid(prefix + track.process)
+        _slices(events, pid, pids.tid(pid, track.thread), track.start_ns, track.end_ns, track.names,
+                track.categories, base)
+
+
+def _steps(t: RunTimeline, window, prefix, base, pids: _Pids, events) -> None:
+    shown = (t.step_end_ns >= window[0]) & (t.step_begin_ns <= window[1])
+    if not shown.any():
+        return
+    pid = pids.pid(prefix + "steps")
+    names = [f"step {n}" + (" (traced)" if traced else "") for n, traced in zip(t.step_num[shown], t.traced[shown])]
+    _slices(events, pid, pids.tid(pid, "recorded steps (steps.jsonl)"), t.step_begin_ns[shown], t.step_end_ns[shown],
+            names, ["step"] * len(names), base)
+
+
+def _counters(t: RunTimeline, window, prefix, base, pids: _Pids, events) -> None:
+    for series in t.series:
+        shown = (series.t_ns >= window[0]) & (series.t_ns <= window[1]) & np.isfinite(series.values)
+        if not shown.any():
+            continue
+        source = "NVML" if series.group.startswith("GPU") else "psutil"
+        pid = pids.pid(f"{prefix}{series.group} samples ({source})")
+        name = f"{series.name} ({series.unit})"
+        for ts, value in zip(_us(series.t_ns[shown], base).tolist(), series.values[shown].tolist()):
+            events.append({"ph": "C", "name": name, "ts": ts, "pid": pid, "tid": 0, "args": {"value": value}})
