@@ -9,6 +9,7 @@ joins them. Renderers take what it returns.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from scaldiag.analyze.profile import ProfileAnalysis, analyze_trace
@@ -38,9 +39,28 @@ def diagnose_sweep(sweep_dir: str | os.PathLike) -> SweepReport:
     """A sweep directory (``profile --gpus``): one run per device count and repeat."""
     spec, found = sweep_runs(Path(sweep_dir))
     runs: dict[int, list[RunAnalysis]] = {}
+    excluded = []
     for gpus, run_dir in found:
-        runs.setdefault(gpus, []).append(analyze_run_dir(run_dir))
-    return build_sweep_report(str(sweep_dir), analyze_scaling(runs, bool(spec.get("emulate"))), runs)
+        analysis = analyze_run_dir(run_dir)
+        failure = run_failure(analysis.run)
+        if failure:  # a crashed or killed point measures the crash, not the scaling: never a speedup
+            excluded.append(f"the run with {gpus} device{'s' if gpus > 1 else ''} ({run_dir.name}) is left out: {failure}")
+            continue
+        runs.setdefault(gpus, []).append(analysis)
+    scaling = analyze_scaling(runs, bool(spec.get("emulate")))
+    if excluded:
+        scaling = replace(scaling, notes=excluded + list(scaling.notes))
+    return build_sweep_report(str(sweep_dir), scaling, runs)
+
+
+def run_failure(run: dict) -> str | None:
+    """Why a run's numbers are not a measurement of its configuration, or None if they are."""
+    status, code = run.get("status"), run.get("exit_code")
+    if status != "finished":
+        return f"it did not finish (status {status or 'unknown'}" + (f", exit code {code})" if code is not None else ")")
+    if code not in (None, 0):
+        return f"the script exited with code {code}"
+    return None
 
 
 def diagnose(path: str | os.PathLike) -> RunReport | SweepReport:
@@ -63,3 +83,6 @@ def _run_trace(run_dir: Path) -> tuple[ProfileAnalysis | None, list[str]]:
         return analyze_trace(trace, name), []
     except TraceError as exc:
         return None, [f"trace: {exc}"]
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError, MemoryError, RecursionError) as exc:
+        # A trace this decoder cannot take is a gap in the run's evidence; the steps and samples still report.
+        return None, [f"trace: cannot be analysed ({type(exc).__name__}: {exc})"]

@@ -21,8 +21,9 @@ import os
 import runpy
 import sys
 
-from scaldiag.collect.env import EMULATE_ENV
+from scaldiag.collect.env import EMULATE_ENV, RUN_DIR_ENV
 from scaldiag.collect.frameworks.keras_hooks import import_patches
+from scaldiag.record.rundir import append_mark
 
 
 class _PatchAfterImport(importlib.abc.MetaPathFinder):
@@ -56,7 +57,12 @@ def main() -> None:
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     emulate = int(os.environ.get(EMULATE_ENV, "0") or 0)
     sys.meta_path.insert(0, _PatchAfterImport(import_patches(emulate)))
-    runpy.run_path(script, run_name="__main__")
+    append_mark(os.environ.get(RUN_DIR_ENV), "script_begin")
+    try:
+        # Absolute, as ``python SCRIPT`` sets it (3.9+): a script that changes directory still finds its files.
+        runpy.run_path(os.path.abspath(script), run_name="__main__")
+    finally:
+        append_mark(os.environ.get(RUN_DIR_ENV), "script_end")
 
 
 if __name__ == "__main__":

@@ -3,10 +3,24 @@
 Sampling runs here, in the parent process, so it never competes with the
 training for the child's GIL, and it outlives a crashing child. The child's
 stdin, stdout and stderr are the user's terminal; its exit code is returned.
+
+Signals (Linux): SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to
+scaldiag are forwarded to the script, once, and scaldiag waits for it, however
+long its ``finally:`` takes, then finalises ``run.json``. A signal the terminal
+sends (Ctrl-C, Ctrl-\\, hang-up: ``si_code`` is ``SI_KERNEL``) already reached
+the script, which is in the same foreground process group, and is not sent
+again. Without a controlling terminal (batch jobs, schedulers, ``timeout``,
+CI) the script gets a process group of its own, so a signal to scaldiag's
+group reaches it once, forwarded, not twice (a second SIGINT would interrupt
+its ``finally:``). The script dies with its launcher: ``PR_SET_PDEATHSIG`` sends it SIGTERM
+if scaldiag itself is killed (SIGKILL, the OOM killer). scaldiag's own failures
+(a full disk, an unwritable run directory) are one line on stderr; they never
+change what the script does or its exit code.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -19,41 +33,189 @@ from scaldiag.collect.samplers import Samplers
 from scaldiag.collect.session import start_run_json
 from scaldiag.record.rundir import read_json, update_json
 
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent: the terminal's, to its foreground group
+PR_SET_PDEATHSIG = 1
+DEATH_SIGNAL = signal.SIGTERM
+# One sender often signals twice in a row (GNU timeout: scaldiag's pid, then its group): forwarded once.
+FORWARD_COALESCE_S = 1.0
+
 
 def launch(run_dir: Path, script: str, script_args: list[str], nvml=None, env: dict | None = None) -> int:
-    """Run ``python SCRIPT ARGS`` under capture; returns the script's exit code.
+    """Run ``python SCRIPT ARGS`` under capture; returns the script's exit code (negative: killed by signal).
 
     ``env``: variables to set for the script on top of ours (a sweep's GPU subset).
+    Call from the main thread: signals are handled there, and the child's
+    death signal follows the thread that started it.
     """
     command = [sys.executable, "-m", "scaldiag.collect.bootstrap", script, *script_args]
-    start_run_json(run_dir, [sys.executable, script, *script_args])
-    env = {**os.environ, **(env or {}), RUN_DIR_ENV: str(run_dir)}
-    child = subprocess.Popen(command, env=env)
-    samplers = Samplers(run_dir, child.pid, nvml=nvml, env=env)
-    samplers.start()
-    interrupted = False
+    recording = _try(lambda: start_run_json(run_dir, [sys.executable, script, *script_args]), "run.json")
+    if recording:
+        _try(lambda: update_json(run_dir, "run.json", launcher_pid=os.getpid()), "run.json")
+    env = {**os.environ, **(env or {})}
+    if recording:
+        env[RUN_DIR_ENV] = str(run_dir)
+    else:
+        print(f"scaldiag: cannot record into {run_dir}: the script runs without capture", file=sys.stderr)
+    watch = _can_watch_signals()
+    own_group = watch and not _controlling_terminal()
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, (*FORWARDED, signal.SIGCHLD)) if watch else None
     try:
-        code = child.wait()
-    except KeyboardInterrupt:  # Ctrl-C reached the child too (same process group); let it finish
-        interrupted = True
-        code = _wait_after_interrupt(child)
-    stats = samplers.stop()
-    missing = read_json(run_dir, "run.json").get("missing", []) + samplers.missing
-    update_json(run_dir, "run.json", status=_status(code, interrupted), exit_code=code, ended_ns=time.time_ns(),
-                missing=missing, samplers=stats)
+        child = subprocess.Popen(command, env=env, preexec_fn=_child_setup(old_mask, os.getpid(), own_group))
+        samplers = _start_samplers(run_dir, child.pid, nvml, env) if recording else None
+        try:
+            code, received = _wait_forwarding(child) if watch else _wait_plain(child)
+        finally:
+            if child.poll() is None:  # only if scaldiag itself failed: the script still decides when it ends
+                code, received = child.wait(), []
+    finally:
+        if watch:
+            _drain(FORWARDED + (signal.SIGCHLD,))
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    if recording:
+        _finalise(run_dir, code, received, samplers)
     return code
 
 
-def _wait_after_interrupt(child: subprocess.Popen, grace_s: float = 10.0) -> int:
+def _try(write, what: str) -> bool:
+    """Run one write of the record; on failure say once what is lost and go on."""
     try:
-        return child.wait(timeout=grace_s)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt):
-        child.send_signal(signal.SIGKILL)
-        return child.wait()
+        write()
+        return True
+    except OSError as exc:
+        print(f"scaldiag: cannot write {what} ({exc.strerror or exc}); the run goes on, its record is incomplete",
+              file=sys.stderr)
+        return False
 
 
-def _status(code: int, interrupted: bool) -> str:
-    if interrupted:
+def _start_samplers(run_dir: Path, pid: int, nvml, env: dict) -> Samplers | None:
+    try:
+        samplers = Samplers(run_dir, pid, nvml=nvml, env=env)
+        samplers.start()
+        return samplers
+    except Exception as exc:  # no samples is a gap in the evidence, never a reason to stop the script
+        print(f"scaldiag: no host or GPU samples ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return None
+
+
+def _finalise(run_dir: Path, code: int, received: list[int], samplers: Samplers | None) -> None:
+    stats, missing = {}, []
+    if samplers is not None:
+        try:
+            stats = samplers.stop()
+            missing = samplers.missing
+        except Exception as exc:
+            missing = [f"samplers: could not be stopped cleanly ({type(exc).__name__}: {exc})"]
+    else:
+        missing = ["samplers: did not start; no host or GPU samples"]
+    fields = {"status": _status(code, received), "exit_code": code, "ended_ns": time.time_ns(), "samplers": stats}
+    if code < 0:
+        fields["signal"] = _signal_name(-code)
+    if received:
+        fields["signals_received"] = [_signal_name(s) for s in received]
+
+    def write():
+        run = read_json(run_dir, "run.json")
+        old = run.get("missing") if isinstance(run.get("missing"), list) else []
+        update_json(run_dir, "run.json", missing=old + missing, **fields)
+
+    _try(write, f"run.json (the run stays marked 'running'; exit code {code})")
+
+
+def _can_watch_signals() -> bool:
+    import threading
+
+    return hasattr(signal, "sigtimedwait") and threading.current_thread() is threading.main_thread()
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+    except OSError:
+        return None
+
+
+def _controlling_terminal() -> bool:
+    """Whether scaldiag has a controlling terminal (then the script shares its process group, as under a shell)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def _child_setup(mask, parent_pid: int, own_group: bool):
+    """What the child does between fork and exec: the parent's signal mask back, and die with the parent."""
+    libc = _libc()  # loaded before the fork
+
+    def setup() -> None:
+        if own_group:
+            os.setpgid(0, 0)
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if libc is not None:
+            libc.prctl(PR_SET_PDEATHSIG, int(DEATH_SIGNAL), 0, 0, 0)
+            if os.getppid() != parent_pid:  # the parent died before prctl took effect
+                os.kill(os.getpid(), DEATH_SIGNAL)
+    return setup
+
+
+def _wait_forwarding(child: subprocess.Popen) -> tuple[int, list[int]]:
+    """Wait for the child; forward the signals scaldiag receives (the signals are blocked: taken here)."""
+    received: list[int] = []
+    forwarded_at: dict[int, float] = {}
+    watched = (*FORWARDED, signal.SIGCHLD)
+    while True:
+        code = child.poll()
+        if code is not None:
+            return code, received
+        try:
+            info = signal.sigtimedwait(watched, 0.5)
+        except KeyboardInterrupt:  # SIGINT caught by a thread that did not block it: the terminal's, likely
+            received.append(signal.SIGINT)
+            continue
+        if info is None or info.si_signo == signal.SIGCHLD:
+            continue
+        sig = info.si_signo
+        received.append(sig)
+        if info.si_code == SI_KERNEL:  # the terminal sent it to the whole foreground group: the script has it
+            continue
+        now = time.monotonic()
+        if now - forwarded_at.get(sig, -FORWARD_COALESCE_S) < FORWARD_COALESCE_S:
+            continue
+        forwarded_at[sig] = now
+        try:
+            child.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+
+def _wait_plain(child: subprocess.Popen) -> tuple[int, list[int]]:
+    """Without sigtimedwait (not Linux, not the main thread): Ctrl-C reached the child too; wait for it."""
+    received: list[int] = []
+    while True:
+        try:
+            return child.wait(), received
+        except KeyboardInterrupt:
+            received.append(signal.SIGINT)
+
+
+def _drain(signals: tuple) -> None:
+    """Take the signals still pending (a late duplicate), so unblocking them does not kill scaldiag."""
+    while signal.sigtimedwait(signals, 0) is not None:
+        pass
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _status(code: int, received: list[int]) -> str:
+    if received:
         return "interrupted"
     if code == 0:
         return "finished"

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+from scaldiag.collect.env import GLOBAL_BATCH_ENV
 from scaldiag.collect.launcher import launch
 from scaldiag.collect.session import new_run_dir
 from scaldiag.collect.sweep import gpus_for, sweep
@@ -28,7 +30,9 @@ def add_parser(subparsers) -> None:
                    help="sweep: run once per GPU count (the first N visible GPUs; N is in $SCALDIAG_NUM_GPUS)")
     p.add_argument("--emulate", action="store_true",
                    help="sweep over N logical CPU devices instead of GPUs (machines without GPUs)")
-    p.add_argument("--repeat", type=int, default=1, metavar="K", help="run each GPU count K times (default 1)")
+    p.add_argument("--repeat", type=_positive, default=1, metavar="K", help="run each GPU count K times (default 1)")
+    p.add_argument("--global-batch", type=_positive, metavar="N",
+                   help="samples per step, for input whose batch scaldiag cannot read (every run of a sweep)")
     p.set_defaults(func=run)
 
 
@@ -42,31 +46,84 @@ def _counts(text: str) -> list[int]:
     return counts
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def check_script(script: Path) -> None:
+    if script.is_dir():
+        raise ScaldiagError(f"{script} is a directory, not a Python script")
+    if not script.exists():
+        raise ScaldiagError(f"no such script: {script}")
+    if not script.is_file() or not os.access(script, os.R_OK):
+        raise ScaldiagError(f"cannot read the script {script}")
+
+
 def run(args: argparse.Namespace) -> int:
     script = Path(args.script)
-    if not script.is_file():
-        raise ScaldiagError(f"no such script: {script}")
+    check_script(script)
     script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
+    if args.global_batch:  # inherited by every run the command launches
+        os.environ[GLOBAL_BATCH_ENV] = str(args.global_batch)
     if args.gpus or args.emulate:
         return _sweep(args, script, script_args)
-    run_dir = new_run_dir(args.out, script.stem)
+    try:
+        run_dir = new_run_dir(args.out, script.stem)
+    except (OSError, RuntimeError) as exc:
+        _run_without_capture(args.out, exc, script, script_args)
     code = launch(run_dir, str(script), script_args)
     print(file=sys.stderr)
+    _report(lambda: emit(diagnose_run(run_dir), args.json), args)
+    print(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})", file=sys.stderr)
+    return exit_status(code)
+
+
+def exit_status(code: int) -> int:
+    """The script's exit code as a shell reports it: killed by signal N is 128 + N."""
+    return code if code >= 0 else 128 - code
+
+
+def _run_without_capture(out: str, exc: Exception, script: Path, script_args: list[str]) -> None:
+    """The run directory cannot be made: say so once, and become ``python SCRIPT ARGS`` itself."""
+    reason = getattr(exc, "strerror", None) or str(exc)
+    print(f"scaldiag: cannot create a run directory under {out} ({reason}); running the script without capture, "
+          "nothing is recorded", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, str(script), *script_args])
+
+
+def _report(make, args) -> None:
+    """Print the report; scaldiag's own failure here never changes the exit code, which is the script's."""
     try:
-        emit(diagnose_run(run_dir), args.json)
+        make()
     except ScaldiagError as exc:  # the run is kept even when its report cannot be made
         print(f"scaldiag: no report: {exc}", file=sys.stderr)
-    print(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})", file=sys.stderr)
-    return code if code >= 0 else 128 - code  # killed by signal N: exit 128 + N, as shells report it
+    except Exception as exc:
+        if getattr(args, "debug", False):
+            raise
+        print(f"scaldiag: no report: internal error ({type(exc).__name__}: {exc}); the run directory is kept",
+              file=sys.stderr)
 
 
 def _sweep(args, script: Path, script_args: list[str]) -> int:
     counts = args.gpus or [1, 2]
     gpus = gpus_for(counts, args.emulate)
-    sweep_dir = new_run_dir(args.out, f"{script.stem}-sweep")
-    codes = sweep(sweep_dir, str(script), script_args, counts, args.emulate, gpus, max(1, args.repeat))
+    try:
+        sweep_dir = new_run_dir(args.out, f"{script.stem}-sweep")
+    except (OSError, RuntimeError) as exc:  # a sweep is a measurement: without its record it is pointless
+        raise ScaldiagError(f"cannot create a sweep directory under {args.out}: {getattr(exc, 'strerror', None) or exc}") from exc
+    try:
+        codes = sweep(sweep_dir, str(script), script_args, counts, args.emulate, gpus, args.repeat)
+    except OSError as exc:
+        raise ScaldiagError(f"the sweep stopped: cannot write under {sweep_dir}: {exc.strerror or exc}") from exc
     print(file=sys.stderr)
-    emit(diagnose_sweep(sweep_dir), args.json)
+    _report(lambda: emit(diagnose_sweep(sweep_dir), args.json), args)
     print(f"scaldiag: sweep directory {sweep_dir}  (scaldiag report {sweep_dir})", file=sys.stderr)
     failed = [c for c in codes if c != 0]
-    return 0 if not failed else (failed[0] if failed[0] > 0 else 128 - failed[0])
+    return 0 if not failed else exit_status(failed[0])

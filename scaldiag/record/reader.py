@@ -2,24 +2,74 @@
 
 from __future__ import annotations
 
+import os
+import platform
 from pathlib import Path
 
 from scaldiag.errors import ScaldiagError
-from scaldiag.record.rundir import GPU_SAMPLES, HOST_SAMPLES, STEPS, SWEEP_JSON, read_json, read_jsonl
+from scaldiag.record import validate
+from scaldiag.record.rundir import GPU_SAMPLES, HOST_SAMPLES, MARKS, STEPS, SWEEP_JSON, load_json, load_jsonl
 from scaldiag.record.types import RunRecord
 
 
 def read_record(run_dir: Path) -> RunRecord:
+    """The run's facts, well typed whatever the files hold; each damage is a line of ``run["missing"]``."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ScaldiagError(f"no such run directory: {run_dir}")
-    run = read_json(run_dir, "run.json")
+    notes: list[str] = []
+    run = _object(run_dir, "run.json", validate.RUN_FIELDS, notes)
     if not run:
-        raise ScaldiagError(f"{run_dir} is not a scaldiag run directory (no run.json)")
-    return RunRecord(run=run, training=read_json(run_dir, "training.json"),
-                     inventory=read_json(run_dir, "inventory.json"),
-                     steps=read_jsonl(run_dir / STEPS), gpu_samples=read_jsonl(run_dir / GPU_SAMPLES),
-                     host_samples=read_jsonl(run_dir / HOST_SAMPLES))
+        if not (run_dir / "run.json").exists():
+            raise ScaldiagError(f"{run_dir} is not a scaldiag run directory (no run.json)")
+        run = {"status": "unknown"}  # damaged: report what the other files hold
+    training = _object(run_dir, "training.json", validate.TRAINING_FIELDS, notes)
+    inventory = _object(run_dir, "inventory.json", validate.INVENTORY_FIELDS, notes)
+    steps = _rows(run_dir / STEPS, validate.STEP_ROW, False, "begin_ns", notes)
+    gpu_samples = _rows(run_dir / GPU_SAMPLES, validate.GPU_ROW, True, "t_ns", notes)
+    host_samples = _rows(run_dir / HOST_SAMPLES, validate.HOST_ROW, True, "t_ns", notes)
+    # Marks come from two processes (bootstrap and recorder), so they are sorted, not checked for order.
+    marks = sorted(validate.clean_rows(load_jsonl(run_dir / MARKS)[0], validate.MARK_ROW, False)[0],
+                   key=lambda m: m["t_ns"])
+    notes += _abandoned(run)
+    if notes:
+        run = {**run, "missing": list(run.get("missing", [])) + [f"record: {n}" for n in notes]}
+    return RunRecord(run=run, training=training, inventory=inventory, steps=steps, gpu_samples=gpu_samples,
+                     host_samples=host_samples, marks=marks)
+
+
+def _object(run_dir: Path, name: str, fields: dict, notes: list[str]) -> dict:
+    data, problem = load_json(run_dir / name)
+    if problem:
+        notes.append(problem)
+    data, dropped = validate.clean_object(data, fields, name)
+    notes += dropped
+    return data
+
+
+def _rows(path: Path, shape, numbers_only: bool, order_key: str, notes: list[str]) -> list[dict]:
+    rows, damaged = load_jsonl(path)
+    rows, wrong = validate.clean_rows(rows, shape, numbers_only)
+    rows, unordered = validate.in_order(rows, order_key)
+    lost = damaged + wrong + unordered
+    if lost:
+        notes.append(f"{path.name}: {lost} damaged line{'s' if lost > 1 else ''} skipped")
+    return rows
+
+
+def _abandoned(run: dict) -> list[str]:
+    """A run still marked running whose launcher is gone: it was killed (SIGKILL, OOM) before finalising."""
+    pid = run.get("launcher_pid")
+    if run.get("status") != "running" or pid is None or run.get("host") != platform.node():
+        return []
+    try:
+        os.kill(pid, 0)
+        return []
+    except ProcessLookupError:
+        return [f"run.json says running, but its launcher (pid {pid}) has ended without finalising it: "
+                "scaldiag was killed (SIGKILL, out of memory); the steps and samples up to then are kept"]
+    except (PermissionError, OverflowError, ValueError, OSError):
+        return []
 
 
 def is_sweep(path: Path) -> bool:
@@ -28,7 +78,17 @@ def is_sweep(path: Path) -> bool:
 
 def sweep_runs(sweep_dir: Path) -> tuple[dict, list[tuple[int, Path]]]:
     """The sweep's spec and its recorded runs as (device count, run directory)."""
-    spec = read_json(sweep_dir, SWEEP_JSON)
-    runs = [(run["gpus"], Path(sweep_dir) / run["dir"]) for run in spec.get("runs", [])
-            if (Path(sweep_dir) / run["dir"] / "run.json").exists()]
+    spec, problem = load_json(Path(sweep_dir) / SWEEP_JSON)
+    if problem:
+        raise ScaldiagError(f"{sweep_dir}: damaged sweep record: {problem}")
+    listed = spec.get("runs") if isinstance(spec.get("runs"), list) else []
+    runs = [(run["gpus"], Path(sweep_dir) / run["dir"]) for run in listed if _sweep_entry(run)
+            and (Path(sweep_dir) / run["dir"] / "run.json").exists()]
     return spec, runs
+
+
+def _sweep_entry(run) -> bool:
+    """A well-formed entry of sweep.json: a device count and a run directory inside the sweep's."""
+    return (isinstance(run, dict) and isinstance(run.get("gpus"), int) and not isinstance(run["gpus"], bool)
+            and run["gpus"] >= 1 and isinstance(run.get("dir"), str) and run["dir"] not in ("", ".", "..")
+            and "/" not in run["dir"] and "\0" not in run["dir"])

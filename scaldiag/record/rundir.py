@@ -6,6 +6,7 @@
       inventory.json       GPUs: name, UUID, PCIe link, NVLink                     (NVML sampler)
       steps.jsonl          one line per training step: begin_ns, end_ns, ...       (recorder)
                            (under Keras a step ends where the next begins: see recorder.py)
+      marks.jsonl          moments between steps: fit/epoch/validation bounds...  (recorder, bootstrap)
       gpu_samples.jsonl    NVML samples                                             (sampler)
       host_samples.jsonl   psutil samples                                           (sampler)
       trace/               TensorBoard logdir: plugins/profile/<run>/<host>.xplane.pb
@@ -29,6 +30,7 @@ from pathlib import Path
 RECORD_SCHEMA_VERSION = 1  # the layout of run.json and friends (not the report's JSON)
 JSON_FILES = ("run.json", "training.json", "inventory.json")
 STEPS, GPU_SAMPLES, HOST_SAMPLES = "steps.jsonl", "gpu_samples.jsonl", "host_samples.jsonl"
+MARKS = "marks.jsonl"
 TRACE_DIR = "trace"
 SWEEP_JSON = "sweep.json"
 
@@ -50,10 +52,32 @@ def update_json(run_dir: Path, name: str, **fields) -> dict:
 
 
 def read_json(run_dir: Path, name: str) -> dict:
+    """The file's object; ``{}`` if it is absent or damaged (``load_json`` says which)."""
+    return load_json(Path(run_dir) / name)[0]
+
+
+def load_json(path: Path) -> tuple[dict, str | None]:
+    """A JSON object file and what is wrong with it: None, or one line (absent files are not a problem)."""
+    path = Path(path)
     try:
-        return json.loads((Path(run_dir) / name).read_text())
+        data = path.read_bytes()
     except FileNotFoundError:
-        return {}
+        return {}, None
+    except OSError as exc:
+        return {}, f"{path.name}: cannot be read ({exc.strerror or exc})"
+    if not data.strip():
+        return {}, f"{path.name}: empty (the writer was stopped before its first write)"
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return {}, f"{path.name}: not UTF-8 text (byte {exc.start})"
+    except json.JSONDecodeError as exc:
+        return {}, f"{path.name}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+    except RecursionError:
+        return {}, f"{path.name}: nested too deeply to be a run record"
+    if not isinstance(value, dict):
+        return {}, f"{path.name}: holds a JSON {type(value).__name__}, not an object"
+    return value, None
 
 
 class JsonlWriter:
@@ -89,21 +113,52 @@ class JsonlWriter:
     def close(self) -> None:
         with self._lock:
             if not self._file.closed:
-                self._file.close()
+                try:
+                    self._file.close()
+                except OSError:  # the last rows could not reach the disk (full, gone): a gap, not a failure
+                    pass
+
+
+def append_mark(run_dir: str | os.PathLike | None, name: str) -> None:
+    """One mark of the run's timeline, from a process without a recorder; never raises."""
+    if not run_dir:
+        return
+    try:
+        with open(Path(run_dir) / MARKS, "a") as f:
+            f.write(json.dumps({"mark": name, "t_ns": time.time_ns()}) + "\n")
+    except OSError:
+        pass  # a lost mark is a gap in the accounting ("other"), never a failure of the run
 
 
 def read_jsonl(path: Path) -> list[dict]:
     """Every complete row; a torn last line (the writer was killed) is skipped."""
-    rows = []
+    return load_jsonl(path)[0]
+
+
+def load_jsonl(path: Path) -> tuple[list[dict], int]:
+    """Every complete row that is a JSON object, and how many other lines were skipped.
+
+    A torn last line (the writer was killed) is not counted: it is the
+    expected end of a killed run. Damaged lines (invalid UTF-8, not JSON, not
+    an object) are skipped and counted; the rows after them are kept.
+    """
+    rows, skipped = [], 0
     try:
-        with open(path) as f:
-            for line in f:
-                if not line.endswith("\n"):
+        with open(path, "rb") as f:
+            for raw in f:
+                if not raw.endswith(b"\n"):
                     break
                 try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
+                    row = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                    skipped += raw.strip() != b""
                     continue
+                if isinstance(row, dict):
+                    rows.append(row)
+                else:
+                    skipped += 1
     except FileNotFoundError:
         pass
-    return rows
+    except OSError:
+        skipped += 1
+    return rows, skipped

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -15,3 +15,4 @@ class RunRecord:
     steps: list[dict]
     gpu_samples: list[dict]
     host_samples: list[dict]
+    marks: list[dict] = field(default_factory=list)  # {"mark", "t_ns"}: fit, epoch, validation bounds...

@@ -1,0 +1,137 @@
+"""Well-typed facts from a run directory someone may have damaged.
+
+The record is read back by ``record/reader.py`` after a crash, a kill, a
+full disk, or a hand edit. Whatever the bytes, the analysis gets values of
+the types it was written for: a field of the wrong type is dropped (and
+said), a JSONL row missing a required field, or holding one of the wrong
+type, is skipped (and counted). Nothing here raises on content.
+
+Numbers must be finite; booleans are not numbers here (``True`` is an
+``int`` to Python, not a step count to us).
+"""
+
+from __future__ import annotations
+
+import math
+
+# A field's check: value -> the value to keep, or _BAD.
+_BAD = object()
+
+
+def _int(v):
+    return v if isinstance(v, int) and not isinstance(v, bool) else _BAD
+
+
+def _num(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return _BAD
+    return v if isinstance(v, int) or math.isfinite(v) else _BAD
+
+
+def _str(v):
+    return v if isinstance(v, str) else _BAD
+
+
+def _bool(v):
+    return v if isinstance(v, bool) else _BAD
+
+
+def _opt(check):
+    return lambda v: None if v is None else check(v)
+
+
+def _list_of(check):
+    def checked(v):
+        if not isinstance(v, list):
+            return _BAD
+        items = [check(x) for x in v]
+        return _BAD if any(x is _BAD for x in items) else items
+    return checked
+
+
+def _obj(fields: dict):
+    """A nested object: its known fields checked the same way, unknown ones kept."""
+    def checked(v):
+        if not isinstance(v, dict):
+            return _BAD
+        return {k: x for k, x in ((k, fields[k](x) if k in fields else x) for k, x in v.items()) if x is not _BAD}
+    return checked
+
+
+def _str_map(v):
+    if not isinstance(v, dict):
+        return _BAD
+    return {str(k): x for k, x in v.items() if isinstance(x, str)}
+
+
+RUN_FIELDS = {
+    "status": _str, "exit_code": _int, "missing": _list_of(_str), "command": _list_of(_str), "cwd": _str,
+    "host": _str, "python": _str, "started_ns": _int, "ended_ns": _int, "launcher_pid": _int, "signal": _str,
+    "signals_received": _list_of(_str), "samplers": _obj({}), "schema_version": _int, "scaldiag_version": _str,
+}
+TRAINING_FIELDS = {
+    "framework": _obj({"name": _str, "backend": _str, "versions": _str_map}),
+    "global_batch": _opt(_int), "per_replica_batch": _opt(_int), "replicas": _opt(_int),
+    "steps_per_execution": _opt(_int), "steps_per_epoch": _opt(_int), "parameter_bytes": _opt(_int),
+    "warmup_steps": _int, "trace_steps": _int,
+    "batch_source": _str, "input_ceiling": _obj({"samples_per_s": _num}), "trace": _obj({}),
+}
+GPU_INFO_FIELDS = {"index": _int, "name": _str, "uuid": _str, "pci_bus_id": _str, "memory_total_bytes": _int,
+                   "pcie_gen_current": _int, "pcie_gen_max": _int, "pcie_width_current": _int,
+                   "pcie_width_max": _int, "power_limit_mw": _int}
+INVENTORY_FIELDS = {"gpus": _list_of(_obj(GPU_INFO_FIELDS)), "topology": _list_of(_obj({})),
+                    "logical_to_nvml_index": _opt(_list_of(_int)), "cuda_visible_devices": _opt(_str)}
+
+# JSONL rows: (required fields, optional fields). Unknown fields of sample rows must be numbers.
+STEP_ROW = ({"step": _int, "begin_ns": _int, "end_ns": _int}, {"epoch": _int, "traced": _bool, "batch": _int})
+GPU_ROW = ({"t_ns": _int, "gpu": _int}, {})
+MARK_ROW = ({"mark": _str, "t_ns": _int}, {"epoch": _int})
+HOST_ROW = ({"t_ns": _int, "core_pct": _list_of(_num), "proc_cpu_pct": _num, "proc_rss_bytes": _int}, {})
+
+
+def clean_object(data: dict, fields: dict, name: str) -> tuple[dict, list[str]]:
+    """Drop the known fields whose value has the wrong type; one note per dropped field."""
+    out, notes = {}, []
+    for key, value in data.items():
+        check = fields.get(key)
+        kept = value if check is None else check(value)
+        if kept is _BAD:
+            notes.append(f"{name}: field {key!r} ignored (a {type(value).__name__}, not what the record holds)")
+        else:
+            out[key] = kept
+    return out, notes
+
+
+def clean_rows(rows: list[dict], shape: tuple[dict, dict], numbers_only: bool) -> tuple[list[dict], int]:
+    """The rows whose required fields are present and well typed; optional bad fields dropped."""
+    required, optional = shape
+    kept, skipped = [], 0
+    for row in rows:
+        out = {}
+        for key, check in required.items():
+            value = check(row[key]) if key in row else _BAD
+            if value is _BAD:
+                break
+            out[key] = value
+        else:
+            for key, value in row.items():
+                if key in required:
+                    continue
+                check = optional.get(key, _num if numbers_only else None)
+                value = value if check is None else check(value)
+                if value is not _BAD:
+                    out[key] = value
+            kept.append(out)
+            continue
+        skipped += 1
+    return kept, skipped
+
+
+def in_order(rows: list[dict], key: str) -> tuple[list[dict], int]:
+    """Rows with ``key`` non-decreasing, as they were written; rows out of order are skipped."""
+    kept, last = [], None
+    for row in rows:
+        if last is None or row[key] >= last:
+            kept.append(row)
+            last = row[key]
+    return kept, len(rows) - len(kept)
