@@ -51,7 +51,8 @@ class HostTimeline:
         unique, inverse = np.unique(keys, return_inverse=True)
         totals = np.bincount(inverse, weights=overlap[shown])
         best = np.argsort(-totals)[:top]
-        return [(unique[i].split("\0")[0], HOST_STATES[int(unique[i].split("\0")[1])], float(totals[i]) / per)
+        # rpartition: the state code is last; an event name may itself hold a NUL.
+        return [(unique[i].rpartition("\0")[0], HOST_STATES[int(unique[i].rpartition("\0")[2])], float(totals[i]) / per)
                 for i in best]
 
 

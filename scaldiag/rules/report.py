@@ -75,10 +75,12 @@ def verdict(analysis: ProfileAnalysis, findings: list[Finding]) -> str:
         top = causes[0]
         gain = f"; fixing it: up to {top.predicted_speedup.value:.2f}x" if top.predicted_speedup else ""
         return f"{top.title}. {top.summary}{gain}."
-    if not analysis.units:
+    if not analysis.units or analysis.event_count == 0:
         return "Nothing to analyse: the trace has no host or device activity."
     unit = max(analysis.units, key=lambda u: u.categories["compute"].exclusive_pct)
     compute = unit.categories["compute"]
+    if not compute.exclusive_pct > 0:  # no compute at all (or NaN shares): no bound can be named
+        return "No verdict: the trace shows no compute in its steps, so nothing can be said to bound them."
     where = "device" if unit.kind == "gpu" else "host"
     return (f"Compute-bound: {unit.name} computes {compute.exclusive_pct:.1f}% of step time "
             f"({where} busy {unit.busy_pct:.1f}%); no input, copy, collective, layout or host "
