@@ -6,6 +6,12 @@
 The public name; the adapter lives in ``scaldiag.collect.frameworks.keras_callback``.
 """
 
+import keras
+
 from scaldiag.collect.frameworks.keras_callback import ScaldiagCallback
+from scaldiag.collect.frameworks.keras_hooks import patch_fit
+
+# fit hands its data and batch size to the ScaldiagCallbacks it is given (it adds none).
+patch_fit(keras.Model, add_callback=False)
 
 __all__ = ["ScaldiagCallback"]

@@ -1,5 +1,6 @@
 """Steady-state step statistics from recorded steps (pure functions)."""
 
+import numpy as np
 import pytest
 
 from scaldiag.analyze.run import step_stats
@@ -24,24 +25,62 @@ def test_warmup_compile_and_trace_window_are_left_out():
     assert s.excluded["warm-up"] == [0, 1, 2]
     assert s.excluded["profiler window"] == [6, 7, 8, 9, 10, 11]
     assert s.excluded["compile or retrace"] == [14]
-    assert s.steady == 6  # steps 3,4,5,12,13,15 (step 16 has no next begin)
-    assert s.step_time_ms.mean == pytest.approx(60 / 6)
-    assert s.samples_per_s == pytest.approx(64 / 0.010)
+    assert s.steady == 7  # steps 3,4,5,12,13,15 and 16, which ends at its own end (the run's last)
+    assert s.recorded == s.steady + sum(len(v) for v in s.excluded.values())
+    assert s.step_time_ms.mean == pytest.approx((60 + 10 - 0.001) / 7)
+    assert s.samples_per_s == pytest.approx(64 / (s.step_time_ms.mean / 1e3))
     assert s.samples_per_s_low < s.samples_per_s < s.samples_per_s_high
+    assert s.profiler_inflation == pytest.approx(10 / s.step_time_ms.mean)
 
 
 def test_epoch_boundaries_are_not_step_periods():
     rows = steps([10] * 6 + [1000] + [10] * 6, epochs={i: 1 for i in range(7, 13)})
+    rows[6]["end_ns"] = rows[6]["begin_ns"] + 10 * MS  # the epoch's last step ends at its sync point
     for r in rows[7:]:
         r["step"] -= 7  # Keras restarts batch numbers each epoch
     s = step_stats(rows, {"warmup_steps": 0})
-    assert s.steady == 11 and s.step_time_ms.mean == pytest.approx(10)
+    assert s.steady == 13 and s.recorded == 13
+    assert s.step_time_ms.mean == pytest.approx((12 * 10 + 10 - 0.001) / 13)
+    assert s.epoch_end_steps == 2
     assert s.samples_per_s is None  # no global batch known
 
 
-def test_steps_per_execution_multiplies_samples():
-    s = step_stats(steps([10] * 8), {"warmup_steps": 0, "global_batch": 32, "steps_per_execution": 4})
-    assert s.samples_per_step == 128
+def test_the_device_catching_up_at_the_epoch_end_is_counted():
+    """An asynchronous backend: the host queues 20 steps at 2 ms, then waits 160 ms at the epoch's end.
+    The stopwatch around the epoch says 10 ms per step; so must the steady step time."""
+    rows = steps([2] * 20)
+    rows[-1]["end_ns"] = rows[-1]["begin_ns"] + 162 * MS
+    s = step_stats(rows, {"warmup_steps": 0, "global_batch": 100})
+    epoch_ms = (rows[-1]["end_ns"] - rows[0]["begin_ns"]) / MS
+    assert s.steady == 20 and not s.excluded
+    assert s.step_time_ms.mean == pytest.approx(epoch_ms / 20)
+    assert s.samples_per_s == pytest.approx(100 * 20 / (epoch_ms / 1e3))
+
+
+def test_a_step_is_one_batch_with_steps_per_execution():
+    """steps_per_execution=4 over 30 batches per epoch: executions of 4 batches, the last of 2."""
+    rows = steps([8] * 7 + [4])
+    for i, r in enumerate(rows):
+        r["batch"] = 4 * i
+    rows[-1]["end_ns"] = rows[-1]["begin_ns"] + 4 * MS
+    s = step_stats(rows, {"warmup_steps": 0, "global_batch": 32, "steps_per_execution": 4, "steps_per_epoch": 30})
+    assert s.recorded == 30 and s.steady == 30
+    assert s.samples_per_step == 32
+    assert s.step_time_ms.mean == pytest.approx(2.0)  # (7 x 8 ms + 4 ms) / 30 batches
+    assert s.samples_per_s == pytest.approx(32 / 0.002)
+
+
+def test_every_recorded_step_is_steady_or_excluded_with_a_reason():
+    rng = np.random.default_rng(0)
+    for trial in range(50):
+        n = int(rng.integers(2, 60))
+        periods = rng.choice([1, 10, 11, 200], size=n, p=[0.1, 0.5, 0.35, 0.05])
+        epochs = {i: int(e) for i, e in enumerate(np.sort(rng.integers(0, 3, n)))}
+        rows = steps(periods, traced=range(int(rng.integers(0, n)), int(rng.integers(0, n))), epochs=epochs)
+        s = step_stats(rows, {"warmup_steps": int(rng.integers(0, 5))})
+        if s is None:
+            continue
+        assert s.recorded == n == s.steady + sum(len(v) for v in s.excluded.values()), trial
 
 
 def test_a_torn_last_line_is_skipped(tmp_path):

@@ -22,6 +22,8 @@ from scaldiag.analyze.transfers import copies_per_step
 from scaldiag.trace import Trace
 
 NS_PER_MS = 1e6
+INFLATION_UNKNOWN = ("profiler inflation unknown: a trace alone has no untraced steps to compare with, so host-side "
+                     "shares include the tracer's own cost (scaldiag profile measures and removes it)")
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,9 @@ class ProfileAnalysis:
     units: list[UnitAnalysis]
     framework: str = "unknown"  # "tensorflow", "jax" or "unknown": what the trace shows
     notes: list[str] = field(default_factory=list)
+    # Traced / untraced step time, when the run's untraced steps are known (analyze/inflation.py);
+    # None for a trace alone, whose host-side shares then include the tracer's own cost.
+    profiler_inflation: float | None = None
 
 
 def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
@@ -103,6 +108,7 @@ def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
         units = [_unit(name, "host", sets, ("compute", "layout", "collective"), steps, host)]
     if steps.method == "none":
         notes.append("steps could not be found: figures are for the whole trace as one window")
+    notes.append(INFLATION_UNKNOWN)
     return ProfileAnalysis(run=run, sources=trace.sources, hosts=trace.hostnames, event_count=trace.event_count,
                            steps_method=steps.method, steps_description=steps.description,
                            units=units, framework=detect_framework(trace), notes=notes)

@@ -7,18 +7,15 @@ files is ``scaldiag.record.reader``'s job.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from scaldiag.analyze import inflation, runsteps
+from scaldiag.analyze.accounting import Accounting, account
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.stats import Summary
 from scaldiag.record.types import RunRecord
-
-# A step after warm-up more than this many times the median is compilation or
-# retracing (new shapes, a new tf.function trace), not steady state. Steady
-# steps on these machines vary by well under 2x; a compile costs 10-1000x.
-COMPILE_FACTOR = 3.0
 
 # NVML clocks-event reasons (nvmlClocksEventReasons*, nvml.h): the bits that
 # mean the GPU is held below its clocks for a reason other than being idle.
@@ -40,6 +37,8 @@ class StepStats:
     samples_per_s_high: float | None
     window_ns: tuple[int, int]       # first steady begin, last steady end
     traced_step_ms: float | None = None  # mean period inside the profiler window (it slows steps)
+    profiler_inflation: float | None = None  # traced_step_ms / the steady step time
+    epoch_end_steps: int = 0  # steady steps that end an epoch (and hold the device's catch-up)
 
 
 @dataclass(frozen=True)
@@ -80,37 +79,28 @@ class RunAnalysis:
     steps: StepStats | None
     gpus: list[GpuSummary]
     host: HostSummary | None
-    trace: ProfileAnalysis | None
+    trace: ProfileAnalysis | None  # corrected for the profiler's inflation when untraced steps are known
     missing: list[str] = field(default_factory=list)
+    accounting: Accounting | None = None
 
 
 def step_stats(steps: list[dict], training: dict) -> StepStats | None:
-    """Steady-state step times: warm-up, compile/retrace and trace-window steps left out."""
-    if len(steps) < 2:
+    """Steady-state step times: warm-up, compile/retrace and trace-window steps left out, each listed."""
+    return _step_stats(runsteps.periods(steps, training), training)
+
+
+def _step_stats(found: list[runsteps.Period], training: dict) -> StepStats | None:
+    steady = [p for p in found if p.kind == runsteps.STEADY]
+    if not steady:
         return None
-    warmup = int(training.get("warmup_steps", 0))
-    periods, starts, traced = [], [], []
-    excluded: dict[str, list[int]] = {"warm-up": [], "compile or retrace": [], "profiler window": []}
-    for a, b in zip(steps, steps[1:]):
-        if b["step"] != a["step"] + 1 or b.get("epoch") != a.get("epoch"):
-            continue  # epoch boundary or a new fit call: not a step period
-        if a["step"] < warmup:
-            excluded["warm-up"].append(a["step"])
-        elif a.get("traced") or b.get("traced"):  # profiler start/stop land in these periods
-            excluded["profiler window"].append(a["step"])
-            if a.get("traced") and b.get("traced"):
-                traced.append(b["begin_ns"] - a["begin_ns"])
-        else:
-            periods.append(b["begin_ns"] - a["begin_ns"])
-            starts.append(a)
-    if not periods:
-        return None
-    periods_arr = np.array(periods, float)
-    slow = periods_arr > COMPILE_FACTOR * np.median(periods_arr)
-    excluded["compile or retrace"] = [s["step"] for s, is_slow in zip(starts, slow) if is_slow]
-    steady = periods_arr[~slow] / 1e6
-    kept = [s for s, is_slow in zip(starts, slow) if not is_slow]
-    time_ms = Summary.of(steady)
+    excluded: dict[str, list[int]] = {}
+    for p in found:
+        if p.kind != runsteps.STEADY:
+            excluded.setdefault(p.kind, []).extend(range(p.first_batch, p.first_batch + p.batches))
+    per_batch_ms = np.array([p.ns_per_batch for p in steady]) / 1e6
+    # The mean is total time over total batches: a stopwatch around the steady steps.
+    mean_ms = sum(p.end_ns - p.begin_ns for p in steady) / sum(p.batches for p in steady) / 1e6
+    time_ms = replace(Summary.of(per_batch_ms), mean=mean_ms)
     per_step = _samples_per_step(training)
     rate = low = high = None
     if per_step:
@@ -118,16 +108,20 @@ def step_stats(steps: list[dict], training: dict) -> StepStats | None:
         if math.isfinite(time_ms.ci95):
             high = per_step / (max(time_ms.mean - time_ms.ci95, 1e-9) / 1e3)
             low = per_step / ((time_ms.mean + time_ms.ci95) / 1e3)
-    window = (kept[0]["begin_ns"], kept[-1]["begin_ns"] + int(steady[-1] * 1e6))
-    return StepStats(recorded=len(steps), steady=len(steady), excluded={k: v for k, v in excluded.items() if v},
-                     step_time_ms=time_ms, samples_per_step=per_step, samples_per_s=rate,
-                     samples_per_s_low=low, samples_per_s_high=high, window_ns=window,
-                     traced_step_ms=float(np.mean(traced)) / 1e6 if traced else None)
+    traced = [p.ns_per_batch for p in found if p.traced and not p.ends_epoch]
+    traced_ms = float(np.mean(traced)) / 1e6 if traced else None
+    return StepStats(recorded=sum(p.batches for p in found), steady=sum(p.batches for p in steady),
+                     excluded=excluded, step_time_ms=time_ms, samples_per_step=per_step, samples_per_s=rate,
+                     samples_per_s_low=low, samples_per_s_high=high, window_ns=(steady[0].begin_ns, steady[-1].end_ns),
+                     traced_step_ms=traced_ms,
+                     profiler_inflation=traced_ms / time_ms.mean if traced_ms and time_ms.mean > 0 else None,
+                     epoch_end_steps=sum(p.batches for p in steady if p.ends_epoch))
 
 
 def _samples_per_step(training: dict) -> int | None:
+    """Samples per step, a step being one batch."""
     batch = training.get("global_batch")
-    return int(batch) * int(training.get("steps_per_execution") or 1) if batch else None
+    return int(batch) if batch else None
 
 
 def gpu_summaries(samples: list[dict], inventory: dict, window_ns: tuple[int, int] | None,
@@ -203,7 +197,10 @@ def host_summary(samples: list[dict], window_ns: tuple[int, int] | None) -> Host
 
 
 def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missing: list[str]) -> RunAnalysis:
-    steps = step_stats(record.steps, record.training)
+    found = runsteps.periods(record.steps, record.training)
+    steps = _step_stats(found, record.training)
+    if trace is not None and steps is not None:
+        trace = _corrected(trace, steps, record.training)
     window = steps.window_ns if steps else None
     missing = list(record.run.get("missing", [])) + trace_missing
     if not record.steps:
@@ -214,4 +211,15 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
     training_ns = (record.steps[0]["begin_ns"], record.steps[-1]["end_ns"]) if record.steps else None
     return RunAnalysis(run=record.run, training=record.training, inventory=record.inventory, steps=steps,
                        gpus=gpu_summaries(record.gpu_samples, record.inventory, window, training_ns),
-                       host=host_summary(record.host_samples, window), trace=trace, missing=missing)
+                       host=host_summary(record.host_samples, window), trace=trace, missing=missing,
+                       accounting=account(record.run, record.marks, found))
+
+
+def _corrected(trace: ProfileAnalysis, steps: StepStats, training: dict) -> ProfileAnalysis:
+    """The trace's breakdown scaled to the untraced steady step (analyze/inflation.py)."""
+    traced = [u.step_time_ms.mean for u in trace.units if u.step_time_ms.mean > 0]
+    if not traced or trace.steps_method == "none":
+        return trace
+    # A traced step is one call of the train function: steps_per_execution batches.
+    untraced_ms = steps.step_time_ms.mean * int(training.get("steps_per_execution") or 1)
+    return inflation.correct(trace, untraced_ms, float(np.mean(traced)) / untraced_ms)

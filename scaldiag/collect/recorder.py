@@ -3,7 +3,9 @@
 Framework-free: the Keras callback and the custom-loop API both drive it.
 Each step is written (and flushed) as it ends, so a killed run keeps its
 steps. Which steps are warm-up, compilation or retracing is decided later,
-by the analysis, from these facts.
+by the analysis, from these facts. Marks (``marks.jsonl``) are the moments
+between steps that the whole-run accounting needs: fit and epoch
+boundaries, validation, the profiler starting and stopping.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 from pathlib import Path
 
 from scaldiag.collect.frameworks.tracing import TraceWindow
-from scaldiag.record.rundir import STEPS, TRACE_DIR, JsonlWriter, update_json
+from scaldiag.record.rundir import MARKS, STEPS, TRACE_DIR, JsonlWriter, update_json
 
 WARMUP_STEPS = 3  # compile and first-run effects (allocator growth, autotuning)
 TRACE_STEPS = 5   # steady-state steps in the profiler window
@@ -23,6 +25,8 @@ class StepRecorder:
                  warmup_steps: int = WARMUP_STEPS, trace_steps: int = TRACE_STEPS):
         self.run_dir = Path(run_dir)
         self._steps = JsonlWriter(self.run_dir / STEPS)
+        self._marks = JsonlWriter(self.run_dir / MARKS)
+        self._batch: int | None = None
         self._window = window
         self._trace_first = warmup_steps
         self._trace_last = warmup_steps + trace_steps - 1
@@ -33,8 +37,15 @@ class StepRecorder:
         self._open = False
         update_json(self.run_dir, "training.json", warmup_steps=warmup_steps, trace_steps=trace_steps)
 
-    def begin(self) -> None:
+    def mark(self, name: str, **facts) -> None:
+        """A moment of the run (``fit_begin``, ``epoch_end``...), for the accounting."""
+        self._marks.write({"mark": name, "t_ns": time.time_ns(), **facts})
+
+    def begin(self, batch: int | None = None) -> None:
         """A step starts; the step before it, if still open, ends here.
+
+        ``batch``: the index of its first batch in the epoch, where the loop
+        says (Keras: with ``steps_per_execution=K`` one step is K batches).
 
         Callers may mark only beginnings: the Keras callback must not
         implement ``on_train_batch_end``, because Keras then turns each
@@ -44,9 +55,12 @@ class StepRecorder:
         if self._open:
             self._finish(time.time_ns())
         self.step += 1
+        self._batch = batch
         window = self._window
         if window is not None and self.step == self._trace_first:
+            self.mark("trace_start")
             window.start()
+            self.mark("trace_started")
             update_json(self.run_dir, "training.json", trace={"logdir": TRACE_DIR, "first_step": self.step,
                                                                 "backend": window.backend, "error": window.error})
         self._traced = bool(window and window.active)
@@ -64,15 +78,20 @@ class StepRecorder:
         self._open = False
         if self._traced:
             self._window.step_end()
-        self._steps.write({"step": self.step, "epoch": self.epoch, "begin_ns": self._begin_ns, "end_ns": end_ns,
-                           "traced": self._traced})
+        row = {"step": self.step, "epoch": self.epoch, "begin_ns": self._begin_ns, "end_ns": end_ns,
+               "traced": self._traced}
+        if self._batch is not None:
+            row["batch"] = self._batch
+        self._steps.write(row)
         if self._traced and self.step >= self._trace_last:
             self.stop_trace()
 
     def stop_trace(self) -> None:
         window = self._window
         if window is not None and window.active:
+            self.mark("trace_stop")
             window.stop()
+            self.mark("trace_stopped")
             update_json(self.run_dir, "training.json", trace={"logdir": TRACE_DIR, "first_step": self._trace_first,
                                                                 "last_step": self.step, "backend": window.backend,
                                                                 "error": window.error})
@@ -81,4 +100,5 @@ class StepRecorder:
         self.end()
         self.stop_trace()
         self._steps.close()
+        self._marks.close()
 

@@ -27,7 +27,8 @@ _HOST_ACTIVITY = ("name", "state", "ms_per_step")
 _EVIDENCE = ("metric", "value", "unit", "threshold", "spread", "device")
 _SPEEDUP = ("value", "low", "high", "arithmetic")
 _STEPS = ("recorded", "steady", "excluded", "samples_per_step", "samples_per_s",
-          "samples_per_s_low", "samples_per_s_high", "window_ns", "traced_step_ms")
+          "samples_per_s_low", "samples_per_s_high", "window_ns", "traced_step_ms", "profiler_inflation",
+          "epoch_end_steps")
 _GPU = ("index", "name", "samples", "sample_hz", "util_pct", "mem_used_max_bytes", "pcie_tx_bytes_per_s",
         "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "sm_clock_mhz_min",
         "sm_clock_mhz_max", "power_w", "clock_event_reasons", "pcie_gen_max_seen", "pcie_width_max_seen")
@@ -85,6 +86,7 @@ def trace_dict(report: Report) -> dict:
         "devices": [_unit(u) for u in a.units],
         "findings": [finding(f) for f in report.findings],
         "notes": a.notes,
+        "profiler_inflation": a.profiler_inflation,
     }
 
 
@@ -94,9 +96,12 @@ def run_dict(report: RunReport) -> dict:
     if a.steps:
         steps = {**_pick(a.steps, _STEPS[:3]), "step_time_ms": _pick(a.steps.step_time_ms, _SUMMARY),
                  **_pick(a.steps, _STEPS[3:])}
+    acc = a.accounting
     return {
         "schema_version": SCHEMA_VERSION,
         "run_dir": report.run_dir,
+        "accounting": {"wall_s": acc.wall_s, "goodput": acc.goodput,
+                       "parts": [{"part": p.part, "seconds": p.seconds} for p in acc.parts]} if acc else None,
         "run": a.run,
         "training": a.training,
         "inventory": a.inventory,

@@ -16,7 +16,8 @@ MAX_BATCHES = 200
 
 
 def measure(x, seconds: float = CEILING_SECONDS) -> dict | None:
-    """{"samples_per_s", "batches", "seconds", "source"} or None when ``x`` cannot be replayed."""
+    """{"samples_per_s", "batches", "seconds", "source", "first_batch_size"}, or None when ``x``
+    cannot be replayed."""
     batches, source = _replayable(x)
     if batches is None or seconds <= 0:
         return None
@@ -25,14 +26,15 @@ def measure(x, seconds: float = CEILING_SECONDS) -> dict | None:
         return None
     samples, count, start = 0, 0, time.perf_counter()
     for batch in batches:
-        samples += _batch_size(batch)
+        samples += batch_size(batch)
         count += 1
         if count >= MAX_BATCHES or time.perf_counter() - start >= seconds:
             break
     elapsed = time.perf_counter() - start
     if count == 0 or elapsed <= 0:
         return None
-    return {"samples_per_s": samples / elapsed, "batches": count, "seconds": elapsed, "source": source}
+    return {"samples_per_s": samples / elapsed, "batches": count, "seconds": elapsed, "source": source,
+            "first_batch_size": batch_size(first)}
 
 
 def _replayable(x):
@@ -49,11 +51,10 @@ def _replayable(x):
     return None, None
 
 
-def _batch_size(batch) -> int:
+def batch_size(batch) -> int:
+    """The leading dimension of a batch: of its first array, through tuples, lists and dicts."""
     leaf = batch
-    while isinstance(leaf, (tuple, list)) and leaf:
-        leaf = leaf[0]
-    if isinstance(leaf, dict) and leaf:
-        leaf = next(iter(leaf.values()))
+    while isinstance(leaf, (tuple, list, dict)) and leaf:
+        leaf = next(iter(leaf.values())) if isinstance(leaf, dict) else leaf[0]
     shape = getattr(leaf, "shape", None)
     return int(shape[0]) if shape is not None and len(shape) else 1

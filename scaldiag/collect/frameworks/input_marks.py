@@ -27,22 +27,41 @@ def _annotation(backend: str):
     return None
 
 
-def mark_input(x, backend: str):
-    """``x`` with its batch fetches annotated: a PyDataset in place, a generator wrapped."""
+def mark_input(x, backend: str, on_first_batch=None):
+    """``x`` with its batch fetches annotated: a PyDataset in place, a generator wrapped.
+
+    ``on_first_batch(batch)`` is called with the first batch the training
+    takes, which is how the batch size of Python input becomes known without
+    consuming anything of the user's data.
+    """
     annotate = _annotation(backend)
     if annotate is None:
         return x
     import keras
 
+    seen = _FirstBatch(on_first_batch)
     if isinstance(x, keras.utils.PyDataset):
-        _annotate_getitem(x, annotate)
+        _annotate_getitem(x, annotate, seen)
         return x
     if inspect.isgenerator(x):
-        return _annotated_generator(x, annotate)
+        return _annotated_generator(x, annotate, seen)
     return x
 
 
-def _annotate_getitem(dataset, annotate) -> None:
+class _FirstBatch:
+    def __init__(self, callback):
+        self.callback = callback
+
+    def __call__(self, batch) -> None:
+        callback, self.callback = self.callback, None
+        if callback is not None:
+            try:
+                callback(batch)
+            except Exception:
+                pass  # knowing the batch is evidence; the user's input is not touched by a failure
+
+
+def _annotate_getitem(dataset, annotate, seen) -> None:
     """Give this one object a subclass whose ``__getitem__`` is annotated (Python looks
     special methods up on the type, so patching the instance would not be seen)."""
     cls = type(dataset)
@@ -50,17 +69,20 @@ def _annotate_getitem(dataset, annotate) -> None:
 
     def __getitem__(self, index):
         with annotate():
-            return original(self, index)
+            batch = original(self, index)
+        seen(batch)
+        return batch
 
     dataset.__class__ = type(cls.__name__, (cls,), {"__getitem__": __getitem__, "__module__": cls.__module__,
                                                     "__qualname__": cls.__qualname__})
 
 
-def _annotated_generator(generator, annotate):
+def _annotated_generator(generator, annotate, seen):
     while True:
         with annotate():
             try:
                 item = next(generator)
             except StopIteration:
                 return
+        seen(item)
         yield item

@@ -13,13 +13,17 @@ disables the callback and is written into the run as missing evidence.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 
 import keras
 
+from scaldiag.collect.env import GLOBAL_BATCH_ENV
 from scaldiag.collect.frameworks import input_ceiling, keras_info
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS
 from scaldiag.collect.session import Session
+
+HOW_TO_GIVE_BATCH = "give it with `scaldiag profile --global-batch N` or ScaldiagCallback(global_batch=N)"
 
 
 def _guarded(method):
@@ -41,6 +45,11 @@ def _guarded(method):
     return hook
 
 
+def _from_env() -> tuple[int, str] | None:
+    value = os.environ.get(GLOBAL_BATCH_ENV, "")
+    return (int(value), "scaldiag profile --global-batch") if value.isdigit() and int(value) > 0 else None
+
+
 class ScaldiagCallback(keras.callbacks.Callback):
     """Record this ``fit`` call as a scaldiag run.
 
@@ -60,57 +69,103 @@ class ScaldiagCallback(keras.callbacks.Callback):
                  input_ceiling_s: float = input_ceiling.CEILING_SECONDS):
         super().__init__()
         self._options = dict(run_dir=run_dir, warmup_steps=warmup_steps, trace_steps=trace_steps, sample=sample)
-        self._global_batch = (global_batch, "ScaldiagCallback(global_batch=)") if global_batch else None
+        self._global_batch = (global_batch, "ScaldiagCallback(global_batch=)") if global_batch else _from_env()
         self._quiet = quiet
         self._failed: str | None = None
         self.session: Session | None = None
         self._x = None
         self._input_ceiling_s = input_ceiling_s
+        self._in_fit = False
+        self._replicas: int | None = None
+        self._unknown_because = ""
 
     def set_fit_arguments(self, x, batch_size) -> None:
         """Called by ``scaldiag profile``'s hook on fit with the data it was given."""
         self._x = x
         if self._global_batch is None:
-            self._global_batch = keras_info.global_batch(x, batch_size)
+            batch, source = keras_info.global_batch(x, batch_size)
+            self._global_batch = (batch, source) if batch else None
+            self._unknown_because = source
+
+    def observe_batch(self, batch) -> None:
+        """The first batch training took (Python input): its size is the global batch, if still unknown."""
+        self._learn_batch(input_ceiling.batch_size(batch), "the first batch training took")
+
+    def _learn_batch(self, size: int, source: str) -> None:
+        if self._global_batch is not None or not size:
+            return
+        self._global_batch = (size, source)
+        if self.session is not None:
+            self.session.describe(**self._batch_facts())
+
+    def _batch_facts(self) -> dict:
+        if self._global_batch:
+            batch, source = self._global_batch
+        else:
+            batch, source = None, f"{self._unknown_because or 'unknown: fit was not seen'}; {HOW_TO_GIVE_BATCH}"
+        replicas = self._replicas
+        return {"global_batch": batch, "batch_source": source,
+                "per_replica_batch": batch // replicas if batch and replicas else None}
 
     @_guarded
     def on_train_begin(self, logs=None):
         name = keras_info.backend()
         self.session = Session(backend=name, **self._options)
-        batch, source = self._global_batch or (None, "unknown: not given (pass global_batch=)")
-        replicas = keras_info.replicas(self.model, name)
+        self._replicas = keras_info.replicas(self.model, name)
+        self.session.recorder.mark("fit_begin")
+        self._in_fit = True
         self.session.describe(
             framework={"name": "keras", "backend": name, "versions": keras_info.versions(name)},
-            global_batch=batch, batch_source=source, replicas=replicas,
-            per_replica_batch=batch // replicas if batch and replicas else None,
-            steps_per_execution=keras_info.steps_per_execution(self.model),
-            parameter_bytes=keras_info.parameter_bytes(self.model))
+            replicas=self._replicas, steps_per_execution=keras_info.steps_per_execution(self.model),
+            steps_per_epoch=(self.params or {}).get("steps"),
+            parameter_bytes=keras_info.parameter_bytes(self.model), **self._batch_facts())
 
     @_guarded
     def on_epoch_begin(self, epoch, logs=None):
         self.session.recorder.epoch = epoch
+        self.session.recorder.mark("epoch_begin", epoch=epoch)
 
     @_guarded
     def on_train_batch_begin(self, batch, logs=None):
-        self.session.recorder.begin()
+        self.session.recorder.begin(batch)
 
     # No on_train_batch_end, on purpose: Keras would then convert every step's
     # logs to Python numbers, a device sync that slows JAX training by ~30%
     # (measured on H200). A step ends where the next begins (recorder.begin).
 
+    # Keras synchronises with the device at the end of each epoch's steps (it reads the
+    # metrics), then validates, then calls on_epoch_end. The step that ends the epoch
+    # ends at the first of these hooks: its time is the device finishing the epoch.
+    @_guarded
+    def on_test_begin(self, logs=None):
+        if self._in_fit:
+            self.session.recorder.end()
+            self.session.recorder.mark("test_begin")
+
+    @_guarded
+    def on_test_end(self, logs=None):
+        if self._in_fit:
+            self.session.recorder.mark("test_end")
+
     @_guarded
     def on_epoch_end(self, epoch, logs=None):
         self.session.recorder.end()
+        self.session.recorder.mark("epoch_end", epoch=epoch)
 
     @_guarded
     def on_train_end(self, logs=None):
+        self._in_fit = False
         try:
             if self._x is not None:  # after training, so it cannot slow it
+                self.session.recorder.mark("ceiling_begin")
                 ceiling = input_ceiling.measure(self._x, self._input_ceiling_s)
+                self.session.recorder.mark("ceiling_end")
                 if ceiling:
                     self.session.describe(input_ceiling=ceiling)
+                    self._learn_batch(ceiling.get("first_batch_size"), "the input's first batch (measured after training)")
         except Exception as exc:  # missing evidence; the run is still closed below
             self.session.describe(input_ceiling_error=f"{type(exc).__name__}: {exc}")
+        self.session.recorder.mark("fit_end")
         self.session.close()
         if not self._quiet and self.session.owns_run:
             print(f"scaldiag: run recorded in {self.session.run_dir} (scaldiag report {self.session.run_dir})",

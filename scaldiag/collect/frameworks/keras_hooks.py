@@ -9,7 +9,11 @@ hook hands over the module once the program itself imported it.
 from __future__ import annotations
 
 import functools
+import os
 import sys
+
+from scaldiag.collect.env import RUN_DIR_ENV
+from scaldiag.record.rundir import append_mark
 
 MODEL_MODULE = "keras.src.models.model"  # where Keras 3 defines Model (both backends)
 _FIT_CALLBACKS_POSITION = 5  # fit(x, y, batch_size, epochs, verbose, callbacks, ...)
@@ -17,10 +21,15 @@ _FIT_CALLBACKS_POSITION = 5  # fit(x, y, batch_size, epochs, verbose, callbacks,
 
 def import_patches(emulate: int) -> dict:
     """Module name -> function(module), applied right after the module executes."""
-    patches = {MODEL_MODULE: lambda module: _patch_fit(module.Model)}
+    patches = {MODEL_MODULE: _on_keras_import}
     if emulate > 1:
         patches["tensorflow"] = _emulate_devices(emulate)
     return patches
+
+
+def _on_keras_import(module) -> None:
+    append_mark(os.environ.get(RUN_DIR_ENV), "keras_imported")
+    patch_fit(module.Model, add_callback=True)
 
 
 def _emulate_devices(count: int):
@@ -45,19 +54,30 @@ def _emulate_devices(count: int):
     return patch
 
 
-def _patch_fit(model_class) -> None:
+def patch_fit(model_class, add_callback: bool) -> None:
+    """``fit`` hands its data and batch size to every ScaldiagCallback it is given, and
+    annotates Python input for them; with ``add_callback`` it adds one when there is none.
+
+    ``scaldiag profile`` patches with ``add_callback=True``; importing
+    ``scaldiag.keras`` patches with ``False``, so that a callback the user
+    constructs learns the batch size, the input and its ceiling too.
+    """
     original = model_class.fit
+    if getattr(original, "_scaldiag_adds_callback", None) is not None:
+        original._scaldiag_adds_callback |= add_callback
+        return
 
     @functools.wraps(original)
     def fit(self, *args, **kwargs):
-        args, kwargs = _with_callback(args, kwargs)
+        args, kwargs = _with_callback(args, kwargs, fit._scaldiag_adds_callback)
         return original(self, *args, **kwargs)
 
+    fit._scaldiag_adds_callback = add_callback
     model_class.fit = fit
 
 
-def _with_callback(args, kwargs):
-    """fit's arguments plus a ScaldiagCallback (unless the user passed one)."""
+def _with_callback(args, kwargs, add: bool):
+    """fit's arguments, its ScaldiagCallbacks told about the data (one added first if ``add``)."""
     try:
         from scaldiag.collect.frameworks import keras_info
         from scaldiag.collect.frameworks.input_marks import mark_input
@@ -67,14 +87,19 @@ def _with_callback(args, kwargs):
             callbacks = list(args[_FIT_CALLBACKS_POSITION] or [])
         else:
             callbacks = list(kwargs.get("callbacks") or [])
-        if any(isinstance(c, ScaldiagCallback) for c in callbacks):
+        ours = [c for c in callbacks if isinstance(c, ScaldiagCallback)]
+        if not ours and not add:
             return args, kwargs
-        callback = ScaldiagCallback(quiet=True)
+        if not ours:
+            # First in the list: its epoch-end hook then runs before other callbacks' (a checkpoint
+            # save), so the step that ends the epoch ends where Keras synchronised, not after the save.
+            ours = [ScaldiagCallback(quiet=True)]
+            callbacks.insert(0, ours[0])
         x = args[0] if args else kwargs.get("x")
         batch_size = args[2] if len(args) > 2 else kwargs.get("batch_size")
-        callback.set_fit_arguments(x, batch_size)
-        callbacks.append(callback)
-        marked = mark_input(x, keras_info.backend())
+        for callback in ours:
+            callback.set_fit_arguments(x, batch_size)
+        marked = mark_input(x, keras_info.backend(), on_first_batch=lambda b: [c.observe_batch(b) for c in ours])
         if marked is not x:
             args, kwargs = ((marked, *args[1:]), kwargs) if args else (args, {**kwargs, "x": marked})
         if len(args) > _FIT_CALLBACKS_POSITION:

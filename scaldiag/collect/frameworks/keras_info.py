@@ -65,7 +65,7 @@ def global_batch(x, batch_size) -> tuple[int | None, str]:
     size = getattr(x, "batch_size", None)  # the usual attribute of a PyDataset or Sequence
     if isinstance(size, int) and size > 0:
         return size, f"{type(x).__name__}.batch_size"
-    return None, f"unknown: {type(x).__name__} input (pass global_batch= to ScaldiagCallback)"
+    return None, f"unknown: {type(x).__name__} input"
 
 
 def _is_array_like(x) -> bool:

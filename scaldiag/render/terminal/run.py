@@ -25,12 +25,24 @@ def render(report: RunReport, console: Console) -> None:
                   + f"; replicas: {training.get('replicas', '?')}; global batch: {training.get('global_batch', '?')}"
                   f" ({training.get('batch_source', '?')}); per-replica batch: {training.get('per_replica_batch', '?')}"))
     console.print()
+    if a.accounting:
+        console.print(_accounting_table(a))
     if a.steps:
         console.print(_steps_table(a))
+        if a.steps.epoch_end_steps:
+            console.print(text(f"{a.steps.epoch_end_steps} steady step(s) end an epoch and hold the device's catch-up "
+                               "(asynchronous dispatch): the mean is a stopwatch around the steady steps",
+                               style="dim"))
         if a.steps.traced_step_ms:
-            console.print(text(f"steps inside the profiler window took {a.steps.traced_step_ms:.3f} ms on average "
-                          f"({a.steps.traced_step_ms / a.steps.step_time_ms.mean:.2f}x the steady step): the trace "
-                          "breakdown below is of profiled steps", style="dim"))
+            console.print(text(f"profiler inflation {a.steps.profiler_inflation:.2f}x: steps inside the profiler window "
+                               f"took {a.steps.traced_step_ms:.3f} ms on average; the trace breakdown below is "
+                               "corrected to the untraced step (docs/profile.md)", style="dim"))
+    ceiling = training.get("input_ceiling")
+    if ceiling and ceiling.get("samples_per_s"):
+        consumed = a.steps.samples_per_s if a.steps else None
+        console.print(text(f"input ceiling: the input alone delivers {ceiling['samples_per_s']:,.0f} samples/s"
+                           + (f" ({ceiling['samples_per_s'] / consumed:.1f}x what training consumed)" if consumed else "")
+                           + f"; {ceiling.get('source', '')}"))
     if a.gpus:
         console.print(_gpu_table(a))
     if a.host:
@@ -47,13 +59,24 @@ def render(report: RunReport, console: Console) -> None:
         trace.render(report.trace_report, console)
 
 
+def _accounting_table(a: RunAnalysis) -> Table:
+    acc = a.accounting
+    goodput = f"; goodput {acc.goodput:.0%} (steady training / wall)" if acc.goodput is not None else ""
+    table = Table(title=f"Where the run's {acc.wall_s:.1f} s went{goodput}", title_justify="left")
+    for col in ("part", "seconds", "% of wall"):
+        table.add_column(col, justify="left" if col == "part" else "right")
+    for part in acc.parts:
+        add_row(table, part.part, f"{part.seconds:.2f}", f"{100 * part.seconds / acc.wall_s:.1f}")
+    return table
+
+
 def _steps_table(a: RunAnalysis) -> Table:
     s = a.steps
     t = s.step_time_ms
     table = Table(title=f"Steps: {s.steady} steady of {s.recorded} recorded", title_justify="left")
     for col in ("step time ms (mean ±95%)", "p50", "p90", "stdev", "samples/s", "excluded"):
         table.add_column(col, justify="left" if col == "excluded" else "right")
-    rate = "unknown (global batch unknown)" if s.samples_per_s is None else (
+    rate = "unknown: global batch unknown (--global-batch N)" if s.samples_per_s is None else (
         f"{s.samples_per_s:,.0f}" + (f" [{s.samples_per_s_low:,.0f}-{s.samples_per_s_high:,.0f}]"
                                      if s.samples_per_s_low else ""))
     excluded = "; ".join(f"{reason}: {len(steps)}" for reason, steps in s.excluded.items()) or "none"

@@ -1,0 +1,142 @@
+"""Whole-run accounting: every second from launch to exit in exactly one part.
+
+The parts are painted in priority order: a part's intervals count only where
+no earlier part already claimed the time, so they are disjoint and, with
+``other`` taking the rest, sum to the wall time exactly. The step parts come
+from the classified step periods (``runsteps``), the others from the marks
+the bootstrap and the callback write (``marks.jsonl``) and the launcher's
+start and end. *Goodput* is steady training time over wall time.
+
+The wait for the device at an epoch's end is inside the epoch's last step
+(``runsteps``): it is the device finishing training work, so it is training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scaldiag.analyze import intervals as iv
+from scaldiag.analyze import runsteps
+
+STEADY = "steady training steps"
+PARTS = (  # (part, what it covers), highest priority first
+    ("profiler window", "steps traced, and the profiler starting and stopping"),
+    ("compilation and warm-up", "the first steps and any retrace"),
+    (STEADY, "steady steps, the device's catch-up at each epoch's end included"),
+    ("validation", "validation inside fit"),
+    ("input-ceiling measurement", "scaldiag iterating the input alone after training"),
+    ("fit start-up", "from fit's start to its first step"),
+    ("epoch boundaries", "inside fit between steps: callbacks, iterator resets"),
+    ("interpreter and scaldiag start", "launch to the script's first line"),
+    ("imports", "the script's first line to Keras imported"),
+    ("script before fit", "framework and device start, data, model build"),
+    ("teardown", "the script's end to the launcher's end: interpreter exit, profiler flush"),
+    ("script outside fit", "after fit, or between fits: evaluation, saving"),
+    ("other", "time no mark or step explains"),
+)
+
+
+@dataclass(frozen=True)
+class Part:
+    part: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Accounting:
+    wall_s: float
+    parts: list[Part]
+
+    @property
+    def goodput(self) -> float | None:
+        steady = next((p.seconds for p in self.parts if p.part == STEADY), 0.0)
+        return steady / self.wall_s if self.wall_s > 0 else None
+
+
+def account(run: dict, marks: list[dict], found: list[runsteps.Period]) -> Accounting | None:
+    """The run's wall time split into PARTS, or None when the run has no start time."""
+    start = run.get("started_ns")
+    if not isinstance(start, int):
+        return None
+    times = [m["t_ns"] for m in marks] + [p.end_ns for p in found]
+    end = run.get("ended_ns") if isinstance(run.get("ended_ns"), int) else max(times, default=start)
+    if end <= start:
+        return None
+    claimed = iv.EMPTY
+    parts = []
+    for name, _ in PARTS:
+        spans = iv.union(*_spans(name, start, end, marks, found)) if name != "other" else \
+            (np.array([start], np.int64), np.array([end], np.int64))
+        spans = iv.subtract(_clip(spans, start, end), claimed)
+        seconds = float(np.sum(spans[1] - spans[0])) / 1e9
+        claimed = iv.merge(claimed, spans)
+        if seconds > 0:
+            parts.append(Part(name, seconds))
+    return Accounting(wall_s=(end - start) / 1e9, parts=parts)
+
+
+def _spans(name: str, start: int, end: int, marks: list[dict], found: list[runsteps.Period]):
+    kinds = {"profiler window": runsteps.TRACED, "compilation and warm-up": (runsteps.WARMUP, runsteps.COMPILE),
+             STEADY: runsteps.STEADY}
+    if name in kinds:
+        chosen = [p for p in found if p.kind in kinds[name] or p.kind == kinds[name]]
+        pairs = [(p.begin_ns, p.end_ns) for p in chosen]
+        if name == "profiler window":
+            pairs += _pairs(marks, "trace_start", "trace_started") + _pairs(marks, "trace_stop", "trace_stopped")
+        return _arrays(pairs)
+    if name == "validation":
+        return _arrays(_pairs(marks, "test_begin", "test_end"))
+    if name == "input-ceiling measurement":
+        return _arrays(_pairs(marks, "ceiling_begin", "ceiling_end"))
+    fits = _pairs(marks, "fit_begin", "fit_end", open_end=end)
+    if name == "fit start-up":
+        return _arrays([(a, min([p.begin_ns for p in found if a <= p.begin_ns < b], default=b)) for a, b in fits])
+    if name == "epoch boundaries":
+        return _arrays(fits)
+    first = {m["mark"]: m["t_ns"] for m in reversed(marks)}  # the first time of each mark
+    script_begin, script_end = first.get("script_begin"), _last(marks, "script_end")
+    fit_begin = fits[0][0] if fits else None
+    if name == "interpreter and scaldiag start":
+        return _arrays([(start, script_begin)] if script_begin else [])
+    if name == "imports":
+        imported = first.get("keras_imported")
+        return _arrays([(script_begin, imported)] if script_begin and imported else [])
+    if name == "script before fit":
+        begin = first.get("keras_imported") or script_begin
+        return _arrays([(begin, fit_begin)] if begin and fit_begin else [])
+    if name == "teardown":
+        return _arrays([(script_end, end)] if script_end else [])
+    if name == "script outside fit":
+        return _arrays([(script_begin, script_end or end)] if script_begin else [])
+    raise ValueError(name)
+
+
+def _pairs(marks: list[dict], begin: str, end: str, open_end: int | None = None) -> list[tuple[int, int]]:
+    """(begin, end) times of each begin mark and the end mark after it."""
+    out, opened = [], None
+    for m in marks:
+        if m["mark"] == begin:
+            opened = m["t_ns"]
+        elif m["mark"] == end and opened is not None:
+            out.append((opened, m["t_ns"]))
+            opened = None
+    if opened is not None and open_end is not None:  # killed inside it
+        out.append((opened, open_end))
+    return out
+
+
+def _last(marks: list[dict], name: str) -> int | None:
+    return next((m["t_ns"] for m in reversed(marks) if m["mark"] == name), None)
+
+
+def _arrays(pairs):
+    pairs = [(a, b) for a, b in pairs if a is not None and b is not None and b > a]
+    return (np.array([a for a, _ in pairs], np.int64), np.array([b for _, b in pairs], np.int64))
+
+
+def _clip(spans, start: int, end: int):
+    s, e = np.clip(spans[0], start, end), np.clip(spans[1], start, end)
+    keep = e > s
+    return s[keep], e[keep]
