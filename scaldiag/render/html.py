@@ -24,7 +24,7 @@ from scaldiag.rules import Finding
 from scaldiag.rules.report import Report, RunReport, SweepReport
 
 FRAMEWORK_LABEL = {"tensorflow": "TensorFlow / Keras", "jax": "JAX / Keras on JAX"}
-MAX_STEP_MARKS = 400  # more step boundaries than this are not drawn (they would be a solid bar)
+MAX_STEP_MARKS = 200  # more step boundaries than this are not drawn (they would be a solid bar)
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:980px;padding:16px 24px;
@@ -207,8 +207,9 @@ def _field(obj, *names):
     return None
 
 
-_CHARTS = (("util", "%", "utilisation"), ("B/s", "B/s", "PCIe / NVLink throughput"),
-           ("SM clock", "MHz", "SM clock"), ("power", "W", "power"), ("memory used", "B", "memory used"))
+# The GPU charts: (title, unit, series names); every GPU's series in one chart.
+_CHARTS = (("GPU utilisation", "%", ("util",)), ("PCIe / NVLink throughput", "B/s", None),
+           ("SM clock", "MHz", ("SM clock",)), ("GPU power", "W", ("power",)), ("GPU memory used", "B", ("memory used",)))
 
 
 def _timelines(t: RunTimeline) -> list[str]:
@@ -228,27 +229,26 @@ def _timelines(t: RunTimeline) -> list[str]:
         bands.append((sec(t.step_begin_ns[t.traced].min()), sec(t.step_end_ns[t.traced].max()),
                       "profiler window (traced steps)", "#f58518"))
     out = ["<h2>Timelines</h2>",
-           _p("from the samples, seconds since the first sample; ticks along the top: step boundaries; "
-              "shaded: steady-state steps (green), the profiler window (orange)", "dim")]
-    groups = list(dict.fromkeys(s.group for s in t.series))
-    for group in groups:
-        series = [s for s in t.series if s.group == group]
-        if group == "host":
-            out += _chart(f"{group}: CPU", series, "%", sec, marks, bands)
-            continue
-        for key, unit, title in _CHARTS:
-            chosen = [s for s in series if (s.unit == unit and (key == unit or s.name == key))]
-            out += _chart(f"{group}: {title}", chosen, unit, sec, marks, bands)
-    if not any(s.group.startswith("GPU") for s in t.series):
+           _p("from the samples, seconds since the first sample" + ("; ticks along the top: step boundaries"
+                                                                     if marks else "")
+              + "; shaded: steady-state steps (green), the profiler window (orange)", "dim")]
+    gpu = [s for s in t.series if s.group != "host"]
+    several = len({s.group for s in gpu}) > 1
+    for title, unit, names in _CHARTS:
+        chosen = [s for s in gpu if s.unit == unit and (names is None or s.name in names)]
+        out += _chart(title, chosen, unit, sec, marks, bands, several)
+    if not gpu:
         out.append(_p("no GPU samples in this run (no NVML): GPU utilisation, PCIe, NVLink and clock timelines "
                       "need a GPU", "missing"))
+    out += _chart("host CPU", [s for s in t.series if s.group == "host"], "%", sec, marks, bands, False)
     return out
 
 
-def _chart(title, series, unit, sec, marks, bands) -> list[str]:
+def _chart(title, series, unit, sec, marks, bands, name_group: bool) -> list[str]:
     if not series:
         return []
-    chart = svg.line_chart([(s.name, sec(s.t_ns), s.values.tolist()) for s in series], title=title,
+    lines = [(f"{s.group} {s.name}" if name_group else s.name, sec(s.t_ns), s.values.tolist()) for s in series]
+    chart = svg.line_chart(lines, title=title,
                            x_label="seconds", y_label=unit, y_max=100.0 if unit == "%" else None,
                            marks=marks, bands=bands)
     return [f"<h3>{esc(title)}</h3>", chart] if chart else []

@@ -18,7 +18,7 @@ LINE_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2", "#72b7b2"
 
 W, H = 720, 220          # viewBox of a chart
 LEFT, RIGHT, TOP, BOTTOM = 64, 12, 30, 34
-LEGEND_Y = 6  # the legend sits above the plot area
+LEGEND_Y = 2  # the legend sits above the plot area
 
 
 def esc(value: object) -> str:
@@ -90,11 +90,15 @@ def _axes(f: Frame, xticks, yticks, x_label: str, y_label: str, x_fmt=fmt_number
 
 
 def _legend(f: Frame, names: list[tuple[str, str]]) -> list[str]:
-    out, x = ['<g class="legend" font-size="11">'], LEFT + 8
+    """Above the plot, wrapping to a second row (TOP leaves room for two)."""
+    out, x, y = ['<g class="legend" font-size="11">'], LEFT + 8, LEGEND_Y
     for name, colour in names:
-        out.append(f'<rect x="{x}" y="{LEGEND_Y}" width="10" height="10" fill="{colour}"/>'
-                   f'<text x="{x + 14}" y="{LEGEND_Y + 9}" fill="#222">{esc(name)}</text>')
-        x += 24 + 6.5 * len(name)
+        width = 24 + 6.2 * len(name)
+        if x + width > f.width - RIGHT and x > LEFT + 8:
+            x, y = LEFT + 8, y + 13
+        out.append(f'<rect x="{x:.0f}" y="{y}" width="10" height="10" fill="{colour}"/>'
+                   f'<text x="{x + 14:.0f}" y="{y + 9}" fill="#222">{esc(name)}</text>')
+        x += width
     return out + ["</g>"]
 
 
