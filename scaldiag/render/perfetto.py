@@ -102,10 +102,37 @@ def _slices(events, pid, tid, start_ns, end_ns, names, cats, base) -> None:
 
 
 def _tracks(t: RunTimeline, prefix: str, base: int, pids: _Pids, events: list[dict]) -> None:
+    seen: dict[tuple[int, str], int] = {}
     for track in t.tracks:
         pid = pids.pid(prefix + track.process)
-        _slices(events, pid, pids.tid(pid, track.thread), track.start_ns, track.end_ns, track.names,
-                track.categories, base)
+        n = seen[(pid, track.thread)] = seen.get((pid, track.thread), 0) + 1
+        name = track.thread if n == 1 else f"{track.thread} #{n}"  # threads of one name (python3) stay apart
+        lanes = nesting_lanes(track.start_ns, track.end_ns)
+        for lane in range(int(lanes.max()) + 1 if len(lanes) else 0):
+            rows = lanes == lane
+            thread = name if lane == 0 else f"{name} (overlapping {lane})"
+            _slices(events, pid, pids.tid(pid, thread), track.start_ns[rows], track.end_ns[rows], track.names[rows],
+                    track.categories[rows], base)
+
+
+def nesting_lanes(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
+    """A lane per slice such that the slices of each lane nest (trace viewers need that of a
+    thread): a CUPTI stream or a host line can hold events that overlap without nesting.
+    ``start_ns`` sorted, parents first (as timeline tracks are)."""
+    lanes = np.zeros(len(start_ns), np.int64)
+    open_ends: list[list[int]] = []  # per lane, the ends of the slices still open
+    for i, (start, end) in enumerate(zip(start_ns.tolist(), end_ns.tolist())):
+        for lane, stack in enumerate(open_ends):
+            while stack and stack[-1] <= start:
+                stack.pop()
+            if not stack or end <= stack[-1]:
+                stack.append(end)
+                lanes[i] = lane
+                break
+        else:
+            open_ends.append([end])
+            lanes[i] = len(open_ends) - 1
+    return lanes
 
 
 def _steps(t: RunTimeline, window, prefix, base, pids: _Pids, events) -> None:
