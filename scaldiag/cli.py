@@ -6,10 +6,10 @@ import argparse
 import sys
 
 from scaldiag import __version__
-from scaldiag.commands import analyze, profile, report
+from scaldiag.commands import analyze, check, compare, profile, report
 from scaldiag.errors import ScaldiagError
 
-COMMANDS = (profile, analyze, report)
+COMMANDS = (profile, analyze, report, compare, check)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,35 @@
+"""``scaldiag check RUN_OR_SWEEP``: exit 1 with the reason when a run or sweep falls short of its limits (CI)."""
+
+from __future__ import annotations
+
+import argparse
+
+from scaldiag.pipeline import diagnose
+from scaldiag.render.terminal.common import inert
+from scaldiag.rules.check import Limits, check, parse_percent
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("check", help="pass or fail a run or sweep against limits (exit 1 on failure), for CI",
+                              description="Check a run or a sweep against limits. Prints one line per check; "
+                                          "exits 1 when any fails, 0 when all pass, 2 on a usage error.")
+    p.add_argument("path", metavar="RUN_OR_SWEEP")
+    p.add_argument("--min-efficiency", type=float, metavar="E",
+                   help="a sweep's scaling efficiency at every device count, at least E (0.8 = 80%% of ideal)")
+    p.add_argument("--max-step-ms", type=float, metavar="X", help="steady mean step time at most X ms")
+    p.add_argument("--baseline", metavar="RUN", help="a run (or sweep) to compare throughput with")
+    p.add_argument("--max-regression", metavar="PCT", help="throughput at most PCT below the baseline's (e.g. 5%%)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    limits = Limits(min_efficiency=args.min_efficiency, max_step_ms=args.max_step_ms,
+                    max_regression_pct=parse_percent(args.max_regression) if args.max_regression else None)
+    baseline = diagnose(args.baseline) if args.baseline else None
+    results = check(diagnose(args.path), limits, baseline)
+    for r in results:
+        print(f"{'ok  ' if r.passed else 'FAIL'} {r.check}: {inert(r.reason)}")
+    failed = [r for r in results if not r.passed]
+    print(inert(f"check failed: {failed[0].reason}" + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
+          if failed else f"check passed ({len(results)} checks)")
+    return 1 if failed else 0

@@ -1,0 +1,35 @@
+"""``scaldiag compare RUN_A RUN_B``: before and after a fix, side by side."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from scaldiag.commands.output import write_text
+from scaldiag.pipeline import diagnose
+from scaldiag.render import compare as compare_format
+from scaldiag.rules.compare import compare
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("compare", help="compare two runs or two sweeps (before and after a fix)",
+                              description="Two runs (or two sweeps) side by side: throughput, step time, the "
+                                          "whole-run accounting, each category's per-step time, scaling per device "
+                                          "count; what changed most, and how the first run's forecasts held.")
+    p.add_argument("before", metavar="RUN_A", help="the run or sweep before")
+    p.add_argument("after", metavar="RUN_B", help="the run or sweep after")
+    p.add_argument("--json", metavar="FILE", help="also write the comparison as JSON ('-' for stdout only)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cmp = compare(diagnose(args.before), diagnose(args.after))
+    if args.json == "-":
+        sys.stdout.write(compare_format.to_json(cmp))
+        return 0
+    compare_format.write(cmp)
+    if args.json:
+        from pathlib import Path
+
+        write_text(Path(args.json), compare_format.to_json(cmp))
+    return 0

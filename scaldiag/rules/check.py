@@ -1,0 +1,122 @@
+"""``scaldiag check``: pass or fail a run or a sweep against limits, for CI.
+
+Each limit gives one result: what was measured, the limit, pass or fail, in
+words. Means are compared (the spread is shown, never used to excuse a
+failure or to invent one): a CI job wants the same answer for the same
+numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaldiag.errors import ScaldiagError
+from scaldiag.rules.report import RunReport, SweepReport
+
+
+@dataclass(frozen=True)
+class Limits:
+    min_efficiency: float | None = None      # 0.8 = 80% of ideal, each device count of a sweep
+    max_step_ms: float | None = None         # steady mean step time
+    max_regression_pct: float | None = None  # throughput drop against the baseline, in %
+
+
+@dataclass(frozen=True)
+class Result:
+    check: str
+    passed: bool
+    reason: str
+
+
+def parse_percent(text: str) -> float:
+    """``"5%"``, ``"5"`` or ``"0.05"``? The first two are 5 %; a bare number is percent too."""
+    value = text.strip().removesuffix("%").strip()
+    try:
+        number = float(value)
+    except ValueError:
+        raise ScaldiagError(f"not a percentage: {text!r} (write e.g. 5%)") from None
+    if number < 0:
+        raise ScaldiagError(f"a regression limit must not be negative: {text!r}")
+    return number
+
+
+def check(report: RunReport | SweepReport, limits: Limits,
+          baseline: RunReport | SweepReport | None = None) -> list[Result]:
+    if limits == Limits():
+        raise ScaldiagError("nothing to check: give --min-efficiency, --max-step-ms or --baseline with "
+                            "--max-regression")
+    if (baseline is None) != (limits.max_regression_pct is None):
+        raise ScaldiagError("--baseline and --max-regression go together")
+    if baseline is not None and type(baseline) is not type(report):
+        raise ScaldiagError("the baseline must be of the same kind: a run for a run, a sweep for a sweep")
+    results: list[Result] = []
+    if limits.min_efficiency is not None:
+        if not isinstance(report, SweepReport):
+            raise ScaldiagError("--min-efficiency needs a sweep (scaldiag profile --gpus 1,2,...): one run "
+                                "has no scaling efficiency")
+        results += _efficiency(report, limits.min_efficiency)
+    if limits.max_step_ms is not None:
+        results += _step_time(report, limits.max_step_ms)
+    if baseline is not None:
+        results += _regression(report, baseline, limits.max_regression_pct)
+    return results
+
+
+def _points(report: RunReport | SweepReport) -> list[tuple[str, float | None, float | None]]:
+    """(label, mean step ms, samples/s) per configuration."""
+    if isinstance(report, SweepReport):
+        return [(f"{p.gpus} devices", p.step_time_ms, p.samples_per_s) for p in report.analysis.points]
+    s = report.analysis.steps
+    return [("run", s.step_time_ms.mean if s else None, s.samples_per_s if s else None)]
+
+
+def _efficiency(report: SweepReport, minimum: float) -> list[Result]:
+    points = [p for p in report.analysis.points if p.gpus != min(q.gpus for q in report.analysis.points)]
+    if not points:
+        return [Result("efficiency", False, "the sweep has no scaled point to check (one device count only)")]
+    out = []
+    for p in points:
+        if p.efficiency is None:
+            out.append(Result("efficiency", False, f"{p.gpus} devices: efficiency unknown (global batch unknown)"))
+            continue
+        spread = f" ±{p.speedup_ci95 / p.ideal_speedup:.0%}" if p.speedup_ci95 is not None else ""
+        ok = p.efficiency >= minimum
+        out.append(Result("efficiency", ok, f"{p.gpus} devices: efficiency {p.efficiency:.0%}{spread} "
+                                            f"{'>=' if ok else '<'} {minimum:.0%} (speedup {p.speedup:.2f}x of "
+                                            f"ideal {p.ideal_speedup:.2f}x)"))
+    return out
+
+
+def _step_time(report, maximum: float) -> list[Result]:
+    out = []
+    for label, step_ms, _ in _points(report):
+        if step_ms is None:
+            out.append(Result("step time", False, f"{label}: no steady-state steps to measure"))
+        else:
+            ok = step_ms <= maximum
+            out.append(Result("step time", ok, f"{label}: mean step {step_ms:.3f} ms {'<=' if ok else '>'} "
+                                               f"{maximum:g} ms"))
+    return out
+
+
+def _regression(report, baseline, max_pct: float) -> list[Result]:
+    base = {label: (step, rate) for label, step, rate in _points(baseline)}
+    out = []
+    for label, step, rate in _points(report):
+        if label not in base:
+            continue
+        b_step, b_rate = base[label]
+        if rate and b_rate:
+            drop, what = 100.0 * (b_rate - rate) / b_rate, f"throughput {rate:,.0f} samples/s against {b_rate:,.0f}"
+        elif step and b_step:
+            drop, what = 100.0 * (step - b_step) / step, f"step {step:.3f} ms against {b_step:.3f} ms"
+        else:
+            out.append(Result("regression", False, f"{label}: no throughput to compare with the baseline"))
+            continue
+        ok = drop <= max_pct
+        change = f"{drop:.1f}% slower" if drop > 0 else f"{-drop:.1f}% faster"
+        out.append(Result("regression", ok, f"{label}: {what}: {change} "
+                                            f"({'within' if ok else 'beyond'} the {max_pct:g}% allowed)"))
+    if not out:
+        out.append(Result("regression", False, "no configuration in common with the baseline"))
+    return out
