@@ -51,3 +51,45 @@ def test_matches_brute_force_on_random_nesting():
 def test_child_outliving_its_parent_is_clipped():
     s, e, c, i = innermost_segments(np.array([0, 5]), np.array([10, 20]), np.array([1, 2]))
     assert list(zip(s.tolist(), e.tolist(), c.tolist(), i.tolist())) == [(0, 5, 1, 0), (5, 10, 2, 1)]
+
+
+def _activity_by_strings(timeline, gaps, per, top=5):
+    """activity_during as first written: group on "name\\0state" strings (the reference)."""
+    from scaldiag.analyze import intervals as iv
+    from scaldiag.analyze.hoststate import _CODE, HOST_STATES
+
+    overlap = iv.measure_in_windows(gaps, timeline.seg_start, timeline.seg_end)
+    shown = (overlap > 0) & (timeline.seg_state < _CODE["wait"])
+    if not shown.any():
+        return []
+    keys = np.array([f"{n}\0{c}" for n, c in zip(timeline.seg_name[shown], timeline.seg_state[shown])], dtype=object)
+    unique, inverse = np.unique(keys, return_inverse=True)
+    totals = np.bincount(inverse, weights=overlap[shown])
+    best = np.argsort(-totals)[:top]
+    return [(unique[i].rpartition("\0")[0], HOST_STATES[int(unique[i].rpartition("\0")[2])], float(totals[i]) / per)
+            for i in best]
+
+
+def test_activity_during_matches_string_grouping_with_ties_and_shared_names():
+    from scaldiag.analyze.hoststate import host_states
+    from scaldiag.trace import Line, Plane
+
+    rng = np.random.default_rng(3)
+    names = ["b", "a", "a\0x", "IteratorGetNext", "Wait", "op:MatMul", "c", "d"]
+    planes = []
+    for p in range(2):
+        lines = []
+        for _ in range(3):
+            start = np.sort(rng.integers(0, 1000, 60)) * 10
+            end = start + rng.integers(1, 4, 60) * 10  # equal lengths: ties in the totals
+            lines.append(Line(name=f"t{p}", start_ns=start, end_ns=end,
+                              name_id=rng.integers(0, len(names), 60).astype(np.int32)))
+        # the second plane lists the same names in another order
+        planes.append(Plane(name="/host:CPU", event_names=names if p == 0 else names[::-1], lines=lines))
+    for p in planes[1].lines:
+        object.__setattr__(p, "name_id", (len(names) - 1 - p.name_id).astype(np.int32))
+    timeline = host_states(planes, ops_are_compute=False)
+    for lo, hi in [(0, 10_000), (500, 3000), (0, 0)]:
+        gaps = (np.array([lo, hi + 2000]), np.array([hi, hi + 4000]))
+        for top in (1, 3, 20):
+            assert timeline.activity_during(gaps, 7, top) == _activity_by_strings(timeline, gaps, 7, top)

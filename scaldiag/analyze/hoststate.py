@@ -31,8 +31,14 @@ class HostTimeline:
     # Every thread's innermost-event segments, for naming what the host did.
     seg_start: np.ndarray
     seg_end: np.ndarray
-    seg_state: np.ndarray  # state codes (index into HOST_STATES)
-    seg_name: np.ndarray   # event names (object array)
+    seg_state: np.ndarray    # state codes (index into HOST_STATES)
+    seg_name_id: np.ndarray  # index into names
+    names: np.ndarray        # distinct event names of all host planes (object array)
+
+    @property
+    def seg_name(self) -> np.ndarray:
+        """Each segment's event name (object array)."""
+        return self.names[self.seg_name_id]
 
     def get(self, state: str) -> iv.IntervalSet:
         return self.states.get(state, iv.EMPTY)
@@ -47,33 +53,42 @@ class HostTimeline:
         shown = (overlap > 0) & (self.seg_state < _CODE[cat.WAIT])
         if not shown.any():
             return []
-        keys = np.array([f"{n}\0{c}" for n, c in zip(self.seg_name[shown], self.seg_state[shown])], dtype=object)
-        unique, inverse = np.unique(keys, return_inverse=True)
-        totals = np.bincount(inverse, weights=overlap[shown])
+        # Sum by (name, state) pair as an integer, without sorting the
+        # segments; bincount adds in segment order, and ranking the pairs in
+        # (name, state) order keeps the result what grouping "name\0state"
+        # strings gave, ties included.
+        pair = self.seg_name_id[shown].astype(np.int64) * len(HOST_STATES) + self.seg_state[shown]
+        by_pair = np.bincount(pair, weights=overlap[shown])
+        pairs = np.flatnonzero(np.bincount(pair))
+        totals = by_pair[pairs]
+        names, states = self.names[pairs // len(HOST_STATES)], pairs % len(HOST_STATES)
+        order = sorted(range(len(pairs)), key=lambda i: f"{names[i]}\0{states[i]}")
+        totals = totals[order]
         best = np.argsort(-totals)[:top]
-        # rpartition: the state code is last; an event name may itself hold a NUL.
-        return [(unique[i].rpartition("\0")[0], HOST_STATES[int(unique[i].rpartition("\0")[2])], float(totals[i]) / per)
-                for i in best]
+        return [(names[order[i]], HOST_STATES[int(states[order[i]])], float(totals[i]) / per) for i in best]
 
 
 def host_states(planes: list[Plane], ops_are_compute: bool) -> HostTimeline:
     """What every host thread does at each instant (see the module docstring)."""
     pieces: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     segments = []
+    name_ids: dict[str, int] = {}  # one id per distinct name, across planes
     for plane in planes:
         own = _own_codes(plane.event_names, ops_are_compute)
-        names = np.array(plane.event_names, dtype=object)
+        to_global = np.array([name_ids.setdefault(n, len(name_ids)) for n in plane.event_names], np.int32)
         for line in plane.lines:
             seg = _line_segments(line, own)
             if seg is None:
                 continue
             seg_s, seg_e, seg_c, seg_i = seg
-            segments.append((seg_s, seg_e, seg_c, names[line.name_id[seg_i]]))
+            segments.append((seg_s, seg_e, seg_c, to_global[line.name_id[seg_i]]))
             for c in np.unique(seg_c).tolist():
                 pieces.setdefault(c, []).append(iv.union(seg_s[seg_c == c], seg_e[seg_c == c]))
     columns = [np.concatenate(col) for col in zip(*segments)] if segments else \
-        [np.empty(0, np.int64)] * 3 + [np.empty(0, object)]
-    return HostTimeline({HOST_STATES[c]: iv.merge(*sets) for c, sets in pieces.items()}, *columns)
+        [np.empty(0, np.int64)] * 3 + [np.empty(0, np.int32)]
+    names = np.empty(len(name_ids), dtype=object)
+    names[:] = list(name_ids)
+    return HostTimeline({HOST_STATES[c]: iv.merge(*sets) for c, sets in pieces.items()}, *columns, names)
 
 
 def _own_codes(event_names: list[str], ops_are_compute: bool) -> np.ndarray:
