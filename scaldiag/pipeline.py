@@ -8,20 +8,75 @@ joins them. Renderers take what it returns.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from scaldiag.analyze.profile import ProfileAnalysis, analyze_trace
 from scaldiag.analyze.run import RunAnalysis, analyze_record
 from scaldiag.analyze.scaling import analyze_scaling
 from scaldiag.errors import TraceError
-from scaldiag.readers import read_trace
+from scaldiag.readers import read_trace as read_any_trace
 from scaldiag.record.reader import is_sweep, read_record, sweep_runs
 from scaldiag.record.rundir import TRACE_DIR
 from scaldiag.rules.report import Report, RunReport, SweepReport, build_report, build_run_report, build_sweep_report
+from scaldiag.trace import Trace
 
 __all__ = ["read_trace", "diagnose_trace", "diagnose_run", "diagnose_sweep", "diagnose"]
+
+
+# Stats whose values the analysis takes as integers; the other wanted stats are text.
+INT_STATS = ("step_num", "_r", "group_id")
+
+
+def read_trace(path: str | os.PathLike, run: str | None = None) -> tuple[str, Trace]:
+    """A trace in any format a reader knows, its stats of the types the analysis reads (see ``typed_stats``)."""
+    name, trace = read_any_trace(path, run)
+    return name, typed_stats(trace)
+
+
+def typed_stats(trace: Trace) -> Trace:
+    """The trace with each wanted stat of the type its producers write, else None (absent).
+
+    A producer may write ``step_num`` as text or ``hlo_op`` as a number; the
+    analysis then sees the stat as missing rather than crashing on it.
+    """
+    planes = []
+    for plane in trace.planes:
+        lines = [replace(line, stats={k: _typed_column(k, v) for k, v in line.stats.items()}) if line.stats else line
+                 for line in plane.lines]
+        planes.append(replace(plane, lines=lines))
+    return replace(trace, planes=planes)
+
+
+def _typed_column(name: str, column: np.ndarray) -> np.ndarray:
+    present = np.flatnonzero(column != None)  # noqa: E711 (element-wise on an object array)
+    if not len(present):
+        return column
+    check = _as_int if name in INT_STATS else _as_text
+    values = [check(v) for v in column[present]]
+    if all(a is b for a, b in zip(values, column[present])):
+        return column
+    out = column.copy()
+    out[present] = values
+    return out
+
+
+def _as_int(value):
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return value
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        return int(value)
+    return None
+
+
+def _as_text(value):
+    return value if isinstance(value, str) else None
 
 
 def diagnose_trace(path: str | os.PathLike, run: str | None = None) -> Report:

@@ -29,7 +29,8 @@ def parse_memcpy_details(details: str | None, direction: str) -> Copy:
     size = _SIZE.search(details)
     kinds = dict(_KIND.findall(details))
     host = kinds.get("src" if direction == "h2d" else "dst", "unknown")
-    return Copy(int(size.group(1)) if size else 0, host)
+    n = int(size.group(1)) if size else 0
+    return Copy(n if n < 1 << 62 else 0, host)  # no copy moves 4 EiB: a damaged field, not a size
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,15 @@ def _obj(fields: dict):
     return checked
 
 
+def _all_of(fields: dict):
+    """A nested object that is used whole: every listed field present and well typed, else dropped."""
+    def checked(v):
+        if not isinstance(v, dict) or any(k not in v or fields[k](v[k]) is _BAD for k in fields):
+            return _BAD
+        return v
+    return checked
+
+
 def _str_map(v):
     if not isinstance(v, dict):
         return _BAD
@@ -74,7 +83,8 @@ TRAINING_FIELDS = {
     "global_batch": _opt(_int), "per_replica_batch": _opt(_int), "replicas": _opt(_int),
     "steps_per_execution": _opt(_int), "steps_per_epoch": _opt(_int), "parameter_bytes": _opt(_int),
     "warmup_steps": _int, "trace_steps": _int,
-    "batch_source": _str, "input_ceiling": _obj({"samples_per_s": _num}), "trace": _obj({}),
+    "batch_source": _str, "trace": _obj({}),
+    "input_ceiling": _all_of({"samples_per_s": _num, "batches": _int, "seconds": _num, "source": _str}),
 }
 GPU_INFO_FIELDS = {"index": _int, "name": _str, "uuid": _str, "pci_bus_id": _str, "memory_total_bytes": _int,
                    "pcie_gen_current": _int, "pcie_gen_max": _int, "pcie_width_current": _int,
