@@ -87,3 +87,23 @@ def test_a_torn_last_line_is_skipped(tmp_path):
     path = tmp_path / "steps.jsonl"
     path.write_text('{"step": 0}\n{"step": 1}\n{"step": 2, "beg')
     assert read_jsonl(path) == [{"step": 0}, {"step": 1}]
+
+
+def test_the_first_epoch_end_compiles_once_and_is_not_steady():
+    """Keras on JAX compiles the metrics' read-out at the first epoch's end (~200 ms on an H200)."""
+    rows = steps([2] * 30, epochs={i: i // 10 for i in range(30)})
+    for r in rows:
+        r["step"] = r["step"] % 10
+    for last, extra_ms in ((9, 200), (19, 1), (29, 1)):
+        rows[last]["end_ns"] = rows[last]["begin_ns"] + (2 + extra_ms) * MS
+    s = step_stats(rows, {"warmup_steps": 0})
+    assert s.excluded == {"compile or retrace": [9]}
+    assert s.steady == 29 and s.step_time_ms.mean == pytest.approx((27 * 2 + 2 * 3) / 29, rel=1e-3)
+
+
+def test_a_slow_step_after_the_first_epoch_is_the_machine_and_stays_steady():
+    rows = steps([2] * 20 + [50] + [2] * 9, epochs={i: i // 10 for i in range(30)})
+    for r in rows:
+        r["step"] = r["step"] % 10
+    s = step_stats(rows, {"warmup_steps": 0})
+    assert not s.excluded and s.steady == 30

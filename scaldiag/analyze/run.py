@@ -197,7 +197,7 @@ def host_summary(samples: list[dict], window_ns: tuple[int, int] | None) -> Host
 
 
 def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missing: list[str]) -> RunAnalysis:
-    found = runsteps.periods(record.steps, record.training)
+    found = runsteps.periods(record.steps, record.training, record.marks)
     steps = _step_stats(found, record.training)
     if trace is not None and steps is not None:
         trace = _corrected(trace, steps, record.training)

@@ -10,7 +10,10 @@ training loop.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+from scaldiag.collect.env import HOST_TRACER_LEVEL_ENV
 
 MARKER = "train"
 
@@ -98,6 +101,9 @@ class JaxTraceWindow(TraceWindow):
         # show up as host overhead that the user's run does not have.
         options = jax.profiler.ProfileOptions()
         options.python_tracer_level = 0
+        level = os.environ.get(HOST_TRACER_LEVEL_ENV, "")
+        if level.isdigit():  # lighter host tracing (1: user annotations only), to measure its cost
+            options.host_tracer_level = int(level)
         jax.profiler.start_trace(str(self.logdir), profiler_options=options)
 
     def _stop(self) -> None:

@@ -1,0 +1,96 @@
+"""A Keras 3 script that times itself with a synchronized stopwatch: the reference for scaldiag's numbers.
+
+    python bench/accounting/timed_train.py --kind convnet|tiny|pydataset|dense [--epochs 4] [--steps 60]
+        [--batch 256] [--spe 1] [--out stopwatch.json]
+
+The stopwatch: a callback of the script's own reads time at each epoch's
+begin and end (Keras has synchronised with the device by then: it read the
+metrics), so an epoch's wall time is device-true. The samples/s of the
+epochs after the first (the first compiles and holds scaldiag's profiler
+window) is what a user would measure. Written to --out as JSON, with the
+script's whole wall time from its first line.
+"""
+
+import argparse
+import json
+import time
+
+T0 = time.time()
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+class Stopwatch(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.epochs = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.begin = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs.append(time.perf_counter() - self.begin)
+
+
+class Augmented(keras.utils.PyDataset):
+    """Input-bound: each batch is augmented in NumPy on the host, one at a time."""
+
+    def __init__(self, x, y, batch, **kwargs):
+        super().__init__(**kwargs)
+        self.x, self.y, self.batch = x, y, batch
+
+    def __len__(self):
+        return len(self.x) // self.batch
+
+    def __getitem__(self, i):
+        xb = self.x[i * self.batch:(i + 1) * self.batch].copy()
+        for _ in range(3):  # host work that grows with the batch
+            xb = np.flip(xb, axis=2) + np.random.normal(0, 0.01, xb.shape).astype("float32")
+        return xb, self.y[i * self.batch:(i + 1) * self.batch]
+
+
+def model_for(kind: str, shape):
+    layers = keras.layers
+    if kind == "dense":
+        body = [layers.Flatten(), layers.Dense(4096, activation="relu"), layers.Dense(4096, activation="relu")]
+    elif kind == "tiny":
+        body = [layers.Flatten(), layers.Dense(16, activation="relu")]
+    else:
+        body = [layers.Conv2D(64, 3, activation="relu"), layers.Conv2D(64, 3, activation="relu"),
+                layers.GlobalAveragePooling2D(), layers.Dense(256, activation="relu")]
+    return keras.Sequential([keras.Input(shape), *body, layers.Dense(10)])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--kind", default="convnet", choices=["convnet", "tiny", "pydataset", "dense"])
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--steps", type=int, default=60, help="steps per epoch")
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--spe", type=int, default=1, help="steps_per_execution")
+    p.add_argument("--out", default="stopwatch.json")
+    a = p.parse_args()
+    shape = (8, 8, 1) if a.kind == "tiny" else (32, 32, 3)
+    rng = np.random.default_rng(0)
+    x = rng.random((a.steps * a.batch, *shape), dtype=np.float32)
+    y = rng.integers(0, 10, a.steps * a.batch)
+    model = model_for(a.kind, shape)
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  steps_per_execution=a.spe)
+    watch = Stopwatch()
+    data = Augmented(x, y, a.batch) if a.kind == "pydataset" else x
+    kwargs = {} if a.kind == "pydataset" else {"y": y, "batch_size": a.batch}
+    model.fit(data, epochs=a.epochs, verbose=0, callbacks=[watch], **kwargs)
+    later = watch.epochs[1:] or watch.epochs
+    samples = a.steps * a.batch
+    result = {"kind": a.kind, "backend": keras.backend.backend(), "batch": a.batch, "steps_per_epoch": a.steps,
+              "epochs_s": watch.epochs, "samples_per_s": samples * len(later) / sum(later),
+              "script_wall_s": time.time() - T0}
+    with open(a.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"stopwatch: {result['samples_per_s']:,.0f} samples/s over epochs 2..{a.epochs}")
+
+
+if __name__ == "__main__":
+    main()
