@@ -9,6 +9,7 @@ from scaldiag import __version__
 from scaldiag.commands import analyze, check, compare, profile, report
 from scaldiag.errors import ScaldiagError
 
+INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): distinct from 2, a problem with the input
 COMMANDS = (profile, analyze, report, compare, check)
 
 
@@ -34,3 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("scaldiag: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of our output went away (| head): nothing more to say
+        return 0
+    except Exception as exc:  # scaldiag's own bug: one line, not a traceback (--debug shows it)
+        if args.debug:
+            raise
+        print(f"scaldiag: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback, "
+              "and please report it)", file=sys.stderr)
+        return INTERNAL_ERROR
