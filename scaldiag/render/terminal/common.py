@@ -7,6 +7,7 @@ an op named ``[link=...]`` or holding an escape sequence prints as itself.
 
 from __future__ import annotations
 
+import math
 import re
 
 from rich.console import Group
@@ -45,6 +46,28 @@ def add_row(table, *cells) -> None:
     table.add_row(*(text(c) for c in cells))
 
 
+def columns(table, names, left=()) -> None:
+    """Columns that fold a long cell onto more lines instead of cutting it ('…')."""
+    for name in names:
+        table.add_column(name, justify="left" if name in left else "right", overflow="fold")
+
+
+def exit_text(code: int, signal: str | None = None) -> str:
+    """An exit status as a shell reports it: a run killed by SIGKILL exited 137, not -9."""
+    if code < 0:
+        return f"exit code {128 - code} ({signal or f'signal {-code}'})"
+    return f"exit code {code}"
+
+
+def speedup_range(low: float, high: float) -> str:
+    """A forecast's range, without a range of one value or an unbounded top."""
+    if not math.isfinite(high) or high >= 10 * max(low, 1e-9):
+        return f"at least {low:.2f}x"
+    if abs(high - low) < 0.005:
+        return ""
+    return f"range {low:.2f}x-{high:.2f}x"
+
+
 def finding_panel(f: Finding, framework: str) -> Panel:
     lines = [text(f.summary)]
     for e in f.evidence:
@@ -53,7 +76,8 @@ def finding_panel(f: Finding, framework: str) -> Panel:
         lines.append(text(f"  evidence: {e.metric} = {e.value}{spread} {e.unit}{threshold}", style="dim"))
     if f.predicted_speedup:
         s = f.predicted_speedup
-        lines.append(text(f"  predicted: {s.arithmetic} (range {s.low:.2f}x-{s.high:.2f}x)"))
+        span = speedup_range(s.low, s.high)
+        lines.append(text(f"  predicted: {s.arithmetic}" + (f" ({span})" if span else "")))
     lines += [text(f"  note: {n}", style="dim") for n in f.notes]
     frameworks = [framework] if framework in f.fix else list(f.fix)
     for fw in frameworks:

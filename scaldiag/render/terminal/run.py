@@ -7,7 +7,7 @@ from rich.table import Table
 
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.render.terminal import trace
-from scaldiag.render.terminal.common import add_row, bytes_text, finding_panel, text
+from scaldiag.render.terminal.common import add_row, bytes_text, exit_text, finding_panel, text
 from scaldiag.rules.report import RunReport
 
 
@@ -18,7 +18,7 @@ def render(report: RunReport, console: Console) -> None:
     command = " ".join(run.get("command", [])[1:]) or "?"
     exit_code = run.get("exit_code")
     console.print(text(f"{command}  status: {run.get('status', '?')}"
-                       + (f", exit code {exit_code}" if exit_code is not None else "")))
+                       + (f", {exit_text(exit_code, run.get('signal'))}" if exit_code is not None else "")))
     fw = training.get("framework", {})
     versions = ", ".join(f"{k} {v}" for k, v in fw.get("versions", {}).items())
     console.print(text(f"framework: {fw.get('name', '?')} on {fw.get('backend', '?')}" + (f" ({versions})" if versions else "")

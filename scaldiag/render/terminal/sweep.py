@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scaldiag.analyze.scaling import UNEXPLAINED, ScalingAnalysis
-from scaldiag.render.terminal.common import add_row, finding_panel, text
+from scaldiag.render.terminal.common import add_row, columns, finding_panel, text
 from scaldiag.rules.report import SweepReport
 
 
@@ -26,6 +26,9 @@ def render(report: SweepReport, console: Console) -> None:
         console.print(_validation(s))
     if s.predictions:
         console.print(_predictions(s))
+    console.print(text(f"Findings ({len(report.findings)})", style="bold"))
+    if not report.findings:
+        console.print(text("none: no rule's threshold is cleared beyond the step-to-step noise"))
     for finding in report.findings:
         console.print(finding_panel(finding, "unknown"))
 
@@ -33,8 +36,7 @@ def render(report: SweepReport, console: Console) -> None:
 def _validation(s: ScalingAnalysis) -> Table:
     table = Table(title=f"Predicted from the {s.validation[0].from_gpus}-device run alone, against measured",
                   title_justify="left")
-    for col in ("devices", "predicted samples/s", "measured samples/s", "error"):
-        table.add_column(col, justify="right")
+    columns(table, ("devices", "predicted\nsamples/s", "measured\nsamples/s", "error"))
     for p in s.validation:
         add_row(table, str(p.gpus), f"{p.samples_per_s:,.0f}", _num(p.measured_samples_per_s, "{:,.0f}"),
                       _num(p.error_pct, "{:+.1f}%"))
@@ -46,8 +48,7 @@ def _predictions(s: ScalingAnalysis) -> Table:
     assumptions = list(dict.fromkeys(a for p in s.predictions for a in p.assumptions))
     table = Table(title=f"Predicted from the {base}-device run (model: docs/scaling.md)",
                   caption=text("assumptions: " + "; ".join(assumptions)), caption_justify="left", title_justify="left")
-    for col in ("devices", "step ms", "samples/s"):
-        table.add_column(col, justify="right")
+    columns(table, ("devices", "step ms", "samples/s"))
     for p in s.predictions:
         add_row(table, str(p.gpus), f"{p.step_time_ms:.3f}", f"{p.samples_per_s:,.0f}")
     return table
@@ -59,9 +60,8 @@ def _num(x, fmt):
 
 def _table(s: ScalingAnalysis) -> Table:
     table = Table(title="Scaling", title_justify="left")
-    for col in ("devices", "runs", "per-replica batch", "global batch", "step ms ±95%", "samples/s",
-                "speedup ±95%", "efficiency"):
-        table.add_column(col, justify="right")
+    columns(table, ("devices", "runs", "per-\nreplica\nbatch", "global\nbatch", "step ms\n±95%", "samples/s",
+                    "speedup\n±95%", "effi-\nciency"))
     for p in s.points:
         speedup = "?" if p.speedup is None else f"{p.speedup:.2f}x ±{p.speedup_ci95:.2f}"
         add_row(table, str(p.gpus), str(p.runs), _num(p.per_replica_batch, "{:g}"), _num(p.global_batch, "{}"),

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.profile import Transfers, UnitAnalysis
-from scaldiag.render.terminal.common import add_row, bytes_text, finding_panel, text
+from scaldiag.render.terminal.common import add_row, bytes_text, columns, finding_panel, text
 from scaldiag.rules.report import Report
 
 
@@ -48,8 +48,7 @@ def _pm(x: float) -> str:
 
 def _step_table(units: list[UnitAnalysis]) -> Table:
     table = Table(title="Step time (ms)", title_justify="left")
-    for col in ("device", "steps", "mean", "±95%", "p50", "p90", "stdev", "busy %"):
-        table.add_column(col, justify="left" if col == "device" else "right")
+    columns(table, ("device", "steps", "mean", "±95%", "p50", "p90", "stdev", "busy %"), left=("device",))
     for u in units:
         s = u.step_time_ms
         add_row(table, u.name, str(u.steps), _ms(s.mean), _pm(s.ci95), _ms(s.p50), _ms(s.p90), _ms(s.stdev),
@@ -59,9 +58,9 @@ def _step_table(units: list[UnitAnalysis]) -> Table:
 
 def _breakdown_table(units: list[UnitAnalysis]) -> Table:
     table = Table(title="Per-step breakdown: exclusive % ±95% (exclusive ms / busy ms)", title_justify="left")
-    table.add_column("category")
+    table.add_column("category", overflow="fold")
     for u in units:
-        table.add_column(text(u.name), justify="right")
+        table.add_column(text(u.name), justify="right", overflow="fold")
     for category in CATEGORIES:
         cells = []
         for u in units:
@@ -82,8 +81,7 @@ def _copies(t: Transfers | None) -> str:
 
 def _transfer_table(units: list[UnitAnalysis]) -> Table:
     table = Table(title="Per step: copies and collectives", title_justify="left")
-    for col in ("device", "H2D", "D2H", "collectives", "collective ms"):
-        table.add_column(col, justify="left" if col in ("device", "H2D", "D2H") else "right")
+    columns(table, ("device", "H2D", "D2H", "collectives", "collective\nms"), left=("device", "H2D", "D2H"))
     for u in units:
         add_row(table, u.name, _copies(u.h2d), _copies(u.d2h), f"{u.collective_count_per_step:.1f}",
                       f"{u.categories['collective'].busy_ms:.3f}")
@@ -94,8 +92,7 @@ def _activity_table(u: UnitAnalysis) -> Table:
     work = "kernels or copies" if u.kind == "gpu" else "ops"
     table = Table(title=text(f"While {u.name} runs no {work} ({100 - u.busy_pct:.1f}% of the step), the host is in"),
                   title_justify="left")
-    for col in ("host event (innermost)", "state", "thread-ms per step"):
-        table.add_column(col, justify="right" if col.startswith("thread") else "left")
+    columns(table, ("host event (innermost)", "state", "thread-ms\nper step"), left=("host event (innermost)", "state"))
     for h in u.host_activity_while_idle:
         add_row(table, h.name, h.state, f"{h.ms_per_step:.3f}")
     return table
