@@ -12,15 +12,18 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import ROOT
 from rich.console import Console
 
 from scaldiag.pipeline import diagnose, diagnose_trace
 from scaldiag.render import terminal
 
 GOLDEN = Path(__file__).parent / "golden"
-CASES = {"sweep": lambda: diagnose(FIXTURES / "runs" / "sweep"),
-         "trace_gpu2": lambda: diagnose_trace(FIXTURES / "gpu" / "h200x2_jax_dataparallel.xplane.pb")}
+# Relative paths, read from the project root: the reports name them, and a clone lives anywhere.
+CASES = {"sweep": lambda: diagnose(Path("fixtures/runs/sweep")),
+         "trace_gpu2": lambda: diagnose_trace(Path("fixtures/gpu/h200x2_jax_dataparallel.xplane.pb")),
+         # A real run: Keras on JAX on an H200, real NVML samples and device trace (bench/results/gpu_h200/accounting).
+         "run_gpu1": lambda: diagnose(Path("fixtures/runs/h200_keras_jax_tiny"))}
 
 
 def rendered(report, width: int, **console) -> str:
@@ -31,7 +34,12 @@ def rendered(report, width: int, **console) -> str:
 
 @pytest.fixture(scope="module")
 def reports():
-    return {name: make() for name, make in CASES.items()}
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        return {name: make() for name, make in CASES.items()}
+    finally:
+        os.chdir(cwd)
 
 
 @pytest.mark.parametrize("width", [80, 120])

@@ -222,4 +222,6 @@ def _corrected(trace: ProfileAnalysis, steps: StepStats, training: dict) -> Prof
         return trace
     # A traced step is one call of the train function: steps_per_execution batches.
     untraced_ms = steps.step_time_ms.mean * int(training.get("steps_per_execution") or 1)
-    return inflation.correct(trace, untraced_ms, float(np.mean(traced)) / untraced_ms)
+    # One figure of the inflation for the run: the recorded traced / untraced step periods.
+    ratio = steps.profiler_inflation or float(np.mean(traced)) / untraced_ms
+    return inflation.correct(trace, untraced_ms, ratio)

@@ -7,7 +7,7 @@ from rich.table import Table
 
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.render.terminal import trace
-from scaldiag.render.terminal.common import add_row, bytes_text, exit_text, finding_panel, text
+from scaldiag.render.terminal.common import add_row, bytes_text, columns, exit_text, finding_panel, text
 from scaldiag.rules.report import RunReport
 
 
@@ -44,7 +44,8 @@ def render(report: RunReport, console: Console) -> None:
                            + (f" ({ceiling['samples_per_s'] / consumed:.1f}x what training consumed)" if consumed else "")
                            + f"; {ceiling.get('source', '')}"))
     if a.gpus:
-        console.print(_gpu_table(a))
+        for table in _gpu_tables(a):
+            console.print(table)
     if a.host:
         h = a.host
         console.print(text(f"host ({h.samples} samples): {h.cores} cores at {h.core_pct_mean:.0f}% mean, busiest core "
@@ -84,11 +85,15 @@ def _steps_table(a: RunAnalysis) -> Table:
     return table
 
 
-def _gpu_table(a: RunAnalysis) -> Table:
-    table = Table(title="GPUs (NVML, steady-state window)", title_justify="left")
-    for col in ("gpu", "samples (Hz)", "util %", "mem peak", "PCIe TX/s", "PCIe RX/s", "NVLink TX/s", "SM MHz",
-                "power W", "clock events"):
-        table.add_column(col, justify="left" if col in ("gpu", "clock events") else "right")
+def _gpu_tables(a: RunAnalysis) -> list[Table]:
+    """Two narrow tables rather than one wide one: numbers are never folded or cut at 80 columns."""
+    names = "; ".join(f"GPU {g.index}: {g.name}" for g in a.gpus if g.name)
+    state = Table(title="GPUs (NVML, steady-state window)", title_justify="left",
+                  caption=text(names) if names else None, caption_justify="left")
+    columns(state, ("gpu", "samples (Hz)", "util %", "mem peak", "SM MHz", "power W", "clock events"),
+            left=("gpu", "clock events"))
+    links = Table(title="GPU links (NVML, steady-state window)", title_justify="left")
+    columns(links, ("gpu", "PCIe TX/s", "PCIe RX/s", "NVLink TX/s", "NVLink RX/s"), left=("gpu",))
 
     def num(x, fmt="{:.0f}"):
         return "-" if x is None else fmt.format(x)
@@ -98,7 +103,8 @@ def _gpu_table(a: RunAnalysis) -> Table:
 
     for g in a.gpus:
         clocks = "-" if g.sm_clock_mhz_min is None else f"{g.sm_clock_mhz_min}-{g.sm_clock_mhz_max}"
-        add_row(table, f"{g.index} {g.name or ''}", f"{g.samples} ({g.sample_hz:.0f})", num(g.util_pct),
-                      rate(g.mem_used_max_bytes), rate(g.pcie_tx_bytes_per_s), rate(g.pcie_rx_bytes_per_s),
-                      rate(g.nvlink_tx_bytes_per_s), clocks, num(g.power_w), ", ".join(g.clock_event_reasons) or "none")
-    return table
+        add_row(state, str(g.index), f"{g.samples} ({g.sample_hz:.0f})", num(g.util_pct), rate(g.mem_used_max_bytes),
+                clocks, num(g.power_w), ", ".join(g.clock_event_reasons) or "none")
+        add_row(links, str(g.index), rate(g.pcie_tx_bytes_per_s), rate(g.pcie_rx_bytes_per_s),
+                rate(g.nvlink_tx_bytes_per_s), rate(g.nvlink_rx_bytes_per_s))
+    return [state, links]
