@@ -75,7 +75,7 @@ def verdict(analysis: ProfileAnalysis, findings: list[Finding]) -> str:
         top = causes[0]
         gain = f"; fixing it: up to {top.predicted_speedup.value:.2f}x" if top.predicted_speedup else ""
         return f"{top.title}. {top.summary}{gain}."
-    if not analysis.units or analysis.event_count == 0:
+    if not analysis.units:
         return "Nothing to analyse: the trace has no host or device activity."
     unit = max(analysis.units, key=lambda u: u.categories["compute"].exclusive_pct)
     compute = unit.categories["compute"]
