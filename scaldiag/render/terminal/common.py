@@ -68,6 +68,15 @@ def speedup_range(low: float, high: float) -> str:
     return f"range {low:.2f}x-{high:.2f}x"
 
 
+def print_findings(console, findings: list[Finding], framework: str) -> None:
+    """The Findings heading, always, then one panel per finding."""
+    console.print(text(f"Findings ({len(findings)})", style="bold"))
+    if not findings:
+        console.print(text("none: no rule's threshold is cleared beyond the step-to-step noise"))
+    for finding in findings:
+        console.print(finding_panel(finding, framework))
+
+
 def finding_panel(f: Finding, framework: str) -> Panel:
     lines = [text(f.summary)]
     for e in f.evidence:

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scaldiag.analyze.scaling import UNEXPLAINED, ScalingAnalysis
-from scaldiag.render.terminal.common import add_row, columns, finding_panel, text
+from scaldiag.render.terminal.common import add_row, columns, print_findings, text
 from scaldiag.rules.report import SweepReport
 
 
@@ -26,11 +26,7 @@ def render(report: SweepReport, console: Console) -> None:
         console.print(_validation(s))
     if s.predictions:
         console.print(_predictions(s))
-    console.print(text(f"Findings ({len(report.findings)})", style="bold"))
-    if not report.findings:
-        console.print(text("none: no rule's threshold is cleared beyond the step-to-step noise"))
-    for finding in report.findings:
-        console.print(finding_panel(finding, "unknown"))
+    print_findings(console, report.findings, "unknown")
 
 
 def _validation(s: ScalingAnalysis) -> Table:

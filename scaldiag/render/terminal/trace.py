@@ -9,7 +9,7 @@ from rich.table import Table
 
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.profile import Transfers, UnitAnalysis
-from scaldiag.render.terminal.common import add_row, bytes_text, columns, finding_panel, text
+from scaldiag.render.terminal.common import add_row, bytes_text, columns, print_findings, text
 from scaldiag.rules.report import Report
 
 
@@ -31,11 +31,7 @@ def render(report: Report, console: Console) -> None:
         idlest = min(a.units, key=lambda u: u.busy_pct)
         if idlest.host_activity_while_idle:
             console.print(_activity_table(idlest))
-    console.print(text(f"Findings ({len(report.findings)})", style="bold"))
-    if not report.findings:
-        console.print(text("none: no rule's threshold is cleared beyond the step-to-step noise"))
-    for finding in report.findings:
-        console.print(finding_panel(finding, a.framework))
+    print_findings(console, report.findings, a.framework)
 
 
 def _ms(x: float) -> str:
