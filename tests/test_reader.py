@@ -129,3 +129,48 @@ def test_the_reference_reader_is_tensorflows_own_proto_when_installed():
 
     assert "scaldiag" not in xspace_class().__module__
     assert xspace_class().DESCRIPTOR.full_name == "tensorflow.profiler.XSpace"
+
+
+def test_zero_filled_file_is_rejected_at_its_first_bytes(tmp_path):
+    path = tmp_path / "zeros.xplane.pb"
+    with open(path, "wb") as f:
+        f.truncate(64 << 20)  # sparse: 64 MB of zeros
+    with pytest.raises(TraceError, match="not a readable XPlane trace"):
+        read_trace([path])
+
+
+def _columns(trace):
+    return [(p.name, p.event_names, [(ln.name, ln.start_ns.tolist(), ln.end_ns.tolist(), ln.name_id.tolist(),
+                                      {k: v.tolist() for k, v in ln.stats.items()}) for ln in p.lines])
+            for p in trace.planes]
+
+
+def test_vectorised_field_runs_read_what_the_python_loop_reads(monkeypatch):
+    from scaldiag.readers.xplane import wire
+
+    monkeypatch.setattr(wire, "_VECTOR_AFTER", 10**9)
+    by_loop = _columns(read_trace([GPU_TRACE]))
+    monkeypatch.setattr(wire, "_VECTOR_AFTER", 0)
+    for window in (64, 997, 1 << 21):  # many windows, fields across window edges
+        monkeypatch.setattr(wire, "_WINDOW_BYTES", window)
+        assert _columns(read_trace([GPU_TRACE])) == by_loop
+
+
+def test_varints_round_trip_every_length():
+    from google.protobuf.internal.encoder import _VarintBytes
+
+    from scaldiag.readers.xplane import wire
+
+    rng = np.random.default_rng(1)
+    values = [0, 1, 127, 128, 2**56 - 1, 2**56, 2**63, 2**64 - 1]
+    values += [int(v) >> int(k) for v, k in zip(rng.integers(0, 2**63, 2000), rng.integers(0, 63, 2000))]
+    data, pos = b"", []
+    for v in values:
+        pos.append(len(data))
+        data += _VarintBytes(v)
+    buf, pos = np.frombuffer(data, np.uint8), np.array(pos)  # the last ones end at the buffer's end
+    decoded, length = wire.varints(buf, pos)
+    assert decoded.tolist() == values
+    assert length.tolist() == [len(_VarintBytes(v)) for v in values]
+    bounded, bounded_length, ok = wire._varints_bounded(buf, pos, len(buf) - 1)
+    assert bounded[:-1].tolist() == values[:-1] and ok[:-1].all() and not ok[-1]

@@ -7,6 +7,7 @@ columns. Per event we decode three integers and, of its stats, only those in
 
 from __future__ import annotations
 
+import mmap
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +17,7 @@ from google.protobuf.message import DecodeError
 
 from scaldiag.errors import TraceError
 from scaldiag.readers.xplane.schema import EVENTS_TAG, LINES_TAG, PLANES_TAG, XLine, XPlane, XSpace
-from scaldiag.readers.xplane.wire import WireError, as_int64, fields, split_fields
+from scaldiag.readers.xplane.wire import WireError, as_int64, bulk_batches, fields, split_fields
 from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
 
 XPLANE_SUFFIX = ".xplane.pb"
@@ -76,17 +77,49 @@ def read_trace(files: list[str | os.PathLike]) -> Trace:
 
 
 def _read_file(file: Path) -> tuple[str, list[Plane]]:
+    """Map the file and decode it plane by plane, line by line.
+
+    Nothing holds the file's bytes: the kernel pages them in as the decoder
+    reaches them and they are dropped from memory once decoded, so memory
+    follows the decoded columns, not the file.
+    """
     try:
-        data = file.read_bytes()
+        with open(file, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                raise TraceError(f"{file} is empty")
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as exc:
         raise TraceError(f"cannot read {file}: {exc.strerror}") from exc
-    if not data:
-        raise TraceError(f"{file} is empty")
-    rest, plane_starts, plane_ends = split_fields(data, 0, len(data), PLANES_TAG)
+    try:
+        return _read_mapped(file, data)
+    finally:
+        try:
+            data.close()
+        except BufferError:  # an array still views it (an exception's frames): the GC closes it
+            pass
+
+
+def _read_mapped(file: Path, data: mmap.mmap) -> tuple[str, list[Plane]]:
+    buf = np.frombuffer(data, np.uint8)
+    pages = _Pages(data)
+    rest, plane_starts, plane_ends = split_fields(data, buf, 0, len(data), PLANES_TAG)
     space = XSpace.FromString(rest)  # hostnames, errors: everything but the planes
     host = space.hostnames[0] if space.hostnames else file.name.removesuffix(XPLANE_SUFFIX)
-    buf = np.frombuffer(data, np.uint8)
-    return host, [_plane(data, buf, s, e) for s, e in zip(plane_starts.tolist(), plane_ends.tolist())]
+    return host, [_plane(data, buf, s, e, pages) for s, e in zip(plane_starts.tolist(), plane_ends.tolist())]
+
+
+class _Pages:
+    """Drops decoded parts of the mapped file from this process's memory."""
+
+    def __init__(self, data: mmap.mmap):
+        self.data, self.done = data, 0
+        self.can = hasattr(data, "madvise") and hasattr(mmap, "MADV_DONTNEED")
+
+    def release(self, upto: int) -> None:
+        upto -= upto % mmap.PAGESIZE
+        if self.can and upto - self.done >= 1 << 24:
+            self.data.madvise(mmap.MADV_DONTNEED, self.done, upto - self.done)
+            self.done = upto
 
 
 def _stat_value(stat, stat_names: dict[int, str]):
@@ -99,18 +132,33 @@ def _stat_value(stat, stat_names: dict[int, str]):
     return value.decode("utf-8", "replace") if kind == "bytes_value" else value
 
 
-def _plane(data: bytes, buf: np.ndarray, start: int, end: int) -> Plane:
-    rest, line_starts, line_ends = split_fields(data, start, end, LINES_TAG)
+def _plane(data, buf: np.ndarray, start: int, end: int, pages: _Pages) -> Plane:
+    rest, line_starts, line_ends = split_fields(data, buf, start, end, LINES_TAG)
     proto = XPlane.FromString(rest)  # name, metadata and plane stats: everything but the lines
     stat_names = {key: meta.name for key, meta in proto.stat_metadata.items()}
     wanted_ids = {key: name for key, name in stat_names.items() if name in WANTED_STATS}
-    meta_stats = _metadata_stats(proto, stat_names, wanted_ids)
-    names: list[str] = []
-    name_index: dict[int, int] = {}
-    lines = [_line(data, buf, s, e, proto, names, name_index, stat_names, wanted_ids, meta_stats)
-             for s, e in zip(line_starts.tolist(), line_ends.tolist())]
+    context = _PlaneContext(proto, stat_names, wanted_ids, _metadata_stats(proto, stat_names, wanted_ids))
+    lines = [_line(data, buf, s, e, context, pages) for s, e in zip(line_starts.tolist(), line_ends.tolist())]
     plane_stats = {stat_names.get(s.metadata_id, ""): _stat_value(s, stat_names) for s in proto.stats}
-    return Plane(name=proto.name, event_names=names, lines=lines, stats=plane_stats)
+    return Plane(name=proto.name, event_names=context.names, lines=lines, stats=plane_stats)
+
+
+class _PlaneContext:
+    """What decoding a plane's lines shares: its metadata, and the names found so far."""
+
+    def __init__(self, proto, stat_names, wanted_ids, meta_stats):
+        self.proto, self.stat_names, self.wanted_ids, self.meta_stats = proto, stat_names, wanted_ids, meta_stats
+        self.names: list[str] = []
+        self.name_index: dict[int, int] = {}
+
+    def name_of(self, key: int) -> int:
+        """Index in names of event metadata ``key``, added when first seen."""
+        found = self.name_index.get(key)
+        if found is None:
+            meta = self.proto.event_metadata.get(key)
+            found = self.name_index[key] = len(self.names)
+            self.names.append((meta.name or meta.display_name) if meta is not None else f"<unknown {key}>")
+        return found
 
 
 def _metadata_stats(proto, stat_names, wanted_ids) -> dict[int, dict[str, object]]:
@@ -123,19 +171,50 @@ def _metadata_stats(proto, stat_names, wanted_ids) -> dict[int, dict[str, object
     return found
 
 
-def _line(data, buf, start, end, proto, names, name_index, stat_names, wanted_ids, meta_stats) -> Line:
-    rest, event_starts, event_ends = split_fields(data, start, end, EVENTS_TAG)
-    header = XLine.FromString(rest)  # id, name, timestamp: everything but the events
-    offset_ps, duration_ps, metadata_id, stats = _event_columns(data, buf, event_starts, event_ends,
-                                                               stat_names, wanted_ids)
-    _fill_from_metadata(stats, metadata_id, meta_stats, len(offset_ps))
-    start_ns = header.timestamp_ns + offset_ps // 1000
-    end_ns = start_ns + (np.maximum(duration_ps, 0) + 500) // 1000
-    return Line(name=header.name or header.display_name, start_ns=start_ns, end_ns=end_ns,
-                name_id=_name_ids(metadata_id, proto, names, name_index), stats=stats)
+def _line(data, buf, start, end, context: _PlaneContext, pages: _Pages) -> Line:
+    """Decode one line, a batch of events at a time (batches follow the byte windows of bulk_batches)."""
+    rest: list[bytes] = []
+    rel_start, rel_end, metadata_ids = [], [], []
+    stat_parts: dict[str, list[tuple[np.ndarray, list]]] = {}
+    n = 0
+    for starts, ends in bulk_batches(data, buf, start, end, EVENTS_TAG, rest):
+        offset_ps, duration_ps, metadata_id, stats = _event_columns(data, buf, starts, ends, context)
+        first = offset_ps // 1000
+        rel_start.append(first)
+        rel_end.append(first + (np.maximum(duration_ps, 0) + 500) // 1000)
+        metadata_ids.append(metadata_id)
+        for name, parts in stats.items():
+            stat_parts.setdefault(name, []).extend((rows + n, values) for rows, values in parts)
+        n += len(starts)
+        pages.release(int(ends[-1]))
+    header = XLine.FromString(b"".join(rest))  # id, name, timestamp: everything but the events
+    start_ns = _joined(rel_start, np.int64)
+    start_ns += header.timestamp_ns
+    end_ns = _joined(rel_end, np.int64)
+    end_ns += header.timestamp_ns
+    metadata_id = _joined(metadata_ids, np.int64)
+    stats = {}
+    first_id = {name: key for key, name in sorted(context.wanted_ids.items(), reverse=True)}
+    for name in sorted(stat_parts, key=first_id.__getitem__):  # the order of their stat ids
+        parts = stat_parts[name]
+        column = stats[name] = np.full(n, None, dtype=object)
+        for rows, values in parts:
+            column[rows] = values
+    name_id, local, unique = _name_ids(metadata_id, context)
+    _fill_from_metadata(stats, unique, local, context.meta_stats, n)
+    return Line(name=header.name or header.display_name, start_ns=start_ns, end_ns=end_ns, name_id=name_id,
+                stats=stats)
 
 
-def _event_columns(data, buf, starts, ends, stat_names, wanted_ids):
+def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
+    if not parts:
+        return np.zeros(0, dtype)
+    joined = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    parts.clear()
+    return joined
+
+
+def _event_columns(data, buf, starts, ends, context: _PlaneContext):
     """offset_ps, duration_ps, metadata_id columns and wanted stats of the events at [starts, ends)."""
     f = fields(buf, starts, ends)
     n = len(starts)
@@ -147,12 +226,16 @@ def _event_columns(data, buf, starts, ends, stat_names, wanted_ids):
         columns.append(column)
     stat_rows = f["field"] == 4
     stats = _wanted_stats(data, buf, f["msg"][stat_rows], f["body_start"][stat_rows], f["body_end"][stat_rows],
-                          n, stat_names, wanted_ids) if wanted_ids and stat_rows.any() else {}
+                          context.stat_names, context.wanted_ids) if context.wanted_ids and stat_rows.any() else {}
     return (*columns, stats)
 
 
-def _wanted_stats(data, buf, stat_event, body_start, body_end, n, stat_names, wanted_ids):
-    """Decode every XStat's metadata_id at once; build Python values only for wanted ones."""
+def _wanted_stats(data, buf, stat_event, body_start, body_end, stat_names, wanted_ids):
+    """Decode every XStat's metadata_id at once; build Python values only for wanted ones.
+
+    Returns, per stat name, the (event rows, values) assignments in the order
+    they apply (a later one wins where an event has a stat twice).
+    """
     sf = fields(buf, body_start, body_end)
     meta = np.zeros(len(stat_event), np.int64)
     id_rows = sf["field"] == 1
@@ -160,18 +243,18 @@ def _wanted_stats(data, buf, stat_event, body_start, body_end, n, stat_names, wa
     wanted = np.isin(meta, np.fromiter(wanted_ids, np.int64))
     rows = np.flatnonzero((sf["field"] >= 2) & (sf["field"] <= 7) & wanted[sf["msg"]])
     stat_index = sf["msg"][rows]
-    stats: dict[str, np.ndarray] = {}
+    stats: dict[str, list[tuple[np.ndarray, list]]] = {}
     for meta_id in np.unique(meta[stat_index]).tolist():
         mine = rows[meta[stat_index] == meta_id]
-        column = stats.setdefault(wanted_ids[meta_id], np.full(n, None, dtype=object))
+        parts = stats.setdefault(wanted_ids[meta_id], [])
         for number in np.unique(sf["field"][mine]).tolist():
             r = mine[sf["field"][mine] == number]
-            column[stat_event[sf["msg"][r]]] = _wire_values(data, number, sf["value"][r], sf["body_start"][r],
-                                                            sf["body_end"][r], stat_names)
+            parts.append((stat_event[sf["msg"][r]], _wire_values(data, number, sf["value"][r], sf["body_start"][r],
+                                                                 sf["body_end"][r], stat_names)))
     return stats
 
 
-def _wire_values(data: bytes, number: int, raw: np.ndarray, start: np.ndarray, end: np.ndarray, stat_names):
+def _wire_values(data, number: int, raw: np.ndarray, start: np.ndarray, end: np.ndarray, stat_names):
     """Python values of one XStat value field (2..7) for many stats."""
     if number == 2:
         return raw.view(np.float64).tolist()
@@ -186,27 +269,47 @@ def _wire_values(data: bytes, number: int, raw: np.ndarray, start: np.ndarray, e
     return names[inverse].tolist()
 
 
-def _fill_from_metadata(stats, metadata_id, meta_stats, n) -> None:
+# Metadata ids below this bound are mapped through a table, without sorting the events.
+_TABLE_IDS = 1 << 22
+
+
+def _name_ids(metadata_id: np.ndarray, context: _PlaneContext):
+    """(name index per event, index of each event's id in unique, the line's distinct ids ascending).
+
+    Names are numbered in the order the plane's lines first use them, each
+    line's new ids ascending.
+    """
+    if not len(metadata_id):
+        return np.empty(0, np.int32), np.empty(0, np.intp), np.empty(0, np.int64)
+    low, high = int(metadata_id.min()), int(metadata_id.max())
+    if low >= 0 and high < _TABLE_IDS:
+        present = np.zeros(high + 1, bool)
+        present[metadata_id] = True
+        unique = np.flatnonzero(present)
+        slot = np.zeros(high + 1, np.intp)
+        slot[unique] = np.arange(len(unique))
+        local = slot[metadata_id]
+    else:
+        unique, local = np.unique(metadata_id, return_inverse=True)
+    names = np.array([context.name_of(key) for key in unique.tolist()], np.int32)
+    return names[local], local, unique
+
+
+def _fill_from_metadata(stats, unique, local, meta_stats, n) -> None:
     """Events without their own value of a stat take their metadata's."""
     if not meta_stats:
         return
-    for key in np.unique(metadata_id):
-        for name, value in meta_stats.get(int(key), {}).items():
-            column = stats.get(name)
-            if column is None:
-                column = stats[name] = np.full(n, None, dtype=object)
-            rows = (metadata_id == key) & np.equal(column, None)
-            column[rows] = value
-
-
-def _name_ids(metadata_id, proto, names, name_index) -> np.ndarray:
-    unique, inverse = np.unique(metadata_id, return_inverse=True)
-    local = np.empty(len(unique), np.int32)
-    for j, key in enumerate(unique):
-        key = int(key)
-        if key not in name_index:
-            meta = proto.event_metadata.get(key)
-            name_index[key] = len(names)
-            names.append((meta.name or meta.display_name) if meta is not None else f"<unknown {key}>")
-        local[j] = name_index[key]
-    return local[inverse].astype(np.int32) if len(unique) else np.empty(0, np.int32)
+    tables: dict[str, np.ndarray] = {}
+    for j, key in enumerate(unique.tolist()):
+        for name, value in meta_stats.get(key, {}).items():
+            table = tables.get(name)
+            if table is None:
+                table = tables[name] = np.full(len(unique), None, dtype=object)
+                if name not in stats:
+                    stats[name] = np.full(n, None, dtype=object)
+            table[j] = value
+    for name, table in tables.items():
+        column = stats[name]
+        values = table[local]
+        rows = np.not_equal(values, None) & np.equal(column, None)
+        column[rows] = values[rows]

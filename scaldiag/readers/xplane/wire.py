@@ -27,11 +27,76 @@ class WireError(ValueError):
 def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decode one varint at each position: (values as uint64, encoded lengths).
 
-    Works byte by byte on the shrinking set of varints still continuing, so
-    the cost follows the bytes decoded, not count x 10.
+    Reads the 8 bytes at each position as one little-endian word and decodes
+    it with bit operations on whole arrays (where its first byte without the
+    continuation bit is, then the 7-bit groups packed together); the rare
+    varints longer than 8 bytes (values of 2^56 and more, negative int64)
+    are decoded byte by byte.
     """
     if len(pos) and pos.max() >= len(buf):
         raise WireError("varint past the end")
+    first = buf[pos]
+    values = first.astype(np.uint64)
+    length = np.ones(len(pos), np.int64)
+    multi = np.flatnonzero(first >= 0x80)  # most tags and small values are one byte
+    if len(multi):
+        values[multi], length[multi], long = _decode_words(_words(buf, pos[multi]))
+        if len(long):
+            values[multi[long]], length[multi[long]] = _long_varints(buf, pos[multi[long]])
+    if len(pos) and (pos + length).max() > len(buf):
+        raise WireError("varint past the end")
+    return values, length
+
+
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_LOW_BITS = np.uint64(0x7F7F7F7F7F7F7F7F)
+_PACK = (np.uint64(0x7F007F007F007F00), np.uint64(0x3FFF00003FFF0000), np.uint64(0x0FFFFFFF00000000))
+_KEEP = (np.uint64(0x007F007F007F007F), np.uint64(0x00003FFF00003FFF), np.uint64(0x000000000FFFFFFF))
+_SHIFT = (np.uint64(1), np.uint64(2), np.uint64(4))
+
+
+def _decode_words(word: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values, lengths, rows longer than 8 bytes, left undecoded) of the varints starting each word.
+
+    Operates in place on few arrays: at a million words, fresh temporaries
+    per operation would cost more than the arithmetic.
+    """
+    stop = np.invert(word)
+    stop &= _HIGH_BITS  # the high bit of every byte that ends a varint
+    below = np.invert(stop)
+    below += np.uint64(1)
+    below &= stop  # the lowest one: this varint's last byte
+    below -= np.uint64(1)  # every bit below it
+    length = np.bitwise_count(below).astype(np.int64)
+    length += 1
+    length >>= 3
+    below <<= np.uint64(1)
+    below |= np.uint64(1)  # every bit up to it: the varint's bytes
+    below &= word
+    below &= _LOW_BITS
+    values, part = below, np.empty_like(below)
+    for pack, keep, shift in zip(_PACK, _KEEP, _SHIFT):  # 7-bit groups into 14, 28, 56 bits
+        np.bitwise_and(values, pack, out=part)
+        part >>= shift
+        values &= keep
+        values |= part
+    return values, length, np.flatnonzero(stop == 0)
+
+
+def _words(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The 8 bytes from each position as little-endian uint64 (zeros past the end of buf)."""
+    n = len(buf)
+    if n < 8 or (len(pos) and int(pos.max()) + 8 > n):
+        at = pos[:, None] + np.arange(8)
+        raw = np.where(at < n, buf[np.minimum(at, n - 1)], 0).astype(np.uint8)
+        return raw.view("<u8").ravel().astype(np.uint64, copy=False)
+    # An overlapping view: word i is bytes i..i+7 (unaligned reads, no copy of buf).
+    words = np.ndarray((n - 7,), dtype="<u8", buffer=buf, strides=(1,))
+    return words[pos].astype(np.uint64, copy=False)
+
+
+def _long_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Byte by byte, on the shrinking set of varints still continuing."""
     byte = buf[pos]
     values = (byte & 0x7F).astype(np.uint64)
     length = np.ones(len(pos), np.int64)
@@ -51,47 +116,134 @@ def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, length
 
 
-def split_fields(data: bytes, start: int, end: int, bulk_tag: int) -> tuple[bytes, np.ndarray, np.ndarray]:
+# A run of this many bulk fields is followed in Python; longer runs are
+# followed by numpy (bulk_run), a window of bytes at a time.
+_VECTOR_AFTER = 64
+_WINDOW_BYTES = 1 << 21
+_VALID_WIRE_TYPES = (0, 1, 2, 5)
+
+
+def split_fields(data, buf: np.ndarray, start: int, end: int, bulk_tag: int) -> tuple[bytes, np.ndarray, np.ndarray]:
     """Split the message in ``data[start:end]`` into its bulk repeated field and the rest.
 
     Returns the bytes of every other field (itself a valid encoding of the
     same message without the bulk field, for protobuf to parse) and the
     payload [start, end) of each bulk field. ``bulk_tag`` is a one-byte tag
-    of a length-delimited field. The loop per bulk field only follows
-    lengths: it is the one sequential part of reading a trace.
+    of a length-delimited field; ``buf`` is ``data`` as a uint8 array.
     """
     rest: list[bytes] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    add_start, add_end = starts.append, ends.append
+    batches = list(bulk_batches(data, buf, start, end, bulk_tag, rest))
+    starts = np.concatenate([s for s, _ in batches]) if batches else np.empty(0, np.int64)
+    ends = np.concatenate([e for _, e in batches]) if batches else np.empty(0, np.int64)
+    return b"".join(rest), starts, ends
+
+
+def bulk_batches(data, buf: np.ndarray, start: int, end: int, bulk_tag: int, rest: list[bytes]):
+    """Yield the payloads (starts, ends) of the bulk fields, a batch at a time.
+
+    Every other field's bytes are appended to ``rest``. Following one field
+    to the next is inherently sequential; a short run is followed in Python,
+    a long one by ``bulk_run`` with numpy. Field number 0 and unknown wire
+    types are errors at once, so that bytes which are no protobuf (zeros,
+    text) are rejected after a few fields instead of a pass over the file.
+    """
     pos = start
     while pos < end:
-        while pos < end and data[pos] == bulk_tag:  # the hot loop: one pass per event
-            length = data[pos + 1]
-            pos += 2
-            if length >= 0x80:
-                length, pos = _varint_tail(data, pos, length)
-            add_start(pos)
-            pos += length
-            add_end(pos)
-        if pos >= end:
-            break
+        if data[pos] == bulk_tag:
+            starts, ends, pos = _short_run(data, pos, end, bulk_tag)
+            if len(starts):
+                yield np.array(starts, np.int64), np.array(ends, np.int64)
+            while pos < end and data[pos] == bulk_tag:
+                run_starts, run_ends, pos = bulk_run(buf, pos, end, bulk_tag)
+                yield run_starts, run_ends
+            continue
         field_start = pos
         tag, pos = _varint(data, pos)
         wire = tag & 7
+        if tag >> 3 == 0 or wire not in _VALID_WIRE_TYPES:
+            raise WireError(f"no protobuf field at byte {field_start} (field number {tag >> 3}, wire type {wire})")
         if wire == 0:
             _, pos = _varint(data, pos)
         elif wire == 2:
             length, pos = _varint(data, pos)
             pos += length
-        elif wire in (1, 5):
-            pos += 8 if wire == 1 else 4
         else:
-            raise WireError(f"unsupported wire type {wire}")
+            pos += 8 if wire == 1 else 4
+        if pos > end:
+            break
         rest.append(data[field_start:pos])
     if pos != end:
         raise WireError("a field runs past the end of its message (truncated?)")
-    return b"".join(rest), np.array(starts, np.int64), np.array(ends, np.int64)
+
+
+def _short_run(data, pos: int, end: int, bulk_tag: int) -> tuple[list[int], list[int], int]:
+    """Follow up to _VECTOR_AFTER consecutive bulk fields in Python."""
+    starts: list[int] = []
+    ends: list[int] = []
+    add_start, add_end = starts.append, ends.append
+    for _ in range(_VECTOR_AFTER):
+        if pos >= end or data[pos] != bulk_tag:
+            break
+        if pos + 1 >= end:
+            raise WireError("a field runs past the end of its message (truncated?)")
+        length = data[pos + 1]
+        pos += 2
+        if length >= 0x80:
+            length, pos = _varint_tail(data, pos, length)
+        add_start(pos)
+        pos += length
+        add_end(pos)
+    if pos > end:
+        raise WireError("a field runs past the end of its message (truncated?)")
+    return starts, ends, pos
+
+
+def bulk_run(buf: np.ndarray, pos: int, end: int, tag: int, window: int | None = None):
+    """The consecutive ``tag`` fields from ``pos`` within one window of bytes, by numpy.
+
+    Every byte equal to ``tag`` in the window is a candidate field start; its
+    length varint says where the field after it would begin. The true fields
+    are the chain of candidates from ``pos``, found by pointer doubling
+    (log2 of the run's length passes over the candidates) instead of a loop
+    per field. Returns (payload starts, payload ends, position after the
+    last field of the chain).
+    """
+    limit = min(end, pos + (window or _WINDOW_BYTES))
+    cand = pos + np.flatnonzero(buf[pos:limit] == tag)
+    length, length_len, ok = _varints_bounded(buf, cand + 1, end)
+    body = cand + 1 + length_len
+    ok &= length <= np.uint64(max(end, 0)) - np.minimum(body, end).astype(np.uint64)
+    after = body + np.where(ok, length, 0).astype(np.int64)
+    m = len(cand)
+    node = np.full(limit - pos + 1, m, np.int32)  # candidate index at each byte of the window, else m
+    node[cand - pos] = np.arange(m, dtype=np.int32)
+    jump = np.append(node[np.where(ok, np.minimum(after, limit), limit) - pos], np.int32(m))
+    # m: the chain stops here (the sentinel maps to itself)
+    path = np.zeros(1, np.int32)
+    while True:  # path holds chain nodes 0 .. 2^k - 1; jump maps a node 2^k nodes on
+        more = jump[path]
+        more = more[more < m]
+        path = np.concatenate((path, more))
+        if len(more) < len(path) - len(more):
+            break
+        jump = jump[jump]
+    last = path[-1]
+    if not ok[last]:
+        raise WireError("a field runs past the end of its message (truncated?)")
+    return body[path], after[path], int(after[last])
+
+
+def _varints_bounded(buf: np.ndarray, pos: np.ndarray, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Like varints, for candidate positions: (values, lengths, ok) where a varint may run past ``end``."""
+    values, length, long = _decode_words(_words(buf, pos))
+    for row in long.tolist():  # rare: longer than 8 bytes
+        value, k, done = 0, 0, False
+        while not done and k < _MAX_VARINT and pos[row] + k < end:
+            byte = int(buf[pos[row] + k])
+            value |= (byte & 0x7F) << (7 * k)
+            k, done = k + 1, byte < 0x80
+        values[row], length[row] = value & 0xFFFFFFFFFFFFFFFF, k if done else end + 1
+    return values, length, pos + length <= end
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
