@@ -127,3 +127,29 @@ def test_samples_reach_the_disk_within_a_second_while_sampling(tmp_path):
     assert on_disk_gpu and on_disk_host
     newest_s = (time.time_ns() - max(r["t_ns"] for r in on_disk_gpu)) / 1e9
     assert newest_s < 1.6  # 1 s flush delay, plus the time since the last row was written
+
+
+class _Rows:
+    def __init__(self):
+        self.rows = []
+
+    def write(self, row):
+        self.rows.append(row)
+
+
+@pytest.mark.parametrize("fake", [{}, {"unsupported": (186,)}, {"util_raises": True}])
+def test_each_tick_reads_what_its_tier_says_in_a_fixed_key_order(fake):
+    from scaldiag.collect.nvml import CALLS, FIELDS, NvmlSampler
+
+    writer = _Rows()
+    sampler = NvmlSampler(FakeNvml(gpus=3, **fake), writer)
+    for _ in range(401):  # two cycles of the slowest tier, and one tick more
+        sampler._tick()
+    dropped = {"power_mw"} if fake.get("unsupported") else {"util_pct"} if fake.get("util_raises") else set()
+    for i, row in enumerate(writer.rows):
+        tick = i // 3
+        fields = [k for k, _, _, every in FIELDS if tick % every == 0 and k not in dropped]
+        calls = [k for k, every in CALLS if tick % every == 0 and k not in dropped]
+        assert list(row) == ["t_ns", "gpu", *fields, *calls], (tick, row)
+        assert row["gpu"] == i % 3
+    assert len(writer.rows) == 3 * 401

@@ -23,6 +23,8 @@ recorded once in ``missing`` and dropped from later ticks.
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 
 from scaldiag.collect.sampling import PeriodicSampler
@@ -78,45 +80,62 @@ class NvmlSampler:
         self._calls = {key: (reads[key], every) for key, every in CALLS}
         self._wrap: dict[tuple[int, str], list[int]] = {}  # (gpu, key) -> [last raw, added]
         self._tick_count = 0
+        self._schedule()
         self.sampler = PeriodicSampler("nvml", PERIOD_S, self._tick)
+
+    def _schedule(self) -> None:
+        """What is due at each tick of the cycle, worked out once, not per GPU and tick.
+
+        Called again whenever a read is dropped.
+        """
+        everies = [every for _, every in self._calls.values()] + [every for _, every in self._fields.values()]
+        self._cycle = math.lcm(*everies) if everies else 1
+        self._due_calls = [[(key, read) for key, (read, every) in self._calls.items() if phase % every == 0]
+                           for phase in range(self._cycle)]
+        self._due_fields = [[key for key, (_, every) in self._fields.items() if phase % every == 0]
+                            for phase in range(self._cycle)]
+        self._field_ids = [[self._fields[key][0] for key in due] for due in self._due_fields]
 
     def _tick(self) -> None:
         t_ns = time.time_ns()
-        tick = self._tick_count
+        phase = self._tick_count % self._cycle
         self._tick_count += 1
         for index, handle in zip(self.indices, self._handles):
             row = {"t_ns": t_ns, "gpu": index}
-            row.update(self._read_fields(index, handle, tick))
-            for key, (read, every) in list(self._calls.items()):
-                if tick % every:
-                    continue
+            if self._due_fields[phase]:
+                row.update(self._read_fields(index, handle, phase))
+            for key, read in self._due_calls[phase]:
                 try:
                     row[key] = read(handle)
                 except Exception as exc:  # unsupported on this GPU/driver: drop it, say so
                     self.missing.append(f"{key}: {type(exc).__name__}: {exc}")
                     del self._calls[key]
+                    self._schedule()
             self._writer.write(row)
 
-    def _read_fields(self, index: int, handle, tick: int) -> dict:
-        due = [key for key, (_, every) in self._fields.items() if tick % every == 0]
-        if not due:
-            return {}
+    def _read_fields(self, index: int, handle, phase: int) -> dict:
+        due = self._due_fields[phase]
         try:
-            values = self.nvml.nvmlDeviceGetFieldValues(handle, [self._fields[k][0] for k in due])
+            values = self.nvml.nvmlDeviceGetFieldValues(handle, self._field_ids[phase])
         except Exception as exc:
             self.missing.append(f"field values: {type(exc).__name__}: {exc}")
             self._fields = {}
+            self._schedule()
             return {}
         row = {}
+        dropped = False
         for key, value in zip(due, values):
             if value.nvmlReturn != 0:  # NVML_SUCCESS
                 self.missing.append(f"{key}: not supported here (NVML return {value.nvmlReturn})")
                 self._fields.pop(key, None)
+                dropped = True
                 continue
             number = _field_value(value)
             if value.valueType == _UINT32_TYPE and key.endswith("_bytes"):
                 number = self._unwrap(index, key, number)
             row[key] = number
+        if dropped:
+            self._schedule()
         return row
 
     def _unwrap(self, index: int, key: str, raw: int) -> int:
@@ -137,9 +156,12 @@ class NvmlSampler:
         return int(self.nvml.nvmlDeviceGetClockInfo(handle, self.nvml.NVML_CLOCK_SM))
 
     def _reasons(self, handle) -> int:
+        return int(self._read_reasons(handle))
+
+    @functools.cached_property
+    def _read_reasons(self):
         n = self.nvml
-        read = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
-        return int(read(handle))
+        return getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
 
     def inventory(self) -> list[dict]:
         return [self._describe(i, h) for i, h in zip(self.indices, self._handles)]
@@ -192,11 +214,14 @@ class NvmlSampler:
         return active
 
 
+# nvmlValueType_t -> the nvmlValue_t member holding the number
+_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+
+
 def _field_value(value):
     """The number in an nvmlFieldValue_t, by its valueType (nvmlValueType_t)."""
-    v = value.value
-    return {0: lambda: v.dVal, 1: lambda: v.uiVal, 2: lambda: v.ulVal, 3: lambda: v.ullVal,
-            4: lambda: v.sllVal, 5: lambda: v.siVal, 6: lambda: v.usVal}.get(value.valueType, lambda: v.ullVal)()
+    kind = value.valueType
+    return getattr(value.value, _VALUE_MEMBERS[kind] if 0 <= kind < len(_VALUE_MEMBERS) else "ullVal")
 
 
 def _text(value) -> str:
