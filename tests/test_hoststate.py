@@ -93,3 +93,19 @@ def test_activity_during_matches_string_grouping_with_ties_and_shared_names():
         gaps = (np.array([lo, hi + 2000]), np.array([hi, hi + 4000]))
         for top in (1, 3, 20):
             assert timeline.activity_during(gaps, 7, top) == _activity_by_strings(timeline, gaps, 7, top)
+
+
+def test_sort_shortcuts_give_lexsorts_order():
+    from scaldiag.analyze.hoststate import _by_start_then_longest, _transition_order
+
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 2, 50, 2000):
+        for ties in (False, True):
+            start = np.sort(rng.choice(10**6, n, replace=False)) if not ties else np.sort(rng.integers(0, 40, n))
+            end = start + rng.integers(0, 30, n)
+            assert _by_start_then_longest(start, end).tolist() == np.lexsort((-end, start)).tolist()
+            times = np.concatenate((end, start)) + 1_700_000_000_000_000_000
+            is_start = np.concatenate((np.zeros(n, bool), np.ones(n, bool)))
+            depth = rng.integers(0, 6, n)
+            tie = np.concatenate((-depth, depth))
+            assert _transition_order(times, is_start, tie).tolist() == np.lexsort((tie, is_start, times)).tolist()
