@@ -82,3 +82,44 @@ def test_sd206_a_device_computing_longer_is_a_straggler():
     finding = next(f for f in run_rules(analysis(fast, slow)) if f.id == "SD206")
     assert "/device:GPU:1" in finding.summary and "+30%" in finding.summary
     assert all(f.id != "SD206" for f in run_rules(analysis(fast, replace(fast, name="/device:GPU:1"))))
+
+
+def test_sd206_stays_silent_on_a_mostly_idle_device():
+    """Two H200s computing 0.68 and 0.57 ms in a 50 ms step: +19%, but 0.2% of the step (issue 11)."""
+    from dataclasses import replace
+
+    def idle_gpu(name, compute_ms):
+        u = unit({}, spread=0.01, busy_pct=1.3)
+        cats = {c: replace(t, exclusive_ms=0.0, exclusive_pct=0.0, busy_ms=0.0) for c, t in u.categories.items()}
+        cats["compute"] = CategoryTime(compute_ms, 100 * compute_ms / 50, 0.01, compute_ms)
+        cats["idle"] = CategoryTime(50 - compute_ms, 100 * (50 - compute_ms) / 50, 0.01, 50 - compute_ms)
+        return replace(u, name=name, categories=cats, step_time_ms=Summary.of([50.0] * 10))
+
+    found = run_rules(analysis(idle_gpu("/device:GPU:0", 0.57), idle_gpu("/device:GPU:1", 0.68)))
+    assert all(f.id != "SD206" for f in found)
+
+
+def test_sd101_does_not_ask_for_prefetch_the_pipeline_already_has():
+    from scaldiag.pipeline import diagnose_trace
+
+    report = diagnose_trace("fixtures/tf_cpu/input_bound")
+    assert "Prefetch" in report.analysis.input_stages
+    (finding,) = [f for f in report.findings if f.id == "SD101"]
+    assert ".prefetch(" not in finding.fix["tensorflow"] and "already prefetches" in finding.fix["tensorflow"]
+    assert any("Prefetch" in n for n in finding.notes)
+
+
+def test_sd101_caches_before_random_augmentation():
+    from scaldiag.rules.sd101_input_bound import FIX
+
+    tf_fix = FIX["tensorflow"]
+    assert tf_fix.index("ds.cache()") < tf_fix.index("map(augment")
+
+
+def test_sd105_does_not_advise_xla_on_tensorflows_cpu_path():
+    host_bound = analysis(unit({"host_overhead": 40.0}, spread=1.0, kind="host"))
+    (finding,) = [f for f in run_rules(host_bound) if f.id == "SD105"]
+    assert "jit_compile=True" not in finding.fix["tensorflow"] and "steps_per_execution" in finding.fix["tensorflow"]
+    gpu_bound = analysis(unit({"host_overhead": 40.0}, spread=1.0, kind="gpu"))
+    (finding,) = [f for f in run_rules(gpu_bound) if f.id == "SD105"]
+    assert "jit_compile=True" in finding.fix["tensorflow"]

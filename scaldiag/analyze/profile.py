@@ -84,6 +84,9 @@ class ProfileAnalysis:
     # Traced / untraced step time, when the run's untraced steps are known (analyze/inflation.py);
     # None for a trace alone, whose host-side shares then include the tracer's own cost.
     profiler_inflation: float | None = None
+    # tf.data iterator stages seen in the trace ("Prefetch", "ParallelMapV2", "Cache"...): what the
+    # input pipeline already does, so that advice does not ask for what is there.
+    input_stages: list[str] = field(default_factory=list)
 
 
 def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
@@ -111,7 +114,18 @@ def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
     notes.append(INFLATION_UNKNOWN)
     return ProfileAnalysis(run=run, sources=trace.sources, hosts=trace.hostnames, event_count=trace.event_count,
                            steps_method=steps.method, steps_description=steps.description,
-                           units=units, framework=detect_framework(trace), notes=notes)
+                           units=units, framework=detect_framework(trace), notes=notes,
+                           input_stages=input_stages(trace))
+
+
+def input_stages(trace: Trace) -> list[str]:
+    """The stages of tf.data iterators named in the host planes (``Iterator::Root::Prefetch::...``)."""
+    stages = set()
+    for plane in trace.host_planes:
+        for name in plane.event_names:  # distinct names: cheap whatever the event count
+            if name.startswith("Iterator::"):
+                stages.update(part.split("[")[0] for part in name.split("::")[1:])
+    return sorted(stages - {"Root"})
 
 
 def detect_framework(trace: Trace) -> str:

@@ -316,5 +316,4 @@ def _sweep(report: SweepReport, runs: list) -> list[str]:
                 _table(["devices", "step ms", "samples/s"],
                        [[p.gpus, f"{p.step_time_ms:.3f}", f"{p.samples_per_s:,.0f}"] for p in s.predictions]),
                 _p("assumptions: " + "; ".join(assumptions) + " (model: docs/scaling.md)", "dim")]
-    framework = next((r.framework for _, r in runs), "unknown")
-    return out + _findings(report.findings, framework)
+    return out + _findings(report.findings, report.framework)

@@ -41,6 +41,7 @@ class SweepReport:
     sweep_dir: str
     analysis: ScalingAnalysis
     findings: list[Finding]  # sweep rules, then the largest run's findings
+    framework: str = "unknown"  # the runs' backend: the fix shown is that framework's
 
 
 def build_report(analysis: ProfileAnalysis) -> Report:
@@ -55,7 +56,10 @@ def build_run_report(run_dir: str, analysis: RunAnalysis) -> RunReport:
 
 def build_sweep_report(sweep_dir: str, analysis: ScalingAnalysis,
                        runs: dict[int, list[RunAnalysis]]) -> SweepReport:
-    return SweepReport(sweep_dir, analysis, check_all(SWEEP_RULES, analysis) + _largest_run_findings(runs))
+    backends = {r.training.get("framework", {}).get("backend") for rs in runs.values() for r in rs}
+    framework = backends.pop() if len(backends) == 1 and None not in backends else "unknown"
+    return SweepReport(sweep_dir, analysis, check_all(SWEEP_RULES, analysis) + _largest_run_findings(runs),
+                       framework)
 
 
 def _largest_run_findings(runs: dict[int, list[RunAnalysis]]) -> list[Finding]:

@@ -6,6 +6,7 @@ to the devices) while no device work runs. Adding GPUs does not help: each
 one waits on the same host.
 """
 
+from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
 from scaldiag.rules.share_rule import ShareRule
 
 # xprof's input-pipeline analyzer calls a run MODERATELY input-bound at >= 5%
@@ -17,8 +18,9 @@ HIGH_PCT = 20.0
 FIX = {
     "tensorflow": (
         "Let tf.data work in parallel and ahead of the step:\n"
-        "  ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)\n"
-        "  ds = ds.cache()            # if the decoded data fits in memory\n"
+        "  ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE)\n"
+        "  ds = ds.cache()   # after decoding, before random augmentation (after it, it would freeze it)\n"
+        "  ds = ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)\n"
         "  ds = ds.batch(global_batch).prefetch(tf.data.AUTOTUNE)\n"
         "Replace Python generators (from_generator, PyDataset without workers) with tf.data ops, "
         "or give keras.utils.PyDataset workers=N, use_multiprocessing=True. Move augmentation "
@@ -31,5 +33,28 @@ FIX = {
         "or a background thread calling jax.device_put)."),
 }
 
+# When the trace shows a Prefetch stage, prefetching is there already: it hides a producer only
+# as fast as the step, so the advice is to make the producer faster.
+_ALREADY_PREFETCHING_TF = (
+    "The pipeline already prefetches (a Prefetch stage is in the trace): the producer itself is slower "
+    "than the step. Make it faster: map(..., num_parallel_calls=tf.data.AUTOTUNE) for every map, "
+    "ds.cache() after decoding and before random augmentation, tf.data ops instead of Python "
+    "(from_generator, py_function), augmentation inside the model (keras.layers.RandomFlip ...), "
+    "or read fewer bytes (smaller images, uint8 instead of float32).")
+
+
+def _advise(analysis: ProfileAnalysis, unit: UnitAnalysis) -> tuple[dict[str, str], list[str]]:
+    stages = set(analysis.input_stages)
+    if "Prefetch" not in stages:
+        return FIX, []
+    fix = {**FIX, "tensorflow": _ALREADY_PREFETCHING_TF}
+    parallel = sorted(s for s in stages if s.startswith("ParallelMap"))
+    notes = [f"input pipeline stages in the trace: {', '.join(sorted(stages))}"]
+    if parallel:
+        notes.append("its map is already parallel: the per-element work itself is the cost")
+    return fix, notes
+
+
 RULE = ShareRule(id="SD101", title="Input-bound: the step waits for data", category="input",
-                 what="the step waits for input", moderate_pct=MODERATE_PCT, high_pct=HIGH_PCT, fix=FIX)
+                 what="the step waits for input", moderate_pct=MODERATE_PCT, high_pct=HIGH_PCT, fix=FIX,
+                 advise=_advise)

@@ -5,6 +5,7 @@ Python, op dispatch and kernel launches, the executor between ops. Typical of
 small per-replica batches, eager loops, or per-step Python work.
 """
 
+from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
 from scaldiag.rules.share_rule import ShareRule
 
 # xprof's overview page: kernel launch time is MODERATE from 3% and HIGH from
@@ -26,6 +27,21 @@ FIX = {
         "work and host syncs (float(loss), .block_until_ready()) out of the step loop."),
 }
 
+# TensorFlow on the CPU (no device planes): XLA's CPU backend made a small Keras CNN 4-6x slower
+# on this project's development machine (issue 11), so jit_compile is not advised there.
+_TF_CPU = (
+    "Run several steps per host call:\n"
+    "  model.compile(..., steps_per_execution=32)\n"
+    "For custom loops, wrap the step in @tf.function and loop inside it. Leave jit_compile off on "
+    "TensorFlow's CPU path unless you measure it faster: XLA on the CPU can be several times slower.")
+
+
+def _advise(analysis: ProfileAnalysis, unit: UnitAnalysis) -> tuple[dict[str, str], list[str]]:
+    if unit.kind == "host" and analysis.framework in ("tensorflow", "unknown"):
+        return {**FIX, "tensorflow": _TF_CPU}, []
+    return FIX, []
+
+
 RULE = ShareRule(id="SD105", title="Host-bound: devices wait on framework and Python work", category="host_overhead",
                  what="no device work runs while the host does framework work (dispatch, Python, runtime) for", moderate_pct=MODERATE_PCT,
-                 high_pct=HIGH_PCT, fix=FIX)
+                 high_pct=HIGH_PCT, fix=FIX, advise=_advise)

@@ -15,6 +15,9 @@ from scaldiag.rules.base import Evidence, Finding, Speedup
 # One device computing 10% longer than the fastest: past the few-percent
 # spread of identical GPUs running identical kernels.
 MIN_EXCESS = 0.10
+# ...and the excess must be at least this share of the step: two H200s computing 0.68 and 0.57 ms
+# in a ~50 ms step (1.3% busy) differ by noise that no fix of the slow device would repay.
+MIN_STEP_SHARE = 0.05
 
 FIX = {
     "tensorflow": "Find why that GPU is slow: nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE for throttling, "
@@ -42,6 +45,8 @@ class _Straggler:
         if fast_ms <= 0 or excess / fast_ms < MIN_EXCESS or not excess > spread:
             return None
         step = slow.step_time_ms.mean
+        if not step > 0 or excess / step < MIN_STEP_SHARE:
+            return None
         gain = 1 / (1 - min(excess / step, 0.99))
         return Finding(
             id=self.id, title="A straggler device", severity="medium", category="compute",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from scaldiag.analyze.profile import ProfileAnalysis
@@ -18,6 +19,9 @@ class ShareRule:
     high_pct: float
     fix: dict[str, str]
     fraction_removed: float = 1.0  # how much of the share the fix is expected to remove
+    # (analysis, unit) -> (fix, notes): the fix conditioned on what the trace shows (backend,
+    # device kind, what the pipeline already does); None: ``fix`` as it is.
+    advise: Callable | None = None
 
     def check(self, analysis: ProfileAnalysis) -> Finding | None:
         unit = worst_unit(analysis, self.category)
@@ -28,9 +32,10 @@ class ShareRule:
         if not clears(pct, spread, self.moderate_pct):
             return None
         speedup = removal_speedup(pct, spread, self.category, self.fraction_removed)
+        fix, notes = self.advise(analysis, unit) if self.advise else (self.fix, [])
         return Finding(
             id=self.id, title=self.title, severity=severity(pct, spread, self.high_pct), category=self.category,
             summary=f"{unit.name}: {self.what} {pct:.1f}% of step time "
                     f"({share.exclusive_ms:.2f} ms of {unit.step_time_ms.mean:.2f} ms per step)",
             evidence=[share_evidence(unit, self.category, self.moderate_pct)],
-            fix=self.fix, predicted_speedup=speedup, notes=spread_note(spread))
+            fix=fix, predicted_speedup=speedup, notes=spread_note(spread) + notes)

@@ -26,7 +26,7 @@ def render(report: SweepReport, console: Console) -> None:
         console.print(_validation(s))
     if s.predictions:
         console.print(_predictions(s))
-    print_findings(console, report.findings, "unknown")
+    print_findings(console, report.findings, report.framework)
 
 
 def _validation(s: ScalingAnalysis) -> Table:
