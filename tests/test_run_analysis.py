@@ -107,3 +107,27 @@ def test_a_slow_step_after_the_first_epoch_is_the_machine_and_stays_steady():
         r["step"] = r["step"] % 10
     s = step_stats(rows, {"warmup_steps": 0})
     assert not s.excluded and s.steady == 30
+
+
+def test_background_input_on_saturated_cores_is_input():
+    """tf.data threads busy 40 thread-ms per step on 2 saturated cores: 20 ms of the step is input."""
+    from dataclasses import replace
+
+    from scaldiag.analyze.background import attribute_background_input
+    from scaldiag.analyze.categories import CATEGORIES
+    from scaldiag.analyze.profile import CategoryTime, ProfileAnalysis, UnitAnalysis
+    from scaldiag.analyze.stats import Summary
+
+    cats = {c: CategoryTime(0.0, 0.0, 0.5, 0.0) for c in CATEGORIES}
+    cats["compute"] = CategoryTime(100.0, 100.0, 0.5, 100.0)
+    unit = UnitAnalysis(name="/host:CPU", kind="host", steps=10, step_time_ms=Summary.of([100.0] * 10),
+                        busy_pct=100.0, categories=cats, input_pipeline_busy_ms=40.0)
+    profile = ProfileAnalysis(run="r", sources=[], hosts=[], event_count=1, steps_method="markers",
+                              steps_description="", units=[unit])
+    moved = attribute_background_input(profile, cores=2, core_pct_mean=95.0).units[0].categories
+    assert moved["input"].exclusive_ms == pytest.approx(20.0) and moved["compute"].exclusive_ms == pytest.approx(80.0)
+    assert sum(t.exclusive_pct for t in moved.values()) == pytest.approx(100.0)
+    # Cores not saturated, or a GPU unit: nothing moves.
+    assert attribute_background_input(profile, cores=2, core_pct_mean=50.0) is profile
+    gpu = replace(profile, units=[replace(unit, kind="gpu")])
+    assert attribute_background_input(gpu, cores=2, core_pct_mean=95.0).units[0].categories == gpu.units[0].categories

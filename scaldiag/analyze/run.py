@@ -13,6 +13,7 @@ import numpy as np
 
 from scaldiag.analyze import inflation, runsteps
 from scaldiag.analyze.accounting import Accounting, account
+from scaldiag.analyze.background import attribute_background_input
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.stats import Summary
 from scaldiag.record.types import RunRecord
@@ -199,8 +200,11 @@ def host_summary(samples: list[dict], window_ns: tuple[int, int] | None) -> Host
 def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missing: list[str]) -> RunAnalysis:
     found = runsteps.periods(record.steps, record.training, record.marks)
     steps = _step_stats(found, record.training)
+    host = host_summary(record.host_samples, steps.window_ns if steps else None)
     if trace is not None and steps is not None:
         trace = _corrected(trace, steps, record.training)
+    if trace is not None and host is not None:
+        trace = attribute_background_input(trace, host.cores, host.core_pct_mean)
     window = steps.window_ns if steps else None
     missing = list(record.run.get("missing", [])) + trace_missing
     if not record.steps:
@@ -211,7 +215,7 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
     training_ns = (record.steps[0]["begin_ns"], record.steps[-1]["end_ns"]) if record.steps else None
     return RunAnalysis(run=record.run, training=record.training, inventory=record.inventory, steps=steps,
                        gpus=gpu_summaries(record.gpu_samples, record.inventory, window, training_ns),
-                       host=host_summary(record.host_samples, window), trace=trace, missing=missing,
+                       host=host, trace=trace, missing=missing,
                        accounting=account(record.run, record.marks, found))
 
 
