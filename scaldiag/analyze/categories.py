@@ -54,12 +54,21 @@ def tf_op_type(tf_op: str | None) -> str | None:
     return op_type if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", op_type) else None
 
 
+# Kineto (PyTorch) names copies and memsets by direction: "Memcpy HtoD (Pageable -> Device)",
+# "Memcpy DtoH (Device -> Pinned)", "Memcpy DtoD (Device -> Device)", "Memcpy PtoP (Device -> Device)",
+# "Memset (Device)" (libkineto's memcpyKindString / CUPTI memcpy kinds).
+_KINETO_MEMCPY = {"Memcpy HtoD": "h2d", "Memcpy DtoH": "d2h", "Memcpy DtoD": "other", "Memcpy PtoP": "collective",
+                  "Memcpy HtoH": "other", "Memcpy DtoA": "other", "Memcpy AtoD": "other", "Memset": "other"}
+
+
 def device_category(name: str, tf_op: str | None = None, hlo_op: str | None = None,
                     hlo_category: str | None = None) -> str:
     """Category of one event on a device stream."""
     for prefix, category in _MEMCPY.items():
         if name.startswith(prefix):
             return category
+    if name.startswith(("Memcpy ", "Memset")):
+        return next((c for prefix, c in _KINETO_MEMCPY.items() if name.startswith(prefix)), "other")
     op_type = tf_op_type(tf_op)
     if _COLLECTIVE_KERNEL.search(name) or (hlo_op and _COLLECTIVE_KERNEL.search(hlo_op)) \
             or (op_type and _COLLECTIVE_TF_OPS.match(op_type)):
@@ -84,6 +93,21 @@ _WAIT = re.compile(r"^Wait\b|WaitFor|BlockHostUntil|Rendezvous|^Await|Sleep|::Wa
 _INPUT = re.compile(r"^scaldiag_input$|IteratorGetNext|GetNextFromShard|^Iterator::|^PrefetchConsume|MultiDeviceIterator"
                     r"|^shard_args$|DevicePut|^device_put|BufferFromHostBuffer|^H2D Dispatch$"
                     r"|^EagerCopyToDevice$|^PjRtCApiClient::BufferFromHost|^Transpose::Execute|^MemcpyH2D$")
+# PyTorch (Kineto) host events. The DataLoader's own annotation of each batch fetch
+# (torch/utils/data/dataloader.py: record_function "enumerate(DataLoader)#<Iter>.__next__") is input.
+# CUDA runtime and driver calls (cat cuda_runtime, cuda_driver: cudaLaunchKernel, cuLaunchKernel...)
+# are the host side of launching work; the synchronising ones wait for the device.
+# Collectives: the c10d process group's record_function names (nccl:all_reduce, gloo:broadcast),
+# its ops (c10d::allreduce_) and torch's record_param_comms.
+_TORCH_INPUT = re.compile(r"^enumerate\(DataLoader\)#.*__next__$|DataLoaderIter\.__next__$")
+_TORCH_WAIT = re.compile(r"^(cuda(Stream|Device|Event|Ctx)Synchronize|cu(Stream|Ctx|Event)Synchronize"
+                         r"|cudaStreamQuery|cudaEventQuery|cuStreamQuery|cuEventQuery)$")
+_CUDA_API = re.compile(r"^cuda[A-Z]\w*$|^cu[A-Z]\w*$")
+_TORCH_COLLECTIVE = re.compile(r"^(nccl|gloo|mpi|ucc|xccl):\w|^c10d::|^_?c10d_functional::|^record_param_comms$")
+# ATen/autograd ops (cat cpu_op): the computation itself on the CPU, the host side of launches with GPUs.
+_TORCH_OP = re.compile(r"^(aten|prim|quantized|mkldnn|cudnn|mkl|sparse|torchvision|inductor|triton)::"
+                       r"|^autograd::engine::evaluate_function: |^[A-Z]\w*Backward\d*$")
+
 # tf.data threads. The get_next threads run the consumer side (the step waits
 # there); the others produce elements ahead of time in the background.
 _TF_DATA_CONSUMER_LINE = re.compile(r"^tf_data_(multi_device_)?iterator_get_next")
@@ -113,8 +137,16 @@ def host_category(name: str, ops_are_compute: bool) -> str | None:
         return GENERIC
     if _WAIT.search(name):
         return WAIT
-    if _INPUT.search(name):
+    if _INPUT.search(name) or _TORCH_INPUT.search(name):
         return "input"
+    if _TORCH_WAIT.match(name):
+        return WAIT
+    if _TORCH_COLLECTIVE.search(name):
+        return "collective"
+    if _CUDA_API.match(name):
+        return "host_overhead"
+    if _TORCH_OP.search(name):
+        return "compute" if ops_are_compute else "host_overhead"
     op_type = tf_op_type(name)
     if op_type is None:
         return GENERIC

@@ -79,7 +79,7 @@ class ProfileAnalysis:
     steps_method: str
     steps_description: str
     units: list[UnitAnalysis]
-    framework: str = "unknown"  # "tensorflow", "jax" or "unknown": what the trace shows
+    framework: str = "unknown"  # "tensorflow", "jax", "pytorch" or "unknown": what the trace shows
     notes: list[str] = field(default_factory=list)
     # Traced / untraced step time, when the run's untraced steps are known (analyze/inflation.py);
     # None for a trace alone, whose host-side shares then include the tracer's own cost.
@@ -129,10 +129,12 @@ def input_stages(trace: Trace) -> list[str]:
 
 
 def detect_framework(trace: Trace) -> str:
-    """JAX writes its version into /host:metadata; TF names its host threads tf_*."""
+    """JAX writes its version into /host:metadata; TF names its host threads tf_*; Kineto traces are PyTorch's."""
     for plane in trace.planes:
         if "jax_version" in plane.stats:
             return "jax"
+        if "kineto_schema_version" in plane.stats:  # set by readers/kineto.py
+            return "pytorch"
     for plane in trace.host_planes:
         if any(line.name.startswith(("tf_Compute", "tf_data_", "tf_numa")) for line in plane.lines):
             return "tensorflow"

@@ -23,8 +23,11 @@ class TraceFormat:
     suffix: str
     find: Callable[[Path, str | None], tuple[str, list[Path]]]  # (run name, files); raises TraceError
     read: Callable[[list[Path]], Trace]
+    claim: Callable[[Path], bool] | None = None  # replaces the suffix test (a format with several endings)
 
     def claims(self, root: Path) -> bool:
+        if self.claim is not None:
+            return self.claim(root)
         if root.is_file():
             return root.name.endswith(self.suffix)
         return next(iter(root.rglob(f"*{self.suffix}")), None) is not None
@@ -36,7 +39,13 @@ def _xplane() -> TraceFormat:
     return TraceFormat("xplane", read.XPLANE_SUFFIX, read.find_run, read.read_trace)
 
 
-FORMATS: list[TraceFormat] = [_xplane()]
+def _kineto() -> TraceFormat:
+    from scaldiag.readers import kineto
+
+    return TraceFormat("kineto", kineto.KINETO_SUFFIX, kineto.find_run, kineto.read_trace, kineto.claims)
+
+
+FORMATS: list[TraceFormat] = [_xplane(), _kineto()]
 
 
 def find_trace(path: str | os.PathLike, run: str | None = None) -> tuple[TraceFormat, str, list[Path]]:

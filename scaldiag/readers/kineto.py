@@ -1,0 +1,389 @@
+"""Read Kineto (PyTorch profiler) Chrome-trace JSON into a :class:`scaldiag.trace.Trace`.
+
+``torch.profiler`` writes ``*.pt.trace.json`` (``.gz`` too): a Chrome trace
+whose ``traceEvents`` carry a ``cat`` (``kernel``, ``gpu_memcpy``,
+``gpu_memset`` on GPU streams; ``cpu_op``, ``user_annotation``,
+``cuda_runtime``, ``cuda_driver``, ``python_function`` on host threads),
+``ts``/``dur`` in microseconds with three decimals, relative to
+``baseTimeNanoseconds`` (epoch nanoseconds: base + ts is the wall clock, the
+clock of ``time.time_ns``). No PyTorch is needed here.
+
+The trace model it fills:
+
+- ``/device:GPU:N`` per CUDA device (``args.device``), one line per stream
+  (``args.stream``), holding kernels, copies and memsets only (GPU-side
+  projections of annotations, ``gpu_user_annotation``, are not device work);
+- ``/host:CPU``: one line per host thread (process and thread id), every
+  other complete event;
+- integer nanoseconds on the wall clock, exact (decimals are parsed as such);
+- ``ProfilerStep#N`` spans become events named ``ProfilerStep`` with
+  ``step_num`` N and ``_r`` 1, the step markers the analysis knows; copies
+  get ``memcpy_details`` ("kind_src:pinned kind_dst:device size:N") from
+  their name and ``args.bytes``.
+
+Several files (one per rank, as ``torchrun`` writes them) merge into one
+trace: each plane's ``host`` is its rank (``rank0``), or ``host/rank0`` when
+the files come from more than one host, so reports name a straggler rank and
+runs of several hosts merge the same way.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import zlib
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import numpy as np
+
+from scaldiag.errors import TraceError
+from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
+
+KINETO_SUFFIX = ".pt.trace.json"
+SUFFIXES = (KINETO_SUFFIX, KINETO_SUFFIX + ".gz")
+FILE_SUFFIXES = (".json", ".json.gz")  # a file named on the command line may be any Chrome trace
+DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+# Not work of a thread or a stream: the profiler's own spans, GPU projections of annotations, flows.
+SKIP_CATS = frozenset({"gpu_user_annotation", "trace", "overhead", "ac2g", "fwdbwd", "flow_event"})
+STEP_MARKER = "ProfilerStep"
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+# Kineto's copy names: "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)".
+_MEMCPY_KINDS = re.compile(r"\((\w+) -> (\w+)\)")
+# tensorboard_trace_handler names files <worker>.<time in ms>.pt.trace.json; a worker writes one per cycle.
+_WORKER_FILE = re.compile(r"^(?P<worker>.+)\.(?P<ms>\d{10,})\.pt\.trace\.json(\.gz)?$")
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.I)
+
+
+def claims(root: Path) -> bool:
+    """Whether ``root`` holds Kineto traces: a ``.json``/``.json.gz`` file, or a directory with ``*.pt.trace.json``."""
+    if root.is_file():
+        return root.name.endswith(FILE_SUFFIXES)
+    return any(next(iter(root.rglob(f"*{s}")), None) is not None for s in SUFFIXES)
+
+
+def find_run(path: str | os.PathLike, run: str | None = None) -> tuple[str, list[Path]]:
+    """The run to read under ``path`` and its trace files (one per rank).
+
+    ``path``: one file; a directory of one trace per rank; or a TensorBoard
+    logdir (``plugins/profile/<run>/`` or ``<run>/``, the latest run unless
+    ``run`` names one). A worker with several files (one per profiler cycle)
+    contributes its latest.
+    """
+    root = Path(path)
+    if not root.exists():
+        raise TraceError(f"no such file or directory: {root}")
+    if root.is_file():
+        if run:
+            raise TraceError("--run applies to a logdir, not to a single file")
+        return root.name, [root]
+    runs = _runs_under(root)
+    if not runs:
+        raise TraceError(f"no {KINETO_SUFFIX} files under {root} (expected <run>/<worker>{KINETO_SUFFIX})")
+    if run is None:
+        run = sorted(runs)[-1]
+    elif run not in runs:
+        raise TraceError(f"no run named {run!r} under {root}; runs: {', '.join(sorted(runs))}")
+    return run, _latest_per_worker(runs[run])
+
+
+def _runs_under(root: Path) -> dict[str, list[Path]]:
+    direct = sorted(f for s in SUFFIXES for f in root.glob(f"*{s}"))
+    if direct:
+        return {root.name: direct}
+    runs: dict[str, list[Path]] = {}
+    for file in sorted(f for s in SUFFIXES for f in root.rglob(f"*{s}")):
+        runs.setdefault(file.parent.name, []).append(file)
+    return runs
+
+
+def _latest_per_worker(files: list[Path]) -> list[Path]:
+    latest: dict[str, tuple[int, Path]] = {}
+    for file in files:
+        m = _WORKER_FILE.match(file.name)
+        worker, ms = (m["worker"], int(m["ms"])) if m else (file.name, 0)
+        if worker not in latest or ms > latest[worker][0]:
+            latest[worker] = (ms, file)
+    return sorted(f for _, f in latest.values())
+
+
+def read_trace(files: list[str | os.PathLike]) -> Trace:
+    """Read and merge the Kineto traces of one run (one file per rank)."""
+    files = [Path(f) for f in files]
+    parsed = [_read_file(f) for f in files]
+    hosts = {p.host_name for p in parsed}
+    labels = _labels(parsed, files, several_hosts=len(hosts) > 1)
+    planes = []
+    for label, p in zip(labels, parsed):
+        planes += [_with_host(plane, label) for plane in p.planes] if len(files) > 1 else p.planes
+    hostnames = labels if len(files) > 1 else [parsed[0].host_name]
+    return Trace(planes=planes, sources=[str(f) for f in files], hostnames=hostnames)
+
+
+def _labels(parsed, files: list[Path], several_hosts: bool) -> list[str]:
+    """``rank0``... per file (``host/rank0`` across hosts); the file's name where ranks are unknown or repeat."""
+    ranks = []
+    for i, (p, f) in enumerate(zip(parsed, files)):
+        m = _RANK_IN_NAME.search(f.name)
+        ranks.append(p.rank if p.rank is not None else int(m.group(1)) if m else i)
+    labels = [f"{p.host_name}/rank{r}" if several_hosts else f"rank{r}" for p, r in zip(parsed, ranks)]
+    if len(set(labels)) < len(labels):
+        labels = [f.name.removesuffix(".gz").removesuffix(".json") for f in files]
+    return labels
+
+
+def _with_host(plane: Plane, host: str) -> Plane:
+    return Plane(name=plane.name, event_names=plane.event_names, lines=plane.lines, stats=plane.stats, host=host)
+
+
+class _File:
+    def __init__(self, planes: list[Plane], host_name: str, rank: int | None):
+        self.planes, self.host_name, self.rank = planes, host_name, rank
+
+
+def _load(file: Path):
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    if not raw:
+        raise TraceError(f"{file} is empty")
+    try:
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        # Decimals stay exact: ts are microseconds with nanosecond decimals on a large base.
+        return json.loads(raw, parse_float=Decimal)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceError(f"{file} is not a readable gzip file: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{file} is not a Kineto trace: not UTF-8 text (byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{file} is not a Kineto trace: not valid JSON ({exc.msg} at line {exc.lineno}, "
+                         f"column {exc.colno}; truncated?)") from exc
+    except RecursionError as exc:
+        raise TraceError(f"{file} is not a Kineto trace: nested too deeply") from exc
+
+
+def _read_file(file: Path) -> _File:
+    doc = _load(file)
+    if isinstance(doc, list):  # the Chrome trace "JSON array" form
+        doc = {"traceEvents": doc}
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise TraceError(f"{file} is not a Kineto/Chrome trace: no traceEvents list")
+    base_ns = _int(doc.get("baseTimeNanoseconds")) or 0
+    builder = _Builder(base_ns)
+    for event in doc["traceEvents"]:
+        if isinstance(event, dict):
+            builder.add(event)
+    dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+    rank = _int(dist.get("rank"))
+    host_name = doc.get("host_name") if isinstance(doc.get("host_name"), str) else ""
+    host_name = host_name or file.name.split(".")[0]
+    host_stats = {"kineto_schema_version": _int(doc.get("schemaVersion")) or 0}
+    for key in ("backend", "world_size", "rank", "pg_count"):
+        if isinstance(dist.get(key), (str, int)) and not isinstance(dist.get(key), bool):
+            host_stats[f"distributed_{key}"] = dist[key]
+    planes = builder.planes(host_stats, _device_properties(doc.get("deviceProperties")))
+    if not any(p.event_count for p in planes):
+        raise TraceError(f"{file} is not a Kineto trace with events: no complete (ph X) events on threads or streams")
+    return _File(planes, host_name, rank)
+
+
+def _device_properties(props) -> dict[int, dict]:
+    found = {}
+    for p in props if isinstance(props, list) else []:
+        if isinstance(p, dict) and _int(p.get("id")) is not None:
+            found[_int(p["id"])] = {k: v for k, v in p.items() if isinstance(v, (str, int)) and not isinstance(v, bool)}
+    return found
+
+
+def _int(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, (Decimal, float)):
+        try:
+            return int(value) if value == int(value) else None
+        except (ValueError, OverflowError, InvalidOperation):
+            return None
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _ns(value) -> int | None:
+    """Microseconds (int, decimal, float or numeric text) as integer nanoseconds."""
+    if isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, int):
+            return value * 1000
+        if isinstance(value, Decimal):
+            return int((value * 1000).to_integral_value()) if value.is_finite() else None
+        if isinstance(value, float):
+            return round(value * 1000) if value == value and abs(value) < 1e300 else None
+        if isinstance(value, str):
+            return _ns(Decimal(value))
+    except (InvalidOperation, ValueError, OverflowError):
+        return None
+    return None
+
+
+class _LineBuilder:
+    __slots__ = ("start", "end", "name", "stats")
+
+    def __init__(self):
+        self.start: list[int] = []
+        self.end: list[int] = []
+        self.name: list[int] = []
+        self.stats: dict[str, dict[int, object]] = {}
+
+    def add(self, start: int, end: int, name_id: int, stats: dict | None) -> None:
+        if stats:
+            row = len(self.start)
+            for key, value in stats.items():
+                self.stats.setdefault(key, {})[row] = value
+        self.start.append(start)
+        self.end.append(end)
+        self.name.append(name_id)
+
+    def line(self, name: str) -> Line:
+        start = np.array(self.start, np.int64)
+        end = np.array(self.end, np.int64)
+        name_id = np.array(self.name, np.int32)
+        stats = {}
+        for key in WANTED_STATS:
+            if key in self.stats:
+                column = stats[key] = np.full(len(start), None, dtype=object)
+                for row, value in self.stats[key].items():
+                    column[row] = value
+        order = np.lexsort((-end, start))  # by start, parents before children
+        if (order != np.arange(len(order))).any():
+            start, end, name_id = start[order], end[order], name_id[order]
+            stats = {k: v[order] for k, v in stats.items()}
+        return Line(name=name, start_ns=start, end_ns=end, name_id=name_id, stats=stats)
+
+
+class _PlaneBuilder:
+    def __init__(self):
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.lines: dict[object, _LineBuilder] = {}
+
+    def name_id(self, name: str) -> int:
+        found = self.index.get(name)
+        if found is None:
+            found = self.index[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+    def line(self, key) -> _LineBuilder:
+        found = self.lines.get(key)
+        if found is None:
+            found = self.lines[key] = _LineBuilder()
+        return found
+
+
+class _Builder:
+    """Events of one file, sorted into device streams and host threads."""
+
+    def __init__(self, base_ns: int):
+        self.base_ns = base_ns
+        self.host = _PlaneBuilder()
+        self.devices: dict[int, _PlaneBuilder] = {}
+        self.thread_names: dict[tuple, str] = {}
+        self.open: dict[tuple, list] = {}  # B/E pairs per thread
+
+    def add(self, e: dict) -> None:
+        ph = e.get("ph")
+        if ph == "X":
+            start = _ns(e.get("ts"))
+            if start is None:
+                return
+            dur = _ns(e.get("dur")) or 0
+            self._complete(e, start + self.base_ns, start + self.base_ns + max(dur, 0))
+        elif ph == "M":
+            if e.get("name") == "thread_name" and isinstance(e.get("args"), dict):
+                name = e["args"].get("name")
+                if isinstance(name, str):
+                    self.thread_names[(_id(e.get("pid")), _id(e.get("tid")))] = name.strip()
+        elif ph == "B":
+            start = _ns(e.get("ts"))
+            if start is not None:
+                self.open.setdefault((_id(e.get("pid")), _id(e.get("tid"))), []).append((e, start + self.base_ns))
+        elif ph == "E":
+            stack = self.open.get((_id(e.get("pid")), _id(e.get("tid"))))
+            end = _ns(e.get("ts"))
+            if stack and end is not None:
+                begin, start = stack.pop()
+                self._complete(begin, start, max(end + self.base_ns, start))
+
+    def _complete(self, e: dict, start: int, end: int) -> None:
+        name = e.get("name")
+        if not isinstance(name, str):
+            name = "" if name is None else str(name)
+        cat = e.get("cat")
+        cat = cat.lower() if isinstance(cat, str) else ""
+        if cat in SKIP_CATS:
+            return
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        pid, tid = _id(e.get("pid")), _id(e.get("tid"))
+        if cat in DEVICE_CATS:
+            device = _int(args.get("device"))
+            device = device if device is not None else _int(pid)
+            stream = _int(args.get("stream"))
+            stream = stream if stream is not None else _int(tid)
+            if device is None or device < 0:
+                return
+            plane = self.devices.setdefault(device, _PlaneBuilder())
+            stats = {"memcpy_details": _memcpy_details(name, args)} if cat == "gpu_memcpy" else None
+            plane.line(stream if stream is not None else -1).add(start, end, plane.name_id(name), stats)
+            return
+        if not isinstance(pid, int):  # the profiler's own pseudo-processes ("Spans", "Traces")
+            return
+        stats = None
+        step = _STEP.match(name)
+        if step:
+            name, stats = STEP_MARKER, {"step_num": int(step.group(1)), "_r": 1}
+        self.host.line((pid, tid)).add(start, end, self.host.name_id(name), stats)
+
+    def planes(self, host_stats: dict, device_props: dict[int, dict]) -> list[Plane]:
+        planes = []
+        for device in sorted(self.devices):
+            b = self.devices[device]
+            lines = [b.lines[s].line(f"stream {s}") for s in sorted(b.lines, key=_sort_key)]
+            props = device_props.get(device, {})
+            stats = {f"device_{k}": v for k, v in props.items() if k in ("name", "totalGlobalMem", "computeMajor",
+                                                                        "computeMinor", "numSms")}
+            planes.append(Plane(name=f"/device:GPU:{device}", event_names=b.names, lines=lines, stats=stats))
+        host_lines = [self.host.lines[key].line(self._thread_name(key)) for key in sorted(self.host.lines, key=_sort_key)]
+        planes.append(Plane(name="/host:CPU", event_names=self.host.names, lines=host_lines, stats=host_stats))
+        return planes
+
+    def _thread_name(self, key: tuple) -> str:
+        return self.thread_names.get(key) or f"thread {key[1]} (pid {key[0]})"
+
+
+def _id(value):
+    """A pid or tid: an integer when it is one (Kineto writes both numbers and names)."""
+    number = _int(value)
+    return number if number is not None else ("" if value is None else str(value))
+
+
+def _sort_key(key):
+    return tuple((0, k, "") if isinstance(k, int) else (1, 0, str(k)) for k in (key if isinstance(key, tuple) else (key,)))
+
+
+def _memcpy_details(name: str, args: dict) -> str:
+    """CUPTI's memcpy_details form from Kineto's name ("Memcpy HtoD (Pinned -> Device)") and args.bytes."""
+    parts = []
+    kinds = _MEMCPY_KINDS.search(name)
+    if kinds:
+        parts += [f"kind_src:{kinds.group(1).lower()}", f"kind_dst:{kinds.group(2).lower()}"]
+    size = _int(args.get("bytes"))
+    if size is not None and size >= 0:
+        parts.append(f"size:{size}")
+    return " ".join(parts)
