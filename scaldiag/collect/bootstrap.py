@@ -22,6 +22,7 @@ import runpy
 import sys
 
 from scaldiag.collect.env import EMULATE_ENV, RUN_DIR_ENV
+from scaldiag.collect.frameworks import torch_hooks
 from scaldiag.collect.frameworks.keras_hooks import import_patches
 from scaldiag.record.rundir import append_mark
 
@@ -53,15 +54,18 @@ def main() -> None:
     if len(sys.argv) < 2:
         raise SystemExit("usage: python -m scaldiag.collect.bootstrap SCRIPT [ARGS...]")
     script = sys.argv[1]
+    torch_hooks.exec_torchrun(script, sys.argv[2:])  # profile --nproc-per-node: one bootstrap per rank
+    torch_hooks.enter_rank_dir()
     sys.argv = sys.argv[1:]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     emulate = int(os.environ.get(EMULATE_ENV, "0") or 0)
-    sys.meta_path.insert(0, _PatchAfterImport(import_patches(emulate)))
+    sys.meta_path.insert(0, _PatchAfterImport({**import_patches(emulate), **torch_hooks.import_patches()}))
     append_mark(os.environ.get(RUN_DIR_ENV), "script_begin")
     try:
         # Absolute, as ``python SCRIPT`` sets it (3.9+): a script that changes directory still finds its files.
         runpy.run_path(os.path.abspath(script), run_name="__main__")
     finally:
+        torch_hooks.finish()
         append_mark(os.environ.get(RUN_DIR_ENV), "script_end")
 
 

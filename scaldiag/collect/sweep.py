@@ -31,9 +31,13 @@ def available_gpus(env: dict) -> list[str]:
         return []
 
 
-def run_env(n: int, emulate: bool, gpus: list[str], env: dict) -> dict:
-    """The environment of the run with ``n`` devices."""
+def run_env(n: int, emulate: bool, gpus: list[str], env: dict, torchrun: bool = False) -> dict:
+    """The environment of the run with ``n`` devices (``torchrun``: under torchrun, one process per device)."""
     extra = {NUM_GPUS_ENV: str(n)}
+    if torchrun:
+        from scaldiag.collect.frameworks.torch_hooks import TORCHRUN_ENV
+
+        extra[TORCHRUN_ENV] = str(n)
     if emulate:
         extra.update({EMULATE_ENV: str(n), "CUDA_VISIBLE_DEVICES": ""})
         if env.get("KERAS_BACKEND") == "jax":
@@ -57,20 +61,20 @@ def gpus_for(counts: list[int], emulate: bool) -> list[str]:
 
 
 def sweep(sweep_dir: Path, script: str, script_args: list[str], counts: list[int], emulate: bool,
-          gpus: list[str], repeat: int = 1) -> list[int]:
+          gpus: list[str], repeat: int = 1, torchrun: bool = False) -> list[int]:
     """Run every (count, repeat); returns the exit codes. Stops at the first failing run."""
     env = dict(os.environ)
     runs = [{"gpus": n, "repeat": r, "dir": f"gpus{n}" + (f"-r{r}" if repeat > 1 else "")}
             for r in range(repeat) for n in counts]
     write_json(sweep_dir, SWEEP_JSON, {"counts": counts, "emulate": emulate, "repeat": repeat, "runs": runs,
-                                         "script": script, "args": script_args})
+                                         "script": script, "args": script_args, "torchrun": torchrun})
     codes = []
     for i, run in enumerate(runs, 1):
         what = f"{run['gpus']} {'emulated device' if emulate else 'GPU'}{'s' if run['gpus'] > 1 else ''}"
         print(f"scaldiag: [{i}/{len(runs)}] {what}, repeat {run['repeat'] + 1} of {repeat}", file=sys.stderr)
         run_dir = sweep_dir / run["dir"]
         run_dir.mkdir()
-        codes.append(launch(run_dir, script, script_args, env=run_env(run["gpus"], emulate, gpus, env)))
+        codes.append(launch(run_dir, script, script_args, env=run_env(run["gpus"], emulate, gpus, env, torchrun)))
         if codes[-1] != 0:
             print(f"scaldiag: the run with {what} failed (exit code {codes[-1]}); stopping the sweep", file=sys.stderr)
             break

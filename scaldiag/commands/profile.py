@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV
+from scaldiag.collect.frameworks.torch_hooks import TORCHRUN_ENV
 from scaldiag.collect.launcher import launch
 from scaldiag.collect.session import new_run_dir
 from scaldiag.collect.sweep import gpus_for, sweep
@@ -33,6 +34,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--repeat", type=_positive, default=1, metavar="K", help="run each GPU count K times (default 1)")
     p.add_argument("--global-batch", type=_positive, metavar="N",
                    help="samples per step, for input whose batch scaldiag cannot read (every run of a sweep)")
+    p.add_argument("--nproc-per-node", metavar="N", type=_positive,
+                   help="PyTorch DDP: run the script under `torchrun --standalone --nproc-per-node N`, every rank "
+                        "captured (with --gpus: one process per GPU of each run; docs/pytorch.md)")
+    p.add_argument("--torchrun", action="store_true",
+                   help="with --gpus or --emulate: run each sweep point under torchrun, one process per device")
     p.set_defaults(func=run)
 
 
@@ -73,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
         os.environ[GLOBAL_BATCH_ENV] = str(args.global_batch)
     if args.gpus or args.emulate:
         return _sweep(args, script, script_args)
+    if args.torchrun and not args.nproc_per_node:
+        raise ScaldiagError("--torchrun applies to a sweep (--gpus, --emulate); for one run give --nproc-per-node N")
+    if args.nproc_per_node:  # inherited by the child, which re-runs itself under torchrun (torch_hooks.py)
+        os.environ[TORCHRUN_ENV] = str(args.nproc_per_node)
     try:
         run_dir = new_run_dir(args.out, script.stem)
     except (OSError, RuntimeError) as exc:
@@ -119,7 +129,8 @@ def _sweep(args, script: Path, script_args: list[str]) -> int:
     except (OSError, RuntimeError) as exc:  # a sweep is a measurement: without its record it is pointless
         raise ScaldiagError(f"cannot create a sweep directory under {args.out}: {getattr(exc, 'strerror', None) or exc}") from exc
     try:
-        codes = sweep(sweep_dir, str(script), script_args, counts, args.emulate, gpus, args.repeat)
+        codes = sweep(sweep_dir, str(script), script_args, counts, args.emulate, gpus, args.repeat,
+                      torchrun=bool(args.torchrun or args.nproc_per_node))
     except OSError as exc:
         raise ScaldiagError(f"the sweep stopped: cannot write under {sweep_dir}: {exc.strerror or exc}") from exc
     print(file=sys.stderr)

@@ -1,0 +1,229 @@
+"""Capture of an unmodified PyTorch training loop: steps from the optimizer, input from the DataLoader.
+
+A step is one ``optimizer.step()`` of the first optimizer that steps (a
+second optimizer, a GAN's, does not add steps): it ends when that call
+returns (``torch.optim`` global post-hook) and the next begins there, so a
+step spans the next batch's fetch, forward, backward and update, and the
+step time is the period the user's throughput sees. The first step begins
+at the first DataLoader fetch or the first ``optimizer.step()``, whichever
+comes first. The step still open when the script ends is no step (no update
+ended it) and is not recorded.
+
+DataLoader fetches (``_BaseDataLoaderIter.__next__``) are annotated
+``scaldiag_input`` while the profiler window is open; the first batch's
+leading dimension is the per-replica batch, times the world size the global
+batch. Nothing here raises into the training: a failure disables capture
+and says so once.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sys
+
+from scaldiag.collect.env import GLOBAL_BATCH_ENV, RUN_DIR_ENV
+from scaldiag.collect.frameworks import input_ceiling
+from scaldiag.collect.frameworks.torch_trace import BACKEND, rank
+
+HOW_TO_GIVE_BATCH = "give it with `scaldiag profile --global-batch N`"
+
+
+def world_size() -> int:
+    value = os.environ.get("WORLD_SIZE", "")
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return int(dist.get_world_size())
+    except Exception:
+        pass
+    return 1
+
+
+def versions() -> dict[str, str]:
+    found = {}
+    try:
+        import torch
+
+        found["torch"] = torch.__version__
+        if torch.version.cuda:
+            found["cuda"] = torch.version.cuda
+    except Exception:
+        pass
+    try:
+        found.setdefault("torch", importlib.metadata.version("torch"))
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return found
+
+
+def parameter_bytes(optimizer) -> int | None:
+    """Bytes of the parameters the optimizer updates: what a data-parallel step all-reduces (as gradients)."""
+    try:
+        return int(sum(p.numel() * p.element_size() for group in optimizer.param_groups for p in group["params"]
+                       if getattr(p, "requires_grad", True)))
+    except Exception:
+        return None
+
+
+class TorchCapture:
+    """One process's capture, driven by the hooks of ``torch_hooks``."""
+
+    def __init__(self):
+        self.session = None
+        self.failed: str | None = None
+        self.optimizer = None
+        self.loader = None
+        self.batch: tuple[int, str] | None = None
+        self.forward_batch: int | None = None
+        self.finished = False
+
+    @property
+    def tracing(self) -> bool:
+        window = self.session.window if self.session is not None else None
+        return bool(window is not None and window.active)
+
+    def _guard(self, action):
+        if self.failed or self.finished:
+            return None
+        try:
+            return action()
+        except Exception as exc:
+            self.failed = f"{type(exc).__name__}: {exc}"
+            print(f"scaldiag: capture disabled, training continues ({self.failed})", file=sys.stderr)
+            try:
+                self.session and self.session.describe(capture_error=self.failed)
+            except Exception:
+                pass
+            return None
+
+    # --- hooks ---------------------------------------------------------------
+    def before_fetch(self, loader) -> None:
+        self._guard(lambda: self._start(loader=loader))
+
+    def after_fetch(self, batch) -> None:
+        if self.batch is None and not self.failed:
+            self._guard(lambda: self._learn_batch(input_ceiling.batch_size(batch), "the first batch the DataLoader gave"))
+
+    def pre_step(self, optimizer) -> None:
+        if self.optimizer is None or optimizer is self.optimizer:
+            self._guard(lambda: self._start(optimizer=optimizer))
+
+    def post_step(self, optimizer) -> None:
+        if optimizer is self.optimizer:
+            self._guard(self._step_ended)
+
+    def first_forward(self, inputs) -> None:
+        """The first module call's first tensor argument: its leading dimension is the batch."""
+        tensor = next((a for a in inputs if len(getattr(a, "shape", ())) > 0), None) if inputs else None
+        if self.forward_batch is None and tensor is not None:
+            self.forward_batch = int(tensor.shape[0])
+
+    # --- what they do --------------------------------------------------------
+    def _start(self, loader=None, optimizer=None) -> None:
+        if optimizer is not None and self.optimizer is None:
+            self.optimizer = optimizer
+            if self.session is not None:
+                self.session.describe(parameter_bytes=parameter_bytes(optimizer))
+        if loader is not None and self.loader is None:
+            self.loader = loader
+        if self.session is not None:
+            return
+        from scaldiag.collect.session import Session
+
+        launched = os.environ.get(RUN_DIR_ENV)
+        # Ranks > 0 of a torchrun job record into RUN_ROOT/rank<R>; only the launcher samples.
+        self.session = Session(backend=BACKEND, sample=False if launched else None)
+        self.session.recorder.mark("fit_begin")
+        self.session.describe(framework={"name": "pytorch", "backend": BACKEND, "versions": versions()},
+                              replicas=world_size(), steps_per_execution=1, rank=rank(),
+                              step_source="torch.optim global step hooks: a step ends at optimizer.step()",
+                              parameter_bytes=parameter_bytes(optimizer) if optimizer is not None else None,
+                              **self._batch_facts())
+        self.session.recorder.begin()
+
+    def _step_ended(self) -> None:
+        if self.batch is None and self.forward_batch:
+            self._learn_batch(self.forward_batch, "the first forward call's input")
+        self.session.recorder.begin()
+
+    def _learn_batch(self, size: int, source: str) -> None:
+        if self.batch is not None or not size:
+            return
+        self.batch = (size, source)
+        if self.session is not None:
+            self.session.describe(**self._batch_facts())
+
+    def _batch_facts(self) -> dict:
+        replicas = world_size()
+        value = os.environ.get(GLOBAL_BATCH_ENV, "")
+        if value.isdigit() and int(value) > 0:
+            batch = int(value)
+            return {"global_batch": batch, "batch_source": "scaldiag profile --global-batch",
+                    "per_replica_batch": batch // replicas}
+        if self.batch is None:
+            return {"global_batch": None, "per_replica_batch": None,
+                    "batch_source": f"unknown: no DataLoader batch or forward call seen yet; {HOW_TO_GIVE_BATCH}"}
+        size, source = self.batch
+        return {"global_batch": size * replicas, "per_replica_batch": size,
+                "batch_source": f"{source} (per replica) x {replicas} replica{'s' if replicas > 1 else ''}"}
+
+    def finish(self) -> None:
+        """The script ended: drop the open step, measure the input ceiling, close the run."""
+        if self.finished or self.session is None:
+            return
+        session = self.session
+        try:
+            recorder = session.recorder
+            recorder._open = False  # the step the last optimizer.step() opened: no update ends it
+            recorder.mark("fit_end")
+            if not self.failed and self.loader is not None and rank() == 0:
+                self._ceiling(recorder)
+        except Exception as exc:
+            print(f"scaldiag: could not finish the capture ({type(exc).__name__}: {exc})", file=sys.stderr)
+        finally:
+            self.finished = True
+            try:
+                session.close()
+            except Exception as exc:
+                print(f"scaldiag: could not close the run ({type(exc).__name__}: {exc})", file=sys.stderr)
+
+    def _ceiling(self, recorder) -> None:
+        """The DataLoader iterated alone, after training, for a bounded time (``input_ceiling``)."""
+        recorder.mark("ceiling_begin")
+        try:
+            ceiling = measure_loader(self.loader, input_ceiling.CEILING_SECONDS)
+        except Exception as exc:
+            self.session.describe(input_ceiling_error=f"{type(exc).__name__}: {exc}")
+            ceiling = None
+        recorder.mark("ceiling_end")
+        if ceiling:
+            self.session.describe(input_ceiling=ceiling)
+
+
+def measure_loader(loader, seconds: float) -> dict | None:
+    """Samples per second a DataLoader delivers alone (a fresh iterator: its workers start again)."""
+    import time
+
+    batches = iter(loader)
+    first = next(batches, None)  # worker start-up is not throughput
+    if first is None:
+        return None
+    samples, count, start = 0, 0, time.perf_counter()
+    for batch in batches:
+        samples += input_ceiling.batch_size(batch)
+        count += 1
+        if count >= input_ceiling.MAX_BATCHES or time.perf_counter() - start >= seconds:
+            break
+    elapsed = time.perf_counter() - start
+    if count == 0 or elapsed <= 0:
+        return None
+    return {"samples_per_s": samples * world_size() / elapsed, "batches": count, "seconds": elapsed,
+            "source": "DataLoader iterated alone" + (f" (rank 0, x {world_size()} ranks)" if world_size() > 1 else ""),
+            "first_batch_size": input_ceiling.batch_size(first)}
+
+
+CAPTURE = TorchCapture()
