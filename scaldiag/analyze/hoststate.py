@@ -9,6 +9,7 @@ function that no op covers is host overhead.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,7 @@ HOST_STATES = ("compute", "layout", "collective", "input", "host_overhead", cat.
 _CODE = {state: code for code, state in enumerate(HOST_STATES)}
 _GENERIC_CODE = -1
 _OVERHEAD = _CODE["host_overhead"]
+_CHUNK = 1 << 20  # segments measured at a time: bounds the temporaries of a large trace
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,11 @@ class HostTimeline:
         """Each segment's event name (object array)."""
         return self.names[self.seg_name_id]
 
+    @functools.cached_property
+    def _shown_segments(self) -> np.ndarray:
+        """Segments activity_during may name: neither waits nor background work."""
+        return np.flatnonzero(self.seg_state < _CODE[cat.WAIT])
+
     def get(self, state: str) -> iv.IntervalSet:
         return self.states.get(state, iv.EMPTY)
 
@@ -49,16 +56,21 @@ class HostTimeline:
         Thread time: two threads in the same event count twice. Background
         producers and waits are left out: they are not what the step does.
         """
-        overlap = iv.measure_in_windows(gaps, self.seg_start, self.seg_end)
-        shown = (overlap > 0) & (self.seg_state < _CODE[cat.WAIT])
-        if not shown.any():
+        shown, overlap = [], []
+        for part in np.array_split(self._shown_segments, max(1, len(self._shown_segments) // _CHUNK)):
+            part_overlap = iv.measure_in_windows(gaps, self.seg_start[part], self.seg_end[part])
+            present = part_overlap > 0
+            shown.append(part[present])
+            overlap.append(part_overlap[present])
+        shown, overlap = np.concatenate(shown), np.concatenate(overlap)
+        if not len(shown):
             return []
         # Sum by (name, state) pair as an integer, without sorting the
         # segments; bincount adds in segment order, and ranking the pairs in
         # (name, state) order keeps the result what grouping "name\0state"
         # strings gave, ties included.
         pair = self.seg_name_id[shown].astype(np.int64) * len(HOST_STATES) + self.seg_state[shown]
-        by_pair = np.bincount(pair, weights=overlap[shown])
+        by_pair = np.bincount(pair, weights=overlap)
         pairs = np.flatnonzero(np.bincount(pair))
         totals = by_pair[pairs]
         names, states = self.names[pairs // len(HOST_STATES)], pairs % len(HOST_STATES)
@@ -81,11 +93,11 @@ def host_states(planes: list[Plane], ops_are_compute: bool) -> HostTimeline:
             if seg is None:
                 continue
             seg_s, seg_e, seg_c, seg_i = seg
-            segments.append((seg_s, seg_e, seg_c, to_global[line.name_id[seg_i]]))
-            for c in np.unique(seg_c).tolist():
+            segments.append((seg_s, seg_e, seg_c.astype(np.int8), to_global[line.name_id[seg_i]]))
+            for c in np.flatnonzero(np.bincount(seg_c)).tolist():  # the codes present, ascending
                 pieces.setdefault(c, []).append(iv.union(seg_s[seg_c == c], seg_e[seg_c == c]))
     columns = [np.concatenate(col) for col in zip(*segments)] if segments else \
-        [np.empty(0, np.int64)] * 3 + [np.empty(0, np.int32)]
+        [np.empty(0, np.int64)] * 2 + [np.empty(0, np.int8), np.empty(0, np.int32)]
     names = np.empty(len(name_ids), dtype=object)
     names[:] = list(name_ids)
     return HostTimeline({HOST_STATES[c]: iv.merge(*sets) for c, sets in pieces.items()}, *columns, names)
@@ -127,21 +139,27 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     parent = _parents(start, end)
     has_parent = parent >= 0
     end[has_parent] = np.minimum(end[has_parent], end[parent[has_parent]])
+    del has_parent
     depth = _depths(parent)
     code = _effective_codes(own, parent, depth)
+    del own
     n = len(start)
     # Transitions: at a start the event becomes innermost; at an end its
     # parent does. At equal times ends go first (deepest first), then starts
     # (shallowest first), so the last transition at a time is the right one.
     times = np.concatenate((end, start))
+    del start, end
     is_start = np.concatenate((np.zeros(n, bool), np.ones(n, bool)))
     tie = np.concatenate((-depth, depth))
-    now_inner = np.concatenate((parent, np.arange(n)))
+    del depth
     o = _transition_order(times, is_start, tie)
-    times, now_inner = times[o], now_inner[o]
-    seg_s, seg_e, inner = times[:-1], times[1:], now_inner[:-1]
-    keep = (seg_e > seg_s) & (inner >= 0)
-    return seg_s[keep], seg_e[keep], code[inner[keep]], order[inner[keep]]
+    del is_start, tie
+    times = times[o]
+    now_inner = np.concatenate((parent, np.arange(n, dtype=parent.dtype)))[o]
+    del o, parent
+    keep = np.flatnonzero((times[1:] > times[:-1]) & (now_inner[:-1] >= 0))
+    inner = now_inner[keep]
+    return times[keep], times[keep + 1], code[inner], order[inner]
 
 
 def _by_start_then_longest(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -172,10 +190,12 @@ def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     # Open events at each start: those sorted before it that end after it starts.
     closed_before = np.searchsorted(np.sort(end), start, side="right")
     depth = np.arange(n) - closed_before
-    parent = np.full(n, -1, np.int64)
-    previous_level = np.flatnonzero(depth == 0)
-    for d in range(1, int(depth.max(initial=0)) + 1):
-        level = np.flatnonzero(depth == d)
+    del closed_before
+    index = np.int32 if n < 2**31 else np.int64
+    parent = np.full(n, -1, index)
+    levels = _by_level(depth)
+    previous_level = levels[0] if levels else np.empty(0, np.int64)
+    for level in levels[1:]:
         if len(level) == 0 or len(previous_level) == 0:
             break
         slot = np.searchsorted(previous_level, level) - 1
@@ -184,23 +204,41 @@ def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return parent
 
 
+def _by_level(depth: np.ndarray, mask: np.ndarray | None = None) -> list[np.ndarray]:
+    """Indices with depth 0, 1, 2 ... (ascending within each), optionally among ``mask`` only.
+
+    One stable sort, instead of a pass over all events per level.
+    """
+    rows = np.arange(len(depth)) if mask is None else np.flatnonzero(mask)
+    if not len(rows):
+        return []
+    d = depth[rows]
+    top = int(d.max())
+    if int(d.min()) < 0:  # not a nesting depth: no levels to walk
+        return []
+    small = d.astype(np.int16) if top < 2**15 else d
+    rows = rows[np.argsort(small, kind="stable")]
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(small, minlength=top + 1))))
+    return [rows[bounds[k]:bounds[k + 1]] for k in range(top + 1)]
+
+
 def _depths(parent: np.ndarray) -> np.ndarray:
-    depth = np.zeros(len(parent), np.int64)
-    frontier = parent >= 0
-    current = parent.copy()
-    while frontier.any():
-        depth[frontier] += 1
-        current[frontier] = parent[current[frontier]]
-        frontier = current >= 0
-    return depth
+    """Ancestors above each event, by pointer doubling (parents come before their children)."""
+    n = len(parent)
+    up = np.where(parent >= 0, parent, n).astype(parent.dtype)  # n: above the top (maps to itself)
+    up = np.append(up, parent.dtype.type(n))
+    depth = np.append((parent >= 0).astype(parent.dtype), parent.dtype.type(0))
+    while (up[:n] < n).any():
+        depth = depth + depth[up]
+        up = up[up]
+    return depth[:n].astype(np.int64)
 
 
 def _effective_codes(own: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
     """Own category, else the nearest categorised ancestor's, else host overhead."""
     code = own.copy()
-    top = depth == 0
-    code[top & (own == _GENERIC_CODE)] = _OVERHEAD
-    for d in range(1, int(depth.max(initial=0)) + 1):
-        level = np.flatnonzero((depth == d) & (own == _GENERIC_CODE))
+    generic = own == _GENERIC_CODE
+    code[(depth == 0) & generic] = _OVERHEAD
+    for level in _by_level(depth, generic & (depth > 0)):  # level by level: parents first
         code[level] = code[parent[level]]
     return code

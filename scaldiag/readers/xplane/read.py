@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 
 from scaldiag.errors import TraceError
 from scaldiag.readers.xplane.schema import EVENTS_TAG, LINES_TAG, PLANES_TAG, XLine, XPlane, XSpace
-from scaldiag.readers.xplane.wire import WireError, as_int64, bulk_batches, fields, split_fields
+from scaldiag.readers.xplane.wire import WireError, as_int64, bulk_batches, fields, split_fields, varints
 from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
 
 XPLANE_SUFFIX = ".xplane.pb"
@@ -214,20 +214,71 @@ def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
     return joined
 
 
+# XEvent's leading fields as serializers write them (in field-number order):
+# (tag byte, field number) of metadata_id, offset_ps, duration_ps.
+_EVENT_PREFIX = ((1 << 3, 1), (2 << 3, 2), (3 << 3, 3))
+
+
 def _event_columns(data, buf, starts, ends, context: _PlaneContext):
-    """offset_ps, duration_ps, metadata_id columns and wanted stats of the events at [starts, ends)."""
-    f = fields(buf, starts, ends)
+    """offset_ps, duration_ps, metadata_id columns and wanted stats of the events at [starts, ends).
+
+    The leading metadata_id, offset_ps and duration_ps fields, where each
+    is where serializers put it, are decoded positionally for all events at
+    once; what follows (stats, and any field out of that order) goes through
+    the general decoder, whose values then apply last, as they come last.
+    """
     n = len(starts)
-    columns = []
-    for number in (2, 3, 1):  # offset_ps, duration_ps, metadata_id
-        column = np.zeros(n, np.int64)
+    columns = {number: np.zeros(n, np.int64) for number in (2, 3, 1)}
+    pos = starts.copy()
+    for tag, number in _EVENT_PREFIX:
+        at = np.flatnonzero(pos < ends)
+        at = at[buf[pos[at]] == tag]
+        if not len(at):
+            continue
+        value, length = varints(buf, pos[at] + 1)
+        after = pos[at] + 1 + length
+        if (after > ends[at]).any():
+            raise WireError("field runs past its message")
+        columns[number][at] = as_int64(value)
+        pos[at] = after
+    more = np.flatnonzero(pos < ends)
+    f = fields(buf, pos[more], ends[more])
+    msg = more[f["msg"]]
+    for number, column in columns.items():
         rows = f["field"] == number
-        column[f["msg"][rows]] = as_int64(f["value"][rows])
-        columns.append(column)
+        column[msg[rows]] = as_int64(f["value"][rows])
     stat_rows = f["field"] == 4
-    stats = _wanted_stats(data, buf, f["msg"][stat_rows], f["body_start"][stat_rows], f["body_end"][stat_rows],
+    stats = _wanted_stats(data, buf, msg[stat_rows], f["body_start"][stat_rows], f["body_end"][stat_rows],
                           context.stat_names, context.wanted_ids) if context.wanted_ids and stat_rows.any() else {}
-    return (*columns, stats)
+    return columns[2], columns[3], columns[1], stats
+
+
+def _unwanted_stats(buf, body_start, body_end, wanted_ids) -> np.ndarray:
+    """Stats that are surely not wanted: exactly a metadata_id not wanted, then one value field.
+
+    Those are the most of a trace's stats; they are dropped before decoding.
+    """
+    unwanted = np.zeros(len(body_start), bool)
+    at = np.flatnonzero((body_end - body_start >= 3) & (buf[np.minimum(body_start, len(buf) - 1)] == 1 << 3))
+    if not len(at):
+        return unwanted
+    meta, length = varints(buf, body_start[at] + 1)
+    value_at = body_start[at] + 1 + length
+    keep = (value_at < body_end[at]) & ~np.isin(meta.view(np.int64), np.fromiter(wanted_ids, np.int64))
+    at, value_at = at[keep], value_at[keep]
+    tag = buf[value_at]
+    value_end = np.full(len(at), -1, np.int64)
+    varint = np.isin(tag, (3 << 3, 4 << 3, 7 << 3))  # uint64, int64, ref values
+    if varint.any():
+        value_end[varint] = value_at[varint] + 1 + varints(buf, value_at[varint] + 1)[1]
+    double = tag == (2 << 3 | 1)
+    value_end[double] = value_at[double] + 9
+    text = (tag == (5 << 3 | 2)) | (tag == (6 << 3 | 2))  # str, bytes values
+    if text.any():
+        size, size_len = varints(buf, value_at[text] + 1)
+        value_end[text] = value_at[text] + 1 + size_len + size.astype(np.int64)
+    unwanted[at[value_end == body_end[at]]] = True
+    return unwanted
 
 
 def _wanted_stats(data, buf, stat_event, body_start, body_end, stat_names, wanted_ids):
@@ -236,6 +287,8 @@ def _wanted_stats(data, buf, stat_event, body_start, body_end, stat_names, wante
     Returns, per stat name, the (event rows, values) assignments in the order
     they apply (a later one wins where an event has a stat twice).
     """
+    decode = np.flatnonzero(~_unwanted_stats(buf, body_start, body_end, wanted_ids))
+    stat_event, body_start, body_end = stat_event[decode], body_start[decode], body_end[decode]
     sf = fields(buf, body_start, body_end)
     meta = np.zeros(len(stat_event), np.int64)
     id_rows = sf["field"] == 1
