@@ -65,7 +65,7 @@ class Finding:
 
 def same_fix(text: str) -> dict[str, str]:
     """The fix of a hardware or system cause: the same words in every framework."""
-    return {"tensorflow": text, "jax": text}
+    return {"tensorflow": text, "jax": text, "pytorch": text}
 
 
 def lost_speedup_severity(lost: float, ideal: float) -> str:

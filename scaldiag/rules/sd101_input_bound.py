@@ -31,6 +31,13 @@ FIX = {
         "keras.utils.PyDataset(workers=N, use_multiprocessing=True); for a plain JAX loop, "
         "prefetch batches to the devices ahead of the step (e.g. flax.jax_utils.prefetch_to_device "
         "or a background thread calling jax.device_put)."),
+    "pytorch": (
+        "Load batches in parallel worker processes, ahead of the step:\n"
+        "  loader = DataLoader(ds, batch_size=b, num_workers=8,       # about cores / ranks per node\n"
+        "                      pin_memory=True, persistent_workers=True, prefetch_factor=4)\n"
+        "num_workers=0 (the default) loads and augments every batch on the training thread. Decode once "
+        "and cache what does not change; move random augmentation onto the GPU (torchvision.transforms.v2 "
+        "on the batched tensor after .to(device))."),
 }
 
 # When the trace shows a Prefetch stage, prefetching is there already: it hides a producer only

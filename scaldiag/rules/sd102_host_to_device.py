@@ -31,6 +31,12 @@ FIX = {
         "or keras.distribution.DataParallel), prefetch the next batch to the devices while the step runs, "
         "and send uint8 pixels, casting on the device. Keep host arrays in pinned memory where the "
         "loader allows it (JAX copies from its own pinned staging buffers)."),
+    "pytorch": (
+        "Copy from pinned memory without blocking, and copy less:\n"
+        "  loader = DataLoader(ds, ..., pin_memory=True)\n"
+        "  x = x.to(device, non_blocking=True)   # overlaps the copy with compute\n"
+        "Give each rank only its shard (DistributedSampler(ds)), send images as uint8 and convert on the "
+        "GPU (x.to(device, non_blocking=True).float().div_(255))."),
 }
 
 _SHARE = ShareRule(id="SD102", title="Host-to-device copies on the critical path", category="h2d",

@@ -23,6 +23,12 @@ FIX = {
         "Use channels_last (keras.config.set_image_data_format('channels_last'); flax convs are NHWC) "
         "and avoid jnp.transpose around matmuls: write the contraction with jnp.einsum so XLA picks "
         "the layout."),
+    "pytorch": (
+        "Use channels_last for convolutions, model and input both, so cuDNN does not convert each call:\n"
+        "  model = model.to(memory_format=torch.channels_last)\n"
+        "  x = x.to(device, memory_format=torch.channels_last, non_blocking=True)\n"
+        "and with torch.autocast('cuda', dtype=torch.bfloat16) for tensor cores; replace "
+        ".permute(...).contiguous() around matmuls with torch.einsum."),
 }
 
 RULE = ShareRule(id="SD104", title="Layout conversions (transposes) take step time", category="layout",

@@ -25,6 +25,13 @@ FIX = {
         "Compile more per call: model.compile(..., steps_per_execution=32, jit_compile=True) in Keras; "
         "in plain JAX jit the whole train step (and jax.lax.scan over several steps), keep Python "
         "work and host syncs (float(loss), .block_until_ready()) out of the step loop."),
+    "pytorch": (
+        "Launch fewer, larger kernels per step: compile the model\n"
+        "  model = torch.compile(model)                      # fuses elementwise ops\n"
+        "  model = torch.compile(model, mode='reduce-overhead')   # and replays the step as CUDA graphs\n"
+        "or capture the step with torch.cuda.graphs; use fused optimizers (torch.optim.AdamW(..., fused=True)); "
+        "keep host syncs (loss.item(), print(tensor), .cpu()) out of the step loop; raise the batch if "
+        "kernels are tiny."),
 }
 
 # TensorFlow on the CPU (no device planes): XLA's CPU backend made a small Keras CNN 4-6x slower

@@ -19,6 +19,7 @@ VERY_LOW_BUSY_PCT = 25.0
 FIX = {
     "tensorflow": "Fix the findings above (input, host overhead, copies); then raise the per-replica batch.",
     "jax": "Fix the findings above (input, host overhead, copies); then raise the per-device batch.",
+    "pytorch": "Fix the findings above (input, host overhead, copies); then raise the per-rank batch.",
 }
 
 

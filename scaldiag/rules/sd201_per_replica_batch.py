@@ -18,6 +18,9 @@ FIX = {
                   "(and the learning rate with it, e.g. linearly with warm-up).",
     "jax": "Scale the global batch with the devices: global_batch = per_replica_batch * jax.device_count() "
            "(with keras.distribution.DataParallel, fit(batch_size=global_batch)); scale the learning rate too.",
+    "pytorch": "Keep each rank's batch as you add GPUs: DataLoader(ds, batch_size=per_replica_batch, "
+               "sampler=DistributedSampler(ds)) gives a global batch of per_replica_batch * world_size; "
+               "scale the learning rate with it (e.g. linearly with warm-up).",
 }
 
 

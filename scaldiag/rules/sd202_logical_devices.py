@@ -16,6 +16,8 @@ FIX = {
                   "replica per physical GPU: tf.distribute.MirroredStrategy() (all GPUs) or devices=['/gpu:0', ...].",
     "jax": "Use one replica per physical device: keras.distribution.DataParallel() over jax.devices(); do not "
            "split a GPU with --xla_force_host_platform_device_count (that flag is for CPUs).",
+    "pytorch": "Run one process per physical GPU: torchrun --nproc-per-node <GPU count>, and in each rank "
+               "torch.cuda.set_device(int(os.environ['LOCAL_RANK'])); two ranks on one device share it.",
 }
 
 

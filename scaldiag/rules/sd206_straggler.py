@@ -26,6 +26,10 @@ FIX = {
     "jax": "Find why that GPU is slow: nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE for throttling, "
            "nvidia-smi topo -m for a shared PCIe switch, other processes on it (nvidia-smi); keep every "
            "device's shard the same size.",
+    "pytorch": "Find why that rank is slow: nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE for throttling, "
+               "nvidia-smi topo -m for a shared PCIe switch, other processes on it (nvidia-smi); pin each rank "
+               "to its own GPU (torch.cuda.set_device(local_rank)) and give every rank the same batch "
+               "(DistributedSampler(ds, drop_last=True), DataLoader(..., drop_last=True)).",
 }
 
 

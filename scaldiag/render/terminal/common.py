@@ -17,7 +17,7 @@ from rich.text import Text
 from scaldiag.rules import Finding
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "info": "cyan"}
-FRAMEWORK_LABEL = {"tensorflow": "TensorFlow / Keras", "jax": "JAX / Keras on JAX"}
+FRAMEWORK_LABEL = {"tensorflow": "TensorFlow / Keras", "jax": "JAX / Keras on JAX", "pytorch": "PyTorch"}
 
 # C0 controls but tab and newline, DEL, C1 controls; and the Unicode
 # bidirectional overrides, which reorder what a terminal shows.
