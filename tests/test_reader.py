@@ -174,3 +174,13 @@ def test_varints_round_trip_every_length():
     assert length.tolist() == [len(_VarintBytes(v)) for v in values]
     bounded, bounded_length, ok = wire._varints_bounded(buf, pos, len(buf) - 1)
     assert bounded[:-1].tolist() == values[:-1] and ok[:-1].all() and not ok[-1]
+
+
+def test_a_helper_process_decodes_what_this_one_does(monkeypatch):
+    from scaldiag.readers.xplane import read, wire
+
+    monkeypatch.setattr(wire, "_WINDOW_BYTES", 4096)  # many batches, half of them sent to the helper
+    alone = _columns(read_trace([GPU_TRACE]))
+    monkeypatch.setattr(read, "_PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setenv("SCALDIAG_DECODE_WORKERS", "1")
+    assert _columns(read_trace([GPU_TRACE])) == alone
