@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 $(BIN)/scaldiag: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,tensorflow]'
+	$(BIN)/pip install -q -e '.[test,tensorflow,torch]'
 	touch $@
 
 setup: $(BIN)/scaldiag

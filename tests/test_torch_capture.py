@@ -1,0 +1,121 @@
+"""``scaldiag profile`` on plain PyTorch scripts (torch for the CPU), as a subprocess; the scaldiag.torch API.
+
+Skipped where torch is not installed (``make test`` installs the CPU build: pyproject's ``torch`` extra).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from scaldiag.pipeline import diagnose_run  # noqa: E402
+from scaldiag.record.reader import read_record  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TRAIN = textwrap.dedent("""
+    import sys
+    import torch, torch.nn as nn
+    from torch.utils.data import DataLoader, TensorDataset
+    steps = int(sys.argv[1])
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = TensorDataset(torch.randn(24 * steps, 16), torch.randint(0, 4, (24 * steps,)))
+    done = 0
+    for x, y in DataLoader(data, batch_size=24):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        done += 1
+    print("optimizer steps", done)
+""")
+
+
+def profile(tmp_path, script_text, *args, extra=()):
+    script = tmp_path / "train.py"
+    script.write_text(script_text)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "runs"
+    result = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "--out", str(out), *extra,
+                             "--json", str(tmp_path / "report.json"), str(script), "--", *args],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir,) = list(out.iterdir())
+    return run_dir, result
+
+
+def test_profile_plain_pytorch_script(tmp_path):
+    run_dir, result = profile(tmp_path, TRAIN, "14")
+    assert "optimizer steps 14" in result.stdout
+    record = read_record(run_dir)
+    assert [s["step"] for s in record.steps] == list(range(14))  # one per optimizer.step(); the open one dropped
+    assert [s["traced"] for s in record.steps] == [False] * 3 + [True] * 5 + [False] * 6
+    training = record.training
+    assert training["framework"]["name"] == training["framework"]["backend"] == "pytorch"
+    assert training["framework"]["versions"]["torch"] == torch.__version__
+    assert (training["global_batch"], training["per_replica_batch"], training["replicas"]) == (24, 24, 1)
+    assert training["parameter_bytes"] == 4 * (16 * 32 + 32 + 32 * 4 + 4)
+    marks = [m["mark"] for m in record.marks]
+    assert marks[:2] == ["script_begin", "fit_begin"] and marks[-1] == "script_end" and "fit_end" in marks
+    trace = run_dir / "trace" / "plugins" / "profile" / "torch" / "rank0.pt.trace.json"
+    events = json.loads(trace.read_text())["traceEvents"]
+    markers = sorted(int(e["name"].split("#")[1]) for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    assert markers == [3, 4, 5, 6, 7]
+    assert any(e.get("name") == "scaldiag_input" for e in events)
+    report = diagnose_run(run_dir)
+    assert report.analysis.trace is not None and report.analysis.trace.framework == "pytorch"
+    assert report.analysis.trace.steps_method == "markers"
+    assert report.analysis.trace.units[0].categories["input"].busy_ms > 0
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["training"]["framework"]["backend"] == "pytorch"
+    assert saved["trace_report"]["framework"] == "pytorch"
+
+
+def test_loop_without_dataloader_takes_the_batch_from_the_first_forward(tmp_path):
+    script = textwrap.dedent("""
+        import torch, torch.nn as nn
+        model = nn.Linear(8, 2)
+        opt = torch.optim.Adam(model.parameters())
+        x = torch.randn(40, 8)
+        for _ in range(10):
+            opt.zero_grad(); model(x).sum().backward(); opt.step()
+    """)
+    run_dir, _ = profile(tmp_path, script)
+    record = read_record(run_dir)
+    assert len(record.steps) == 10
+    assert record.training["global_batch"] == 40
+    assert record.training["batch_source"].startswith("the first forward call's input")
+
+
+def test_torchrun_two_gloo_ranks_record_and_merge(tmp_path):
+    script = (ROOT / "fixtures" / "kineto" / "train_ddp_cpu.py").read_text()
+    run_dir, result = profile(tmp_path, script, "--steps", "12", extra=("--nproc-per-node", "2"))
+    rank0, rank1 = read_record(run_dir), read_record(run_dir / "rank1")
+    assert len(rank0.steps) == len(rank1.steps) == 12
+    assert rank0.training["replicas"] == 2 and rank0.training["global_batch"] == 64
+    assert rank1.training["rank"] == 1 and rank1.run["status"] == "finished"
+    traces = sorted(p.name for p in (run_dir / "trace" / "plugins" / "profile" / "torch").iterdir())
+    assert traces == ["rank0.pt.trace.json", "rank1.pt.trace.json"]
+    profile_analysis = diagnose_run(run_dir).analysis.trace
+    assert profile_analysis.hosts == ["rank0", "rank1"]
+    assert profile_analysis.units[0].categories["collective"].busy_ms > 0
+
+
+def test_torch_api_for_custom_loops(tmp_path):
+    from scaldiag.torch import capture
+
+    model = torch.nn.Linear(4, 1)
+    with capture(run_dir=tmp_path / "run", per_replica_batch=8, warmup_steps=1, trace_steps=2, sample=False) as run:
+        for _ in range(5):
+            with run.step():
+                model(torch.randn(8, 4)).sum().backward()
+    record = read_record(tmp_path / "run")
+    assert len(record.steps) == 5 and record.run["status"] == "finished"
+    assert record.training["framework"]["backend"] == "pytorch" and record.training["global_batch"] == 8
+    assert (tmp_path / "run" / "trace" / "plugins" / "profile" / "torch" / "rank0.pt.trace.json").exists()
