@@ -96,16 +96,26 @@ def test_activity_during_matches_string_grouping_with_ties_and_shared_names():
 
 
 def test_sort_shortcuts_give_lexsorts_order():
-    from scaldiag.analyze.hoststate import _by_start_then_longest, _transition_order
+    from scaldiag.analyze.hoststate import _by_start_then_longest, _transitions_sorted
 
     rng = np.random.default_rng(5)
     for n in (0, 1, 2, 50, 2000):
         for ties in (False, True):
             start = np.sort(rng.choice(10**6, n, replace=False)) if not ties else np.sort(rng.integers(0, 40, n))
             end = start + rng.integers(0, 30, n)
-            assert _by_start_then_longest(start, end).tolist() == np.lexsort((-end, start)).tolist()
-            times = np.concatenate((end, start)) + 1_700_000_000_000_000_000
-            is_start = np.concatenate((np.zeros(n, bool), np.ones(n, bool)))
-            depth = rng.integers(0, 6, n)
-            tie = np.concatenate((-depth, depth))
-            assert _transition_order(times, is_start, tie).tolist() == np.lexsort((tie, is_start, times)).tolist()
+            order = _by_start_then_longest(start, end)
+            expected = np.lexsort((-end, start))
+            assert (np.arange(n) if order is None else order).tolist() == expected.tolist()
+            assert order is None or ties
+            for base in (1_700_000_000_000_000_000, 0):
+                times = np.concatenate((end, start)) + base
+                is_start = np.concatenate((np.zeros(n, bool), np.ones(n, bool)))
+                depth = rng.integers(0, 6, n).astype(np.int32)
+                tie = np.concatenate((-depth, depth))
+                expected = np.lexsort((tie, is_start, times))
+                sorted_times, order = _transitions_sorted(times.copy(), is_start, tie)
+                assert order.tolist() == expected.tolist()
+                assert sorted_times.tolist() == times[expected].tolist()
+    wide = np.array([0, 2**62, 5, 2**61])  # too wide for one key: the lexsort itself
+    sorted_times, order = _transitions_sorted(wide.copy(), np.array([0, 1, 0, 1], bool), np.array([0, 0, 0, 0]))
+    assert order.tolist() == np.lexsort((np.zeros(4), [0, 1, 0, 1], wide)).tolist()

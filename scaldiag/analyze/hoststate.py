@@ -135,7 +135,10 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     nest; a child that outlives its parent is clipped to it.
     """
     order = _by_start_then_longest(start, end)  # parents before their children
-    start, end, own = start[order], end[order], own[order]
+    if order is None:  # already in that order
+        order, end = np.arange(len(start)), end.copy()
+    else:
+        start, end, own = start[order], end[order], own[order]
     parent = _parents(start, end)
     has_parent = parent >= 0
     end[has_parent] = np.minimum(end[has_parent], end[parent[has_parent]])
@@ -152,9 +155,8 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     is_start = np.concatenate((np.zeros(n, bool), np.ones(n, bool)))
     tie = np.concatenate((-depth, depth))
     del depth
-    o = _transition_order(times, is_start, tie)
+    times, o = _transitions_sorted(times, is_start, tie)
     del is_start, tie
-    times = times[o]
     now_inner = np.concatenate((parent, np.arange(n, dtype=parent.dtype)))[o]
     del o, parent
     keep = np.flatnonzero((times[1:] > times[:-1]) & (now_inner[:-1] >= 0))
@@ -163,25 +165,40 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
 
 
 def _by_start_then_longest(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """``np.lexsort((-end, start))``; a thread's events mostly come sorted by start, without ties."""
+    """``np.lexsort((-end, start))``, or None where that is the order they are in.
+
+    A thread's events mostly come sorted by start, without ties.
+    """
     if len(start) < 2 or (start[1:] > start[:-1]).all():
-        return np.arange(len(start))
+        return None
     return np.lexsort((-end, start))
 
 
-def _transition_order(times: np.ndarray, is_start: np.ndarray, tie: np.ndarray) -> np.ndarray:
-    """``np.lexsort((tie, is_start, times))``, as one stable sort of one integer key where it fits in 63 bits."""
+def _transitions_sorted(times: np.ndarray, is_start: np.ndarray, tie: np.ndarray):
+    """``np.lexsort((tie, is_start, times))`` and the times in that order; ``times`` is consumed.
+
+    One stable sort of one integer key where the three fit in 63 bits.
+
+    Where the one-key sort applies, the key is built in ``times``' own memory
+    and the sorted times are read back from it.
+    """
     if len(times) == 0:
-        return np.arange(0)
+        return times, np.arange(0)
     low, span = int(times.min()), int(times.max()) - int(times.min())
     tie_low, tie_span = int(tie.min()), int(tie.max()) - int(tie.min()) + 1
     if (span + 1) * 2 * tie_span >= 1 << 62:
-        return np.lexsort((tie, is_start, times))
-    key = times - low
+        order = np.lexsort((tie, is_start, times))
+        return times[order], order
+    key = times
+    key -= low
     key *= 2 * tie_span
     key += is_start * tie_span
     key += tie - tie_low
-    return np.argsort(key, kind="stable")
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    key //= 2 * tie_span
+    key += low
+    return key, order
 
 
 def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -231,7 +248,7 @@ def _depths(parent: np.ndarray) -> np.ndarray:
     while (up[:n] < n).any():
         depth = depth + depth[up]
         up = up[up]
-    return depth[:n].astype(np.int64)
+    return depth[:n]
 
 
 def _effective_codes(own: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
