@@ -123,3 +123,12 @@ def test_sd105_does_not_advise_xla_on_tensorflows_cpu_path():
     gpu_bound = analysis(unit({"host_overhead": 40.0}, spread=1.0, kind="gpu"))
     (finding,) = [f for f in run_rules(gpu_bound) if f.id == "SD105"]
     assert "jit_compile=True" in finding.fix["tensorflow"]
+
+
+def test_sd101_says_send_fewer_bytes_when_the_batch_is_heavy():
+    heavy = Transfers(bytes_per_step=40e6, count_per_step=2, bytes_by_host_kind={"pinned": 40e6})
+    (finding,) = [f for f in run_rules(analysis(unit({"input": 40.0}, spread=1.0, h2d=heavy))) if f.id == "SD101"]
+    assert all("uint8" in text for text in finding.fix.values())
+    light = Transfers(bytes_per_step=1e5, count_per_step=2, bytes_by_host_kind={"pinned": 1e5})
+    (finding,) = [f for f in run_rules(analysis(unit({"input": 40.0}, spread=1.0, h2d=light))) if f.id == "SD101"]
+    assert not any("uint8" in text for text in finding.fix.values())

@@ -77,6 +77,27 @@ def _annotate_getitem(dataset, annotate, seen) -> None:
                                                     "__qualname__": cls.__qualname__})
 
 
+def annotate_array_batches(backend: str) -> None:
+    """Keras on JAX slices NumPy arrays into batches in Python, on the training thread, inside
+    the step (ArrayDataAdapter): annotate each batch's slicing and conversion as input too.
+    (On TensorFlow the same data goes through tf.data, which its profiler names already.)"""
+    if backend != "jax":
+        return
+    from keras.src.trainers.data_adapters import array_data_adapter
+
+    adapter = array_data_adapter.ArrayDataAdapter
+    original = adapter._get_iterator
+    if getattr(original, "_scaldiag_annotated", False):
+        return
+    annotate = _annotation(backend)
+
+    def _get_iterator(self, *args, **kwargs):
+        return _annotated_generator(original(self, *args, **kwargs), annotate, _FirstBatch(None))
+
+    _get_iterator._scaldiag_annotated = True
+    adapter._get_iterator = _get_iterator
+
+
 def _annotated_generator(generator, annotate, seen):
     while True:
         with annotate():

@@ -80,7 +80,7 @@ def _with_callback(args, kwargs, add: bool):
     """fit's arguments, its ScaldiagCallbacks told about the data (one added first if ``add``)."""
     try:
         from scaldiag.collect.frameworks import keras_info
-        from scaldiag.collect.frameworks.input_marks import mark_input
+        from scaldiag.collect.frameworks.input_marks import annotate_array_batches, mark_input
         from scaldiag.collect.frameworks.keras_callback import ScaldiagCallback
 
         if len(args) > _FIT_CALLBACKS_POSITION:
@@ -99,6 +99,7 @@ def _with_callback(args, kwargs, add: bool):
         batch_size = args[2] if len(args) > 2 else kwargs.get("batch_size")
         for callback in ours:
             callback.set_fit_arguments(x, batch_size)
+        annotate_array_batches(keras_info.backend())  # once; Keras is whole by the time fit is called
         marked = mark_input(x, keras_info.backend(), on_first_batch=lambda b: [c.observe_batch(b) for c in ours])
         if marked is not x:
             args, kwargs = ((marked, *args[1:]), kwargs) if args else (args, {**kwargs, "x": marked})
