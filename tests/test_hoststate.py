@@ -119,3 +119,21 @@ def test_sort_shortcuts_give_lexsorts_order():
     wide = np.array([0, 2**62, 5, 2**61])  # too wide for one key: the lexsort itself
     sorted_times, order = _transitions_sorted(wide.copy(), np.array([0, 1, 0, 1], bool), np.array([0, 0, 0, 0]))
     assert order.tolist() == np.lexsort((np.zeros(4), [0, 1, 0, 1], wide)).tolist()
+
+
+def test_a_long_thread_done_in_pieces_gives_the_same_segments(monkeypatch):
+    from scaldiag.analyze import hoststate
+
+    rng = np.random.default_rng(11)
+    events = nested_events(rng, 0, 3000)
+    events += [(s, s + 5) for s in range(3000, 3400, 5)]  # back to back: pieces may start where one ends
+    start, end = np.array([s for s, _ in events]), np.array([e for _, e in events])
+    own = rng.choice([_GENERIC_CODE, 0, 1, 4], len(events))
+    perm = rng.permutation(len(events))  # unsorted input as well
+    for s, e, o in ((start, end, own), (start[perm], end[perm], own[perm])):
+        whole = hoststate.innermost_segments(s, e, o)
+        for size in (1, 7, 100):
+            monkeypatch.setattr(hoststate, "_CHUNK", size)
+            pieces = hoststate.innermost_segments(s, e, o)
+            assert [a.tolist() for a in pieces] == [a.tolist() for a in whole]
+        monkeypatch.setattr(hoststate, "_CHUNK", 1 << 20)

@@ -93,11 +93,14 @@ def host_states(planes: list[Plane], ops_are_compute: bool) -> HostTimeline:
             if seg is None:
                 continue
             seg_s, seg_e, seg_c, seg_i = seg
-            segments.append((seg_s, seg_e, seg_c.astype(np.int8), to_global[line.name_id[seg_i]]))
+            segments.append([seg_s, seg_e, seg_c.astype(np.int8), to_global[line.name_id[seg_i]]])
             for c in np.flatnonzero(np.bincount(seg_c)).tolist():  # the codes present, ascending
                 pieces.setdefault(c, []).append(iv.union(seg_s[seg_c == c], seg_e[seg_c == c]))
-    columns = [np.concatenate(col) for col in zip(*segments)] if segments else \
-        [np.empty(0, np.int64)] * 2 + [np.empty(0, np.int8), np.empty(0, np.int32)]
+    columns = [np.empty(0, np.int64)] * 2 + [np.empty(0, np.int8), np.empty(0, np.int32)]
+    for k in range(len(columns) if segments else 0):  # a column at a time, its pieces freed as it is joined
+        columns[k] = np.concatenate([seg[k] for seg in segments])
+        for seg in segments:
+            seg[k] = None
     names = np.empty(len(name_ids), dtype=object)
     names[:] = list(name_ids)
     return HostTimeline({HOST_STATES[c]: iv.merge(*sets) for c, sets in pieces.items()}, *columns, names)
@@ -139,6 +142,40 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
         order, end = np.arange(len(start)), end.copy()
     else:
         start, end, own = start[order], end[order], own[order]
+    # Where no earlier event is still open, what follows is independent of
+    # what came before: a long thread is done a piece at a time, which bounds
+    # the memory its temporaries take.
+    pieces = []
+    cuts = _free_starts(start, end, _CHUNK)
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        seg_s, seg_e, code, inner = _innermost_sorted(start[a:b], end[a:b], own[a:b])
+        pieces.append((seg_s, seg_e, code, order[inner + a]))
+    if len(pieces) == 1:
+        return pieces[0]
+    return tuple(np.concatenate(column) for column in zip(*pieces))
+
+
+def _free_starts(start: np.ndarray, end: np.ndarray, size: int) -> list[int]:
+    """0, cut points about ``size`` events apart where every earlier event has ended, and len(start)."""
+    n = len(start)
+    if n <= size:
+        return [0, n]
+    reach = np.maximum.accumulate(end)
+    free = np.flatnonzero(reach[:-1] <= start[1:]) + 1  # event i starts with nothing open
+    del reach
+    cuts = [0]
+    for target in range(size, n, size):
+        k = np.searchsorted(free, max(target, cuts[-1] + 1))
+        if k < len(free):
+            cuts.append(int(free[k]))
+    return sorted(set(cuts)) + [n]
+
+
+def _innermost_sorted(start: np.ndarray, end: np.ndarray, own: np.ndarray):
+    """innermost_segments of events sorted by (start, -end); ``end`` is clipped in place.
+
+    Returns (start, end, code, index into these events).
+    """
     parent = _parents(start, end)
     has_parent = parent >= 0
     end[has_parent] = np.minimum(end[has_parent], end[parent[has_parent]])
@@ -161,7 +198,7 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     del o, parent
     keep = np.flatnonzero((times[1:] > times[:-1]) & (now_inner[:-1] >= 0))
     inner = now_inner[keep]
-    return times[keep], times[keep + 1], code[inner], order[inner]
+    return times[keep], times[keep + 1], code[inner], inner
 
 
 def _by_start_then_longest(start: np.ndarray, end: np.ndarray) -> np.ndarray:
