@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test bench bench-env fixtures clean
+.PHONY: setup demo test bench bench-small bench-sampler bench-env fixtures clean
 
 $(BIN)/scaldiag: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,17 @@ bench/.venv-xprof/bin/python:
 
 bench-env: bench/.venv-xprof/bin/python
 
+# 27 MB, 270 MB and 1 GB traces (1.3 GB of temporary disk; xprof takes ~13 GB of memory at 1 GB).
 bench: setup bench-env
 	$(BIN)/python bench/bench_analyze.py --xprof-python bench/.venv-xprof/bin/python
+
+bench-small: setup bench-env
+	$(BIN)/python bench/bench_analyze.py --xprof-python bench/.venv-xprof/bin/python --copies 156,1560 \
+		--out bench/results/analyze_vs_xprof_small.md
+
+# The NVML sampler's CPU use against the tests' fake NVML (on the GPU machine: without --fake).
+bench-sampler: setup
+	$(BIN)/python bench/bench_sampler.py --fake 8 --gpus 1,2,8 --seconds 5 --out bench/results/sampler_fake_nvml.md
 
 # Re-record the TensorFlow-on-CPU fixture traces.
 fixtures: setup

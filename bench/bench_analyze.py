@@ -1,14 +1,26 @@
-"""Benchmark: `scaldiag analyze` against xprof's overview_page on one large trace.
+"""Benchmark: `scaldiag analyze` against xprof's overview_page and the bare-parse floor, at several sizes.
 
-Both run in fresh subprocesses, alternately, ``--repeat`` times each, on the
-same file (made by make_large_trace.py from the real H200 trace). Reported:
-wall time, events/s and peak RSS (ru_maxrss of the child), medians and the
-per-round ratio, so machine noise hits both sides alike.
+Traces are made by make_large_trace.py, tiling the real H200 trace in time
+(27 MB, 270 MB and 1 GB by default: 156, 1560 and 5700 copies). Each tool
+runs in a fresh subprocess, once per trace and round, the tools' order
+rotating from round to round so machine noise hits all alike:
 
-    python bench/bench_analyze.py --xprof-python bench/.venv-xprof/bin/python [--copies 200] [--repeat 5]
+- scaldiag: read + analyse + rules (what `scaldiag analyze` does, without
+  rendering);
+- xprof 2.24.2: ``xspace_to_tool_data(..., "overview_page")`` (its C++
+  converter), from its own venv;
+- bare parse: protobuf's own C parser (upb) reading the file into XSpace
+  message objects and walking every line (``len(line.events)``): the floor
+  for any tool that builds protobuf objects.
 
-xprof is installed only in its own venv (``make bench-env``), never as a
-dependency of scaldiag.
+Reported per trace: wall seconds (from process start, imports included),
+events/s and peak RSS (ru_maxrss of the child), medians over rounds, the
+per-round speed and memory ratios of xprof to scaldiag, and per million
+events, to show how each grows. Also: how fast a 100 MB zero-filled file
+is rejected.
+
+    python bench/bench_analyze.py --xprof-python bench/.venv-xprof/bin/python \\
+        [--copies 156,1560,5700] [--rounds 3] [--traces DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -26,81 +38,167 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SCALDIAG = """
+_USAGE = """
 import json, resource, sys, time
+def done(t, **extra):
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"wall_s": time.perf_counter() - t, "cpu_s": u.ru_utime + u.ru_stime,
+                      "rss_mb": u.ru_maxrss / 1024, **extra}))
+"""
+
+SCALDIAG = _USAGE + """
 t = time.perf_counter()
 from scaldiag.analyze.profile import analyze_trace
 from scaldiag.rules.report import build_report
 from scaldiag.readers.xplane.read import read_trace
 trace = read_trace([sys.argv[1]])
 report = build_report(analyze_trace(trace))
-wall = time.perf_counter() - t
-print(json.dumps({"wall_s": wall, "events": trace.event_count,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "steps": report.analysis.units[0].steps}))
+done(t, events=trace.event_count, steps=report.analysis.units[0].steps)
 """
 
-XPROF = """
-import json, resource, sys, time
+XPROF = _USAGE + """
 t = time.perf_counter()
 from xprof.convert import raw_to_tool_data
 data, _ = raw_to_tool_data.xspace_to_tool_data([sys.argv[1]], "overview_page", {"use_saved_result": False})
-wall = time.perf_counter() - t
 assert data, "xprof returned no overview page"
-print(json.dumps({"wall_s": wall, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+done(t)
 """
+
+BARE = _USAGE + """
+t = time.perf_counter()
+from scaldiag.readers.xplane.schema import XSpace
+space = XSpace.FromString(open(sys.argv[1], "rb").read())
+events = sum(len(line.events) for plane in space.planes for line in plane.lines)
+done(t, events=events)
+"""
+
+REJECT = _USAGE + """
+t = time.perf_counter()
+from scaldiag.errors import TraceError
+from scaldiag.readers.xplane.read import read_trace
+try:
+    read_trace([sys.argv[1]])
+    raise SystemExit("a zero-filled file was read as a trace")
+except TraceError as exc:
+    done(t, error=str(exc))
+"""
+
+TOOLS = {"scaldiag": SCALDIAG, "xprof": XPROF, "bare parse": BARE}
 
 
 def run(python: str, code: str, trace: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    out = subprocess.run([python, "-c", code, trace], capture_output=True, text=True, env=env, check=True)
+    # cwd outside the checkout, so that only PYTHONPATH says which scaldiag runs
+    out = subprocess.run([python, "-c", code, trace], capture_output=True, text=True, env=env, check=True,
+                         cwd=tempfile.gettempdir())
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def make_trace(folder: Path, copies: int) -> Path:
+    path = folder / f"h200x2_tiled_{copies}.xplane.pb"
+    if not path.exists():
+        subprocess.run([sys.executable, str(ROOT / "bench" / "make_large_trace.py"), str(path),
+                        "--copies", str(copies)], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return path
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--xprof-python", required=True)
-    parser.add_argument("--copies", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--copies", default="156,1560,5700", help="copies of the fixture per trace (27 MB, 270 MB, 1 GB)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--traces", help="folder for the traces (default: a temporary one, deleted after)")
+    parser.add_argument("--keep", action="store_true", help="keep the traces in --traces")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "analyze_vs_xprof.md"))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = str(Path(tmp) / "large.xplane.pb")
-        subprocess.run([sys.executable, str(ROOT / "bench" / "make_large_trace.py"), trace,
-                        "--copies", str(args.copies)], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        size_mb = Path(trace).stat().st_size / 1e6
-        ours, theirs = [], []
-        for _ in range(args.repeat):  # alternate, so drifts in machine load hit both
-            ours.append(run(sys.executable, SCALDIAG, trace))
-            theirs.append(run(args.xprof_python, XPROF, trace))
-    write(args, ours, theirs, size_mb)
+    copies = [int(c) for c in args.copies.split(",")]
+    tmp = tempfile.TemporaryDirectory()
+    folder = Path(args.traces or tmp.name)
+    folder.mkdir(parents=True, exist_ok=True)
+    traces = {c: make_trace(folder, c) for c in copies}
+    args.xprof_python = os.path.abspath(args.xprof_python)  # the tools run with another working directory
+    pythons = {"scaldiag": sys.executable, "xprof": args.xprof_python, "bare parse": sys.executable}
+    results: dict[int, dict[str, list[dict]]] = {c: {t: [] for t in TOOLS} for c in copies}
+    for r in range(args.rounds):
+        for c in copies:
+            names = list(TOOLS)
+            names = names[r % len(names):] + names[:r % len(names)]  # rotate who goes first
+            for name in names:
+                row = run(pythons[name], TOOLS[name], str(traces[c]))
+                results[c][name].append(row)
+                print(json.dumps({"copies": c, "tool": name, "round": r, **row}), flush=True)
+    zeros = folder / "zeros_100mb.xplane.pb"
+    with open(zeros, "wb") as f:
+        f.truncate(100 * 10**6)
+    rejected = [run(sys.executable, REJECT, str(zeros)) for _ in range(args.rounds)]
+    zeros.unlink()
+    sizes = {c: traces[c].stat().st_size / 1e6 for c in copies}
+    if not (args.traces and args.keep):
+        for path in traces.values():
+            path.unlink(missing_ok=True)
+    tmp.cleanup()
+    write(args, copies, sizes, results, rejected)
 
 
-def write(args, ours, theirs, size_mb) -> None:
-    events = ours[0]["events"]
-    med = lambda rows, key: statistics.median(r[key] for r in rows)  # noqa: E731
-    ratios = [o["wall_s"] / t["wall_s"] for o, t in zip(ours, theirs)]
-    lines = [
-        f"# scaldiag analyze vs xprof overview_page ({date.today().isoformat()})",
-        "",
-        f"Machine: {platform.node()}, {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.",
-        f"Trace: the H200 fixture tiled {args.copies}x: {events:,} events, {size_mb:.1f} MB, "
-        f"{ours[0]['steps']} steps per device. {args.repeat} alternating rounds, fresh processes.",
-        "",
-        "| tool | wall s (median) | min-max | events/s | peak RSS MB |",
-        "|---|---|---|---|---|",
-        f"| scaldiag analyze (read + analyse + rules) | {med(ours, 'wall_s'):.2f} | "
-        f"{min(r['wall_s'] for r in ours):.2f}-{max(r['wall_s'] for r in ours):.2f} | "
-        f"{events / med(ours, 'wall_s'):,.0f} | {med(ours, 'rss_mb'):.0f} |",
-        f"| xprof overview_page | {med(theirs, 'wall_s'):.2f} | "
-        f"{min(r['wall_s'] for r in theirs):.2f}-{max(r['wall_s'] for r in theirs):.2f} | "
-        f"{events / med(theirs, 'wall_s'):,.0f} | {med(theirs, 'rss_mb'):.0f} |",
-        "",
-        f"Time ratio scaldiag/xprof per round: {', '.join(f'{r:.2f}' for r in ratios)} "
-        f"(median {statistics.median(ratios):.2f}). "
-        f"RSS ratio: {med(ours, 'rss_mb') / med(theirs, 'rss_mb'):.2f}.",
-        "",
-    ]
+def _versions(xprof_python: str) -> str:
+    import numpy
+    from google import protobuf
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                text=True).stdout.strip()
+    except OSError:
+        commit = "?"
+    xprof = subprocess.run([xprof_python, "-c", "from importlib.metadata import version; print(version('xprof'))"],
+                           capture_output=True, text=True).stdout.strip()
+    return (f"Python {platform.python_version()}, numpy {numpy.__version__}, protobuf {protobuf.__version__}, "
+            f"xprof {xprof}, scaldiag at {commit}")
+
+
+def _machine() -> str:
+    model = ""
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+        mem_gb = int(next(line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemTotal"))) / 2**20
+        model += f", {mem_gb:.0f} GiB"
+    except (OSError, StopIteration):
+        pass
+    return f"{platform.node()}, {platform.machine()}, {os.cpu_count()} cores ({model})"
+
+
+def write(args, copies, sizes, results, rejected) -> None:
+    def med(rows, key):
+        return statistics.median(r[key] for r in rows)
+
+    lines = [f"# scaldiag analyze vs xprof overview_page, 27 MB to 1 GB ({date.today().isoformat()})", "",
+             f"Machine: {_machine()}; shared with other work, so only ratios within a round mean much.",
+             f"Versions: {_versions(args.xprof_python)}.",
+             f"Command: `python bench/bench_analyze.py {' '.join(sys.argv[1:])}` "
+             f"({args.rounds} rounds, tools rotating, fresh processes; wall time from process start).",
+             "Traces: the H200 fixture (fixtures/gpu/h200x2_jax_dataparallel.xplane.pb) tiled in time by "
+             "bench/make_large_trace.py.", "",
+             "| trace | tool | wall s (median, min-max) | CPU s | events/s | peak RSS MB | s per M events | MB per M events |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in copies:
+        events = results[c]["scaldiag"][0]["events"]
+        for name in TOOLS:
+            rows = results[c][name]
+            wall = [r["wall_s"] for r in rows]
+            lines.append(
+                f"| {sizes[c]:.0f} MB, {events / 1e6:.2f} M events | {name} | {med(rows, 'wall_s'):.2f} "
+                f"({min(wall):.2f}-{max(wall):.2f}) | {med(rows, 'cpu_s'):.2f} | {events / med(rows, 'wall_s'):,.0f} | "
+                f"{med(rows, 'rss_mb'):.0f} | {med(rows, 'wall_s') / events * 1e6:.2f} | "
+                f"{med(rows, 'rss_mb') / events * 1e6:.1f} |")
+    lines += ["", "xprof / scaldiag, per round (time: how many times faster scaldiag is; memory: peak RSS):", ""]
+    for c in copies:
+        ours, theirs = results[c]["scaldiag"], results[c]["xprof"]
+        speed = [t["wall_s"] / o["wall_s"] for o, t in zip(ours, theirs)]
+        memory = [t["rss_mb"] / o["rss_mb"] for o, t in zip(ours, theirs)]
+        lines.append(f"- {sizes[c]:.0f} MB: time {', '.join(f'{x:.2f}' for x in speed)} (median "
+                     f"{statistics.median(speed):.2f}x); memory {', '.join(f'{x:.2f}' for x in memory)} "
+                     f"(median {statistics.median(memory):.2f}x)")
+    lines += ["", f"A 100 MB zero-filled file is rejected (TraceError) in {med(rejected, 'wall_s'):.3f} s "
+              f"from process start, peak RSS {med(rejected, 'rss_mb'):.0f} MB: \"{rejected[0]['error']}\"", ""]
     text = "\n".join(lines)
     Path(args.out).write_text(text)
     print(text)
