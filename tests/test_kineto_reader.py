@@ -204,3 +204,25 @@ def test_kineto_host_categories(name, on_cpu, with_gpu):
 
     assert host_category(name, ops_are_compute=True) == on_cpu
     assert host_category(name, ops_are_compute=False) == with_gpu
+
+
+REAL_GPU = FIXTURES / "h200_cuda"
+
+
+def test_real_h200_trace_kernels_copies_and_steps_against_json():
+    """A real torch.profiler trace of a tiny CUDA loop on an H200 (torch 2.11, bench/gpu/run_torch.sh)."""
+    (file,) = REAL_GPU.glob("*.pt.trace.json.gz")
+    doc = raw(file)
+    events = complete(doc)
+    kernels = [e for e in events if e["cat"] == "kernel"]
+    trace = read_trace([file])
+    (gpu,) = [p for p in trace.planes if p.name.startswith("/device:GPU")]
+    names = [gpu.event_names[i] for line in gpu.lines for i in line.name_id]
+    kernel_ns = sum(int(e - s) for line in gpu.lines for s, e, i in zip(line.start_ns, line.end_ns, line.name_id)
+                    if not gpu.event_names[i].startswith(("Memcpy", "Memset")))
+    assert kernel_ns == sum(ns(e["dur"]) for e in kernels)
+    assert len(names) == len([e for e in events if e["cat"] in DEVICE_CATS])
+    steps = {int(e["name"].split("#")[1]) for e in events if e["name"].startswith("ProfilerStep#")}  # host and GPU copies
+    analysis = analyze_trace(trace, "real")
+    assert analysis.framework == "pytorch" and analysis.steps_method == "markers"
+    assert analysis.units[0].steps == len(steps) and analysis.units[0].kind == "gpu"
