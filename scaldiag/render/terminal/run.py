@@ -26,6 +26,10 @@ def render(report: RunReport, console: Console) -> None:
                   f" ({training.get('batch_source', '?')}); per-replica batch: {training.get('per_replica_batch', '?')}"))
     console.print()
     if a.accounting:
+        acc = a.accounting
+        if acc.goodput is not None:
+            console.print(text(f"goodput {acc.goodput:.0%}: steady training time over the run's wall time "
+                               f"({acc.wall_s:.1f} s)", style="bold"))
         console.print(_accounting_table(a))
     if a.steps:
         console.print(_steps_table(a))
@@ -62,12 +66,12 @@ def render(report: RunReport, console: Console) -> None:
 
 def _accounting_table(a: RunAnalysis) -> Table:
     acc = a.accounting
-    goodput = f"; goodput {acc.goodput:.0%} (steady training / wall)" if acc.goodput is not None else ""
-    table = Table(title=f"Where the run's {acc.wall_s:.1f} s went{goodput}", title_justify="left")
+    table = Table(title=f"Where the run's {acc.wall_s:.1f} s went", title_justify="left")
     for col in ("part", "seconds", "% of wall"):
         table.add_column(col, justify="left" if col == "part" else "right")
     for part in acc.parts:
-        add_row(table, part.part, f"{part.seconds:.2f}", f"{100 * part.seconds / acc.wall_s:.1f}")
+        if part.seconds >= 0.005:  # parts that print as 0.00 s are in the JSON only
+            add_row(table, part.part, f"{part.seconds:.2f}", f"{100 * part.seconds / acc.wall_s:.1f}")
     return table
 
 
