@@ -2,11 +2,12 @@
 
 Reading a million events through protobuf message objects costs about a
 microsecond per field access, and holding them all as objects costs several
-times the file size. Instead we keep the file's bytes, find where each plane,
-line and event lies with one tight loop, let protobuf parse only the small
-parts (names, metadata), and decode every event's fields, and every stat's,
-with numpy, a field at a time across all of them. Only the stats the
-analysis wants become Python objects.
+times the file size. Instead we read the file's bytes in place, find where
+each plane, line and event lies (a short loop for few fields, pointer
+doubling with numpy for long runs of events: ``bulk_run``), let protobuf
+parse only the small parts (names, metadata), and decode every event's
+fields, and every stat's, with numpy, a field at a time across all of them.
+Only the stats the analysis wants become Python objects.
 
 Wire format facts used (protobuf encoding spec): a field is a varint tag
 ``field_number << 3 | wire_type``; wire type 0 is a varint, 1 is 8 bytes
