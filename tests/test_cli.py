@@ -102,3 +102,14 @@ def test_a_gpu_sweep_without_gpus_says_so_before_starting(tmp_path):
                       env={"CUDA_VISIBLE_DEVICES": ""})
     assert result.returncode == 2 and "--emulate" in result.stderr
     assert not (tmp_path / "runs").exists()  # nothing was started or written
+
+
+def test_profile_json_to_stdout_is_only_json_while_the_script_prints(tmp_path):
+    """`profile --json -`: the script's own stdout goes to stderr, so stdout parses as JSON."""
+    script = tmp_path / "noisy.py"
+    script.write_text("print('hello from the script')\nprint('{not json')\n")
+    result = scaldiag("profile", "--out", tmp_path / "runs", "--json", "-", script)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert report["run"]["exit_code"] == 0
+    assert "hello from the script" in result.stderr

@@ -41,10 +41,13 @@ DEATH_SIGNAL = signal.SIGTERM
 FORWARD_COALESCE_S = 1.0
 
 
-def launch(run_dir: Path, script: str, script_args: list[str], nvml=None, env: dict | None = None) -> int:
+def launch(run_dir: Path, script: str, script_args: list[str], nvml=None, env: dict | None = None,
+           stdout: int | None = None) -> int:
     """Run ``python SCRIPT ARGS`` under capture; returns the script's exit code (negative: killed by signal).
 
     ``env``: variables to set for the script on top of ours (a sweep's GPU subset).
+    ``stdout``: where the script's standard output goes (default: ours; ``profile --json -``
+    sends it to stderr, so that stdout holds the JSON alone).
     Call from the main thread: signals are handled there, and the child's
     death signal follows the thread that started it.
     """
@@ -61,7 +64,8 @@ def launch(run_dir: Path, script: str, script_args: list[str], nvml=None, env: d
     own_group = watch and not _controlling_terminal()
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, (*FORWARDED, signal.SIGCHLD)) if watch else None
     try:
-        child = subprocess.Popen(command, env=env, preexec_fn=_child_setup(old_mask, os.getpid(), own_group))
+        child = subprocess.Popen(command, env=env, stdout=stdout,
+                                 preexec_fn=_child_setup(old_mask, os.getpid(), own_group))
         samplers = _start_samplers(run_dir, child.pid, nvml, env) if recording else None
         try:
             code, received = _wait_forwarding(child) if watch else _wait_plain(child)

@@ -61,7 +61,7 @@ def gpus_for(counts: list[int], emulate: bool) -> list[str]:
 
 
 def sweep(sweep_dir: Path, script: str, script_args: list[str], counts: list[int], emulate: bool,
-          gpus: list[str], repeat: int = 1, torchrun: bool = False) -> list[int]:
+          gpus: list[str], repeat: int = 1, torchrun: bool = False, stdout: int | None = None) -> list[int]:
     """Run every (count, repeat); returns the exit codes. Stops at the first failing run."""
     env = dict(os.environ)
     runs = [{"gpus": n, "repeat": r, "dir": f"gpus{n}" + (f"-r{r}" if repeat > 1 else "")}
@@ -74,7 +74,8 @@ def sweep(sweep_dir: Path, script: str, script_args: list[str], counts: list[int
         print(f"scaldiag: [{i}/{len(runs)}] {what}, repeat {run['repeat'] + 1} of {repeat}", file=sys.stderr)
         run_dir = sweep_dir / run["dir"]
         run_dir.mkdir()
-        codes.append(launch(run_dir, script, script_args, env=run_env(run["gpus"], emulate, gpus, env, torchrun)))
+        codes.append(launch(run_dir, script, script_args, env=run_env(run["gpus"], emulate, gpus, env, torchrun),
+                            stdout=stdout))
         if codes[-1] != 0:
             print(f"scaldiag: the run with {what} failed (exit code {codes[-1]}); stopping the sweep", file=sys.stderr)
             break

@@ -15,6 +15,7 @@ from scaldiag.collect.sweep import gpus_for, sweep
 from scaldiag.commands.output import emit
 from scaldiag.errors import ScaldiagError
 from scaldiag.pipeline import diagnose_run, diagnose_sweep
+from scaldiag.render.terminal.common import exit_text
 
 
 def add_parser(subparsers) -> None:
@@ -87,11 +88,16 @@ def run(args: argparse.Namespace) -> int:
         run_dir = new_run_dir(args.out, script.stem)
     except (OSError, RuntimeError) as exc:
         _run_without_capture(args.out, exc, script, script_args)
-    code = launch(run_dir, str(script), script_args)
-    print(file=sys.stderr)
+    code = launch(run_dir, str(script), script_args, stdout=_script_stdout(args))
+    print(f"\nscaldiag: the script ended ({exit_text(code)}); analysing the run...", file=sys.stderr, flush=True)
     _report(lambda: emit(diagnose_run(run_dir), args.json), args)
     print(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})", file=sys.stderr)
     return exit_status(code)
+
+
+def _script_stdout(args) -> int | None:
+    """``--json -``: the script's own output goes to stderr, so that stdout is the JSON alone."""
+    return sys.stderr.fileno() if args.json == "-" else None
 
 
 def exit_status(code: int) -> int:
@@ -130,7 +136,7 @@ def _sweep(args, script: Path, script_args: list[str]) -> int:
         raise ScaldiagError(f"cannot create a sweep directory under {args.out}: {getattr(exc, 'strerror', None) or exc}") from exc
     try:
         codes = sweep(sweep_dir, str(script), script_args, counts, args.emulate, gpus, args.repeat,
-                      torchrun=bool(args.torchrun or args.nproc_per_node))
+                      torchrun=bool(args.torchrun or args.nproc_per_node), stdout=_script_stdout(args))
     except OSError as exc:
         raise ScaldiagError(f"the sweep stopped: cannot write under {sweep_dir}: {exc.strerror or exc}") from exc
     print(file=sys.stderr)
