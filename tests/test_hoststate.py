@@ -2,7 +2,10 @@
 
 import numpy as np
 
-from scaldiag.analyze.hoststate import _GENERIC_CODE, _OVERHEAD, innermost_segments
+from scaldiag.analyze.hoststate import _CODE, _GENERIC_CODE, _OVERHEAD, innermost_segments
+
+INPUT = _CODE["input"]
+WORK = {_GENERIC_CODE, _OVERHEAD, _CODE["compute"], _CODE["layout"]}
 
 
 def nested_events(rng, lo, hi, depth=0):
@@ -21,15 +24,21 @@ def nested_events(rng, lo, hi, depth=0):
 
 
 def brute_state(events, own, t):
-    """The innermost event at t (latest start, then shortest), then walk up for a category."""
+    """The innermost event at t (latest start, then shortest); its category walked down from the
+    outermost: a generic event takes its parent's; work done inside input is input."""
     covering = [i for i, (s, e) in enumerate(events) if s <= t < e]
     if not covering:
         return None
     chain = sorted(covering, key=lambda i: (events[i][0], -events[i][1]))  # outermost first
-    for i in reversed(chain):
-        if own[i] != _GENERIC_CODE:
-            return own[i]
-    return _OVERHEAD
+    state = None
+    for i in chain:
+        if own[i] == _GENERIC_CODE:
+            state = _OVERHEAD if state is None else state
+        elif state == INPUT and own[i] in WORK:
+            state = INPUT
+        else:
+            state = own[i]
+    return state
 
 
 def test_matches_brute_force_on_random_nesting():
@@ -38,7 +47,7 @@ def test_matches_brute_force_on_random_nesting():
         events = nested_events(rng, 0, 120)
         if not events:
             continue
-        own = rng.choice([_GENERIC_CODE, 0, 3, 5], size=len(events)).tolist()
+        own = rng.choice([_GENERIC_CODE, 0, 3, 5, _OVERHEAD], size=len(events)).tolist()
         s, e, c, _ = innermost_segments(np.array([a for a, _ in events]), np.array([b for _, b in events]),
                                      np.array(own))
         for t in range(0, 125):

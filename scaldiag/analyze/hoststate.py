@@ -22,6 +22,7 @@ HOST_STATES = ("compute", "layout", "collective", "input", "host_overhead", cat.
 _CODE = {state: code for code, state in enumerate(HOST_STATES)}
 _GENERIC_CODE = -1
 _OVERHEAD = _CODE["host_overhead"]
+_INPUT = _CODE["input"]
 _CHUNK = 1 << 20  # segments measured at a time: bounds the temporaries of a large trace
 
 
@@ -289,10 +290,18 @@ def _depths(parent: np.ndarray) -> np.ndarray:
 
 
 def _effective_codes(own: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """Own category, else the nearest categorised ancestor's, else host overhead."""
+    """Own category, else the nearest categorised ancestor's, else host overhead.
+
+    Input is kept downwards: the ops run while fetching a batch (a PyTorch DataLoader's ATen ops
+    with num_workers=0, the array slicing under Keras' annotated batches) are input work, not the
+    framework overhead or compute their own names would say. Waits stay waits.
+    """
     code = own.copy()
     generic = own == _GENERIC_CODE
     code[(depth == 0) & generic] = _OVERHEAD
-    for level in _by_level(depth, generic & (depth > 0)):  # level by level: parents first
-        code[level] = code[parent[level]]
+    work = generic | (own == _OVERHEAD) | (own == _CODE["compute"]) | (own == _CODE["layout"])
+    for level in _by_level(depth, work & (depth > 0)):  # level by level: parents first
+        inherited = code[parent[level]]
+        take = generic[level] | (inherited == _INPUT)
+        code[level[take]] = inherited[take]
     return code
