@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scaldiag.commands.output import emit
+from scaldiag.commands.output import add_verbose, emit
 from scaldiag.pipeline import diagnose_trace
 
 
@@ -16,9 +16,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("path", help="an .xplane.pb file, a run directory, or a TensorBoard logdir")
     p.add_argument("--run", help="run name under plugins/profile/ (default: the latest)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-' for stdout only)")
+    add_verbose(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    emit(diagnose_trace(args.path, args.run), args.json)
+    emit(diagnose_trace(args.path, args.run), args.json, args.verbose)
     return 0

@@ -8,12 +8,19 @@ from scaldiag.errors import ScaldiagError
 from scaldiag.render import json, write
 
 
-def emit(report, json_path: str | None) -> None:
-    """``--json -``: JSON on stdout only; else the terminal report, and JSON to ``json_path`` if given."""
+def add_verbose(parser) -> None:
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show every framework's fix, not only the detected framework's")
+
+
+def emit(report, json_path: str | None, verbose: bool = False) -> None:
+    """``--json -``: JSON on stdout only; else the terminal report, and JSON to ``json_path`` if given.
+
+    ``verbose``: every framework's fix in the terminal (the JSON always holds them all)."""
     if json_path == "-":
         write(report, "json")
         return
-    write(report, "terminal")
+    write(report, "terminal", all_fixes=verbose)
     if json_path:
         write_text(Path(json_path), json.render(report))
 

@@ -12,7 +12,7 @@ from scaldiag.collect.frameworks.torch_hooks import TORCHRUN_ENV
 from scaldiag.collect.launcher import launch
 from scaldiag.collect.session import new_run_dir
 from scaldiag.collect.sweep import gpus_for, sweep
-from scaldiag.commands.output import emit
+from scaldiag.commands.output import add_verbose, emit
 from scaldiag.errors import ScaldiagError
 from scaldiag.pipeline import diagnose_run, diagnose_sweep
 from scaldiag.render.terminal.common import exit_text
@@ -40,6 +40,7 @@ def add_parser(subparsers) -> None:
                         "captured (with --gpus: one process per GPU of each run; docs/pytorch.md)")
     p.add_argument("--torchrun", action="store_true",
                    help="with --gpus or --emulate: run each sweep point under torchrun, one process per device")
+    add_verbose(p)
     p.set_defaults(func=run)
 
 
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         _run_without_capture(args.out, exc, script, script_args)
     code = launch(run_dir, str(script), script_args, stdout=_script_stdout(args))
     print(f"\nscaldiag: the script ended ({exit_text(code)}); analysing the run...", file=sys.stderr, flush=True)
-    _report(lambda: emit(diagnose_run(run_dir), args.json), args)
+    _report(lambda: emit(diagnose_run(run_dir), args.json, args.verbose), args)
     print(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})", file=sys.stderr)
     return exit_status(code)
 
@@ -140,7 +141,7 @@ def _sweep(args, script: Path, script_args: list[str]) -> int:
     except OSError as exc:
         raise ScaldiagError(f"the sweep stopped: cannot write under {sweep_dir}: {exc.strerror or exc}") from exc
     print(file=sys.stderr)
-    _report(lambda: emit(diagnose_sweep(sweep_dir), args.json), args)
+    _report(lambda: emit(diagnose_sweep(sweep_dir), args.json, args.verbose), args)
     print(f"scaldiag: sweep directory {sweep_dir}  (scaldiag report {sweep_dir})", file=sys.stderr)
     failed = [c for c in codes if c != 0]
     return 0 if not failed else exit_status(failed[0])

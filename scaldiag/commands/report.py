@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from scaldiag.analyze.timeline import RunTimeline, run_timeline
-from scaldiag.commands.output import emit, write_text
+from scaldiag.commands.output import add_verbose, emit, write_text
 from scaldiag.errors import ScaldiagError, TraceError
 from scaldiag.pipeline import diagnose, diagnose_run
 from scaldiag.readers import read_trace
@@ -38,6 +38,7 @@ def add_parser(subparsers) -> None:
                    help="where the report goes ('-': stdout). Default: stdout for term and json, "
                         + ", ".join(f"{v} for {k}" for k, v in DEFAULT_FILE.items()))
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-' for stdout only)")
+    add_verbose(p)
     p.set_defaults(func=run)
 
 
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = FORMAT_NAMES[args.format]
     report = diagnose(args.run_dir)
     if fmt == "terminal" and args.output in (None, "-"):
-        emit(report, args.json)
+        emit(report, args.json, args.verbose)
         return 0
     output = args.output or DEFAULT_FILE.get(fmt, "-")
     views = report_views(Path(args.run_dir), report, fmt) if fmt in VIEW_FORMATS else {}

@@ -7,15 +7,19 @@ from typing import TextIO
 from rich.console import Console
 
 from scaldiag.render.terminal import run, sweep, trace
+from scaldiag.render.terminal.common import ALL_FIXES
 from scaldiag.rules.report import Report, RunReport, SweepReport
 
 _BY_KIND = {Report: trace.render, RunReport: run.render, SweepReport: sweep.render}
 
 
-def render(report: Report | RunReport | SweepReport, console: Console) -> None:
-    _BY_KIND[type(report)](report, console)
+def render(report: Report | RunReport | SweepReport, console: Console, all_fixes: bool = False) -> None:
+    _BY_KIND[type(report)](report, console, ALL_FIXES if all_fixes else None)
 
 
-def write(report: Report | RunReport | SweepReport, stream: TextIO | None = None, width: int | None = None) -> None:
-    """The report on ``stream`` (default: stdout, colour when it is a terminal)."""
-    render(report, Console(file=stream, width=width))
+def write(report: Report | RunReport | SweepReport, stream: TextIO | None = None, width: int | None = None,
+          all_fixes: bool = False) -> None:
+    """The report on ``stream`` (default: stdout, colour when it is a terminal, none with NO_COLOR).
+
+    ``all_fixes``: every framework's fix (``--verbose``), not only the detected one's."""
+    render(report, Console(file=stream, width=width), all_fixes)

@@ -68,6 +68,9 @@ def speedup_range(low: float, high: float) -> str:
     return f"range {low:.2f}x-{high:.2f}x"
 
 
+ALL_FIXES = "*"  # as the framework: show every framework's fix (--verbose)
+
+
 def print_findings(console, findings: list[Finding], framework: str) -> None:
     """The Findings heading, always, then one panel per finding."""
     console.print(text(f"Findings ({len(findings)})", style="bold"))
@@ -88,7 +91,7 @@ def finding_panel(f: Finding, framework: str) -> Panel:
         span = speedup_range(s.low, s.high)
         lines.append(text(f"  predicted: {s.arithmetic}" + (f" ({span})" if span else "")))
     lines += [text(f"  note: {n}", style="dim") for n in f.notes]
-    frameworks = [framework] if framework in f.fix else list(f.fix)
+    frameworks = [framework] if framework in f.fix and framework != ALL_FIXES else list(f.fix)
     for fw in frameworks:
         lines.append(text(f"fix ({FRAMEWORK_LABEL.get(fw, fw)}):", style="bold"))
         lines.append(text(f.fix[fw]))

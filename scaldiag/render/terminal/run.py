@@ -11,7 +11,7 @@ from scaldiag.render.terminal.common import add_row, bytes_text, columns, exit_t
 from scaldiag.rules.report import RunReport
 
 
-def render(report: RunReport, console: Console) -> None:
+def render(report: RunReport, console: Console, framework: str | None = None) -> None:
     a = report.analysis
     run, training = a.run, a.training
     console.print(text(f"scaldiag run: {report.run_dir}", style="bold"))
@@ -58,10 +58,23 @@ def render(report: RunReport, console: Console) -> None:
     for gap in a.missing:
         console.print(text(f"missing evidence: {gap}", style="yellow"))
     for finding in report.findings:
-        console.print(finding_panel(finding, report.framework))
+        console.print(finding_panel(finding, framework or report.framework))
     console.print()
     if report.trace_report is not None:
-        trace.render(report.trace_report, console)
+        trace.render(report.trace_report, console, framework or report.framework)
+        _open_the_trace(report, console)
+
+
+def _open_the_trace(report: RunReport, console: Console) -> None:
+    """Where to look at the trace itself: TensorBoard reads XPlane logdirs; Perfetto reads our export."""
+    sources = report.trace_report.analysis.sources
+    lines = [f"timeline: scaldiag report {report.run_dir} --format perfetto, then open it in ui.perfetto.dev"]
+    if any(str(s).endswith(".xplane.pb") for s in sources):
+        # Checked with xprof 2.24.2's server: --logdir RUN_DIR lists the run "trace/<session>".
+        lines.insert(0, f"trace in TensorBoard or xprof: tensorboard --logdir {report.run_dir} (Profile tab), "
+                        f"or xprof --logdir {report.run_dir}")
+    for line in lines:
+        console.print(text(line, style="dim"))
 
 
 def _accounting_table(a: RunAnalysis) -> Table:

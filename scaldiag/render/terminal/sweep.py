@@ -11,7 +11,7 @@ from scaldiag.render.terminal.common import add_row, columns, print_findings, te
 from scaldiag.rules.report import SweepReport
 
 
-def render(report: SweepReport, console: Console) -> None:
+def render(report: SweepReport, console: Console, framework: str | None = None) -> None:
     s = report.analysis
     console.print(text(f"scaldiag sweep: {report.sweep_dir}", style="bold"))
     kind = "emulated devices" if s.emulated else "GPUs"
@@ -26,7 +26,7 @@ def render(report: SweepReport, console: Console) -> None:
         console.print(_validation(s))
     if s.predictions:
         console.print(_predictions(s))
-    print_findings(console, report.findings, report.framework)
+    print_findings(console, report.findings, framework or report.framework)
 
 
 def _validation(s: ScalingAnalysis) -> Table:

@@ -13,7 +13,8 @@ from scaldiag.render.terminal.common import add_row, bytes_text, columns, print_
 from scaldiag.rules.report import Report
 
 
-def render(report: Report, console: Console) -> None:
+def render(report: Report, console: Console, framework: str | None = None) -> None:
+    """``framework``: whose fix to show (default: the trace's; common.ALL_FIXES for every one)."""
     a = report.analysis
     console.print(text(f"scaldiag analyze: {a.run}", style="bold"))
     console.print(text(f"{', '.join(a.sources)}  ({a.event_count:,} events, framework: {a.framework})"))
@@ -31,7 +32,7 @@ def render(report: Report, console: Console) -> None:
         idlest = min(a.units, key=lambda u: u.busy_pct)
         if idlest.host_activity_while_idle:
             console.print(_activity_table(idlest))
-    print_findings(console, report.findings, a.framework)
+    print_findings(console, report.findings, framework or a.framework)
 
 
 def _ms(x: float) -> str:
