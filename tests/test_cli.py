@@ -113,3 +113,12 @@ def test_profile_json_to_stdout_is_only_json_while_the_script_prints(tmp_path):
     report = json.loads(result.stdout)
     assert report["run"]["exit_code"] == 0
     assert "hello from the script" in result.stderr
+
+
+def test_the_detected_frameworks_fix_only_unless_verbose():
+    trace = tf_cpu_trace("input_bound")
+    plain = scaldiag("analyze", trace)
+    verbose = scaldiag("analyze", trace, "--verbose")
+    assert plain.returncode == verbose.returncode == 0
+    assert "fix (TensorFlow / Keras)" in plain.stdout and "fix (JAX" not in plain.stdout
+    assert "fix (TensorFlow / Keras)" in verbose.stdout and "fix (JAX" in verbose.stdout
