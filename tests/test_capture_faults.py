@@ -1,0 +1,90 @@
+"""Faults inside the capture itself (issue 10's fault matrix, the rows below the launcher):
+NVML failing mid-run, the profiler failing to start or to stop. The run goes on; the record says
+what was lost. (Signals, exits and unwritable output are in test_faults.py.)"""
+
+import os
+import time
+
+from fake_nvml import FakeNvml
+
+from scaldiag.collect.frameworks.tracing import TraceWindow
+from scaldiag.collect.recorder import StepRecorder
+from scaldiag.collect.samplers import Samplers
+from scaldiag.pipeline import diagnose_run
+from scaldiag.record.rundir import GPU_SAMPLES, HOST_SAMPLES, read_json, read_jsonl, write_json
+
+
+class FailingNvml(FakeNvml):
+    """A GPU that falls off the bus after ``healthy_calls`` reads: every device call raises."""
+
+    def __init__(self, healthy_calls: int, **kwargs):
+        super().__init__(**kwargs)
+        self.healthy_calls = healthy_calls
+
+    def __getattribute__(self, name):
+        attr = super().__getattribute__(name)
+        if name.startswith("nvmlDevice") and callable(attr) and name != "nvmlDeviceGetCount":
+            def guarded(*args, **kwargs):
+                self.calls += 1
+                if self.calls > self.healthy_calls:
+                    raise RuntimeError("GPU has fallen off the bus")
+                return attr(*args, **kwargs)
+            return guarded
+        return attr
+
+
+def test_nvml_failing_mid_run_keeps_the_earlier_samples_and_says_why(tmp_path):
+    samplers = Samplers(tmp_path, os.getpid(), nvml=FailingNvml(healthy_calls=400), env={})
+    samplers.start()
+    time.sleep(1.5)
+    stats = samplers.stop()  # no exception reaches the caller: the training's thread
+    gpu_rows = read_jsonl(tmp_path / GPU_SAMPLES)
+    with_clock = [r for r in gpu_rows if "sm_clock_mhz" in r]
+    assert with_clock, "the samples taken before the failure are kept"
+    assert with_clock[-1]["t_ns"] < gpu_rows[-1]["t_ns"], "the failure is visible: later rows lack the reads"
+    assert any("fallen off the bus" in m for m in samplers.missing)
+    assert stats["host"]["ticks"] > 5 and read_jsonl(tmp_path / HOST_SAMPLES)  # host sampling went on
+
+
+class _BrokenWindow(TraceWindow):
+    backend = "broken"
+
+    def __init__(self, logdir, fail_on: str):
+        super().__init__(logdir)
+        self.fail_on = fail_on
+
+    def _start(self):
+        if self.fail_on == "start":
+            raise RuntimeError("profiler session already active")
+
+    def _stop(self):
+        if self.fail_on == "stop":
+            raise OSError(28, "No space left on device")
+
+
+def _record_steps(run_dir, window, steps=14):
+    write_json(run_dir, "run.json", {"status": "finished", "started_ns": time.time_ns(), "missing": []})
+    recorder = StepRecorder(run_dir, window, warmup_steps=3, trace_steps=5)
+    for _ in range(steps):
+        recorder.begin()
+        time.sleep(0.002)
+    recorder.close()
+    return recorder
+
+
+def test_the_profiler_failing_to_start_costs_the_trace_not_the_steps(tmp_path):
+    window = _BrokenWindow(tmp_path / "trace", "start")
+    _record_steps(tmp_path, window)
+    assert len(read_jsonl(tmp_path / "steps.jsonl")) == 14
+    assert "already active" in read_json(tmp_path, "training.json")["trace"]["error"]
+    a = diagnose_run(tmp_path).analysis
+    assert a.steps.recorded == 14 and a.trace is None
+    assert any(m.startswith("trace:") for m in a.missing)
+
+
+def test_the_profiler_failing_to_stop_is_recorded_and_the_steps_go_on(tmp_path):
+    window = _BrokenWindow(tmp_path / "trace", "stop")
+    _record_steps(tmp_path, window)
+    assert len(read_jsonl(tmp_path / "steps.jsonl")) == 14
+    assert "No space left" in read_json(tmp_path, "training.json")["trace"]["error"]
+    assert not window.active
