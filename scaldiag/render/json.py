@@ -25,7 +25,7 @@ _CATEGORY = ("exclusive_ms", "exclusive_pct", "exclusive_pct_ci95", "busy_ms")
 _TRANSFERS = ("bytes_per_step", "count_per_step", "bytes_by_host_kind")
 _HOST_ACTIVITY = ("name", "state", "ms_per_step")
 _EVIDENCE = ("metric", "value", "unit", "threshold", "spread", "device")
-_SPEEDUP = ("value", "low", "high", "arithmetic")
+_SPEEDUP = ("value", "low", "high", "arithmetic", "kind")
 _STEPS = ("recorded", "steady", "excluded", "samples_per_step", "samples_per_s",
           "samples_per_s_low", "samples_per_s_high", "window_ns", "traced_step_ms", "profiler_inflation",
           "epoch_end_steps")

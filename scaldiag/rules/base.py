@@ -42,12 +42,18 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Speedup:
-    """Predicted speedup of the step if the finding is fixed."""
+    """The speedup of the step if the finding is fixed.
+
+    ``kind`` says what the number is: a *ceiling* ("at most, if the cost vanished": every rule's
+    number today, from removing a measured part) or a *forecast* (what the fix should give, from
+    measured points and a stated model, checked against a fixed twin by bench/accuracy).
+    """
 
     value: float
     low: float   # from the low end of the evidence's confidence interval
     high: float
     arithmetic: str
+    kind: str = "ceiling"
 
 
 @dataclass(frozen=True)

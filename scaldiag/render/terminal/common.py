@@ -89,7 +89,7 @@ def finding_panel(f: Finding, framework: str) -> Panel:
     if f.predicted_speedup:
         s = f.predicted_speedup
         span = speedup_range(s.low, s.high)
-        lines.append(text(f"  predicted: {s.arithmetic}" + (f" ({span})" if span else "")))
+        lines.append(text(f"  {s.kind}: {s.arithmetic}" + (f" ({span})" if span else "")))
     lines += [text(f"  note: {n}", style="dim") for n in f.notes]
     frameworks = [framework] if framework in f.fix and framework != ALL_FIXES else list(f.fix)
     for fw in frameworks:
