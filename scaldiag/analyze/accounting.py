@@ -78,10 +78,10 @@ def account(run: dict, marks: list[dict], found: list[runsteps.Period]) -> Accou
 
 
 def _spans(name: str, start: int, end: int, marks: list[dict], found: list[runsteps.Period]):
-    kinds = {"profiler window": runsteps.TRACED, "compilation and warm-up": (runsteps.WARMUP, runsteps.COMPILE),
-             STEADY: runsteps.STEADY}
+    kinds = {"profiler window": (runsteps.TRACED,), "compilation and warm-up": (runsteps.WARMUP, runsteps.COMPILE),
+             STEADY: (runsteps.STEADY,)}
     if name in kinds:
-        chosen = [p for p in found if p.kind in kinds[name] or p.kind == kinds[name]]
+        chosen = [p for p in found if p.kind in kinds[name]]
         pairs = [(p.begin_ns, p.end_ns) for p in chosen]
         if name == "profiler window":
             pairs += _pairs(marks, "trace_start", "trace_started") + _pairs(marks, "trace_stop", "trace_stopped")
