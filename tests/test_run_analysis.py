@@ -131,3 +131,33 @@ def test_background_input_on_saturated_cores_is_input():
     assert attribute_background_input(profile, cores=2, core_pct_mean=50.0) is profile
     gpu = replace(profile, units=[replace(unit, kind="gpu")])
     assert attribute_background_input(gpu, cores=2, core_pct_mean=95.0).units[0].categories == gpu.units[0].categories
+
+
+def test_accounting_paints_every_second_once():
+    """Launch 0 s, script 0.1 s, Keras 1 s, fit 2-9 s with 2 epochs of steps and a validation, ceiling,
+    script end 9.5 s, launcher end 10 s."""
+    from scaldiag.analyze import runsteps
+    from scaldiag.analyze.accounting import account
+
+    s = 1_000_000_000
+    marks = [{"mark": m, "t_ns": int(t * s)} for m, t in [
+        ("script_begin", 0.1), ("keras_imported", 1.0), ("fit_begin", 2.0), ("epoch_begin", 2.5),
+        ("test_begin", 5.0), ("test_end", 5.5), ("epoch_begin", 6.0), ("ceiling_begin", 8.5),
+        ("ceiling_end", 8.8), ("fit_end", 9.0), ("script_end", 9.5)]]
+    rows = [{"step": i, "epoch": 0, "begin_ns": int((2.5 + 0.25 * i) * s), "end_ns": int(5.0 * s) if i == 9 else 0,
+             "traced": 3 <= i < 8} for i in range(10)]
+    rows += [{"step": 10 + i, "epoch": 1, "begin_ns": int((6.0 + 0.25 * i) * s),  # the recorder counts steps
+              "end_ns": int(8.5 * s) if i == 9 else 0, "traced": False} for i in range(10)]  # over the run
+    found = runsteps.periods(rows, {"warmup_steps": 3}, marks)
+    acc = account({"started_ns": 0, "ended_ns": 10 * s}, marks, found)
+    parts = {p.part: round(p.seconds, 6) for p in acc.parts}
+    assert sum(parts.values()) == pytest.approx(10.0)
+    assert parts["interpreter and scaldiag start"] == 0.1 and parts["imports"] == 0.9
+    assert parts["script before fit"] == 1.0 and parts["fit start-up"] == 0.5
+    assert parts["validation"] == 0.5 and parts["input-ceiling measurement"] == pytest.approx(0.3)
+    assert parts["compilation and warm-up"] == 0.75  # steps 0-2 of the first epoch
+    assert parts["profiler window"] == pytest.approx(1.25)  # traced steps 3-7 (step 2, warm-up, is warm-up)
+    assert parts["steady training steps"] == pytest.approx(0.5 + 2.5)  # steps 8, 9 of epoch 0; all of epoch 1
+    assert parts["epoch boundaries"] == pytest.approx(0.5 + 0.2)  # after validation; after the ceiling
+    assert parts["teardown"] == 0.5 and "other" not in parts
+    assert acc.goodput == pytest.approx(0.3)
