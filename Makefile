@@ -16,7 +16,7 @@ setup: $(BIN)/scaldiag
 # Set everything up and run the main job on the bundled example (no GPU needed):
 # profile a Keras training script whose input is slow (a Python PyDataset), then report it.
 demo: setup
-	$(BIN)/scaldiag profile --json report.json examples/train_cnn.py -- --steps 60 --slow-input
+	$(BIN)/scaldiag profile --json report.json examples/train_cnn.py -- --steps 60 --slow-read
 	@echo "JSON report written to report.json"
 
 test: setup

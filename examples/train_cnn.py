@@ -11,7 +11,8 @@ script would: keras.distribution.DataParallel on JAX, MirroredStrategy on TF.
 --batch is then the global batch; --per-replica-batch B instead makes it
 B x the number of replicas (weak scaling). --slow-input feeds the model from
 a keras.utils.PyDataset that augments each batch in NumPy on the host: an
-input-bound variant.
+input-bound variant. --slow-read adds the wait of reading each batch from slow
+storage (50 ms a batch, no workers to hide it): input-bound on any machine.
 """
 
 import argparse
@@ -53,15 +54,16 @@ def distribution_scope(distribute: bool):
 class SlowBatches(keras.utils.PyDataset):
     """Batches augmented on the host, one at a time, in NumPy: the input-bound variant."""
 
-    def __init__(self, x, y, batch_size):
+    def __init__(self, x, y, batch_size, read_s=0.0):
         super().__init__()
-        self.x, self.y, self.batch_size = x, y, batch_size
+        self.x, self.y, self.batch_size, self.read_s = x, y, batch_size, read_s
 
     def __len__(self):
         return len(self.x) // self.batch_size
 
     def __getitem__(self, i):
         rows = slice(i * self.batch_size, (i + 1) * self.batch_size)
+        time.sleep(self.read_s)  # the batch's files arriving from slow storage
         xb = self.x[rows]
         for _ in range(4):  # a blur done the slow way
             xb = 0.5 * xb + 0.25 * (np.roll(xb, 1, 1) + np.roll(xb, 1, 2))
@@ -75,6 +77,7 @@ def main():
     parser.add_argument("--per-replica-batch", type=int, default=None)
     parser.add_argument("--distribute", action="store_true")
     parser.add_argument("--slow-input", action="store_true")
+    parser.add_argument("--slow-read", action="store_true")
     args = parser.parse_args()
     scope, replicas = distribution_scope(args.distribute)
     if args.per_replica_batch:
@@ -96,8 +99,9 @@ def main():
         ])
         model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     timer = StepTimer(skip=10)
-    if args.slow_input:
-        model.fit(SlowBatches(x, y, args.batch), epochs=epochs, verbose=0, callbacks=[timer])
+    if args.slow_input or args.slow_read:
+        data = SlowBatches(x, y, args.batch, read_s=0.05 if args.slow_read else 0.0)
+        model.fit(data, epochs=epochs, verbose=0, callbacks=[timer])
     else:
         model.fit(x, y, batch_size=args.batch, epochs=epochs, verbose=0, callbacks=[timer])
     periods = np.diff(timer.times[timer.skip:])  # medians: robust to the epoch ends in between

@@ -132,3 +132,11 @@ def test_sd101_says_send_fewer_bytes_when_the_batch_is_heavy():
     light = Transfers(bytes_per_step=1e5, count_per_step=2, bytes_by_host_kind={"pinned": 1e5})
     (finding,) = [f for f in run_rules(analysis(unit({"input": 40.0}, spread=1.0, h2d=light))) if f.id == "SD101"]
     assert not any("uint8" in text for text in finding.fix.values())
+
+
+def test_sd101_names_the_python_producer_when_a_generator_feeds_tf_data():
+    from scaldiag.pipeline import diagnose_trace
+
+    (finding,) = [f for f in diagnose_trace("fixtures/tf_cpu/input_bound").findings if f.id == "SD101"]
+    assert "Generator" in diagnose_trace("fixtures/tf_cpu/input_bound").analysis.input_stages
+    assert "workers=8, use_multiprocessing=True" in finding.fix["tensorflow"]

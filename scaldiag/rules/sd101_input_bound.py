@@ -59,11 +59,17 @@ _FEWER_BYTES = ("Each step moves {mb:.0f} MB to the device: send fewer bytes. Im
                 "keras.layers.Rescaling(1 / 255); or a smaller dtype (bfloat16) for other features.")
 
 
+# A Generator stage is Python feeding tf.data (from_generator, or Keras' wrapper of a PyDataset).
+_PYTHON_PRODUCER = ("\nThe producer is Python (a Generator stage: from_generator, or a keras.utils.PyDataset): give "
+                    "the PyDataset workers (PyDataset(workers=8, use_multiprocessing=True)) so batches are made "
+                    "in parallel, ahead of the step.")
+
+
 def _advise(analysis: ProfileAnalysis, unit: UnitAnalysis) -> tuple[dict[str, str], list[str]]:
     fix, notes = dict(FIX), []
     stages = set(analysis.input_stages)
     if "Prefetch" in stages:
-        fix["tensorflow"] = _ALREADY_PREFETCHING_TF
+        fix["tensorflow"] = _ALREADY_PREFETCHING_TF + (_PYTHON_PRODUCER if "Generator" in stages else "")
         notes.append(f"input pipeline stages in the trace: {', '.join(sorted(stages))}")
         if any(s.startswith("ParallelMap") for s in stages):
             notes.append("its map is already parallel: the per-element work itself is the cost")
