@@ -20,7 +20,7 @@ from scaldiag.analyze.run import RunAnalysis, analyze_record
 from scaldiag.analyze.scaling import analyze_scaling
 from scaldiag.errors import TraceError
 from scaldiag.readers import read_trace as read_any_trace
-from scaldiag.record.reader import is_sweep, read_record, sweep_runs
+from scaldiag.record.reader import is_sweep, rank_dirs, read_record, sweep_runs
 from scaldiag.record.rundir import TRACE_DIR
 from scaldiag.rules.report import Report, RunReport, SweepReport, build_report, build_run_report, build_sweep_report
 from scaldiag.trace import Trace
@@ -125,7 +125,8 @@ def diagnose(path: str | os.PathLike) -> RunReport | SweepReport:
 
 def analyze_run_dir(run_dir: Path) -> RunAnalysis:
     trace, trace_missing = _run_trace(run_dir)
-    return analyze_record(read_record(run_dir), trace, trace_missing)
+    others = {rank: read_record(path) for rank, path in rank_dirs(run_dir).items()}
+    return analyze_record(read_record(run_dir), trace, trace_missing, others)
 
 
 def _run_trace(run_dir: Path) -> tuple[ProfileAnalysis | None, list[str]]:

@@ -161,3 +161,36 @@ def test_accounting_paints_every_second_once():
     assert parts["epoch boundaries"] == pytest.approx(0.5 + 0.2)  # after validation; after the ceiling
     assert parts["teardown"] == 0.5 and "other" not in parts
     assert acc.goodput == pytest.approx(0.3)
+
+
+def test_ranks_of_a_multi_process_job_each_get_their_steps_and_the_slow_one_is_named(tmp_path):
+    import io
+    import json as jsonlib
+
+    from rich.console import Console
+
+    from scaldiag.pipeline import diagnose_run
+    from scaldiag.record.rundir import write_json
+    from scaldiag.render import json as json_render
+    from scaldiag.render import terminal
+
+    def record(run_dir, step_ms):
+        run_dir.mkdir(exist_ok=True)
+        write_json(run_dir, "run.json", {"status": "finished", "started_ns": 0, "ended_ns": 10**10})
+        write_json(run_dir, "training.json", {"warmup_steps": 2, "global_batch": 64})
+        rows = steps([step_ms + 0.01 * (i % 3) for i in range(30)])
+        (run_dir / "steps.jsonl").write_text("".join(jsonlib.dumps(r) + "\n" for r in rows))
+
+    record(tmp_path, 10.0)
+    record(tmp_path / "rank1", 12.0)
+    report = diagnose_run(tmp_path)
+    assert sorted(report.analysis.ranks) == [0, 1]
+    assert report.analysis.ranks[1].step_time_ms.mean > report.analysis.ranks[0].step_time_ms.mean
+    out = io.StringIO()
+    terminal.render(report, Console(file=out, width=100))
+    assert "rank 1 is 20% slower than the fastest" in out.getvalue()
+    assert set(json_render.to_dict(report)["ranks"]) == {"0", "1"}
+    record(tmp_path / "rank1", 10.0)  # the same speed: no rank is named
+    out = io.StringIO()
+    terminal.render(diagnose_run(tmp_path), Console(file=out, width=100))
+    assert "no rank slower than another beyond the noise" in out.getvalue()

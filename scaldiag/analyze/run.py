@@ -83,6 +83,26 @@ class RunAnalysis:
     trace: ProfileAnalysis | None  # corrected for the profiler's inflation when untraced steps are known
     missing: list[str] = field(default_factory=list)
     accounting: Accounting | None = None
+    ranks: dict[int, StepStats] = field(default_factory=dict)  # every rank's steady steps, rank 0 included
+
+
+# One rank's steady step this much slower than the fastest rank's, beyond both intervals, is named
+# as the rank the others wait for (as SD206 does for devices).
+SLOW_RANK_EXCESS = 0.05
+
+
+def slow_rank(ranks: dict[int, StepStats]) -> tuple[int, float] | None:
+    """(rank, excess over the fastest rank as a fraction) when one rank is slower beyond the noise."""
+    timed = {r: s.step_time_ms for r, s in ranks.items() if s is not None}
+    if len(timed) < 2:
+        return None
+    slow = max(timed, key=lambda r: timed[r].mean)
+    fast = min(timed, key=lambda r: timed[r].mean)
+    excess = timed[slow].mean - timed[fast].mean
+    noise = timed[slow].ci95 + timed[fast].ci95
+    if not math.isfinite(noise) or excess <= noise or excess < SLOW_RANK_EXCESS * timed[fast].mean:
+        return None
+    return slow, excess / timed[fast].mean
 
 
 def step_stats(steps: list[dict], training: dict) -> StepStats | None:
@@ -197,7 +217,9 @@ def host_summary(samples: list[dict], window_ns: tuple[int, int] | None) -> Host
                        rss_max_bytes=int(max(r["proc_rss_bytes"] for r in rows)))
 
 
-def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missing: list[str]) -> RunAnalysis:
+def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missing: list[str],
+                   other_ranks: dict[int, RunRecord] | None = None) -> RunAnalysis:
+    """``other_ranks``: the records of ranks > 0 of a multi-process job (this record is rank 0)."""
     found = runsteps.periods(record.steps, record.training, record.marks)
     steps = _step_stats(found, record.training)
     host = host_summary(record.host_samples, steps.window_ns if steps else None)
@@ -216,7 +238,9 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
     return RunAnalysis(run=record.run, training=record.training, inventory=record.inventory, steps=steps,
                        gpus=gpu_summaries(record.gpu_samples, record.inventory, window, training_ns),
                        host=host, trace=trace, missing=missing,
-                       accounting=account(record.run, record.marks, found))
+                       accounting=account(record.run, record.marks, found),
+                       ranks=({0: steps} | {r: step_stats(rec.steps, rec.training) for r, rec in other_ranks.items()}
+                              if other_ranks else {}))
 
 
 def _corrected(trace: ProfileAnalysis, steps: StepStats, training: dict) -> ProfileAnalysis:

@@ -72,6 +72,16 @@ def _abandoned(run: dict) -> list[str]:
         return []
 
 
+def rank_dirs(run_dir: Path) -> dict[int, Path]:
+    """The run directories of ranks > 0 of a multi-process job (``RUN_DIR/rank<R>/``), by rank."""
+    found = {}
+    for path in sorted(Path(run_dir).glob("rank*")):
+        suffix = path.name.removeprefix("rank")
+        if path.is_dir() and suffix.isdigit() and (path / "run.json").exists():
+            found[int(suffix)] = path
+    return found
+
+
 def is_sweep(path: Path) -> bool:
     return (Path(path) / SWEEP_JSON).exists()
 

@@ -90,12 +90,15 @@ def trace_dict(report: Report) -> dict:
     }
 
 
+def _steps(steps) -> dict | None:
+    if steps is None:
+        return None
+    return {**_pick(steps, _STEPS[:3]), "step_time_ms": _pick(steps.step_time_ms, _SUMMARY), **_pick(steps, _STEPS[3:])}
+
+
 def run_dict(report: RunReport) -> dict:
     a = report.analysis
-    steps = None
-    if a.steps:
-        steps = {**_pick(a.steps, _STEPS[:3]), "step_time_ms": _pick(a.steps.step_time_ms, _SUMMARY),
-                 **_pick(a.steps, _STEPS[3:])}
+    steps = _steps(a.steps)
     acc = a.accounting
     return {
         "schema_version": SCHEMA_VERSION,
@@ -109,6 +112,7 @@ def run_dict(report: RunReport) -> dict:
         "gpus": [_pick(g, _GPU) for g in a.gpus],
         "host": _pick(a.host, _HOST) if a.host else None,
         "missing": a.missing,
+        "ranks": {str(r): _steps(st) for r, st in sorted(a.ranks.items())},
         "findings": [finding(f) for f in report.findings],
         "trace_report": trace_dict(report.trace_report) if report.trace_report else None,
     }

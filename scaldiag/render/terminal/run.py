@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from scaldiag.analyze.run import RunAnalysis
+from scaldiag.analyze.run import RunAnalysis, slow_rank
 from scaldiag.render.terminal import trace
 from scaldiag.render.terminal.common import add_row, bytes_text, columns, exit_text, finding_panel, text
 from scaldiag.rules.report import RunReport
@@ -41,6 +41,8 @@ def render(report: RunReport, console: Console, framework: str | None = None) ->
             console.print(text(f"profiler inflation {a.steps.profiler_inflation:.2f}x: steps inside the profiler window "
                                f"took {a.steps.traced_step_ms:.3f} ms on average; the trace breakdown below is "
                                "corrected to the untraced step (docs/profile.md)", style="dim"))
+    if a.ranks:
+        console.print(_ranks_table(a))
     ceiling = training.get("input_ceiling")
     if ceiling and ceiling.get("samples_per_s"):
         consumed = a.steps.samples_per_s if a.steps else None
@@ -75,6 +77,23 @@ def _open_the_trace(report: RunReport, console: Console) -> None:
                         f"or xprof --logdir {report.run_dir}")
     for line in lines:
         console.print(text(line, style="dim"))
+
+
+def _ranks_table(a: RunAnalysis) -> Table:
+    slow = slow_rank(a.ranks)
+    caption = (f"rank {slow[0]} is {100 * slow[1]:.0f}% slower than the fastest: every collective waits for it"
+               if slow else "no rank slower than another beyond the noise")
+    table = Table(title=f"Ranks ({len(a.ranks)} processes)", title_justify="left", caption=text(caption),
+                  caption_justify="left")
+    columns(table, ("rank", "steady of recorded", "step ms ±95%", "samples/s"), left=("rank",))
+    for rank, s in sorted(a.ranks.items()):
+        if s is None:
+            add_row(table, rank, "no steady steps", "-", "-")
+            continue
+        rate = "-" if s.samples_per_s is None else f"{s.samples_per_s:,.0f}"
+        add_row(table, rank, f"{s.steady} of {s.recorded}", f"{s.step_time_ms.mean:.3f} ±{s.step_time_ms.ci95:.3f}",
+                rate)
+    return table
 
 
 def _accounting_table(a: RunAnalysis) -> Table:
