@@ -19,48 +19,28 @@ when launched by ``scaldiag profile``). Errors in recording never reach the loop
 
 from __future__ import annotations
 
-import contextlib
-import sys
-
 from scaldiag.collect.frameworks import torch_trace  # registers the "pytorch" profiler window
 from scaldiag.collect.frameworks.torch_capture import versions, world_size
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS
 from scaldiag.collect.session import Session
-from scaldiag.loop import LoopRun
+from scaldiag.loop import LoopRun, session_run
 
 __all__ = ["capture", "LoopRun"]
 
 
-@contextlib.contextmanager
 def capture(run_dir=None, global_batch: int | None = None, per_replica_batch: int | None = None,
             warmup_steps: int = WARMUP_STEPS, trace_steps: int = TRACE_STEPS, sample: bool | None = None):
     """A capture session for the loop inside the ``with``; ``global_batch`` or ``per_replica_batch``: samples per step."""
-    try:
+
+    def open_session() -> Session:
         replicas = world_size()
-        if global_batch is None and per_replica_batch:
-            global_batch = per_replica_batch * replicas
+        batch = global_batch if global_batch is not None or not per_replica_batch else per_replica_batch * replicas
         session = Session(run_dir, backend=torch_trace.BACKEND, warmup_steps=warmup_steps, trace_steps=trace_steps,
                           sample=sample)
         session.describe(framework={"name": "pytorch", "backend": torch_trace.BACKEND, "versions": versions()},
-                         global_batch=global_batch, replicas=replicas, steps_per_execution=1, rank=torch_trace.rank(),
-                         batch_source="capture(global_batch=)" if global_batch else "unknown: not given",
-                         per_replica_batch=global_batch // replicas if global_batch else None)
-        session.recorder.mark("fit_begin")
-    except Exception as exc:
-        print(f"scaldiag: capture disabled, training continues ({type(exc).__name__}: {exc})", file=sys.stderr)
-        session = None
-    run = LoopRun(session)
-    status = "failed"
-    try:
-        yield run
-        status = "finished"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    finally:
-        if session is not None:
-            try:
-                session.recorder.mark("fit_end")
-                session.close(status)
-            except Exception as exc:
-                print(f"scaldiag: could not close the run ({type(exc).__name__}: {exc})", file=sys.stderr)
+                         global_batch=batch, replicas=replicas, steps_per_execution=1, rank=torch_trace.rank(),
+                         batch_source="capture(global_batch=)" if batch else "unknown: not given",
+                         per_replica_batch=batch // replicas if batch else None)
+        return session
+
+    return session_run(open_session)

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from scaldiag.errors import TraceError
+from scaldiag.readers.runs import find_files
 from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
 
 KINETO_SUFFIX = ".pt.trace.json"
@@ -72,31 +73,10 @@ def find_run(path: str | os.PathLike, run: str | None = None) -> tuple[str, list
     ``run`` names one). A worker with several files (one per profiler cycle)
     contributes its latest.
     """
-    root = Path(path)
-    if not root.exists():
-        raise TraceError(f"no such file or directory: {root}")
-    if root.is_file():
-        if run:
-            raise TraceError("--run applies to a logdir, not to a single file")
-        return root.name, [root]
-    runs = _runs_under(root)
-    if not runs:
-        raise TraceError(f"no {KINETO_SUFFIX} files under {root} (expected <run>/<worker>{KINETO_SUFFIX})")
-    if run is None:
-        run = sorted(runs)[-1]
-    elif run not in runs:
-        raise TraceError(f"no run named {run!r} under {root}; runs: {', '.join(sorted(runs))}")
-    return run, _latest_per_worker(runs[run])
-
-
-def _runs_under(root: Path) -> dict[str, list[Path]]:
-    direct = sorted(f for s in SUFFIXES for f in root.glob(f"*{s}"))
-    if direct:
-        return {root.name: direct}
-    runs: dict[str, list[Path]] = {}
-    for file in sorted(f for s in SUFFIXES for f in root.rglob(f"*{s}")):
-        runs.setdefault(file.parent.name, []).append(file)
-    return runs
+    if Path(path).is_file():
+        return find_files(path, run, SUFFIXES, "")
+    name, files = find_files(path, run, SUFFIXES, f"<run>/<worker>{KINETO_SUFFIX}")
+    return name, _latest_per_worker(files)
 
 
 def _latest_per_worker(files: list[Path]) -> list[Path]:

@@ -16,6 +16,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from scaldiag.errors import TraceError
+from scaldiag.readers.runs import find_files
 from scaldiag.readers.xplane.schema import EVENTS_TAG, LINES_TAG, PLANES_TAG, XLine, XPlane, XSpace
 from scaldiag.readers.xplane.wire import WireError, as_int64, bulk_batches, fields, split_fields, varints
 from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
@@ -30,32 +31,7 @@ def find_run(path: str | os.PathLike, run: str | None = None) -> tuple[str, list
     files, or a TensorBoard logdir (``plugins/profile/<run>/``, where the
     latest run is taken unless ``run`` names one).
     """
-    root = Path(path)
-    if not root.exists():
-        raise TraceError(f"no such file or directory: {root}")
-    if root.is_file():
-        if run:
-            raise TraceError("--run applies to a logdir, not to a single file")
-        return root.name, [root]
-    runs = _runs_under(root)
-    if not runs:
-        raise TraceError(f"no {XPLANE_SUFFIX} files under {root} (expected plugins/profile/<run>/<host>{XPLANE_SUFFIX})")
-    if run is None:
-        run = sorted(runs)[-1]  # run names are timestamps: the last sorts latest
-    elif run not in runs:
-        raise TraceError(f"no run named {run!r} under {root}; runs: {', '.join(sorted(runs))}")
-    return run, runs[run]
-
-
-def _runs_under(root: Path) -> dict[str, list[Path]]:
-    """Runs found below ``root``, by run name (the directory holding the files)."""
-    direct = sorted(root.glob(f"*{XPLANE_SUFFIX}"))
-    if direct:
-        return {root.name: direct}
-    runs: dict[str, list[Path]] = {}
-    for file in sorted(root.rglob(f"*{XPLANE_SUFFIX}")):
-        runs.setdefault(file.parent.name, []).append(file)
-    return runs
+    return find_files(path, run, (XPLANE_SUFFIX,), f"plugins/profile/<run>/<host>{XPLANE_SUFFIX}")
 
 
 def read_trace(files: list[str | os.PathLike]) -> Trace:
