@@ -73,3 +73,13 @@ class Session:
             missing = read_json(self.run_dir, "run.json").get("missing", [])
             missing += self.samplers.missing if self.samplers else []
             update_json(self.run_dir, "run.json", status=status, ended_ns=time.time_ns(), missing=missing)
+
+
+def capture_failed(session: Session | None, reason: str) -> None:
+    """A capture adapter has failed: one line on stderr, the reason in the run; the training goes on."""
+    print(f"scaldiag: capture disabled, training continues ({reason})", file=sys.stderr)
+    try:
+        if session is not None:
+            session.describe(capture_error=reason)
+    except Exception:
+        pass  # the run directory itself is failing: the line above is all that can be said

@@ -21,7 +21,7 @@ import keras
 from scaldiag.collect.env import GLOBAL_BATCH_ENV
 from scaldiag.collect.frameworks import input_ceiling, keras_info
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS
-from scaldiag.collect.session import Session
+from scaldiag.collect.session import Session, capture_failed
 
 HOW_TO_GIVE_BATCH = "give it with `scaldiag profile --global-batch N` or ScaldiagCallback(global_batch=N)"
 
@@ -36,11 +36,7 @@ def _guarded(method):
             return method(self, *args, **kwargs)
         except Exception as exc:
             self._failed = f"{method.__name__}: {type(exc).__name__}: {exc}"
-            print(f"scaldiag: capture disabled, training continues ({self._failed})", file=sys.stderr)
-            try:
-                self.session and self.session.describe(capture_error=self._failed)
-            except Exception:
-                pass
+            capture_failed(self.session, self._failed)
             return None
     return hook
 

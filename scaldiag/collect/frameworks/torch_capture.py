@@ -93,11 +93,9 @@ class TorchCapture:
             return action()
         except Exception as exc:
             self.failed = f"{type(exc).__name__}: {exc}"
-            print(f"scaldiag: capture disabled, training continues ({self.failed})", file=sys.stderr)
-            try:
-                self.session and self.session.describe(capture_error=self.failed)
-            except Exception:
-                pass
+            from scaldiag.collect.session import capture_failed
+
+            capture_failed(self.session, self.failed)
             return None
 
     # --- hooks ---------------------------------------------------------------
