@@ -17,7 +17,29 @@ from google.protobuf.message import DecodeError
 
 from scaldiag.errors import TraceError
 from scaldiag.readers.runs import find_files
-from scaldiag.readers.xplane.schema import EVENTS_TAG, LINES_TAG, PLANES_TAG, XLine, XPlane, XSpace
+from scaldiag.readers.xplane.schema import (
+    EVENT_DURATION_PS,
+    EVENT_METADATA_ID,
+    EVENT_OFFSET_PS,
+    EVENT_STATS,
+    EVENTS_TAG,
+    LINES_TAG,
+    PLANES_TAG,
+    STAT_BYTES,
+    STAT_DOUBLE,
+    STAT_INT64,
+    STAT_METADATA_ID,
+    STAT_REF,
+    STAT_STR,
+    STAT_UINT64,
+    WIRE_FIXED64,
+    WIRE_LENGTH,
+    WIRE_VARINT,
+    XLine,
+    XPlane,
+    XSpace,
+    tag,
+)
 from scaldiag.readers.xplane.wire import WireError, as_int64, bulk_batches, fields, split_fields, varints
 from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
 
@@ -272,7 +294,7 @@ def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
 
 # XEvent's leading fields as serializers write them (in field-number order):
 # (tag byte, field number) of metadata_id, offset_ps, duration_ps.
-_EVENT_PREFIX = ((1 << 3, 1), (2 << 3, 2), (3 << 3, 3))
+_EVENT_PREFIX = tuple((tag(n, WIRE_VARINT), n) for n in (EVENT_METADATA_ID, EVENT_OFFSET_PS, EVENT_DURATION_PS))
 
 
 def _event_columns(data, buf, starts, ends, context: _PlaneContext):
@@ -284,11 +306,11 @@ def _event_columns(data, buf, starts, ends, context: _PlaneContext):
     the general decoder, whose values then apply last, as they come last.
     """
     n = len(starts)
-    columns = {number: np.zeros(n, np.int64) for number in (2, 3, 1)}
+    columns = {number: np.zeros(n, np.int64) for number in (EVENT_OFFSET_PS, EVENT_DURATION_PS, EVENT_METADATA_ID)}
     pos = starts.copy()
-    for tag, number in _EVENT_PREFIX:
+    for prefix_tag, number in _EVENT_PREFIX:
         at = np.flatnonzero(pos < ends)
-        at = at[buf[pos[at]] == tag]
+        at = at[buf[pos[at]] == prefix_tag]
         if not len(at):
             continue
         value, length = varints(buf, pos[at] + 1)
@@ -303,10 +325,10 @@ def _event_columns(data, buf, starts, ends, context: _PlaneContext):
     for number, column in columns.items():
         rows = f["field"] == number
         column[msg[rows]] = as_int64(f["value"][rows])
-    stat_rows = f["field"] == 4
+    stat_rows = f["field"] == EVENT_STATS
     stats = _wanted_stats(data, buf, msg[stat_rows], f["body_start"][stat_rows], f["body_end"][stat_rows],
                           context.stat_names, context.wanted_ids) if context.wanted_ids and stat_rows.any() else {}
-    return columns[2], columns[3], columns[1], stats
+    return columns[EVENT_OFFSET_PS], columns[EVENT_DURATION_PS], columns[EVENT_METADATA_ID], stats
 
 
 def _unwanted_stats(buf, body_start, body_end, wanted_ids) -> np.ndarray:
@@ -315,21 +337,22 @@ def _unwanted_stats(buf, body_start, body_end, wanted_ids) -> np.ndarray:
     Those are the most of a trace's stats; they are dropped before decoding.
     """
     unwanted = np.zeros(len(body_start), bool)
-    at = np.flatnonzero((body_end - body_start >= 3) & (buf[np.minimum(body_start, len(buf) - 1)] == 1 << 3))
+    first = buf[np.minimum(body_start, len(buf) - 1)]
+    at = np.flatnonzero((body_end - body_start >= 3) & (first == tag(STAT_METADATA_ID, WIRE_VARINT)))
     if not len(at):
         return unwanted
     meta, length = varints(buf, body_start[at] + 1)
     value_at = body_start[at] + 1 + length
     keep = (value_at < body_end[at]) & ~np.isin(meta.view(np.int64), np.fromiter(wanted_ids, np.int64))
     at, value_at = at[keep], value_at[keep]
-    tag = buf[value_at]
+    value_tag = buf[value_at]
     value_end = np.full(len(at), -1, np.int64)
-    varint = np.isin(tag, (3 << 3, 4 << 3, 7 << 3))  # uint64, int64, ref values
+    varint = np.isin(value_tag, [tag(n, WIRE_VARINT) for n in (STAT_UINT64, STAT_INT64, STAT_REF)])
     if varint.any():
         value_end[varint] = value_at[varint] + 1 + varints(buf, value_at[varint] + 1)[1]
-    double = tag == (2 << 3 | 1)
+    double = value_tag == tag(STAT_DOUBLE, WIRE_FIXED64)
     value_end[double] = value_at[double] + 9
-    text = (tag == (5 << 3 | 2)) | (tag == (6 << 3 | 2))  # str, bytes values
+    text = (value_tag == tag(STAT_STR, WIRE_LENGTH)) | (value_tag == tag(STAT_BYTES, WIRE_LENGTH))
     if text.any():
         size, size_len = varints(buf, value_at[text] + 1)
         value_end[text] = value_at[text] + 1 + size_len + size.astype(np.int64)
@@ -347,10 +370,10 @@ def _wanted_stats(data, buf, stat_event, body_start, body_end, stat_names, wante
     stat_event, body_start, body_end = stat_event[decode], body_start[decode], body_end[decode]
     sf = fields(buf, body_start, body_end)
     meta = np.zeros(len(stat_event), np.int64)
-    id_rows = sf["field"] == 1
+    id_rows = sf["field"] == STAT_METADATA_ID
     meta[sf["msg"][id_rows]] = as_int64(sf["value"][id_rows])
     wanted = np.isin(meta, np.fromiter(wanted_ids, np.int64))
-    rows = np.flatnonzero((sf["field"] >= 2) & (sf["field"] <= 7) & wanted[sf["msg"]])
+    rows = np.flatnonzero((sf["field"] >= STAT_DOUBLE) & (sf["field"] <= STAT_REF) & wanted[sf["msg"]])
     stat_index = sf["msg"][rows]
     stats: dict[str, list[tuple[np.ndarray, list]]] = {}
     for meta_id in np.unique(meta[stat_index]).tolist():
@@ -364,16 +387,16 @@ def _wanted_stats(data, buf, stat_event, body_start, body_end, stat_names, wante
 
 
 def _wire_values(data, number: int, raw: np.ndarray, start: np.ndarray, end: np.ndarray, stat_names):
-    """Python values of one XStat value field (2..7) for many stats."""
-    if number == 2:
+    """Python values of one XStat value field (double .. ref) for many stats."""
+    if number == STAT_DOUBLE:
         return raw.view(np.float64).tolist()
-    if number == 3:
+    if number == STAT_UINT64:
         return raw.tolist()
-    if number == 4:
+    if number == STAT_INT64:
         return raw.view(np.int64).tolist()
-    if number in (5, 6):
+    if number in (STAT_STR, STAT_BYTES):
         return [data[a:b].decode("utf-8", "replace") for a, b in zip(start.tolist(), end.tolist())]
-    unique, inverse = np.unique(raw, return_inverse=True)  # 7: ref_value, an interned string
+    unique, inverse = np.unique(raw, return_inverse=True)  # ref_value: an interned string
     names = np.array([stat_names.get(int(u), "") for u in unique], dtype=object)
     return names[inverse].tolist()
 

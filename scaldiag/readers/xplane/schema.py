@@ -111,6 +111,25 @@ _POOL.Add(_file_descriptor())
 XSpace, XPlane, XLine = (GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
                           for name in ("XSpace", "XPlane", "XLine"))
 
+
+def _number(message: str, field: str) -> int:
+    return next(f[1] for f in _MESSAGES[message] if f[0] == field)
+
+
+# The field numbers the vectorised decoder reads by hand (wire.py, read.py), named once, from the table above.
+EVENT_METADATA_ID, EVENT_OFFSET_PS, EVENT_DURATION_PS, EVENT_STATS = (
+    _number("XEvent", f) for f in ("metadata_id", "offset_ps", "duration_ps", "stats"))
+STAT_METADATA_ID, STAT_DOUBLE, STAT_UINT64, STAT_INT64, STAT_STR, STAT_BYTES, STAT_REF = (
+    _number("XStat", f) for f in ("metadata_id", "double_value", "uint64_value", "int64_value", "str_value",
+                                  "bytes_value", "ref_value"))
+WIRE_VARINT, WIRE_FIXED64, WIRE_LENGTH = 0, 1, 2  # protobuf wire types
+
+
+def tag(number: int, wire: int) -> int:
+    """The one-byte tag of field ``number`` (< 16) with wire type ``wire``."""
+    return number << 3 | wire
+
+
 # One-byte tags of the repeated fields that hold the bulk of a trace.
 PLANES_TAG = 1 << 3 | 2  # XSpace.planes
 LINES_TAG = 3 << 3 | 2   # XPlane.lines
