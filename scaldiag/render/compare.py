@@ -38,7 +38,7 @@ def render(cmp: Comparison, console: Console) -> None:
         console.print(text(f"note: {note}", style="dim"))
     console.print(_table("Side by side", cmp.changes))
     if cmp.categories:
-        console.print(_table("Per-step time by category (exclusive, profiled steps)", cmp.categories))
+        console.print(_table("Per-step time by category (exclusive, corrected to the untraced step)", cmp.categories))
     top = cmp.most_changed
     if top is not None:
         console.print(text(f"changed most: {top.metric}, {_num(top.before, top.unit)} -> {_num(top.after, top.unit)} "

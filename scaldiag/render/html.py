@@ -165,9 +165,9 @@ def _run(report: RunReport, timeline: RunTimeline | None) -> list[str]:
                          f"{t.stdev:.3f}", rate,
                          "; ".join(f"{k}: {len(v)}" for k, v in s.excluded.items()) or "none"]])]
         if s.traced_step_ms:
-            out.append(_p(f"steps inside the profiler window took {s.traced_step_ms:.3f} ms on average "
-                          f"({s.traced_step_ms / t.mean:.2f}x the steady step): the breakdown is of profiled steps",
-                          "dim"))
+            out.append(_p(f"profiler inflation {s.profiler_inflation:.2f}x: steps inside the profiler window took "
+                          f"{s.traced_step_ms:.3f} ms on average; the breakdown below is corrected to the untraced "
+                          "step (device-side times as traced, host-side scaled)", "dim"))
     if report.trace_report and report.trace_report.analysis.units:
         out += _breakdown(report.trace_report.analysis.units)
     out += _timelines(timeline) if timeline else []
@@ -304,7 +304,7 @@ def _sweep(report: SweepReport, runs: list) -> list[str]:
     if rows:
         out += ["<h2>Per-step breakdown per device count</h2>",
                 svg.stacked_bars(rows, title="Per-step time by category, each run",
-                                 x_label="ms per step (exclusive, profiled steps)")]
+                                 x_label="ms per step (exclusive, corrected to the untraced step)")]
     if s.validation:
         out += [f"<h2>Predicted from the {s.validation[0].from_gpus}-device run alone, against measured</h2>",
                 _table(["devices", "predicted samples/s", "measured samples/s", "error"],
