@@ -4,6 +4,7 @@ what was lost. (Signals, exits and unwritable output are in test_faults.py.)"""
 
 import os
 import time
+from pathlib import Path
 
 from fake_nvml import FakeNvml
 
@@ -88,3 +89,28 @@ def test_the_profiler_failing_to_stop_is_recorded_and_the_steps_go_on(tmp_path):
     assert len(read_jsonl(tmp_path / "steps.jsonl")) == 14
     assert "No space left" in read_json(tmp_path, "training.json")["trace"]["error"]
     assert not window.active
+
+
+def test_a_long_run_shows_signs_of_life_on_stderr(tmp_path, capfd):
+    """The launcher prints the steps recorded so far while the script runs (profile: every 30 s; --quiet: never)."""
+    import textwrap
+
+    from scaldiag.collect.launcher import launch
+
+    script = tmp_path / "loop.py"
+    script.write_text(textwrap.dedent("""
+        import time
+        from scaldiag.loop import capture
+        with capture(global_batch=8, trace_steps=0) as run:
+            for _ in range(60):
+                with run.step():
+                    time.sleep(0.03)
+    """))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    assert launch(run_dir, str(script), [], env=env, progress_every_s=0.5) == 0
+    lines = [line for line in capfd.readouterr().err.splitlines() if "steps recorded" in line]
+    assert len(lines) >= 2
+    counts = [int(line.split()[1].replace(",", "")) for line in lines]
+    assert counts == sorted(counts) and counts[-1] > 0

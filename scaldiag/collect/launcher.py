@@ -31,7 +31,7 @@ from pathlib import Path
 from scaldiag.collect.env import RUN_DIR_ENV
 from scaldiag.collect.samplers import Samplers
 from scaldiag.collect.session import start_run_json
-from scaldiag.record.rundir import read_json, update_json
+from scaldiag.record.rundir import STEPS, read_json, update_json
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent: the terminal's, to its foreground group
@@ -42,12 +42,13 @@ FORWARD_COALESCE_S = 1.0
 
 
 def launch(run_dir: Path, script: str, script_args: list[str], nvml=None, env: dict | None = None,
-           stdout: int | None = None) -> int:
+           stdout: int | None = None, progress_every_s: float | None = None) -> int:
     """Run ``python SCRIPT ARGS`` under capture; returns the script's exit code (negative: killed by signal).
 
     ``env``: variables to set for the script on top of ours (a sweep's GPU subset).
     ``stdout``: where the script's standard output goes (default: ours; ``profile --json -``
     sends it to stderr, so that stdout holds the JSON alone).
+    ``progress_every_s``: a line on stderr that often, with the steps recorded so far (None: none).
     Call from the main thread: signals are handled there, and the child's
     death signal follows the thread that started it.
     """
@@ -68,7 +69,8 @@ def launch(run_dir: Path, script: str, script_args: list[str], nvml=None, env: d
                                  preexec_fn=_child_setup(old_mask, os.getpid(), own_group))
         samplers = _start_samplers(run_dir, child.pid, nvml, env) if recording else None
         try:
-            code, received = _wait_forwarding(child) if watch else _wait_plain(child)
+            progress = _Progress(run_dir / STEPS, progress_every_s) if progress_every_s and recording else None
+            code, received = _wait_forwarding(child, progress) if watch else _wait_plain(child)
         finally:
             if child.poll() is None:  # only if scaldiag itself failed: the script still decides when it ends
                 code, received = child.wait(), []
@@ -165,7 +167,33 @@ def _child_setup(mask, parent_pid: int, own_group: bool):
     return setup
 
 
-def _wait_forwarding(child: subprocess.Popen) -> tuple[int, list[int]]:
+class _Progress:
+    """A sign of life during a long run: steps recorded so far and the recent rate, on stderr."""
+
+    def __init__(self, steps_path: Path, every_s: float):
+        self.path, self.every_s = steps_path, every_s
+        self.next_s = time.monotonic() + every_s
+        self.offset, self.steps, self.last = 0, 0, (time.monotonic(), 0)
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now < self.next_s:
+            return
+        self.next_s = now + self.every_s
+        try:
+            with open(self.path, "rb") as f:  # only the bytes written since the last look
+                f.seek(self.offset)
+                new = f.read()
+        except OSError:
+            return
+        self.offset += new.rfind(b"\n") + 1
+        self.steps += new.count(b"\n")
+        (then, before), self.last = self.last, (now, self.steps)
+        rate = (self.steps - before) / (now - then) if now > then else 0.0
+        print(f"scaldiag: {self.steps:,} steps recorded ({rate:.1f} steps/s lately)", file=sys.stderr, flush=True)
+
+
+def _wait_forwarding(child: subprocess.Popen, progress: _Progress | None = None) -> tuple[int, list[int]]:
     """Wait for the child; forward the signals scaldiag receives (the signals are blocked: taken here)."""
     received: list[int] = []
     forwarded_at: dict[int, float] = {}
@@ -174,6 +202,8 @@ def _wait_forwarding(child: subprocess.Popen) -> tuple[int, list[int]]:
         code = child.poll()
         if code is not None:
             return code, received
+        if progress is not None:
+            progress.tick()
         try:
             info = signal.sigtimedwait(watched, 0.5)
         except KeyboardInterrupt:  # SIGINT caught by a thread that did not block it: the terminal's, likely

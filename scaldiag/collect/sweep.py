@@ -61,7 +61,8 @@ def gpus_for(counts: list[int], emulate: bool) -> list[str]:
 
 
 def sweep(sweep_dir: Path, script: str, script_args: list[str], counts: list[int], emulate: bool,
-          gpus: list[str], repeat: int = 1, torchrun: bool = False, stdout: int | None = None) -> list[int]:
+          gpus: list[str], repeat: int = 1, torchrun: bool = False, stdout: int | None = None,
+          progress_every_s: float | None = None) -> list[int]:
     """Run every (count, repeat); returns the exit codes. Stops at the first failing run."""
     env = dict(os.environ)
     runs = [{"gpus": n, "repeat": r, "dir": f"gpus{n}" + (f"-r{r}" if repeat > 1 else "")}
@@ -75,7 +76,7 @@ def sweep(sweep_dir: Path, script: str, script_args: list[str], counts: list[int
         run_dir = sweep_dir / run["dir"]
         run_dir.mkdir()
         codes.append(launch(run_dir, script, script_args, env=run_env(run["gpus"], emulate, gpus, env, torchrun),
-                            stdout=stdout))
+                            stdout=stdout, progress_every_s=progress_every_s))
         if codes[-1] != 0:
             print(f"scaldiag: the run with {what} failed (exit code {codes[-1]}); stopping the sweep", file=sys.stderr)
             break

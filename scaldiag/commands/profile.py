@@ -33,6 +33,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--emulate", action="store_true",
                    help="sweep over N logical CPU devices instead of GPUs (machines without GPUs)")
     p.add_argument("--repeat", type=_positive, default=1, metavar="K", help="run each GPU count K times (default 1)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress lines on stderr while the script runs (errors are still said)")
     p.add_argument("--global-batch", type=_positive, metavar="N",
                    help="samples per step, for input whose batch scaldiag cannot read (every run of a sweep)")
     p.add_argument("--nproc-per-node", metavar="N", type=_positive,
@@ -89,11 +91,20 @@ def run(args: argparse.Namespace) -> int:
         run_dir = new_run_dir(args.out, script.stem)
     except (OSError, RuntimeError) as exc:
         _run_without_capture(args.out, exc, script, script_args)
-    code = launch(run_dir, str(script), script_args, stdout=_script_stdout(args))
-    print(f"\nscaldiag: the script ended ({exit_text(code)}); analysing the run...", file=sys.stderr, flush=True)
+    code = launch(run_dir, str(script), script_args, stdout=_script_stdout(args), progress_every_s=_progress(args))
+    if not args.quiet:
+        print(f"\nscaldiag: the script ended ({exit_text(code)}); analysing the run...", file=sys.stderr, flush=True)
     _report(lambda: emit(diagnose_run(run_dir), args.json, args.verbose), args)
     print(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})", file=sys.stderr)
     return exit_status(code)
+
+
+# A line on stderr this often while a run goes on: a sign of life, rare enough not to bury the script's output.
+PROGRESS_EVERY_S = 30.0
+
+
+def _progress(args) -> float | None:
+    return None if args.quiet else PROGRESS_EVERY_S
 
 
 def _script_stdout(args) -> int | None:
@@ -137,7 +148,8 @@ def _sweep(args, script: Path, script_args: list[str]) -> int:
         raise ScaldiagError(f"cannot create a sweep directory under {args.out}: {getattr(exc, 'strerror', None) or exc}") from exc
     try:
         codes = sweep(sweep_dir, str(script), script_args, counts, args.emulate, gpus, args.repeat,
-                      torchrun=bool(args.torchrun or args.nproc_per_node), stdout=_script_stdout(args))
+                      torchrun=bool(args.torchrun or args.nproc_per_node), stdout=_script_stdout(args),
+                      progress_every_s=_progress(args))
     except OSError as exc:
         raise ScaldiagError(f"the sweep stopped: cannot write under {sweep_dir}: {exc.strerror or exc}") from exc
     print(file=sys.stderr)
