@@ -140,3 +140,12 @@ def test_sd101_names_the_python_producer_when_a_generator_feeds_tf_data():
     (finding,) = [f for f in diagnose_trace("fixtures/tf_cpu/input_bound").findings if f.id == "SD101"]
     assert "Generator" in diagnose_trace("fixtures/tf_cpu/input_bound").analysis.input_stages
     assert "workers=8, use_multiprocessing=True" in finding.fix["tensorflow"]
+
+
+def test_sd105_forecasts_a_larger_per_replica_batch_from_the_measured_parts():
+    """10 ms step: 7 ms host overhead (per step), 3 ms compute (per sample). x4 the batch:
+    4 x 10 / (4 x 3 + 7) = 2.11x samples/s."""
+    (finding,) = [f for f in run_rules(analysis(unit({"host_overhead": 70.0}, spread=1.0))) if f.id == "SD105"]
+    assert finding.forecast.kind == "forecast" and finding.predicted_speedup.kind == "ceiling"
+    assert finding.forecast.value == pytest.approx(40 / 19)
+    assert "= 2.11x samples/s" in finding.forecast.arithmetic

@@ -61,7 +61,8 @@ def row(case: str, planted: str | None, bad: dict, good: dict) -> dict:
     top = found[0] if found else None
     rank = next((i + 1 for i, f in enumerate(found) if f["category"] == planted), None)
     measured = good["stopwatch"] / bad["stopwatch"]
-    speedup = (top or {}).get("predicted_speedup") or {}
+    # The top finding's forecast where it has one, else its ceiling.
+    speedup = (top or {}).get("forecast") or (top or {}).get("predicted_speedup") or {}
     predicted = speedup.get("value") if top and top["category"] == planted else None
     high = [f["id"] for f in bad.get("findings", []) + (bad.get("trace_report") or {}).get("findings", [])
             if f["severity"] == "high"]

@@ -85,6 +85,8 @@ def _finding(f: Finding, framework: str) -> str:
     if f.predicted_speedup:
         s = f.predicted_speedup
         out.append(f"<p><b>{esc(s.kind.capitalize())}:</b> {esc(s.arithmetic)} (range {s.low:.2f}x-{s.high:.2f}x)</p>")
+    if f.forecast:
+        out.append(f"<p><b>Forecast:</b> {esc(f.forecast.arithmetic)}</p>")
     out += [_p(f"note: {n}", "dim") for n in f.notes]
     first = [framework] if framework in f.fix else list(f.fix)[:1]
     for fw in first:

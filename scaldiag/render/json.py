@@ -49,6 +49,7 @@ def finding(f: Finding) -> dict:
     return {"id": f.id, "title": f.title, "severity": f.severity, "category": f.category, "summary": f.summary,
             "evidence": [_pick(e, _EVIDENCE) for e in f.evidence], "fix": dict(f.fix),
             "predicted_speedup": _pick(f.predicted_speedup, _SPEEDUP) if f.predicted_speedup else None,
+            "forecast": _pick(f.forecast, _SPEEDUP) if f.forecast else None,
             "notes": list(f.notes)}
 
 

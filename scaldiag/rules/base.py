@@ -67,6 +67,8 @@ class Finding:
     fix: dict[str, str]  # framework ("tensorflow", "jax") -> what to change, with code
     predicted_speedup: Speedup | None
     notes: list[str] = field(default_factory=list)
+    # A second number where a fix can be forecast from the measured parts (kind "forecast").
+    forecast: Speedup | None = None
 
 
 def same_fix(text: str) -> dict[str, str]:

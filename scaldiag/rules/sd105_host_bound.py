@@ -5,7 +5,9 @@ Python, op dispatch and kernel launches, the executor between ops. Typical of
 small per-replica batches, eager loops, or per-step Python work.
 """
 
+from scaldiag.analyze.forecast import larger_batch
 from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
+from scaldiag.rules.base import Speedup
 from scaldiag.rules.share_rule import ShareRule
 
 # xprof's overview page: kernel launch time is MODERATE from 3% and HIGH from
@@ -49,6 +51,22 @@ def _advise(analysis: ProfileAnalysis, unit: UnitAnalysis) -> tuple[dict[str, st
     return FIX, []
 
 
+# The batch forecast's factor: 4x the per-replica batch, a step users take (64 -> 256).
+BATCH_FACTOR = 4
+
+
+def _forecast(analysis: ProfileAnalysis, unit: UnitAnalysis) -> Speedup | None:
+    """A larger per-replica batch amortises the per-step host work (analyze/forecast.py)."""
+    f = larger_batch(unit, BATCH_FACTOR)
+    if f is None or f.speedup <= 1.0:
+        return None
+    return Speedup(f.speedup, f.speedup, f.speedup,
+                   f"per-replica batch x{BATCH_FACTOR}: per-sample parts {f.per_sample_ms:.3f} ms grow x{BATCH_FACTOR}, "
+                   f"per-step parts {f.per_step_ms:.3f} ms stay: {BATCH_FACTOR} x {f.per_sample_ms + f.per_step_ms:.3f} / "
+                   f"({BATCH_FACTOR} x {f.per_sample_ms:.3f} + {f.per_step_ms:.3f}) = {f.speedup:.2f}x samples/s",
+                   kind="forecast")
+
+
 RULE = ShareRule(id="SD105", title="Host-bound: devices wait on framework and Python work", category="host_overhead",
                  what="no device work runs while the host does framework work (dispatch, Python, runtime) for", moderate_pct=MODERATE_PCT,
-                 high_pct=HIGH_PCT, fix=FIX, advise=_advise)
+                 high_pct=HIGH_PCT, fix=FIX, advise=_advise, forecast=_forecast)

@@ -22,6 +22,8 @@ class ShareRule:
     # (analysis, unit) -> (fix, notes): the fix conditioned on what the trace shows (backend,
     # device kind, what the pipeline already does); None: ``fix`` as it is.
     advise: Callable | None = None
+    # (analysis, unit) -> Speedup of kind "forecast", or None: what the fix should give, from a model.
+    forecast: Callable | None = None
 
     def check(self, analysis: ProfileAnalysis) -> Finding | None:
         unit = worst_unit(analysis, self.category)
@@ -38,4 +40,5 @@ class ShareRule:
             summary=f"{unit.name}: {self.what} {pct:.1f}% of step time "
                     f"({share.exclusive_ms:.2f} ms of {unit.step_time_ms.mean:.2f} ms per step)",
             evidence=[share_evidence(unit, self.category, self.moderate_pct)],
-            fix=fix, predicted_speedup=speedup, notes=spread_note(spread) + notes)
+            fix=fix, predicted_speedup=speedup, notes=spread_note(spread) + notes,
+            forecast=self.forecast(analysis, unit) if self.forecast else None)

@@ -90,6 +90,8 @@ def finding_panel(f: Finding, framework: str) -> Panel:
         s = f.predicted_speedup
         span = speedup_range(s.low, s.high)
         lines.append(text(f"  {s.kind}: {s.arithmetic}" + (f" ({span})" if span else "")))
+    if f.forecast:
+        lines.append(text(f"  forecast: {f.forecast.arithmetic}"))
     lines += [text(f"  note: {n}", style="dim") for n in f.notes]
     frameworks = [framework] if framework in f.fix and framework != ALL_FIXES else list(f.fix)
     for fw in frameworks:
