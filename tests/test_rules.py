@@ -149,3 +149,12 @@ def test_sd105_forecasts_a_larger_per_replica_batch_from_the_measured_parts():
     assert finding.forecast.kind == "forecast" and finding.predicted_speedup.kind == "ceiling"
     assert finding.forecast.value == pytest.approx(40 / 19)
     assert "= 2.11x samples/s" in finding.forecast.arithmetic
+
+
+def test_sd105_forecast_on_a_mostly_idle_device_takes_its_kernels_as_per_step():
+    """Busy 9%: kernels too small to fill the device take as long on 4x the data; 2 KB of input a step
+    is per-call work. Only copies would grow: the same step carries 4x the samples."""
+    tiny = Transfers(bytes_per_step=2e3, count_per_step=2, bytes_by_host_kind={"pinned": 2e3})
+    idle = unit({"host_overhead": 70.0, "input": 20.0}, spread=1.0, busy_pct=9.0, h2d=tiny)
+    (finding,) = [f for f in run_rules(analysis(idle)) if f.id == "SD105"]
+    assert finding.forecast.value == pytest.approx(4.0)

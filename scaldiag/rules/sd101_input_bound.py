@@ -6,6 +6,7 @@ to the devices) while no device work runs. Adding GPUs does not help: each
 one waits on the same host.
 """
 
+from scaldiag.analyze.forecast import HEAVY_BATCH_BYTES
 from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
 from scaldiag.rules.share_rule import ShareRule
 
@@ -50,10 +51,9 @@ _ALREADY_PREFETCHING_TF = (
     "or read fewer bytes (smaller images, uint8 instead of float32).")
 
 
-# Input that moves this many bytes per step to the device is dominated by preparing them (slicing,
-# converting, copying): on an H200 a 40 MB float32 batch cost 18 ms of host time per step, and the
-# same pixels as uint8 made the script 7.6x faster (bench/results/gpu_h200/accuracy).
-HEAVY_BATCH_BYTES = 8 * 2**20
+# HEAVY_BATCH_BYTES: input that moves this many bytes per step to the device is dominated by
+# preparing them (slicing, converting, copying): on an H200 a 40 MB float32 batch cost 18 ms of host
+# time per step, and the same pixels as uint8 made the script 7.6x faster (bench/results/gpu_h200/accuracy).
 _FEWER_BYTES = ("Each step moves {mb:.0f} MB to the device: send fewer bytes. Images as uint8 (a quarter of "
                 "float32) cast and scaled on the device by the model's first layer, "
                 "keras.layers.Rescaling(1 / 255); or a smaller dtype (bfloat16) for other features.")

@@ -61,7 +61,8 @@ def _forecast(analysis: ProfileAnalysis, unit: UnitAnalysis) -> Speedup | None:
     if f is None or f.speedup <= 1.0:
         return None
     return Speedup(f.speedup, f.speedup, f.speedup,
-                   f"per-replica batch x{BATCH_FACTOR}: per-sample parts {f.per_sample_ms:.3f} ms grow x{BATCH_FACTOR}, "
+                   f"per-replica batch x{BATCH_FACTOR}: per-sample parts ({', '.join(f.per_sample_parts)}) "
+                   f"{f.per_sample_ms:.3f} ms grow x{BATCH_FACTOR}, "
                    f"per-step parts {f.per_step_ms:.3f} ms stay: {BATCH_FACTOR} x {f.per_sample_ms + f.per_step_ms:.3f} / "
                    f"({BATCH_FACTOR} x {f.per_sample_ms:.3f} + {f.per_step_ms:.3f}) = {f.speedup:.2f}x samples/s",
                    kind="forecast")
