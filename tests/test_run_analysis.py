@@ -109,30 +109,6 @@ def test_a_slow_step_after_the_first_epoch_is_the_machine_and_stays_steady():
     assert not s.excluded and s.steady == 30
 
 
-def test_background_input_on_saturated_cores_is_input():
-    """tf.data threads busy 40 thread-ms per step on 2 saturated cores: 20 ms of the step is input."""
-    from dataclasses import replace
-
-    from scaldiag.analyze.background import attribute_background_input
-    from scaldiag.analyze.categories import CATEGORIES
-    from scaldiag.analyze.profile import CategoryTime, ProfileAnalysis, UnitAnalysis
-    from scaldiag.analyze.stats import Summary
-
-    cats = {c: CategoryTime(0.0, 0.0, 0.5, 0.0) for c in CATEGORIES}
-    cats["compute"] = CategoryTime(100.0, 100.0, 0.5, 100.0)
-    unit = UnitAnalysis(name="/host:CPU", kind="host", steps=10, step_time_ms=Summary.of([100.0] * 10),
-                        busy_pct=100.0, categories=cats, input_pipeline_busy_ms=40.0)
-    profile = ProfileAnalysis(run="r", sources=[], hosts=[], event_count=1, steps_method="markers",
-                              steps_description="", units=[unit])
-    moved = attribute_background_input(profile, cores=2, core_pct_mean=95.0).units[0].categories
-    assert moved["input"].exclusive_ms == pytest.approx(20.0) and moved["compute"].exclusive_ms == pytest.approx(80.0)
-    assert sum(t.exclusive_pct for t in moved.values()) == pytest.approx(100.0)
-    # Cores not saturated, or a GPU unit: nothing moves.
-    assert attribute_background_input(profile, cores=2, core_pct_mean=50.0) is profile
-    gpu = replace(profile, units=[replace(unit, kind="gpu")])
-    assert attribute_background_input(gpu, cores=2, core_pct_mean=95.0).units[0].categories == gpu.units[0].categories
-
-
 def test_accounting_paints_every_second_once():
     """Launch 0 s, script 0.1 s, Keras 1 s, fit 2-9 s with 2 epochs of steps and a validation, ceiling,
     script end 9.5 s, launcher end 10 s."""

@@ -13,7 +13,6 @@ import numpy as np
 
 from scaldiag.analyze import inflation, runsteps
 from scaldiag.analyze.accounting import Accounting, account
-from scaldiag.analyze.background import attribute_background_input
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.stats import Summary
 from scaldiag.record.types import RunRecord
@@ -225,8 +224,6 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
     host = host_summary(record.host_samples, steps.window_ns if steps else None)
     if trace is not None and steps is not None:
         trace = _corrected(trace, steps, record.training)
-    if trace is not None and host is not None:
-        trace = attribute_background_input(trace, host.cores, host.core_pct_mean)
     window = steps.window_ns if steps else None
     missing = list(record.run.get("missing", [])) + trace_missing
     if not record.steps:

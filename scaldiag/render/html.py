@@ -36,7 +36,7 @@ border-bottom:1px solid #eee;text-align:right;vertical-align:top}th{background:#
 th:first-child{text-align:left}svg.chart{width:100%;height:auto;display:block;margin:4px 0 12px}
 .finding{border:1px solid #ddd;border-radius:6px;padding:8px 14px;margin:10px 0}.sev-high{border-left:5px solid
 #d62728}.sev-medium{border-left:5px solid #eeca3b}.sev-info{border-left:5px solid #17becf}pre{background:#f6f6f6;
-padding:8px;overflow-x:auto;font-size:12.5px}.missing{color:#a15c00}.dim{color:#777}code{font-size:12.5px}
+padding:8px;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12.5px}.missing{color:#a15c00}.dim{color:#777}code{font-size:12.5px}
 """
 
 

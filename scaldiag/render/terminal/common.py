@@ -84,7 +84,8 @@ def finding_panel(f: Finding, framework: str) -> Panel:
     lines = [text(f.summary)]
     for e in f.evidence:
         spread = f" ±{e.spread}" if e.spread is not None else ""
-        threshold = f" (threshold {e.threshold}{e.unit})" if e.threshold is not None else ""
+        unit = e.unit if e.unit in ("%", "x") else f" {e.unit}"
+        threshold = f" (threshold {e.threshold}{unit})" if e.threshold is not None else ""
         lines.append(text(f"  evidence: {e.metric} = {e.value}{spread} {e.unit}{threshold}", style="dim"))
     if f.predicted_speedup:
         s = f.predicted_speedup
