@@ -221,10 +221,9 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
     """``other_ranks``: the records of ranks > 0 of a multi-process job (this record is rank 0)."""
     found = runsteps.periods(record.steps, record.training, record.marks)
     steps = _step_stats(found, record.training)
-    host = host_summary(record.host_samples, steps.window_ns if steps else None)
+    window = steps.window_ns if steps else None
     if trace is not None and steps is not None:
         trace = _corrected(trace, steps, record.training)
-    window = steps.window_ns if steps else None
     missing = list(record.run.get("missing", [])) + trace_missing
     if not record.steps:
         missing.append("steps: no training step was recorded (did the script call model.fit, "
@@ -234,10 +233,13 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
     training_ns = (record.steps[0]["begin_ns"], record.steps[-1]["end_ns"]) if record.steps else None
     return RunAnalysis(run=record.run, training=record.training, inventory=record.inventory, steps=steps,
                        gpus=gpu_summaries(record.gpu_samples, record.inventory, window, training_ns),
-                       host=host, trace=trace, missing=missing,
+                       host=host_summary(record.host_samples, window), trace=trace, missing=missing,
                        accounting=account(record.run, record.marks, found),
-                       ranks=({0: steps} | {r: step_stats(rec.steps, rec.training) for r, rec in other_ranks.items()}
-                              if other_ranks else {}))
+                       ranks={0: steps, **{r: _record_steps(rec) for r, rec in other_ranks.items()}} if other_ranks else {})
+
+
+def _record_steps(record: RunRecord) -> StepStats | None:
+    return _step_stats(runsteps.periods(record.steps, record.training, record.marks), record.training)
 
 
 def _corrected(trace: ProfileAnalysis, steps: StepStats, training: dict) -> ProfileAnalysis:
