@@ -115,27 +115,10 @@ def generated_trace(draw) -> bytes:
             line = plane.line(draw(st.sampled_from(["python", "Stream #1(Compute)", "Stream #2(MemcpyH2D)", ""])),
                               timestamp_ns=draw(st.integers(0, 1 << 40)))
             for name, start, dur, stats in draw(st.lists(EVENT, max_size=12)):
-                event = line.events.add(metadata_id=plane.stat_id("__ev"), offset_ps=start, duration_ps=dur)
-                event.metadata_id = _event_id(plane, name)
-                for key, value in stats.items():
-                    stat = event.stats.add(metadata_id=plane.stat_id(key))
-                    if isinstance(value, str):
-                        stat.str_value = value
-                    elif isinstance(value, float):
-                        stat.double_value = value
-                    else:
-                        stat.int64_value = value
+                event = line.events.add(metadata_id=plane.event_id(name), offset_ps=start, duration_ps=dur)
+                plane.add_stats(event, stats)
             del line_no
     return space.SerializeToString()
-
-
-def _event_id(plane: PlaneBuilder, name: str) -> int:
-    if name not in plane._events:
-        key = len(plane._events) + 1
-        plane.plane.event_metadata[key].id = key
-        plane.plane.event_metadata[key].name = name
-        plane._events[name] = key
-    return plane._events[name]
 
 
 def seed_run_dir(root: Path, with_trace: bytes | None) -> Path:
