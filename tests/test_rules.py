@@ -12,8 +12,8 @@ from scaldiag.rules.base import removal_speedup
 from scaldiag.rules.report import build_report
 
 
-def unit(shares: dict, spread: float = 1.0, busy_pct: float = 90.0, kind="gpu", h2d=None) -> UnitAnalysis:
-    step_ms = 10.0
+def unit(shares: dict, spread: float = 1.0, busy_pct: float = 90.0, kind="gpu", h2d=None,
+         step_ms: float = 10.0) -> UnitAnalysis:
     rest = 100.0 - sum(shares.values())
     shares = {**shares, "compute": shares.get("compute", 0.0) + rest}
     categories = {c: CategoryTime(exclusive_ms=step_ms * shares.get(c, 0.0) / 100,
@@ -126,9 +126,12 @@ def test_sd105_does_not_advise_xla_on_tensorflows_cpu_path():
 
 
 def test_sd101_says_send_fewer_bytes_when_the_batch_is_heavy():
+    # 40 MB a step and 200 ms of input: 5 ns per byte, more than moving bytes costs: the input computes.
     heavy = Transfers(bytes_per_step=40e6, count_per_step=2, bytes_by_host_kind={"pinned": 40e6})
-    (finding,) = [f for f in run_rules(analysis(unit({"input": 40.0}, spread=1.0, h2d=heavy))) if f.id == "SD101"]
+    found = run_rules(analysis(unit({"input": 40.0}, spread=1.0, h2d=heavy, step_ms=500.0)))
+    (finding,) = [f for f in found if f.id == "SD101"]
     assert all("uint8" in text for text in finding.fix.values())
+    assert "SD102" not in [f.id for f in found]
     light = Transfers(bytes_per_step=1e5, count_per_step=2, bytes_by_host_kind={"pinned": 1e5})
     (finding,) = [f for f in run_rules(analysis(unit({"input": 40.0}, spread=1.0, h2d=light))) if f.id == "SD101"]
     assert not any("uint8" in text for text in finding.fix.values())
@@ -158,3 +161,26 @@ def test_sd105_forecast_on_a_mostly_idle_device_takes_its_kernels_as_per_step():
     idle = unit({"host_overhead": 70.0, "input": 20.0}, spread=1.0, busy_pct=9.0, h2d=tiny)
     (finding,) = [f for f in run_rules(analysis(idle)) if f.id == "SD105"]
     assert finding.forecast.value == pytest.approx(4.0)
+
+
+def test_a_heavy_batch_handed_over_at_memory_speed_is_named_host_to_device():
+    # 40 MB a step and 4 ms of input (0.1 ns/byte: the host only moves the bytes) plus 1 ms of copies.
+    heavy = Transfers(bytes_per_step=40e6, count_per_step=2, bytes_by_host_kind={"pinned": 40e6})
+    found = run_rules(analysis(unit({"input": 40.0, "h2d": 10.0}, spread=1.0, h2d=heavy)))
+    assert found[0].id == "SD102" and "SD101" not in [f.id for f in found]
+    top = found[0]
+    evidence = {e.metric: e.value for e in top.evidence}
+    assert evidence["input time per byte copied"] == pytest.approx(4e6 / 40e6)
+    assert evidence["exclusive h2d + hand-over (input) share of step time"] == pytest.approx(50.0)
+    assert top.predicted_speedup.kind == "ceiling" and top.predicted_speedup.value == pytest.approx(2.0)
+    # Forecast for uint8: 5 ms of hand-over shrink 4x -> 10 / (10 - 0.75 x 5).
+    assert top.forecast.kind == "forecast" and top.forecast.value == pytest.approx(10 / (10 - 0.75 * 5))
+    assert all(text.startswith("Each step moves 40 MB") for text in top.fix.values())
+
+
+def test_copies_alone_keep_the_copy_share_and_no_bytes_forecast():
+    light = Transfers(bytes_per_step=1e6, count_per_step=2, bytes_by_host_kind={"pinned": 1e6})
+    found = run_rules(analysis(unit({"input": 30.0, "h2d": 10.0}, spread=1.0, h2d=light)))
+    assert [f.id for f in found][:2] == ["SD101", "SD102"]
+    sd102 = found[1]
+    assert sd102.predicted_speedup.value == pytest.approx(1 / 0.9) and sd102.forecast is None

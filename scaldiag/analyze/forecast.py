@@ -30,11 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scaldiag.analyze.profile import UnitAnalysis
+from scaldiag.analyze.transfers import HEAVY_BATCH_BYTES, Handover, handover
 
 # The device fills with work from this busy share of the step (SD106's low-utilisation bound).
 FULL_DEVICE_BUSY_PCT = 50.0
-# From this many bytes a step, input follows its bytes (SD101's heavy-batch bound).
-HEAVY_BATCH_BYTES = 8 * 2**20
+# HEAVY_BATCH_BYTES (analyze/transfers.py): from this many bytes a step, input follows its bytes.
 ALWAYS_PER_SAMPLE = ("h2d", "d2h")
 DEVICE_WORK = ("compute", "layout", "other")
 
@@ -65,3 +65,33 @@ def larger_batch(unit: UnitAnalysis, factor: float) -> BatchForecast | None:
     if now <= 0 or factor <= 0:
         return None
     return BatchForecast(factor, factor * now / (factor * per_sample + per_step), per_sample, per_step, scaled)
+
+
+def unit_handover(unit: UnitAnalysis) -> Handover | None:
+    """The unit's input read as the host side of a heavy host-to-device copy (analyze/transfers.py)."""
+    if unit.h2d is None:
+        return None
+    return handover(unit.h2d.bytes_per_step, unit.categories["input"].exclusive_ms,
+                    unit.categories["h2d"].exclusive_ms)
+
+
+@dataclass(frozen=True)
+class BytesForecast:
+    factor: float        # the bytes per step divided by this
+    speedup: float
+    handover_ms: float   # input + copy time per step now, which follows the bytes
+    step_ms: float
+
+
+def fewer_bytes(unit: UnitAnalysis, factor: float) -> BytesForecast | None:
+    """The step with ``factor`` x fewer bytes copied (float32 pixels sent as uint8: 4x).
+
+    Model: the hand-over (input and copy time per step) costs what it costs per byte now
+    (measured), so it shrinks ``factor`` times; the rest of the step stays.
+    """
+    h = unit_handover(unit)
+    step = sum(t.exclusive_ms for t in unit.categories.values())
+    if h is None or step <= 0 or factor <= 1:
+        return None
+    after = step - h.ms * (1 - 1 / factor)
+    return BytesForecast(factor, step / after, h.ms, step) if after > 0 else None

@@ -1,17 +1,23 @@
 """SD102 host-to-device-bound: copies of input into GPU memory are on the critical path.
 
-``MemcpyH2D`` time that no computation hides. Copies from pageable host
-memory are staged and synchronous; from pinned memory they can overlap
-compute. Evidence: exclusive H2D share, bytes per step, pageable bytes.
+``MemcpyH2D`` time that no computation hides, and, for a heavy batch (8 MiB or
+more a step), the host's hand-over of it: when the step's input time costs at
+most 2 ns per byte copied, the host is moving the bytes (slicing, converting,
+staging them for the copy), not computing them, and that time is the copy's
+too. Copies from pageable host memory are staged and synchronous; from pinned
+memory they can overlap compute. Evidence: the share, the input's cost per
+byte, bytes per step, pageable bytes. Forecast: the same step with a quarter
+of the bytes (float32 pixels sent as uint8).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
 
-from scaldiag.analyze.profile import ProfileAnalysis
-from scaldiag.rules.base import Evidence, Finding
-from scaldiag.rules.share_rule import ShareRule
+from scaldiag.analyze.forecast import fewer_bytes, unit_handover
+from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
+from scaldiag.analyze.transfers import HANDOVER_MAX_NS_PER_BYTE, HEAVY_BATCH_BYTES, Handover
+from scaldiag.rules.base import Evidence, Finding, Speedup, clears, removal_speedup, severity, share_evidence, spread_note
 
 # Same scale as input-bound (xprof counts host-to-device time as input time:
 # input_ms = host_wait_input_ms + host_to_device_ms, thresholds 5% / 20%).
@@ -39,29 +45,95 @@ FIX = {
         "GPU (x.to(device, non_blocking=True).float().div_(255))."),
 }
 
-_SHARE = ShareRule(id="SD102", title="Host-to-device copies on the critical path", category="h2d",
-                   what="host-to-device copies not hidden by compute take", moderate_pct=MODERATE_PCT,
-                   high_pct=HIGH_PCT, fix=FIX)
+# The fix the forecast is for: float32 pixels sent as uint8 carry a quarter of the bytes.
+BYTES_FACTOR = 4
+
+_FEWER_BYTES = ("Each step moves {mb:.0f} MB to the device and the host spends {ns:.2f} ns per byte preparing "
+                "them: send fewer bytes. Images as uint8 (a quarter of float32), cast and scaled on the device "
+                "by the model's first layer, keras.layers.Rescaling(1 / 255); or a smaller dtype (bfloat16) "
+                "for other features.\n")
 
 
 class _HostToDevice:
-    id = _SHARE.id
+    """The copies' exclusive share, plus the host's hand-over of a heavy batch when its input time is what
+    moving the bytes costs (analyze/transfers.py): that input is the host side of the copy."""
+
+    id = "SD102"
+    title = "Host-to-device copies on the critical path"
 
     def check(self, analysis: ProfileAnalysis) -> Finding | None:
-        finding = _SHARE.check(analysis)
-        if finding is None:
+        scored = [(u, *_share(u)) for u in analysis.units]
+        if not scored:
             return None
-        unit = next(u for u in analysis.units if u.name == finding.evidence[0].device)
-        evidence = list(finding.evidence)
-        notes = list(finding.notes)
-        if unit.h2d is not None:
-            evidence.append(Evidence("H2D bytes per step", round(unit.h2d.bytes_per_step), "bytes", device=unit.name))
-            pageable = unit.h2d.bytes_by_host_kind.get("pageable", 0.0)
-            if unit.h2d.bytes_per_step and 100 * pageable / unit.h2d.bytes_per_step >= PAGEABLE_BYTES_PCT:
-                evidence.append(Evidence("pageable share of H2D bytes", round(100 * pageable / unit.h2d.bytes_per_step, 1),
-                                         "%", threshold=PAGEABLE_BYTES_PCT, device=unit.name))
-                notes.append("copies come from pageable host memory: pinned memory lets them overlap compute")
-        return replace(finding, evidence=evidence, notes=notes)
+        unit, pct, spread, h = max(scored, key=lambda s: s[1])
+        if not clears(pct, spread, MODERATE_PCT):
+            return None
+        what = "host-to-device copies and the host's hand-over of the batch" if h else "host-to-device copies"
+        copy = unit.categories["h2d"]
+        summary = f"{unit.name}: {what} take {pct:.1f}% of step time ({copy.exclusive_ms:.2f} ms of copies"
+        summary += (f", {h.input_ms:.2f} ms preparing {h.bytes_per_step / 1e6:.1f} MB at {h.ns_per_byte:.2f} ns/byte"
+                    if h else "") + f" in {unit.step_time_ms.mean:.2f} ms per step)"
+        return Finding(
+            id=self.id, title=self.title, severity=severity(pct, spread, HIGH_PCT), category="h2d", summary=summary,
+            evidence=_evidence(unit, h, pct, spread), fix=_fix(h),
+            predicted_speedup=removal_speedup(pct, spread, "host-to-device (copies and hand-over)" if h else "h2d"),
+            notes=spread_note(spread) + _notes(unit, h), forecast=_forecast(unit))
+
+
+def _share(unit: UnitAnalysis) -> tuple[float, float, Handover | None]:
+    """Exclusive share (%) and its spread: the copies, plus the input when it is their hand-over."""
+    h = unit_handover(unit)
+    parts = [unit.categories["h2d"]] + ([unit.categories["input"]] if h else [])
+    # The parts' per-step spreads are not independent (one batch): add them, the wider bound.
+    return sum(p.exclusive_pct for p in parts), sum(p.exclusive_pct_ci95 for p in parts), h
+
+
+def _evidence(unit: UnitAnalysis, h: Handover | None, pct: float, spread: float) -> list[Evidence]:
+    evidence = [share_evidence(unit, "h2d", MODERATE_PCT)]
+    if h:
+        evidence = [Evidence("exclusive h2d + hand-over (input) share of step time", round(pct, 2), "%",
+                             threshold=MODERATE_PCT, spread=None if math.isinf(spread) else round(spread, 2),
+                             device=unit.name),
+                    Evidence("input time per byte copied", round(h.ns_per_byte, 3), "ns/byte",
+                             threshold=HANDOVER_MAX_NS_PER_BYTE, device=unit.name)] + evidence
+    if unit.h2d is not None:
+        evidence.append(Evidence("H2D bytes per step", round(unit.h2d.bytes_per_step), "bytes",
+                                 threshold=HEAVY_BATCH_BYTES if h else None, device=unit.name))
+        pageable = unit.h2d.bytes_by_host_kind.get("pageable", 0.0)
+        if unit.h2d.bytes_per_step and 100 * pageable / unit.h2d.bytes_per_step >= PAGEABLE_BYTES_PCT:
+            evidence.append(Evidence("pageable share of H2D bytes", round(100 * pageable / unit.h2d.bytes_per_step, 1),
+                                     "%", threshold=PAGEABLE_BYTES_PCT, device=unit.name))
+    return evidence
+
+
+def _notes(unit: UnitAnalysis, h: Handover | None) -> list[str]:
+    notes = []
+    if h:
+        notes.append(f"the step's input ({h.input_ms:.2f} ms) costs {h.ns_per_byte:.2f} ns per byte copied, at most "
+                     f"{HANDOVER_MAX_NS_PER_BYTE:g}: the host moving the batch (slicing, converting, staging), "
+                     "not computing it, so it is counted with the copy")
+    pageable = unit.h2d.bytes_by_host_kind.get("pageable", 0.0) if unit.h2d else 0.0
+    if unit.h2d and unit.h2d.bytes_per_step and 100 * pageable / unit.h2d.bytes_per_step >= PAGEABLE_BYTES_PCT:
+        notes.append("copies come from pageable host memory: pinned memory lets them overlap compute")
+    return notes
+
+
+def _fix(h: Handover | None) -> dict[str, str]:
+    if h is None:
+        return FIX
+    first = _FEWER_BYTES.format(mb=h.bytes_per_step / 1e6, ns=h.ns_per_byte)
+    return {fw: first + text for fw, text in FIX.items()}
+
+
+def _forecast(unit: UnitAnalysis) -> Speedup | None:
+    f = fewer_bytes(unit, BYTES_FACTOR)
+    if f is None:
+        return None
+    return Speedup(f.speedup, f.speedup, f.speedup,
+                   f"uint8 instead of float32 ({BYTES_FACTOR}x fewer bytes): the hand-over and copies, "
+                   f"{f.handover_ms:.3f} ms at their measured cost per byte, shrink {BYTES_FACTOR}x, the rest stays: "
+                   f"{f.step_ms:.3f} / ({f.step_ms:.3f} - {1 - 1 / BYTES_FACTOR:.2f} x {f.handover_ms:.3f}) = "
+                   f"{f.speedup:.2f}x samples/s", kind="forecast")
 
 
 RULE = _HostToDevice()
