@@ -1,46 +1,81 @@
 #!/usr/bin/env bash
-# PyTorch on one GPU (issue 14): a real Kineto fixture, and `scaldiag profile` on bench/torch/ scripts
-# with their fixed twins. Run from the project root on the GPU machine:
+# PyTorch on one GPU (issue 14). Run from the project root on the GPU machine, after
+# `source bench/gpu/setup.sh /tmp/torch_gpu` (or with OUT set):
 #
-#     bash bench/gpu/run_torch.sh            # results in $OUT (the device tool's), else bench/results/torch_gpu
+#     bash bench/gpu/run_torch.sh zoo     # a real Kineto fixture, `scaldiag profile` on bench/torch/ scripts and twins
+#     bash bench/gpu/run_torch.sh open    # SD105's twins of healthy.py, DDP mechanics on one GPU, capture overhead
 #
 # python3 there has torch + CUDA; scaldiag runs from this checkout on PYTHONPATH. Everything lands in one
-# torch_gpu.tgz: results/*.txt|json (reports, stdout), fixture/ (the Kineto trace), runs/ (run directories).
-# Budget: under 6 minutes (each step has its own timeout).
+# torch_<stage>.tgz in $FINAL_OUT (setup.sh's), else $OUT, else bench/results/torch_gpu: results/*.txt|json|md,
+# fixture/ (zoo), runs/ (run directories). Budget: zoo under 6 minutes, open under 4 (each step has a timeout).
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+STAGE="${1:-zoo}"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
-OUT="${OUT:-bench/results/torch_gpu}"
-mkdir -p "$OUT"
+DEST="${FINAL_OUT:-${OUT:-bench/results/torch_gpu}}"
+mkdir -p "$DEST"
 WORK="$(mktemp -d)"
 R="$WORK/results"
-mkdir -p "$R"
+mkdir -p "$R" "$WORK/runs"
 T0=$SECONDS
 
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  nproc
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
 } > "$R/env.txt" 2>&1
 
-echo "== fixture" >&2
-timeout 90 python3 bench/torch/record_fixture.py --out "$WORK/fixture" > "$R/fixture.log" 2>&1
-timeout 60 python3 -m scaldiag analyze --json "$R/fixture_analyze.json" "$WORK/fixture" > "$R/fixture_analyze.txt" 2>&1
-
-run() {  # name, timeout, script, args...
-  local name=$1 limit=$2 script=$3
-  shift 3
+profile() {  # name, timeout, scaldiag profile args... (the script and its args after them)
+  local name=$1 limit=$2
+  shift 2
   echo "== $name ($((SECONDS - T0)) s so far)" >&2
-  timeout "$limit" python3 -m scaldiag profile --out "$WORK/runs/$name" --json "$R/$name.json" "$script" -- "$@" \
-    > "$R/$name.txt" 2>&1
+  timeout "$limit" python3 -m scaldiag profile --out "$WORK/runs/$name" --json "$R/$name.json" "$@" > "$R/$name.txt" 2>&1
   echo "exit $? after $((SECONDS - T0)) s" >> "$R/$name.txt"
 }
 
-run input_bound        70 bench/torch/input_bound.py --steps 60
-run input_bound_fixed  70 bench/torch/input_bound.py --steps 60 --fixed
-run launch_bound       60 bench/torch/launch_bound.py --steps 300
-run launch_bound_fixed 120 bench/torch/launch_bound.py --steps 300 --fixed
-run healthy            60 bench/torch/healthy.py --steps 60
+plain() {  # name, timeout, script args...
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name ($((SECONDS - T0)) s so far)" >&2
+  timeout "$limit" python3 "$@" > "$R/$name.txt" 2>&1
+  echo "exit $? after $((SECONDS - T0)) s" >> "$R/$name.txt"
+}
 
+zoo() {
+  echo "== fixture" >&2
+  timeout 90 python3 bench/torch/record_fixture.py --out "$WORK/fixture" > "$R/fixture.log" 2>&1
+  timeout 60 python3 -m scaldiag analyze --json "$R/fixture_analyze.json" "$WORK/fixture" > "$R/fixture_analyze.txt" 2>&1
+  profile input_bound        70 bench/torch/input_bound.py -- --steps 60
+  profile input_bound_fixed  70 bench/torch/input_bound.py -- --steps 60 --fixed
+  profile launch_bound       60 bench/torch/launch_bound.py -- --steps 300
+  profile launch_bound_fixed 120 bench/torch/launch_bound.py -- --steps 300 --fixed
+  profile healthy            60 bench/torch/healthy.py -- --steps 60
+}
+
+open_parts() {
+  # SD105 on healthy.py at batch 1024: the script plain, its two twins (same kernels as one CUDA graph;
+  # torch.compile reduce-overhead), then under scaldiag profile for the trace.
+  plain twin_eager   40 bench/torch/healthy.py --steps 160 --windows 6 --json "$R/twin_eager.json"
+  plain twin_graphs  40 bench/torch/healthy.py --steps 160 --windows 6 --fixed graphs --json "$R/twin_graphs.json"
+  plain twin_compile 90 bench/torch/healthy.py --steps 160 --windows 6 --fixed compile --json "$R/twin_compile.json"
+  profile healthy    40 bench/torch/healthy.py -- --steps 60
+  # DDP mechanics on ONE GPU (not scaling): 2 torchrun ranks on cuda:0 with gloo; can NCCL take 2 ranks on 1 GPU?
+  profile ddp_2rank_1gpu 60 --nproc-per-node 2 bench/torch/ddp_one_gpu.py -- --steps 20
+  plain nccl_same_gpu 60 bench/torch/nccl_same_gpu.py
+  profile ddp_sweep_1_2 20 --torchrun --gpus 1,2 bench/torch/ddp_one_gpu.py -- --steps 20
+  # Capture overhead last: the longest part; its rounds print as they finish.
+  echo "== capture overhead ($((SECONDS - T0)) s so far)" >&2
+  timeout 150 python3 bench/torch/capture_overhead.py --rounds 5 --out "$R/capture_overhead.md" \
+    --keep "$WORK/runs/overhead_last_captured" > "$R/capture_overhead.txt" 2>&1
+  echo "exit $? after $((SECONDS - T0)) s" >> "$R/capture_overhead.txt"
+}
+
+case "$STAGE" in
+  zoo) zoo ;;
+  open) open_parts ;;
+  *) echo "stage: zoo or open" >&2; exit 2 ;;
+esac
 echo "total $((SECONDS - T0)) s" >> "$R/env.txt"
-tar czf "$OUT/torch_gpu.tgz" -C "$WORK" results fixture runs
-ls -la "$OUT" >&2
+# Kineto traces are the bulk of the run directories: keep them, compressed in the tarball.
+tar czf "$DEST/torch_$STAGE.tgz" -C "$WORK" results runs $([ -d "$WORK/fixture" ] && echo fixture)
+ls -la "$DEST" >&2
