@@ -1,20 +1,32 @@
-"""NVML samples for each visible GPU, on a background thread, plus the inventory.
+"""NVML samples for each visible GPU, on one background thread for all GPUs, plus the inventory.
 
-Reads are tiered by what they cost (measured on H200, driver 580, per GPU
-and call: bench/results/gpu_nvml_h200.md) and by how fast they change:
+One wake-up per tick reads every GPU (20 Hz). What each read costs in CPU was measured on
+an H200, driver 580 (bench/results/gpu_h200/nvml_sampling_probe.md, per GPU and call), and
+the rates below follow from it and from how fast each value changes:
 
-| every | rate   | reads                                                        | cost     |
-|-------|--------|--------------------------------------------------------------|----------|
-| 1     | 100 Hz | SM clock, memory used, clocks-event (throttle) reasons       | 0.03 ms  |
-| 5     | 20 Hz  | PCIe TX/RX byte counters, instant power (one field-values call) | 0.33 ms |
-| 10    | 10 Hz  | utilisation (nvmlDeviceGetUtilizationRates)                  | 0.13 ms  |
-| 100   | 1 Hz   | PCIe link generation and width now (they drop when idle)     | <0.02 ms |
-| 200   | 0.5 Hz | NVLink data TX/RX counters, all links (one call)             | 2.7 ms   |
+| every      | rate    | reads                                                              | CPU/call |
+|------------|---------|--------------------------------------------------------------------|----------|
+| 1 tick     | 20 Hz   | SM clock, memory used, clocks-event (throttle) reasons, instant power | 2-7 us each |
+| 4 ticks    | 5 Hz    | utilisation: the driver updates it every 200 ms (its sample buffer's spacing) | 1.4 us |
+| adaptive   | 1-20 Hz | PCIe TX/RX byte counters (one field-values call for both)          | 0.34 ms  |
+| 20 ticks   | 1 Hz    | PCIe link generation and width now (they drop when idle)           | <0.01 ms |
+| 40 ticks   | 0.5 Hz  | NVLink data TX/RX counters, all links                              | ~1.5 ms (2x H200) |
+| 100 ticks  | 0.2 Hz  | cumulative time held down per clocks-event reason (ns counters)   | ~0.6 ms  |
 
-Not ``nvmlDeviceGetPcieThroughput``: it samples a 20 ms window per call.
-The PCIe counters are 32-bit (they wrap every 4 GiB, 80 ms at PCIe Gen5
-x16 line rate); sampled at 20 Hz they are unwrapped here, so the record
-holds monotonic cumulative counts.
+The PCIe counters are 32-bit (they wrap every 4 GiB, 68 ms at PCIe Gen5 x16 line rate) and
+cost 50-200 times the other reads, so they are read as rarely as the traffic allows: after
+each read the next is scheduled so that, at the rate just seen, at most a quarter of a wrap
+(1 GiB) passes between reads: once a second while the link is quiet, up to every tick (50 ms,
+one wrap at 86 GB/s, beyond the link) under load. A wrap is missed only if the traffic
+jumps more than 4x between two reads and moves over 4 GiB in one of them; the record holds
+monotonic cumulative counts. Not ``nvmlDeviceGetPcieThroughput``: it samples a 20 ms window
+per call. Not NVML's sample buffers (``nvmlDeviceGetSamples``): on the H200 the SM-clock
+buffer stayed empty, utilisation has one sample per 200 ms at 2.4 ms a call, and power
+samples (every 20 ms) cost 0.3 ms a call against 5 us for the instant value.
+
+The clocks-event reasons are sampled at 20 Hz (an unbiased sample of the time each holds);
+the cumulative counters (``throttle_*_ns``) count every nanosecond held down, between samples
+too, at 0.2 Hz.
 
 ``nvml`` is the pynvml module (nvidia-ml-py) or, in unit tests, a fake with
 the same functions. Nothing here raises into training: a failing read is
@@ -30,25 +42,31 @@ import time
 from scaldiag.collect.sampling import PeriodicSampler
 from scaldiag.record.rundir import JsonlWriter
 
-PERIOD_S = 0.01  # 100 Hz
+PERIOD_S = 0.05  # 20 Hz: one wake-up for all GPUs (a no-op tick costs 0.15% of a core at 20 Hz, 0.47% at 100 Hz)
 ALL_LINKS = 0xFFFFFFFF  # scopeId: NVLink counters summed over all links
 _UINT32_TYPE = 1  # NVML_VALUE_TYPE_UNSIGNED_INT: a counter that wraps at 2**32
+PCIE_KEYS = ("pcie_tx_bytes", "pcie_rx_bytes")
+PCIE_CONSTS = {"pcie_tx_bytes": "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", "pcie_rx_bytes": "NVML_FI_DEV_PCIE_COUNT_RX_BYTES"}
+PCIE_SLOWEST_EVERY = 20  # ticks: the PCIe counters are read at least once a second
+WRAP_GUARD_BYTES = 1 << 30  # a quarter of the 32-bit wrap between two reads of a PCIe counter
 
 # (key, NVML field constant, scopeId, every n ticks)
 FIELDS = [
-    ("power_mw", "NVML_FI_DEV_POWER_INSTANT", 0, 5),
-    ("pcie_tx_bytes", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 0, 5),
-    ("pcie_rx_bytes", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 0, 5),
-    ("nvlink_tx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", ALL_LINKS, 200),
-    ("nvlink_rx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", ALL_LINKS, 200),
+    ("power_mw", "NVML_FI_DEV_POWER_INSTANT", 0, 1),
+    ("nvlink_tx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", ALL_LINKS, 40),
+    ("nvlink_rx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", ALL_LINKS, 40),
+    ("throttle_sw_power_cap_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP", 0, 100),
+    ("throttle_sw_thermal_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN", 0, 100),
+    ("throttle_hw_thermal_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN", 0, 100),
+    ("throttle_hw_power_brake_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN", 0, 100),
 ]
 # nvmlGpuTopologyLevel_t: the closest common ancestor of two GPUs on the PCIe tree
 # (NVLink is separate: see nvlink_active_links in the inventory).
 TOPOLOGY_LEVELS = {0: "same board", 10: "single PCIe switch", 20: "multiple PCIe switches",
                    30: "PCIe host bridge", 40: "same NUMA node", 50: "across NUMA nodes (SMP link)"}
 
-CALLS = [("sm_clock_mhz", 1), ("mem_used_bytes", 1), ("clocks_event_reasons", 1), ("util_pct", 10),
-         ("pcie_gen", 100), ("pcie_width", 100)]
+CALLS = [("sm_clock_mhz", 1), ("mem_used_bytes", 1), ("clocks_event_reasons", 1), ("util_pct", 4),
+         ("pcie_gen", 20), ("pcie_width", 20)]
 
 
 def load_nvml():
@@ -57,6 +75,18 @@ def load_nvml():
 
     pynvml.nvmlInit()
     return pynvml
+
+
+def pcie_every(bytes_per_s: float | None) -> int:
+    """Ticks until the next PCIe counter read: a quarter wrap at the rate just seen, 1 s at most.
+
+    Unknown rate (the first read): the next tick, so the rate is known at once.
+    """
+    if bytes_per_s is None:
+        return 1
+    if bytes_per_s <= 0:
+        return PCIE_SLOWEST_EVERY
+    return max(1, min(PCIE_SLOWEST_EVERY, int(WRAP_GUARD_BYTES / (bytes_per_s * PERIOD_S))))
 
 
 class NvmlSampler:
@@ -73,20 +103,30 @@ class NvmlSampler:
                 self._fields[key] = ((getattr(nvml, const), scope), every)
             else:
                 self.missing.append(f"{key}: this nvidia-ml-py has no {const}")
+        self._pcie = {}  # key -> (field id, scope): read on each GPU's own schedule
+        for key in PCIE_KEYS:
+            if hasattr(nvml, PCIE_CONSTS[key]):
+                self._pcie[key] = (getattr(nvml, PCIE_CONSTS[key]), 0)
+            else:
+                self.missing.append(f"{key}: this nvidia-ml-py has no {PCIE_CONSTS[key]}")
         reads = {"util_pct": self._util, "mem_used_bytes": self._mem, "sm_clock_mhz": self._clock,
                  "clocks_event_reasons": self._reasons,
                  "pcie_gen": lambda h: int(nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)),
                  "pcie_width": lambda h: int(nvml.nvmlDeviceGetCurrPcieLinkWidth(h))}
         self._calls = {key: (reads[key], every) for key, every in CALLS}
         self._wrap: dict[tuple[int, str], list[int]] = {}  # (gpu, key) -> [last raw, added]
+        self._pcie_due = {i: 0 for i in self.indices}  # gpu -> tick of its next PCIe read
+        self._pcie_last: dict[int, tuple[int, int]] = {}  # gpu -> (t_ns, largest unwrapped count) at its last read
         self._tick_count = 0
+        self.clock_ns = time.time_ns  # the record's clock (replaceable in tests)
         self._schedule()
         self.sampler = PeriodicSampler("nvml", PERIOD_S, self._tick)
 
     def _schedule(self) -> None:
         """What is due at each tick of the cycle, worked out once, not per GPU and tick.
 
-        Called again whenever a read is dropped.
+        Called again whenever a read is dropped. The PCIe counters are not in the
+        cycle: each GPU's next read depends on its traffic (``pcie_every``).
         """
         everies = [every for _, every in self._calls.values()] + [every for _, every in self._fields.values()]
         self._cycle = math.lcm(*everies) if everies else 1
@@ -95,15 +135,25 @@ class NvmlSampler:
         self._due_fields = [[key for key, (_, every) in self._fields.items() if phase % every == 0]
                             for phase in range(self._cycle)]
         self._field_ids = [[self._fields[key][0] for key in due] for due in self._due_fields]
+        self._pcie_keys = list(self._pcie)
+        self._pcie_ids = list(self._pcie.values())
 
     def _tick(self) -> None:
-        t_ns = time.time_ns()
-        phase = self._tick_count % self._cycle
+        t_ns = self.clock_ns()
+        tick = self._tick_count
+        phase = tick % self._cycle
         self._tick_count += 1
+        rows = []
         for index, handle in zip(self.indices, self._handles):
             row = {"t_ns": t_ns, "gpu": index}
-            if self._due_fields[phase]:
-                row.update(self._read_fields(index, handle, phase))
+            keys, ids = self._due_fields[phase], self._field_ids[phase]
+            pcie = bool(self._pcie_keys) and tick >= self._pcie_due[index]
+            if pcie:
+                keys, ids = keys + self._pcie_keys, ids + self._pcie_ids
+            if keys:
+                row.update(self._read_fields(index, handle, keys, ids))
+            if pcie:
+                self._next_pcie(index, tick, t_ns, row)
             for key, read in self._due_calls[phase]:
                 try:
                     row[key] = read(handle)
@@ -111,23 +161,39 @@ class NvmlSampler:
                     self.missing.append(f"{key}: {type(exc).__name__}: {exc}")
                     del self._calls[key]
                     self._schedule()
-            self._writer.write(row)
+            rows.append(row)
+        self._writer.write_many(rows)
 
-    def _read_fields(self, index: int, handle, phase: int) -> dict:
-        due = self._due_fields[phase]
+    def _next_pcie(self, index: int, tick: int, t_ns: int, row: dict) -> None:
+        """Schedule this GPU's next PCIe read from the traffic since its last one."""
+        counts = [row[key] for key in PCIE_KEYS if key in row]
+        if not counts:
+            self._pcie_due[index] = tick + PCIE_SLOWEST_EVERY
+            return
+        count = max(counts)  # the busier direction decides
+        last = self._pcie_last.get(index)
+        self._pcie_last[index] = (t_ns, count)
+        rate = None
+        if last is not None and t_ns > last[0]:
+            rate = (count - last[1]) / ((t_ns - last[0]) / 1e9)
+        self._pcie_due[index] = tick + pcie_every(rate)
+
+    def _read_fields(self, index: int, handle, keys: list[str], ids: list) -> dict:
         try:
-            values = self.nvml.nvmlDeviceGetFieldValues(handle, self._field_ids[phase])
+            values = self.nvml.nvmlDeviceGetFieldValues(handle, ids)
         except Exception as exc:
             self.missing.append(f"field values: {type(exc).__name__}: {exc}")
-            self._fields = {}
+            self._fields, self._pcie = {}, {}
             self._schedule()
             return {}
         row = {}
         dropped = False
-        for key, value in zip(due, values):
+        for key, value in zip(keys, values):
             if value.nvmlReturn != 0:  # NVML_SUCCESS
-                self.missing.append(f"{key}: not supported here (NVML return {value.nvmlReturn})")
+                if key in self._fields or key in self._pcie:
+                    self.missing.append(f"{key}: not supported here (NVML return {value.nvmlReturn})")
                 self._fields.pop(key, None)
+                self._pcie.pop(key, None)
                 dropped = True
                 continue
             number = _field_value(value)
@@ -139,7 +205,7 @@ class NvmlSampler:
         return row
 
     def _unwrap(self, index: int, key: str, raw: int) -> int:
-        """A wrapping 32-bit counter as a monotonic count (sampled faster than it wraps)."""
+        """A wrapping 32-bit counter as a monotonic count (read faster than it wraps)."""
         state = self._wrap.setdefault((index, key), [raw, 0])
         if raw < state[0]:
             state[1] += 1 << 32
