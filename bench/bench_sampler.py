@@ -1,22 +1,24 @@
-"""Benchmark: the NVML sampler's CPU use, in % of one core, for 1..N GPUs.
+"""Benchmark: the NVML sampler's CPU use, in % of one core, for 1, 2, 4, 8 GPUs, current against previous.
 
-On the GPU machine, with the real NVML (only numpy, psutil and nvidia-ml-py
-needed, PYTHONPATH at the checkout):
+On the GPU machine, with the real NVML (only numpy, psutil and nvidia-ml-py needed, PYTHONPATH at
+the checkout):
 
-    python3 bench/bench_sampler.py --seconds 10 --out bench/results/gpu_h200x2/sampler_cpu.md
+    python3 bench/bench_sampler.py --seconds 5 --rounds 3 --gpus 1,2,4,8 --out FILE
 
-Anywhere, with the fake NVML of the tests (it costs nothing per call, so
-what is left is the sampler's own Python and its wake-ups):
+With fewer real GPUs than asked for, the extra GPUs are the real GPU 0 read again under another
+index (``RepeatedGpu``): every read is a real NVML call with its real cost, but 8 real GPUs were not
+there, so driver contention between GPUs is not in the number. Anywhere, with the fake NVML of the
+tests (it costs next to nothing per call, so what is left is the sampler's own Python and wake-ups):
 
-    python3 bench/bench_sampler.py --fake 8 --seconds 5 --out /tmp/sampler.md
+    python3 bench/bench_sampler.py --fake 8 --seconds 5 --rounds 3 --out FILE
 
-Two variants run side by side, alternating within each round so machine
-noise hits both: ``current`` (scaldiag.collect.nvml.NvmlSampler, which
-works out once what each tick of the cycle reads) and ``previous`` (the same
-sampler with the tick as it was before issue 12: the due reads worked out
-per GPU and tick). Reported per variant and GPU count: the sampler thread's
-CPU time over wall time (thread_time), ticks per second, rows per second,
-and the thread's context switches per second (its wake-ups; Linux /proc).
+Two variants run side by side, alternating within each round so machine noise hits both:
+``current`` (scaldiag.collect.nvml.NvmlSampler with scaldiag.record.rundir.JsonlWriter) and
+``previous`` (bench/sampler_previous.py: the 100 Hz sampler and per-row writer before issue 12).
+Reported per variant and GPU count: the sampler thread's CPU time over its wall time
+(thread_time: user and system time of that thread alone), ticks and rows per second, the
+thread's context switches per second (its wake-ups; Linux /proc); then a least-squares line
+CPU % = fixed + per GPU x GPUs through the medians, and per-call CPU costs of each read (real NVML).
 """
 
 from __future__ import annotations
@@ -30,61 +32,33 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import date
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from scaldiag.collect.nvml import _UINT32_TYPE, NvmlSampler, _field_value  # noqa: E402
+from sampler_previous import PreviousJsonlWriter, PreviousNvmlSampler  # noqa: E402
+
+from scaldiag.collect.nvml import NvmlSampler  # noqa: E402
 from scaldiag.collect.samplers import FLUSH_EVERY_ROWS, FLUSH_MAX_DELAY_S  # noqa: E402
 from scaldiag.record.rundir import JsonlWriter  # noqa: E402
 
-
-class PreviousNvmlSampler(NvmlSampler):
-    """The tick as it was before issue 12, for the side-by-side comparison."""
-
-    def _tick(self) -> None:
-        t_ns = time.time_ns()
-        tick = self._tick_count
-        self._tick_count += 1
-        for index, handle in zip(self.indices, self._handles):
-            row = {"t_ns": t_ns, "gpu": index}
-            row.update(self._previous_fields(index, handle, tick))
-            for key, (read, every) in list(self._calls.items()):
-                if tick % every:
-                    continue
-                try:
-                    row[key] = read(handle)
-                except Exception as exc:
-                    self.missing.append(f"{key}: {type(exc).__name__}: {exc}")
-                    del self._calls[key]
-            self._writer.write(row)
-
-    def _previous_fields(self, index: int, handle, tick: int) -> dict:
-        due = [key for key, (_, every) in self._fields.items() if tick % every == 0]
-        if not due:
-            return {}
-        try:
-            values = self.nvml.nvmlDeviceGetFieldValues(handle, [self._fields[k][0] for k in due])
-        except Exception as exc:
-            self.missing.append(f"field values: {type(exc).__name__}: {exc}")
-            self._fields = {}
-            return {}
-        row = {}
-        for key, value in zip(due, values):
-            if value.nvmlReturn != 0:
-                self.missing.append(f"{key}: not supported here (NVML return {value.nvmlReturn})")
-                self._fields.pop(key, None)
-                continue
-            number = _field_value(value)
-            if value.valueType == _UINT32_TYPE and key.endswith("_bytes"):
-                number = self._unwrap(index, key, number)
-            row[key] = number
-        return row
+VARIANTS = {"current": (NvmlSampler, JsonlWriter), "previous": (PreviousNvmlSampler, PreviousJsonlWriter)}
 
 
-VARIANTS = {"current": NvmlSampler, "previous": PreviousNvmlSampler}
+class RepeatedGpu:
+    """The real NVML module, showing ``gpus`` GPUs that are all GPU 0 (real calls, real costs)."""
+
+    def __init__(self, nvml, gpus: int):
+        for name in dir(nvml):
+            if name.startswith(("nvml", "NVML")):
+                setattr(self, name, getattr(nvml, name))
+        self._gpus = gpus
+        self._handle = nvml.nvmlDeviceGetHandleByIndex(0)
+        self.nvmlDeviceGetCount = lambda: self._gpus
+        self.nvmlDeviceGetHandleByIndex = lambda i: self._handle
 
 
 def _switches(tid: int | None) -> int | None:
@@ -96,10 +70,11 @@ def _switches(tid: int | None) -> int | None:
     return sum(int(line.split()[1]) for line in text.splitlines() if "ctxt_switches:" in line)
 
 
-def measure(nvml, variant: str, indices: list[int], seconds: float) -> dict:
+def measure(nvml, variant: str, gpus: int, seconds: float) -> dict:
+    sampler_cls, writer_cls = VARIANTS[variant]
     with tempfile.TemporaryDirectory() as tmp:
-        writer = JsonlWriter(Path(tmp) / "gpu.jsonl", FLUSH_EVERY_ROWS, FLUSH_MAX_DELAY_S)
-        sampler = VARIANTS[variant](nvml, writer, indices)
+        writer = writer_cls(Path(tmp) / "gpu.jsonl", FLUSH_EVERY_ROWS, FLUSH_MAX_DELAY_S)
+        sampler = sampler_cls(nvml, writer, list(range(gpus)))
         periodic = sampler.sampler
         periodic.start()
         time.sleep(0.05)
@@ -112,86 +87,143 @@ def measure(nvml, variant: str, indices: list[int], seconds: float) -> dict:
         periodic.stop()
         writer.close()
         rows = sum(1 for _ in open(Path(tmp) / "gpu.jsonl"))
-    return {"variant": variant, "gpus": len(indices), "cpu_pct": 100 * periodic.cpu_s / max(periodic.wall_s, 1e-9),
+    return {"variant": variant, "gpus": gpus, "cpu_pct": 100 * periodic.cpu_s / max(periodic.wall_s, 1e-9),
             "ticks_per_s": ticks / elapsed, "rows_per_s": rows / periodic.wall_s,
             "switches_per_s": (after - before) / elapsed if before is not None and after is not None else None,
             "missing": sampler.missing}
 
 
-def gpu_counts(total: int) -> list[int]:
-    counts, n = [], 1
-    while n < total:
-        counts.append(n)
-        n *= 2
-    return counts + [total]
+def call_costs(nvml) -> dict[str, float]:
+    """CPU ms per call of each read the samplers make, on GPU 0 (thread_time over 100 calls)."""
+    h = nvml.nvmlDeviceGetHandleByIndex(0)
+    pcie = [(nvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, 0), (nvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES, 0)]
+    power = [(nvml.NVML_FI_DEV_POWER_INSTANT, 0)]
+    throttle = [(getattr(nvml, n), 0) for n in ("NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP",
+                "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN", "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN",
+                "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN") if hasattr(nvml, n)]
+    reads = {"SM clock": lambda: nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM),
+             "memory info": lambda: nvml.nvmlDeviceGetMemoryInfo(h),
+             "clocks-event reasons": lambda: nvml.nvmlDeviceGetCurrentClocksEventReasons(h),
+             "utilisation": lambda: nvml.nvmlDeviceGetUtilizationRates(h),
+             "field values: power": lambda: nvml.nvmlDeviceGetFieldValues(h, power),
+             "field values: PCIe TX+RX": lambda: nvml.nvmlDeviceGetFieldValues(h, pcie),
+             "field values: PCIe TX+RX + power": lambda: nvml.nvmlDeviceGetFieldValues(h, pcie + power),
+             "field values: 4 throttle counters": lambda: nvml.nvmlDeviceGetFieldValues(h, throttle)}
+    out = {}
+    for name, fn in reads.items():
+        fn()
+        c = time.thread_time()
+        for _ in range(100):
+            fn()
+        out[name] = (time.thread_time() - c) / 100 * 1e3
+    return out
+
+
+def line_fit(points: list[tuple[int, float]]) -> tuple[float, float] | None:
+    """Least squares y = a + b x: (fixed, per GPU)."""
+    if len({x for x, _ in points}) < 2:
+        return None
+    mx, my = statistics.mean(x for x, _ in points), statistics.mean(y for _, y in points)
+    b = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return my - b * mx, b
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=10.0, help="per measurement")
+    parser.add_argument("--seconds", type=float, default=5.0, help="per measurement")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--fake", type=int, metavar="N", help="the tests' fake NVML with N GPUs (no GPU needed)")
-    parser.add_argument("--gpus", help="GPU counts to measure, e.g. 1,2,8 (default: 1, 2, 4, ... all)")
+    parser.add_argument("--pcie-bytes-per-s", type=float, default=None,
+                        help="with --fake: the fake's PCIe traffic (default the fake's 1 GB/s)")
+    parser.add_argument("--gpus", default="1,2,4,8", help="GPU counts to measure")
     parser.add_argument("--out", required=True, help="markdown result file")
     args = parser.parse_args()
+    counts = sorted({int(c) for c in args.gpus.split(",")})
+    costs = None
     if args.fake:
         sys.path.insert(0, str(ROOT / "tests"))
         from fake_nvml import FakeNvml
 
-        nvml, source = FakeNvml(gpus=args.fake), f"fake NVML (tests/fake_nvml.py), {args.fake} GPUs"
+        extra = {"pcie_bytes_per_s": args.pcie_bytes_per_s} if args.pcie_bytes_per_s is not None else {}
+        nvml = FakeNvml(gpus=max(counts), **extra)
+        source = f"fake NVML (tests/fake_nvml.py), {max(counts)} GPUs" + (
+            f", PCIe traffic {args.pcie_bytes_per_s / 1e9:g} GB/s" if extra else ", PCIe traffic 1 GB/s")
     else:
         import pynvml
 
         pynvml.nvmlInit()
-        nvml = pynvml
-        source = (f"real NVML: {pynvml.nvmlDeviceGetCount()} x {_text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)))}, "
-                  f"driver {_text(pynvml.nvmlSystemGetDriverVersion())}")
-    total = nvml.nvmlDeviceGetCount()
-    counts = sorted({min(int(c), total) for c in args.gpus.split(",")}) if args.gpus else gpu_counts(total)
+        real = pynvml.nvmlDeviceGetCount()
+        name = _text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)))
+        source = (f"real NVML: {real} x {name}, driver {_text(pynvml.nvmlSystemGetDriverVersion())}, "
+                  f"nvidia-ml-py {_version('nvidia-ml-py')}")
+        if max(counts) > real:
+            source += (f"; {real} real GPU{'s' if real > 1 else ''}: the counts above {real} read GPU 0 again under "
+                       "other indices (real calls and costs; 8 real GPUs were not available)")
+            nvml = RepeatedGpu(pynvml, max(counts))
+        else:
+            nvml = pynvml
+        costs = call_costs(pynvml)
     results = []
     for r in range(args.rounds):
         for n in counts:
-            order = list(VARIANTS) if r % 2 == 0 else list(VARIANTS)[::-1]
+            order = list(VARIANTS) if (r + n) % 2 == 0 else list(VARIANTS)[::-1]
             for variant in order:
-                row = measure(nvml, variant, list(range(n)), args.seconds)
+                row = measure(nvml, variant, n, args.seconds)
                 results.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "missing"}), flush=True)
-    write(args, source, counts, results)
+    write(args, source, counts, results, costs)
 
 
-def write(args, source: str, counts: list[int], results: list[dict]) -> None:
+def write(args, source: str, counts: list[int], results: list[dict], costs: dict | None) -> None:
     def med(rows, key):
         values = [r[key] for r in rows if r[key] is not None]
         return statistics.median(values) if values else float("nan")
 
-    lines = [f"# NVML sampler CPU use ({date.today().isoformat()})", "",
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# NVML sampler CPU use ({stamp})", "",
              f"Machine: {platform.node()}, {platform.machine()}, {os.cpu_count()} cores, "
              f"Python {platform.python_version()}; {source}.",
              f"Command: `python3 bench/bench_sampler.py {' '.join(sys.argv[1:])}`. "
              f"{args.rounds} rounds of {args.seconds:g} s per variant and GPU count, variants alternating.", "",
              "| GPUs | variant | CPU % of one core (median, min-max) | ticks/s | rows/s | thread switches/s |",
              "|---|---|---|---|---|---|"]
+    medians = {}
     for n in counts:
         for variant in VARIANTS:
             rows = [r for r in results if r["gpus"] == n and r["variant"] == variant]
             if not rows:
                 continue
             cpu = [r["cpu_pct"] for r in rows]
+            medians[(variant, n)] = statistics.median(cpu)
             lines.append(f"| {n} | {variant} | {med(rows, 'cpu_pct'):.2f} ({min(cpu):.2f}-{max(cpu):.2f}) | "
                          f"{med(rows, 'ticks_per_s'):.1f} | {med(rows, 'rows_per_s'):.0f} | "
                          f"{med(rows, 'switches_per_s'):.0f} |")
-    ratios = []
-    for n in counts:
-        cur = [r["cpu_pct"] for r in results if r["gpus"] == n and r["variant"] == "current"]
-        prev = [r["cpu_pct"] for r in results if r["gpus"] == n and r["variant"] == "previous"]
-        if cur and prev:
-            ratios.append(f"{n} GPU{'s' if n > 1 else ''}: {statistics.median(cur) / statistics.median(prev):.2f}")
+    ratios = [f"{n} GPU{'s' if n > 1 else ''}: {medians[('current', n)] / medians[('previous', n)]:.2f}"
+              for n in counts if ('current', n) in medians and ('previous', n) in medians]
+    lines += ["", f"CPU ratio current/previous (medians): {', '.join(ratios)}."]
+    for variant in VARIANTS:
+        fit = line_fit([(n, medians[(variant, n)]) for n in counts if (variant, n) in medians])
+        if fit:
+            lines.append(f"Line through the medians, {variant}: {fit[0]:.2f}% fixed + {fit[1]:.3f}% per GPU "
+                         f"(at 8 GPUs: {fit[0] + 8 * fit[1]:.2f}%).")
     missing = sorted({m for r in results for m in r["missing"]})
-    lines += ["", f"CPU ratio current/previous (medians): {', '.join(ratios)}.",
-              f"Reads dropped as unsupported: {', '.join(missing) if missing else 'none'}.", ""]
+    lines += [f"Reads dropped as unsupported: {', '.join(missing) if missing else 'none'}.", ""]
+    if costs:
+        lines += ["CPU ms per call on GPU 0 (thread_time over 100 calls):", "",
+                  "| read | CPU ms per call |", "|---|---|",
+                  *[f"| {k} | {v:.4f} |" for k, v in costs.items()], ""]
     text = "\n".join(lines)
     Path(args.out).write_text(text)
     print(text)
+
+
+def _version(dist: str) -> str:
+    try:
+        from importlib.metadata import version
+
+        return version(dist)
+    except Exception:
+        return "?"
 
 
 def _text(value) -> str:
