@@ -8,10 +8,10 @@ set -u
 source bench/gpu/setup.sh /tmp/overhead
 R=$FINAL_OUT
 export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0
-timeout 110 python3 bench/bench_sampler.py --seconds ${SAMPLER_S:-3} --rounds 3 --gpus 1,2,4,8 \
+timeout 85 python3 bench/bench_sampler.py --seconds ${SAMPLER_S:-3} --rounds 3 --gpus 1,2,4,8 \
   --out "$R/sampler_cpu.md" > "$R/log.txt" 2>&1
-timeout 110 python3 bench/capture_overhead_blocks.py --kind convnet --blocks ${BLOCKS:-120} --steps 100 --batch 256 \
+timeout 75 python3 bench/capture_overhead_blocks.py --kind convnet --blocks ${BLOCKS:-120} --steps 100 --batch 256 \
   --label "(1 x H200, Keras 3 on JAX, convnet)" --out "$R/capture_overhead_convnet.md" >> "$R/log.txt" 2>&1
-timeout 90 python3 bench/capture_overhead_blocks.py --kind tiny --blocks ${BLOCKS:-120} --steps 200 --batch 256 \
+timeout 60 python3 bench/capture_overhead_blocks.py --kind tiny --blocks ${BLOCKS:-120} --steps 200 --batch 256 \
   --label "(1 x H200, Keras 3 on JAX, tiny)" --out "$R/capture_overhead_tiny.md" >> "$R/log.txt" 2>&1
 grep -h "Time ratio\|Target\|Line through\|CPU ratio" "$R"/*.md
