@@ -40,7 +40,15 @@ from scaldiag.readers.xplane.schema import (
     XSpace,
     tag,
 )
-from scaldiag.readers.xplane.wire import WireError, as_int64, bulk_batches, fields, split_fields, varints
+from scaldiag.readers.xplane.wire import (
+    WireError,
+    as_int64,
+    bulk_batches,
+    fields,
+    split_fields,
+    word_varints,
+    word_varints_unchecked,
+)
 from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
 
 XPLANE_SUFFIX = ".xplane.pb"
@@ -248,7 +256,7 @@ def _line(data, buf, start, end, context: _PlaneContext, pages: _Pages) -> Line:
             stat_parts.setdefault(name, []).extend((rows + n, values) for rows, values in parts)
         n += len(first)
 
-    for k, (starts, ends) in enumerate(bulk_batches(data, buf, start, end, EVENTS_TAG, rest)):
+    for k, (starts, ends) in enumerate(bulk_batches(data, buf, start, end, EVENTS_TAG, rest, _EVENT_HEAD)):
         if pages.helper is not None and k % 2 == 0:
             pending.append(pages.helper.submit(starts, ends, context))
         else:
@@ -275,6 +283,10 @@ def _line(data, buf, start, end, context: _PlaneContext, pages: _Pages) -> Line:
     _fill_from_metadata(stats, unique, local, context.meta_stats, n)
     return Line(name=header.name or header.display_name, start_ns=start_ns, end_ns=end_ns, name_id=name_id,
                 stats=stats)
+
+
+# What an XEvent's bytes start with as serializers write them: the tags of metadata_id and offset_ps.
+_EVENT_HEAD = (tag(EVENT_METADATA_ID, WIRE_VARINT), tag(EVENT_OFFSET_PS, WIRE_VARINT))
 
 
 def _batch(data, buf, starts, ends, context: _PlaneContext):
@@ -305,20 +317,10 @@ def _event_columns(data, buf, starts, ends, context: _PlaneContext):
     once; what follows (stats, and any field out of that order) goes through
     the general decoder, whose values then apply last, as they come last.
     """
-    n = len(starts)
-    columns = {number: np.zeros(n, np.int64) for number in (EVENT_OFFSET_PS, EVENT_DURATION_PS, EVENT_METADATA_ID)}
+    columns = {}
     pos = starts.copy()
     for prefix_tag, number in _EVENT_PREFIX:
-        at = np.flatnonzero(pos < ends)
-        at = at[buf[pos[at]] == prefix_tag]
-        if not len(at):
-            continue
-        value, length = varints(buf, pos[at] + 1)
-        after = pos[at] + 1 + length
-        if (after > ends[at]).any():
-            raise WireError("field runs past its message")
-        columns[number][at] = as_int64(value)
-        pos[at] = after
+        columns[number] = _leading_varint(buf, pos, ends, prefix_tag)
     more = np.flatnonzero(pos < ends)
     f = fields(buf, pos[more], ends[more])
     msg = more[f["msg"]]
@@ -331,33 +333,58 @@ def _event_columns(data, buf, starts, ends, context: _PlaneContext):
     return columns[EVENT_OFFSET_PS], columns[EVENT_DURATION_PS], columns[EVENT_METADATA_ID], stats
 
 
+def _leading_varint(buf, pos, ends, field_tag) -> np.ndarray:
+    """The varint field ``field_tag`` at ``pos`` of each event that has it there (else 0); ``pos`` moves past it."""
+    has = pos < ends
+    has &= buf[np.minimum(pos, len(buf) - 1)] == field_tag
+    if has.all():  # the usual case: every event has the field, no subsets to gather
+        value, length = word_varints(buf, pos + 1)
+        pos += length
+        pos += 1
+        if (pos > ends).any():
+            raise WireError("field runs past its message")
+        return as_int64(value)
+    column = np.zeros(len(pos), np.int64)
+    at = np.flatnonzero(has)
+    if len(at):
+        value, length = word_varints(buf, pos[at] + 1)
+        after = pos[at] + 1 + length
+        if (after > ends[at]).any():
+            raise WireError("field runs past its message")
+        column[at] = as_int64(value)
+        pos[at] = after
+    return column
+
+
 def _unwanted_stats(buf, body_start, body_end, wanted_ids) -> np.ndarray:
     """Stats that are surely not wanted: exactly a metadata_id not wanted, then one value field.
 
     Those are the most of a trace's stats; they are dropped before decoding.
+    Both varints (the id, then the value or the text's length) are decoded
+    from 8-byte words for all stats at once; a stat this cannot settle (a
+    varint longer than 8 bytes, another layout) is kept for the general decoder.
     """
-    unwanted = np.zeros(len(body_start), bool)
-    first = buf[np.minimum(body_start, len(buf) - 1)]
-    at = np.flatnonzero((body_end - body_start >= 3) & (first == tag(STAT_METADATA_ID, WIRE_VARINT)))
-    if not len(at):
-        return unwanted
-    meta, length = varints(buf, body_start[at] + 1)
-    value_at = body_start[at] + 1 + length
-    keep = (value_at < body_end[at]) & ~np.isin(meta.view(np.int64), np.fromiter(wanted_ids, np.int64))
-    at, value_at = at[keep], value_at[keep]
+    n = len(buf)
+    first_ok = body_end - body_start >= 3
+    first_ok &= buf[np.minimum(body_start, n - 1)] == tag(STAT_METADATA_ID, WIRE_VARINT)
+    meta, length, long = word_varints_unchecked(buf, np.where(first_ok, body_start + 1, 0))
+    first_ok[long] = False
+    value_at = body_start + 1 + length
+    first_ok &= value_at < body_end
+    first_ok &= ~np.isin(meta.view(np.int64), np.fromiter(wanted_ids, np.int64))
+    value_at = np.where(first_ok, value_at, 0)
     value_tag = buf[value_at]
-    value_end = np.full(len(at), -1, np.int64)
-    varint = np.isin(value_tag, [tag(n, WIRE_VARINT) for n in (STAT_UINT64, STAT_INT64, STAT_REF)])
-    if varint.any():
-        value_end[varint] = value_at[varint] + 1 + varints(buf, value_at[varint] + 1)[1]
-    double = value_tag == tag(STAT_DOUBLE, WIRE_FIXED64)
-    value_end[double] = value_at[double] + 9
+    size, size_len, long = word_varints_unchecked(buf, value_at + 1)
+    first_ok[long] = False
+    varint = (value_tag == tag(STAT_UINT64, WIRE_VARINT)) | (value_tag == tag(STAT_INT64, WIRE_VARINT))
+    varint |= value_tag == tag(STAT_REF, WIRE_VARINT)
     text = (value_tag == tag(STAT_STR, WIRE_LENGTH)) | (value_tag == tag(STAT_BYTES, WIRE_LENGTH))
-    if text.any():
-        size, size_len = varints(buf, value_at[text] + 1)
-        value_end[text] = value_at[text] + 1 + size_len + size.astype(np.int64)
-    unwanted[at[value_end == body_end[at]]] = True
-    return unwanted
+    value_end = value_at + 1 + size_len
+    value_end[text] += np.minimum(size[text], np.uint64(1 << 40)).astype(np.int64)
+    value_end[value_tag == tag(STAT_DOUBLE, WIRE_FIXED64)] = value_at[value_tag == tag(STAT_DOUBLE, WIRE_FIXED64)] + 9
+    value_end[~(varint | text | (value_tag == tag(STAT_DOUBLE, WIRE_FIXED64)))] = -1
+    first_ok &= value_end == body_end
+    return first_ok
 
 
 def _wanted_stats(data, buf, stat_event, body_start, body_end, stat_names, wanted_ids):

@@ -49,6 +49,25 @@ def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, length
 
 
+def word_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``varints`` for positions where most varints are longer than a byte (times, lengths).
+
+    Decodes every position from its 8-byte word, without first splitting
+    out the one-byte varints (which cost more to pick out than to decode).
+    """
+    values, length, long = _decode_words(_words(buf, pos))
+    if len(long):
+        values[long], length[long] = _long_varints(buf, pos[long])
+    if len(pos) and (pos + length).max() > len(buf):
+        raise WireError("varint past the end")
+    return values, length
+
+
+def word_varints_unchecked(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values, lengths, rows longer than 8 bytes) from 8-byte words, for guesses a caller checks itself."""
+    return _decode_words(_words(buf, pos))
+
+
 _HIGH_BITS = np.uint64(0x8080808080808080)
 _LOW_BITS = np.uint64(0x7F7F7F7F7F7F7F7F)
 _PACK = (np.uint64(0x7F007F007F007F00), np.uint64(0x3FFF00003FFF0000), np.uint64(0x0FFFFFFF00000000))
@@ -139,7 +158,8 @@ def split_fields(data, buf: np.ndarray, start: int, end: int, bulk_tag: int) -> 
     return b"".join(rest), starts, ends
 
 
-def bulk_batches(data, buf: np.ndarray, start: int, end: int, bulk_tag: int, rest: list[bytes]):
+def bulk_batches(data, buf: np.ndarray, start: int, end: int, bulk_tag: int, rest: list[bytes],
+                 head: tuple[int, int] | None = None):
     """Yield the payloads (starts, ends) of the bulk fields, a batch at a time.
 
     Every other field's bytes are appended to ``rest``. Following one field
@@ -155,7 +175,7 @@ def bulk_batches(data, buf: np.ndarray, start: int, end: int, bulk_tag: int, res
             if len(starts):
                 yield np.array(starts, np.int64), np.array(ends, np.int64)
             while pos < end and data[pos] == bulk_tag:
-                run_starts, run_ends, pos = bulk_run(buf, pos, end, bulk_tag)
+                run_starts, run_ends, pos = bulk_run(buf, pos, end, bulk_tag, head=head)
                 yield run_starts, run_ends
             continue
         field_start = pos
@@ -199,18 +219,26 @@ def _short_run(data, pos: int, end: int, bulk_tag: int) -> tuple[list[int], list
     return starts, ends, pos
 
 
-def bulk_run(buf: np.ndarray, pos: int, end: int, tag: int, window: int | None = None):
+def bulk_run(buf: np.ndarray, pos: int, end: int, tag: int, window: int | None = None,
+             head: tuple[int, int] | None = None):
     """The consecutive ``tag`` fields from ``pos`` within one window of bytes, by numpy.
 
     Every byte equal to ``tag`` in the window is a candidate field start; its
     length varint says where the field after it would begin. The true fields
-    are the chain of candidates from ``pos``, found by pointer doubling
-    (log2 of the run's length passes over the candidates) instead of a loop
-    per field. Returns (payload starts, payload ends, position after the
-    last field of the chain).
+    are the chain of candidates from ``pos``. Where ``head`` gives the two
+    tag bytes a payload usually starts with (an XEvent: metadata_id, then
+    offset_ps), the chain is first guessed as the candidates that look like
+    that and checked link by link (``_checked_chain``); else, or where too
+    many links break, it is found by pointer doubling (log2 of the run's
+    length passes over the candidates) instead of a loop per field. Returns
+    (payload starts, payload ends, position after the last field of the chain).
     """
     limit = min(end, pos + (window or _WINDOW_BYTES))
     cand = pos + np.flatnonzero(buf[pos:limit] == tag)
+    if head is not None:
+        found = _checked_chain(buf, pos, limit, end, tag, head, cand)
+        if found is not None:
+            return found
     length, length_len, ok = _varints_bounded(buf, cand + 1, end)
     body = cand + 1 + length_len
     ok &= length <= np.uint64(max(end, 0)) - np.minimum(body, end).astype(np.uint64)
@@ -232,6 +260,75 @@ def bulk_run(buf: np.ndarray, pos: int, end: int, tag: int, window: int | None =
     if not ok[last]:
         raise WireError("a field runs past the end of its message (truncated?)")
     return body[path], after[path], int(after[last])
+
+
+# Links of a guessed chain that may break (a candidate that looked like a field
+# and was not, or a field that did not look like one) before pointer doubling
+# takes over: each break costs a few numpy calls.
+_MAX_BREAKS = 32
+
+
+def _checked_chain(buf, pos, limit, end, tag, head, cand):
+    """The chain of fields from ``pos``, guessed from what their payloads start with, every link checked.
+
+    The guess: the candidates with a length of 1 or 2 bytes whose payload
+    starts with ``head[0]``, a varint of 1 or 2 bytes, then ``head[1]``
+    (most of a trace's events; the stats inside them start differently).
+    Every field of the result is the one its predecessor's length points
+    to, so a bad guess can only make this slower, never wrong. Returns what
+    bulk_run returns, or None (too many breaks: the caller doubles pointers).
+    """
+    first, second = head
+    inside = cand[cand + 6 < len(buf)]
+    b1, b2 = buf[inside + 1], buf[inside + 2]
+    short = b1 < 0x80  # a one-byte length
+    body = inside + np.where(short, 2, 3)
+    looks = short | (b2 < 0x80)
+    looks &= buf[body] == first
+    v1 = buf[body + 1]
+    after_varint = np.where(v1 < 0x80, 2, 3)
+    looks &= (v1 < 0x80) | (buf[body + 2] < 0x80)
+    looks &= buf[body + after_varint] == second
+    rows = np.flatnonzero(looks)
+    guess, body = inside[rows], body[rows]
+    length = np.where(short[rows], b1[rows], (b1[rows] & 0x7F).astype(np.int64) | (b2[rows].astype(np.int64) << 7))
+    guess_after = body + length
+    # breaks[k]: the guessed chain does not go on after its field k
+    breaks = np.append(np.flatnonzero(guess_after[:-1] != guess[1:]), len(guess) - 1)
+    pieces: list = []  # runs of the chain: guessed rows [a, b), or a (payload start, end) outside the guess
+    p = pos
+    while p < limit and buf[p] == tag:
+        if len(pieces) > _MAX_BREAKS:
+            return None
+        i = int(np.searchsorted(guess, p))
+        if i < len(guess) and guess[i] == p:
+            j = int(breaks[np.searchsorted(breaks, i)])
+            if guess_after[j] > end:
+                raise WireError("a field runs past the end of its message (truncated?)")
+            pieces.append((body[i:j + 1], guess_after[i:j + 1]))
+            p = int(guess_after[j])
+            continue
+        size, start = _varint_at(buf, p + 1, end)  # a field that does not look like the others
+        if start + size > end:
+            raise WireError("a field runs past the end of its message (truncated?)")
+        pieces.append((np.array([start], np.int64), np.array([start + size], np.int64)))
+        p = start + size
+    if len(pieces) == 1:
+        return pieces[0][0], pieces[0][1], p
+    return np.concatenate([s for s, _ in pieces]), np.concatenate([e for _, e in pieces]), p
+
+
+def _varint_at(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
+    """(value, position after) of the varint at ``pos``, which must end before ``end``."""
+    value, k = 0, 0
+    while True:
+        if pos + k >= end or k >= _MAX_VARINT:
+            raise WireError("a field runs past the end of its message (truncated?)")
+        byte = int(buf[pos + k])
+        value |= (byte & 0x7F) << (7 * k)
+        k += 1
+        if byte < 0x80:
+            return value, pos + k
 
 
 def _varints_bounded(buf: np.ndarray, pos: np.ndarray, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
