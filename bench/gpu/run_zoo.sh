@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool), from the project root, with .whl carried:
 #   bash bench/gpu/run_zoo.sh
-# Issue 11: the accuracy benchmark over the zoo on one GPU (Keras 3 on JAX); issue 12: the NVML
-# sampler's CPU use with the real NVML. Results in $OUT/gpu_zoo.tgz and $OUT/accuracy.md.
+# Issue 11: the accuracy benchmark over the zoo on one GPU: Keras 3 on JAX (bench/zoo) and PyTorch
+# (bench/torch), each case and its fixed twin in ROUNDS alternating rounds (PyTorch cases TORCH_ROUNDS),
+# no new round started after BUDGET_S seconds. Results: $OUT/accuracy.md, accuracy.json, env.txt and
+# gpu_zoo.tgz (every report and stdout), planted_runs.tgz (the round-0 planted run directories of
+# input_python and host_to_device, traces included).
 set -u
 source bench/gpu/setup.sh /tmp/gpu_zoo
 export CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1
-python3 bench/accuracy/run.py --out "$OUT/accuracy" --label "(1 x H200, Keras 3 on JAX)" 2>&1 | tail -n 12
-python3 bench/bench_sampler.py --seconds 5 --rounds 3 --out "$OUT/sampler_cpu.md" > "$OUT/sampler.txt" 2>&1
-tail -n 12 "$OUT/sampler_cpu.md"
-cp "$OUT/accuracy/accuracy.md" "$FINAL_OUT/accuracy.md"
-cp "$OUT/sampler_cpu.md" "$FINAL_OUT/sampler_cpu.md"
-tar czf "$FINAL_OUT/gpu_zoo.tgz" -C /tmp gpu_zoo
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
+  python3 -c "import jax, keras, torch, sys; print('python', sys.version.split()[0], 'jax', jax.__version__, 'keras', keras.__version__, 'torch', torch.__version__)"
+} > "$OUT/env.txt" 2>&1
+cp "$OUT/env.txt" "$FINAL_OUT/"
+python3 bench/accuracy/run.py --out "$OUT/accuracy" --rounds "${ROUNDS:-3}" --torch-rounds "${TORCH_ROUNDS:-1}" \
+  --budget-s "${BUDGET_S:-380}" --timeout-s "${PROFILE_TIMEOUT_S:-120}" --table-to "$FINAL_OUT" --label "(1 x H200, Keras 3 on JAX; PyTorch)" 2>&1 | cut -c1-400
+keep=$(cd /tmp && ls -d gpu_zoo/accuracy/runs/{input_python,host_to_device}_planted_r0 2>/dev/null)
+tar czf "$FINAL_OUT/gpu_zoo.tgz" -C /tmp --exclude=gpu_zoo/accuracy/runs gpu_zoo
+[ -n "$keep" ] && tar czf "$FINAL_OUT/planted_runs.tgz" -C /tmp $keep
+ls -la "$FINAL_OUT"

@@ -1,8 +1,10 @@
 """Planted: input. A PyDataset augments each batch in NumPy on the training thread (no workers), for
 a small convnet: the step waits for Python. Expected top cause: input (SD101, or SD207's ceiling).
-Twin (--fixed): the same PyDataset with 8 worker threads, so batches are ready ahead of the step.
+Twin (--fixed): SD101's advice, the same PyDataset with workers=8, use_multiprocessing=True (worker
+processes, so batches are made in parallel, ahead of the step). --fixed --threads: 8 worker threads
+instead (which share the GIL with the training loop), measured beside it by bench/accuracy.
 
-    python bench/zoo/input_python.py [--fixed]
+    python bench/zoo/input_python.py [--fixed [--threads]]
 """
 
 import argparse
@@ -30,11 +32,12 @@ class Augmented(keras.utils.PyDataset):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--fixed", action="store_true")
+    p.add_argument("--threads", action="store_true", help="with --fixed: worker threads, not processes")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=40)
     a = p.parse_args()
     x, y = images(a.batch * a.steps, 32)
-    data = Augmented(x, y, a.batch, workers=8 if a.fixed else 1, use_multiprocessing=False)
+    data = Augmented(x, y, a.batch, workers=8 if a.fixed else 1, use_multiprocessing=a.fixed and not a.threads)
     model = compile_model(keras.Sequential([
         keras.Input((32, 32, 3)), keras.layers.Conv2D(32, 3, activation="relu"),
         keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)]))
