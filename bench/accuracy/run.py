@@ -184,23 +184,26 @@ def table(rows: list[dict], label: str, rounds: int, device_planted: bool) -> tu
     for row in rows:
         ok = [r for r in row["rounds"] if not r.get("failed")]
         case = BY_NAME[row["case"]]
-        if case.planted:
+        skipped = None
+        if not row["rounds"]:
+            skipped = "not run (time budget)"
+        elif case.planted:
             if case.needs_device and not device_planted:
-                row["skipped"] = "no device: the planted copies do not exist"
+                skipped = "no device: the planted copies do not exist"
             else:
                 planted_cases += 1
                 top1 += bool(ok) and all(r["rank"] == 1 for r in ok) and len(ok) == len(row["rounds"])
                 errors += [abs(r["error_pct"]) for r in ok if r["kind"] == "forecast"]
         else:
             alarms += sum(len(r["high_profile"]) + len(r["high_analyze"]) for r in ok)
-        lines.append(_line(row, ok))
+        lines.append(_line(row, ok, skipped))
     summary = (f"top-1 {top1}/{planted_cases}; high false alarms {alarms}; forecast error median "
                + (f"{statistics.median(errors):.0f}% ({len(errors)} forecasts)" if errors else "n/a (no forecast)")
                + "; 2-GPU prediction error median not measured (1 GPU)")
     return lines, summary
 
 
-def _line(row: dict, ok: list[dict]) -> str:
+def _line(row: dict, ok: list[dict], skipped: str | None) -> str:
     failed = len(row["rounds"]) - len(ok)
     tops = ", ".join(r["top"] for r in ok) + (f" ({failed} failed)" if failed else "")
     ranks = ", ".join(str(r["rank"] or "-") for r in ok)
@@ -214,7 +217,7 @@ def _line(row: dict, ok: list[dict]) -> str:
     else:
         alarms = "-"
     variants = "".join(f"; {name}: {v:.2f}x" for name, v in row["variants"].items())
-    skipped = f" (not counted: {row['skipped']})" if row.get("skipped") else ""
+    skipped = f" (not counted: {skipped})" if skipped else ""
     return (f"| {row['case']}{skipped} | {len(row['rounds'])} | {row['planted']} | {tops} | {ranks} | {median_range(measured)}{variants} | "
             f"{numbers} | {errors} | {helps} | {alarms} |")
 
