@@ -35,7 +35,7 @@ class FailingNvml(FakeNvml):
 
 
 def test_nvml_failing_mid_run_keeps_the_earlier_samples_and_says_why(tmp_path):
-    samplers = Samplers(tmp_path, os.getpid(), nvml=FailingNvml(healthy_calls=150), env={})
+    samplers = Samplers(tmp_path, os.getpid(), nvml=FailingNvml(healthy_calls=80), env={})
     samplers.start()
     time.sleep(1.5)
     stats = samplers.stop()  # no exception reaches the caller: the training's thread

@@ -1,32 +1,34 @@
 """NVML samples for each visible GPU, on one background thread for all GPUs, plus the inventory.
 
-One wake-up per tick reads every GPU (20 Hz). What each read costs in CPU was measured on
-an H200, driver 580 (bench/results/gpu_h200/nvml_sampling_probe.md, per GPU and call), and
-the rates below follow from it and from how fast each value changes:
+One wake-up every 50 ms reads what is due on every GPU; a tick with nothing due writes no row.
+What each read costs in CPU was measured on an H200, driver 580 (per GPU and call, in a tight
+loop: bench/results/gpu_h200/nvml_sampling_probe.md), and what the whole sampler costs per GPU
+and tick (bench/results/gpu_h200/sampler_cpu.md: about 70 us per GPU row beyond those loop
+costs); the rates below follow from that and from how fast each value changes:
 
 | every      | rate    | reads                                                              | CPU/call |
 |------------|---------|--------------------------------------------------------------------|----------|
-| 1 tick     | 20 Hz   | SM clock, memory used, clocks-event (throttle) reasons, instant power | 2-7 us each |
-| 4 ticks    | 5 Hz    | utilisation: the driver updates it every 200 ms (its sample buffer's spacing) | 1.4 us |
-| adaptive   | 1-20 Hz | PCIe TX/RX byte counters (one field-values call for both)          | 0.34 ms  |
-| 20 ticks   | 1 Hz    | PCIe link generation and width now (they drop when idle)           | <0.01 ms |
-| 40 ticks   | 0.5 Hz  | NVLink data TX/RX counters, all links                              | ~1.5 ms (2x H200) |
-| 100 ticks  | 0.2 Hz  | cumulative time held down per clocks-event reason (ns counters)   | ~0.6 ms  |
+| 2 ticks    | 10 Hz   | SM clock, clocks-event (throttle) reasons, instant power           | 1-2 us   |
+| 4 ticks    | 5 Hz    | memory used; utilisation (the driver updates it every 200 ms: its sample buffer's spacing) | 1-5 us |
+| adaptive   | 1-20 Hz | PCIe TX/RX byte counters (one field-values call for both)          | 0.33 ms  |
+| 20 ticks   | 1 Hz    | PCIe link generation and width now (they drop when idle)           | <0.02 ms |
+| 100 ticks  | 0.2 Hz  | NVLink data TX/RX counters, all links (64-bit: no wrap)            | ~1.5 ms (2x H200) |
+| 200 ticks  | 0.1 Hz  | cumulative time held down per clocks-event reason (ns counters)    | 0.84 ms  |
 
 The PCIe counters are 32-bit (they wrap every 4 GiB, 68 ms at PCIe Gen5 x16 line rate) and
-cost 50-200 times the other reads, so they are read as rarely as the traffic allows: after
-each read the next is scheduled so that, at the rate just seen, at most a quarter of a wrap
-(1 GiB) passes between reads: once a second while the link is quiet, up to every tick (50 ms,
-one wrap at 86 GB/s, beyond the link) under load. A wrap is missed only if the traffic
-jumps more than 4x between two reads and moves over 4 GiB in one of them; the record holds
-monotonic cumulative counts. Not ``nvmlDeviceGetPcieThroughput``: it samples a 20 ms window
-per call. Not NVML's sample buffers (``nvmlDeviceGetSamples``): on the H200 the SM-clock
-buffer stayed empty, utilisation has one sample per 200 ms at 2.4 ms a call, and power
-samples (every 20 ms) cost 0.3 ms a call against 5 us for the instant value.
+cost 100-300 times the other reads, so they are read as rarely as the traffic allows: after
+each read the next is scheduled so that, at the rate just seen in the busier direction, at
+most a quarter of a wrap (1 GiB) passes between reads: once a second while the link is quiet,
+up to every tick (50 ms, one wrap at 86 GB/s, beyond the link) under load. A wrap is missed
+only if the traffic jumps more than 4x between two reads and moves over 4 GiB in one of them;
+the record holds monotonic cumulative counts. Not ``nvmlDeviceGetPcieThroughput``: it samples
+a 20 ms window per call. Not NVML's sample buffers (``nvmlDeviceGetSamples``): on the H200 the
+SM-clock buffer stayed empty, utilisation has one sample per 200 ms at 2.4 ms a call, and
+power samples (every 20 ms) cost 0.3 ms a call against 2-5 us for the instant value.
 
-The clocks-event reasons are sampled at 20 Hz (an unbiased sample of the time each holds);
+The clocks-event reasons are sampled at 10 Hz (an unbiased sample of the time each holds);
 the cumulative counters (``throttle_*_ns``) count every nanosecond held down, between samples
-too, at 0.2 Hz.
+too.
 
 ``nvml`` is the pynvml module (nvidia-ml-py) or, in unit tests, a fake with
 the same functions. Nothing here raises into training: a failing read is
@@ -42,9 +44,10 @@ import time
 from scaldiag.collect.sampling import PeriodicSampler
 from scaldiag.record.rundir import JsonlWriter
 
-PERIOD_S = 0.05  # 20 Hz: one wake-up for all GPUs (a no-op tick costs 0.15% of a core at 20 Hz, 0.47% at 100 Hz)
+PERIOD_S = 0.05  # 20 Hz wake-ups for all GPUs, the PCIe counters' fastest rate (a no-op tick: 0.15% of a core)
 ALL_LINKS = 0xFFFFFFFF  # scopeId: NVLink counters summed over all links
 _UINT32_TYPE = 1  # NVML_VALUE_TYPE_UNSIGNED_INT: a counter that wraps at 2**32
+ROW_EVERY = 2  # ticks: a row per GPU at 10 Hz, plus the ticks that read the PCIe counters between
 PCIE_KEYS = ("pcie_tx_bytes", "pcie_rx_bytes")
 PCIE_CONSTS = {"pcie_tx_bytes": "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", "pcie_rx_bytes": "NVML_FI_DEV_PCIE_COUNT_RX_BYTES"}
 PCIE_SLOWEST_EVERY = 20  # ticks: the PCIe counters are read at least once a second
@@ -52,20 +55,20 @@ WRAP_GUARD_BYTES = 1 << 30  # a quarter of the 32-bit wrap between two reads of 
 
 # (key, NVML field constant, scopeId, every n ticks)
 FIELDS = [
-    ("power_mw", "NVML_FI_DEV_POWER_INSTANT", 0, 1),
-    ("nvlink_tx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", ALL_LINKS, 40),
-    ("nvlink_rx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", ALL_LINKS, 40),
-    ("throttle_sw_power_cap_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP", 0, 100),
-    ("throttle_sw_thermal_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN", 0, 100),
-    ("throttle_hw_thermal_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN", 0, 100),
-    ("throttle_hw_power_brake_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN", 0, 100),
+    ("power_mw", "NVML_FI_DEV_POWER_INSTANT", 0, 2),
+    ("nvlink_tx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", ALL_LINKS, 100),
+    ("nvlink_rx_kib", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", ALL_LINKS, 100),
+    ("throttle_sw_power_cap_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP", 0, 200),
+    ("throttle_sw_thermal_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN", 0, 200),
+    ("throttle_hw_thermal_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN", 0, 200),
+    ("throttle_hw_power_brake_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN", 0, 200),
 ]
 # nvmlGpuTopologyLevel_t: the closest common ancestor of two GPUs on the PCIe tree
 # (NVLink is separate: see nvlink_active_links in the inventory).
 TOPOLOGY_LEVELS = {0: "same board", 10: "single PCIe switch", 20: "multiple PCIe switches",
                    30: "PCIe host bridge", 40: "same NUMA node", 50: "across NUMA nodes (SMP link)"}
 
-CALLS = [("sm_clock_mhz", 1), ("mem_used_bytes", 1), ("clocks_event_reasons", 1), ("util_pct", 4),
+CALLS = [("sm_clock_mhz", 2), ("clocks_event_reasons", 2), ("mem_used_bytes", 4), ("util_pct", 4),
          ("pcie_gen", 20), ("pcie_width", 20)]
 
 
@@ -116,7 +119,7 @@ class NvmlSampler:
         self._calls = {key: (reads[key], every) for key, every in CALLS}
         self._wrap: dict[tuple[int, str], list[int]] = {}  # (gpu, key) -> [last raw, added]
         self._pcie_due = {i: 0 for i in self.indices}  # gpu -> tick of its next PCIe read
-        self._pcie_last: dict[int, tuple[int, int]] = {}  # gpu -> (t_ns, largest unwrapped count) at its last read
+        self._pcie_last: dict[int, tuple[int, dict]] = {}  # gpu -> (t_ns, unwrapped counts) at its last read
         self._tick_count = 0
         self.clock_ns = time.time_ns  # the record's clock (replaceable in tests)
         self._schedule()
@@ -161,21 +164,21 @@ class NvmlSampler:
                     self.missing.append(f"{key}: {type(exc).__name__}: {exc}")
                     del self._calls[key]
                     self._schedule()
-            rows.append(row)
-        self._writer.write_many(rows)
+            if len(row) > 2 or phase % ROW_EVERY == 0:  # rows at 10 Hz (even if every read has failed),
+                rows.append(row)                          # and where the PCIe counters were read
+        if rows:
+            self._writer.write_many(rows)
 
     def _next_pcie(self, index: int, tick: int, t_ns: int, row: dict) -> None:
-        """Schedule this GPU's next PCIe read from the traffic since its last one."""
-        counts = [row[key] for key in PCIE_KEYS if key in row]
-        if not counts:
-            self._pcie_due[index] = tick + PCIE_SLOWEST_EVERY
-            return
-        count = max(counts)  # the busier direction decides
+        """Schedule this GPU's next PCIe read from the traffic since its last one (the busier direction)."""
+        counts = {key: row[key] for key in PCIE_KEYS if key in row}
         last = self._pcie_last.get(index)
-        self._pcie_last[index] = (t_ns, count)
+        self._pcie_last[index] = (t_ns, counts)
         rate = None
-        if last is not None and t_ns > last[0]:
-            rate = (count - last[1]) / ((t_ns - last[0]) / 1e9)
+        if last is not None and t_ns > last[0] and counts.keys() & last[1].keys():
+            rate = max(counts[k] - last[1][k] for k in counts.keys() & last[1].keys()) / ((t_ns - last[0]) / 1e9)
+        elif not counts:  # the counters were dropped
+            rate = 0.0
         self._pcie_due[index] = tick + pcie_every(rate)
 
     def _read_fields(self, index: int, handle, keys: list[str], ids: list) -> dict:
