@@ -226,3 +226,38 @@ def test_real_h200_trace_kernels_copies_and_steps_against_json():
     analysis = analyze_trace(trace, "real")
     assert analysis.framework == "pytorch" and analysis.steps_method == "markers"
     assert analysis.units[0].steps == len(steps) and analysis.units[0].kind == "gpu"
+
+
+REAL_DDP_1GPU = FIXTURES / "h200_ddp_gloo_1gpu"
+
+
+def test_real_h200_two_ranks_on_one_gpu_each_rank_its_own_plane_with_its_kernels():
+    """Two torchrun ranks on ONE H200 (gloo all-reducing CUDA tensors; bench/torch/ddp_one_gpu.py under
+    `scaldiag profile --nproc-per-node 2`): both say device 0, the merge keeps them apart by rank."""
+    files = sorted(REAL_DDP_1GPU.glob("rank*.pt.trace.json.gz"))
+    assert [f.name for f in files] == ["rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"]
+    trace = read_trace(files)
+    # these files carry no host_name: one host, so ranks are labelled rank0, rank1 (not rank0/rank0)
+    assert trace.hostnames == ["rank0", "rank1"]
+    gpus = {p.label: p for p in trace.device_planes}
+    assert sorted(gpus) == ["rank0:/device:GPU:0", "rank1:/device:GPU:0"]
+    for rank, file in enumerate(files):
+        doc = raw(file)
+        assert doc["distributedInfo"]["rank"] == rank and doc["distributedInfo"]["backend"] == "gloo"
+        events = complete(doc)
+        device = [e for e in events if e["cat"] in DEVICE_CATS]
+        plane = gpus[f"rank{rank}:/device:GPU:0"]
+        assert sum(len(line.start_ns) for line in plane.lines) == len(device)
+        assert sum(int(line.end_ns.sum() - line.start_ns.sum()) for line in plane.lines) == sum(ns(e["dur"]) for e in device)
+        assert {e["args"]["device"] for e in device} == {0}
+        assert any(e["name"] == "gloo:all_reduce" for e in events)
+        pinned = [e for e in device if e["name"] == "Memcpy HtoD (Pinned -> Device)"]
+        assert pinned  # the DataLoader's pinned batch, copied non_blocking
+    analysis = analyze_trace(trace, "ddp")
+    assert analysis.hosts == ["rank0", "rank1"] and analysis.steps_method == "markers"
+    units = {u.name: u for u in analysis.units}
+    assert sorted(units) == ["rank0:/device:GPU:0", "rank1:/device:GPU:0"]
+    assert all(u.steps == 5 for u in units.values())
+    # rank 1 does 8 extra 2048x2048 matmuls a step: its device computes far more than rank 0's
+    assert (units["rank1:/device:GPU:0"].categories["compute"].busy_ms
+            > 5 * units["rank0:/device:GPU:0"].categories["compute"].busy_ms)

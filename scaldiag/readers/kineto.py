@@ -93,12 +93,14 @@ def read_trace(files: list[str | os.PathLike]) -> Trace:
     """Read and merge the Kineto traces of one run (one file per rank)."""
     files = [Path(f) for f in files]
     parsed = [_read_file(f) for f in files]
-    hosts = {p.host_name for p in parsed}
+    # A file without host_name (torch 2.11's CUDA traces have none) names no host: files from one
+    # torchrun job would otherwise each look like a host of their own ("rank0/rank0").
+    hosts = {p.host_name for p in parsed if p.host_name}
     labels = _labels(parsed, files, several_hosts=len(hosts) > 1)
     planes = []
     for label, p in zip(labels, parsed):
         planes += [_with_host(plane, label) for plane in p.planes] if len(files) > 1 else p.planes
-    hostnames = labels if len(files) > 1 else [parsed[0].host_name]
+    hostnames = labels if len(files) > 1 else [parsed[0].host_name or files[0].name.split(".")[0]]
     return Trace(planes=planes, sources=[str(f) for f in files], hostnames=hostnames)
 
 
@@ -160,7 +162,6 @@ def _read_file(file: Path) -> _File:
     dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
     rank = _int(dist.get("rank"))
     host_name = doc.get("host_name") if isinstance(doc.get("host_name"), str) else ""
-    host_name = host_name or file.name.split(".")[0]
     host_stats = {"kineto_schema_version": _int(doc.get("schemaVersion")) or 0}
     for key in ("backend", "world_size", "rank", "pg_count"):
         if isinstance(dist.get(key), (str, int)) and not isinstance(dist.get(key), bool):

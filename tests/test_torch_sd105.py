@@ -1,0 +1,78 @@
+"""SD105 on real H200 PyTorch traces: host overhead is only time with no device work, and the fix follows it.
+
+fixtures/kineto/h200_healthy_run is the run directory of `scaldiag profile bench/torch/healthy.py -- --steps 60`
+on an H200 (batch 1024, large bf16 matmuls); its twins (bench/results/gpu_h200/torch/sd105_twins.md) showed the
+finding true: the same step replayed as one CUDA graph ran 1.31x faster. fixtures/kineto/h200_cuda is a tiny loop
+whose device is busy a few % of each step.
+"""
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+
+from scaldiag.analyze import intervals as iv
+from scaldiag.pipeline import diagnose_run, diagnose_trace
+from scaldiag.rules import sd105_host_bound
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kineto"
+HEALTHY_RUN = FIXTURES / "h200_healthy_run"
+HEALTHY_TRACE = HEALTHY_RUN / "trace" / "plugins" / "profile" / "torch" / "rank0.pt.trace.json.gz"
+
+
+def _ns(events, key):
+    return np.array([round(float(e[key]) * 1000) for e in events], np.int64)
+
+
+def _device_union_and_steps():
+    """From the JSON itself: per ProfilerStep (host span), the time some kernel or copy runs."""
+    events = [e for e in json.loads(gzip.decompress(HEALTHY_TRACE.read_bytes()))["traceEvents"] if e.get("ph") == "X"]
+    device = [e for e in events if e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset")]
+    dev_s = _ns(device, "ts")
+    dev_e = dev_s + _ns(device, "dur")
+    steps = sorted((e for e in events if e["name"].startswith("ProfilerStep#") and e["cat"] == "user_annotation"),
+                   key=lambda e: e["ts"])
+    ws, ends = _ns(steps, "ts"), _ns(steps, "ts") + _ns(steps, "dur")
+    # a step spans to the next step's start; the last until the device work that starts inside it ends
+    last = (dev_s >= ws[-1]) & (dev_s < ends[-1])
+    we = np.append(ws[1:], max(ends[-1], dev_e[last].max()))
+    return iv.measure_in_windows(iv.union(dev_s, dev_e), ws, we) / 1e6, (we - ws) / 1e6
+
+
+def test_host_overhead_is_only_time_the_device_idles():
+    device_ms, step_ms = _device_union_and_steps()
+    report = diagnose_trace(HEALTHY_TRACE.parent)
+    (unit,) = report.analysis.units
+    device_side = sum(t.exclusive_ms for c, t in unit.categories.items() if c not in ("input", "host_overhead", "idle"))
+    host_side = sum(unit.categories[c].exclusive_ms for c in ("input", "host_overhead", "idle"))
+    # every instant a kernel or copy runs is device work, never host overhead, whatever the host does then
+    assert abs(device_side - device_ms.mean()) < 1e-3
+    assert abs(host_side - (step_ms - device_ms).mean()) < 1e-3
+    assert unit.categories["host_overhead"].exclusive_ms <= (step_ms - device_ms).mean() + 1e-6
+    # and the host's own busy time is larger: much of it overlaps kernels already queued
+    assert unit.categories["host_overhead"].busy_ms > unit.categories["host_overhead"].exclusive_ms
+
+
+def test_healthy_run_is_host_bound_and_the_fix_leads_with_the_whole_step_graph():
+    report = diagnose_run(HEALTHY_RUN)
+    trace = report.analysis.trace
+    assert trace.profiler_inflation and trace.profiler_inflation > 1
+    (finding,) = [f for f in report.trace_report.findings if f.id == "SD105"]
+    assert finding.severity == "high"
+    (unit,) = trace.units
+    busy = sd105_host_bound.device_busy_pct(unit)
+    assert busy >= sd105_host_bound.BUSY_DEVICE_PCT
+    fix = finding.fix["pytorch"]
+    assert fix.startswith(f"The device is busy {busy:.0f}% of the step")
+    assert "torch.cuda.CUDAGraph()" in fix and "capturable=True" in fix
+    assert fix.index("CUDAGraph") < fix.index("torch.compile")
+
+
+def test_tiny_kernels_lead_with_torch_compile():
+    report = diagnose_trace(FIXTURES / "h200_cuda")
+    (finding,) = [f for f in report.findings if f.id == "SD105"]
+    (unit,) = report.analysis.units
+    assert sd105_host_bound.device_busy_pct(unit) < sd105_host_bound.BUSY_DEVICE_PCT
+    assert finding.fix["pytorch"] == sd105_host_bound.FIX["pytorch"]
+    assert finding.fix["pytorch"].startswith("Launch fewer, larger kernels per step: compile the model")
