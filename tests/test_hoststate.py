@@ -146,3 +146,35 @@ def test_a_long_thread_done_in_pieces_gives_the_same_segments(monkeypatch):
             pieces = hoststate.innermost_segments(s, e, o)
             assert [a.tolist() for a in pieces] == [a.tolist() for a in whole]
         monkeypatch.setattr(hoststate, "_CHUNK", 1 << 20)
+
+
+def test_measuring_threads_as_they_are_done_matches_the_kept_segments(monkeypatch):
+    """host_states_during gives each gap set what activity_during gives it, and the same states."""
+    from scaldiag.analyze import hoststate
+    from scaldiag.trace import Line, Plane
+
+    rng = np.random.default_rng(13)
+    names = ["train", "IteratorGetNext", "Wait", "op:MatMul", "x", "y"]
+    planes = []
+    for p in range(2):
+        lines = []
+        for _ in range(3):
+            events = nested_events(rng, 0, 3000)
+            lines.append(Line(name=f"t{p}", start_ns=np.array([s for s, _ in events]) * 10,
+                              end_ns=np.array([e for _, e in events]) * 10,
+                              name_id=rng.integers(0, len(names), len(events)).astype(np.int32)))
+        planes.append(Plane(name="/host:CPU", event_names=names if p == 0 else names[::-1], lines=lines))
+    gap_sets = [(np.array([0, 9000, 20000]), np.array([5000, 15000, 29000])),
+                (np.array([100]), np.array([30000])),
+                (np.empty(0, np.int64), np.empty(0, np.int64)),
+                (np.array([3]), np.array([7]))]
+    for chunk in (1 << 20, 97):  # long threads in pieces too
+        monkeypatch.setattr(hoststate, "_CHUNK", chunk)
+        kept = hoststate.host_states(planes, ops_are_compute=False)
+        timeline, activity = hoststate.host_states_during(planes, False, gap_sets, 7, top=4)
+        assert activity == [kept.activity_during(gaps, 7, 4) for gaps in gap_sets]
+        assert activity[0] and not activity[2]
+        assert sorted(timeline.states) == sorted(kept.states)
+        for state, (starts, ends) in kept.states.items():
+            assert timeline.states[state][0].tolist() == starts.tolist()
+            assert timeline.states[state][1].tolist() == ends.tolist()

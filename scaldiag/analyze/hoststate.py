@@ -66,45 +66,126 @@ class HostTimeline:
         shown, overlap = np.concatenate(shown), np.concatenate(overlap)
         if not len(shown):
             return []
-        # Sum by (name, state) pair as an integer, without sorting the
-        # segments; bincount adds in segment order, and ranking the pairs in
-        # (name, state) order keeps the result what grouping "name\0state"
-        # strings gave, ties included.
         pair = self.seg_name_id[shown].astype(np.int64) * len(HOST_STATES) + self.seg_state[shown]
         by_pair = np.bincount(pair, weights=overlap)
         pairs = np.flatnonzero(np.bincount(pair))
-        totals = by_pair[pairs]
-        names, states = self.names[pairs // len(HOST_STATES)], pairs % len(HOST_STATES)
-        order = sorted(range(len(pairs)), key=lambda i: f"{names[i]}\0{states[i]}")
-        totals = totals[order]
-        best = np.argsort(-totals)[:top]
-        return [(names[order[i]], HOST_STATES[int(states[order[i]])], float(totals[i]) / per) for i in best]
+        return _top_pairs(pairs, by_pair[pairs], self.names, per, top)
+
+
+def _top_pairs(pairs: np.ndarray, totals: np.ndarray, names: np.ndarray, per: int, top: int):
+    """The ``top`` (name, state) pairs by thread time: (name, state, totals / per).
+
+    ``pairs`` (name id * len(HOST_STATES) + state, ascending) are those
+    present; ranking them in (name, state) order keeps the result what
+    grouping "name\0state" strings gave, ties included.
+    """
+    names, states = names[pairs // len(HOST_STATES)], pairs % len(HOST_STATES)
+    order = sorted(range(len(pairs)), key=lambda i: f"{names[i]}\0{states[i]}")
+    totals = totals[order]
+    best = np.argsort(-totals)[:top]
+    return [(names[order[i]], HOST_STATES[int(states[order[i]])], float(totals[i]) / per) for i in best]
 
 
 def host_states(planes: list[Plane], ops_are_compute: bool) -> HostTimeline:
     """What every host thread does at each instant (see the module docstring)."""
-    pieces: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     segments = []
-    name_ids: dict[str, int] = {}  # one id per distinct name, across planes
-    for plane in planes:
-        own = _own_codes(plane.event_names, ops_are_compute)
-        to_global = np.array([name_ids.setdefault(n, len(name_ids)) for n in plane.event_names], np.int32)
-        for line in plane.lines:
-            seg = _line_segments(line, own)
-            if seg is None:
-                continue
-            seg_s, seg_e, seg_c, seg_i = seg
-            segments.append([seg_s, seg_e, seg_c.astype(np.int8), to_global[line.name_id[seg_i]]])
-            for c in np.flatnonzero(np.bincount(seg_c)).tolist():  # the codes present, ascending
-                pieces.setdefault(c, []).append(iv.union(seg_s[seg_c == c], seg_e[seg_c == c]))
+    pieces, names = _walk_threads(planes, ops_are_compute, lambda seg: segments.append(list(seg)))
     columns = [np.empty(0, np.int64)] * 2 + [np.empty(0, np.int8), np.empty(0, np.int32)]
     for k in range(len(columns) if segments else 0):  # a column at a time, its pieces freed as it is joined
         columns[k] = np.concatenate([seg[k] for seg in segments])
         for seg in segments:
             seg[k] = None
+    return HostTimeline({HOST_STATES[c]: iv.merge(*sets) for c, sets in pieces.items()}, *columns, names)
+
+
+def host_states_during(planes: list[Plane], ops_are_compute: bool, gap_sets: list[iv.IntervalSet], per: int,
+                       top: int = 5) -> tuple[HostTimeline, list[list[tuple[str, str, float]]]]:
+    """``host_states`` and, for each of ``gap_sets``, what ``activity_during`` says of it.
+
+    Each thread's segments are measured against every set as the thread is
+    done, then dropped: memory follows the largest thread, not the trace,
+    and all sets cost one search per segment boundary. The timeline
+    returned holds the states only (no segments).
+    """
+    measure = _GapMeasure(gap_sets)
+    totals = [np.zeros(0, np.int64) for _ in gap_sets]
+
+    def add(seg) -> None:
+        seg_s, seg_e, seg_c, seg_n = seg
+        shown = np.flatnonzero(seg_c < _CODE[cat.WAIT])
+        for a in range(0, len(shown), _CHUNK):  # bounds the temporaries of a long thread
+            part = shown[a:a + _CHUNK]
+            pair = seg_n[part].astype(np.int64) * len(HOST_STATES) + seg_c[part]
+            for k, overlap in enumerate(measure.overlaps(seg_s[part], seg_e[part])):
+                by_pair = np.bincount(pair, weights=overlap).astype(np.int64)  # sums of integers: exact
+                if len(by_pair) > len(totals[k]):
+                    totals[k] = np.concatenate((totals[k], np.zeros(len(by_pair) - len(totals[k]), np.int64)))
+                totals[k][:len(by_pair)] += by_pair
+
+    pieces, names = _walk_threads(planes, ops_are_compute, add)
+    activity = []
+    for total in totals:
+        pairs = np.flatnonzero(total > 0)
+        activity.append(_top_pairs(pairs, total[pairs].astype(np.float64), names, per, top) if len(pairs) else [])
+    empty = np.empty(0, np.int64)
+    timeline = HostTimeline({HOST_STATES[c]: iv.merge(*sets) for c, sets in pieces.items()}, empty, empty,
+                            np.empty(0, np.int8), np.empty(0, np.int32), names)
+    return timeline, activity
+
+
+def _walk_threads(planes: list[Plane], ops_are_compute: bool, each):
+    """Every thread's innermost segments, given to ``each`` as (start, end, state code, global name id).
+
+    Returns the pieces of each state's union (by code) and the distinct names of all planes.
+    """
+    pieces: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    name_ids: dict[str, int] = {}  # one id per distinct name, across planes
+    for plane in planes:
+        own = _own_codes(plane.event_names, ops_are_compute)
+        to_global = np.array([name_ids.setdefault(n, len(name_ids)) for n in plane.event_names], np.int32)
+        for line in plane.lines:
+            for seg_s, seg_e, seg_c, seg_i in _line_segments(line, own):
+                for c in np.flatnonzero(np.bincount(seg_c)).tolist():  # the codes present, ascending
+                    pieces.setdefault(c, []).append(iv.union(seg_s[seg_c == c], seg_e[seg_c == c]))
+                each((seg_s, seg_e, seg_c.astype(np.int8), to_global[line.name_id[seg_i]]))
     names = np.empty(len(name_ids), dtype=object)
     names[:] = list(name_ids)
-    return HostTimeline({HOST_STATES[c]: iv.merge(*sets) for c, sets in pieces.items()}, *columns, names)
+    return pieces, names
+
+
+class _GapMeasure:
+    """How much of each of several interval sets lies inside many windows, one search per window end.
+
+    All the sets' boundaries, sorted, cut time into pieces that each set
+    either covers or not; a time's coverage before it is then its piece's
+    coverage before plus its distance into the piece if covered (integers,
+    as ``intervals.covered_before`` gives them).
+    """
+
+    def __init__(self, sets: list[iv.IntervalSet]):
+        bounds = np.sort(np.concatenate([np.asarray(x, np.int64) for s in sets for x in s] or [np.empty(0, np.int64)]))
+        self.bounds = bounds[np.concatenate(([True], bounds[1:] != bounds[:-1]))] if len(bounds) else bounds
+        self.before, self.inside = [], []
+        for s in sets:
+            before = iv.covered_before(s, self.bounds)
+            # index k: the piece that ends at bounds[k] (k = 0: before all; the last: after all, uncovered)
+            self.before.append(np.concatenate(([0], before)))
+            self.inside.append(np.concatenate(([0], np.diff(before) > 0, [0])).astype(np.int64))
+        self.left = np.concatenate((self.bounds[:1], self.bounds))
+
+    def overlaps(self, w_start: np.ndarray, w_end: np.ndarray) -> list[np.ndarray]:
+        """Per set, its covered length inside each window [w_start, w_end)."""
+        if not len(self.bounds):
+            return [np.zeros(len(w_start), np.int64) for _ in self.before]
+        k_start = np.searchsorted(self.bounds, w_start, side="right")
+        k_end = np.searchsorted(self.bounds, w_end, side="right")
+        into_start, into_end = w_start - self.left[k_start], w_end - self.left[k_end]
+        out = []
+        for before, inside in zip(self.before, self.inside):
+            overlap = before[k_end] + into_end * inside[k_end]
+            overlap -= before[k_start] + into_start * inside[k_start]
+            out.append(overlap)
+        return out
 
 
 def _own_codes(event_names: list[str], ops_are_compute: bool) -> np.ndarray:
@@ -117,16 +198,16 @@ def _own_codes(event_names: list[str], ops_are_compute: bool) -> np.ndarray:
 
 
 def _line_segments(line: Line, own_by_name: np.ndarray):
-    """(start, end, state code, event index) of a thread's innermost segments, or None."""
+    """(start, end, state code, event index) of a thread's innermost segments, a piece at a time."""
     keep = np.flatnonzero(line.end_ns > line.start_ns)
     if not len(keep):
-        return None
-    seg_s, seg_e, seg_c, seg_i = innermost_segments(line.start_ns[keep], line.end_ns[keep],
-                                                    own_by_name[line.name_id[keep]])
+        return
     default = cat.host_line_default(line.name)
-    if default is not None:  # the thread's role decides the state of every event on it
-        seg_c = np.full(len(seg_c), _CODE[default])
-    return seg_s, seg_e, seg_c, keep[seg_i]
+    for seg_s, seg_e, seg_c, seg_i in _innermost_pieces(line.start_ns[keep], line.end_ns[keep],
+                                                        own_by_name[line.name_id[keep]]):
+        if default is not None:  # the thread's role decides the state of every event on it
+            seg_c = np.full(len(seg_c), _CODE[default])
+        yield seg_s, seg_e, seg_c, keep[seg_i]
 
 
 def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
@@ -138,22 +219,28 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     level, then the timeline of "innermost event" changes. Events on a thread
     nest; a child that outlives its parent is clipped to it.
     """
+    pieces = list(_innermost_pieces(start, end, own))
+    if len(pieces) == 1:
+        return pieces[0]
+    return tuple(np.concatenate(column) for column in zip(*pieces))
+
+
+def _innermost_pieces(start: np.ndarray, end: np.ndarray, own: np.ndarray):
+    """innermost_segments, a piece of the thread at a time, in time order."""
     order = _by_start_then_longest(start, end)  # parents before their children
     if order is None:  # already in that order
-        order, end = np.arange(len(start)), end.copy()
+        order, end = None, end.copy()
     else:
         start, end, own = start[order], end[order], own[order]
     # Where no earlier event is still open, what follows is independent of
     # what came before: a long thread is done a piece at a time, which bounds
     # the memory its temporaries take.
-    pieces = []
     cuts = _free_starts(start, end, _CHUNK)
     for a, b in zip(cuts[:-1], cuts[1:]):
         seg_s, seg_e, code, inner = _innermost_sorted(start[a:b], end[a:b], own[a:b])
-        pieces.append((seg_s, seg_e, code, order[inner + a]))
-    if len(pieces) == 1:
-        return pieces[0]
-    return tuple(np.concatenate(column) for column in zip(*pieces))
+        inner = inner.astype(np.intp)
+        inner += a
+        yield seg_s, seg_e, code, inner if order is None else order[inner]
 
 
 def _free_starts(start: np.ndarray, end: np.ndarray, size: int) -> list[int]:

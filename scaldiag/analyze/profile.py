@@ -15,7 +15,7 @@ from scaldiag.analyze import intervals as iv
 from scaldiag.analyze.breakdown import breakdown
 from scaldiag.analyze.categories import CATEGORIES, DEVICE_CATEGORIES
 from scaldiag.analyze.device import DeviceEvents, device_events
-from scaldiag.analyze.hoststate import HostTimeline, host_states
+from scaldiag.analyze.hoststate import HostTimeline, host_states, host_states_during
 from scaldiag.analyze.stats import Summary, ci95_half_width
 from scaldiag.analyze.steps import Steps, find_steps
 from scaldiag.analyze.transfers import copies_per_step
@@ -94,16 +94,23 @@ def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
     all_device = (np.concatenate([d.start_ns for _, d in devices]),
                   np.concatenate([d.end_ns for _, d in devices])) if devices else None
     steps = find_steps(trace, all_device)
-    host = host_states(trace.host_planes, ops_are_compute=not devices)
     notes = []
     if devices:
+        # The devices' idle gaps do not depend on the host, so the host threads are measured
+        # against all of them as each is done, without keeping every thread's segments.
+        device_sets = [events.sets() for _, events in devices]
+        host, activity = host_states_during(trace.host_planes, False,
+                                            [_gaps(sets, DEVICE_CATEGORIES, steps) for sets in device_sets],
+                                            steps.count)
         # With GPUs, host ops are the host side of launches: all of it is host work.
         host_sets = {"input": host.get("input"),
                      "host_overhead": iv.merge(*[host.get(c) for c in
                                                  ("host_overhead", "compute", "layout", "collective")])}
-        units = [_unit(name, "gpu", {**events.sets(), **host_sets}, DEVICE_CATEGORIES, steps, host,
-                       **_device_extras(events, steps)) for name, events in devices]
+        units = [_unit(name, "gpu", {**sets, **host_sets}, DEVICE_CATEGORIES, steps, host, activity=found,
+                       **_device_extras(events, steps))
+                 for (name, events), sets, found in zip(devices, device_sets, activity)]
     else:
+        host = host_states(trace.host_planes, ops_are_compute=True)
         notes.append("no device planes in the trace: the host ran the model (e.g. TensorFlow on the CPU); "
                      "its op execution is reported as compute, and there are no host-to-device copies")
         name = trace.host_planes[0].label if trace.host_planes else "/host:CPU"
@@ -165,8 +172,16 @@ def _label(event: str, steps: Steps) -> str:
     return event
 
 
-def _unit(name, kind, sets, busy_categories, steps: Steps, host: HostTimeline, **extra) -> UnitAnalysis:
-    """``busy_categories``: those that count as the unit doing work."""
+def _gaps(sets, busy_categories, steps: Steps) -> iv.IntervalSet:
+    """Where the unit does no work within the steps."""
+    return iv.subtract(iv.union(steps.start_ns, steps.end_ns),
+                       iv.merge(*[sets[c] for c in busy_categories if c in sets]))
+
+
+def _unit(name, kind, sets, busy_categories, steps: Steps, host: HostTimeline, activity=None,
+          **extra) -> UnitAnalysis:
+    """``busy_categories``: those that count as the unit doing work; ``activity``: what the host
+    did in its gaps, when already measured (else measured here)."""
     result = breakdown(sets, steps, busy_categories)
     step_ns = np.maximum(result.step_ns, 1)
     categories = {}
@@ -176,9 +191,9 @@ def _unit(name, kind, sets, busy_categories, steps: Steps, host: HostTimeline, *
             exclusive_ms=float(result.exclusive_ns[:, c].mean()) / NS_PER_MS,
             exclusive_pct=float(share.mean()), exclusive_pct_ci95=ci95_half_width(share),
             busy_ms=float(result.busy_ns[:, c].mean()) / NS_PER_MS)
-    gaps = iv.subtract(iv.union(steps.start_ns, steps.end_ns), iv.merge(*[sets[c] for c in busy_categories if c in sets]))
-    activity = [HostActivity(_label(name, steps), state, ns / NS_PER_MS)
-                for name, state, ns in host.activity_during(gaps, steps.count)]
+    if activity is None:
+        activity = host.activity_during(_gaps(sets, busy_categories, steps), steps.count)
+    activity = [HostActivity(_label(name, steps), state, ns / NS_PER_MS) for name, state, ns in activity]
     background = iv.measure_in_windows(host.get("background"), steps.start_ns, steps.end_ns)
     return UnitAnalysis(
         name=name, kind=kind, steps=steps.count, step_time_ms=Summary.of(result.step_ns / NS_PER_MS),
