@@ -132,3 +132,37 @@ def test_user_constructed_callback_gets_fits_arguments_and_dynamic_tf_data_batch
     dataset = read_record(tmp_path / "dataset").training
     assert dataset["global_batch"] == 40 and "first batch" in dataset["batch_source"]
     assert dataset["input_ceiling"]["samples_per_s"] > 0
+
+
+@pytest.fixture(scope="module")
+def slowread(tmp_path_factory):
+    """A PyDataset waiting 150 ms for each batch of a tiny model, and its twin fed arrays."""
+    slow = profile(tmp_path_factory.mktemp("slowread"), "--kind", "slowread", "--read-ms", "150", "--epochs", "3",
+                   "--steps", "12", "--batch", "64")
+    twin = profile(tmp_path_factory.mktemp("tiny"), "--kind", "tiny", "--epochs", "3", "--steps", "40",
+                   "--batch", "64")
+    return slow, twin
+
+
+def test_the_input_cost_is_measured_against_the_step_without_input_and_matches_the_twin(slowread):
+    (slow_dir, slow_watch, result), (_, twin_watch, _) = slowread
+    run = diagnose_run(slow_dir).analysis
+    cost = run.input_cost
+    assert cost is not None and cost.significant, run.training.get("input_free_skipped")
+    # The twin (the same model fed arrays) measures what the step is without the slow input.
+    twin_share = 100 * (1 - slow_watch["samples_per_s"] / twin_watch["samples_per_s"])
+    assert cost.share_pct == pytest.approx(twin_share, abs=10)
+    assert run.trace.units[0].categories["input"].exclusive_pct == pytest.approx(cost.share_pct, abs=5)
+    assert "input cost:" in result.stdout
+    parts = [p.part for p in run.accounting.parts]
+    assert "input-free measurement" in parts
+
+
+def test_a_compute_heavy_model_fed_arrays_draws_no_large_input_cost(convnet):
+    run_dir, _, _ = convnet
+    cost = diagnose_run(run_dir).analysis.input_cost
+    assert cost is not None
+    # Keras slicing arrays costs ~1-2 ms a step on TF's CPU (measured against a cached batch: for a
+    # tiny model that is half its step, and counted); a convnet's step is tens of ms. A bound, since
+    # the shared machine's noise moves the clone's step too.
+    assert not cost.significant or cost.share_pct < 20

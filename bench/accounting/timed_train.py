@@ -1,7 +1,9 @@
 """A Keras 3 script that times itself with a synchronized stopwatch: the reference for scaldiag's numbers.
 
-    python bench/accounting/timed_train.py --kind convnet|tiny|pydataset|dense [--epochs 4] [--steps 60]
-        [--batch 256] [--spe 1] [--out stopwatch.json]
+    python bench/accounting/timed_train.py --kind convnet|tiny|pydataset|dense|slowread [--epochs 4] [--steps 60]
+        [--batch 256] [--spe 1] [--read-ms 100] [--out stopwatch.json]
+
+slowread: the tiny model fed by a PyDataset that waits --read-ms for each batch (no host work).
 
 The stopwatch: a callback of the script's own reads time at each epoch's
 begin and end (Keras has synchronised with the device by then: it read the
@@ -36,15 +38,18 @@ class Stopwatch(keras.callbacks.Callback):
 class Augmented(keras.utils.PyDataset):
     """Input-bound: each batch is augmented in NumPy on the host, one at a time."""
 
-    def __init__(self, x, y, batch, **kwargs):
+    def __init__(self, x, y, batch, read_s=0.0, **kwargs):
         super().__init__(**kwargs)
-        self.x, self.y, self.batch = x, y, batch
+        self.x, self.y, self.batch, self.read_s = x, y, batch, read_s
 
     def __len__(self):
         return len(self.x) // self.batch
 
     def __getitem__(self, i):
         xb = self.x[i * self.batch:(i + 1) * self.batch].copy()
+        if self.read_s:  # slowread: the batch's files arriving from slow storage, no host work
+            time.sleep(self.read_s)
+            return xb, self.y[i * self.batch:(i + 1) * self.batch]
         for _ in range(3):  # host work that grows with the batch
             xb = np.flip(xb, axis=2) + np.random.normal(0, 0.01, xb.shape).astype("float32")
         return xb, self.y[i * self.batch:(i + 1) * self.batch]
@@ -54,7 +59,7 @@ def model_for(kind: str, shape):
     layers = keras.layers
     if kind == "dense":
         body = [layers.Flatten(), layers.Dense(4096, activation="relu"), layers.Dense(4096, activation="relu")]
-    elif kind == "tiny":
+    elif kind in ("tiny", "slowread"):
         body = [layers.Flatten(), layers.Dense(16, activation="relu")]
     else:
         body = [layers.Conv2D(64, 3, activation="relu"), layers.Conv2D(64, 3, activation="relu"),
@@ -64,14 +69,15 @@ def model_for(kind: str, shape):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--kind", default="convnet", choices=["convnet", "tiny", "pydataset", "dense"])
+    p.add_argument("--kind", default="convnet", choices=["convnet", "tiny", "pydataset", "dense", "slowread"])
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--steps", type=int, default=60, help="steps per epoch")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--spe", type=int, default=1, help="steps_per_execution")
+    p.add_argument("--read-ms", type=float, default=100.0, help="slowread: the wait for each batch")
     p.add_argument("--out", default="stopwatch.json")
     a = p.parse_args()
-    shape = (8, 8, 1) if a.kind == "tiny" else (32, 32, 3)
+    shape = (8, 8, 1) if a.kind in ("tiny", "slowread") else (32, 32, 3)
     rng = np.random.default_rng(0)
     x = rng.random((a.steps * a.batch, *shape), dtype=np.float32)
     y = rng.integers(0, 10, a.steps * a.batch)
@@ -79,8 +85,9 @@ def main():
     model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   steps_per_execution=a.spe)
     watch = Stopwatch()
-    data = Augmented(x, y, a.batch) if a.kind == "pydataset" else x
-    kwargs = {} if a.kind == "pydataset" else {"y": y, "batch_size": a.batch}
+    python_input = a.kind in ("pydataset", "slowread")
+    data = Augmented(x, y, a.batch, read_s=a.read_ms / 1e3 if a.kind == "slowread" else 0.0) if python_input else x
+    kwargs = {} if python_input else {"y": y, "batch_size": a.batch}
     model.fit(data, epochs=a.epochs, verbose=0, callbacks=[watch], **kwargs)
     later = watch.epochs[1:] or watch.epochs
     samples = a.steps * a.batch

@@ -27,6 +27,7 @@ PARTS = (  # (part, what it covers), highest priority first
     (STEADY, "steady steps, the device's catch-up at each epoch's end included"),
     ("validation", "validation inside fit"),
     ("input-ceiling measurement", "scaldiag iterating the input alone after training"),
+    ("input-free measurement", "scaldiag timing a clone of the model on one cached batch after training"),
     ("fit start-up", "from fit's start to its first step"),
     ("epoch boundaries", "inside fit between steps: callbacks, iterator resets"),
     ("interpreter and scaldiag start", "launch to the script's first line"),
@@ -90,6 +91,8 @@ def _spans(name: str, start: int, end: int, marks: list[dict], found: list[runst
         return _arrays(_pairs(marks, "test_begin", "test_end"))
     if name == "input-ceiling measurement":
         return _arrays(_pairs(marks, "ceiling_begin", "ceiling_end"))
+    if name == "input-free measurement":
+        return _arrays(_pairs(marks, "input_free_begin", "input_free_end"))
     fits = _pairs(marks, "fit_begin", "fit_end", open_end=end)
     if name == "fit start-up":
         return _arrays([(a, min([p.begin_ns for p in found if a <= p.begin_ns < b], default=b)) for a, b in fits])

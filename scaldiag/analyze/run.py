@@ -13,6 +13,7 @@ import numpy as np
 
 from scaldiag.analyze import inflation, runsteps
 from scaldiag.analyze.accounting import Accounting, account
+from scaldiag.analyze.input_cost import InputCost, input_cost, with_input_cost
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.stats import Summary
 from scaldiag.record.types import RunRecord
@@ -83,6 +84,7 @@ class RunAnalysis:
     missing: list[str] = field(default_factory=list)
     accounting: Accounting | None = None
     ranks: dict[int, StepStats] = field(default_factory=dict)  # every rank's steady steps, rank 0 included
+    input_cost: InputCost | None = None  # the steady step against the input-free step (analyze/input_cost.py)
 
 
 # One rank's steady step this much slower than the fastest rank's, beyond both intervals, is named
@@ -222,8 +224,11 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
     found = runsteps.periods(record.steps, record.training, record.marks)
     steps = _step_stats(found, record.training)
     window = steps.window_ns if steps else None
+    cost = input_cost(steps.step_time_ms.mean, steps.step_time_ms.ci95, record.training.get("input_free")) if steps else None
     if trace is not None and steps is not None:
         trace = _corrected(trace, steps, record.training)
+        if cost is not None:
+            trace = with_input_cost(trace, cost, int(record.training.get("steps_per_execution") or 1))
     missing = list(record.run.get("missing", [])) + trace_missing
     if not record.steps:
         missing.append("steps: no training step was recorded (did the script call model.fit, "
@@ -234,7 +239,7 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
     return RunAnalysis(run=record.run, training=record.training, inventory=record.inventory, steps=steps,
                        gpus=gpu_summaries(record.gpu_samples, record.inventory, window, training_ns),
                        host=host_summary(record.host_samples, window), trace=trace, missing=missing,
-                       accounting=account(record.run, record.marks, found),
+                       accounting=account(record.run, record.marks, found), input_cost=cost,
                        ranks={0: steps, **{r: _record_steps(rec) for r, rec in other_ranks.items()}} if other_ranks else {})
 
 

@@ -97,6 +97,14 @@ def _steps(steps) -> dict | None:
     return {**_pick(steps, _STEPS[:3]), "step_time_ms": _pick(steps.step_time_ms, _SUMMARY), **_pick(steps, _STEPS[3:])}
 
 
+def _input_cost(cost) -> dict | None:
+    if cost is None:
+        return None
+    return {"step_ms": cost.step_ms, "input_free_ms": cost.input_free_ms, "input_free_min_ms": cost.input_free_min_ms,
+            "input_free_max_ms": cost.input_free_max_ms, "cost_ms": cost.cost_ms, "share_pct": cost.share_pct,
+            "noise_ms": cost.noise_ms, "significant": cost.significant, "source": cost.source}
+
+
 def run_dict(report: RunReport) -> dict:
     a = report.analysis
     steps = _steps(a.steps)
@@ -110,6 +118,7 @@ def run_dict(report: RunReport) -> dict:
         "training": a.training,
         "inventory": a.inventory,
         "steps": steps,
+        "input_cost": _input_cost(a.input_cost),
         "gpus": [_pick(g, _GPU) for g in a.gpus],
         "host": _pick(a.host, _HOST) if a.host else None,
         "missing": a.missing,

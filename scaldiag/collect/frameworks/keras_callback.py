@@ -12,14 +12,16 @@ disables the callback and is written into the run as missing evidence.
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import sys
+import time
 
 import keras
 
-from scaldiag.collect.env import GLOBAL_BATCH_ENV
-from scaldiag.collect.frameworks import input_ceiling, keras_info
+from scaldiag.collect.env import GLOBAL_BATCH_ENV, INPUT_FREE_ENV
+from scaldiag.collect.frameworks import input_ceiling, input_free, keras_info
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS
 from scaldiag.collect.session import Session, capture_failed
 
@@ -58,11 +60,14 @@ class ScaldiagCallback(keras.callbacks.Callback):
             unless ``scaldiag profile`` already samples this run).
         input_ceiling_s: after training, iterate the input alone for up to
             this long to measure the input ceiling (0: do not).
+        input_free: after training, time a clone of the model on one cached
+            batch, to measure what the input costs each step (a few seconds;
+            ``SCALDIAG_INPUT_FREE=0`` turns it off too).
     """
 
     def __init__(self, run_dir=None, global_batch: int | None = None, warmup_steps: int = WARMUP_STEPS,
                  trace_steps: int = TRACE_STEPS, sample: bool | None = None, quiet: bool = False,
-                 input_ceiling_s: float = input_ceiling.CEILING_SECONDS):
+                 input_ceiling_s: float = input_ceiling.CEILING_SECONDS, input_free: bool = True):
         super().__init__()
         self._options = dict(run_dir=run_dir, warmup_steps=warmup_steps, trace_steps=trace_steps, sample=sample)
         self._global_batch = (global_batch, "ScaldiagCallback(global_batch=)") if global_batch else _from_env()
@@ -70,14 +75,17 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self._failed: str | None = None
         self.session: Session | None = None
         self._x = None
+        self._y = self._sample_weight = self._first_batch = None
         self._input_ceiling_s = input_ceiling_s
+        self._input_free = input_free and os.environ.get(INPUT_FREE_ENV, "1") != "0"
+        self._begins = collections.deque(maxlen=64)  # recent step beginnings: the step time to size the clone's run
         self._in_fit = False
         self._replicas: int | None = None
         self._unknown_because = ""
 
-    def set_fit_arguments(self, x, batch_size) -> None:
+    def set_fit_arguments(self, x, batch_size, y=None, sample_weight=None) -> None:
         """Called by ``scaldiag profile``'s hook on fit with the data it was given."""
-        self._x = x
+        self._x, self._y, self._sample_weight = x, y, sample_weight
         if self._global_batch is None:
             batch, source = keras_info.global_batch(x, batch_size)
             self._global_batch = (batch, source) if batch else None
@@ -85,6 +93,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
 
     def observe_batch(self, batch) -> None:
         """The first batch training took (Python input): its size is the global batch, if still unknown."""
+        if self._first_batch is None:
+            self._first_batch = batch
         self._learn_batch(input_ceiling.batch_size(batch), "the first batch training took")
 
     def _learn_batch(self, size: int, source: str) -> None:
@@ -124,6 +134,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
     @_guarded
     def on_train_batch_begin(self, batch, logs=None):
         self.session.recorder.begin(batch)
+        self._begins.append(time.perf_counter())
 
     # No on_train_batch_end, on purpose: Keras would then convert every step's
     # logs to Python numbers, a device sync that slows JAX training by ~30%
@@ -161,8 +172,53 @@ class ScaldiagCallback(keras.callbacks.Callback):
                     self._learn_batch(ceiling.get("first_batch_size"), "the input's first batch (measured after training)")
         except Exception as exc:  # missing evidence; the run is still closed below
             self.session.describe(input_ceiling_error=f"{type(exc).__name__}: {exc}")
+        if self._input_free:
+            self._measure_input_free()
         self.session.recorder.mark("fit_end")
         self.session.close()
         if not self._quiet and self.session.owns_run:
             print(f"scaldiag: run recorded in {self.session.run_dir} (scaldiag report {self.session.run_dir})",
                   file=sys.stderr)
+
+    def _measure_input_free(self) -> None:
+        """The step without its input (``input_free``), after training so that it cannot slow it."""
+        self.session.recorder.mark("input_free_begin")
+        try:
+            periods = sorted(b - a for a, b in zip(self._begins, list(self._begins)[1:]))
+            step_s = periods[len(periods) // 2] if periods else 0.0
+            result = input_free.measure(self.model, self._a_batch(), keras_info.backend(), step_s,
+                                        keras_info.parameter_bytes(self.model))
+            self.session.describe(input_free=result)
+        except input_free.Skipped as skipped:
+            self.session.describe(input_free_skipped=str(skipped))
+        except Exception as exc:
+            self.session.describe(input_free_skipped=f"{type(exc).__name__}: {exc}")
+        self.session.recorder.mark("input_free_end")
+
+    def _a_batch(self):
+        """One batch of the user's data: the first one training took, or one taken from ``fit``'s data."""
+        if self._first_batch is not None:
+            return self._first_batch
+        x = self._x
+        if x is None:
+            return None
+        if hasattr(x, "element_spec") and hasattr(x, "__iter__"):  # tf.data: already batched
+            return next(iter(x), None)
+        if hasattr(x, "__getitem__") and hasattr(x, "num_batches"):  # PyDataset
+            return x[0]
+        if keras_info.is_array_like(x) and self._global_batch:
+            rows = self._global_batch[0]
+            parts = [x, self._y, self._sample_weight]
+            return tuple(_first_rows(p, rows) for p in parts[:3 if self._sample_weight is not None else 2])
+        return None
+
+
+def _first_rows(data, rows: int):
+    """The first ``rows`` samples of arrays, through tuples, lists and dicts."""
+    if data is None:
+        return None
+    if isinstance(data, dict):
+        return {k: _first_rows(v, rows) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return type(data)(_first_rows(v, rows) for v in data)
+    return data[:rows]

@@ -96,9 +96,10 @@ def _with_callback(args, kwargs, add: bool):
             ours = [ScaldiagCallback(quiet=True)]
             callbacks.insert(0, ours[0])
         x = args[0] if args else kwargs.get("x")
+        y = args[1] if len(args) > 1 else kwargs.get("y")
         batch_size = args[2] if len(args) > 2 else kwargs.get("batch_size")
         for callback in ours:
-            callback.set_fit_arguments(x, batch_size)
+            callback.set_fit_arguments(x, batch_size, y=y, sample_weight=kwargs.get("sample_weight"))
         annotate_array_batches(keras_info.backend())  # once; Keras is whole by the time fit is called
         marked = mark_input(x, keras_info.backend(), on_first_batch=lambda b: [c.observe_batch(b) for c in ours])
         if marked is not x:

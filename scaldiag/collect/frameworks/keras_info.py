@@ -60,7 +60,7 @@ def global_batch(x, batch_size) -> tuple[int | None, str]:
         leaves = tf.nest.flatten(x.element_spec)
         dim = leaves[0].shape[0] if leaves and leaves[0].shape.rank else None
         return (int(dim), "tf.data element_spec") if dim is not None else (None, "unknown: dataset batch is dynamic")
-    if _is_array_like(x):
+    if is_array_like(x):
         return (int(batch_size), "fit(batch_size=)") if batch_size else (KERAS_DEFAULT_BATCH, "Keras default batch_size")
     size = getattr(x, "batch_size", None)  # the usual attribute of a PyDataset or Sequence
     if isinstance(size, int) and size > 0:
@@ -68,11 +68,11 @@ def global_batch(x, batch_size) -> tuple[int | None, str]:
     return None, f"unknown: {type(x).__name__} input"
 
 
-def _is_array_like(x) -> bool:
+def is_array_like(x) -> bool:
     if isinstance(x, (list, tuple)):
-        return bool(x) and all(_is_array_like(v) for v in x)
+        return bool(x) and all(is_array_like(v) for v in x)
     if isinstance(x, dict):
-        return bool(x) and all(_is_array_like(v) for v in x.values())
+        return bool(x) and all(is_array_like(v) for v in x.values())
     return hasattr(x, "shape") and hasattr(x, "dtype")
 
 

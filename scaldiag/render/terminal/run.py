@@ -49,6 +49,10 @@ def render(report: RunReport, console: Console, framework: str | None = None) ->
         console.print(text(f"input ceiling: the input alone delivers {ceiling['samples_per_s']:,.0f} samples/s"
                            + (f" ({ceiling['samples_per_s'] / consumed:.1f}x what training consumed)" if consumed else "")
                            + f"; {ceiling.get('source', '')}"))
+    if a.input_cost is not None:
+        console.print(text(_input_cost_line(a.input_cost)))
+    elif training.get("input_free_skipped"):
+        console.print(text(f"input cost not measured: {training['input_free_skipped']}", style="dim"))
     if a.gpus:
         for table in _gpu_tables(a):
             console.print(table)
@@ -65,6 +69,16 @@ def render(report: RunReport, console: Console, framework: str | None = None) ->
     if report.trace_report is not None:
         trace.render(report.trace_report, console, framework or report.framework)
         _open_the_trace(report, console)
+
+
+def _input_cost_line(cost) -> str:
+    free = (f"the step without its input takes {cost.input_free_ms:.1f} ms "
+            f"({cost.input_free_min_ms:.1f}-{cost.input_free_max_ms:.1f}; a clone of the model on one cached batch)")
+    if cost.significant:
+        return (f"input cost: {cost.cost_ms:.1f} ms of the {cost.step_ms:.1f} ms step ({cost.share_pct:.0f}%): {free}; "
+                "counted as input in the breakdown")
+    return (f"input cost: none beyond the noise ({cost.cost_ms:.1f} ms, under {cost.noise_ms:.1f} ms): {free}, "
+            f"the steady step {cost.step_ms:.1f} ms")
 
 
 def _open_the_trace(report: RunReport, console: Console) -> None:
