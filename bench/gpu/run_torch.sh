@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# PyTorch on one GPU (issue 14). Run from the project root on the GPU machine, after
-# `source bench/gpu/setup.sh /tmp/torch_gpu` (or with OUT set):
+# PyTorch on one GPU (issue 14). Run from the project root on the GPU machine (device tool, .whl carried):
 #
 #     bash bench/gpu/run_torch.sh zoo     # a real Kineto fixture, `scaldiag profile` on bench/torch/ scripts and twins
 #     bash bench/gpu/run_torch.sh open    # SD105's twins of healthy.py, DDP mechanics on one GPU, capture overhead
 #
 # python3 there has torch + CUDA; scaldiag runs from this checkout on PYTHONPATH. Everything lands in one
-# torch_<stage>.tgz in $FINAL_OUT (setup.sh's), else $OUT, else bench/results/torch_gpu: results/*.txt|json|md,
-# fixture/ (zoo), runs/ (run directories). Budget: zoo under 6 minutes, open under 4 (each step has a timeout).
+# torch_<stage>.tgz in the device tool's $OUT (bench/results/torch_gpu elsewhere): results/*.txt|json|md,
+# fixture/ (zoo), runs/ (run directories). Budget: zoo under 6 minutes, open about 3.5 (each step has a timeout).
 set -uo pipefail
 STAGE="${1:-zoo}"
+OUT="${OUT:-bench/results/torch_gpu}"
+# setup.sh keeps the tool's $OUT as FINAL_OUT (a shell variable: it must be sourced here, not by the caller,
+# or the tarball stays on the machine, as it did once).
+if [ -d .whl ]; then source bench/gpu/setup.sh "/tmp/torch_$STAGE"; else FINAL_OUT=$OUT; fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
-DEST="${FINAL_OUT:-${OUT:-bench/results/torch_gpu}}"
+DEST="$FINAL_OUT"
 mkdir -p "$DEST"
 WORK="$(mktemp -d)"
 R="$WORK/results"

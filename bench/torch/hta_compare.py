@@ -13,7 +13,8 @@ from hta.trace_analysis import TraceAnalysis
 def main() -> None:
     analysis = TraceAnalysis(trace_dir=sys.argv[1])
     print(analysis.get_temporal_breakdown(visualize=False).to_string())
-    idle = analysis.get_idle_time_breakdown(visualize=False)
+    ranks = sorted(analysis.t.traces)  # every rank (HTA's default is rank 0 alone)
+    idle = analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)
     print((idle[0] if isinstance(idle, tuple) else idle).to_string())
 
 

@@ -110,7 +110,7 @@ def _labels(parsed, files: list[Path], several_hosts: bool) -> list[str]:
     for i, (p, f) in enumerate(zip(parsed, files)):
         m = _RANK_IN_NAME.search(f.name)
         ranks.append(p.rank if p.rank is not None else int(m.group(1)) if m else i)
-    labels = [f"{p.host_name}/rank{r}" if several_hosts else f"rank{r}" for p, r in zip(parsed, ranks)]
+    labels = [f"{p.host_name or 'unknown-host'}/rank{r}" if several_hosts else f"rank{r}" for p, r in zip(parsed, ranks)]
     if len(set(labels)) < len(labels):
         labels = [f.name.removesuffix(".gz").removesuffix(".json") for f in files]
     return labels
