@@ -43,12 +43,12 @@ def test_summary_counts_forecasts_only_and_healthy_alarms_every_round():
     healthy = {"analyze": {"findings": [finding("SD105", "host_overhead")]}}
     calm = acc.judge(acc.BY_NAME["healthy"], {**report(100.0, [], [top]), **healthy}, report(101.0, []))
     rows = [{"case": "host_launch", "planted": "host_overhead", "rounds": launch, "variants": {}},
-            {"case": "input_python", "planted": "input", "rounds": [wrong], "variants": {"threads": 1.1}},
+            {"case": "input_python", "planted": "input", "rounds": [wrong], "variants": {"processes": 1.1}},
             {"case": "healthy", "planted": "none", "rounds": [calm, calm], "variants": {}}]
     lines, summary = acc.table(rows, "(test)", 2, device_planted=True)
     # host_launch top-1 in both rounds, input_python not; errors 0% and -20%: median 10%;
     # the healthy script's SD105 high, in profile and analyze, in two rounds: 4.
     assert summary == ("top-1 1/2; high false alarms 4; forecast error median 10% (2 forecasts); "
                        "2-GPU prediction error median not measured (1 GPU)")
-    assert any("threads: 1.10x" in line for line in lines)
+    assert any("processes: 1.10x" in line for line in lines)
     assert any("| host_launch | 2 | host_overhead |" in line and "4.50x [4.00-5.00]" in line for line in lines)

@@ -142,7 +142,7 @@ def test_sd101_names_the_python_producer_when_a_generator_feeds_tf_data():
 
     (finding,) = [f for f in diagnose_trace("fixtures/tf_cpu/input_bound").findings if f.id == "SD101"]
     assert "Generator" in diagnose_trace("fixtures/tf_cpu/input_bound").analysis.input_stages
-    assert "workers=8, use_multiprocessing=True" in finding.fix["tensorflow"]
+    assert "PyDataset(workers=8), threads" in finding.fix["tensorflow"]
 
 
 def test_sd105_forecasts_a_larger_per_replica_batch_from_the_measured_parts():

@@ -3,7 +3,7 @@
 #   bash bench/gpu/run_zoo.sh
 # Issue 11: the accuracy benchmark over the zoo on one GPU: Keras 3 on JAX (bench/zoo) and PyTorch
 # (bench/torch), each case and its fixed twin in ROUNDS alternating rounds (PyTorch cases TORCH_ROUNDS),
-# no new round started after BUDGET_S seconds. Results: $OUT/accuracy.md, accuracy.json, env.txt and
+# no new round started after BUDGET_S seconds (CASES: a comma list, default all). Results: $OUT/accuracy.md, accuracy.json, env.txt and
 # gpu_zoo.tgz (every report and stdout), planted_runs.tgz (the round-0 planted run directories of
 # input_python and host_to_device, traces included).
 set -u
@@ -13,7 +13,7 @@ export CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1
   python3 -c "import jax, keras, torch, sys; print('python', sys.version.split()[0], 'jax', jax.__version__, 'keras', keras.__version__, 'torch', torch.__version__)"
 } > "$OUT/env.txt" 2>&1
 cp "$OUT/env.txt" "$FINAL_OUT/"
-python3 bench/accuracy/run.py --out "$OUT/accuracy" --rounds "${ROUNDS:-3}" --torch-rounds "${TORCH_ROUNDS:-1}" \
+python3 bench/accuracy/run.py --out "$OUT/accuracy" ${CASES:+--cases "$CASES"} --rounds "${ROUNDS:-3}" --torch-rounds "${TORCH_ROUNDS:-1}" \
   --budget-s "${BUDGET_S:-380}" --timeout-s "${PROFILE_TIMEOUT_S:-120}" --table-to "$FINAL_OUT" --label "(1 x H200, Keras 3 on JAX; PyTorch)" 2>&1 | cut -c1-400
 keep=$(cd /tmp && ls -d gpu_zoo/accuracy/runs/{input_python,host_to_device}_planted_r0 2>/dev/null)
 tar czf "$FINAL_OUT/gpu_zoo.tgz" -C /tmp --exclude=gpu_zoo/accuracy/runs gpu_zoo

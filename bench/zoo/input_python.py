@@ -1,10 +1,11 @@
 """Planted: input. A PyDataset augments each batch in NumPy on the training thread (no workers), for
 a small convnet: the step waits for Python. Expected top cause: input (SD101, or SD207's ceiling).
-Twin (--fixed): SD101's advice, the same PyDataset with workers=8, use_multiprocessing=True (worker
-processes, so batches are made in parallel, ahead of the step). --fixed --threads: 8 worker threads
-instead (which share the GIL with the training loop), measured beside it by bench/accuracy.
+Twin (--fixed): SD101's advice, the same PyDataset with workers=8 (threads: NumPy releases the GIL in
+its array loops), so batches are made ahead of the step. --fixed --processes: workers=8,
+use_multiprocessing=True instead, measured beside it by bench/accuracy: on an H200 (Keras on JAX) it made
+the script 2-2.5x slower (run 5, where it was the twin), each batch pickled back to the training process.
 
-    python bench/zoo/input_python.py [--fixed [--threads]]
+    python bench/zoo/input_python.py [--fixed [--processes]]
 """
 
 import argparse
@@ -32,12 +33,12 @@ class Augmented(keras.utils.PyDataset):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--fixed", action="store_true")
-    p.add_argument("--threads", action="store_true", help="with --fixed: worker threads, not processes")
+    p.add_argument("--processes", action="store_true", help="with --fixed: worker processes, not threads")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=40)
     a = p.parse_args()
     x, y = images(a.batch * a.steps, 32)
-    data = Augmented(x, y, a.batch, workers=8 if a.fixed else 1, use_multiprocessing=a.fixed and not a.threads)
+    data = Augmented(x, y, a.batch, workers=8 if a.fixed else 1, use_multiprocessing=a.fixed and a.processes)
     model = compile_model(keras.Sequential([
         keras.Input((32, 32, 3)), keras.layers.Conv2D(32, 3, activation="relu"),
         keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)]))

@@ -95,3 +95,76 @@ def fewer_bytes(unit: UnitAnalysis, factor: float) -> BytesForecast | None:
         return None
     after = step - h.ms * (1 - 1 / factor)
     return BytesForecast(factor, step / after, h.ms, step) if after > 0 else None
+
+
+# --- batch-size fixes in a sweep ------------------------------------------------------------------
+@dataclass(frozen=True)
+class SweepForecast:
+    """Throughput at ``gpus`` devices with another per-replica batch, from measured parts."""
+
+    fix: str
+    gpus: int
+    per_replica_batch: float
+    global_batch: float
+    step_time_ms: float
+    samples_per_s: float
+    measured_samples_per_s: float  # at ``gpus`` now
+    arithmetic: str
+
+    @property
+    def speedup(self) -> float:
+        return self.samples_per_s / self.measured_samples_per_s
+
+
+def _sum(parts: dict[str, float], names) -> float:
+    return sum(parts.get(c, 0.0) for c in names)
+
+
+def kept_batch(parts_1: dict[str, float], parts_n: dict[str, float], unit_n: UnitAnalysis, m: int,
+               per_replica_m: float, n: int, global_n: float, samples_per_s_n: float,
+               emulated: bool) -> SweepForecast | None:
+    """The N-device step with the per-replica batch of the m-device run (global = per-replica x N).
+
+    Device work per replica is the m-device run's, measured at that very per-replica batch (on
+    emulated devices the replicas share the cores: N/m times it); the all-reduce is the N-device
+    run's (the same gradients whatever the batch); host overhead and idle are the N-device run's,
+    paid once per step; input too, times the growth of the global batch when it follows its bytes
+    (per_sample_parts). ``parts_*``: each category's ms of the steady step.
+    """
+    global_kept = per_replica_m * n
+    growth = global_kept / global_n
+    device = _sum(parts_1, ALWAYS_PER_SAMPLE + DEVICE_WORK) * (n / m if emulated else 1.0)
+    follows = "input" in per_sample_parts(unit_n)
+    input_ms = parts_n.get("input", 0.0) * (growth if follows else 1.0)
+    rest = _sum(parts_n, ("collective", "host_overhead", "idle"))
+    step = device + input_ms + rest
+    if step <= 0 or samples_per_s_n <= 0:
+        return None
+    rate = global_kept / (step / 1e3)
+    shared = f" x {n}/{m} (emulated: shared cores)" if emulated else ""
+    return SweepForecast(
+        f"per-replica batch kept at {per_replica_m:g}", n, per_replica_m, global_kept, step, rate, samples_per_s_n,
+        f"per-replica batch {per_replica_m:g} at {n} devices (global {global_kept:g}): device work of the {m}-device "
+        f"run {device:.3f} ms{shared} + input {input_ms:.3f} ms{' (x the global batch)' if follows else ''} + "
+        f"all-reduce, host and idle of the {n}-device run {rest:.3f} ms = {step:.3f} ms a step -> "
+        f"{rate:,.0f} samples/s, {rate / samples_per_s_n:.2f}x the {samples_per_s_n:,.0f} measured")
+
+
+def larger_batch_at(parts: dict[str, float], unit: UnitAnalysis, n: int, per_replica: float,
+                    samples_per_s: float, factor: float) -> SweepForecast | None:
+    """The N-device step with ``factor`` x the per-replica batch: per-sample parts grow, per-step ones
+    (the all-reduce of the same gradients, host overhead, idle) stay; as larger_batch."""
+    scaled = per_sample_parts(unit)
+    per_sample = _sum(parts, scaled)
+    per_step = sum(v for c, v in parts.items() if c not in scaled)
+    now = per_sample + per_step
+    if now <= 0 or samples_per_s <= 0:
+        return None
+    step = factor * per_sample + per_step
+    speedup = factor * now / step
+    return SweepForecast(
+        f"per-replica batch x{factor:g}", n, per_replica * factor, per_replica * factor * n, step,
+        samples_per_s * speedup, samples_per_s,
+        f"per-replica batch x{factor:g} ({per_replica:g} -> {per_replica * factor:g}) at {n} devices: per-sample parts "
+        f"({', '.join(scaled)}) {per_sample:.3f} ms grow x{factor:g}, per-step parts (all-reduce, host) {per_step:.3f} ms "
+        f"stay: {factor:g} x {now:.3f} / ({factor:g} x {per_sample:.3f} + {per_step:.3f}) = {speedup:.2f}x samples/s")

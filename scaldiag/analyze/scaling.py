@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from scaldiag.analyze.categories import CATEGORIES
+from scaldiag.analyze.forecast import SweepForecast, kept_batch, larger_batch_at
 from scaldiag.analyze.predict import PER_STEP, Basis, Prediction, link_bytes_per_s, predict
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.analyze.stats import t95
@@ -88,6 +89,10 @@ class ScalingAnalysis:
     validation: list[Prediction] = field(default_factory=list)
     # The curve up to PREDICT_UP_TO devices, from the largest measured run.
     predictions: list[Prediction] = field(default_factory=list)
+    # Batch-size fixes forecast from the measured points (analyze/forecast.py): the per-replica batch
+    # of the smallest run kept at the largest count (SD201), a larger one at each count (SD203).
+    kept_batch: SweepForecast | None = None
+    larger_batch: list[SweepForecast] = field(default_factory=list)
 
 
 PREDICT_UP_TO = 8
@@ -122,7 +127,41 @@ def analyze_scaling(runs_by_gpus: dict[int, list[RunAnalysis]], emulated: bool) 
     attribution = [a for point in points[1:] if (a := _attribute(point, points[0], runs_by_gpus[point.gpus],
                                                                runs_by_gpus[base], notes)) is not None]
     validation, predictions = _predictions(runs_by_gpus, counts, points, mode, emulated, notes)
-    return ScalingAnalysis(mode, emulated, points, attribution, notes, validation, predictions)
+    kept, larger = _batch_forecasts(runs_by_gpus, points, emulated)
+    return ScalingAnalysis(mode, emulated, points, attribution, notes, validation, predictions, kept, larger)
+
+
+# A larger per-replica batch is forecast for this factor (SD105's: 4x, a step users take).
+LARGER_BATCH_FACTOR = 4
+
+
+def _parts_ms(runs: list[RunAnalysis]) -> dict[str, float] | None:
+    """Each category's part of the steady step (ms): the trace's exclusive shares of the measured step."""
+    shares = _shares(runs)
+    if shares is None:
+        return None
+    t, _ = combine_repeats(runs)
+    return {c: f * t for c, f in shares[0].items()}
+
+
+def _batch_forecasts(runs_by_gpus, points: list[ScalingPoint], emulated: bool):
+    measured = [p for p in points if p.per_replica_batch and p.samples_per_s]
+    larger = []
+    for p in measured:
+        units = [u for r in runs_by_gpus[p.gpus] if r.trace for u in r.trace.units]
+        parts = _parts_ms(runs_by_gpus[p.gpus])
+        if p.gpus > 1 and units and parts:
+            larger.append(larger_batch_at(parts, units[0], p.gpus, p.per_replica_batch, p.samples_per_s,
+                                          LARGER_BATCH_FACTOR))
+    kept = None
+    if len(measured) > 1 and measured[-1].per_replica_batch < measured[0].per_replica_batch:
+        first, last = measured[0], measured[-1]
+        units = [u for r in runs_by_gpus[last.gpus] if r.trace for u in r.trace.units]
+        parts_1, parts_n = _parts_ms(runs_by_gpus[first.gpus]), _parts_ms(runs_by_gpus[last.gpus])
+        if units and parts_1 and parts_n:
+            kept = kept_batch(parts_1, parts_n, units[0], first.gpus, first.per_replica_batch, last.gpus,
+                              last.global_batch, last.samples_per_s, emulated)
+    return kept, [f for f in larger if f is not None]
 
 
 def _basis(n: int, runs: list[RunAnalysis]) -> Basis | None:

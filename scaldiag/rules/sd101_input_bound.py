@@ -27,12 +27,14 @@ FIX = {
         "  ds = ds.map(augment, num_parallel_calls=tf.data.AUTOTUNE)\n"
         "  ds = ds.batch(global_batch).prefetch(tf.data.AUTOTUNE)\n"
         "Replace Python generators (from_generator, PyDataset without workers) with tf.data ops, "
-        "or give keras.utils.PyDataset workers=N, use_multiprocessing=True. Move augmentation "
+        "or give keras.utils.PyDataset workers=N (worker threads; measure use_multiprocessing=True before "
+        "keeping it: it pickles every batch back). Move augmentation "
         "into the model (keras.layers.RandomFlip ...) so it runs on the GPU."),
     "jax": (
         "Keras 3 on JAX iterates the data on the host: feed it a tf.data pipeline with "
         "num_parallel_calls=tf.data.AUTOTUNE and .prefetch(tf.data.AUTOTUNE), or a "
-        "keras.utils.PyDataset(workers=N, use_multiprocessing=True); for a plain JAX loop, "
+        "keras.utils.PyDataset(workers=N) with worker threads (use_multiprocessing=True made a NumPy-augmenting "
+        "PyDataset 2-2.5x slower on an H200; every batch is pickled back to the training process); for a plain JAX loop, "
         "prefetch batches to the devices ahead of the step (e.g. flax.jax_utils.prefetch_to_device "
         "or a background thread calling jax.device_put)."),
     "pytorch": (
@@ -62,9 +64,12 @@ _FEWER_BYTES = ("Each step moves {mb:.0f} MB to the device: send fewer bytes. Im
                 "keras.layers.Rescaling(1 / 255); or a smaller dtype (bfloat16) for other features.")
 
 
+# PyDataset workers: threads, not processes. Measured on an H200 (Keras on JAX, bench/zoo/input_python.py,
+# bench/results/gpu_h200/accuracy run 5): use_multiprocessing=True 0.39-0.49x over 3 rounds, 8 threads 1.28x
+# (runs 1, 2: 1.23x, 0.87x); on the 2-core development machine (TF) processes 0.41x.
 # A Generator stage is Python feeding tf.data (from_generator, or Keras' wrapper of a PyDataset).
 _PYTHON_PRODUCER = ("\nThe producer is Python (a Generator stage: from_generator, or a keras.utils.PyDataset): give "
-                    "the PyDataset workers (PyDataset(workers=8, use_multiprocessing=True)) so batches are made "
+                    "the PyDataset workers (PyDataset(workers=8), threads) so batches are made "
                     "in parallel, ahead of the step.")
 
 

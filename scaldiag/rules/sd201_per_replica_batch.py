@@ -4,12 +4,18 @@ With the global batch fixed (strong scaling), each of N replicas gets 1/N of
 it: kernels get small, and per-step costs (launches, Python, all-reduce) stay
 while the work per device shrinks. Keeping the per-replica batch
 (global = per-replica x N) is what data parallelism is for.
+
+Forecast (kind ``forecast``): the largest count's throughput with the smallest
+run's per-replica batch, from the smallest run's measured device work at that
+batch and the largest run's measured all-reduce, host and input parts
+(analyze/forecast.py ``kept_batch``).
 """
 
 from __future__ import annotations
 
+from scaldiag.analyze.forecast import SweepForecast
 from scaldiag.analyze.scaling import ScalingAnalysis
-from scaldiag.rules.base import Evidence, Finding
+from scaldiag.rules.base import Evidence, Finding, Speedup
 
 FIX = {
     "tensorflow": "Scale the global batch with the replicas:\n"
@@ -37,9 +43,15 @@ class _PerReplicaBatch:
             summary=f"per-replica batch {first.per_replica_batch:g} at {first.gpus} device(s), "
                     f"{last.per_replica_batch:g} at {last.gpus}: the global batch stayed {last.global_batch}",
             evidence=[Evidence(f"per-replica batch at {p.gpus}", p.per_replica_batch, "samples") for p in points],
-            fix=FIX, predicted_speedup=None,
-            notes=["predicted gain: run the sweep again with the per-replica batch fixed; "
-                   "scaldiag does not extrapolate a batch size it has not measured"])
+            fix=FIX, predicted_speedup=None, forecast=forecast_speedup(s.kept_batch),
+            notes=[] if s.kept_batch else ["no forecast: it needs both runs' traces and batches"])
+
+
+def forecast_speedup(f: SweepForecast | None) -> Speedup | None:
+    """A sweep forecast as a finding's number: samples/s with the fix over samples/s measured, at f.gpus."""
+    if f is None:
+        return None
+    return Speedup(f.speedup, f.speedup, f.speedup, f.arithmetic, kind="forecast")
 
 
 RULE = _PerReplicaBatch()

@@ -6,6 +6,10 @@ all-reduce time. Evidence adds the bus bandwidth the all-reduce achieved,
 definition, taking the gradients to be the parameter bytes), next to the
 link's nominal bandwidth: far below it, the all-reduces are small and
 latency-bound (many small tensors); near it, the bytes themselves cost.
+
+Its number is a ceiling (the all-reduce hidden entirely); beside it, a
+forecast for a 4x per-replica batch at that count, which all-reduces the same
+gradients once for 4x the samples (analyze/forecast.py ``larger_batch_at``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from scaldiag.analyze.scaling import ScalingAnalysis
 from scaldiag.rules.base import Evidence, Finding, lost_speedup_severity, recovery_speedup
 from scaldiag.rules.sd103_collective_bound import FIX
+from scaldiag.rules.sd201_per_replica_batch import forecast_speedup
 
 # Lost speedup, in units of speedup (ideal 2.0 -> measured 1.9 is 0.1), beyond
 # the noise: below a tenth of a device's worth it is not worth a change.
@@ -53,7 +58,8 @@ class _CollectiveGrowth:
             summary=f"at {a.gpus} devices exposed all-reduce costs {cause.lost_speedup:.2f}x of the ideal "
                     f"{a.ideal:.2f}x (measured {a.measured:.2f}x)",
             evidence=evidence, fix=FIX, notes=notes,
-            predicted_speedup=recovery_speedup(a.measured, cause.lost_speedup, "hiding all of it", a.gpus))
+            predicted_speedup=recovery_speedup(a.measured, cause.lost_speedup, "hiding all of it", a.gpus),
+            forecast=forecast_speedup(next((f for f in s.larger_batch if f.gpus == a.gpus), None)))
 
 
 RULE = _CollectiveGrowth()

@@ -20,7 +20,7 @@ FIX = {
                   "or strategy.distribute_datasets_from_function(fn) so each replica reads its shard; move Python "
                   "per-sample work into tf.data map(num_parallel_calls=AUTOTUNE).",
     "jax": "Keras on JAX prepares the global batch on one host thread: give a PyDataset workers "
-           "(workers=N, use_multiprocessing=True) or feed tf.data with prefetch; in plain JAX build each "
+           "(workers=N, threads: processes pickle every batch back) or feed tf.data with prefetch; in plain JAX build each "
            "device's shard with jax.make_array_from_callback and prefetch the next batch while the step runs.",
     "pytorch": "Let each rank load only its shard, in worker processes: DataLoader(ds, sampler=DistributedSampler(ds), "
                "num_workers=os.cpu_count() // world_size, pin_memory=True, persistent_workers=True); keep "
