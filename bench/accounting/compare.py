@@ -37,6 +37,12 @@ def main() -> None:
         "corrected_shares_pct": {c: round(t.exclusive_pct, 1) for c, t in unit.categories.items()} if unit else None,
         "wall_s": acc.wall_s if acc else None, "parts_sum_s": total, "goodput": acc.goodput if acc else None,
         "parts": parts, "global_batch": a.training.get("global_batch"), "batch_source": a.training.get("batch_source"),
+        "input_free_ms": a.input_cost.input_free_ms if a.input_cost else None,
+        "input_cost_ms": a.input_cost.cost_ms if a.input_cost else None,
+        "input_cost_pct": a.input_cost.share_pct if a.input_cost else None,
+        "input_cost_significant": a.input_cost.significant if a.input_cost else None,
+        "input_free_skipped": a.training.get("input_free_skipped"),
+        "stopwatch_step_ms": 1e3 * watch["batch"] / watch["samples_per_s"],
     }))
 
 
