@@ -178,3 +178,26 @@ def test_measuring_threads_as_they_are_done_matches_the_kept_segments(monkeypatc
         for state, (starts, ends) in kept.states.items():
             assert timeline.states[state][0].tolist() == starts.tolist()
             assert timeline.states[state][1].tolist() == ends.tolist()
+
+
+def test_a_sorted_thread_cut_where_it_is_stored_gives_the_segments_of_the_whole(monkeypatch):
+    """Cut before copying (zero-length and outliving events included) as innermost_segments cuts it."""
+    from scaldiag.analyze import hoststate
+    from scaldiag.trace import Line
+
+    rng = np.random.default_rng(17)
+    events = nested_events(rng, 0, 4000)
+    start, end = np.array([s for s, _ in events]), np.array([e for _, e in events])
+    end[rng.choice(len(end), 40)] = start[rng.choice(len(end), 40)]  # some last nothing (or end before)
+    end = np.maximum(end, start)
+    end[rng.choice(len(end), 5)] += 50  # some outlive their parents
+    own = rng.choice([_GENERIC_CODE, 0, 1, 4, 5], len(events))
+    line = Line(name="python", start_ns=start, end_ns=end, name_id=np.arange(len(events), dtype=np.int32))
+    for size in (7, 100, 1 << 20):
+        monkeypatch.setattr(hoststate, "_CHUNK", size)
+        keep = np.flatnonzero(end > start)
+        s, e, c, i = hoststate.innermost_segments(start[keep], end[keep], own[keep])
+        pieces = list(hoststate._line_segments(line, own))
+        got = [np.concatenate([p[k] for p in pieces]).tolist() for k in range(4)]
+        assert got == [s.tolist(), e.tolist(), c.tolist(), keep[i].tolist()]
+        assert size > len(events) or len(pieces) > 1

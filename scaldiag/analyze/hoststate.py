@@ -199,15 +199,45 @@ def _own_codes(event_names: list[str], ops_are_compute: bool) -> np.ndarray:
 
 def _line_segments(line: Line, own_by_name: np.ndarray):
     """(start, end, state code, event index) of a thread's innermost segments, a piece at a time."""
-    keep = np.flatnonzero(line.end_ns > line.start_ns)
-    if not len(keep):
-        return
     default = cat.host_line_default(line.name)
-    for seg_s, seg_e, seg_c, seg_i in _innermost_pieces(line.start_ns[keep], line.end_ns[keep],
-                                                        own_by_name[line.name_id[keep]]):
-        if default is not None:  # the thread's role decides the state of every event on it
-            seg_c = np.full(len(seg_c), _CODE[default])
-        yield seg_s, seg_e, seg_c, keep[seg_i]
+    pieces = _line_pieces(line.start_ns, line.end_ns)
+    for a, b in pieces:
+        keep = a + np.flatnonzero(line.end_ns[a:b] > line.start_ns[a:b])
+        if not len(keep):
+            continue
+        for seg_s, seg_e, seg_c, seg_i in _innermost_pieces(line.start_ns[keep], line.end_ns[keep],
+                                                            own_by_name[line.name_id[keep]], cut=len(pieces) == 1):
+            if default is not None:  # the thread's role decides the state of every event on it
+                seg_c = np.full(len(seg_c), _CODE[default])
+            yield seg_s, seg_e, seg_c, keep[seg_i]
+
+
+def _line_pieces(start: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
+    """Ranges of a thread's events, as stored, that are segmented on their own.
+
+    A thread's events mostly come sorted by start: then the pieces that
+    innermost_segments would cut it into (by _free_starts, among the events
+    that last) are found here, on the stored events, so that only a piece
+    at a time is copied, sorted and segmented. Otherwise the whole thread
+    is one range, cut later.
+    """
+    n = len(start)
+    if n <= _CHUNK or not (start[1:] >= start[:-1]).all():
+        return [(0, n)]
+    lasts = end > start
+    kept_index = np.cumsum(lasts, dtype=np.int64)
+    kept_index -= 1  # each event's index among those that last
+    if kept_index[-1] + 1 <= _CHUNK:
+        return [(0, n)]
+    reach = np.where(lasts, end, np.iinfo(np.int64).min)
+    np.maximum.accumulate(reach, out=reach)
+    # Where no earlier lasting event is still open (the first lasting one excepted), as _free_starts finds.
+    free = np.flatnonzero(lasts[1:] & (reach[:-1] <= start[1:])) + 1
+    del reach
+    free = free[kept_index[free] > 0]
+    cuts = _free_starts_in(kept_index[free], int(kept_index[-1]) + 1, _CHUNK)
+    raw = [0] + [int(free[np.searchsorted(kept_index[free], c)]) for c in cuts[1:-1]] + [n]
+    return list(zip(raw[:-1], raw[1:]))
 
 
 def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
@@ -225,8 +255,8 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     return tuple(np.concatenate(column) for column in zip(*pieces))
 
 
-def _innermost_pieces(start: np.ndarray, end: np.ndarray, own: np.ndarray):
-    """innermost_segments, a piece of the thread at a time, in time order."""
+def _innermost_pieces(start: np.ndarray, end: np.ndarray, own: np.ndarray, cut: bool = True):
+    """innermost_segments, a piece of the thread at a time, in time order (``cut``: else one piece)."""
     order = _by_start_then_longest(start, end)  # parents before their children
     if order is None:  # already in that order
         order, end = None, end.copy()
@@ -235,7 +265,7 @@ def _innermost_pieces(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     # Where no earlier event is still open, what follows is independent of
     # what came before: a long thread is done a piece at a time, which bounds
     # the memory its temporaries take.
-    cuts = _free_starts(start, end, _CHUNK)
+    cuts = _free_starts(start, end, _CHUNK) if cut else [0, len(start)]
     for a, b in zip(cuts[:-1], cuts[1:]):
         seg_s, seg_e, code, inner = _innermost_sorted(start[a:b], end[a:b], own[a:b])
         inner = inner.astype(np.intp)
@@ -251,6 +281,11 @@ def _free_starts(start: np.ndarray, end: np.ndarray, size: int) -> list[int]:
     reach = np.maximum.accumulate(end)
     free = np.flatnonzero(reach[:-1] <= start[1:]) + 1  # event i starts with nothing open
     del reach
+    return _free_starts_in(free, n, size)
+
+
+def _free_starts_in(free: np.ndarray, n: int, size: int) -> list[int]:
+    """0, the first of ``free`` (ascending) at or after each multiple of ``size``, and n."""
     cuts = [0]
     for target in range(size, n, size):
         k = np.searchsorted(free, max(target, cuts[-1] + 1))
