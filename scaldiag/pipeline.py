@@ -94,9 +94,10 @@ def diagnose_sweep(sweep_dir: str | os.PathLike) -> SweepReport:
     """A sweep directory (``profile --gpus``): one run per device count and repeat."""
     spec, found = sweep_runs(Path(sweep_dir))
     runs: dict[int, list[RunAnalysis]] = {}
-    excluded = []
+    excluded, reports = [], []
     for gpus, run_dir in found:
         analysis = analyze_run_dir(run_dir)
+        reports.append((gpus, build_run_report(str(run_dir), analysis)))
         failure = run_failure(analysis.run)
         if failure:  # a crashed or killed point measures the crash, not the scaling: never a speedup
             excluded.append(f"the run with {gpus} device{'s' if gpus > 1 else ''} ({run_dir.name}) is left out: {failure}")
@@ -105,7 +106,7 @@ def diagnose_sweep(sweep_dir: str | os.PathLike) -> SweepReport:
     scaling = analyze_scaling(runs, bool(spec.get("emulate")))
     if excluded:
         scaling = replace(scaling, notes=excluded + list(scaling.notes))
-    return build_sweep_report(str(sweep_dir), scaling, runs)
+    return build_sweep_report(str(sweep_dir), scaling, runs, reports)
 
 
 def run_failure(run: dict) -> str | None:

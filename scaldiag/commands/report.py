@@ -10,9 +10,9 @@ from pathlib import Path
 from scaldiag.analyze.timeline import RunTimeline, run_timeline
 from scaldiag.commands.output import add_verbose, emit, write_text
 from scaldiag.errors import ScaldiagError, TraceError
-from scaldiag.pipeline import diagnose, diagnose_run
+from scaldiag.pipeline import diagnose
 from scaldiag.readers import read_trace
-from scaldiag.record.reader import read_record, sweep_runs
+from scaldiag.record.reader import read_record
 from scaldiag.record.rundir import TRACE_DIR
 from scaldiag.render import VIEW_FORMATS, write
 from scaldiag.render import json as json_format
@@ -72,10 +72,9 @@ def report_views(path: Path, report: RunReport | SweepReport, fmt: str) -> dict:
     """What the timeline views need beyond the report, read from the record."""
     with_trace = fmt == "perfetto"  # the HTML plots samples; the Perfetto export every trace event
     if isinstance(report, SweepReport):
-        _, found = sweep_runs(path)
-        runs = [(gpus, diagnose_run(run_dir)) for gpus, run_dir in found]
-        timelines = [timeline(run_dir, f"{gpus} devices ({run_dir.name})", r, with_trace)
-                     for (gpus, run_dir), (_, r) in zip(found, runs)] if with_trace else []
+        runs = report.runs  # analysed once, by diagnose_sweep
+        timelines = [timeline(Path(r.run_dir), f"{gpus} devices ({Path(r.run_dir).name})", r, with_trace)
+                     for gpus, r in runs] if with_trace else []
         return {"runs": runs, "timelines": timelines}
     return {"timelines": [timeline(path, path.name, report, with_trace)]}
 

@@ -9,7 +9,7 @@ Renderers take these objects and only format them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.run import RunAnalysis
@@ -42,6 +42,9 @@ class SweepReport:
     analysis: ScalingAnalysis
     findings: list[Finding]  # sweep rules, then the largest run's findings
     framework: str = "unknown"  # the runs' backend: the fix shown is that framework's
+    # Every run of the sweep, as found (failed ones included), with its device count: the views
+    # (HTML, Perfetto) show them without analysing them again.
+    runs: list[tuple[int, RunReport]] = field(default_factory=list)
 
 
 def build_report(analysis: ProfileAnalysis) -> Report:
@@ -55,11 +58,11 @@ def build_run_report(run_dir: str, analysis: RunAnalysis) -> RunReport:
 
 
 def build_sweep_report(sweep_dir: str, analysis: ScalingAnalysis,
-                       runs: dict[int, list[RunAnalysis]]) -> SweepReport:
+                       runs: dict[int, list[RunAnalysis]], reports: list[tuple[int, RunReport]] | None = None) -> SweepReport:
     backends = {r.training.get("framework", {}).get("backend") for rs in runs.values() for r in rs}
     framework = backends.pop() if len(backends) == 1 and None not in backends else "unknown"
     return SweepReport(sweep_dir, analysis, check_all(SWEEP_RULES, analysis) + _largest_run_findings(runs),
-                       framework)
+                       framework, list(reports or []))
 
 
 def _largest_run_findings(runs: dict[int, list[RunAnalysis]]) -> list[Finding]:
