@@ -7,6 +7,7 @@ copied by DMA while the GPU computes.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ class Copy:
     host_kind: str  # "pinned", "pageable", "unknown": the host side of the copy
 
 
+@functools.lru_cache(maxsize=1 << 12)  # a trace repeats a few distinct details in every step
 def parse_memcpy_details(details: str | None, direction: str) -> Copy:
     """``direction``: "h2d" (host side is the source) or "d2h" (destination)."""
     if not details:
