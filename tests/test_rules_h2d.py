@@ -6,6 +6,7 @@ batches (256 x 128 x 128 x 3 float32, 50 MB a step) took 18.6 of 21.2 ms per ste
 (128 x 32 x 32 x 3 float32, 1.6 MB) are blurred in NumPy, about 16 ns per byte.
 """
 
+import pytest
 from xspace_builder import PlaneBuilder, new_space, write
 
 from scaldiag.analyze.profile import analyze_trace
@@ -64,3 +65,38 @@ def test_a_heavy_batch_that_is_computed_on_stays_input(tmp_path):
                                 copy_us=2_500, compute_us=300, steps=4))
     assert found[0].id == "SD101"
     assert all("uint8" in text for text in found[0].fix.values())  # still: fewer bytes help
+
+
+# --- the real H200 runs of the zoo (bench/results/gpu_h200/accuracy, run 5, round 0) ------------------
+PLANTED = "bench/results/gpu_h200/accuracy/run5_planted_runs.tgz"
+
+
+def planted_run(tmp_path, case: str):
+    import tarfile
+
+    from conftest import ROOT
+
+    with tarfile.open(ROOT / PLANTED) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (run_dir,) = (tmp_path / "gpu_zoo" / "accuracy" / "runs" / f"{case}_planted_r0").iterdir()
+    return run_dir
+
+
+def test_the_real_float32_hand_over_on_an_h200_is_named_host_to_device(tmp_path):
+    from scaldiag.pipeline import diagnose_run
+
+    report = diagnose_run(planted_run(tmp_path, "host_to_device"))
+    top = report.trace_report.findings[0]
+    assert top.id == "SD102" and "SD101" not in [f.id for f in report.trace_report.findings]
+    evidence = {e.metric: e.value for e in top.evidence}
+    # 256 x 128 x 128 x 3 float32 images a batch. The trace's 5 steps hold 4 image copies (Keras on JAX
+    # copies the next batch during the step; the first window's was copied before the profiler started).
+    assert 5 * evidence["H2D bytes per step"] == pytest.approx(4 * 256 * 128 * 128 * 3 * 4, rel=0.01)
+    assert evidence["input time per byte copied"] < 1.0
+
+
+def test_the_real_python_augmentation_on_an_h200_stays_input(tmp_path):
+    from scaldiag.pipeline import diagnose_run
+
+    report = diagnose_run(planted_run(tmp_path, "input_python"))
+    assert report.trace_report.findings[0].id == "SD101"
