@@ -85,6 +85,6 @@ def _factorize(column: np.ndarray | None, n: int) -> tuple[np.ndarray, list]:
     """(code per event, distinct values) of an object column; None (absent) is a value too."""
     if column is None:
         return np.zeros(n, np.int64), [None]
-    index: dict = {}
-    codes = np.fromiter((index.setdefault(v, len(index)) for v in column.tolist()), np.int64, n)
-    return codes, list(index)
+    values = column.tolist()
+    index = {v: i for i, v in enumerate(dict.fromkeys(values))}  # in order of first appearance
+    return np.fromiter(map(index.__getitem__, values), np.int64, n), list(index)
