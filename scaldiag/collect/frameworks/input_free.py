@@ -21,12 +21,15 @@ from __future__ import annotations
 import gc
 import inspect
 import math
+import random
 import time
 
 TIMED_SECONDS = 1.0   # per timed epoch, after one that compiles
 TIMED_EPOCHS = 3      # the median of three: one epoch disturbed by the machine does not decide
 MIN_STEPS, MAX_STEPS = 3, 1000
 MAX_SECONDS = 30.0    # steps so long that the clone would take longer than this are not timed
+MIN_FIT_STEPS = 10    # a fit this short has too few steady steps to compare with
+_measured_in_this_process = False  # once: a script calling fit in a loop must not pay it every call
 # A clone doubles the model's memory (weights, gradients, optimizer slots): past this, do not risk
 # the device's memory after the user's training.
 MAX_PARAMETER_BYTES = 512 * 2**20
@@ -44,21 +47,36 @@ def measure(model, batch, backend: str, step_s: float, parameter_bytes: int | No
     """
     import keras
 
+    global _measured_in_this_process
+    if _measured_in_this_process:
+        raise Skipped("measured once per process, at the first fit")
     if batch is None:
         raise Skipped("no batch of the input was kept")
     if parameter_bytes and parameter_bytes > MAX_PARAMETER_BYTES:
         raise Skipped(f"the model has {parameter_bytes / 2**20:.0f} MiB of parameters; a clone could exhaust memory")
+    _measured_in_this_process = True
     started = time.perf_counter()
+    # The clone's initializers and seeds draw on the global generators: the user's script after fit
+    # must see the same random numbers as without scaldiag.
+    python_state, numpy_state = random.getstate(), _numpy_state()
+    try:
+        return _timed_clone(model, batch, backend, step_s, keras, started)
+    finally:
+        random.setstate(python_state)
+        _restore_numpy_state(numpy_state)
+
+
+def _timed_clone(model, batch, backend: str, step_s: float, keras, started: float) -> dict:
+    per_execution = max(1, int(getattr(model, "steps_per_execution", 1) or 1))
+    steps = _steps(step_s, per_execution)
+    if step_s * steps * (1 + TIMED_EPOCHS) > MAX_SECONDS:
+        raise Skipped(f"steps of {step_s:.1f} s: timing a clone would take over {MAX_SECONDS:.0f} s")
     clone = _clone(model, keras)
     try:
-        per_execution = max(1, int(getattr(clone, "steps_per_execution", 1) or 1))
-        steps = _steps(step_s, per_execution)
-        if step_s * steps * (1 + TIMED_EPOCHS) > MAX_SECONDS:
-            raise Skipped(f"steps of {step_s:.1f} s: timing a clone would take over {MAX_SECONDS:.0f} s")
         data = _on_device(batch, keras)
         timer = _epoch_timer(keras)
         fit = inspect.unwrap(keras.Model.fit)  # scaldiag's own hook on fit must not observe the clone
-        fit(clone, _repeated(data, backend), steps_per_epoch=steps, epochs=1 + TIMED_EPOCHS, verbose=0,
+        fit(clone, _repeated(data, backend), steps_per_epoch=steps, epochs=1 + TIMED_EPOCHS, verbose=0, shuffle=False,
             callbacks=[timer])
     except Skipped:
         raise
@@ -73,6 +91,22 @@ def measure(model, batch, backend: str, step_s: float, parameter_bytes: int | No
     return {"step_ms": timed[len(timed) // 2], "step_ms_min": timed[0], "step_ms_max": timed[-1],
             "steps_per_epoch": steps, "epochs_timed": len(timed), "seconds": time.perf_counter() - started,
             "source": "a clone of the model trained on one cached batch after training"}
+
+
+def _numpy_state():
+    try:
+        import numpy as np
+
+        return np.random.get_state()
+    except ImportError:
+        return None
+
+
+def _restore_numpy_state(state) -> None:
+    if state is not None:
+        import numpy as np
+
+        np.random.set_state(state)
 
 
 def _steps(step_s: float, per_execution: int) -> int:

@@ -185,7 +185,9 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self.session.recorder.mark("input_free_begin")
         try:
             periods = sorted(b - a for a, b in zip(self._begins, list(self._begins)[1:]))
-            step_s = periods[len(periods) // 2] if periods else 0.0
+            if len(periods) < input_free.MIN_FIT_STEPS:
+                raise input_free.Skipped(f"this fit ran {len(periods) + 1} steps: too few to compare with")
+            step_s = periods[len(periods) // 2]
             result = input_free.measure(self.model, self._a_batch(), keras_info.backend(), step_s,
                                         keras_info.parameter_bytes(self.model))
             self.session.describe(input_free=result)
