@@ -63,7 +63,7 @@ CASES = [
          quick=["--steps", "8", "--batch", "64"], needs_device=True),
     Case("host_launch", "bench/zoo/host_launch.py", "host_overhead", ["--fixed"], fix_words="per-replica batch x4",
          quick=["--steps", "80"]),
-    Case("healthy", "bench/zoo/healthy.py", None, ["--fixed"], quick=["--steps", "6", "--batch", "128"]),
+    Case("healthy", "bench/zoo/healthy.py", None, ["--fixed"], quick=["--steps", "5", "--batch", "32"]),
     Case("torch_input_bound", "bench/torch/input_bound.py", "input", ["--fixed"], args=["--steps", "40"],
          quick=["--steps", "16"], stopwatch="stdout"),
     Case("torch_launch_bound", "bench/torch/launch_bound.py", "host_overhead", ["--fixed"], args=["--steps", "200"],

@@ -125,15 +125,18 @@ def kept_batch(parts_1: dict[str, float], parts_n: dict[str, float], unit_n: Uni
                emulated: bool) -> SweepForecast | None:
     """The N-device step with the per-replica batch of the m-device run (global = per-replica x N).
 
-    Device work per replica is the m-device run's, measured at that very per-replica batch (on
-    emulated devices the replicas share the cores: N/m times it); the all-reduce is the N-device
-    run's (the same gradients whatever the batch); host overhead and idle are the N-device run's,
-    paid once per step; input too, times the growth of the global batch when it follows its bytes
+    Device work per replica is the m-device run's, measured at that very per-replica batch; on
+    emulated devices the replicas share the cores, so it is the N-device run's device work times the
+    growth of the global batch (what N replicas on those cores cost is measured at N: 1.4x one
+    replica's per sample, on the development machine). The all-reduce is the N-device run's (the
+    same gradients whatever the batch); host overhead and idle are the N-device run's, paid once per
+    step; input too, times the growth of the global batch when it follows its bytes
     (per_sample_parts). ``parts_*``: each category's ms of the steady step.
     """
     global_kept = per_replica_m * n
     growth = global_kept / global_n
-    device = _sum(parts_1, ALWAYS_PER_SAMPLE + DEVICE_WORK) * (n / m if emulated else 1.0)
+    device_parts = ALWAYS_PER_SAMPLE + DEVICE_WORK
+    device = _sum(parts_n, device_parts) * growth if emulated else _sum(parts_1, device_parts)
     follows = "input" in per_sample_parts(unit_n)
     input_ms = parts_n.get("input", 0.0) * (growth if follows else 1.0)
     rest = _sum(parts_n, ("collective", "host_overhead", "idle"))
@@ -141,11 +144,12 @@ def kept_batch(parts_1: dict[str, float], parts_n: dict[str, float], unit_n: Uni
     if step <= 0 or samples_per_s_n <= 0:
         return None
     rate = global_kept / (step / 1e3)
-    shared = f" x {n}/{m} (emulated: shared cores)" if emulated else ""
+    source = (f"of the {n}-device run x {growth:g} (emulated: the replicas share the cores)" if emulated
+              else f"of the {m}-device run")
     return SweepForecast(
         f"per-replica batch kept at {per_replica_m:g}", n, per_replica_m, global_kept, step, rate, samples_per_s_n,
-        f"per-replica batch {per_replica_m:g} at {n} devices (global {global_kept:g}): device work of the {m}-device "
-        f"run {device:.3f} ms{shared} + input {input_ms:.3f} ms{' (x the global batch)' if follows else ''} + "
+        f"per-replica batch {per_replica_m:g} at {n} devices (global {global_kept:g}): device work {source} "
+        f"{device:.3f} ms + input {input_ms:.3f} ms{' (x the global batch)' if follows else ''} + "
         f"all-reduce, host and idle of the {n}-device run {rest:.3f} ms = {step:.3f} ms a step -> "
         f"{rate:,.0f} samples/s, {rate / samples_per_s_n:.2f}x the {samples_per_s_n:,.0f} measured")
 
