@@ -46,8 +46,8 @@ from scaldiag.readers.xplane.wire import (
     bulk_batches,
     fields,
     split_fields,
+    varint_lengths,
     word_varints,
-    word_varints_unchecked,
 )
 from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
 
@@ -360,31 +360,38 @@ def _unwanted_stats(buf, body_start, body_end, wanted_ids) -> np.ndarray:
     """Stats that are surely not wanted: exactly a metadata_id not wanted, then one value field.
 
     Those are the most of a trace's stats; they are dropped before decoding.
-    Both varints (the id, then the value or the text's length) are decoded
-    from 8-byte words for all stats at once; a stat this cannot settle (a
-    varint longer than 8 bytes, another layout) is kept for the general decoder.
+    Settled from a few bytes of each: a one-byte id, the value's tag, and
+    the value's length (its varint's, a text's one- or two-byte size, a
+    double's 8 bytes). A stat this cannot settle (a longer id or size,
+    another layout) is kept for the general decoder.
     """
     n = len(buf)
-    first_ok = body_end - body_start >= 3
-    first_ok &= buf[np.minimum(body_start, n - 1)] == tag(STAT_METADATA_ID, WIRE_VARINT)
-    meta, length, long = word_varints_unchecked(buf, np.where(first_ok, body_start + 1, 0))
-    first_ok[long] = False
-    value_at = body_start + 1 + length
-    first_ok &= value_at < body_end
-    first_ok &= ~np.isin(meta.view(np.int64), np.fromiter(wanted_ids, np.int64))
-    value_at = np.where(first_ok, value_at, 0)
-    value_tag = buf[value_at]
-    size, size_len, long = word_varints_unchecked(buf, value_at + 1)
-    first_ok[long] = False
+    sure = body_end - body_start >= 3
+    at = np.minimum(body_start, n - 3)
+    sure &= buf[at] == tag(STAT_METADATA_ID, WIRE_VARINT)
+    meta = buf[at + 1]
+    sure &= meta < 0x80
+    wanted = np.zeros(256, bool)
+    wanted[[k for k in wanted_ids if 0 <= k < 0x80]] = True
+    sure &= ~wanted[meta]
+    value_at = body_start + 2
+    value_tag = buf[at + 2]
     varint = (value_tag == tag(STAT_UINT64, WIRE_VARINT)) | (value_tag == tag(STAT_INT64, WIRE_VARINT))
     varint |= value_tag == tag(STAT_REF, WIRE_VARINT)
     text = (value_tag == tag(STAT_STR, WIRE_LENGTH)) | (value_tag == tag(STAT_BYTES, WIRE_LENGTH))
-    value_end = value_at + 1 + size_len
-    value_end[text] += np.minimum(size[text], np.uint64(1 << 40)).astype(np.int64)
-    value_end[value_tag == tag(STAT_DOUBLE, WIRE_FIXED64)] = value_at[value_tag == tag(STAT_DOUBLE, WIRE_FIXED64)] + 9
-    value_end[~(varint | text | (value_tag == tag(STAT_DOUBLE, WIRE_FIXED64)))] = -1
-    first_ok &= value_end == body_end
-    return first_ok
+    double = value_tag == tag(STAT_DOUBLE, WIRE_FIXED64)
+    sure &= varint | text | double
+    after_tag = np.where(sure, value_at + 1, 0)
+    length = varint_lengths(buf, after_tag)  # of a varint value, or of a text's size
+    sure &= length <= 8
+    value_end = after_tag + length
+    rows = np.flatnonzero(sure & text)
+    s0, s1 = buf[after_tag[rows]], buf[np.minimum(after_tag[rows] + 1, n - 1)]
+    size = np.where(s0 < 0x80, s0, (s0 & 0x7F).astype(np.int64) | (s1.astype(np.int64) << 7))
+    value_end[rows] = np.where((s0 < 0x80) | (s1 < 0x80), value_end[rows] + size, -1)
+    value_end[double] = value_at[double] + 9
+    sure &= value_end == body_end
+    return sure
 
 
 def _wanted_stats(data, buf, stat_event, body_start, body_end, stat_names, wanted_ids):

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from scaldiag.readers.xplane.schema import WIRE_LENGTH
+
 _MAX_VARINT = 10
 
 
@@ -66,6 +68,22 @@ def word_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarr
 def word_varints_unchecked(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(values, lengths, rows longer than 8 bytes) from 8-byte words, for guesses a caller checks itself."""
     return _decode_words(_words(buf, pos))
+
+
+def varint_lengths(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Encoded length of the varint at each position, from its 8-byte word; 9 where longer than 8 bytes."""
+    stop = np.invert(_words(buf, pos))
+    stop &= _HIGH_BITS  # the high bit of every byte that ends a varint
+    low = np.invert(stop)
+    low += np.uint64(1)
+    low &= stop  # the lowest one: the varint's last byte
+    none = low == 0
+    low -= np.uint64(1)
+    length = np.bitwise_count(low).astype(np.int64)
+    length += 1
+    length >>= 3
+    length[none] = 9
+    return length
 
 
 _HIGH_BITS = np.uint64(0x8080808080808080)
@@ -375,6 +393,18 @@ def fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, n
     msg = np.flatnonzero(ends > starts)
     cur = starts[msg]
     while len(msg):
+        short = _short_length_fields(buf, cur, ends[msg])
+        if short is not None:  # the usual step through stats: no masks, no varints
+            field, body_start, body_end = short
+            value, nxt = np.zeros(len(msg), np.uint64), body_end
+            if (nxt > ends[msg]).any():
+                raise WireError("field runs past its message (or an unsupported wire type)")
+            for key, arr in (("msg", msg), ("field", field), ("value", value),
+                             ("body_start", body_start), ("body_end", body_end)):
+                out[key].append(arr)
+            more = nxt < ends[msg]
+            msg, cur = msg[more], nxt[more]
+            continue
         tag, tag_len = varints(buf, cur)
         field, wire = (tag >> np.uint64(3)).astype(np.int64), (tag & np.uint64(7)).astype(np.int64)
         p = cur + tag_len
@@ -401,6 +431,21 @@ def fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, n
         more = nxt < ends[msg]
         msg, cur = msg[more], nxt[more]
     return {k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in out.items()}
+
+
+def _short_length_fields(buf: np.ndarray, cur: np.ndarray, ends: np.ndarray):
+    """(field, body start, body end) where every field at ``cur`` is length-delimited with
+    one-byte tag and length (stats, mostly); else None."""
+    if (cur + 1 >= ends).any():
+        return None
+    first = buf[cur]
+    if ((first & 0x87) != WIRE_LENGTH).any():
+        return None
+    length = buf[cur + 1]
+    if (length >= 0x80).any():
+        return None
+    body_start = cur + 2
+    return (first >> 3).astype(np.int64), body_start, body_start + length
 
 
 def _fixed(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
