@@ -22,7 +22,11 @@ Measured on an H200 (Keras on JAX, bench/results/gpu_h200/accuracy): a 12-layer
 MLP at batch 16, device busy 9%, input 2 KB a step; with every part but host
 overhead taken as per sample the forecast for 4x the batch was 2.03x where the
 twin gave 3.8-6.5x (two runs); the per-step reading gives the 4x the samples
-that the same step time carries.
+that the same step time carries; run 5 (3 rounds): 3.97x against 3.34-4.42x.
+
+Fewer bytes (``fewer_bytes``, SD102): the hand-over of a heavy batch taken to
+cost the same per byte. Sweeps (``kept_batch``, SD201; ``larger_batch_at``,
+SD203): the same readings on the measured points of a ``profile --gpus`` sweep.
 """
 
 from __future__ import annotations
