@@ -428,8 +428,16 @@ def _wire_values(data, number: int, raw: np.ndarray, start: np.ndarray, end: np.
         return raw.tolist()
     if number == STAT_INT64:
         return raw.view(np.int64).tolist()
-    if number in (STAT_STR, STAT_BYTES):
-        return [data[a:b].decode("utf-8", "replace") for a, b in zip(start.tolist(), end.tolist())]
+    if number in (STAT_STR, STAT_BYTES):  # one str per distinct text: a trace repeats its op names every step
+        texts: dict[bytes, str] = {}
+        values = []
+        for a, b in zip(start.tolist(), end.tolist()):
+            raw = data[a:b]
+            text = texts.get(raw)
+            if text is None:
+                text = texts[raw] = raw.decode("utf-8", "replace")
+            values.append(text)
+        return values
     unique, inverse = np.unique(raw, return_inverse=True)  # ref_value: an interned string
     names = np.array([stat_names.get(int(u), "") for u in unique], dtype=object)
     return names[inverse].tolist()
