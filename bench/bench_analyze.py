@@ -88,10 +88,11 @@ TOOLS = {"scaldiag": SCALDIAG, "xprof": XPROF, "bare parse": BARE}
 
 def run(python: str, code: str, trace: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    load = os.getloadavg()[0]  # other work on the machine when the run starts (1-minute average)
     # cwd outside the checkout, so that only PYTHONPATH says which scaldiag runs
     out = subprocess.run([python, "-c", code, trace], capture_output=True, text=True, env=env, check=True,
                          cwd=tempfile.gettempdir())
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "load": load}
 
 
 def make_trace(folder: Path, copies: int) -> Path:
@@ -197,6 +198,9 @@ def write(args, copies, sizes, results, rejected) -> None:
         lines.append(f"- {sizes[c]:.0f} MB: time {', '.join(f'{x:.2f}' for x in speed)} (median "
                      f"{statistics.median(speed):.2f}x); memory {', '.join(f'{x:.2f}' for x in memory)} "
                      f"(median {statistics.median(memory):.2f}x)")
+    loads = [r["load"] for c in copies for rows in results[c].values() for r in rows]
+    lines += ["", f"Load average (1 min) on the {os.cpu_count()} cores when each run started: median "
+              f"{statistics.median(loads):.1f}, {min(loads):.1f}-{max(loads):.1f} (other agents' work; 1.0 = one core busy)."]
     lines += ["", f"A 100 MB zero-filled file is rejected (TraceError) in {med(rejected, 'wall_s'):.3f} s "
               f"from process start, peak RSS {med(rejected, 'rss_mb'):.0f} MB: \"{rejected[0]['error']}\"", ""]
     text = "\n".join(lines)

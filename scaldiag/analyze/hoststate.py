@@ -178,12 +178,23 @@ class _GapMeasure:
         if not len(self.bounds):
             return [np.zeros(len(w_start), np.int64) for _ in self.before]
         k_start = np.searchsorted(self.bounds, w_start, side="right")
-        k_end = np.searchsorted(self.bounds, w_end, side="right")
-        into_start, into_end = w_start - self.left[k_start], w_end - self.left[k_end]
+        into_start = w_start - self.left[k_start]
+        # A thread's segments mostly follow one another: where a window ends the next starts,
+        # its coverage before its end is the next one's before its start; only the others are searched.
+        follows = np.flatnonzero(w_end[:-1] == w_start[1:])
+        alone = np.ones(len(w_end), bool)
+        alone[follows] = False
+        alone = np.flatnonzero(alone)
+        k_alone = np.searchsorted(self.bounds, w_end[alone], side="right")
+        into_alone = w_end[alone] - self.left[k_alone]
         out = []
         for before, inside in zip(self.before, self.inside):
-            overlap = before[k_end] + into_end * inside[k_end]
-            overlap -= before[k_start] + into_start * inside[k_start]
+            at_start = before[k_start]
+            at_start += into_start * inside[k_start]
+            overlap = np.empty_like(at_start)
+            overlap[follows] = at_start[follows + 1]
+            overlap[alone] = before[k_alone] + into_alone * inside[k_alone]
+            overlap -= at_start
             out.append(overlap)
         return out
 
