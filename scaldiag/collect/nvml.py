@@ -164,8 +164,8 @@ class NvmlSampler:
                     self.missing.append(f"{key}: {type(exc).__name__}: {exc}")
                     del self._calls[key]
                     self._schedule()
-            if len(row) > 2 or phase % ROW_EVERY == 0:  # rows at 10 Hz (even if every read has failed),
-                rows.append(row)                          # and where the PCIe counters were read
+            if len(row) > 2 or tick % ROW_EVERY == 0:  # rows at 10 Hz (even if every read has failed),
+                rows.append(row)                         # and where the PCIe counters were read
         if rows:
             self._writer.write_many(rows)
 
