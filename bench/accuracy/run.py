@@ -199,7 +199,7 @@ def table(rows: list[dict], label: str, rounds: int, device_planted: bool) -> tu
         lines.append(_line(row, ok, skipped))
     summary = (f"top-1 {top1}/{planted_cases}; high false alarms {alarms}; forecast error median "
                + (f"{statistics.median(errors):.0f}% ({len(errors)} forecasts)" if errors else "n/a (no forecast)")
-               + "; 2-GPU prediction error median not measured (1 GPU)")
+               + f"; 2-GPU prediction error median not measured ({'1 GPU' if device_planted else 'no GPU'})")
     return lines, summary
 
 
