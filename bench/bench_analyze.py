@@ -5,8 +5,8 @@ Traces are made by make_large_trace.py, tiling the real H200 trace in time
 runs in a fresh subprocess, once per trace and round, the tools' order
 rotating from round to round so machine noise hits all alike:
 
-- scaldiag: read + analyse + rules (what `scaldiag analyze` does, without
-  rendering);
+- scaldiag: read (stats typed as the pipeline does) + analyse + rules + the terminal and JSON reports:
+  what `scaldiag analyze FILE --json OUT` does, argument parsing aside;
 - xprof 2.24.2: ``xspace_to_tool_data(..., "overview_page")`` (its C++
   converter), from its own venv;
 - bare parse: protobuf's own C parser (upb) reading the file into XSpace
@@ -48,11 +48,17 @@ def done(t, **extra):
 
 SCALDIAG = _USAGE + """
 t = time.perf_counter()
+import contextlib, os
 from scaldiag.analyze.profile import analyze_trace
+from scaldiag.commands.output import emit
+from scaldiag.pipeline import read_trace
 from scaldiag.rules.report import build_report
-from scaldiag.readers.xplane.read import read_trace
-trace = read_trace([sys.argv[1]])
-report = build_report(analyze_trace(trace))
+# What `scaldiag analyze FILE --json OUT` does, argument parsing aside: read (with the stats typed),
+# analyse, rules, then the terminal report and the JSON written.
+name, trace = read_trace(sys.argv[1])
+report = build_report(analyze_trace(trace, name))
+with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+    emit(report, os.devnull, False)
 done(t, events=trace.event_count, steps=report.analysis.units[0].steps)
 """
 
