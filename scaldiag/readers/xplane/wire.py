@@ -399,11 +399,7 @@ def fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, n
             value, nxt = np.zeros(len(msg), np.uint64), body_end
             if (nxt > ends[msg]).any():
                 raise WireError("field runs past its message (or an unsupported wire type)")
-            for key, arr in (("msg", msg), ("field", field), ("value", value),
-                             ("body_start", body_start), ("body_end", body_end)):
-                out[key].append(arr)
-            more = nxt < ends[msg]
-            msg, cur = msg[more], nxt[more]
+            msg, cur = _kept_fields(out, ends, msg, field, value, body_start, body_end, nxt)
             continue
         tag, tag_len = varints(buf, cur)
         field, wire = (tag >> np.uint64(3)).astype(np.int64), (tag & np.uint64(7)).astype(np.int64)
@@ -425,12 +421,16 @@ def fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, n
                 nxt[w] = p[w] + width
         if (nxt < 0).any() or (nxt > ends[msg]).any():
             raise WireError("field runs past its message (or an unsupported wire type)")
-        for key, arr in (("msg", msg), ("field", field), ("value", value),
-                         ("body_start", body_start), ("body_end", body_end)):
-            out[key].append(arr)
-        more = nxt < ends[msg]
-        msg, cur = msg[more], nxt[more]
+        msg, cur = _kept_fields(out, ends, msg, field, value, body_start, body_end, nxt)
     return {k: np.concatenate(v) if v else np.empty(0, np.int64) for k, v in out.items()}
+
+
+def _kept_fields(out, ends, msg, field, value, body_start, body_end, nxt):
+    """One field of each message appended to ``out``; the messages with fields left and where they go on."""
+    for key, arr in (("msg", msg), ("field", field), ("value", value), ("body_start", body_start), ("body_end", body_end)):
+        out[key].append(arr)
+    more = nxt < ends[msg]
+    return msg[more], nxt[more]
 
 
 def _short_length_fields(buf: np.ndarray, cur: np.ndarray, ends: np.ndarray):
