@@ -72,3 +72,12 @@ def test_a_subclassed_model_cannot_be_cloned_and_says_so():
     model.fit(x, np.zeros((32, 3), np.float32), verbose=0)
     with pytest.raises(input_free.Skipped, match="clone"):
         input_free.measure(model, (x, np.zeros((32, 3), np.float32)), "tensorflow", 0.001, None)
+
+
+def test_a_step_estimate_far_too_short_cannot_run_the_clone_past_its_time(monkeypatch):
+    # Host step periods can undercount (a backend dispatching ahead): the epochs themselves are timed
+    # and the clone is stopped once the rest would pass MAX_SECONDS.
+    model, batch = _model()
+    monkeypatch.setattr(input_free, "MAX_SECONDS", 0.5)
+    with pytest.raises(input_free.Skipped, match="stopped"):
+        input_free.measure(model, batch, "tensorflow", step_s=1e-4, parameter_bytes=None)

@@ -18,6 +18,7 @@ ended by Keras's epoch-end synchronisation, so the figure is a stopwatch.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import inspect
 import math
@@ -74,7 +75,7 @@ def _timed_clone(model, batch, backend: str, step_s: float, keras, started: floa
     clone = _clone(model, keras)
     try:
         data = _on_device(batch, keras)
-        timer = _epoch_timer(keras)
+        timer = _epoch_timer(keras, started + MAX_SECONDS)
         fit = inspect.unwrap(keras.Model.fit)  # scaldiag's own hook on fit must not observe the clone
         fit(clone, _repeated(data, backend), steps_per_epoch=steps, epochs=1 + TIMED_EPOCHS, verbose=0, shuffle=False,
             callbacks=[timer])
@@ -87,7 +88,7 @@ def _timed_clone(model, batch, backend: str, step_s: float, keras, started: floa
         gc.collect()
     timed = sorted(seconds / steps * 1e3 for seconds in timer.epoch_s[1:])
     if len(timed) < TIMED_EPOCHS:
-        raise Skipped("the clone's timed epochs did not complete")
+        raise Skipped(f"the clone's epochs would take over {MAX_SECONDS:.0f} s: stopped")
     return {"step_ms": timed[len(timed) // 2], "step_ms_min": timed[0], "step_ms_max": timed[-1],
             "steps_per_epoch": steps, "epochs_timed": len(timed), "seconds": time.perf_counter() - started,
             "source": "a clone of the model trained on one cached batch after training"}
@@ -117,7 +118,7 @@ def _steps(step_s: float, per_execution: int) -> int:
 
 def _clone(model, keras):
     strategy = getattr(model, "distribute_strategy", None)  # TensorFlow: the clone's variables mirror the same way
-    scope = strategy.scope() if strategy is not None and hasattr(strategy, "scope") else _nothing()
+    scope = strategy.scope() if strategy is not None and hasattr(strategy, "scope") else contextlib.nullcontext()
     with scope:
         try:
             clone = keras.models.clone_model(model)
@@ -133,14 +134,6 @@ def _clone(model, keras):
         except Exception as exc:
             raise Skipped(f"the clone cannot be compiled as the model was ({type(exc).__name__}: {exc})") from exc
     return clone
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _on_device(batch, keras):
@@ -164,8 +157,9 @@ def _forever(data):
         yield data
 
 
-def _epoch_timer(keras):
-    """A callback timing each epoch (Keras is imported only here, lazily)."""
+def _epoch_timer(keras, deadline: float):
+    """A callback timing each epoch, stopping the clone when the next epochs would pass ``deadline``
+    (a perf_counter time): the step estimate can be off, the time given to the clone cannot."""
     class EpochTimer(keras.callbacks.Callback):
         def __init__(self):
             super().__init__()
@@ -175,5 +169,8 @@ def _epoch_timer(keras):
             self._t0 = time.perf_counter()
 
         def on_epoch_end(self, epoch, logs=None):  # Keras has synchronised with the device here
-            self.epoch_s.append(time.perf_counter() - self._t0)
+            now = time.perf_counter()
+            self.epoch_s.append(now - self._t0)
+            if now + self.epoch_s[-1] * (1 + TIMED_EPOCHS - len(self.epoch_s)) > deadline:
+                self.model.stop_training = True
     return EpochTimer()
