@@ -156,3 +156,6 @@ def test_the_input_cost_is_measured_against_the_step_without_input_and_matches_t
     assert "input cost:" in result.stdout
     parts = [p.part for p in run.accounting.parts]
     assert "input-free measurement" in parts
+    html = subprocess.run([sys.executable, "-m", "scaldiag", "report", str(slow_dir), "--format", "html", "-o", "-"],
+                          capture_output=True, text=True, env=ENV)
+    assert html.returncode == 0 and "input cost:" in html.stdout and "counted as input" in html.stdout

@@ -2,7 +2,7 @@
 
 import pytest
 
-from scaldiag.analyze.input_cost import NOISE_FRACTION, input_cost, with_input_cost
+from scaldiag.analyze.input_cost import NOISE_FRACTION, describe, input_cost, with_input_cost
 from scaldiag.analyze.profile import CategoryTime, ProfileAnalysis, UnitAnalysis
 from scaldiag.analyze.stats import Summary
 
@@ -66,3 +66,9 @@ def test_steps_per_execution_scales_the_cost_to_the_traced_step():
 @pytest.mark.parametrize("bad", [None, {}, {"step_ms": "x"}, {"step_ms": 0}, {"step_ms": -1}])
 def test_a_missing_or_damaged_record_gives_no_cost(bad):
     assert input_cost(100.0, 1.0, bad) is None
+
+
+def test_the_sentence_says_whether_the_cost_was_counted():
+    counted = describe(input_cost(100.0, 2.0, _measured(60.0, 58.0, 62.0)))
+    assert counted.startswith("input cost: 40.0 ms of the 100.0 ms step (40%)") and "counted as input" in counted
+    assert "none beyond the noise" in describe(input_cost(100.0, 1.0, _measured(99.0)))

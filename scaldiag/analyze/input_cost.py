@@ -59,6 +59,17 @@ def input_cost(step_ms: float, step_ci95_ms: float, measured: dict | None) -> In
                      cost_ms=max(0.0, step_ms - free), noise_ms=noise, source=str(measured.get("source", "")))
 
 
+def describe(cost: InputCost) -> str:
+    """The measurement in one sentence, as reports print it."""
+    free = (f"the step without its input takes {cost.input_free_ms:.1f} ms "
+            f"({cost.input_free_min_ms:.1f}-{cost.input_free_max_ms:.1f}; a clone of the model on one cached batch)")
+    if cost.significant:
+        return (f"input cost: {cost.cost_ms:.1f} ms of the {cost.step_ms:.1f} ms step ({cost.share_pct:.0f}%): {free}; "
+                "counted as input in the breakdown")
+    return (f"input cost: none beyond the noise ({cost.cost_ms:.1f} ms, under {cost.noise_ms:.1f} ms): {free}, "
+            f"the steady step {cost.step_ms:.1f} ms")
+
+
 def with_input_cost(profile: ProfileAnalysis, cost: InputCost, batches_per_step: int = 1) -> ProfileAnalysis:
     """``profile`` with each unit's input share raised to the measured cost where the trace shows less.
 

@@ -15,6 +15,7 @@ from typing import TextIO
 import numpy as np
 
 from scaldiag.analyze.categories import CATEGORIES
+from scaldiag.analyze.input_cost import describe
 from scaldiag.analyze.profile import UnitAnalysis
 from scaldiag.analyze.scaling import UNEXPLAINED
 from scaldiag.analyze.timeline import RunTimeline
@@ -170,6 +171,10 @@ def _run(report: RunReport, timeline: RunTimeline | None) -> list[str]:
             out.append(_p(f"profiler inflation {s.profiler_inflation:.2f}x: steps inside the profiler window took "
                           f"{s.traced_step_ms:.3f} ms on average; the breakdown below is corrected to the untraced "
                           "step (device-side times as traced, host-side scaled)", "dim"))
+    if a.input_cost is not None:
+        out.append(_p(describe(a.input_cost), "meta"))
+    elif training.get("input_free_skipped"):
+        out.append(_p(f"input cost not measured: {training['input_free_skipped']}", "dim"))
     if report.trace_report and report.trace_report.analysis.units:
         out += _breakdown(report.trace_report.analysis.units)
     out += _timelines(timeline) if timeline else []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from scaldiag.analyze.input_cost import describe
 from scaldiag.analyze.run import RunAnalysis, slow_rank
 from scaldiag.render.terminal import trace
 from scaldiag.render.terminal.common import add_row, bytes_text, columns, exit_text, finding_panel, text
@@ -50,7 +51,7 @@ def render(report: RunReport, console: Console, framework: str | None = None) ->
                            + (f" ({ceiling['samples_per_s'] / consumed:.1f}x what training consumed)" if consumed else "")
                            + f"; {ceiling.get('source', '')}"))
     if a.input_cost is not None:
-        console.print(text(_input_cost_line(a.input_cost)))
+        console.print(text(describe(a.input_cost)))
     elif training.get("input_free_skipped"):
         console.print(text(f"input cost not measured: {training['input_free_skipped']}", style="dim"))
     if a.gpus:
@@ -69,16 +70,6 @@ def render(report: RunReport, console: Console, framework: str | None = None) ->
     if report.trace_report is not None:
         trace.render(report.trace_report, console, framework or report.framework)
         _open_the_trace(report, console)
-
-
-def _input_cost_line(cost) -> str:
-    free = (f"the step without its input takes {cost.input_free_ms:.1f} ms "
-            f"({cost.input_free_min_ms:.1f}-{cost.input_free_max_ms:.1f}; a clone of the model on one cached batch)")
-    if cost.significant:
-        return (f"input cost: {cost.cost_ms:.1f} ms of the {cost.step_ms:.1f} ms step ({cost.share_pct:.0f}%): {free}; "
-                "counted as input in the breakdown")
-    return (f"input cost: none beyond the noise ({cost.cost_ms:.1f} ms, under {cost.noise_ms:.1f} ms): {free}, "
-            f"the steady step {cost.step_ms:.1f} ms")
 
 
 def _open_the_trace(report: RunReport, console: Console) -> None:
