@@ -43,7 +43,8 @@ class Skipped(Exception):
 def measure(model, batch, backend: str, step_s: float, parameter_bytes: int | None) -> dict:
     """{"step_ms", "step_ms_min", "step_ms_max", "steps_per_epoch", "epochs_timed", "seconds", "source"}.
 
-    ``step_s``: the steady step seen in training, to size the epochs.
+    ``step_s``: the steady period between batch hooks seen in training (one execution of
+    ``steps_per_execution`` batches), to size the epochs.
     Raises Skipped with the reason when the clone cannot be made or run.
     """
     import keras
@@ -69,9 +70,10 @@ def measure(model, batch, backend: str, step_s: float, parameter_bytes: int | No
 
 def _timed_clone(model, batch, backend: str, step_s: float, keras, started: float) -> dict:
     per_execution = max(1, int(getattr(model, "steps_per_execution", 1) or 1))
-    steps = _steps(step_s, per_execution)
-    if step_s * steps * (1 + TIMED_EPOCHS) > MAX_SECONDS:
-        raise Skipped(f"steps of {step_s:.1f} s: timing a clone would take over {MAX_SECONDS:.0f} s")
+    batch_s = step_s / per_execution  # Keras calls a batch hook once per execution of K batches
+    steps = _steps(batch_s, per_execution)
+    if batch_s * steps * (1 + TIMED_EPOCHS) > MAX_SECONDS:
+        raise Skipped(f"steps of {batch_s:.1f} s: timing a clone would take over {MAX_SECONDS:.0f} s")
     clone = _clone(model, keras)
     try:
         data = _on_device(batch, keras)
