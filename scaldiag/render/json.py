@@ -32,6 +32,8 @@ _STEPS = ("recorded", "steady", "excluded", "samples_per_step", "samples_per_s",
 _GPU = ("index", "name", "samples", "sample_hz", "util_pct", "mem_used_max_bytes", "pcie_tx_bytes_per_s",
         "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "sm_clock_mhz_min",
         "sm_clock_mhz_max", "power_w", "clock_event_reasons", "pcie_gen_max_seen", "pcie_width_max_seen")
+_INPUT_COST = ("step_ms", "input_free_ms", "input_free_min_ms", "input_free_max_ms", "cost_ms", "share_pct",
+               "noise_ms", "significant", "source")
 _HOST = ("samples", "cores", "core_pct_mean", "busiest_core_pct", "process_cpu_pct", "rss_max_bytes")
 _POINT = ("gpus", "runs", "global_batch", "per_replica_batch", "step_time_ms", "step_time_ci95_ms",
           "samples_per_s", "speedup", "speedup_ci95", "efficiency", "ideal_speedup", "collective_ms",
@@ -97,14 +99,6 @@ def _steps(steps) -> dict | None:
     return {**_pick(steps, _STEPS[:3]), "step_time_ms": _pick(steps.step_time_ms, _SUMMARY), **_pick(steps, _STEPS[3:])}
 
 
-def _input_cost(cost) -> dict | None:
-    if cost is None:
-        return None
-    return {"step_ms": cost.step_ms, "input_free_ms": cost.input_free_ms, "input_free_min_ms": cost.input_free_min_ms,
-            "input_free_max_ms": cost.input_free_max_ms, "cost_ms": cost.cost_ms, "share_pct": cost.share_pct,
-            "noise_ms": cost.noise_ms, "significant": cost.significant, "source": cost.source}
-
-
 def run_dict(report: RunReport) -> dict:
     a = report.analysis
     steps = _steps(a.steps)
@@ -118,7 +112,7 @@ def run_dict(report: RunReport) -> dict:
         "training": a.training,
         "inventory": a.inventory,
         "steps": steps,
-        "input_cost": _input_cost(a.input_cost),
+        "input_cost": _pick(a.input_cost, _INPUT_COST) if a.input_cost else None,
         "gpus": [_pick(g, _GPU) for g in a.gpus],
         "host": _pick(a.host, _HOST) if a.host else None,
         "missing": a.missing,

@@ -18,7 +18,7 @@ MAX_BATCHES = 200
 def measure(x, seconds: float = CEILING_SECONDS) -> dict | None:
     """{"samples_per_s", "batches", "seconds", "source", "first_batch_size"}, or None when ``x``
     cannot be replayed."""
-    batches, source = _replayable(x)
+    batches, source = replayable(x)
     if batches is None or seconds <= 0:
         return None
     first = next(batches, None)  # pipeline start-up (threads, first reads) is not throughput
@@ -37,7 +37,8 @@ def measure(x, seconds: float = CEILING_SECONDS) -> dict | None:
             "first_batch_size": batch_size(first)}
 
 
-def _replayable(x):
+def replayable(x):
+    """(an iterator over the batches of ``x``, how) when ``x`` can be iterated again, else (None, None)."""
     if hasattr(x, "element_spec") and hasattr(x, "__iter__"):
         return iter(x), "tf.data.Dataset iterated alone"
     try:

@@ -25,6 +25,10 @@ import math
 import random
 import time
 
+import numpy as np
+
+from scaldiag.collect.frameworks import keras_info
+
 TIMED_SECONDS = 1.0   # per timed epoch, after one that compiles
 TIMED_EPOCHS = 3      # the median of three: one epoch disturbed by the machine does not decide
 MIN_STEPS, MAX_STEPS = 3, 1000
@@ -60,16 +64,16 @@ def measure(model, batch, backend: str, step_s: float, parameter_bytes: int | No
     started = time.perf_counter()
     # The clone's initializers and seeds draw on the global generators: the user's script after fit
     # must see the same random numbers as without scaldiag.
-    python_state, numpy_state = random.getstate(), _numpy_state()
+    python_state, numpy_state = random.getstate(), np.random.get_state()
     try:
         return _timed_clone(model, batch, backend, step_s, keras, started)
     finally:
         random.setstate(python_state)
-        _restore_numpy_state(numpy_state)
+        np.random.set_state(numpy_state)
 
 
 def _timed_clone(model, batch, backend: str, step_s: float, keras, started: float) -> dict:
-    per_execution = max(1, int(getattr(model, "steps_per_execution", 1) or 1))
+    per_execution = keras_info.steps_per_execution(model)
     batch_s = step_s / per_execution  # Keras calls a batch hook once per execution of K batches
     steps = _steps(batch_s, per_execution)
     if batch_s * steps * (1 + TIMED_EPOCHS) > MAX_SECONDS:
@@ -94,22 +98,6 @@ def _timed_clone(model, batch, backend: str, step_s: float, keras, started: floa
     return {"step_ms": timed[len(timed) // 2], "step_ms_min": timed[0], "step_ms_max": timed[-1],
             "steps_per_epoch": steps, "epochs_timed": len(timed), "seconds": time.perf_counter() - started,
             "source": "a clone of the model trained on one cached batch after training"}
-
-
-def _numpy_state():
-    try:
-        import numpy as np
-
-        return np.random.get_state()
-    except ImportError:
-        return None
-
-
-def _restore_numpy_state(state) -> None:
-    if state is not None:
-        import numpy as np
-
-        np.random.set_state(state)
 
 
 def _steps(step_s: float, per_execution: int) -> int:

@@ -204,10 +204,9 @@ class ScaldiagCallback(keras.callbacks.Callback):
         x = self._x
         if x is None:
             return None
-        if hasattr(x, "element_spec") and hasattr(x, "__iter__"):  # tf.data: already batched
-            return next(iter(x), None)
-        if hasattr(x, "__getitem__") and hasattr(x, "num_batches"):  # PyDataset
-            return x[0]
+        batches, _ = input_ceiling.replayable(x)  # tf.data or a PyDataset: already batched
+        if batches is not None:
+            return next(batches, None)
         if keras_info.is_array_like(x) and self._global_batch:
             rows = self._global_batch[0]
             parts = [x, self._y, self._sample_weight]
