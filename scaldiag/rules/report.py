@@ -61,17 +61,20 @@ def build_sweep_report(sweep_dir: str, analysis: ScalingAnalysis,
                        runs: dict[int, list[RunAnalysis]], reports: list[tuple[int, RunReport]] | None = None) -> SweepReport:
     backends = {r.training.get("framework", {}).get("backend") for rs in runs.values() for r in rs}
     framework = backends.pop() if len(backends) == 1 and None not in backends else "unknown"
-    return SweepReport(sweep_dir, analysis, check_all(SWEEP_RULES, analysis) + _largest_run_findings(runs),
-                       framework, list(reports or []))
+    reports = list(reports or [])
+    return SweepReport(sweep_dir, analysis, check_all(SWEEP_RULES, analysis) + _largest_run_findings(runs, reports),
+                       framework, reports)
 
 
-def _largest_run_findings(runs: dict[int, list[RunAnalysis]]) -> list[Finding]:
-    """The run and trace findings at the largest device count: the configuration being scaled."""
+def _largest_run_findings(runs: dict[int, list[RunAnalysis]], reports: list[tuple[int, RunReport]]) -> list[Finding]:
+    """The run and trace findings at the largest device count: the configuration being scaled
+    (from its report when the sweep's run reports are given, so the rules run once)."""
     if not runs:
         return []
     n = max(runs)
     run = runs[n][0]
-    found = check_all(RUN_RULES, run) + (build_report(run.trace).findings if run.trace else [])
+    report = next((r for _, r in reports if r.analysis is run), None) or build_run_report("", run)
+    found = report.findings + (report.trace_report.findings if report.trace_report else [])
     return [replace(f, summary=f"[{n} devices] {f.summary}") for f in found]
 
 
