@@ -24,8 +24,14 @@ overhead taken as per sample the forecast for 4x the batch was 2.03x where the
 twin gave 3.8-6.5x (two runs); the per-step reading gives the 4x the samples
 that the same step time carries; run 5 (3 rounds): 3.97x against 3.34-4.42x.
 
-Fewer bytes (``fewer_bytes``, SD102): the hand-over of a heavy batch taken to
-cost the same per byte. Sweeps (``kept_batch``, SD201; ``larger_batch_at``,
+Fewer bytes (``fewer_bytes``, SD102): the hand-over of a heavy batch costs the
+same per byte copied, plus fresh pages for arrays over glibc's 32 MiB mmap
+ceiling, which go when the fix brings them under it. Measured on an H200 (run 5,
+zoo host_to_device): taking the whole per-byte cost as constant forecast 3.7x
+for uint8 where the twin gave 5.7-6.1x; the twin's slicing cost 0.12 ns/byte at
+12.6 MB a batch against 0.23 at 50.3 MB, and the same slicing on the
+development machine costs 0.12-0.14 ns/byte at either size once the 50 MB
+batch reuses memory (bench/accuracy/fresh_pages.py). Sweeps (``kept_batch``, SD201; ``larger_batch_at``,
 SD203): the same readings on the measured points of a ``profile --gpus`` sweep.
 """
 
@@ -34,7 +40,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scaldiag.analyze.profile import UnitAnalysis
-from scaldiag.analyze.transfers import HEAVY_BATCH_BYTES, Handover, handover
+from scaldiag.analyze.transfers import (
+    FRESH_PAGE_NS_PER_BYTE,
+    HEAVY_BATCH_BYTES,
+    MMAP_THRESHOLD_MAX_BYTES,
+    Handover,
+    handover,
+)
 
 # The device fills with work from this busy share of the step (SD106's low-utilisation bound).
 FULL_DEVICE_BUSY_PCT = 50.0
@@ -85,20 +97,34 @@ class BytesForecast:
     speedup: float
     handover_ms: float   # input + copy time per step now, which follows the bytes
     step_ms: float
+    fresh_ms: float      # of handover_ms: fresh pages for arrays over glibc's mmap ceiling, now
+    fresh_gone: bool     # those arrays fall to the ceiling or under with the fix: the fresh pages go
+    after_ms: float      # the step after the fix
 
 
 def fewer_bytes(unit: UnitAnalysis, factor: float) -> BytesForecast | None:
     """The step with ``factor`` x fewer bytes copied (float32 pixels sent as uint8: 4x).
 
-    Model: the hand-over (input and copy time per step) costs what it costs per byte now
-    (measured), so it shrinks ``factor`` times; the rest of the step stays.
+    Model: the hand-over (input and copy time per step; analyze/transfers.py's ``handover``) is the
+    host moving the batch's bytes, at a cost per byte with two parts. Copying costs the same per byte
+    whatever the batch, so it shrinks ``factor`` times. Arrays of more than 32 MiB (glibc's mmap
+    ceiling) are also written into fresh pages every step, FRESH_PAGE_NS_PER_BYTE on each of their
+    bytes (analyze/transfers.py): that part goes away when the fix brings the largest copy to the
+    ceiling or under (the allocator then reuses freed memory), and shrinks ``factor`` times with the
+    rest when it does not. The rest of the step stays.
     """
     h = unit_handover(unit)
     step = sum(t.exclusive_ms for t in unit.categories.values())
     if h is None or step <= 0 or factor <= 1:
         return None
-    after = step - h.ms * (1 - 1 / factor)
-    return BytesForecast(factor, step / after, h.ms, step) if after > 0 else None
+    large = unit.h2d.large_bytes_per_step if unit.h2d is not None else 0.0
+    fresh = min(h.input_ms, large * FRESH_PAGE_NS_PER_BYTE / 1e6)
+    gone = fresh > 0 and unit.h2d.largest_bytes / factor <= MMAP_THRESHOLD_MAX_BYTES
+    after_handover = (h.ms - fresh) / factor + (0.0 if gone else fresh / factor)
+    after = step - h.ms + after_handover
+    if after <= 0:
+        return None
+    return BytesForecast(factor, step / after, h.ms, step, fresh, gone, after)
 
 
 # --- batch-size fixes in a sweep ------------------------------------------------------------------

@@ -18,7 +18,7 @@ from scaldiag.analyze.device import DeviceEvents, device_events
 from scaldiag.analyze.hoststate import HostTimeline, host_states, host_states_during
 from scaldiag.analyze.stats import Summary, ci95_half_width
 from scaldiag.analyze.steps import Steps, find_steps
-from scaldiag.analyze.transfers import copies_per_step
+from scaldiag.analyze.transfers import copies_per_step, per_step
 from scaldiag.trace import Trace
 
 NS_PER_MS = 1e6
@@ -43,6 +43,8 @@ class Transfers:
     bytes_per_step: float
     count_per_step: float
     bytes_by_host_kind: dict[str, float]  # "pinned", "pageable", "unknown"
+    large_bytes_per_step: float = 0.0     # in copies of more than 32 MiB each (analyze/transfers.py)
+    largest_bytes: int = 0                # the largest single copy
 
 
 @dataclass(frozen=True)
@@ -160,9 +162,9 @@ def _transfers(events: DeviceEvents, direction: str, steps: Steps) -> Transfers:
     rows = events.of(direction)
     totals = copies_per_step(events.start_ns[rows], list(events.memcpy_details[rows]), direction,
                              steps.start_ns, steps.end_ns)
-    return Transfers(bytes_per_step=float(totals.bytes_per_step.mean()),
-                     count_per_step=float(totals.count_per_step.mean()),
-                     bytes_by_host_kind={k: float(v.mean()) for k, v in sorted(totals.bytes_by_kind.items())})
+    return Transfers(bytes_per_step=per_step(totals.bytes_per_step), count_per_step=per_step(totals.count_per_step),
+                     bytes_by_host_kind={k: per_step(v) for k, v in sorted(totals.bytes_by_kind.items())},
+                     large_bytes_per_step=per_step(totals.large_bytes_per_step), largest_bytes=totals.largest_bytes)
 
 
 def _label(event: str, steps: Steps) -> str:

@@ -35,6 +35,22 @@ def parse_memcpy_details(details: str | None, direction: str) -> Copy:
     return Copy(n if n < 1 << 62 else 0, host)  # no copy moves 4 EiB: a damaged field, not a size
 
 
+# glibc's malloc serves a block larger than its mmap threshold with fresh pages from the kernel and
+# unmaps it on free; the threshold rises to the size of each such block freed, up to
+# DEFAULT_MMAP_THRESHOLD_MAX, 32 MiB on 64-bit systems (mallopt(3), M_MMAP_THRESHOLD). So a batch
+# array of more than 32 MiB, allocated anew every step (slicing, collating, converting), is written
+# into pages the kernel must fault in and zero every step; a smaller one reuses freed heap memory.
+# NumPy, PyTorch's CPU tensors and TensorFlow's CPU buffers all allocate through it.
+MMAP_THRESHOLD_MAX_BYTES = 32 * 2**20
+# What fresh pages add per byte to building a batch array (the kernel faulting in and zeroing them),
+# measured by bench/accuracy/fresh_pages.py: a shuffled 50 MB float32 batch sliced from a 1.5 GB
+# array (Keras' array adapter), into fresh pages (glibc's default) against reused heap memory
+# (MALLOC_MMAP_THRESHOLD_ fixed above the batch). 2-core AMD EPYC development machine, 8 paired runs:
+# 0.05-0.11 ns/byte, median 0.08 (fresh 0.18-0.25, reused 0.12-0.14). A machine property: the
+# forecast that uses it says so.
+FRESH_PAGE_NS_PER_BYTE = 0.08
+
+
 @dataclass(frozen=True)
 class CopyTotals:
     """Bytes per step window, by the host memory kind."""
@@ -42,6 +58,8 @@ class CopyTotals:
     bytes_per_step: np.ndarray            # [step]
     bytes_by_kind: dict[str, np.ndarray]  # kind -> [step]
     count_per_step: np.ndarray
+    large_bytes_per_step: np.ndarray      # [step]: in copies of more than MMAP_THRESHOLD_MAX_BYTES each
+    largest_bytes: int = 0                # the largest copy inside the steps
 
 
 def copies_per_step(starts: np.ndarray, details: list[str | None], direction: str,
@@ -56,7 +74,24 @@ def copies_per_step(starts: np.ndarray, details: list[str | None], direction: st
     total = np.bincount(step[inside], weights=sizes[inside], minlength=n)
     by_kind = {str(k): np.bincount(step[inside & (kinds == k)], weights=sizes[inside & (kinds == k)], minlength=n)
                for k in set(kinds[inside].tolist())}
-    return CopyTotals(total, by_kind, np.bincount(step[inside], minlength=n))
+    large = inside & (sizes > MMAP_THRESHOLD_MAX_BYTES)
+    return CopyTotals(total, by_kind, np.bincount(step[inside], minlength=n),
+                      np.bincount(step[large], weights=sizes[large], minlength=n),
+                      int(sizes[inside].max()) if inside.any() else 0)
+
+
+def per_step(values: np.ndarray) -> float:
+    """The mean per step of a per-window column, the trace's first window left out when there are more.
+
+    Loaders that copy ahead (Keras on JAX keeps batches on the device before the step that needs
+    them; DataLoader's pin-memory thread; tf.data's prefetch to device) copy the first traced step's
+    batch before the profiler starts, so the first window can lack it: measured on an H200, 5 traced
+    steps held 4 batches (0, 50.3, 50.3, 50.3, 50.3 MB). Each later window holds one batch.
+    """
+    values = np.asarray(values, dtype=float)
+    if len(values) == 0:
+        return 0.0
+    return float(values[1:].mean() if len(values) > 1 else values.mean())
 
 
 # --- the host side of a heavy batch ------------------------------------------------------------
