@@ -76,3 +76,58 @@ def test_tiny_kernels_lead_with_torch_compile():
     assert sd105_host_bound.device_busy_pct(unit) < sd105_host_bound.BUSY_DEVICE_PCT
     assert finding.fix["pytorch"] == sd105_host_bound.FIX["pytorch"]
     assert finding.fix["pytorch"].startswith("Launch fewer, larger kernels per step: compile the model")
+
+
+# --- noise is no finding: the CPU accuracy run's torch_healthy (bench/results/accuracy, run 1) -------------
+CPU_RUNS = Path(__file__).resolve().parent.parent / "bench" / "results" / "accuracy" / "cpu_run1_torch_healthy_runs.tgz"
+
+
+def _cpu_run(tmp_path, name):
+    import tarfile
+
+    with tarfile.open(CPU_RUNS) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (run_dir,) = (tmp_path / "runs" / name).iterdir()
+    return run_dir
+
+
+def test_host_overhead_that_only_the_inflation_correction_saw_raises_nothing(tmp_path):
+    """Round 1 on a loaded 2-core machine: the untraced steps ran 2.3x slower than the traced ones."""
+    from scaldiag.analyze.profile import analyze_trace
+    from scaldiag.pipeline import read_trace
+
+    run_dir = _cpu_run(tmp_path, "torch_healthy_planted_r0")
+    (traced,) = analyze_trace(read_trace(run_dir / "trace")[1]).units
+    report = diagnose_run(run_dir)
+    (corrected,) = report.analysis.trace.units
+    inflation = report.analysis.trace.profiler_inflation
+    # The trace itself: almost no host overhead. The correction to the slower untraced step made it half the step.
+    assert traced.categories["host_overhead"].exclusive_pct < sd105_host_bound.MODERATE_PCT
+    assert inflation < 1 and corrected.categories["host_overhead"].exclusive_pct > sd105_host_bound.HIGH_PCT
+    assert sd105_host_bound.correction_noise_pct(report.analysis.trace) == 100 * (1 - inflation)
+    assert "SD105" not in [f.id for f in report.trace_report.findings]
+
+
+def test_the_same_script_in_a_quiet_round_reads_the_same(tmp_path):
+    run_dir = _cpu_run(tmp_path, "torch_healthy_planted_r1")
+    report = diagnose_run(run_dir)
+    assert report.analysis.trace.profiler_inflation > 1
+    assert sd105_host_bound.correction_noise_pct(report.analysis.trace) == 0
+    (unit,) = report.analysis.trace.units
+    assert unit.categories["host_overhead"].exclusive_pct < sd105_host_bound.MODERATE_PCT
+    assert "SD105" not in [f.id for f in report.trace_report.findings]
+
+
+def test_inflation_below_one_widens_a_real_host_bound_share_but_keeps_it(tmp_path):
+    """The H200 run (inflation above 1) with its inflation set below 1: the finding stays, its spread wider."""
+    from dataclasses import replace
+
+    trace = diagnose_run(HEALTHY_RUN).analysis.trace
+    (unit,) = trace.units
+    before = sd105_host_bound.RULE.check(trace)
+    noisy = replace(trace, profiler_inflation=0.95)
+    after = sd105_host_bound.RULE.check(noisy)
+    assert before is not None and after is not None
+    spread = {e.metric: e.spread for e in after.evidence}["exclusive host_overhead share of step time"]
+    assert spread == round(unit.categories["host_overhead"].exclusive_pct_ci95 + 5.0, 2)
+    assert any("inflation 0.95x" in n for n in after.notes)
