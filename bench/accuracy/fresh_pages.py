@@ -23,7 +23,7 @@ def one(dtype: str, batch: int, batches: int) -> float:
     import numpy as np
 
     rng = np.random.default_rng(0)
-    x = (rng.random((batch * batches, 128, 128, 3)) * 255).astype(dtype)
+    x = rng.integers(0, 256, (batch * batches, 128, 128, 3), dtype=np.uint8).astype(dtype)
     perm = rng.permutation(len(x))
     times, size = [], 0
     for rep in range(3):

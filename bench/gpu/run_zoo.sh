@@ -5,7 +5,8 @@
 # (bench/torch), each case and its fixed twin in ROUNDS alternating rounds (PyTorch cases TORCH_ROUNDS),
 # no new round started after BUDGET_S seconds (CASES: a comma list, default all). Results: $OUT/accuracy.md, accuracy.json, env.txt and
 # gpu_zoo.tgz (every report and stdout), planted_runs.tgz (the round-0 planted run directories of
-# input_python and host_to_device, traces included).
+# input_python and host_to_device and host_to_device's twin, traces included); with FRESH_PAGES=N (pairs),
+# fresh_pages.json: the host's fresh-page cost per byte (bench/accuracy/fresh_pages.py), first.
 set -u
 source bench/gpu/setup.sh /tmp/gpu_zoo
 export CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1
@@ -13,9 +14,13 @@ export CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1
   python3 -c "import jax, keras, torch, sys; print('python', sys.version.split()[0], 'jax', jax.__version__, 'keras', keras.__version__, 'torch', torch.__version__)"
 } > "$OUT/env.txt" 2>&1
 cp "$OUT/env.txt" "$FINAL_OUT/"
+if [ -n "${FRESH_PAGES:-}" ]; then
+  python3 bench/accuracy/fresh_pages.py --pairs "$FRESH_PAGES" > "$FINAL_OUT/fresh_pages.json" 2>&1; cat "$FINAL_OUT/fresh_pages.json"
+  python3 bench/accuracy/fresh_pages.py --pairs 2 --dtype uint8 >> "$FINAL_OUT/fresh_pages.json" 2>&1; tail -1 "$FINAL_OUT/fresh_pages.json"
+fi
 python3 bench/accuracy/run.py --out "$OUT/accuracy" ${CASES:+--cases "$CASES"} --rounds "${ROUNDS:-3}" --torch-rounds "${TORCH_ROUNDS:-1}" \
   --budget-s "${BUDGET_S:-380}" --timeout-s "${PROFILE_TIMEOUT_S:-120}" --table-to "$FINAL_OUT" --label "(1 x H200, Keras 3 on JAX; PyTorch)" 2>&1 | cut -c1-400
-keep=$(cd /tmp && ls -d gpu_zoo/accuracy/runs/{input_python,host_to_device}_planted_r0 2>/dev/null)
+keep=$(cd /tmp && ls -d gpu_zoo/accuracy/runs/{input_python_planted,host_to_device_planted,host_to_device_twin}_r0 2>/dev/null)
 tar czf "$FINAL_OUT/gpu_zoo.tgz" -C /tmp --exclude=gpu_zoo/accuracy/runs gpu_zoo
 [ -n "$keep" ] && tar czf "$FINAL_OUT/planted_runs.tgz" -C /tmp $keep
 ls -la "$FINAL_OUT"
