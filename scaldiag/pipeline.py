@@ -56,9 +56,13 @@ def _typed_column(name: str, column: np.ndarray) -> np.ndarray:
     present = np.flatnonzero(column != None)  # noqa: E711 (element-wise on an object array)
     if not len(present):
         return column
+    present_values = column[present]
+    kinds = set(map(type, present_values))  # a pass at C speed; a trace's values are of one or two types
+    if kinds <= ({int} if name in INT_STATS else {str}):
+        return column
     check = _as_int if name in INT_STATS else _as_text
-    values = [check(v) for v in column[present]]
-    if all(a is b for a, b in zip(values, column[present])):
+    values = [check(v) for v in present_values]
+    if all(a is b for a, b in zip(values, present_values)):
         return column
     out = column.copy()
     out[present] = values

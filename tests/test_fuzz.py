@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -346,3 +347,31 @@ def test_an_empty_run_json_is_a_partial_report(tmp_path):
 
 def cleanup(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _decoded(data: bytes, native: str):
+    """The reader's columns for these bytes with the C (native "1") or numpy ("0") decoder, or its error."""
+    from scaldiag.readers.xplane.read import read_trace
+
+    previous = os.environ.get("SCALDIAG_NATIVE")
+    os.environ["SCALDIAG_NATIVE"] = native
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "t.xplane.pb"
+            path.write_bytes(data)
+            trace = read_trace([path])
+            return [(p.name, p.event_names, [(ln.name, ln.start_ns.tolist(), ln.end_ns.tolist(), ln.name_id.tolist(),
+                                              {k: v.tolist() for k, v in ln.stats.items()}) for ln in p.lines])
+                    for p in trace.planes]
+    except ScaldiagError as exc:
+        return type(exc).__name__
+    finally:
+        os.environ.pop("SCALDIAG_NATIVE") if previous is None else os.environ.__setitem__("SCALDIAG_NATIVE", previous)
+
+
+@pytest.mark.skipif(__import__("scaldiag.readers.xplane.read", fromlist=["_wire_c"])._wire_c is None,
+                    reason="the C decoder was not built (no compiler)")
+@QUICK
+@given(st.one_of(MUTATIONS.map(lambda ops: _mutate(SEED, ops)), generated_trace()))
+def test_the_c_and_numpy_decoders_agree_on_damaged_and_generated_bytes(data):
+    assert repr(_decoded(data, "1")) == repr(_decoded(data, "0"))  # repr: NaN stats compare equal

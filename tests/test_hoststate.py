@@ -201,3 +201,71 @@ def test_a_sorted_thread_cut_where_it_is_stored_gives_the_segments_of_the_whole(
         got = [np.concatenate([p[k] for p in pieces]).tolist() for k in range(4)]
         assert got == [s.tolist(), e.tolist(), c.tolist(), keep[i].tolist()]
         assert size > len(events) or len(pieces) > 1
+
+
+def tangled_events(rng, n):
+    """Random intervals, many of them outliving the ones they start in (as a Python tracer's
+    function events and a TraceMe on one thread do), some sharing starts and ends."""
+    start = np.sort(rng.integers(0, 4 * n, n))
+    length = np.where(rng.random(n) < 0.2, rng.integers(1, 40 * n, n), rng.integers(1, 12, n))
+    end = start + length
+    order = np.lexsort((-end, start))
+    return start[order], end[order]
+
+
+def _three_ways(start, end, own):
+    """innermost segments by the reference loop, the vectorised code where it applies, and the C sweep."""
+    from scaldiag.analyze import hoststate as hs
+
+    loop = hs._innermost_loop(start, end, own)
+    clipped = hs._clipped_ends(start, end)
+    vectorised = hs._innermost_sorted(start, *clipped, own) if clipped is not None else None
+    native = None
+    if hs._hoststate_c is not None:
+        found = hs._hoststate_c.innermost(start, end, own, hs._GENERIC_CODE, hs._OVERHEAD, hs._INPUT,
+                                          hs._INHERITING.tobytes())
+        native = tuple(np.frombuffer(c, np.int64) for c in found)
+    as_lists = lambda segs: [np.asarray(c).tolist() for c in segs]  # noqa: E731
+    return as_lists(loop), vectorised and as_lists(vectorised), native and as_lists(native)
+
+
+def test_the_c_sweep_the_loop_and_the_vectorised_code_agree_on_tangled_threads():
+    rng = np.random.default_rng(11)
+    settled = 0
+    for trial in range(300):
+        start, end = tangled_events(rng, int(rng.integers(1, 60)))
+        own = rng.choice([_GENERIC_CODE, 0, 1, 3, INPUT, _OVERHEAD], size=len(start)).astype(np.int64)
+        loop, vectorised, native = _three_ways(start, end, own)
+        if native is not None:
+            assert native == loop, trial
+        if vectorised is not None:
+            assert vectorised == loop, trial
+            settled += 1
+    assert settled > 100  # the vectorised code handles most tangles itself
+
+
+def test_an_event_after_a_clipped_child_is_not_inside_it():
+    # a [0, 10) holds b [5, 15), clipped to 10; c starts at 12, after both: on its own.
+    s, e, c, i = innermost_segments(np.array([0, 5, 12]), np.array([10, 15, 20]), np.array([1, 2, 3]))
+    assert list(zip(s.tolist(), e.tolist(), c.tolist(), i.tolist())) == [(0, 5, 1, 0), (5, 10, 2, 1), (12, 20, 3, 2)]
+
+
+def test_every_fixture_thread_gives_the_same_segments_three_ways():
+    from pathlib import Path
+
+    from scaldiag.analyze import hoststate as hs
+    from scaldiag.readers.xplane.read import read_trace
+
+    files = sorted(Path(__file__).parent.parent.joinpath("fixtures").rglob("*.xplane.pb"))
+    threads = 0
+    for file in files:
+        for plane in read_trace([file]).host_planes:
+            own_by_name = hs._own_codes(plane.event_names, False)
+            for line in plane.lines:
+                keep = np.flatnonzero(line.end_ns > line.start_ns)
+                order = np.lexsort((-line.end_ns[keep], line.start_ns[keep]))
+                start, end = line.start_ns[keep][order], line.end_ns[keep][order]
+                loop, vectorised, native = _three_ways(start, end, own_by_name[line.name_id[keep][order]])
+                assert native in (None, loop) and vectorised in (None, loop), (file, line.name)
+                threads += 1
+    assert threads > 20

@@ -1,11 +1,14 @@
 """The XPlane reader: stats inline and interned, logdir layout, bad input."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import GPU_TRACE
 from xspace_builder import PlaneBuilder, new_space, write
 
 from scaldiag.errors import TraceError
+from scaldiag.readers.xplane import read as xplane_read
 from scaldiag.readers.xplane.read import find_run, read_trace
 
 DETAILS = "kind_src:pageable kind_dst:device size:4096 dest:0 async:0"
@@ -184,3 +187,48 @@ def test_a_helper_process_decodes_what_this_one_does(monkeypatch):
     monkeypatch.setattr(read, "_PARALLEL_MIN_BYTES", 0)
     monkeypatch.setenv("SCALDIAG_DECODE_WORKERS", "1")
     assert _columns(read_trace([GPU_TRACE])) == alone
+
+
+def _every_fixture_trace() -> list[Path]:
+    return sorted(Path(__file__).parent.parent.joinpath("fixtures").rglob("*.xplane.pb"))
+
+
+def _read_both(monkeypatch, files):
+    """(columns or the error) with the C decoder, and with the numpy one."""
+    def read(native: str):
+        monkeypatch.setenv("SCALDIAG_NATIVE", native)
+        try:
+            return _columns(read_trace(files))
+        except TraceError as exc:
+            return ("TraceError", str(exc).split(":")[0])
+    return read("1"), read("0")
+
+
+needs_c = pytest.mark.skipif(xplane_read._wire_c is None, reason="the C decoder was not built (no compiler)")
+
+
+@needs_c
+def test_the_c_decoder_reads_every_fixture_as_the_numpy_one(monkeypatch):
+    files = _every_fixture_trace()
+    assert len(files) >= 5
+    for file in files:
+        native, numpy_only = _read_both(monkeypatch, [file])
+        assert native == numpy_only, file
+
+
+@needs_c
+def test_the_c_decoder_batches_a_line_as_one(monkeypatch):
+    """Batch edges (a line decoded a few events per call) change nothing."""
+    whole, _ = _read_both(monkeypatch, [GPU_TRACE])
+    monkeypatch.setattr(xplane_read, "_NATIVE_BATCH", 7)
+    assert _read_both(monkeypatch, [GPU_TRACE])[0] == whole
+
+
+@needs_c
+@pytest.mark.parametrize("cut", [0.3, 0.5, 0.97])
+def test_the_c_decoder_rejects_what_the_numpy_one_rejects(monkeypatch, tmp_path, cut):
+    data = GPU_TRACE.read_bytes()
+    path = tmp_path / "cut.xplane.pb"
+    path.write_bytes(data[:int(len(data) * cut)])
+    native, numpy_only = _read_both(monkeypatch, [path])
+    assert native[0] == "TraceError" and native == numpy_only

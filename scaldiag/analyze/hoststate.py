@@ -10,6 +10,7 @@ function that no op covers is host overhead.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,19 @@ _GENERIC_CODE = -1
 _OVERHEAD = _CODE["host_overhead"]
 _INPUT = _CODE["input"]
 _CHUNK = 1 << 20  # segments measured at a time: bounds the temporaries of a large trace
+# Codes that take their parent's (index: code + 1), as _effective_codes decides; for the C sweep.
+_INHERITING = np.zeros(len(HOST_STATES) + 1, np.uint8)
+_INHERITING[[_GENERIC_CODE + 1, _OVERHEAD + 1, _CODE["compute"] + 1, _CODE["layout"] + 1]] = 1
+NATIVE_ENV = "SCALDIAG_NATIVE"  # "0": the numpy code only (the reference), as without a C compiler
+
+try:  # the C loops, where they were built (setup.py); else the numpy code, which gives the same results
+    from scaldiag.analyze import _hoststate as _hoststate_c
+except ImportError:
+    _hoststate_c = None
+
+
+def _native():
+    return _hoststate_c if _hoststate_c is not None and os.environ.get(NATIVE_ENV, "1") != "0" else None
 
 
 @dataclass(frozen=True)
@@ -110,8 +124,17 @@ def host_states_during(planes: list[Plane], ops_are_compute: bool, gap_sets: lis
     measure = _GapMeasure(gap_sets)
     totals = [np.zeros(0, np.int64) for _ in gap_sets]
 
+    native = _native()
+
     def add(seg) -> None:
         seg_s, seg_e, seg_c, seg_n = seg
+        if native is not None and len(seg_n):
+            cells = (int(seg_n.max()) + 1) * len(HOST_STATES)
+            for k in range(len(totals)):
+                if len(totals[k]) < cells:
+                    totals[k] = np.concatenate((totals[k], np.zeros(cells - len(totals[k]), np.int64)))
+            measure.add_native(native, seg_s, seg_e, seg_c, seg_n, totals)
+            return
         shown = np.flatnonzero(seg_c < _CODE[cat.WAIT])
         for a in range(0, len(shown), _CHUNK):  # bounds the temporaries of a long thread
             part = shown[a:a + _CHUNK]
@@ -172,6 +195,13 @@ class _GapMeasure:
             self.before.append(np.concatenate(([0], before)))
             self.inside.append(np.concatenate(([0], np.diff(before) > 0, [0])).astype(np.int64))
         self.left = np.concatenate((self.bounds[:1], self.bounds))
+
+    def add_native(self, native, seg_s, seg_e, seg_c, seg_n, totals: list[np.ndarray]) -> None:
+        """What overlaps and a bincount per (name, state) give, added to ``totals``, by the C loop."""
+        native.measure(self.bounds, self.left, list(zip(self.before, self.inside, totals)),
+                       *(np.ascontiguousarray(x, t) for x, t in ((seg_s, np.int64), (seg_e, np.int64),
+                                                                 (seg_c, np.int8), (seg_n, np.int32))),
+                       _CODE[cat.WAIT], len(HOST_STATES))
 
     def overlaps(self, w_start: np.ndarray, w_end: np.ndarray) -> list[np.ndarray]:
         """Per set, its covered length inside each window [w_start, w_end)."""
@@ -256,9 +286,9 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
 
     Returns arrays (start, end, code, index): code is the innermost event's
     effective category (its own, else its nearest categorised ancestor's, else
-    host overhead), index its position in the arguments. Vectorised: nesting depth from a sorted sweep, parents level by
-    level, then the timeline of "innermost event" changes. Events on a thread
-    nest; a child that outlives its parent is clipped to it.
+    host overhead), index its position in the arguments. Events on a thread
+    nest; a child that outlives its parent is clipped to it, and what starts
+    after that clipped end is not inside it (see _innermost_loop, the reference).
     """
     pieces = list(_innermost_pieces(start, end, own))
     if len(pieces) == 1:
@@ -278,7 +308,7 @@ def _innermost_pieces(start: np.ndarray, end: np.ndarray, own: np.ndarray, cut: 
     # the memory its temporaries take.
     cuts = _free_starts(start, end, _CHUNK) if cut else [0, len(start)]
     for a, b in zip(cuts[:-1], cuts[1:]):
-        seg_s, seg_e, code, inner = _innermost_sorted(start[a:b], end[a:b], own[a:b])
+        seg_s, seg_e, code, inner = _innermost_piece(start[a:b], end[a:b], own[a:b])
         inner = inner.astype(np.intp)
         inner += a
         yield seg_s, seg_e, code, inner if order is None else order[inner]
@@ -305,15 +335,96 @@ def _free_starts_in(free: np.ndarray, n: int, size: int) -> list[int]:
     return sorted(set(cuts)) + [n]
 
 
-def _innermost_sorted(start: np.ndarray, end: np.ndarray, own: np.ndarray):
-    """innermost_segments of events sorted by (start, -end); ``end`` is clipped in place.
+def _innermost_piece(start: np.ndarray, end: np.ndarray, own: np.ndarray):
+    """innermost_segments of events sorted by (start, -end), all of positive length.
+
+    By the C sweep (_hoststate.c) where it is built; else vectorised where the
+    events, their ends clipped, nest (as real threads' mostly do), else by
+    _innermost_loop, the reference both follow.
+    """
+    native = _native()
+    if native is not None:
+        found = native.innermost(*(np.ascontiguousarray(x, np.int64) for x in (start, end, own)),
+                                 _GENERIC_CODE, _OVERHEAD, _INPUT, _INHERITING.tobytes())
+        return tuple(np.frombuffer(column, np.int64) for column in found)
+    clipped = _clipped_ends(start, end)
+    if clipped is None:
+        return _innermost_loop(start, end, own)
+    return _innermost_sorted(start, *clipped, own)
+
+
+def _innermost_loop(start: np.ndarray, end: np.ndarray, own: np.ndarray):
+    """innermost_segments by a stack sweep, one event at a time (the reference; _hoststate.c in C).
+
+    Events sorted by (start, -end): the open ones are on a stack; an event's
+    parent is the innermost open one and its end is clipped to the parent's
+    (clipped) end, so a child that outlives its parent ends with it and the
+    events after it are not inside it. At equal times ends come first (deepest
+    first), then starts (shallowest first): the last transition at a time holds.
+    """
+    start, end, own = start.tolist(), end.tolist(), own.tolist()
+    clipped, code, stack = [0] * len(start), [0] * len(start), []
+    segments: list[tuple[int, int, int, int]] = []
+    last_time, last_inner = None, -1
+
+    def transition(time: int, inner: int) -> None:
+        nonlocal last_time, last_inner
+        if last_inner >= 0 and time > last_time:
+            segments.append((last_time, time, code[last_inner], last_inner))
+        last_time, last_inner = time, inner
+
+    for i, (s, e, c) in enumerate(zip(start, end, own)):
+        while stack and clipped[stack[-1]] <= s:
+            done = stack.pop()
+            transition(clipped[done], stack[-1] if stack else -1)
+        if stack:
+            parent = stack[-1]
+            clipped[i] = min(e, clipped[parent])
+            if _INHERITING[c + 1] and (c == _GENERIC_CODE or code[parent] == _INPUT):
+                c = code[parent]
+        else:
+            clipped[i] = e
+            c = _OVERHEAD if c == _GENERIC_CODE else c
+        code[i] = c
+        stack.append(i)
+        transition(s, i)
+    while stack:
+        done = stack.pop()
+        transition(clipped[done], stack[-1] if stack else -1)
+    columns = np.array(segments, np.int64).reshape(-1, 4)
+    return tuple(np.ascontiguousarray(columns[:, k]) for k in range(4))
+
+
+_CLIP_ROUNDS = 8
+
+
+def _clipped_ends(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(end, parent) of each event, its end clipped to its parent's, parents found among the clipped
+    events (what the stack sweep gives), in rounds of vectorised parent finding; None where that
+    does not settle.
+
+    A result is only returned where it is the sweep's: the clipped events nest
+    (each one's open events at its start are its ancestors) and each end is
+    min(its own, its parent's clipped end). Ends stay after their starts between
+    rounds, so that counting open events stays meaningful.
+    """
+    clipped = end
+    for _ in range(_CLIP_ROUNDS):
+        parent, open_at_start = _parents(start, clipped)
+        has = parent >= 0
+        wanted = end.copy()
+        wanted[has] = np.minimum(end[has], clipped[parent[has]])
+        if np.array_equal(wanted, clipped):
+            return (clipped.copy(), parent) if np.array_equal(open_at_start, _depths(parent)) else None
+        clipped = np.maximum(wanted, start + 1)
+    return None
+
+
+def _innermost_sorted(start: np.ndarray, end: np.ndarray, parent: np.ndarray, own: np.ndarray):
+    """innermost_segments of events sorted by (start, -end) that nest, with their parents.
 
     Returns (start, end, code, index into these events).
     """
-    parent = _parents(start, end)
-    has_parent = parent >= 0
-    end[has_parent] = np.minimum(end[has_parent], end[parent[has_parent]])
-    del has_parent
     depth = _depths(parent)
     code = _effective_codes(own, parent, depth)
     del own
@@ -372,8 +483,9 @@ def _transitions_sorted(times: np.ndarray, is_start: np.ndarray, tie: np.ndarray
     return key, order
 
 
-def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Index of each event's enclosing event (-1 at top level), events sorted by (start, -end)."""
+def _parents(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index of each event's enclosing event (-1 at top level), events sorted by (start, -end), and
+    how many events are open at each one's start (its depth, where the events nest)."""
     n = len(start)
     # Open events at each start: those sorted before it that end after it starts.
     closed_before = np.searchsorted(np.sort(end), start, side="right")
@@ -389,7 +501,7 @@ def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
         slot = np.searchsorted(previous_level, level) - 1
         parent[level[slot >= 0]] = previous_level[slot[slot >= 0]]
         previous_level = level
-    return parent
+    return parent, depth
 
 
 def _by_level(depth: np.ndarray, mask: np.ndarray | None = None) -> list[np.ndarray]:

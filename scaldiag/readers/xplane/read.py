@@ -51,6 +51,11 @@ from scaldiag.readers.xplane.wire import (
 )
 from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
 
+try:  # the C decoder, where it was built (setup.py); else the numpy one below, which gives the same columns
+    from scaldiag.readers.xplane import _wire as _wire_c
+except ImportError:
+    _wire_c = None
+
 XPLANE_SUFFIX = ".xplane.pb"
 
 
@@ -239,33 +244,21 @@ def _metadata_stats(proto, stat_names, wanted_ids) -> dict[int, dict[str, object
 
 
 def _line(data, buf, start, end, context: _PlaneContext, pages: _Pages) -> Line:
-    """Decode one line, a batch of events at a time (batches follow the byte windows of bulk_batches)."""
+    """Decode one line, a batch of events at a time."""
     rest: list[bytes] = []
     rel_start, rel_end, metadata_ids = [], [], []
     stat_parts: dict[str, list[tuple[np.ndarray, list]]] = {}
     n = 0
-    pending: list = []  # batches in order: decoded here, or futures of the helper
-
-    def take(batch) -> None:
-        nonlocal n
-        first, last, metadata_id, stats = batch.result() if hasattr(batch, "result") else batch
+    native = _native()
+    batches = (_native_batches(native, data, start, end, context, rest, pages) if native is not None
+               else _numpy_batches(data, buf, start, end, context, rest, pages))
+    for first, last, metadata_id, stats in batches:
         rel_start.append(first)
         rel_end.append(last)
         metadata_ids.append(metadata_id)
         for name, parts in stats.items():
             stat_parts.setdefault(name, []).extend((rows + n, values) for rows, values in parts)
         n += len(first)
-
-    for k, (starts, ends) in enumerate(bulk_batches(data, buf, start, end, EVENTS_TAG, rest, _EVENT_HEAD)):
-        if pages.helper is not None and k % 2 == 0:
-            pending.append(pages.helper.submit(starts, ends, context))
-        else:
-            pending.append(_batch(data, buf, starts, ends, context))
-        while len(pending) > _IN_FLIGHT or (pending and not hasattr(pending[0], "result")):
-            take(pending.pop(0))
-        pages.release(int(ends[-1]))
-    for batch in pending:
-        take(batch)
     header = XLine.FromString(b"".join(rest))  # id, name, timestamp: everything but the events
     start_ns = _joined(rel_start, np.int64)
     start_ns += header.timestamp_ns
@@ -283,6 +276,53 @@ def _line(data, buf, start, end, context: _PlaneContext, pages: _Pages) -> Line:
     _fill_from_metadata(stats, unique, local, context.meta_stats, n)
     return Line(name=header.name or header.display_name, start_ns=start_ns, end_ns=end_ns, name_id=name_id,
                 stats=stats)
+
+
+def _native():
+    """The C decoder (_wire.c), unless it was not built or SCALDIAG_NATIVE=0 asks for the numpy one."""
+    if _wire_c is None or os.environ.get(NATIVE_ENV, "1") == "0":
+        return None
+    return _wire_c
+
+
+NATIVE_ENV = "SCALDIAG_NATIVE"
+_NATIVE_BATCH = 1 << 20  # events decoded per call: bounds what one batch holds
+
+
+def _native_batches(native, data, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages):
+    """The line's events in batches, as _batch gives them, decoded in C (one pass over their bytes)."""
+    wanted = np.fromiter(context.wanted_ids, np.int64).tobytes()
+    pos = start
+    while pos < end:
+        try:
+            pos, columns, head, stat_records = native.decode_events(data, pos, end, wanted, _NATIVE_BATCH)
+        except ValueError as exc:
+            raise WireError(str(exc)) from None
+        rest.append(head)
+        events = np.frombuffer(columns, np.int64).reshape(-1, 3)
+        if len(events):
+            records = np.frombuffer(stat_records, np.int64).reshape(-1, 6)
+            stats = _stat_assignments(data, *records.T, context.stat_names, context.wanted_ids) if len(records) else {}
+            first = events[:, 1] // 1000
+            yield first, first + (np.maximum(events[:, 2], 0) + 500) // 1000, events[:, 0].copy(), stats
+        pages.release(pos)
+
+
+def _numpy_batches(data, buf, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages):
+    """The line's events in batches (following the byte windows of bulk_batches), decoded with numpy;
+    every other batch by the helper process where there is one."""
+    pending: list = []  # batches in order: decoded here, or futures of the helper
+    for k, (starts, ends) in enumerate(bulk_batches(data, buf, start, end, EVENTS_TAG, rest, _EVENT_HEAD)):
+        if pages.helper is not None and k % 2 == 0:
+            pending.append(pages.helper.submit(starts, ends, context))
+        else:
+            pending.append(_batch(data, buf, starts, ends, context))
+        while len(pending) > _IN_FLIGHT or (pending and not hasattr(pending[0], "result")):
+            batch = pending.pop(0)
+            yield batch.result() if hasattr(batch, "result") else batch
+        pages.release(int(ends[-1]))
+    for batch in pending:
+        yield batch.result() if hasattr(batch, "result") else batch
 
 
 # What an XEvent's bytes start with as serializers write them: the tags of metadata_id and offset_ps.
@@ -408,15 +448,22 @@ def _wanted_stats(data, buf, stat_event, body_start, body_end, stat_names, wante
     meta[sf["msg"][id_rows]] = as_int64(sf["value"][id_rows])
     wanted = np.isin(meta, np.fromiter(wanted_ids, np.int64))
     rows = np.flatnonzero((sf["field"] >= STAT_DOUBLE) & (sf["field"] <= STAT_REF) & wanted[sf["msg"]])
-    stat_index = sf["msg"][rows]
+    return _stat_assignments(data, stat_event[sf["msg"][rows]], meta[sf["msg"][rows]], sf["field"][rows],
+                             sf["value"][rows], sf["body_start"][rows], sf["body_end"][rows], stat_names, wanted_ids)
+
+
+def _stat_assignments(data, event, meta, field, value, body_start, body_end, stat_names, wanted_ids):
+    """Per stat name, the (event rows, values) assignments of wanted stats' value fields, in the order they
+    apply: by stat id, then value field, each in the events' order (a later one wins where an event has a
+    stat twice). One row per value field: its event, stat id, field number, raw bits and body."""
     stats: dict[str, list[tuple[np.ndarray, list]]] = {}
-    for meta_id in np.unique(meta[stat_index]).tolist():
-        mine = rows[meta[stat_index] == meta_id]
+    for meta_id in np.unique(meta).tolist():
+        mine = np.flatnonzero(meta == meta_id)
         parts = stats.setdefault(wanted_ids[meta_id], [])
-        for number in np.unique(sf["field"][mine]).tolist():
-            r = mine[sf["field"][mine] == number]
-            parts.append((stat_event[sf["msg"][r]], _wire_values(data, number, sf["value"][r], sf["body_start"][r],
-                                                                 sf["body_end"][r], stat_names)))
+        for number in np.unique(field[mine]).tolist():
+            r = mine[field[mine] == number]
+            parts.append((event[r], _wire_values(data, number, value[r].astype(np.uint64), body_start[r], body_end[r],
+                                                 stat_names)))
     return stats
 
 

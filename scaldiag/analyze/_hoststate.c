@@ -1,0 +1,231 @@
+/* hoststate.py's two loops over every host event, in C (the numpy code is the reference and the fallback).
+
+   measure(...): how much of each device's idle gaps each segment covers, summed
+   per (event name, state), as hoststate._GapMeasure.overlaps and a bincount do.
+
+   innermost(start, end, own, generic, overhead, input, work): a thread's innermost
+   segments (hoststate.innermost_segments) in one stack sweep over one piece of
+   a thread's events sorted by (start, -end), all of positive length (int64
+   buffers), with each event's own state code (int64; ``generic`` where the name
+   gives none); work[code + 1] (a bytes table) is 1 for the codes that inherit
+   their parent's. Returns bytearrays (segment start, segment end, code,
+   innermost event), all int64. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    int64_t *seg_s, *seg_e, *seg_c, *seg_i;  /* NULL: only count */
+    Py_ssize_t count;
+    int64_t last_time, last_inner;  /* the previous transition: a segment runs from it to the next */
+} segments;
+
+/* A transition at ``time`` after which event ``inner`` (-1: none) is innermost. */
+static inline void transition(segments *s, const int64_t *code, int64_t time, int64_t inner) {
+    if (time > s->last_time && s->last_inner >= 0) {
+        if (s->seg_s) {
+            s->seg_s[s->count] = s->last_time;
+            s->seg_e[s->count] = time;
+            s->seg_c[s->count] = code[s->last_inner];
+            s->seg_i[s->count] = s->last_inner;
+        }
+        s->count++;
+    }
+    s->last_time = time;
+    s->last_inner = inner;
+}
+
+/* The sweep: events open on a stack; an event's end is clipped to its parent's; at equal times ends
+   come first (deepest first), then starts (shallowest first), so the last transition at a time holds. */
+static void sweep(Py_ssize_t n, const int64_t *start, const int64_t *end, const int64_t *own, int64_t generic,
+                  int64_t overhead, int64_t input, const unsigned char *work, Py_ssize_t n_work, int64_t *stack,
+                  int64_t *clipped, int64_t *code, segments *s) {
+    Py_ssize_t depth = 0;
+    s->count = 0;
+    s->last_time = INT64_MIN;
+    s->last_inner = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        while (depth && clipped[stack[depth - 1]] <= start[i]) {
+            depth--;
+            transition(s, code, clipped[stack[depth]], depth ? stack[depth - 1] : -1);
+        }
+        int64_t c = own[i];
+        if (depth == 0) {
+            clipped[i] = end[i];
+            if (c == generic) c = overhead;
+        } else {
+            int64_t parent = stack[depth - 1], slot = c + 1;
+            clipped[i] = end[i] < clipped[parent] ? end[i] : clipped[parent];
+            /* Own category, else the nearest categorised ancestor's; input is kept downwards. */
+            if (slot >= 0 && slot < n_work && work[slot]) {
+                int64_t inherited = code[parent];
+                if (c == generic || inherited == input) c = inherited;
+            }
+        }
+        code[i] = c;
+        stack[depth++] = i;
+        transition(s, code, start[i], i);
+    }
+    while (depth) {
+        depth--;
+        transition(s, code, clipped[stack[depth]], depth ? stack[depth - 1] : -1);
+    }
+}
+
+static int64_t *arena_cells;
+static size_t arena_size;
+
+static int64_t *scratch(size_t cells) {
+    if (cells > arena_size) {
+        int64_t *grown = PyMem_Realloc(arena_cells, cells * sizeof(int64_t));
+        if (!grown) { PyErr_NoMemory(); return NULL; }
+        arena_cells = grown;
+        arena_size = cells;
+    }
+    return arena_cells;
+}
+
+static PyObject *innermost(PyObject *self, PyObject *args) {
+    Py_buffer b_start, b_end, b_own, b_work;
+    long long generic, overhead, input;
+    if (!PyArg_ParseTuple(args, "y*y*y*LLLy*", &b_start, &b_end, &b_own, &generic, &overhead, &input, &b_work))
+        return NULL;
+    PyObject *result = NULL, *columns[4] = {NULL, NULL, NULL, NULL};
+    Py_ssize_t n = b_start.len / (Py_ssize_t)sizeof(int64_t);
+    if (b_end.len != b_start.len || b_own.len != b_start.len) {
+        PyErr_SetString(PyExc_ValueError, "start, end and own differ in length");
+        goto done;
+    }
+    /* Scratch kept between calls: a thread's pieces come one after another, and fresh pages
+       each time cost more than the sweep. */
+    int64_t *stack = scratch((size_t)(3 * n + 3));
+    if (!stack) goto done;
+    int64_t *clipped = stack + n + 1, *code = clipped + n + 1;
+    segments s = {NULL, NULL, NULL, NULL, 0, 0, -1};
+    const int64_t *start = b_start.buf, *end = b_end.buf, *own = b_own.buf;
+    sweep(n, start, end, own, generic, overhead, input, b_work.buf, b_work.len, stack, clipped, code, &s);
+    for (int k = 0; k < 4; k++) {
+        columns[k] = PyByteArray_FromStringAndSize(NULL, s.count * (Py_ssize_t)sizeof(int64_t));
+        if (!columns[k]) goto done;
+    }
+    s.seg_s = (int64_t *)PyByteArray_AS_STRING(columns[0]);
+    s.seg_e = (int64_t *)PyByteArray_AS_STRING(columns[1]);
+    s.seg_c = (int64_t *)PyByteArray_AS_STRING(columns[2]);
+    s.seg_i = (int64_t *)PyByteArray_AS_STRING(columns[3]);
+    sweep(n, start, end, own, generic, overhead, input, b_work.buf, b_work.len, stack, clipped, code, &s);
+    result = PyTuple_Pack(4, columns[0], columns[1], columns[2], columns[3]);
+done:
+    for (int k = 0; k < 4; k++) Py_XDECREF(columns[k]);
+    PyBuffer_Release(&b_start);
+    PyBuffer_Release(&b_end);
+    PyBuffer_Release(&b_own);
+    PyBuffer_Release(&b_work);
+    return result;
+}
+
+/* k: how many of bounds[0..n) are <= t, searched from ``hint`` (segments come in time order). */
+static inline Py_ssize_t upper(const int64_t *bounds, Py_ssize_t n, int64_t t, Py_ssize_t hint) {
+    Py_ssize_t lo, hi, k = hint;
+    if (k > 0 && bounds[k - 1] > t) {  /* t lies before the hint: gallop down */
+        Py_ssize_t step = 1;
+        hi = k - 1;
+        while (hi - step >= 0 && bounds[hi - step] > t) step *= 2;
+        lo = hi - step < 0 ? 0 : hi - step;
+    } else {  /* gallop up */
+        Py_ssize_t step = 1;
+        lo = k;
+        while (lo + step <= n && bounds[lo + step - 1] <= t) step *= 2;
+        hi = lo + step > n ? n : lo + step;
+    }
+    while (lo < hi) {  /* the first index in [lo, hi) whose bound is > t */
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (bounds[mid] <= t) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+typedef struct {
+    Py_buffer before, inside, total;
+} gap_set;
+
+/* measure(bounds, left, sets, seg_start, seg_end, seg_code, seg_name, shown_below, states)
+   sets: a sequence of (before, inside, totals) per device; before and inside are int64 of
+   len(bounds) + 1 (hoststate._GapMeasure), totals a writable int64 buffer of at least
+   (max name + 1) * states cells, to which each segment whose code is below ``shown_below``
+   adds its covered length at name * states + code. seg_code is int8, seg_name int32. */
+static PyObject *measure(PyObject *self, PyObject *args) {
+    Py_buffer b_bounds, b_left, b_s, b_e, b_c, b_n;
+    PyObject *sets_obj;
+    long long shown_below, states;
+    if (!PyArg_ParseTuple(args, "y*y*Oy*y*y*y*LL", &b_bounds, &b_left, &sets_obj, &b_s, &b_e, &b_c, &b_n,
+                          &shown_below, &states))
+        return NULL;
+    PyObject *result = NULL, *sets_seq = PySequence_Fast(sets_obj, "sets must be a sequence");
+    Py_ssize_t n_sets = sets_seq ? PySequence_Fast_GET_SIZE(sets_seq) : 0, got = 0;
+    gap_set *sets = sets_seq ? PyMem_Calloc((size_t)n_sets + 1, sizeof(gap_set)) : NULL;
+    if (!sets) { if (sets_seq) PyErr_NoMemory(); goto done; }
+    for (; got < n_sets; got++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(sets_seq, got);
+        if (!PyArg_ParseTuple(item, "y*y*w*", &sets[got].before, &sets[got].inside, &sets[got].total)) goto done;
+    }
+    const int64_t *bounds = b_bounds.buf, *left = b_left.buf, *seg_s = b_s.buf, *seg_e = b_e.buf;
+    const int8_t *seg_c = b_c.buf;
+    const int32_t *seg_n = b_n.buf;
+    Py_ssize_t nb = b_bounds.len / 8, n = b_s.len / 8;
+    if (b_e.len != b_s.len || b_c.len != n || b_n.len != 4 * n || b_left.len != 8 * (nb + 1)) {
+        PyErr_SetString(PyExc_ValueError, "measure: columns of different lengths");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n_sets; k++) {
+        if (sets[k].before.len != 8 * (nb + 1) || sets[k].inside.len != 8 * (nb + 1)) {
+            PyErr_SetString(PyExc_ValueError, "measure: before and inside need len(bounds) + 1 cells");
+            goto done;
+        }
+    }
+    Py_ssize_t k_start = 0, k_end = 0;
+    for (Py_ssize_t i = 0; i < n && nb; i++) {
+        if (seg_c[i] >= shown_below) continue;
+        int64_t cell = (int64_t)seg_n[i] * states + seg_c[i];
+        k_start = upper(bounds, nb, seg_s[i], k_start);
+        k_end = upper(bounds, nb, seg_e[i], k_end);
+        int64_t into_start = seg_s[i] - left[k_start], into_end = seg_e[i] - left[k_end];
+        for (Py_ssize_t k = 0; k < n_sets; k++) {
+            const int64_t *before = sets[k].before.buf, *inside = sets[k].inside.buf;
+            int64_t overlap = (before[k_end] + into_end * inside[k_end]) - (before[k_start] + into_start * inside[k_start]);
+            if (overlap && (cell < 0 || 8 * (cell + 1) > sets[k].total.len)) {
+                PyErr_SetString(PyExc_ValueError, "measure: totals too short for the names");
+                goto done;
+            }
+            if (overlap) ((int64_t *)sets[k].total.buf)[cell] += overlap;
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t k = 0; k < got; k++) {
+        PyBuffer_Release(&sets[k].before);
+        PyBuffer_Release(&sets[k].inside);
+        PyBuffer_Release(&sets[k].total);
+    }
+    PyMem_Free(sets);
+    Py_XDECREF(sets_seq);
+    PyBuffer_Release(&b_bounds);
+    PyBuffer_Release(&b_left);
+    PyBuffer_Release(&b_s);
+    PyBuffer_Release(&b_e);
+    PyBuffer_Release(&b_c);
+    PyBuffer_Release(&b_n);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"innermost", innermost, METH_VARARGS, "A thread's innermost segments: see the module's source."},
+    {"measure", measure, METH_VARARGS, "Segments measured against gap sets: see the module's source."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_hoststate", "hoststate.py's loops over host events, in C.",
+                                    -1, methods};
+
+PyMODINIT_FUNC PyInit__hoststate(void) { return PyModule_Create(&module); }
