@@ -176,3 +176,37 @@ def test_the_real_python_augmentation_on_an_h200_stays_input(tmp_path):
 
     report = diagnose_run(planted_run(tmp_path, "input_python"))
     assert report.trace_report.findings[0].id == "SD101"
+
+
+# --- run 6 (bench/results/gpu_h200/accuracy/accuracy_run6.md): the planted run and its uint8 twin, traces both ----
+RUN6 = "bench/results/gpu_h200/accuracy/run6_planted_runs.tgz"
+
+
+def run6(tmp_path, name: str):
+    import tarfile
+
+    from conftest import ROOT
+
+    with tarfile.open(ROOT / RUN6) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (run_dir,) = (tmp_path / "gpu_zoo" / "accuracy" / "runs" / name).iterdir()
+    return run_dir
+
+
+def test_the_twins_own_trace_shows_the_hand_over_the_model_forecast(tmp_path):
+    """What goes away with uint8, read from the twin's trace: the hand-over shrank by more than the bytes, by
+    about the fresh pages of the 48 MiB float32 array (the 12 MiB uint8 one reuses freed memory)."""
+    from scaldiag.analyze.forecast import fewer_bytes, unit_handover
+    from scaldiag.analyze.transfers import MMAP_THRESHOLD_MAX_BYTES
+    from scaldiag.pipeline import diagnose_run
+
+    (planted,) = diagnose_run(run6(tmp_path / "p", "host_to_device_planted_r0")).analysis.trace.units
+    (twin,) = diagnose_run(run6(tmp_path / "t", "host_to_device_twin_r0")).analysis.trace.units
+    f = fewer_bytes(planted, 4)
+    assert planted.h2d.largest_bytes > MMAP_THRESHOLD_MAX_BYTES >= twin.h2d.largest_bytes
+    assert twin.h2d.bytes_per_step == pytest.approx(planted.h2d.bytes_per_step / 4, rel=0.01)
+    measured = unit_handover(twin).ms
+    modelled = f.handover_ms / 4 if not f.fresh_gone else (f.handover_ms - f.fresh_ms) / 4
+    constant_per_byte = f.handover_ms / 4  # the run-5 model: the same cost per byte
+    assert abs(modelled / measured - 1) < 0.15
+    assert abs(constant_per_byte / measured - 1) > 0.3
