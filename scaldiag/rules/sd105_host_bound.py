@@ -127,9 +127,9 @@ def correction_noise_pct(analysis: ProfileAnalysis) -> float:
     """The share of the step the inflation correction put into host-side time from noise alone.
 
     Tracing only slows a step. A profiler inflation below 1 (traced steps faster than untraced ones)
-    says the two windows differ by noise (a loaded machine, other processes on the cores), and the
-    correction (analyze/inflation.py) puts the whole difference, 1 - inflation of the untraced step,
-    into host-side time, which the trace never saw. Measured on the 2-core development machine
+    says the two windows differ by something the trace did not see (a loaded machine, other processes
+    on the cores), and the correction (analyze/inflation.py) puts the whole difference, 1 - inflation
+    of the untraced step, into host-side time. Measured on the 2-core development machine
     (bench/results/accuracy, torch_healthy round 1): 0.6% host overhead in the trace became 50.8% at
     inflation 0.43, and SD105 fired high on a healthy script; the next round, at 1.12, read 0.6%.
     """
@@ -137,6 +137,16 @@ def correction_noise_pct(analysis: ProfileAnalysis) -> float:
     if inflation is None or not 0 < inflation < 1:
         return 0.0
     return 100 * (1 - inflation)
+
+
+def unproven_pct(unit: UnitAnalysis, noise_pct: float) -> float:
+    """host_overhead's part of ``noise_pct``: the correction scales every host-side category by one factor,
+    so what it added lands on each in proportion to its (corrected) time."""
+    host_side = sum(unit.categories[c].exclusive_pct for c in HOST_SIDE if c in unit.categories)
+    share = unit.categories.get("host_overhead")
+    if share is None or host_side <= 0:
+        return 0.0
+    return noise_pct * share.exclusive_pct / host_side
 
 
 class _HostBound:
@@ -155,14 +165,14 @@ class _HostBound:
         return replace(finding, notes=[*finding.notes, (
             f"profiler inflation {analysis.profiler_inflation:.2f}x: the untraced steps were slower than the "
             f"traced ones, which tracing cannot cause; the correction to the untraced step put that "
-            f"{noise:.0f}% of the step into host-side time, so the share's spread includes it")])
+            f"{noise:.0f}% of the step into host-side time, host overhead's part of it is in the share's spread")])
 
 
 def _widened(unit: UnitAnalysis, noise_pct: float) -> UnitAnalysis:
     share = unit.categories.get("host_overhead")
     if share is None:
         return unit
-    wider = replace(share, exclusive_pct_ci95=share.exclusive_pct_ci95 + noise_pct)
+    wider = replace(share, exclusive_pct_ci95=share.exclusive_pct_ci95 + unproven_pct(unit, noise_pct))
     return replace(unit, categories={**unit.categories, "host_overhead": wider})
 
 
