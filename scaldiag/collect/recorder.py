@@ -1,10 +1,14 @@
 """Step recording for any training loop: wall times of every step, a trace window.
 
 Framework-free: the Keras callback and the custom-loop API both drive it.
-Each step is written as it ends and reaches the disk within STEP_FLUSH_S
-(and at every mark: an epoch's end, validation, the profiler), so a killed
-run keeps all but its last moment of steps; a file write per step cost
-64-76 us a step on the H200 machine's kernel, ~5% of a 1.5 ms step. Which steps are warm-up, compilation or retracing is decided later,
+Each step is kept as a tuple as it ends and reaches the disk within
+STEP_FLUSH_S (and at every mark: an epoch's end, validation, the profiler),
+so a killed run keeps all but its last moment of steps. The training thread
+pays for this on every step, so it is kept small (bench/bench_step_hook.py):
+a file write per step cost 64-76 us a step on the H200 machine's kernel, ~5%
+of a 1.5 ms step; a row encoded with ``json`` as it ends cost 3 of the 5 us
+left after buffering, so rows are formatted at the flush, with one format
+string. Which steps are warm-up, compilation or retracing is decided later,
 by the analysis, from these facts. Marks (``marks.jsonl``) are the moments
 between steps that the whole-run accounting needs: fit and epoch
 boundaries, validation, the profiler starting and stopping.
@@ -12,6 +16,7 @@ boundaries, validation, the profiler starting and stopping.
 
 from __future__ import annotations
 
+import collections
 import time
 from pathlib import Path
 
@@ -21,13 +26,58 @@ from scaldiag.record.rundir import MARKS, STEPS, TRACE_DIR, JsonlWriter, update_
 WARMUP_STEPS = 3  # compile and first-run effects (allocator growth, autotuning)
 TRACE_STEPS = 5   # steady-state steps in the profiler window
 STEP_FLUSH_S = 0.1  # steps are on disk at most this long after they end, while steps arrive
+RECENT_STEPS = 64  # step beginnings kept in memory (the callback sizes its input-free run from them)
+
+
+def step_line(step: int, epoch: int, begin_ns: int, end_ns: int, traced: bool, batch: int | None) -> str:
+    """One steps.jsonl row, as ``json`` writes it (compact). ``step`` and the clocks are the
+    recorder's own integers; ``epoch`` and ``batch`` come from the loop, hence ``int``."""
+    tail = "" if batch is None else f',"batch":{int(batch)}'
+    return (f'{{"step":{step},"epoch":{int(epoch)},"begin_ns":{begin_ns},"end_ns":{end_ns},'
+            f'"traced":{"true" if traced else "false"}{tail}}}\n')
+
+
+class _StepRows:
+    """steps.jsonl: rows kept as tuples, formatted and written once per ``max_delay_ns`` (and on flush)."""
+
+    def __init__(self, path: Path, max_delay_s: float):
+        self._file = open(path, "a")  # noqa: SIM115 (closed in close())
+        self.rows: list[tuple] = []
+        self._max_delay_ns = int(max_delay_s * 1e9)
+        self.flushed_ns = time.time_ns()
+
+    def add(self, row: tuple) -> None:
+        self.rows.append(row)
+        waited = row[3] - self.flushed_ns  # row[3]: the step's end, time.time_ns()
+        if waited >= self._max_delay_ns or waited < 0:  # (< 0: the clock was set back)
+            self.flush()
+
+    def flush(self) -> None:
+        if self._file.closed:
+            return
+        rows, self.rows = self.rows, []
+        if rows:
+            self._file.write("".join([step_line(*row) for row in rows]))
+        self._file.flush()
+        self.flushed_ns = time.time_ns()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            try:
+                self.flush()
+            except OSError:  # the last rows could not reach the disk (full, gone): a gap, not a failure
+                pass
+            try:
+                self._file.close()
+            except OSError:
+                pass
 
 
 class StepRecorder:
     def __init__(self, run_dir: Path, window: TraceWindow | None,
                  warmup_steps: int = WARMUP_STEPS, trace_steps: int = TRACE_STEPS):
         self.run_dir = Path(run_dir)
-        self._steps = JsonlWriter(self.run_dir / STEPS, flush_every=1 << 20, max_delay_s=STEP_FLUSH_S)
+        self._steps = _StepRows(self.run_dir / STEPS, STEP_FLUSH_S)
         self._marks = JsonlWriter(self.run_dir / MARKS)
         self._batch: int | None = None
         self._window = window
@@ -38,6 +88,7 @@ class StepRecorder:
         self._begin_ns = 0
         self._traced = False
         self._open = False
+        self.recent_begin_ns = collections.deque(maxlen=RECENT_STEPS)
         update_json(self.run_dir, "training.json", warmup_steps=warmup_steps, trace_steps=trace_steps)
 
     def mark(self, name: str, **facts) -> None:
@@ -56,22 +107,29 @@ class StepRecorder:
         step's logs into Python numbers, a device sync that would slow an
         asynchronous (JAX) training loop.
         """
+        now = time.time_ns()
         if self._open:
-            self._finish(time.time_ns())
+            self._finish(now)
         self.step += 1
         self._batch = batch
         window = self._window
-        if window is not None and self.step == self._trace_first:
-            self.mark("trace_start")
-            window.start()
-            self.mark("trace_started")
-            update_json(self.run_dir, "training.json", trace={"logdir": TRACE_DIR, "first_step": self.step,
-                                                                "backend": window.backend, "error": window.error})
-        self._traced = bool(window and window.active)
-        if self._traced:
-            window.step_begin(self.step)
+        if window is not None:
+            late = self.step == self._trace_first
+            if late:
+                self.mark("trace_start")
+                window.start()
+                self.mark("trace_started")
+                update_json(self.run_dir, "training.json", trace={"logdir": TRACE_DIR, "first_step": self.step,
+                                                                    "backend": window.backend, "error": window.error})
+            self._traced = bool(window.active)
+            if self._traced:
+                window.step_begin(self.step)
+                late = True
+            if late:
+                now = time.time_ns()  # the window's own work belongs to neither step
         self._open = True
-        self._begin_ns = time.time_ns()
+        self._begin_ns = now
+        self.recent_begin_ns.append(now)
 
     def end(self) -> None:
         """The current step ends (custom loops know; Keras steps end at the next begin)."""
@@ -82,11 +140,7 @@ class StepRecorder:
         self._open = False
         if self._traced:
             self._window.step_end()
-        row = {"step": self.step, "epoch": self.epoch, "begin_ns": self._begin_ns, "end_ns": end_ns,
-               "traced": self._traced}
-        if self._batch is not None:
-            row["batch"] = self._batch
-        self._steps.write(row)
+        self._steps.add((self.step, self.epoch, self._begin_ns, end_ns, self._traced, self._batch))
         if self._traced and self.step >= self._trace_last:
             self.stop_trace()
 

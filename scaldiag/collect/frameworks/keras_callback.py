@@ -12,11 +12,9 @@ disables the callback and is written into the run as missing evidence.
 
 from __future__ import annotations
 
-import collections
 import functools
 import os
 import sys
-import time
 
 import keras
 
@@ -78,8 +76,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self._y = self._sample_weight = self._first_batch = None
         self._input_ceiling_s = input_ceiling_s
         self._input_free = input_free and os.environ.get(INPUT_FREE_ENV, "1") != "0"
-        self._begins = collections.deque(maxlen=64)  # recent step beginnings: the step time to size the clone's run
         self._in_fit = False
+        self._begin = None  # the recorder's step hook, once training begins
         self._replicas: int | None = None
         self._unknown_because = ""
 
@@ -117,6 +115,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         name = keras_info.backend()
         self.session = Session(backend=name, **self._options)
+        self._begin = self.session.recorder.begin
         self._replicas = keras_info.replicas(self.model, name)
         self.session.recorder.mark("fit_begin")
         self._in_fit = True
@@ -131,10 +130,16 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self.session.recorder.epoch = epoch
         self.session.recorder.mark("epoch_begin", epoch=epoch)
 
-    @_guarded
     def on_train_batch_begin(self, batch, logs=None):
-        self.session.recorder.begin(batch)
-        self._begins.append(time.perf_counter())
+        # Every step pays for this hook, so it is ``_guarded`` by hand (one call less) and does
+        # nothing but record the step (bench/bench_step_hook.py times it).
+        if self._failed:
+            return
+        try:
+            self._begin(batch)
+        except Exception as exc:
+            self._failed = f"on_train_batch_begin: {type(exc).__name__}: {exc}"
+            capture_failed(self.session, self._failed)
 
     # No on_train_batch_end, on purpose: Keras would then convert every step's
     # logs to Python numbers, a device sync that slows JAX training by ~30%
@@ -184,7 +189,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
         """The step without its input (``input_free``), after training so that it cannot slow it."""
         self.session.recorder.mark("input_free_begin")
         try:
-            periods = sorted(b - a for a, b in zip(self._begins, list(self._begins)[1:]))
+            begins = list(self.session.recorder.recent_begin_ns)  # the last steps' beginnings
+            periods = sorted((b - a) / 1e9 for a, b in zip(begins, begins[1:]))
             if len(periods) < input_free.MIN_FIT_STEPS:
                 raise input_free.Skipped(f"this fit ran {len(periods) + 1} steps: too few to compare with")
             step_s = periods[len(periods) // 2]

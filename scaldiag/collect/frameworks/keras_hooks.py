@@ -69,24 +69,28 @@ def patch_fit(model_class, add_callback: bool) -> None:
 
     @functools.wraps(original)
     def fit(self, *args, **kwargs):
-        args, kwargs = _with_callback(args, kwargs, fit._scaldiag_adds_callback)
+        args, kwargs = _with_callback(self, args, kwargs, fit._scaldiag_adds_callback)
         return original(self, *args, **kwargs)
 
     fit._scaldiag_adds_callback = add_callback
     model_class.fit = fit
 
 
-def _with_callback(args, kwargs, add: bool):
-    """fit's arguments, its ScaldiagCallbacks told about the data (one added first if ``add``)."""
+def _with_callback(model, args, kwargs, add: bool):
+    """fit's arguments, its ScaldiagCallbacks told about the data (one added first if ``add``).
+
+    Runs once per ``fit`` call, not per step. ``callbacks`` may be a list or a Keras
+    ``CallbackList`` (which fit uses as it is: one of ours is then added into it)."""
     try:
+        import keras
+
         from scaldiag.collect.frameworks import keras_info
         from scaldiag.collect.frameworks.input_marks import annotate_array_batches, mark_input
         from scaldiag.collect.frameworks.keras_callback import ScaldiagCallback
 
-        if len(args) > _FIT_CALLBACKS_POSITION:
-            callbacks = list(args[_FIT_CALLBACKS_POSITION] or [])
-        else:
-            callbacks = list(kwargs.get("callbacks") or [])
+        given = args[_FIT_CALLBACKS_POSITION] if len(args) > _FIT_CALLBACKS_POSITION else kwargs.get("callbacks")
+        container = given if isinstance(given, keras.callbacks.CallbackList) else None
+        callbacks = container.callbacks if container is not None else list(given or [])
         ours = [c for c in callbacks if isinstance(c, ScaldiagCallback)]
         if not ours and not add:
             return args, kwargs
@@ -95,6 +99,9 @@ def _with_callback(args, kwargs, add: bool):
             # save), so the step that ends the epoch ends where Keras synchronised, not after the save.
             ours = [ScaldiagCallback(quiet=True)]
             callbacks.insert(0, ours[0])
+            if container is not None:  # fit calls neither set_model nor set_params on a CallbackList's members
+                ours[0].set_model(model)
+                ours[0].set_params(container.params)
         x = args[0] if args else kwargs.get("x")
         y = args[1] if len(args) > 1 else kwargs.get("y")
         batch_size = args[2] if len(args) > 2 else kwargs.get("batch_size")
@@ -104,10 +111,11 @@ def _with_callback(args, kwargs, add: bool):
         marked = mark_input(x, keras_info.backend(), on_first_batch=lambda b: [c.observe_batch(b) for c in ours])
         if marked is not x:
             args, kwargs = ((marked, *args[1:]), kwargs) if args else (args, {**kwargs, "x": marked})
-        if len(args) > _FIT_CALLBACKS_POSITION:
-            args = (*args[:_FIT_CALLBACKS_POSITION], callbacks, *args[_FIT_CALLBACKS_POSITION + 1:])
-        else:
-            kwargs = {**kwargs, "callbacks": callbacks}
+        if container is None:  # (a CallbackList was changed in place: fit gets the same one)
+            if len(args) > _FIT_CALLBACKS_POSITION:
+                args = (*args[:_FIT_CALLBACKS_POSITION], callbacks, *args[_FIT_CALLBACKS_POSITION + 1:])
+            else:
+                kwargs = {**kwargs, "callbacks": callbacks}
     except Exception as exc:  # capture is optional; the user's fit is not
         print(f"scaldiag: not capturing this fit ({type(exc).__name__}: {exc})", file=sys.stderr)
     return args, kwargs
