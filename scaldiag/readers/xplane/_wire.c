@@ -6,15 +6,17 @@
    "the last value of a field wins", a length-delimited field where a varint
    is expected counts as 0, and wire types 3, 4, 6, 7 are errors.
 
-   decode_events(buffer, pos, end, wanted, max_events) walks the XLine fields
-   in buffer[pos:end) from pos and stops after max_events events (or at end).
-   Returns (next_pos, columns, rest, stats):
-     columns: bytearray of int64 triples per event (metadata_id, offset_ps, duration_ps);
-     rest:    bytes of every field that is not an event (the line's header);
-     stats:   bytearray of int64 sextuples, one per value field of each stat
-              whose metadata_id is in ``wanted`` (a bytes of int64 ids):
-              (event row, stat metadata_id, field number, raw value bits,
-               body start, body end).
+   decode_events(buffer, pos, end, wanted, max_events, start_ns, end_ns, metadata_id, row)
+   walks the XLine fields in buffer[pos:end) from pos and stops after max_events
+   events (or at end). Event k's columns go to row + k of the writable int64
+   buffers start_ns (offset_ps // 1000), end_ns (start plus the duration rounded
+   to ns, negative durations as 0) and metadata_id: the line's timestamp is added
+   by the caller, as read.py's _batch does. Returns (next_pos, events, rest, stats):
+     rest:  bytes of every field that is not an event (the line's header);
+     stats: bytearray of int64 sextuples, one per value field of each stat
+            whose metadata_id is in ``wanted`` (a bytes of int64 ids):
+            (row of its event, stat metadata_id, field number, raw value bits,
+             body start, body end).
    Only the one-byte tag 0x22 (XLine.events, length-delimited) is an event,
    as in wire.bulk_batches. No numpy headers: results go out as bytearrays. */
 
@@ -163,15 +165,32 @@ static int decode_event(const uint8_t *base, const uint8_t *p, const uint8_t *en
     return 0;
 }
 
+/* a // 1000 rounded down, as numpy's // does. */
+static inline int64_t ns_floor(int64_t ps) {
+    int64_t q = ps / 1000;
+    return (ps % 1000 < 0) ? q - 1 : q;
+}
+
 static PyObject *decode_events(PyObject *self, PyObject *args) {
-    Py_buffer data, wanted_buf;
-    Py_ssize_t pos, end, max_events;
-    if (!PyArg_ParseTuple(args, "y*nny*n", &data, &pos, &end, &wanted_buf, &max_events)) return NULL;
+    Py_buffer data, wanted_buf, out_start, out_end, out_meta;
+    Py_ssize_t pos, end, max_events, first_row;
+    if (!PyArg_ParseTuple(args, "y*nny*nw*w*w*n", &data, &pos, &end, &wanted_buf, &max_events, &out_start, &out_end,
+                          &out_meta, &first_row))
+        return NULL;
     PyObject *result = NULL;
-    vec columns = {0}, stats = {0};
+    vec stats = {0};
     char *rest = NULL;
     Py_ssize_t rest_len = 0, rest_cap = 0;
     const char *error = NULL;
+    int64_t *col_start = out_start.buf, *col_end = out_end.buf, *col_meta = out_meta.buf;
+    Py_ssize_t room = out_start.len / 8;
+    if (out_end.len / 8 < room) room = out_end.len / 8;
+    if (out_meta.len / 8 < room) room = out_meta.len / 8;
+    if (first_row < 0 || first_row > room) {
+        PyErr_SetString(PyExc_ValueError, "decode_events: row outside the output columns");
+        goto done;
+    }
+    if (max_events > room - first_row) max_events = room - first_row;
     if (pos < 0 || end > data.len || pos > end) {
         error = "a field runs past the end of its message (truncated?)";
         goto done;
@@ -179,8 +198,8 @@ static PyObject *decode_events(PyObject *self, PyObject *args) {
     const uint8_t *base = data.buf, *p = base + pos, *stop = base + end;
     const int64_t *wanted = wanted_buf.buf;
     Py_ssize_t n_wanted = wanted_buf.len / (Py_ssize_t)sizeof(int64_t);
-    int64_t row = 0;
-    while (p < stop && row < max_events) {
+    int64_t row = first_row, last_row = first_row + max_events;
+    while (p < stop && row < last_row) {
         if (*p == EVENTS_TAG) {
             const uint8_t *q = p + 1;
             uint64_t length;
@@ -195,7 +214,13 @@ static PyObject *decode_events(PyObject *self, PyObject *args) {
                 error = "field runs past its message (or an unsupported wire type)";
                 goto done;
             }
-            if (vec_push(&columns, out, 3)) goto done;
+            /* (max(duration, 0) + 500) // 1000 as numpy computes it: int64 sums wrap (done unsigned,
+               where C's signed overflow is undefined), // rounds down */
+            int64_t first_ns = ns_floor(out[1]), duration = out[2] > 0 ? out[2] : 0;
+            int64_t rounded = ns_floor((int64_t)((uint64_t)duration + 500));
+            col_meta[row] = out[0];
+            col_start[row] = first_ns;
+            col_end[row] = (int64_t)((uint64_t)first_ns + (uint64_t)rounded);
             row++;
             p = q + length;
             continue;
@@ -225,25 +250,118 @@ static PyObject *decode_events(PyObject *self, PyObject *args) {
         memcpy(rest + rest_len, field_start, (size_t)n);
         rest_len += n;
     }
-    PyObject *cols = vec_bytearray(&columns), *st = vec_bytearray(&stats);
+    PyObject *st = vec_bytearray(&stats);
     PyObject *rest_bytes = PyBytes_FromStringAndSize(rest ? rest : "", rest_len);
-    if (cols && st && rest_bytes)
-        result = Py_BuildValue("nOOO", (Py_ssize_t)(p - base), cols, rest_bytes, st);
-    Py_XDECREF(cols);
+    if (st && rest_bytes)
+        result = Py_BuildValue("nnOO", (Py_ssize_t)(p - base), (Py_ssize_t)(row - first_row), rest_bytes, st);
     Py_XDECREF(st);
     Py_XDECREF(rest_bytes);
 done:
     if (error) PyErr_SetString(PyExc_ValueError, error);
-    PyMem_Free(columns.data);
     PyMem_Free(stats.data);
+    PyBuffer_Release(&out_start);
+    PyBuffer_Release(&out_end);
+    PyBuffer_Release(&out_meta);
     PyMem_Free(rest);
     PyBuffer_Release(&data);
     PyBuffer_Release(&wanted_buf);
     return result;
 }
 
+/* distinct_texts(buffer, starts, ends): for texts buffer[starts[i]:ends[i]] (int64 buffers),
+   (inverse, firsts): bytearrays of int64, firsts[k] the first text of the k-th distinct
+   value, inverse[i] the k of text i. A trace repeats its op names and copy details every
+   step: the caller makes one str per distinct text. */
+static inline uint64_t fnv1a(const uint8_t *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+static PyObject *distinct_texts(PyObject *self, PyObject *args) {
+    Py_buffer data, b_starts, b_ends;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &data, &b_starts, &b_ends)) return NULL;
+    PyObject *result = NULL, *inverse = NULL;
+    vec firsts = {0};
+    int64_t *table = NULL;  /* -1: empty, else a k */
+    uint64_t *hashes = NULL;
+    Py_ssize_t n = b_starts.len / 8, cap = 64, used = 0;
+    const int64_t *starts = b_starts.buf, *ends = b_ends.buf;
+    const uint8_t *base = data.buf;
+    if (b_ends.len != b_starts.len) { PyErr_SetString(PyExc_ValueError, "starts and ends differ in length"); goto done; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (starts[i] < 0 || ends[i] < starts[i] || ends[i] > data.len) {
+            PyErr_SetString(PyExc_ValueError, "a text outside the buffer");
+            goto done;
+        }
+    }
+    inverse = PyByteArray_FromStringAndSize(NULL, n * 8);
+    table = PyMem_Malloc((size_t)cap * sizeof(int64_t));
+    hashes = PyMem_Malloc((size_t)cap * sizeof(uint64_t));
+    if (!inverse || !table || !hashes) { if (!PyErr_Occurred()) PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t j = 0; j < cap; j++) table[j] = -1;
+    int64_t *inv = (int64_t *)PyByteArray_AS_STRING(inverse);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *text = base + starts[i];
+        Py_ssize_t len = (Py_ssize_t)(ends[i] - starts[i]);
+        uint64_t h = fnv1a(text, len);
+        Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)(cap - 1));
+        for (;;) {
+            int64_t k = table[slot];
+            if (k < 0) {  /* a new text */
+                int64_t first = i;
+                if (vec_push(&firsts, &first, 1)) goto done;
+                k = firsts.len - 1;
+                table[slot] = k;
+                hashes[slot] = h;
+                inv[i] = k;
+                used++;
+                break;
+            }
+            int64_t f = firsts.data[k];
+            if (hashes[slot] == h && ends[f] - starts[f] == len && !memcmp(base + starts[f], text, (size_t)len)) {
+                inv[i] = k;
+                break;
+            }
+            slot = (slot + 1) & (cap - 1);
+        }
+        if (2 * used > cap) {  /* grow: rehash the distinct texts */
+            Py_ssize_t grown_cap = 2 * cap;
+            int64_t *t2 = PyMem_Malloc((size_t)grown_cap * sizeof(int64_t));
+            uint64_t *h2 = PyMem_Malloc((size_t)grown_cap * sizeof(uint64_t));
+            if (!t2 || !h2) { PyMem_Free(t2); PyMem_Free(h2); PyErr_NoMemory(); goto done; }
+            for (Py_ssize_t j = 0; j < grown_cap; j++) t2[j] = -1;
+            for (Py_ssize_t j = 0; j < cap; j++) {
+                if (table[j] < 0) continue;
+                Py_ssize_t to = (Py_ssize_t)(hashes[j] & (uint64_t)(grown_cap - 1));
+                while (t2[to] >= 0) to = (to + 1) & (grown_cap - 1);
+                t2[to] = table[j];
+                h2[to] = hashes[j];
+            }
+            PyMem_Free(table);
+            PyMem_Free(hashes);
+            table = t2, hashes = h2, cap = grown_cap;
+        }
+    }
+    PyObject *first_bytes = vec_bytearray(&firsts);
+    if (first_bytes) {
+        result = PyTuple_Pack(2, inverse, first_bytes);
+        Py_DECREF(first_bytes);
+    }
+done:
+    Py_XDECREF(inverse);
+    PyMem_Free(firsts.data);
+    PyMem_Free(table);
+    PyMem_Free(hashes);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&b_starts);
+    PyBuffer_Release(&b_ends);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_events", decode_events, METH_VARARGS, "Decode a line's events: see the module's source."},
+    {"distinct_texts", distinct_texts, METH_VARARGS, "Number a batch of texts by distinct value: see the source."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -246,25 +246,15 @@ def _metadata_stats(proto, stat_names, wanted_ids) -> dict[int, dict[str, object
 def _line(data, buf, start, end, context: _PlaneContext, pages: _Pages) -> Line:
     """Decode one line, a batch of events at a time."""
     rest: list[bytes] = []
-    rel_start, rel_end, metadata_ids = [], [], []
-    stat_parts: dict[str, list[tuple[np.ndarray, list]]] = {}
-    n = 0
     native = _native()
-    batches = (_native_batches(native, data, start, end, context, rest, pages) if native is not None
-               else _numpy_batches(data, buf, start, end, context, rest, pages))
-    for first, last, metadata_id, stats in batches:
-        rel_start.append(first)
-        rel_end.append(last)
-        metadata_ids.append(metadata_id)
-        for name, parts in stats.items():
-            stat_parts.setdefault(name, []).extend((rows + n, values) for rows, values in parts)
-        n += len(first)
+    if native is not None:
+        start_ns, end_ns, metadata_id, stat_parts = _native_columns(native, data, start, end, context, rest, pages)
+    else:
+        start_ns, end_ns, metadata_id, stat_parts = _numpy_columns(data, buf, start, end, context, rest, pages)
+    n = len(start_ns)
     header = XLine.FromString(b"".join(rest))  # id, name, timestamp: everything but the events
-    start_ns = _joined(rel_start, np.int64)
     start_ns += header.timestamp_ns
-    end_ns = _joined(rel_end, np.int64)
     end_ns += header.timestamp_ns
-    metadata_id = _joined(metadata_ids, np.int64)
     stats = {}
     first_id = {name: key for key, name in sorted(context.wanted_ids.items(), reverse=True)}
     for name in sorted(stat_parts, key=first_id.__getitem__):  # the order of their stat ids
@@ -278,6 +268,21 @@ def _line(data, buf, start, end, context: _PlaneContext, pages: _Pages) -> Line:
                 stats=stats)
 
 
+def _numpy_columns(data, buf, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages):
+    """(start, end relative to the line's timestamp, metadata id, stat assignments) of a line's events."""
+    rel_start, rel_end, metadata_ids = [], [], []
+    stat_parts: dict[str, list[tuple[np.ndarray, list]]] = {}
+    n = 0
+    for first, last, metadata_id, stats in _numpy_batches(data, buf, start, end, context, rest, pages):
+        rel_start.append(first)
+        rel_end.append(last)
+        metadata_ids.append(metadata_id)
+        for name, parts in stats.items():
+            stat_parts.setdefault(name, []).extend((rows + n, values) for rows, values in parts)
+        n += len(first)
+    return _joined(rel_start, np.int64), _joined(rel_end, np.int64), _joined(metadata_ids, np.int64), stat_parts
+
+
 def _native():
     """The C decoder (_wire.c), unless it was not built or SCALDIAG_NATIVE=0 asks for the numpy one."""
     if _wire_c is None or os.environ.get(NATIVE_ENV, "1") == "0":
@@ -286,26 +291,33 @@ def _native():
 
 
 NATIVE_ENV = "SCALDIAG_NATIVE"
-_NATIVE_BATCH = 1 << 20  # events decoded per call: bounds what one batch holds
+_NATIVE_BATCH = 1 << 20  # events decoded per call: the file's pages are released between calls
+_BYTES_PER_EVENT_GUESS = 24  # columns are sized from the line's bytes, grown where events are smaller
 
 
-def _native_batches(native, data, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages):
-    """The line's events in batches, as _batch gives them, decoded in C (one pass over their bytes)."""
+def _native_columns(native, data, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages):
+    """_numpy_columns by the C decoder: one pass over the events' bytes, into the columns themselves."""
     wanted = np.fromiter(context.wanted_ids, np.int64).tobytes()
-    pos = start
+    columns = [np.empty(max(16, (end - start) // _BYTES_PER_EVENT_GUESS), np.int64) for _ in range(3)]
+    stat_parts: dict[str, list[tuple[np.ndarray, list]]] = {}
+    n, pos = 0, start
     while pos < end:
+        if n == len(columns[0]):
+            columns = [np.concatenate((c, np.empty(len(c) // 2 + 16, np.int64))) for c in columns]
         try:
-            pos, columns, head, stat_records = native.decode_events(data, pos, end, wanted, _NATIVE_BATCH)
+            pos, got, head, records = native.decode_events(data, pos, end, wanted, _NATIVE_BATCH, *columns, n)
         except ValueError as exc:
             raise WireError(str(exc)) from None
         rest.append(head)
-        events = np.frombuffer(columns, np.int64).reshape(-1, 3)
-        if len(events):
-            records = np.frombuffer(stat_records, np.int64).reshape(-1, 6)
-            stats = _stat_assignments(data, *records.T, context.stat_names, context.wanted_ids) if len(records) else {}
-            first = events[:, 1] // 1000
-            yield first, first + (np.maximum(events[:, 2], 0) + 500) // 1000, events[:, 0].copy(), stats
+        records = np.frombuffer(records, np.int64).reshape(-1, 6)
+        if len(records):
+            for name, parts in _stat_assignments(data, *records.T, context.stat_names, context.wanted_ids).items():
+                stat_parts.setdefault(name, []).extend(parts)
+        n += got
         pages.release(pos)
+    # A guess well over the events: the columns are copied to their size, so the rest is freed.
+    columns = [c[:n].copy() if n < 0.8 * len(c) else c[:n] for c in columns]
+    return (*columns, stat_parts)
 
 
 def _numpy_batches(data, buf, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages):
@@ -476,6 +488,14 @@ def _wire_values(data, number: int, raw: np.ndarray, start: np.ndarray, end: np.
     if number == STAT_INT64:
         return raw.view(np.int64).tolist()
     if number in (STAT_STR, STAT_BYTES):  # one str per distinct text: a trace repeats its op names every step
+        native = _native()
+        if native is not None and len(start):
+            inverse, firsts = native.distinct_texts(data, np.ascontiguousarray(start, np.int64),
+                                                    np.ascontiguousarray(end, np.int64))
+            firsts = np.frombuffer(firsts, np.int64).tolist()
+            texts = np.empty(len(firsts), dtype=object)
+            texts[:] = [data[start[k]:end[k]].decode("utf-8", "replace") for k in firsts]
+            return texts[np.frombuffer(inverse, np.int64)]
         texts: dict[bytes, str] = {}
         values = []
         for a, b in zip(start.tolist(), end.tolist()):
