@@ -23,13 +23,11 @@ from scaldiag.readers import read_trace as read_any_trace
 from scaldiag.record.reader import is_sweep, rank_dirs, read_record, sweep_runs
 from scaldiag.record.rundir import TRACE_DIR
 from scaldiag.rules.report import Report, RunReport, SweepReport, build_report, build_run_report, build_sweep_report
-from scaldiag.trace import Trace
+from scaldiag.trace import INT_STATS, Trace
 
 __all__ = ["read_trace", "diagnose_trace", "diagnose_run", "diagnose_sweep", "diagnose"]
 
 
-# Stats whose values the analysis takes as integers; the other wanted stats are text.
-INT_STATS = ("step_num", "_r", "group_id")
 
 
 def read_trace(path: str | os.PathLike, run: str | None = None) -> tuple[str, Trace]:
@@ -46,8 +44,8 @@ def typed_stats(trace: Trace) -> Trace:
     """
     planes = []
     for plane in trace.planes:
-        lines = [replace(line, stats={k: _typed_column(k, v) for k, v in line.stats.items()}) if line.stats else line
-                 for line in plane.lines]
+        lines = [replace(line, stats={k: _typed_column(k, v) for k, v in line.stats.items()}, stats_typed=True)
+                 if line.stats and not line.stats_typed else line for line in plane.lines]
         planes.append(replace(plane, lines=lines))
     return replace(trace, planes=planes)
 

@@ -22,6 +22,8 @@ WANTED_STATS = (
     "hlo_category",    # XLA's own category when present ("data formatting"...)
     "tf_op",           # TF op "name:Type" that launched a kernel
 )
+# The wanted stats the analysis reads as integers; the others are text.
+INT_STATS = ("step_num", "_r", "group_id")
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,9 @@ class Line:
     name_id: np.ndarray   # int32 index into Plane.event_names
     # Each wanted stat found on this line: an object array, None where absent.
     stats: dict[str, np.ndarray] = field(default_factory=dict)
+    # True where the reader knows every stat value is already of the type the analysis
+    # reads (int for INT_STATS, str for the others): pipeline.typed_stats then skips the line.
+    stats_typed: bool = False
 
     def __len__(self) -> int:
         return len(self.start_ns)

@@ -174,6 +174,10 @@ static PyObject *measure(PyObject *self, PyObject *args) {
     const int8_t *seg_c = b_c.buf;
     const int32_t *seg_n = b_n.buf;
     Py_ssize_t nb = b_bounds.len / 8, n = b_s.len / 8;
+    if (nb == 0) {  /* no gaps: nothing is covered */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
     if (b_e.len != b_s.len || b_c.len != n || b_n.len != 4 * n || b_left.len != 8 * (nb + 1)) {
         PyErr_SetString(PyExc_ValueError, "measure: columns of different lengths");
         goto done;
@@ -185,7 +189,7 @@ static PyObject *measure(PyObject *self, PyObject *args) {
         }
     }
     Py_ssize_t k_start = 0, k_end = 0;
-    for (Py_ssize_t i = 0; i < n && nb; i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         if (seg_c[i] >= shown_below) continue;
         int64_t cell = (int64_t)seg_n[i] * states + seg_c[i];
         k_start = upper(bounds, nb, seg_s[i], k_start);

@@ -49,7 +49,7 @@ from scaldiag.readers.xplane.wire import (
     varint_lengths,
     word_varints,
 )
-from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
+from scaldiag.trace import INT_STATS, WANTED_STATS, Line, Plane, Trace
 
 try:  # the C decoder, where it was built (setup.py); else the numpy one below, which gives the same columns
     from scaldiag.readers.xplane import _wire as _wire_c
@@ -220,6 +220,9 @@ class _PlaneContext:
 
     def __init__(self, proto, stat_names, wanted_ids, meta_stats):
         self.proto, self.stat_names, self.wanted_ids, self.meta_stats = proto, stat_names, wanted_ids, meta_stats
+        # Metadata-level stats of the types the analysis reads (Python values: bool is an int subclass).
+        self.meta_stats_typed = all(type(v) is (int if name in INT_STATS else str)
+                                    for found in meta_stats.values() for name, v in found.items())
         self.names: list[str] = []
         self.name_index: dict[int, int] = {}
 
@@ -256,16 +259,24 @@ def _line(data, buf, start, end, context: _PlaneContext, pages: _Pages) -> Line:
     start_ns += header.timestamp_ns
     end_ns += header.timestamp_ns
     stats = {}
+    typed = context.meta_stats_typed
     first_id = {name: key for key, name in sorted(context.wanted_ids.items(), reverse=True)}
     for name in sorted(stat_parts, key=first_id.__getitem__):  # the order of their stat ids
         parts = stat_parts[name]
         column = stats[name] = np.full(n, None, dtype=object)
-        for rows, values in parts:
+        for rows, values, number in parts:
             column[rows] = values
+            typed = typed and number in (_INT_FIELDS if name in INT_STATS else _TEXT_FIELDS)
     name_id, local, unique = _name_ids(metadata_id, context)
     _fill_from_metadata(stats, unique, local, context.meta_stats, n)
     return Line(name=header.name or header.display_name, start_ns=start_ns, end_ns=end_ns, name_id=name_id,
-                stats=stats)
+                stats=stats, stats_typed=typed)
+
+
+# The XStat value fields whose values are already of the type the analysis reads (pipeline.typed_stats):
+# integers for INT_STATS, text for the other wanted stats (ref_value: an interned text).
+_INT_FIELDS = (STAT_UINT64, STAT_INT64)
+_TEXT_FIELDS = (STAT_STR, STAT_BYTES, STAT_REF)
 
 
 def _numpy_columns(data, buf, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages):
@@ -278,7 +289,7 @@ def _numpy_columns(data, buf, start, end, context: _PlaneContext, rest: list[byt
         rel_end.append(last)
         metadata_ids.append(metadata_id)
         for name, parts in stats.items():
-            stat_parts.setdefault(name, []).extend((rows + n, values) for rows, values in parts)
+            stat_parts.setdefault(name, []).extend((rows + n, values, number) for rows, values, number in parts)
         n += len(first)
     return _joined(rel_start, np.int64), _joined(rel_end, np.int64), _joined(metadata_ids, np.int64), stat_parts
 
@@ -449,7 +460,7 @@ def _unwanted_stats(buf, body_start, body_end, wanted_ids) -> np.ndarray:
 def _wanted_stats(data, buf, stat_event, body_start, body_end, stat_names, wanted_ids):
     """Decode every XStat's metadata_id at once; build Python values only for wanted ones.
 
-    Returns, per stat name, the (event rows, values) assignments in the order
+    Returns, per stat name, the (event rows, values, field number) assignments in the order
     they apply (a later one wins where an event has a stat twice).
     """
     decode = np.flatnonzero(~_unwanted_stats(buf, body_start, body_end, wanted_ids))
@@ -465,17 +476,17 @@ def _wanted_stats(data, buf, stat_event, body_start, body_end, stat_names, wante
 
 
 def _stat_assignments(data, event, meta, field, value, body_start, body_end, stat_names, wanted_ids):
-    """Per stat name, the (event rows, values) assignments of wanted stats' value fields, in the order they
-    apply: by stat id, then value field, each in the events' order (a later one wins where an event has a
-    stat twice). One row per value field: its event, stat id, field number, raw bits and body."""
-    stats: dict[str, list[tuple[np.ndarray, list]]] = {}
+    """Per stat name, the (event rows, values, field number) assignments of wanted stats' value fields, in
+    the order they apply: by stat id, then value field, each in the events' order (a later one wins where
+    an event has a stat twice). One row per value field: its event, stat id, field number, raw bits and body."""
+    stats: dict[str, list[tuple[np.ndarray, list, int]]] = {}
     for meta_id in np.unique(meta).tolist():
         mine = np.flatnonzero(meta == meta_id)
         parts = stats.setdefault(wanted_ids[meta_id], [])
         for number in np.unique(field[mine]).tolist():
             r = mine[field[mine] == number]
             parts.append((event[r], _wire_values(data, number, value[r].astype(np.uint64), body_start[r], body_end[r],
-                                                 stat_names)))
+                                                 stat_names), number))
     return stats
 
 
