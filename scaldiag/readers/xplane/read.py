@@ -303,18 +303,17 @@ def _native():
 
 NATIVE_ENV = "SCALDIAG_NATIVE"
 _NATIVE_BATCH = 1 << 20  # events decoded per call: the file's pages are released between calls
-_BYTES_PER_EVENT_GUESS = 24  # columns are sized from the line's bytes, grown where events are smaller
 
 
 def _native_columns(native, data, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages):
     """_numpy_columns by the C decoder: one pass over the events' bytes, into the columns themselves."""
     wanted = np.fromiter(context.wanted_ids, np.int64).tobytes()
-    columns = [np.empty(max(16, (end - start) // _BYTES_PER_EVENT_GUESS), np.int64) for _ in range(3)]
+    # An event takes 2 bytes at least (its tag and length): room for all of them, as address space
+    # only (pages are mapped where written), shrunk in place to the events found.
+    columns = [np.empty((end - start) // 2 + 1, np.int64) for _ in range(3)]
     stat_parts: dict[str, list[tuple[np.ndarray, list]]] = {}
     n, pos = 0, start
     while pos < end:
-        if n == len(columns[0]):
-            columns = [np.concatenate((c, np.empty(len(c) // 2 + 16, np.int64))) for c in columns]
         try:
             pos, got, head, records = native.decode_events(data, pos, end, wanted, _NATIVE_BATCH, *columns, n)
         except ValueError as exc:
@@ -326,8 +325,8 @@ def _native_columns(native, data, start, end, context: _PlaneContext, rest: list
                 stat_parts.setdefault(name, []).extend(parts)
         n += got
         pages.release(pos)
-    # A guess well over the events: the columns are copied to their size, so the rest is freed.
-    columns = [c[:n].copy() if n < 0.8 * len(c) else c[:n] for c in columns]
+    for column in columns:
+        column.resize(n, refcheck=False)  # realloc: no copy; nothing else refers to them yet
     return (*columns, stat_parts)
 
 
