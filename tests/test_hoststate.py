@@ -222,9 +222,13 @@ def _three_ways(start, end, own):
     vectorised = hs._innermost_sorted(start, *clipped, own) if clipped is not None else None
     native = None
     if hs._hoststate_c is not None:
-        found = hs._hoststate_c.innermost(start, end, own, hs._GENERIC_CODE, hs._OVERHEAD, hs._INPUT,
-                                          hs._INHERITING.tobytes())
+        *found, unions = hs._hoststate_c.innermost(start, end, own, hs._GENERIC_CODE, hs._OVERHEAD, hs._INPUT,
+                                                   hs._INHERITING.tobytes())
         native = tuple(np.frombuffer(c, np.int64) for c in found)
+        # the unions the sweep builds as it goes are those of its segments
+        expected = hs._unions_by_state(native[0], native[1], native[2].astype(np.int8))
+        assert [(c, np.frombuffer(a, np.int64).tolist(), np.frombuffer(b, np.int64).tolist()) for c, a, b in unions] \
+            == [(c, a.tolist(), b.tolist()) for c, (a, b) in expected]
     as_lists = lambda segs: [np.asarray(c).tolist() for c in segs]  # noqa: E731
     return as_lists(loop), vectorised and as_lists(vectorised), native and as_lists(native)
 

@@ -9,29 +9,51 @@
    buffers), with each event's own state code (int64; ``generic`` where the name
    gives none); work[code + 1] (a bytes table) is 1 for the codes that inherit
    their parent's. Returns bytearrays (segment start, segment end, code,
-   innermost event), all int64. */
+   innermost event), all int64, and each state's union of its segments as a
+   list of (code, starts, ends), codes ascending. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
+#define STATES 16  /* state codes 0 .. STATES - 1 (hoststate.HOST_STATES has 7) */
+
 typedef struct {
     int64_t *seg_s, *seg_e, *seg_c, *seg_i;  /* NULL: only count */
     Py_ssize_t count;
     int64_t last_time, last_inner;  /* the previous transition: a segment runs from it to the next */
+    /* Each state's union: its segments merged where one ends as the next begins. */
+    int64_t *union_s[STATES], *union_e[STATES];  /* NULL: only count */
+    Py_ssize_t unions[STATES];
+    int64_t union_end[STATES];  /* where the state's last merged interval ends (-1 before any) */
+    int bad_code;
 } segments;
 
 /* A transition at ``time`` after which event ``inner`` (-1: none) is innermost. */
 static inline void transition(segments *s, const int64_t *code, int64_t time, int64_t inner) {
     if (time > s->last_time && s->last_inner >= 0) {
+        int64_t c = code[s->last_inner];
         if (s->seg_s) {
             s->seg_s[s->count] = s->last_time;
             s->seg_e[s->count] = time;
-            s->seg_c[s->count] = code[s->last_inner];
+            s->seg_c[s->count] = c;
             s->seg_i[s->count] = s->last_inner;
         }
         s->count++;
+        if (c < 0 || c >= STATES) {
+            s->bad_code = 1;
+        } else if (s->unions[c] && s->union_end[c] == s->last_time) {  /* touches the last one: extend it */
+            if (s->union_e[c]) s->union_e[c][s->unions[c] - 1] = time;
+            s->union_end[c] = time;
+        } else {
+            if (s->union_s[c]) {
+                s->union_s[c][s->unions[c]] = s->last_time;
+                s->union_e[c][s->unions[c]] = time;
+            }
+            s->unions[c]++;
+            s->union_end[c] = time;
+        }
     }
     s->last_time = time;
     s->last_inner = inner;
@@ -46,6 +68,11 @@ static void sweep(Py_ssize_t n, const int64_t *start, const int64_t *end, const 
     s->count = 0;
     s->last_time = INT64_MIN;
     s->last_inner = -1;
+    s->bad_code = 0;
+    for (int c = 0; c < STATES; c++) {
+        s->unions[c] = 0;
+        s->union_end[c] = -1;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         while (depth && clipped[stack[depth - 1]] <= start[i]) {
             depth--;
@@ -92,7 +119,7 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
     long long generic, overhead, input;
     if (!PyArg_ParseTuple(args, "y*y*y*LLLy*", &b_start, &b_end, &b_own, &generic, &overhead, &input, &b_work))
         return NULL;
-    PyObject *result = NULL, *columns[4] = {NULL, NULL, NULL, NULL};
+    PyObject *result = NULL, *columns[4] = {NULL, NULL, NULL, NULL}, *unions = NULL;
     Py_ssize_t n = b_start.len / (Py_ssize_t)sizeof(int64_t);
     if (b_end.len != b_start.len || b_own.len != b_start.len) {
         PyErr_SetString(PyExc_ValueError, "start, end and own differ in length");
@@ -103,9 +130,14 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
     int64_t *stack = scratch((size_t)(3 * n + 3));
     if (!stack) goto done;
     int64_t *clipped = stack + n + 1, *code = clipped + n + 1;
-    segments s = {NULL, NULL, NULL, NULL, 0, 0, -1};
+    segments s;
+    memset(&s, 0, sizeof(s));
     const int64_t *start = b_start.buf, *end = b_end.buf, *own = b_own.buf;
     sweep(n, start, end, own, generic, overhead, input, b_work.buf, b_work.len, stack, clipped, code, &s);
+    if (s.bad_code) {
+        PyErr_SetString(PyExc_ValueError, "innermost: a state code outside 0..15");
+        goto done;
+    }
     for (int k = 0; k < 4; k++) {
         columns[k] = PyByteArray_FromStringAndSize(NULL, s.count * (Py_ssize_t)sizeof(int64_t));
         if (!columns[k]) goto done;
@@ -114,10 +146,28 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
     s.seg_e = (int64_t *)PyByteArray_AS_STRING(columns[1]);
     s.seg_c = (int64_t *)PyByteArray_AS_STRING(columns[2]);
     s.seg_i = (int64_t *)PyByteArray_AS_STRING(columns[3]);
+    /* (code, starts, ends) of each state present, ascending */
+    unions = PyList_New(0);
+    if (!unions) goto done;
+    for (int c = 0; c < STATES; c++) {
+        if (!s.unions[c]) continue;
+        PyObject *a = PyByteArray_FromStringAndSize(NULL, s.unions[c] * 8);
+        PyObject *b = PyByteArray_FromStringAndSize(NULL, s.unions[c] * 8);
+        PyObject *entry = a && b ? Py_BuildValue("iOO", c, a, b) : NULL;
+        if (entry) {
+            s.union_s[c] = (int64_t *)PyByteArray_AS_STRING(a);
+            s.union_e[c] = (int64_t *)PyByteArray_AS_STRING(b);
+        }
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        if (!entry || PyList_Append(unions, entry)) { Py_XDECREF(entry); goto done; }
+        Py_DECREF(entry);
+    }
     sweep(n, start, end, own, generic, overhead, input, b_work.buf, b_work.len, stack, clipped, code, &s);
-    result = PyTuple_Pack(4, columns[0], columns[1], columns[2], columns[3]);
+    result = PyTuple_Pack(5, columns[0], columns[1], columns[2], columns[3], unions);
 done:
     for (int k = 0; k < 4; k++) Py_XDECREF(columns[k]);
+    Py_XDECREF(unions);
     PyBuffer_Release(&b_start);
     PyBuffer_Release(&b_end);
     PyBuffer_Release(&b_own);

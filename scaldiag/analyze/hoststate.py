@@ -167,9 +167,9 @@ def _walk_threads(planes: list[Plane], ops_are_compute: bool, each):
         own = _own_codes(plane.event_names, ops_are_compute)
         to_global = np.array([name_ids.setdefault(n, len(name_ids)) for n in plane.event_names], np.int32)
         for line in plane.lines:
-            for seg_s, seg_e, seg_c, seg_i in _line_segments(line, own):
+            for seg_s, seg_e, seg_c, seg_i, unions in _line_segments(line, own):
                 seg_c = seg_c.astype(np.int8)
-                for c, union in _unions_by_state(seg_s, seg_e, seg_c):
+                for c, union in unions if unions is not None else _unions_by_state(seg_s, seg_e, seg_c):
                     pieces.setdefault(c, []).append(union)
                 each((seg_s, seg_e, seg_c, to_global[line.name_id[seg_i]]))
     names = np.empty(len(name_ids), dtype=object)
@@ -263,18 +263,19 @@ def _own_codes(event_names: list[str], ops_are_compute: bool) -> np.ndarray:
 
 
 def _line_segments(line: Line, own_by_name: np.ndarray):
-    """(start, end, state code, event index) of a thread's innermost segments, a piece at a time."""
+    """(start, end, state code, event index, each state's union or None) of a thread's innermost
+    segments, a piece at a time."""
     default = cat.host_line_default(line.name)
     pieces = _line_pieces(line.start_ns, line.end_ns)
     for a, b in pieces:
         keep = a + np.flatnonzero(line.end_ns[a:b] > line.start_ns[a:b])
         if not len(keep):
             continue
-        for seg_s, seg_e, seg_c, seg_i in _innermost_pieces(line.start_ns[keep], line.end_ns[keep],
-                                                            own_by_name[line.name_id[keep]], cut=len(pieces) == 1):
+        for seg_s, seg_e, seg_c, seg_i, unions in _innermost_pieces(
+                line.start_ns[keep], line.end_ns[keep], own_by_name[line.name_id[keep]], cut=len(pieces) == 1):
             if default is not None:  # the thread's role decides the state of every event on it
-                seg_c = np.full(len(seg_c), _CODE[default])
-            yield seg_s, seg_e, seg_c, keep[seg_i]
+                seg_c, unions = np.full(len(seg_c), _CODE[default]), None
+            yield seg_s, seg_e, seg_c, keep[seg_i], unions
 
 
 def _line_pieces(start: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
@@ -314,7 +315,7 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     nest; a child that outlives its parent is clipped to it, and what starts
     after that clipped end is not inside it (see _innermost_loop, the reference).
     """
-    pieces = list(_innermost_pieces(start, end, own))
+    pieces = [piece[:4] for piece in _innermost_pieces(start, end, own)]
     if len(pieces) == 1:
         return pieces[0]
     return tuple(np.concatenate(column) for column in zip(*pieces))
@@ -332,10 +333,10 @@ def _innermost_pieces(start: np.ndarray, end: np.ndarray, own: np.ndarray, cut: 
     # the memory its temporaries take.
     cuts = _free_starts(start, end, _CHUNK) if cut else [0, len(start)]
     for a, b in zip(cuts[:-1], cuts[1:]):
-        seg_s, seg_e, code, inner = _innermost_piece(start[a:b], end[a:b], own[a:b])
+        seg_s, seg_e, code, inner, unions = _innermost_piece(start[a:b], end[a:b], own[a:b])
         inner = inner.astype(np.intp)
         inner += a
-        yield seg_s, seg_e, code, inner if order is None else order[inner]
+        yield seg_s, seg_e, code, inner if order is None else order[inner], unions
 
 
 def _free_starts(start: np.ndarray, end: np.ndarray, size: int) -> list[int]:
@@ -360,7 +361,8 @@ def _free_starts_in(free: np.ndarray, n: int, size: int) -> list[int]:
 
 
 def _innermost_piece(start: np.ndarray, end: np.ndarray, own: np.ndarray):
-    """innermost_segments of events sorted by (start, -end), all of positive length.
+    """innermost_segments of events sorted by (start, -end), all of positive length, and each state's
+    union of them (as _unions_by_state gives it), or None where it is left to the caller.
 
     By the C sweep (_hoststate.c) where it is built; else vectorised where the
     events, their ends clipped, nest (as real threads' mostly do), else by
@@ -368,13 +370,14 @@ def _innermost_piece(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     """
     native = _native()
     if native is not None:
-        found = native.innermost(*(np.ascontiguousarray(x, np.int64) for x in (start, end, own)),
-                                 _GENERIC_CODE, _OVERHEAD, _INPUT, _INHERITING.tobytes())
-        return tuple(np.frombuffer(column, np.int64) for column in found)
+        *found, unions = native.innermost(*(np.ascontiguousarray(x, np.int64) for x in (start, end, own)),
+                                          _GENERIC_CODE, _OVERHEAD, _INPUT, _INHERITING.tobytes())
+        return (*(np.frombuffer(column, np.int64) for column in found),
+                [(c, (np.frombuffer(s, np.int64), np.frombuffer(e, np.int64))) for c, s, e in unions])
     clipped = _clipped_ends(start, end)
     if clipped is None:
-        return _innermost_loop(start, end, own)
-    return _innermost_sorted(start, *clipped, own)
+        return *_innermost_loop(start, end, own), None
+    return *_innermost_sorted(start, *clipped, own), None
 
 
 def _innermost_loop(start: np.ndarray, end: np.ndarray, own: np.ndarray):
