@@ -67,10 +67,14 @@ def _host_events(trace: Trace):
 def _from_step_num(host_events):
     by_name: dict[str, list[tuple[int, int, int, bool]]] = defaultdict(list)
     for plane, line in host_events:
+        if "step_num" not in line.stats:  # most threads: no all-None column made and searched
+            continue
         step_num, root = line.stat("step_num"), line.stat("_r")
-        for i in np.flatnonzero(np.not_equal(step_num, None)):
-            event = (int(step_num[i]), int(line.start_ns[i]), int(line.end_ns[i]), root[i] == 1)
-            by_name[plane.event_names[line.name_id[i]]].append(event)
+        present = np.flatnonzero(np.not_equal(step_num, None))
+        for num, start, end, is_root, name_id in zip(step_num[present].tolist(), line.start_ns[present].tolist(),
+                                                     line.end_ns[present].tolist(), (root[present] == 1).tolist(),
+                                                     line.name_id[present].tolist()):
+            by_name[plane.event_names[name_id]].append((int(num), start, end, is_root))
     if not by_name:
         return None
     # The marker name with the most root events (then the most events).

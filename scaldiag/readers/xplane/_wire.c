@@ -119,6 +119,30 @@ static inline int next_field(const uint8_t **p, const uint8_t *end, field *f) {
     return 0;
 }
 
+/* Stat ids below this are looked up in a table (a plane's stat ids are small: they number its stat names). */
+#define WANTED_TABLE 4096
+
+typedef struct {
+    const int64_t *ids;
+    Py_ssize_t n;
+    unsigned char table[WANTED_TABLE];  /* table[id] for ids below WANTED_TABLE */
+} wanted_set;
+
+static void wanted_init(wanted_set *w, const int64_t *ids, Py_ssize_t n) {
+    w->ids = ids;
+    w->n = n;
+    memset(w->table, 0, sizeof(w->table));
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < WANTED_TABLE) w->table[ids[i]] = 1;
+}
+
+static inline int is_wanted(int64_t id, const int64_t *wanted, Py_ssize_t n_wanted);
+
+static inline int wanted_has(const wanted_set *w, int64_t id) {
+    if (id >= 0 && id < WANTED_TABLE) return w->table[id];
+    return is_wanted(id, w->ids, w->n);
+}
+
 static inline int is_wanted(int64_t id, const int64_t *wanted, Py_ssize_t n_wanted) {
     for (Py_ssize_t i = 0; i < n_wanted; i++)
         if (wanted[i] == id) return 1;
@@ -127,7 +151,7 @@ static inline int is_wanted(int64_t id, const int64_t *wanted, Py_ssize_t n_want
 
 /* One XStat: its value fields appended to stats when its metadata_id (the last one) is wanted. */
 static int decode_stat(const uint8_t *base, const uint8_t *p, const uint8_t *end, int64_t row,
-                       const int64_t *wanted, Py_ssize_t n_wanted, vec *stats) {
+                       const wanted_set *wanted, vec *stats) {
     int64_t meta = 0;
     const uint8_t *q = p;
     field f;
@@ -135,7 +159,7 @@ static int decode_stat(const uint8_t *base, const uint8_t *p, const uint8_t *end
         if (next_field(&q, end, &f)) return -1;
         if (f.number == STAT_METADATA_ID) meta = (int64_t)f.value;
     }
-    if (!is_wanted(meta, wanted, n_wanted)) return 0;
+    if (!wanted_has(wanted, meta)) return 0;
     q = p;
     while (q < end) {
         next_field(&q, end, &f);  /* checked above */
@@ -150,15 +174,15 @@ static int decode_stat(const uint8_t *base, const uint8_t *p, const uint8_t *end
 
 /* One XEvent in [p, end): its three columns, and its wanted stats. */
 static int decode_event(const uint8_t *base, const uint8_t *p, const uint8_t *end, int64_t row,
-                        const int64_t *wanted, Py_ssize_t n_wanted, int64_t out[3], vec *stats) {
+                        const wanted_set *wanted, int64_t out[3], vec *stats) {
     out[0] = out[1] = out[2] = 0;
     field f;
     while (p < end) {
         if (next_field(&p, end, &f)) return -1;
         if (f.number >= EVENT_METADATA_ID && f.number <= EVENT_DURATION_PS) {
             out[f.number - 1] = (int64_t)f.value;
-        } else if (f.number == EVENT_STATS && n_wanted) {
-            int err = decode_stat(base, f.body, f.body_end, row, wanted, n_wanted, stats);
+        } else if (f.number == EVENT_STATS && wanted->n) {
+            int err = decode_stat(base, f.body, f.body_end, row, wanted, stats);
             if (err) return err;
         }
     }
@@ -197,7 +221,8 @@ static PyObject *decode_events(PyObject *self, PyObject *args) {
     }
     const uint8_t *base = data.buf, *p = base + pos, *stop = base + end;
     const int64_t *wanted = wanted_buf.buf;
-    Py_ssize_t n_wanted = wanted_buf.len / (Py_ssize_t)sizeof(int64_t);
+    wanted_set wanted_ids;
+    wanted_init(&wanted_ids, wanted, wanted_buf.len / (Py_ssize_t)sizeof(int64_t));
     int64_t row = first_row, last_row = first_row + max_events;
     while (p < stop && row < last_row) {
         if (*p == EVENTS_TAG) {
@@ -208,7 +233,7 @@ static PyObject *decode_events(PyObject *self, PyObject *args) {
                 goto done;
             }
             int64_t out[3];
-            int err = decode_event(base, q, q + length, row, wanted, n_wanted, out, &stats);
+            int err = decode_event(base, q, q + length, row, &wanted_ids, out, &stats);
             if (err == -2) goto done;  /* out of memory: exception set */
             if (err) {
                 error = "field runs past its message (or an unsupported wire type)";
