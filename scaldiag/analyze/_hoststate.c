@@ -101,12 +101,14 @@ static void sweep(Py_ssize_t n, const int64_t *start, const int64_t *end, const 
     }
 }
 
-static int64_t *arena_cells;
-static size_t arena_size;
+/* Per thread, as the sweeps run without the GIL (a second thread sweeping pieces ahead was tried: no
+   gain measurable on 2 busy cores, and 933 MB peak memory at 270 MB against 695 MB). */
+static _Thread_local int64_t *arena_cells;
+static _Thread_local size_t arena_size;
 
 static int64_t *scratch(size_t cells) {
     if (cells > arena_size) {
-        int64_t *grown = PyMem_Realloc(arena_cells, cells * sizeof(int64_t));
+        int64_t *grown = PyMem_RawRealloc(arena_cells, cells * sizeof(int64_t));
         if (!grown) { PyErr_NoMemory(); return NULL; }
         arena_cells = grown;
         arena_size = cells;
@@ -133,7 +135,9 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
     segments s;
     memset(&s, 0, sizeof(s));
     const int64_t *start = b_start.buf, *end = b_end.buf, *own = b_own.buf;
+    Py_BEGIN_ALLOW_THREADS
     sweep(n, start, end, own, generic, overhead, input, b_work.buf, b_work.len, stack, clipped, code, &s);
+    Py_END_ALLOW_THREADS
     if (s.bad_code) {
         PyErr_SetString(PyExc_ValueError, "innermost: a state code outside 0..15");
         goto done;
@@ -163,7 +167,9 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
         if (!entry || PyList_Append(unions, entry)) { Py_XDECREF(entry); goto done; }
         Py_DECREF(entry);
     }
+    Py_BEGIN_ALLOW_THREADS
     sweep(n, start, end, own, generic, overhead, input, b_work.buf, b_work.len, stack, clipped, code, &s);
+    Py_END_ALLOW_THREADS
     result = PyTuple_Pack(5, columns[0], columns[1], columns[2], columns[3], unions);
 done:
     for (int k = 0; k < 4; k++) Py_XDECREF(columns[k]);
@@ -239,7 +245,9 @@ static PyObject *measure(PyObject *self, PyObject *args) {
         }
     }
     Py_ssize_t k_start = 0, k_end = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    int short_totals = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && !short_totals; i++) {
         if (seg_c[i] >= shown_below) continue;
         int64_t cell = (int64_t)seg_n[i] * states + seg_c[i];
         k_start = upper(bounds, nb, seg_s[i], k_start);
@@ -249,11 +257,16 @@ static PyObject *measure(PyObject *self, PyObject *args) {
             const int64_t *before = sets[k].before.buf, *inside = sets[k].inside.buf;
             int64_t overlap = (before[k_end] + into_end * inside[k_end]) - (before[k_start] + into_start * inside[k_start]);
             if (overlap && (cell < 0 || 8 * (cell + 1) > sets[k].total.len)) {
-                PyErr_SetString(PyExc_ValueError, "measure: totals too short for the names");
-                goto done;
+                short_totals = 1;
+                break;
             }
             if (overlap) ((int64_t *)sets[k].total.buf)[cell] += overlap;
         }
+    }
+    Py_END_ALLOW_THREADS
+    if (short_totals) {
+        PyErr_SetString(PyExc_ValueError, "measure: totals too short for the names");
+        goto done;
     }
     result = Py_NewRef(Py_None);
 done:
