@@ -268,14 +268,20 @@ def _line_segments(line: Line, own_by_name: np.ndarray):
     default = cat.host_line_default(line.name)
     pieces = _line_pieces(line.start_ns, line.end_ns)
     for a, b in pieces:
-        keep = a + np.flatnonzero(line.end_ns[a:b] > line.start_ns[a:b])
-        if not len(keep):
-            continue
-        for seg_s, seg_e, seg_c, seg_i, unions in _innermost_pieces(
-                line.start_ns[keep], line.end_ns[keep], own_by_name[line.name_id[keep]], cut=len(pieces) == 1):
+        lasts = line.end_ns[a:b] > line.start_ns[a:b]
+        if lasts.all():  # the usual thread: every event lasts, so its piece is a view, not a copy
+            start, end, keep = line.start_ns[a:b], line.end_ns[a:b], None
+        else:
+            keep = a + np.flatnonzero(lasts)
+            if not len(keep):
+                continue
+            start, end = line.start_ns[keep], line.end_ns[keep]
+        names = line.name_id[a:b] if keep is None else line.name_id[keep]
+        for seg_s, seg_e, seg_c, seg_i, unions in _innermost_pieces(start, end, own_by_name[names],
+                                                                    cut=len(pieces) == 1):
             if default is not None:  # the thread's role decides the state of every event on it
                 seg_c, unions = np.full(len(seg_c), _CODE[default]), None
-            yield seg_s, seg_e, seg_c, keep[seg_i], unions
+            yield seg_s, seg_e, seg_c, (seg_i + a if keep is None else keep[seg_i]), unions
 
 
 def _line_pieces(start: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
@@ -324,9 +330,7 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
 def _innermost_pieces(start: np.ndarray, end: np.ndarray, own: np.ndarray, cut: bool = True):
     """innermost_segments, a piece of the thread at a time, in time order (``cut``: else one piece)."""
     order = _by_start_then_longest(start, end)  # parents before their children
-    if order is None:  # already in that order
-        order, end = None, end.copy()
-    else:
+    if order is not None:
         start, end, own = start[order], end[order], own[order]
     # Where no earlier event is still open, what follows is independent of
     # what came before: a long thread is done a piece at a time, which bounds
