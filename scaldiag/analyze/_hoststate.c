@@ -116,6 +116,21 @@ static int64_t *scratch(size_t cells) {
     return arena_cells;
 }
 
+/* Each state's union from the segments a sweep wrote (the merge rule of transition()). */
+static void fill_unions(segments *s, const int64_t *seg_s, const int64_t *seg_e, const int64_t *seg_c) {
+    Py_ssize_t count[STATES] = {0};
+    for (Py_ssize_t i = 0; i < s->count; i++) {
+        int64_t c = seg_c[i];
+        if (count[c] && s->union_e[c][count[c] - 1] == seg_s[i]) {
+            s->union_e[c][count[c] - 1] = seg_e[i];
+        } else {
+            s->union_s[c][count[c]] = seg_s[i];
+            s->union_e[c][count[c]] = seg_e[i];
+            count[c]++;
+        }
+    }
+}
+
 static PyObject *innermost(PyObject *self, PyObject *args) {
     Py_buffer b_start, b_end, b_own, b_work;
     long long generic, overhead, input;
@@ -134,6 +149,16 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
     int64_t *clipped = stack + n + 1, *code = clipped + n + 1;
     segments s;
     memset(&s, 0, sizeof(s));
+    /* One sweep: room for every segment (2 transitions an event, at most one segment each), the
+       columns shrunk to the segments found after; the unions are counted as it goes, filled after. */
+    for (int k = 0; k < 4; k++) {
+        columns[k] = PyByteArray_FromStringAndSize(NULL, (2 * n + 1) * (Py_ssize_t)sizeof(int64_t));
+        if (!columns[k]) goto done;
+    }
+    s.seg_s = (int64_t *)PyByteArray_AS_STRING(columns[0]);
+    s.seg_e = (int64_t *)PyByteArray_AS_STRING(columns[1]);
+    s.seg_c = (int64_t *)PyByteArray_AS_STRING(columns[2]);
+    s.seg_i = (int64_t *)PyByteArray_AS_STRING(columns[3]);
     const int64_t *start = b_start.buf, *end = b_end.buf, *own = b_own.buf;
     Py_BEGIN_ALLOW_THREADS
     sweep(n, start, end, own, generic, overhead, input, b_work.buf, b_work.len, stack, clipped, code, &s);
@@ -142,14 +167,8 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "innermost: a state code outside 0..15");
         goto done;
     }
-    for (int k = 0; k < 4; k++) {
-        columns[k] = PyByteArray_FromStringAndSize(NULL, s.count * (Py_ssize_t)sizeof(int64_t));
-        if (!columns[k]) goto done;
-    }
-    s.seg_s = (int64_t *)PyByteArray_AS_STRING(columns[0]);
-    s.seg_e = (int64_t *)PyByteArray_AS_STRING(columns[1]);
-    s.seg_c = (int64_t *)PyByteArray_AS_STRING(columns[2]);
-    s.seg_i = (int64_t *)PyByteArray_AS_STRING(columns[3]);
+    for (int k = 0; k < 4; k++)
+        if (PyByteArray_Resize(columns[k], s.count * (Py_ssize_t)sizeof(int64_t))) goto done;
     /* (code, starts, ends) of each state present, ascending */
     unions = PyList_New(0);
     if (!unions) goto done;
@@ -167,9 +186,8 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
         if (!entry || PyList_Append(unions, entry)) { Py_XDECREF(entry); goto done; }
         Py_DECREF(entry);
     }
-    Py_BEGIN_ALLOW_THREADS
-    sweep(n, start, end, own, generic, overhead, input, b_work.buf, b_work.len, stack, clipped, code, &s);
-    Py_END_ALLOW_THREADS
+    fill_unions(&s, (int64_t *)PyByteArray_AS_STRING(columns[0]), (int64_t *)PyByteArray_AS_STRING(columns[1]),
+                (int64_t *)PyByteArray_AS_STRING(columns[2]));
     result = PyTuple_Pack(5, columns[0], columns[1], columns[2], columns[3], unions);
 done:
     for (int k = 0; k < 4; k++) Py_XDECREF(columns[k]);
