@@ -6,7 +6,8 @@ runs in a fresh subprocess, once per trace and round, the tools' order
 rotating from round to round so machine noise hits all alike:
 
 - scaldiag: read (stats typed as the pipeline does) + analyse + rules + the terminal and JSON reports:
-  what `scaldiag analyze FILE --json OUT` does, argument parsing aside;
+  what `scaldiag analyze FILE --json OUT` does, argument parsing aside (its C parts where they are
+  built: the result names which ran);
 - xprof 2.24.2: ``xspace_to_tool_data(..., "overview_page")`` (its C++
   converter), from its own venv;
 - bare parse: protobuf's own C parser (upb) reading the file into XSpace
@@ -49,12 +50,14 @@ def done(t, **extra):
 SCALDIAG = _USAGE + """
 t = time.perf_counter()
 import contextlib, os
+from scaldiag.cli import _reuse_freed_memory
+_reuse_freed_memory()  # as the command does first
 from scaldiag.analyze.profile import analyze_trace
 from scaldiag.commands.output import emit
 from scaldiag.pipeline import read_trace
 from scaldiag.rules.report import build_report
-# What `scaldiag analyze FILE --json OUT` does, argument parsing aside: read (with the stats typed),
-# analyse, rules, then the terminal report and the JSON written.
+# What `scaldiag analyze FILE --json OUT` does, argument parsing aside: its memory setting, read (with
+# the stats typed), analyse, rules, then the terminal report and the JSON written.
 name, trace = read_trace(sys.argv[1])
 report = build_report(analyze_trace(trace, name))
 with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
@@ -158,8 +161,12 @@ def _versions(xprof_python: str) -> str:
         commit = "?"
     xprof = subprocess.run([xprof_python, "-c", "from importlib.metadata import version; print(version('xprof'))"],
                            capture_output=True, text=True).stdout.strip()
+    from scaldiag.analyze import hoststate
+    from scaldiag.readers.xplane import read
+
+    native = "C parts built" if read._native() and hoststate._native() else "numpy only (C parts not built)"
     return (f"Python {platform.python_version()}, numpy {numpy.__version__}, protobuf {protobuf.__version__}, "
-            f"xprof {xprof}, scaldiag at {commit}")
+            f"xprof {xprof}, scaldiag at {commit} ({native})")
 
 
 def _machine() -> str:
