@@ -22,7 +22,9 @@ switches pieces on, as ``scaldiag profile`` installs them:
   runs it (SIGSTOP in every other arm);
 - ``full``: all three;
 - ``noop``: a callback with an empty ``on_train_batch_begin`` (what Keras's dispatch of any step
-  hook costs: the floor under ``callback``).
+  hook costs: the floor under ``callback``);
+- ``clock``: a callback whose ``on_train_batch_begin`` appends ``time.time_ns()`` to a list (the
+  floor of recording anything per step).
 
 Schedule: cycles; in each cycle every arm once, in a shuffled order (seeded), each arm block preceded
 by an ``off`` block, and one ``off`` block after the last. Every arm block is compared with the two
@@ -74,9 +76,9 @@ from scaldiag.collect.frameworks import input_marks  # noqa: E402
 from scaldiag.collect.frameworks.keras_callback import ScaldiagCallback  # noqa: E402
 
 TARGET_RATIO = 1.01
-ALL_ARMS = ("callback", "annotate", "sampler", "full", "noop")
+ALL_ARMS = ("callback", "annotate", "sampler", "full", "noop", "clock")
 PARTS = {"off": set(), "callback": {"callback"}, "annotate": {"annotate"}, "sampler": {"sampler"},
-         "full": {"callback", "annotate", "sampler"}, "noop": {"noop"}}
+         "full": {"callback", "annotate", "sampler"}, "noop": {"noop"}, "clock": {"clock"}}
 SAMPLER_CHILD = """
 import os, sys, time
 sys.path.insert(0, sys.argv[3])
@@ -111,6 +113,15 @@ class Noop(keras.callbacks.Callback):
         pass
 
 
+class Clock(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.begins = []
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.begins.append(time.time_ns())
+
+
 def device_sync(model, backend: str):
     """A function that returns once the device has finished every step dispatched so far."""
     if backend == "jax":
@@ -131,8 +142,9 @@ class Blocks(keras.callbacks.Callback):
 
     With ``block_steps`` K > 0 an edge is every K steps, after a device sync; the first and the last
     K steps of each epoch are untimed and plain (the epoch's start and its end-of-epoch work would
-    make those blocks different from the rest). With K = 0 a block is an epoch, from this callback's
-    epoch-begin hook (Keras synchronised at the last epoch's end) to ``EpochTail``'s epoch-end hook.
+    make those blocks different from the rest), and an odd number of blocks is timed (``last_edge``).
+    With K = 0 a block is an epoch, from this callback's epoch-begin hook (Keras synchronised at the
+    last epoch's end) to ``EpochTail``'s epoch-end hook.
     """
 
     def __init__(self, block_steps, steps, callbacks: CallbackList, sync, sampler, switch):
@@ -186,11 +198,20 @@ class Blocks(keras.callbacks.Callback):
             os.kill(self.sampler.pid, signal.SIGCONT if running else signal.SIGSTOP)
             self._sampling = running
 
+    @property
+    def last_edge(self) -> int:
+        """The step that closes an epoch's last timed block: after an odd number of blocks, so that
+        ``off`` and arm blocks swap places in the epoch from one epoch to the next (the first blocks
+        of an epoch ran 3-4% faster on the H200)."""
+        k = self.block_steps
+        blocks = self.steps // k - 2
+        return (self.steps - k) if blocks % 2 else (self.steps - 2 * k)
+
     def on_train_batch_begin(self, batch, logs=None):
         k = self.block_steps
-        if k and batch % k == 0 and batch >= k and self.next_block >= 0:
+        if k and batch % k == 0 and k <= batch <= self.last_edge and self.next_block >= 0:
             self.close(sync=True)
-            if batch < self.steps - k:
+            if batch < self.last_edge:
                 self.open()
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -268,6 +289,51 @@ def comparisons(times: list[float], plan: list[str], arm: str) -> tuple[np.ndarr
     return np.asarray(logs), np.asarray(diffs)
 
 
+def carry_over(times: list[float], plan: list[str]) -> dict:
+    """Per arm: the ``off`` blocks right after it, each against the ``off`` blocks two places away."""
+    out = {}
+    for arm in dict.fromkeys(name for name in plan if name != "off"):
+        logs = [math.log(times[i]) - (math.log(times[i - 2]) + math.log(times[i + 2])) / 2
+                for i in range(2, len(times) - 2) if plan[i] == "off" and plan[i - 1] == arm]
+        if len(logs) > 2:
+            out[arm] = interval(np.asarray(logs), np.zeros(len(logs)), 0)
+    return out
+
+
+def against_clean_off(times: list[float], plan: list[str], carrying: set[str]) -> dict:
+    """Per arm: each block against the nearest ``off`` blocks before and after it that follow no arm in
+    ``carrying`` (the arms a carry-over check flagged). A second look at a run, not its design."""
+    logt = np.log(np.asarray(times))
+    clean = np.asarray([i for i in range(1, len(times)) if plan[i] == "off" and plan[i - 1] not in carrying])
+    out = {}
+    for arm in [*dict.fromkeys(name for name in plan if name != "off"), "off"]:
+        logs = []
+        for i in range(1, len(times)):
+            if plan[i] != arm or (arm == "off" and plan[i - 1] not in carrying):
+                continue
+            before, after = clean[clean < i], clean[clean > i]
+            if len(before) and len(after):
+                logs.append(logt[i] - (logt[before[-1]] + logt[after[0]]) / 2)
+        if len(logs) > 2:
+            out[arm if arm != "off" else "off after " + "/".join(sorted(carrying))] = interval(
+                np.asarray(logs), np.zeros(len(logs)), 0)
+    return out
+
+
+def analyse(path: str, carrying: set[str]) -> None:
+    """``--analyse FILE.json``: the carry-over check and the arms against clean ``off`` blocks."""
+    r = json.loads(Path(path).read_text())
+    for key in ("times_s", "thread_cpu_s"):
+        times, plan = r[key], r["plan"][:len(r[key])]
+        print(f"{path} ({key})")
+        for arm, s in carry_over(times, plan).items():
+            print(f"  off after {arm:10s} {s['blocks']:5d} blocks: {s['ratio']:.4f} [{s['t_low']:.4f}, {s['t_high']:.4f}]")
+        if carrying:
+            for arm, s in against_clean_off(times, plan, carrying).items():
+                print(f"  {arm:22s} vs clean off, {s['blocks']:5d} blocks: {s['ratio']:.4f} "
+                      f"[{s['t_low']:.4f}, {s['t_high']:.4f}]")
+
+
 def interval(logs: np.ndarray, diffs: np.ndarray, block_steps: int, resamples: int = 10000, seed: int = 0) -> dict:
     n = len(logs)
     mean, sd = float(logs.mean()), float(logs.std(ddof=1))
@@ -296,9 +362,17 @@ def verdict(stats: dict) -> str:
 
 
 def main() -> None:
+    if "--analyse" in sys.argv:
+        q = argparse.ArgumentParser()
+        q.add_argument("--analyse", required=True, help="a .json this benchmark wrote")
+        q.add_argument("--carrying", default="", help="arms whose effect outlasts their blocks (comma-separated)")
+        b = q.parse_args()
+        analyse(b.analyse, {arm for arm in b.carrying.split(",") if arm})
+        return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kind", default="convnet", choices=["convnet", "tiny", "dense"])
-    p.add_argument("--arms", default=",".join(ALL_ARMS), help=f"comma-separated, of {', '.join(ALL_ARMS)}")
+    p.add_argument("--arms", default="full,full,callback,annotate,sampler,noop",
+                   help=f"comma-separated, of {', '.join(ALL_ARMS)}; one named twice gets twice the blocks")
     p.add_argument("--block-steps", type=int, default=25, help="steps per block (0: whole epochs)")
     p.add_argument("--steps", type=int, default=500, help="steps per epoch")
     p.add_argument("--batch", type=int, default=256)
@@ -309,8 +383,8 @@ def main() -> None:
     p.add_argument("--out", required=True, help="markdown result file (a .json beside it holds every block)")
     p.add_argument("--label", default="")
     a = p.parse_args()
-    if a.block_steps and (a.steps % a.block_steps or a.steps < 3 * a.block_steps):
-        p.error("--steps must be a multiple of --block-steps, at least 3 blocks")
+    if a.block_steps and (a.steps % a.block_steps or a.steps < 4 * a.block_steps):
+        p.error("--steps must be a multiple of --block-steps, at least 4 blocks")
     backend = keras.backend.backend()
     arms = [arm for arm in a.arms.split(",") if arm and not (arm == "annotate" and backend != "jax")]
     shape = (8, 8, 1) if a.kind == "tiny" else (32, 32, 3)
@@ -326,19 +400,20 @@ def main() -> None:
         ours = ScaldiagCallback(run_dir=run_dir, trace_steps=0, sample=False, quiet=True, input_ceiling_s=0,
                                 input_free=False)
         ours.set_fit_arguments(x, a.batch)  # what `scaldiag profile`'s fit hook hands it
-        noop = Noop()
-        callbacks = CallbackList([ours, noop], add_history=True, model=model, verbose=0, epochs=1, steps=a.steps)
+        noop, clock = Noop(), Clock()
+        callbacks = CallbackList([ours, noop, clock], add_history=True, model=model, verbose=0, epochs=1,
+                                 steps=a.steps)
         history = callbacks.callbacks[-1]
 
         def switch(parts: set, blocks: Blocks) -> None:
-            middle = [c for c, part in ((ours, "callback"), (noop, "noop")) if part in parts]
+            middle = [c for c, part in ((ours, "callback"), (noop, "noop"), (clock, "clock")) if part in parts]
             callbacks.callbacks[1:-2] = middle  # [blocks, *middle, history, tail]
             blocks.annotate = "annotate" in parts
             blocks.set_sampler("sampler" in parts)
 
         blocks = Blocks(a.block_steps, a.steps, callbacks, device_sync(model, backend), sampler, switch)
         tail = EpochTail(blocks)
-        callbacks.callbacks[:] = [blocks, ours, noop, history, tail]
+        callbacks.callbacks[:] = [blocks, ours, noop, clock, history, tail]
         for c in (blocks, tail):
             c.set_model(model)
         annotated_arrays(blocks, backend)
@@ -346,7 +421,7 @@ def main() -> None:
         model.fit(x, y, batch_size=a.batch, epochs=a.warmup, verbose=0, callbacks=callbacks)
         warm_s = time.perf_counter() - t0
         # As many cycles as fit in --seconds at the last warm-up epoch's pace (the first one compiled).
-        per_epoch = a.steps // a.block_steps - 2 if a.block_steps else 1
+        per_epoch = (blocks.last_edge // a.block_steps - 1) if a.block_steps else 1
         block_s = blocks.epoch_s[-1] / a.steps * (a.block_steps or a.steps)
         cycles = max(2, min(a.max_cycles, int(a.seconds / (block_s * 2 * len(arms)))))
         blocks.plan = schedule(arms, cycles, a.seed)
@@ -410,6 +485,11 @@ def write(a, r: dict) -> None:
         c = r["cpu_stats"][arm]
         lines.append(f"| {arm} | {c['ratio']:.4f} [{c['t_low']:.4f}, {c['t_high']:.4f}] | {c['extra_us_per_step']:.2f} "
                      f"[{c['extra_us_low']:.2f}, {c['extra_us_high']:.2f}] |")
+    lines += ["", "Carry-over check: each `off` block against the `off` blocks around it, by the arm that ran just "
+              "before it (an arm whose effect outlasts its block shows here, and biases the ratios above):", "",
+              "| off after | blocks | time ratio to its off neighbours [95% t] |", "|---|---|---|"]
+    for arm, s in carry_over(r["times_s"], r["plan"]).items():
+        lines.append(f"| {arm} | {s['blocks']} | {s['ratio']:.4f} [{s['t_low']:.4f}, {s['t_high']:.4f}] |")
     lines.append("")
     text = "\n".join(lines)
     Path(a.out).write_text(text)
