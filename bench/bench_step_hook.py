@@ -84,7 +84,7 @@ def annotation_cases() -> dict:
         while True:
             yield 1
 
-    plain, marked = forever(), input_marks._annotated_generator(forever(), annotation, input_marks._FirstBatch(None))
+    plain, marked = forever(), input_marks._annotated_iterator(forever(), annotation, input_marks._FirstBatch(None))
 
     def annotation_alone(i):
         with annotate():

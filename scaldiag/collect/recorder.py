@@ -6,10 +6,10 @@ STEP_FLUSH_S (and at every mark: an epoch's end, validation, the profiler),
 so a killed run keeps all but its last moment of steps. The training thread
 pays for this on every step, so it is kept small (bench/bench_step_hook.py):
 a file write per step cost 64-76 us a step on the H200 machine's kernel, ~5%
-of a 1.5 ms step; a row encoded with ``json`` as it ends cost 3 of the 5 us
-left after buffering, so rows are formatted at the flush, with one format
-string. Which steps are warm-up, compilation or retracing is decided later,
-by the analysis, from these facts. Marks (``marks.jsonl``) are the moments
+of a 1.5 ms step; a row encoded with ``json`` as it ended cost 2-3 of the 5 us
+left after buffering, so rows are kept as tuples and formatted at the flush.
+Which steps are warm-up, compilation or retracing is decided later, by the
+analysis, from these facts. Marks (``marks.jsonl``) are the moments
 between steps that the whole-run accounting needs: fit and epoch
 boundaries, validation, the profiler starting and stopping.
 """
@@ -37,9 +37,10 @@ ROW_FORMATS = {True: _ROW + ',"batch":%d}\n', False: _ROW + "}\n"}  # with and w
 
 def step_lines(rows: list[tuple]) -> str:
     """steps.jsonl lines for rows ``(step, epoch, begin_ns, end_ns, "true"|"false", batch|None)``,
-    as ``json`` writes them (compact). Rows that all have a batch index (Keras) or all lack one
-    (custom loops) are formatted in one ``%`` over a repeated format: the step hook's costliest part
-    was formatting rows one by one (3 us a row in a Keras-on-JAX fit on the CPU machine)."""
+    as ``json`` writes them (compact; ``%d`` takes NumPy integers too). Once per flush, on the
+    training thread: ~1 us a row in a loop (printing the integers), ~3 us inside a Keras-on-JAX fit on
+    the CPU machine. Rows that all have a batch index (Keras) or all lack one (custom loops) go
+    through one ``%`` over a repeated format."""
     if not rows:
         return ""
     with_batch = rows[0][5] is not None
