@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool, nvidia-h200), from the project root, with .whl carried:
-#   bash bench/gpu/run_overhead.sh            (about 230 s: CONVNET_S + TINY_S + ~60 s of set-up and compiles)
+#   bash bench/gpu/run_overhead.sh            (257 s on 2026-12-01: CONVNET_S + TINY_S + ~85 s of set-up and compiles)
 # What capture costs the training thread per call (bench_step_hook.py), then capture overhead in one
 # Keras-on-JAX process, piece by piece, in short sync-bounded blocks (capture_overhead_blocks.py) for a
 # convnet and a tiny model. SAMPLER=1 adds the sampler's CPU benchmark (about 80 s). Results go
