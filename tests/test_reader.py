@@ -218,9 +218,11 @@ def test_the_c_decoder_reads_every_fixture_as_the_numpy_one(monkeypatch):
 
 @needs_c
 def test_the_c_decoder_batches_a_line_as_one(monkeypatch):
-    """Batch edges (a line decoded a few events per call) change nothing."""
+    """Batch edges (a line decoded a few events per call) and columns grown as they fill change nothing."""
     whole, _ = _read_both(monkeypatch, [GPU_TRACE])
     monkeypatch.setattr(xplane_read, "_NATIVE_BATCH", 7)
+    assert _read_both(monkeypatch, [GPU_TRACE])[0] == whole
+    monkeypatch.setattr(xplane_read, "_BYTES_PER_EVENT", 1 << 20)  # columns sized for one event: grown many times
     assert _read_both(monkeypatch, [GPU_TRACE])[0] == whole
 
 

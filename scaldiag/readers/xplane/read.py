@@ -303,17 +303,23 @@ def _native():
 
 NATIVE_ENV = "SCALDIAG_NATIVE"
 _NATIVE_BATCH = 1 << 20  # events decoded per call: the file's pages are released between calls
+_BYTES_PER_EVENT = 12
 
 
 def _native_columns(native, data, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages):
     """_numpy_columns by the C decoder: one pass over the events' bytes, into the columns themselves."""
     wanted = np.fromiter(context.wanted_ids, np.int64).tobytes()
-    # An event takes 2 bytes at least (its tag and length): room for all of them, as address space
-    # only (pages are mapped where written), shrunk in place to the events found.
-    columns = [np.empty((end - start) // 2 + 1, np.int64) for _ in range(3)]
+    # Room for an event every _BYTES_PER_EVENT bytes (real events take 20-100), grown and in the end
+    # shrunk in place (realloc: no copy where the block has pages of its own). Reserving for the
+    # smallest possible event (2 bytes) would ask for 4x the line's bytes per column, which a
+    # multi-GB trace may not be granted.
+    columns = [np.empty((end - start) // _BYTES_PER_EVENT + 1024, np.int64) for _ in range(3)]
     stat_parts: dict[str, list[tuple[np.ndarray, list]]] = {}
     n, pos = 0, start
     while pos < end:
+        if n == len(columns[0]):
+            for column in columns:
+                column.resize(len(column) * 3 // 2, refcheck=False)  # nothing else refers to them yet
         try:
             pos, got, head, records = native.decode_events(data, pos, end, wanted, _NATIVE_BATCH, *columns, n)
         except ValueError as exc:
