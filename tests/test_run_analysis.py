@@ -170,3 +170,13 @@ def test_ranks_of_a_multi_process_job_each_get_their_steps_and_the_slow_one_is_n
     out = io.StringIO()
     terminal.render(diagnose_run(tmp_path), Console(file=out, width=100))
     assert "no rank slower than another beyond the noise" in out.getvalue()
+
+
+def test_a_host_sample_row_with_another_number_of_cores_is_left_out():
+    # A bit flipped in host_samples.jsonl ("60.0" -> "60,0") made one row three cores long (found by fuzzing).
+    from scaldiag.analyze.run import host_summary
+
+    row = {"core_pct": [50.0, 60.0], "proc_cpu_pct": 80.0, "proc_rss_bytes": 100}
+    rows = [{"t_ns": k, **row} for k in range(5)] + [{"t_ns": 5, **row, "core_pct": [50.0, 60.0, 0.0]}]
+    summary = host_summary(rows, None)
+    assert summary.cores == 2 and summary.samples == 5 and summary.core_pct_mean == 55.0

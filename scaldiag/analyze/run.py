@@ -6,6 +6,7 @@ files is ``scaldiag.record.reader``'s job.
 
 from __future__ import annotations
 
+import collections
 import math
 from dataclasses import dataclass, field, replace
 
@@ -211,6 +212,9 @@ def host_summary(samples: list[dict], window_ns: tuple[int, int] | None) -> Host
     rows = [r for r in rows if r.get("core_pct")]
     if not rows:
         return None
+    # One machine has one number of cores: a row of another length is damaged (a flipped byte), left out.
+    cores_seen = collections.Counter(len(r["core_pct"]) for r in rows).most_common(1)[0][0]
+    rows = [r for r in rows if len(r["core_pct"]) == cores_seen]
     cores = np.array([r["core_pct"] for r in rows], float)
     return HostSummary(samples=len(rows), cores=cores.shape[1], core_pct_mean=float(cores.mean()),
                        busiest_core_pct=float(cores.max(axis=1).mean()),
