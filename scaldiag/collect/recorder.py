@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from scaldiag.collect.frameworks.tracing import TraceWindow
-from scaldiag.record.rundir import MARKS, STEPS, TRACE_DIR, JsonlWriter, update_json
+from scaldiag.record.rundir import MARKS, STEPS, TRACE_DIR, JsonlWriter, close_quietly, update_json
 
 WARMUP_STEPS = 3  # compile and first-run effects (allocator growth, autotuning)
 TRACE_STEPS = 5   # steady-state steps in the profiler window
@@ -64,14 +64,7 @@ class _StepFile:
 
     def close(self, rows: list[tuple]) -> None:
         if not self._file.closed:
-            try:
-                self.write(rows)
-            except OSError:  # the last rows could not reach the disk (full, gone): a gap, not a failure
-                pass
-            try:
-                self._file.close()
-            except OSError:
-                pass
+            close_quietly(self._file, lambda: self.write(rows))
 
 
 class StepRecorder:

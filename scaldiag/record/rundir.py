@@ -130,14 +130,20 @@ class JsonlWriter:
     def close(self) -> None:
         with self._lock:
             if not self._file.closed:
-                try:
-                    self._write_pending()
-                except OSError:  # the last rows could not reach the disk (full, gone): a gap, not a failure
-                    pass
-                try:
-                    self._file.close()
-                except OSError:
-                    pass
+                close_quietly(self._file, self._write_pending)
+
+
+def close_quietly(file, write_last) -> None:
+    """``write_last()``, then close ``file``: where the last rows cannot reach the disk (full, gone),
+    that is a gap in the record, not a failure of the run."""
+    try:
+        write_last()
+    except OSError:
+        pass
+    try:
+        file.close()
+    except OSError:
+        pass
 
 
 def append_mark(run_dir: str | os.PathLike | None, name: str) -> None:
