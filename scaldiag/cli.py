@@ -57,10 +57,11 @@ def _reuse_freed_memory() -> None:
     maps fresh zeroed pages for each and unmaps them when freed: at 270 MB of
     trace that was a second of kernel time (1.0-1.1 s of sys time; 0.4-0.6 s with
     this). Blocks over 64 MiB still get their own mappings: the reader reserves
-    its columns' largest possible size and shrinks them in place, which a heap
-    would keep (peak memory 784 MB with every block on the heap, 719 MB so,
-    710 MB with glibc's defaults). This process only: training that ``profile``
-    starts runs in processes of its own, with their defaults.
+    room for its columns and shrinks them in place, which a heap would keep
+    (peak memory at 270 MB: 784 MB with every block on the heap, 719 MB so,
+    710 MB with glibc's defaults, measured with a reservation of 4x a line's
+    bytes). This process only: training that ``profile`` starts runs in
+    processes of its own, with their defaults.
     """
     try:
         libc = ctypes.CDLL(None)
