@@ -116,6 +116,17 @@ static int64_t *scratch(size_t cells) {
     return arena_cells;
 }
 
+/* Scratch beyond a usual piece's (hoststate._CHUNK events: 3 columns) is not kept after the call. */
+#define KEPT_CELLS ((size_t)3 << 21)
+
+static void scratch_trim(void) {
+    if (arena_size > KEPT_CELLS) {
+        PyMem_RawFree(arena_cells);
+        arena_cells = NULL;
+        arena_size = 0;
+    }
+}
+
 /* Each state's union from the segments a sweep wrote (the merge rule of transition()). */
 static void fill_unions(segments *s, const int64_t *seg_s, const int64_t *seg_e, const int64_t *seg_c) {
     Py_ssize_t count[STATES] = {0};
@@ -192,6 +203,7 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
 done:
     for (int k = 0; k < 4; k++) Py_XDECREF(columns[k]);
     Py_XDECREF(unions);
+    scratch_trim();
     PyBuffer_Release(&b_start);
     PyBuffer_Release(&b_end);
     PyBuffer_Release(&b_own);
