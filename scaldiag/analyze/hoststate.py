@@ -10,11 +10,11 @@ function that no op covers is host overhead.
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from scaldiag import native
 from scaldiag.analyze import categories as cat
 from scaldiag.analyze import intervals as iv
 from scaldiag.trace import Line, Plane
@@ -28,7 +28,6 @@ _CHUNK = 1 << 20  # segments measured at a time: bounds the temporaries of a lar
 # Codes that take their parent's (index: code + 1), as _effective_codes decides; for the C sweep.
 _INHERITING = np.zeros(len(HOST_STATES) + 1, np.uint8)
 _INHERITING[[_GENERIC_CODE + 1, _OVERHEAD + 1, _CODE["compute"] + 1, _CODE["layout"] + 1]] = 1
-NATIVE_ENV = "SCALDIAG_NATIVE"  # "0": the numpy code only (the reference), as without a C compiler
 
 try:  # the C loops, where they were built (setup.py); else the numpy code, which gives the same results
     from scaldiag.analyze import _hoststate as _hoststate_c
@@ -37,7 +36,8 @@ except ImportError:
 
 
 def _native():
-    return _hoststate_c if _hoststate_c is not None and os.environ.get(NATIVE_ENV, "1") != "0" else None
+    """The C loops (_hoststate.c), unless they were not built or SCALDIAG_NATIVE=0 asks for numpy."""
+    return native.enabled(_hoststate_c)
 
 
 @dataclass(frozen=True)

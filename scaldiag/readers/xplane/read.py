@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from scaldiag import native
 from scaldiag.errors import TraceError
 from scaldiag.readers.runs import find_files
 from scaldiag.readers.xplane.schema import (
@@ -296,12 +297,9 @@ def _numpy_columns(data, buf, start, end, context: _PlaneContext, rest: list[byt
 
 def _native():
     """The C decoder (_wire.c), unless it was not built or SCALDIAG_NATIVE=0 asks for the numpy one."""
-    if _wire_c is None or os.environ.get(NATIVE_ENV, "1") == "0":
-        return None
-    return _wire_c
+    return native.enabled(_wire_c)
 
 
-NATIVE_ENV = "SCALDIAG_NATIVE"
 _NATIVE_BATCH = 1 << 20  # events decoded per call: the file's pages are released between calls
 _BYTES_PER_EVENT = 12
 
