@@ -119,6 +119,12 @@ static inline int next_field(const uint8_t **p, const uint8_t *end, field *f) {
     return 0;
 }
 
+static inline int is_wanted(int64_t id, const int64_t *wanted, Py_ssize_t n_wanted) {
+    for (Py_ssize_t i = 0; i < n_wanted; i++)
+        if (wanted[i] == id) return 1;
+    return 0;
+}
+
 /* Stat ids below this are looked up in a table (a plane's stat ids are small: they number its stat names). */
 #define WANTED_TABLE 4096
 
@@ -136,18 +142,11 @@ static void wanted_init(wanted_set *w, const int64_t *ids, Py_ssize_t n) {
         if (ids[i] >= 0 && ids[i] < WANTED_TABLE) w->table[ids[i]] = 1;
 }
 
-static inline int is_wanted(int64_t id, const int64_t *wanted, Py_ssize_t n_wanted);
-
 static inline int wanted_has(const wanted_set *w, int64_t id) {
     if (id >= 0 && id < WANTED_TABLE) return w->table[id];
     return is_wanted(id, w->ids, w->n);
 }
 
-static inline int is_wanted(int64_t id, const int64_t *wanted, Py_ssize_t n_wanted) {
-    for (Py_ssize_t i = 0; i < n_wanted; i++)
-        if (wanted[i] == id) return 1;
-    return 0;
-}
 
 /* One XStat: its value fields appended to stats when its metadata_id (the last one) is wanted. */
 static int decode_stat(const uint8_t *base, const uint8_t *p, const uint8_t *end, int64_t row,
