@@ -34,6 +34,10 @@ class CategoryTime:
     exclusive_pct: float       # of step time
     exclusive_pct_ci95: float  # half-width of the 95% CI of exclusive_pct
     busy_ms: float
+    # The part of exclusive_pct set from a measurement outside the trace, which the trace does not
+    # show as this category (the input's measured cost, analyze/input_cost.py); rules rank on what
+    # the trace shows where the measured shares do not order the findings (rules/__init__.py).
+    beyond_trace_pct: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,9 @@ class Finding:
     notes: list[str] = field(default_factory=list)
     # A second number where a fix can be forecast from the measured parts (kind "forecast").
     forecast: Speedup | None = None
+    # The ceiling from the part of the share the trace itself shows (None: all of it): where the
+    # measured ceilings of two findings overlap, this orders them (rules/__init__.py ``rank``).
+    seen_speedup: float | None = None
 
 
 def same_fix(text: str) -> dict[str, str]:
@@ -110,6 +113,14 @@ def removal_speedup(share_pct: float, spread_pct: float, what: str, fraction_rem
     return Speedup(value=speedup(share_pct), low=speedup(share_pct - spread), high=speedup(share_pct + spread),
                    arithmetic=f"removing {share_pct:.1f}% exclusive {what} time{part} -> "
                               f"1 / (1 - {f:.3f}) = {speedup(share_pct):.2f}x at most")
+
+
+def seen_speedup(share_pct: float, beyond_trace_pct: float) -> float | None:
+    """The ceiling 1 / (1 - f) of the share the trace shows, where part of it came from outside the trace."""
+    if not beyond_trace_pct > 0:
+        return None
+    f = min(max(share_pct - beyond_trace_pct, 0.0), 99.0) / 100.0
+    return 1.0 / (1.0 - f)
 
 
 def worst_unit(analysis: ProfileAnalysis, category: str) -> UnitAnalysis | None:

@@ -7,6 +7,8 @@ one waits on the same host. When the input only moves a heavy batch (8 MiB or
 more a step at 2 ns per byte or less), the cause is the copy: SD102 names it.
 """
 
+from dataclasses import replace
+
 from scaldiag.analyze.forecast import unit_handover
 from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
 from scaldiag.analyze.transfers import HEAVY_BATCH_BYTES
@@ -104,7 +106,17 @@ class _InputBound:
         if finding is None:
             return None
         unit = next(u for u in analysis.units if u.name == finding.evidence[0].device)
-        return None if unit_handover(unit) is not None else finding
+        if unit_handover(unit) is not None:
+            return None
+        share = unit.categories["input"]
+        if share.beyond_trace_pct > 0:
+            seen = share.exclusive_pct - share.beyond_trace_pct
+            finding = replace(finding, notes=[*finding.notes, (
+                f"{share.exclusive_pct:.1f}% is the input's measured cost (the step against the input-free step); "
+                f"the trace shows {seen:.1f}% as input and the rest as other work of the step (on a host-bound "
+                "step the input and the dispatch share one thread); where this finding's range overlaps "
+                "another's, the trace's share orders them")])
+        return finding
 
 
 RULE = _InputBound()

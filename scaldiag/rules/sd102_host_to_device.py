@@ -24,7 +24,7 @@ from scaldiag.analyze.transfers import (
     HEAVY_BATCH_BYTES,
     Handover,
 )
-from scaldiag.rules.base import Evidence, Finding, Speedup, clears, removal_speedup, severity, share_evidence, spread_note
+from scaldiag.rules.base import Evidence, Finding, Speedup, clears, removal_speedup, seen_speedup, severity, share_evidence, spread_note
 
 # Same scale as input-bound (xprof counts host-to-device time as input time:
 # input_ms = host_wait_input_ms + host_to_device_ms, thresholds 5% / 20%).
@@ -84,7 +84,8 @@ class _HostToDevice:
             id=self.id, title=self.title, severity=severity(pct, spread, HIGH_PCT), category="h2d", summary=summary,
             evidence=_evidence(unit, h, pct, spread), fix=_fix(h),
             predicted_speedup=removal_speedup(pct, spread, "host-to-device (copies and hand-over)" if h else "h2d"),
-            notes=spread_note(spread) + _notes(unit, h), forecast=_forecast(unit))
+            notes=spread_note(spread) + _notes(unit, h), forecast=_forecast(unit),
+            seen_speedup=seen_speedup(pct, unit.categories["input"].beyond_trace_pct if h else 0.0))
 
 
 def _share(unit: UnitAnalysis) -> tuple[float, float, Handover | None]:

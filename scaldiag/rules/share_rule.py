@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scaldiag.analyze.profile import ProfileAnalysis
-from scaldiag.rules.base import Finding, clears, removal_speedup, severity, share_evidence, spread_note, worst_unit
+from scaldiag.rules.base import Finding, clears, removal_speedup, seen_speedup, severity, share_evidence, spread_note, worst_unit
 
 
 @dataclass(frozen=True)
@@ -41,4 +41,5 @@ class ShareRule:
                     f"({share.exclusive_ms:.2f} ms of {unit.step_time_ms.mean:.2f} ms per step)",
             evidence=[share_evidence(unit, self.category, self.moderate_pct)],
             fix=fix, predicted_speedup=speedup, notes=spread_note(spread) + notes,
-            forecast=self.forecast(analysis, unit) if self.forecast else None)
+            forecast=self.forecast(analysis, unit) if self.forecast else None,
+            seen_speedup=seen_speedup(pct, share.beyond_trace_pct))
