@@ -52,3 +52,25 @@ def test_summary_counts_forecasts_only_and_healthy_alarms_every_round():
                        "2-GPU prediction error median not measured (1 GPU)")
     assert any("processes: 1.10x" in line for line in lines)
     assert any("| host_launch | 2 | host_overhead |" in line and "4.50x [4.00-5.00]" in line for line in lines)
+
+
+def test_the_wide_mlp_is_host_bound_on_a_gpu_and_unplanted_on_the_cpu():
+    wide = acc.BY_NAME["torch_wide_mlp"]
+    on_gpu, on_cpu = acc.for_device(wide, True), acc.for_device(wide, False)
+    assert (on_gpu.planted, on_gpu.twin) == ("host_overhead", ["--fixed", "graphs"])
+    assert (on_cpu.planted, on_cpu.twin) == (None, [])
+    # The host overhead SD105 names is then a top-1, not a false alarm.
+    r = acc.judge(on_gpu, report(100.0, [], [finding("SD105", "host_overhead", ceiling=1.7)]), report(131.0, []))
+    assert (r["rank"], r["high_profile"]) == (1, [])
+
+
+def test_a_healthy_scripts_twin_that_helps_says_the_label_is_doubtful():
+    healthy = acc.BY_NAME["torch_healthy"]
+    rounds = [acc.judge(healthy, report(100.0, []), report(rate, [])) for rate in (131.0,)]
+    lines, _ = acc.table([{"case": "torch_healthy", "planted": "none", "rounds": rounds, "variants": {}}], "(t)", 1,
+                         device_planted=True)
+    assert any("twin helps: label doubtful" in line for line in lines)
+    rounds = [acc.judge(healthy, report(100.0, []), report(101.0, []))]
+    lines, _ = acc.table([{"case": "torch_healthy", "planted": "none", "rounds": rounds, "variants": {}}], "(t)", 1,
+                         device_planted=True)
+    assert any("- (twin = noise)" in line for line in lines)

@@ -5,7 +5,8 @@
 # (bench/torch), each case and its fixed twin in ROUNDS alternating rounds (PyTorch cases TORCH_ROUNDS),
 # no new round started after BUDGET_S seconds (CASES: a comma list, default all). Results: $OUT/accuracy.md, accuracy.json, env.txt and
 # gpu_zoo.tgz (every report and stdout), planted_runs.tgz (the round-0 planted run directories of
-# input_python and host_to_device and host_to_device's twin, traces included); with FRESH_PAGES=N (pairs),
+# input_python and host_to_device and host_to_device's twin, and host_launch's planted runs of every round,
+# traces included); with FRESH_PAGES=N (pairs),
 # fresh_pages.json: the host's fresh-page cost per byte (bench/accuracy/fresh_pages.py), first.
 set -u
 source bench/gpu/setup.sh /tmp/gpu_zoo
@@ -20,7 +21,8 @@ if [ -n "${FRESH_PAGES:-}" ]; then
 fi
 python3 bench/accuracy/run.py --out "$OUT/accuracy" ${CASES:+--cases "$CASES"} --rounds "${ROUNDS:-3}" --torch-rounds "${TORCH_ROUNDS:-1}" \
   --budget-s "${BUDGET_S:-380}" --timeout-s "${PROFILE_TIMEOUT_S:-120}" --table-to "$FINAL_OUT" --label "(1 x H200, Keras 3 on JAX; PyTorch)" 2>&1 | cut -c1-400
-keep=$(cd /tmp && ls -d gpu_zoo/accuracy/runs/{input_python_planted,host_to_device_planted,host_to_device_twin}_r0 2>/dev/null)
+keep=$(cd /tmp && ls -d gpu_zoo/accuracy/runs/{input_python_planted,host_to_device_planted,host_to_device_twin}_r0 \
+  gpu_zoo/accuracy/runs/host_launch_planted_r* 2>/dev/null)  # host_launch: every round, to re-analyse its ranking
 tar czf "$FINAL_OUT/gpu_zoo.tgz" -C /tmp --exclude=gpu_zoo/accuracy/runs gpu_zoo
 [ -n "$keep" ] && tar czf "$FINAL_OUT/planted_runs.tgz" -C /tmp $keep
 ls -la "$FINAL_OUT"
