@@ -5,9 +5,9 @@
 Direct timing on the calling thread (a loop of calls, so a floor: inside a real step the caches are
 colder), each piece as ``scaldiag profile`` runs it once per step:
 
-- ``StepRecorder.begin``: what ScaldiagCallback's ``on_train_batch_begin`` does (two clock reads, the
-  row kept, formatted and written at most 0.1 s later; the write's share is in it: each round runs
-  ``--seconds``, so it holds ~10 flushes);
+- ``StepRecorder.begin``: what ScaldiagCallback's ``on_train_batch_begin`` does (a clock read, the
+  step's begin time kept in its block, written as one line at most 0.1 s later; the write's share is
+  in it: each round runs ``--seconds``, so it holds ~10 flushes);
 - Keras's ``CallbackList.on_train_batch_begin`` with ScaldiagCallback in the list, against the same list
   without it and with a no-op callback (the dispatch Keras does for any callback);
 - a batch fetched through the input annotation (``input_marks``: Keras-on-JAX array batches, PyDataset
@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from scaldiag.collect.recorder import StepRecorder  # noqa: E402
+from scaldiag.record.reader import read_steps  # noqa: E402
 
 
 def per_call_us(fn, seconds: float) -> float:
@@ -105,7 +106,7 @@ def main() -> None:
     recorder = StepRecorder(tmp, None, 3, 0)
     encode = json.JSONEncoder(separators=(",", ":")).encode
     row = {"step": 1, "epoch": 0, "begin_ns": time.time_ns(), "end_ns": time.time_ns(), "traced": False, "batch": 3}
-    cases = {"StepRecorder.begin (the callback's step hook: row kept, written within 0.1 s)": recorder.begin,
+    cases = {"StepRecorder.begin (the callback's step hook: kept in a block, written within 0.1 s)": recorder.begin,
              "a step row encoded with json (what the recorder did per step before)": lambda i: encode(row),
              "two time.time_ns() calls": lambda i: (time.time_ns(), time.time_ns())}
     try:
@@ -118,9 +119,9 @@ def main() -> None:
         for name, fn in cases.items():
             results[name].append(per_call_us(fn, a.seconds))
     recorder.close()
-    steps = sum(1 for _ in open(tmp / "steps.jsonl"))
+    steps = len(read_steps(tmp / "steps.jsonl"))
     print(f"{platform.node()}, Python {platform.python_version()}, {a.rounds} rounds of {a.seconds} s per case; "
-          f"{steps:,} step rows written")
+          f"{steps:,} steps recorded")
     for name, values in results.items():
         print(f"{name}: {statistics.median(values):.2f} us per call (min-max {min(values):.2f}-{max(values):.2f})")
 

@@ -74,6 +74,7 @@ from scaldiag.collect.frameworks import input_marks  # noqa: E402
 
 # Not scaldiag.keras: importing it patches fit, which would annotate every arm's batches.
 from scaldiag.collect.frameworks.keras_callback import ScaldiagCallback  # noqa: E402
+from scaldiag.record.reader import read_steps  # noqa: E402
 
 TARGET_RATIO = 1.01
 ALL_ARMS = ("callback", "annotate", "sampler", "full", "noop", "clock")
@@ -416,7 +417,7 @@ def main() -> None:
             if recorder is not None and ("callback" in parts) != (recorder_off["since"] is None):
                 now = time.time_ns()
                 if "callback" in parts:
-                    recorder._flushed_ns += now - recorder_off["since"]
+                    recorder.delay_flush(now - recorder_off["since"])
                     recorder_off["since"] = None
                 else:
                     recorder_off["since"] = now
@@ -446,7 +447,7 @@ def main() -> None:
         switch(set(), blocks)
         ours.on_train_end()
         sampler_stats = stop_sampler(sampler) if sampler else "none"
-        recorded = sum(1 for _ in open(run_dir / "steps.jsonl"))
+        recorded = len(read_steps(run_dir / "steps.jsonl"))
     plan, times = blocks.plan[:len(blocks.times)], blocks.times
     result = {"kind": a.kind, "backend": backend, "steps_per_epoch": a.steps, "batch": a.batch,
               "block_steps": a.block_steps, "arms": arms, "cycles": cycles, "warmup_s": warm_s, "wall_s": wall_s,

@@ -12,6 +12,7 @@ from scaldiag.collect.frameworks.tracing import TraceWindow
 from scaldiag.collect.recorder import StepRecorder
 from scaldiag.collect.samplers import Samplers
 from scaldiag.pipeline import diagnose_run
+from scaldiag.record.reader import read_steps
 from scaldiag.record.rundir import GPU_SAMPLES, HOST_SAMPLES, read_json, read_jsonl, write_json
 
 
@@ -76,7 +77,7 @@ def _record_steps(run_dir, window, steps=14):
 def test_the_profiler_failing_to_start_costs_the_trace_not_the_steps(tmp_path):
     window = _BrokenWindow(tmp_path / "trace", "start")
     _record_steps(tmp_path, window)
-    assert len(read_jsonl(tmp_path / "steps.jsonl")) == 14
+    assert len(read_steps(tmp_path / "steps.jsonl")) == 14
     assert "already active" in read_json(tmp_path, "training.json")["trace"]["error"]
     a = diagnose_run(tmp_path).analysis
     assert a.steps.recorded == 14 and a.trace is None
@@ -86,7 +87,7 @@ def test_the_profiler_failing_to_start_costs_the_trace_not_the_steps(tmp_path):
 def test_the_profiler_failing_to_stop_is_recorded_and_the_steps_go_on(tmp_path):
     window = _BrokenWindow(tmp_path / "trace", "stop")
     _record_steps(tmp_path, window)
-    assert len(read_jsonl(tmp_path / "steps.jsonl")) == 14
+    assert len(read_steps(tmp_path / "steps.jsonl")) == 14
     assert "No space left" in read_json(tmp_path, "training.json")["trace"]["error"]
     assert not window.active
 
@@ -117,7 +118,7 @@ def test_a_long_run_shows_signs_of_life_on_stderr(tmp_path, capfd):
 
 
 def test_steps_reach_the_disk_while_training_runs_and_tile_the_time(tmp_path):
-    """A run killed mid-epoch keeps its steps up to STEP_FLUSH_S before the kill: rows are kept in
+    """A run killed mid-epoch keeps its steps up to STEP_FLUSH_S before the kill: steps are kept in
     memory between flushes (a file write per step cost ~5% of a short step), never longer."""
     import json
 
@@ -128,13 +129,13 @@ def test_steps_reach_the_disk_while_training_runs_and_tile_the_time(tmp_path):
     while time.monotonic() - t0 < 3 * STEP_FLUSH_S:
         recorder.begin(batch=7)
         time.sleep(0.01)
-    on_disk = (tmp_path / "steps.jsonl").read_text().splitlines()
-    assert on_disk, "no step reached the disk within the flush delay"
+    assert read_steps(tmp_path / "steps.jsonl"), "no step reached the disk within the flush delay"
     recorder.close()
     lines = (tmp_path / "steps.jsonl").read_text().splitlines()
-    rows = [json.loads(line) for line in lines]
-    # The same bytes json writes, compact; steps numbered and tiling the time (one clock read each).
-    assert lines == [json.dumps(r, separators=(",", ":")) for r in rows]
+    # Valid compact JSON, as json writes it; several blocks (one a flush), each step ending where the next begins.
+    assert lines == [json.dumps(json.loads(line), separators=(",", ":")) for line in lines]
+    assert len(lines) >= 3 and all('"bounds_ns"' in line for line in lines)
+    rows = read_steps(tmp_path / "steps.jsonl")
     assert [r["step"] for r in rows] == list(range(len(rows)))
     assert all(a["end_ns"] == b["begin_ns"] for a, b in zip(rows, rows[1:]))
     assert all(r["batch"] == 7 and r["traced"] is False and r["epoch"] == 0 for r in rows)

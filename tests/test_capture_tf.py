@@ -12,6 +12,7 @@ import psutil
 import pytest
 from conftest import ROOT
 
+from scaldiag.record.reader import read_steps
 from scaldiag.record.rundir import read_json, read_jsonl
 
 pytest.importorskip("tensorflow", reason="capture tests need TensorFlow (make test installs it)")
@@ -40,7 +41,7 @@ def test_profile_the_bundled_example(tmp_path):
     result = scaldiag("profile", "--out", tmp_path, ROOT / "examples" / "train_cnn.py", "--", "--steps", "40")
     assert result.returncode == 0, result.stderr
     run_dir = only_run_dir(tmp_path)
-    assert len(read_jsonl(run_dir / "steps.jsonl")) == 40
+    assert len(read_steps(run_dir / "steps.jsonl")) == 40
     assert read_jsonl(run_dir / "host_samples.jsonl")
     assert list((run_dir / "trace").rglob("*.xplane.pb"))
     report = report_json(run_dir)
@@ -90,7 +91,7 @@ def test_killing_the_training_leaves_a_readable_run(tmp_path):
                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline:
-        if out.exists() and list(out.iterdir()) and len(read_jsonl(only_run_dir(out) / "steps.jsonl")) >= 15:
+        if out.exists() and list(out.iterdir()) and len(read_steps(only_run_dir(out) / "steps.jsonl")) >= 15:
             break
         time.sleep(0.2)
     (child,) = psutil.Process(proc.pid).children()
@@ -135,7 +136,7 @@ def test_callback_records_a_mirrored_run_in_process(tmp_path):
     assert read_json(run_dir, "run.json")["status"] == "finished"
     training = read_json(run_dir, "training.json")
     assert training["replicas"] == 2 and training["per_replica_batch"] == 16
-    steps = read_jsonl(run_dir / "steps.jsonl")
+    steps = read_steps(run_dir / "steps.jsonl")
     assert len(steps) == 40 and {s["epoch"] for s in steps} == {0, 1}
     assert read_jsonl(run_dir / "host_samples.jsonl")  # sampled in-process: no launcher
     report = report_json(run_dir)
@@ -160,7 +161,7 @@ with capture(run_dir=sys.argv[1], global_batch=64, warmup_steps=2, trace_steps=4
 
 def test_custom_loop_api_marks_steps_in_the_trace(tmp_path):
     run_dir = run_script_recording_into(tmp_path, LOOP_SCRIPT)
-    assert len(read_jsonl(run_dir / "steps.jsonl")) == 12
+    assert len(read_steps(run_dir / "steps.jsonl")) == 12
     report = report_json(run_dir)
     assert report["training"]["framework"]["backend"] == "tensorflow"
     assert report["trace_report"]["steps"] == {"method": "markers", "count": 4,
@@ -245,7 +246,7 @@ def test_a_python_generator_still_feeds_fit(tmp_path):
     """))
     result = scaldiag("profile", "--out", tmp_path / "runs", script)
     assert result.returncode == 0 and "trained" in result.stdout, result.stderr[-2000:]
-    assert len(read_jsonl(only_run_dir(tmp_path / "runs") / "steps.jsonl")) == 20
+    assert len(read_steps(only_run_dir(tmp_path / "runs") / "steps.jsonl")) == 20
 
 
 def test_ctrl_c_stops_the_script_and_keeps_a_readable_run(tmp_path):
@@ -258,7 +259,7 @@ def test_ctrl_c_stops_the_script_and_keeps_a_readable_run(tmp_path):
                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while time.time() < deadline:
-        if out.exists() and list(out.iterdir()) and len(read_jsonl(only_run_dir(out) / "steps.jsonl")) >= 15:
+        if out.exists() and list(out.iterdir()) and len(read_steps(only_run_dir(out) / "steps.jsonl")) >= 15:
             break
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
@@ -319,5 +320,5 @@ def test_fit_given_a_callback_list_is_captured(tmp_path):
     run_dir = run_script_recording_into(tmp_path, CALLBACK_LIST_SCRIPT)
     training = read_json(run_dir, "training.json")
     assert training["global_batch"] == 16, training.get("batch_source")
-    steps = read_jsonl(run_dir / "steps.jsonl")
+    steps = read_steps(run_dir / "steps.jsonl")
     assert len(steps) == 8 and [s["batch"] for s in steps] == [0, 1, 2, 3] * 2

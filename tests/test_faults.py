@@ -20,6 +20,7 @@ import psutil
 import pytest
 from conftest import ROOT
 
+from scaldiag.record.reader import read_steps
 from scaldiag.record.rundir import read_json, read_jsonl
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow",
@@ -222,4 +223,4 @@ def test_keras_training_terminated_through_its_group_keeps_steps_and_report(tmp_
     d = run_dir(tmp_path)
     run = read_json(d, "run.json")
     assert run["status"] == "interrupted" and run["exit_code"] == -15
-    assert len(read_jsonl(d / "steps.jsonl")) >= 20 and read_jsonl(d / "host_samples.jsonl")
+    assert len(read_steps(d / "steps.jsonl")) >= 20 and read_jsonl(d / "host_samples.jsonl")

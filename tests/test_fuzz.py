@@ -137,8 +137,11 @@ def seed_run_dir(root: Path, with_trace: bytes | None) -> Path:
     write_json(run_dir, "inventory.json", {"gpus": [{"index": 0, "name": "H200", "uuid": "GPU-a", "pcie_gen_max": 5,
                                                      "pcie_width_max": 16}], "logical_to_nvml_index": [0]})
     t0 = 10**9
+    # As the recorder writes them: a row per warm-up and traced step, then blocks of begin-only steps.
     steps = [{"step": i, "epoch": 0, "begin_ns": t0 + i * 10**7, "end_ns": t0 + (i + 1) * 10**7,
-              "traced": i in (2, 3)} for i in range(30)]
+              "traced": i in (2, 3)} for i in range(4)]
+    steps += [{"step": first, "epoch": 0, "bounds_ns": [t0 + i * 10**7 for i in range(first, last + 1)],
+               "batch": list(range(first, last))} for first, last in ((4, 17), (17, 30))]
     gpu = [{"t_ns": t0 + i * 10**7, "gpu": 0, "util_pct": 90, "mem_used_bytes": 10**9, "sm_clock_mhz": 1980,
             "clocks_event_reasons": 0, "pcie_gen": 5, "pcie_width": 16, "pcie_tx_bytes": i * 1000} for i in range(30)]
     host = [{"t_ns": t0 + i * 10**7, "core_pct": [50.0, 60.0], "proc_cpu_pct": 80.0, "proc_threads": 9,
@@ -155,7 +158,7 @@ def seed_run_dir(root: Path, with_trace: bytes | None) -> Path:
 RUN_FILES = ["run.json", "training.json", "inventory.json", STEPS, GPU_SAMPLES, HOST_SAMPLES]
 KEYS = ["status", "exit_code", "missing", "command", "framework", "global_batch", "per_replica_batch", "replicas",
         "steps_per_execution", "warmup_steps", "input_ceiling", "gpus", "logical_to_nvml_index", "step",
-        "begin_ns", "end_ns", "epoch", "traced", "t_ns", "gpu", "core_pct", "proc_cpu_pct", "proc_rss_bytes",
+        "begin_ns", "end_ns", "bounds_ns", "batch", "epoch", "traced", "t_ns", "gpu", "core_pct", "proc_cpu_pct", "proc_rss_bytes",
         "util_pct", "pcie_gen", "clocks_event_reasons", "launcher_pid", "host", "runs", "counts", "emulate"]
 JSON_VALUE = st.recursive(st.none() | st.booleans() | st.integers(-(1 << 70), 1 << 70) | st.floats()
                           | st.text(max_size=10),

@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 
 from scaldiag.analyze.run import counter_rate, step_stats, within
+from scaldiag.record.reader import read_steps
 from scaldiag.record.rundir import read_json, read_jsonl
 
 
 def check(run_dir: Path) -> bool:
-    steps = read_jsonl(run_dir / "steps.jsonl")
+    steps = read_steps(run_dir / "steps.jsonl")
     stats = step_stats(steps, read_json(run_dir, "training.json"))
     samples = read_jsonl(run_dir / "gpu_samples.jsonl")
     first = steps[0]["begin_ns"]

@@ -186,11 +186,21 @@ class _Progress:
                 new = f.read()
         except OSError:
             return
-        self.offset += new.rfind(b"\n") + 1
-        self.steps += new.count(b"\n")
+        complete = new[:new.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        self.steps += step_count(complete)
         (then, before), self.last = self.last, (now, self.steps)
         rate = (self.steps - before) / (now - then) if now > then else 0.0
         print(f"scaldiag: {self.steps:,} steps recorded ({rate:.1f} steps/s lately)", file=sys.stderr, flush=True)
+
+
+def step_count(lines: bytes) -> int:
+    """Steps in complete steps.jsonl lines: one a row, a block's bounds less one (collect/recorder.py)."""
+    count = 0
+    for line in lines.splitlines():
+        at = line.find(b'"bounds_ns":[')
+        count += 1 if at < 0 else line.count(b",", at, line.find(b"]", at))
+    return count
 
 
 def _wait_forwarding(child: subprocess.Popen, progress: _Progress | None = None) -> tuple[int, list[int]]:

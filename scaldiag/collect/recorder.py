@@ -1,23 +1,30 @@
 """Step recording for any training loop: wall times of every step, a trace window.
 
 Framework-free: the Keras callback and the custom-loop API both drive it.
-Each step is kept as a tuple as it ends and reaches the disk within
-STEP_FLUSH_S (and at every mark: an epoch's end, validation, the profiler),
-so a killed run keeps all but its last moment of steps. The training thread
-pays for this on every step, so it is kept small (bench/bench_step_hook.py):
-a file write per step cost 64-76 us a step on the H200 machine's kernel, ~5%
-of a 1.5 ms step; a row encoded with ``json`` as it ended cost 2-3 of the 5 us
-left after buffering, so rows are kept as tuples and formatted at the flush.
-Which steps are warm-up, compilation or retracing is decided later, by the
-analysis, from these facts. Marks (``marks.jsonl``) are the moments
-between steps that the whole-run accounting needs: fit and epoch
-boundaries, validation, the profiler starting and stopping.
+Steps reach the disk within STEP_FLUSH_S (and at every mark: an epoch's end,
+validation, the profiler), so a killed run keeps all but its last moment of
+steps. Which steps are warm-up, compilation or retracing is decided later, by
+the analysis, from these facts. Marks (``marks.jsonl``) are the moments
+between steps that the whole-run accounting needs: fit and epoch boundaries,
+validation, the profiler starting and stopping.
+
+The training thread pays for this on every step, so the usual step costs one
+clock read and two list appends (bench/bench_step_hook.py). Steps that only
+begin (Keras, PyTorch: a step ends where the next begins) and are outside the
+trace window are kept as a *block*: the steps' begin times in one list, each
+step ending where the next begins, written as one ``steps.jsonl`` row
+(``bounds_ns``) that the reader expands. Measured on the H200 machine, where a
+host-bound step takes 1.1 ms: a file write per step cost ~5% of it (64-76 us);
+a row per step, formatted at the flush, still ~10 us a step inside a fit
+(bench/results/gpu_h200/capture_overhead_attribution.md), most of it Python
+printing six fields a step. A block prints its integers with one ``str`` each.
+Steps in the trace window, and steps a loop ends itself (``end``), keep a row
+each: they are few, or their ends are not the next beginnings.
 """
 
 from __future__ import annotations
 
 import collections
-import itertools
 import time
 from pathlib import Path
 
@@ -37,17 +44,21 @@ ROW_FORMATS = {True: _ROW + ',"batch":%d}\n', False: _ROW + "}\n"}  # with and w
 
 def step_lines(rows: list[tuple]) -> str:
     """steps.jsonl lines for rows ``(step, epoch, begin_ns, end_ns, "true"|"false", batch|None)``,
-    as ``json`` writes them (compact; ``%d`` takes NumPy integers too). Once per flush, on the
-    training thread: ~1 us a row in a loop (printing the integers), ~3 us inside a Keras-on-JAX fit on
-    the CPU machine. Rows that all have a batch index (Keras) or all lack one (custom loops) go
-    through one ``%`` over a repeated format."""
-    if not rows:
-        return ""
-    with_batch = rows[0][5] is not None
-    if all((row[5] is not None) is with_batch for row in rows):
-        values = rows if with_batch else (row[:5] for row in rows)
-        return (ROW_FORMATS[with_batch] * len(rows)) % tuple(itertools.chain.from_iterable(values))
+    as ``json`` writes them (compact; ``%d`` takes NumPy integers too)."""
     return "".join(ROW_FORMATS[row[5] is not None] % (row if row[5] is not None else row[:5]) for row in rows)
+
+
+def block_line(step: int, epoch: int, bounds_ns: list[int], batches: list) -> str:
+    """The steps.jsonl line of a block: steps ``step, step + 1, ...``, step k from ``bounds_ns[k]`` to
+    ``bounds_ns[k + 1]``, untraced, with Keras's batch index of each where every step has one."""
+    bounds = ",".join(map(str, bounds_ns))
+    if None in batches:
+        if batches.count(None) == len(batches):  # a loop that gives none (PyTorch, custom loops)
+            return f'{{"step":{step:d},"epoch":{epoch:d},"bounds_ns":[{bounds}]}}\n'
+        indices = ",".join("null" if b is None else str(b) for b in batches)
+    else:
+        indices = ",".join(map(str, batches))
+    return f'{{"step":{step:d},"epoch":{epoch:d},"bounds_ns":[{bounds}],"batch":[{indices}]}}\n'
 
 
 class _StepFile:
@@ -56,15 +67,15 @@ class _StepFile:
     def __init__(self, path: Path):
         self._file = open(path, "a")  # noqa: SIM115 (closed in close())
 
-    def write(self, rows: list[tuple]) -> None:
+    def write(self, text: str) -> None:
         if not self._file.closed:
-            if rows:
-                self._file.write(step_lines(rows))
+            if text:
+                self._file.write(text)
             self._file.flush()
 
-    def close(self, rows: list[tuple]) -> None:
+    def close(self, text: str) -> None:
         if not self._file.closed:
-            close_quietly(self._file, lambda: self.write(rows))
+            close_quietly(self._file, lambda: self.write(text))
 
 
 class StepRecorder:
@@ -72,26 +83,30 @@ class StepRecorder:
                  warmup_steps: int = WARMUP_STEPS, trace_steps: int = TRACE_STEPS):
         self.run_dir = Path(run_dir)
         self._steps = _StepFile(self.run_dir / STEPS)
-        self._rows: list[tuple] = []  # steps ended since the last flush
-        self._flushed_ns = time.time_ns()
         self._marks = JsonlWriter(self.run_dir / MARKS)
-        self._batch: int | None = None
+        self._lines: list[str] = []  # steps ended since the last flush, as lines, in the order they ran
+        self._rows: list[tuple] = []  # ... the last of them as rows (the window's, or ended by ``end``)
         self._window = window
+        self._window_due = window is not None  # a step of the window is still to come
         self._trace_first = warmup_steps
         self._trace_last = warmup_steps + trace_steps - 1
-        self.step = -1
-        self.epoch = 0
-        self._begin_ns = 0
-        self._traced = False
+        self._epoch = 0
+        # The open step: a block's last (``_in_block``) or a row of its own (``_step``, ``_begin_ns``...).
         self._open = False
-        self.recent_begin_ns = collections.deque(maxlen=RECENT_STEPS)
+        self._in_block = False
+        self._step = -1
+        self._begin_ns = 0
+        self._batch: int | None = None
+        self._traced = False
+        # The block: its first step and epoch, its steps' begin times and batch indices.
+        self._block_step = self._block_epoch = 0
+        self._bounds: list[int] = []
+        self._batches: list = []
+        self._recent = collections.deque(maxlen=RECENT_STEPS)  # beginnings before the block's
+        self._set_flushed(time.time_ns())
         update_json(self.run_dir, "training.json", warmup_steps=warmup_steps, trace_steps=trace_steps)
 
-    def mark(self, name: str, **facts) -> None:
-        """A moment of the run (``fit_begin``, ``epoch_end``...), for the accounting."""
-        self.flush_steps()  # a pause between steps (epoch end, validation) leaves no step in memory
-        self._marks.write({"mark": name, "t_ns": time.time_ns(), **facts})
-
+    # -- the step hook ---------------------------------------------------------------------------
     def begin(self, batch: int | None = None) -> None:
         """A step starts; the step before it, if still open, ends here.
 
@@ -104,74 +119,178 @@ class StepRecorder:
         asynchronous (JAX) training loop.
         """
         now = time.time_ns()
-        if self._open:
-            if self._traced:
-                self._finish(now)
-            else:  # _finish without the window, inline: every step pays for this method
-                self._open = False
-                self._rows.append((self.step, self.epoch, self._begin_ns, now, "false", self._batch))
-                if now - self._flushed_ns >= _STEP_FLUSH_NS or now < self._flushed_ns:  # (<: clock set back)
-                    self.flush_steps()
-        self.step += 1
-        self._batch = batch
-        if self._window is not None:
+        if self._in_block and self._flushed_ns <= now < self._due_ns:  # the usual step: nothing else to do
+            self._bounds.append(now)
+            self._batches.append(batch)
+            return
+        self._begin(now, batch)
+
+    def _begin(self, now: int, batch: int | None) -> None:
+        """``begin`` for every step but a block's usual one."""
+        if self._open and not self._in_block:
+            self._finish(now)
+        if self._window_due:
+            self._close_block(now)
+            self._step = self.step + 1
+            self._batch = batch
             now = self._window_begin(now)
-        self._open = True
-        self._begin_ns = now
-        self.recent_begin_ns.append(now)
-
-    def _window_begin(self, now: int) -> int:
-        """The trace window's part of a step's beginning; returns the step's begin time."""
-        window = self._window
-        late = self.step == self._trace_first
-        if late:
-            self.mark("trace_start")
-            window.start()
-            self.mark("trace_started")
-            update_json(self.run_dir, "training.json", trace={"logdir": TRACE_DIR, "first_step": self.step,
-                                                                "backend": window.backend, "error": window.error})
-        self._traced = bool(window.active)
-        if self._traced:
-            window.step_begin(self.step)
-            late = True
-        return time.time_ns() if late else now  # the window's own work belongs to neither step
-
-    def flush_steps(self) -> None:
-        """The steps ended so far onto the disk."""
-        rows, self._rows = self._rows, []
-        self._steps.write(rows)
-        self._flushed_ns = time.time_ns()
+            self._open, self._begin_ns = True, now
+            self._recent.append(now)
+        elif self._in_block:
+            self._bounds.append(now)
+            self._batches.append(batch)
+        else:
+            self._block_step, self._block_epoch = self.step + 1, self._epoch
+            self._bounds.append(now)
+            self._batches.append(batch)
+            self._open = self._in_block = True
+        if not self._flushed_ns <= now < self._due_ns:  # (<: the clock was set back)
+            self.flush_steps()
 
     def end(self) -> None:
         """The current step ends (custom loops know; Keras steps end at the next begin)."""
         if self._open:
-            self._finish(time.time_ns())
+            now = time.time_ns()
+            if self._in_block:
+                self._close_block(now)
+            else:
+                self._finish(now)
+
+    def drop_open(self) -> None:
+        """The open step did not happen (PyTorch: the last ``optimizer.step()`` opens a step no update ends)."""
+        self._close_block(None)
+        self._open = False
+
+    # -- state -----------------------------------------------------------------------------------
+    @property
+    def step(self) -> int:
+        """The number of the step begun last (-1 before the first)."""
+        return self._block_step + len(self._bounds) - 1 if self._in_block else self._step
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        """Steps ended from now on belong to epoch ``value`` (the open one too)."""
+        if value != self._epoch and self._in_block:
+            self._split_block()
+            self._block_epoch = value
+        self._epoch = value
+
+    @property
+    def recent_begin_ns(self) -> list[int]:
+        """The last RECENT_STEPS steps' beginnings."""
+        return [*self._recent, *self._bounds][-RECENT_STEPS:]
+
+    # -- the block -------------------------------------------------------------------------------
+    def _split_block(self) -> None:
+        """The block's ended steps become a line; its open step begins the block."""
+        bounds, batches = self._bounds, self._batches
+        if len(bounds) > 1:
+            self._rows_to_lines()  # rows that ended before the block began come first
+            self._lines.append(block_line(self._block_step, self._block_epoch, bounds, batches[:-1]))
+            self._recent.extend(bounds[:-1])
+            self._block_step += len(bounds) - 1
+            del bounds[:-1], batches[:-1]
+
+    def _close_block(self, end_ns: int | None) -> None:
+        """The block's open step ends at ``end_ns`` (None: it did not happen); the block becomes a line.
+
+        A block of one step ended by ``end`` becomes a row: custom loops end every step themselves."""
+        if not self._in_block:
+            return
+        if end_ns is not None and len(self._bounds) == 1:
+            self._rows.append((self._block_step, self._block_epoch, self._bounds[0], end_ns, "false",
+                               self._batches[0]))
+            self._recent.append(self._bounds[0])
+            self._block_step += 1
+        else:
+            if end_ns is not None:  # the bound that ends the last step, as a next begin would
+                self._bounds.append(end_ns)
+                self._batches.append(None)
+            self._split_block()
+        self._step = self._block_step - 1
+        self._bounds.clear()
+        self._batches.clear()
+        self._open = self._in_block = False
+
+    # -- the trace window and rows ---------------------------------------------------------------
+    def _window_begin(self, now: int) -> int:
+        """The trace window's part of a step's beginning; returns the step's begin time."""
+        window = self._window
+        late = self._step == self._trace_first
+        if late:
+            self.mark("trace_start")
+            window.start()
+            self.mark("trace_started")
+            update_json(self.run_dir, "training.json", trace={"logdir": TRACE_DIR, "first_step": self._step,
+                                                                "backend": window.backend, "error": window.error})
+        self._traced = bool(window.active)
+        if self._traced:
+            window.step_begin(self._step)
+            late = True
+        elif self._step >= self._trace_first:  # the window did not start: no step of it is to come
+            self._window_due = False
+        return time.time_ns() if late else now  # the window's own work belongs to neither step
 
     def _finish(self, end_ns: int) -> None:
         self._open = False
         if self._traced:
             self._window.step_end()
-        self._rows.append((self.step, self.epoch, self._begin_ns, end_ns, "true" if self._traced else "false",
+        self._rows.append((self._step, self._epoch, self._begin_ns, end_ns, "true" if self._traced else "false",
                            self._batch))
-        if end_ns - self._flushed_ns >= _STEP_FLUSH_NS or end_ns < self._flushed_ns:
+        if not self._flushed_ns <= end_ns < self._due_ns:
             self.flush_steps()
-        if self._traced and self.step >= self._trace_last:
+        if self._traced and self._step >= self._trace_last:
             self.stop_trace()
 
     def stop_trace(self) -> None:
         window = self._window
+        self._window_due = False
         if window is not None and window.active:
             self.mark("trace_stop")
             window.stop()
             self.mark("trace_stopped")
             update_json(self.run_dir, "training.json", trace={"logdir": TRACE_DIR, "first_step": self._trace_first,
-                                                                "last_step": self.step, "backend": window.backend,
+                                                                "last_step": self._step, "backend": window.backend,
                                                                 "error": window.error})
+
+    # -- writing ---------------------------------------------------------------------------------
+    def mark(self, name: str, **facts) -> None:
+        """A moment of the run (``fit_begin``, ``epoch_end``...), for the accounting."""
+        self.flush_steps()  # a pause between steps (epoch end, validation) leaves no ended step in memory
+        self._marks.write({"mark": name, "t_ns": time.time_ns(), **facts})
+
+    def _text(self) -> str:
+        """The lines of the steps ended since the last flush, in the order they ran."""
+        self._rows_to_lines()
+        if self._in_block:
+            self._split_block()
+        text = "".join(self._lines)
+        self._lines = []
+        return text
+
+    def _rows_to_lines(self) -> None:
+        if self._rows:
+            self._lines.append(step_lines(self._rows))
+            self._rows = []
+
+    def flush_steps(self) -> None:
+        """The steps ended so far onto the disk."""
+        self._steps.write(self._text())
+        self._set_flushed(time.time_ns())
+
+    def _set_flushed(self, now: int) -> None:
+        self._flushed_ns, self._due_ns = now, now + _STEP_FLUSH_NS
+
+    def delay_flush(self, ns: int) -> None:
+        """The next flush comes ``ns`` later (bench/capture_overhead_blocks.py: time the recorder was off)."""
+        self._set_flushed(self._flushed_ns + ns)
 
     def close(self) -> None:
         self.end()
         self.stop_trace()
-        rows, self._rows = self._rows, []
-        self._steps.close(rows)
+        self._steps.close(self._text())
         self._marks.close()
-

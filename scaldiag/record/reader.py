@@ -25,7 +25,7 @@ def read_record(run_dir: Path) -> RunRecord:
         run = {"status": "unknown"}  # damaged: report what the other files hold
     training = _object(run_dir, "training.json", validate.TRAINING_FIELDS, notes)
     inventory = _object(run_dir, "inventory.json", validate.INVENTORY_FIELDS, notes)
-    steps = _rows(run_dir / STEPS, validate.STEP_ROW, False, "begin_ns", notes)
+    steps = read_steps(run_dir / STEPS, notes)
     gpu_samples = _rows(run_dir / GPU_SAMPLES, validate.GPU_ROW, True, "t_ns", notes)
     host_samples = _rows(run_dir / HOST_SAMPLES, validate.HOST_ROW, True, "t_ns", notes)
     # Marks come from two processes (bootstrap and recorder), so they are sorted, not checked for order.
@@ -47,8 +47,16 @@ def _object(run_dir: Path, name: str, fields: dict, notes: list[str]) -> dict:
     return data
 
 
-def _rows(path: Path, shape, numbers_only: bool, order_key: str, notes: list[str]) -> list[dict]:
+def read_steps(path: Path, notes: list[str] | None = None) -> list[dict]:
+    """steps.jsonl as one row per step (blocks expanded), well typed and in order; damage noted in ``notes``."""
+    return _rows(path, validate.STEP_ROW, False, "begin_ns", [] if notes is None else notes, validate.expand_step_blocks)
+
+
+def _rows(path: Path, shape, numbers_only: bool, order_key: str, notes: list[str], expand=None) -> list[dict]:
     rows, damaged = load_jsonl(path)
+    if expand is not None:
+        rows, broken = expand(rows)
+        damaged += broken
     rows, wrong = validate.clean_rows(rows, shape, numbers_only)
     rows, unordered = validate.in_order(rows, order_key)
     lost = damaged + wrong + unordered

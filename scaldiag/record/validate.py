@@ -112,6 +112,45 @@ def clean_object(data: dict, fields: dict, name: str) -> tuple[dict, list[str]]:
     return out, notes
 
 
+def expand_step_blocks(rows: list[dict]) -> tuple[list[dict], int]:
+    """steps.jsonl rows with each block (``bounds_ns``, written by collect/recorder.py) expanded into
+    one row per step, and how many blocks were damaged (skipped whole: their steps' numbers and ends
+    depend on every bound).
+
+    A block ``{"step": s, "epoch": e, "bounds_ns": [b0, ..., bn], "batch": [k0, ...]}`` holds steps
+    s .. s+n-1, step s+i from b_i to b_i+1, untraced; ``batch`` (each step's, null for none) is optional."""
+    if not any("bounds_ns" in row for row in rows):
+        return rows, 0
+    out, damaged = [], 0
+    for row in rows:
+        if "bounds_ns" not in row:
+            out.append(row)
+            continue
+        steps = _block_steps(row)
+        if steps is None:
+            damaged += 1
+        else:
+            out += steps
+    return out, damaged
+
+
+def _block_steps(row: dict) -> list[dict] | None:
+    step, epoch = _int(row.get("step")), _int(row.get("epoch", 0))
+    bounds, batches = _list_of(_int)(row["bounds_ns"]), row.get("batch")
+    n = len(bounds) - 1 if bounds is not _BAD else 0
+    if step is _BAD or epoch is _BAD or n < 1 or any(later < earlier for earlier, later in zip(bounds, bounds[1:])):
+        return None
+    if batches is not None and (_list_of(_opt(_int))(batches) is _BAD or len(batches) != n):
+        return None
+    rows = [{"step": step + i, "epoch": epoch, "begin_ns": bounds[i], "end_ns": bounds[i + 1], "traced": False}
+            for i in range(n)]
+    if batches is not None:
+        for r, batch in zip(rows, batches):
+            if batch is not None:  # null: that step had no batch index
+                r["batch"] = batch
+    return rows
+
+
 def clean_rows(rows: list[dict], shape: tuple[dict, dict], numbers_only: bool) -> tuple[list[dict], int]:
     """The rows whose required fields are present and well typed; optional bad fields dropped."""
     required, optional = shape

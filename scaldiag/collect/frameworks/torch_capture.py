@@ -176,7 +176,7 @@ class TorchCapture:
         session = self.session
         try:
             recorder = session.recorder
-            recorder._open = False  # the step the last optimizer.step() opened: no update ends it
+            recorder.drop_open()  # the step the last optimizer.step() opened: no update ends it
             recorder.mark("fit_end")
             if not self.failed and self.loader is not None and rank() == 0:
                 self._ceiling(recorder)
