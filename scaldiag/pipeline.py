@@ -23,7 +23,7 @@ from scaldiag.readers import read_trace as read_any_trace
 from scaldiag.record.reader import is_sweep, rank_dirs, read_record, sweep_runs
 from scaldiag.record.rundir import TRACE_DIR
 from scaldiag.rules.report import Report, RunReport, SweepReport, build_report, build_run_report, build_sweep_report
-from scaldiag.trace import INT_STATS, Trace
+from scaldiag.trace import INT_STATS, SparseStat, Trace
 
 __all__ = ["read_trace", "diagnose_trace", "diagnose_run", "diagnose_sweep", "diagnose"]
 
@@ -50,7 +50,11 @@ def typed_stats(trace: Trace) -> Trace:
     return replace(trace, planes=planes)
 
 
-def _typed_column(name: str, column: np.ndarray) -> np.ndarray:
+def _typed_column(name: str, column: np.ndarray | SparseStat) -> np.ndarray | SparseStat:
+    if isinstance(column, SparseStat):
+        values = _typed_column(name, column.values)
+        keep = np.flatnonzero(values != None)  # noqa: E711
+        return column if values is column.values else SparseStat(column.rows[keep], values[keep])
     present = np.flatnonzero(column != None)  # noqa: E711 (element-wise on an object array)
     if not len(present):
         return column

@@ -34,8 +34,9 @@ class Line:
     start_ns: np.ndarray  # int64
     end_ns: np.ndarray    # int64, >= start_ns
     name_id: np.ndarray   # int32 index into Plane.event_names
-    # Each wanted stat found on this line: an object array, None where absent.
-    stats: dict[str, np.ndarray] = field(default_factory=dict)
+    # Each wanted stat found on this line: an object array, None where absent, or, for a stat
+    # on few of the line's events (step markers on a thread of millions), a SparseStat.
+    stats: dict[str, np.ndarray | SparseStat] = field(default_factory=dict)
     # True where the reader knows every stat value is already of the type the analysis
     # reads (int for INT_STATS, str for the others): pipeline.typed_stats then skips the line.
     stats_typed: bool = False
@@ -44,9 +45,37 @@ class Line:
         return len(self.start_ns)
 
     def stat(self, name: str) -> np.ndarray:
-        """The stat column, or an all-None column when no event has it."""
+        """The stat column (None where an event lacks it), all None when no event has it."""
         column = self.stats.get(name)
+        if isinstance(column, SparseStat):
+            return column.dense(len(self))
         return column if column is not None else np.full(len(self), None, dtype=object)
+
+    def stat_rows(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(rows ascending, values) of the events that have the stat."""
+        column = self.stats.get(name)
+        if isinstance(column, SparseStat):
+            return column.rows, column.values
+        if column is None:
+            return np.zeros(0, np.int64), np.zeros(0, dtype=object)
+        rows = np.flatnonzero(column != None)  # noqa: E711 (element-wise on an object array)
+        return rows, column[rows]
+
+
+@dataclass(frozen=True)
+class SparseStat:
+    """A stat that few of a line's events have: their rows (ascending, distinct) and values.
+
+    Keeps a reader from making, and the analysis from scanning, a column of millions of
+    Nones: on a 270 MB JAX trace the host thread's 6.8 M events had 15,600 step markers."""
+
+    rows: np.ndarray    # int64
+    values: np.ndarray  # object
+
+    def dense(self, n: int) -> np.ndarray:
+        column = np.full(n, None, dtype=object)
+        column[self.rows] = self.values
+        return column
 
 
 @dataclass(frozen=True)

@@ -364,7 +364,7 @@ def _decoded(data: bytes, native: str):
             path.write_bytes(data)
             trace = read_trace([path])
             return [(p.name, p.event_names, [(ln.name, ln.start_ns.tolist(), ln.end_ns.tolist(), ln.name_id.tolist(),
-                                              {k: v.tolist() for k, v in ln.stats.items()}) for ln in p.lines])
+                                              {k: ln.stat(k).tolist() for k in ln.stats}) for ln in p.lines])
                     for p in trace.planes]
     except ScaldiagError as exc:
         return type(exc).__name__

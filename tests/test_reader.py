@@ -98,9 +98,10 @@ def test_every_event_and_wanted_stat_matches_the_protobuf_objects(path, raw_spac
     checked = 0
     for plane in trace.planes:
         expected = events(space, plane.name)
+        columns = [{k: line.stat(k) for k in line.stats} for line in plane.lines]
         got = [(line.name, plane.event_names[line.name_id[i]], int(line.start_ns[i]), int(line.end_ns[i]),
-                {k: line.stats[k][i] for k in line.stats if line.stats[k][i] is not None})
-               for line in plane.lines for i in range(len(line))]
+                {k: c[i] for k, c in stats.items() if c[i] is not None})
+               for line, stats in zip(plane.lines, columns) for i in range(len(line))]
         assert len(got) == len(expected)
         for g, e in zip(got, expected):
             assert g[:2] == (e["line"], e["name"])
@@ -120,7 +121,7 @@ def test_every_stat_value_kind(tmp_path):
     event.stats.add(metadata_id=host.stat_id("tf_op"), bytes_value=b"a:B")
     host.event(line, "other", 20, 0, interned={"hlo_category": "data formatting"})
     (line,) = read_trace([write(space, tmp_path / "t.xplane.pb")]).host_planes[0].lines
-    assert {k: list(v) for k, v in line.stats.items()} == {
+    assert {k: list(line.stat(k)) for k in line.stats} == {
         "step_num": [-7, None], "hlo_op": ["x" * 300, None], "group_id": [2**63 + 5, None],
         "_r": [1.5, None], "tf_op": ["a:B", None], "hlo_category": [None, "data formatting"]}
 
@@ -144,7 +145,7 @@ def test_zero_filled_file_is_rejected_at_its_first_bytes(tmp_path):
 
 def _columns(trace):
     return [(p.name, p.event_names, [(ln.name, ln.start_ns.tolist(), ln.end_ns.tolist(), ln.name_id.tolist(),
-                                      {k: v.tolist() for k, v in ln.stats.items()}) for ln in p.lines])
+                                      {k: ln.stat(k).tolist() for k in ln.stats}) for ln in p.lines])
             for p in trace.planes]
 
 
@@ -234,3 +235,33 @@ def test_the_c_decoder_rejects_what_the_numpy_one_rejects(monkeypatch, tmp_path,
     path.write_bytes(data[:int(len(data) * cut)])
     native, numpy_only = _read_both(monkeypatch, [path])
     assert native[0] == "TraceError" and native == numpy_only
+
+
+def test_a_stat_on_few_events_of_a_long_line_is_kept_sparse_and_reads_the_same(tmp_path):
+    """Step markers on a host thread of many events: rows and values, not a column of Nones; where
+    an event has the stat twice, the later value wins, as in a dense column."""
+    from scaldiag.trace import SparseStat
+
+    space = new_space()
+    host = PlaneBuilder(space, "/host:CPU")
+    line = host.line("python3")
+    n = xplane_read.SPARSE_MIN_EVENTS * 2
+    for i in range(n):
+        event = host.event(line, "op", i * 10, 5, **({"step_num": i // 500} if i % 500 == 0 else {}))
+        if i == 1000:
+            event.stats.add(metadata_id=host.stat_id("step_num"), int64_value=99)  # a second value: it wins
+    path = write(space, tmp_path / "t.xplane.pb")
+    (sparse,) = read_trace([path]).host_planes[0].lines
+    assert isinstance(sparse.stats["step_num"], SparseStat)
+    rows, values = sparse.stat_rows("step_num")
+    assert rows.tolist() == list(range(0, n, 500))
+    assert values.tolist() == [k if k != 2 else 99 for k in range(len(rows))]
+    dense_reader = xplane_read.SPARSE_MIN_EVENTS
+    try:
+        xplane_read.SPARSE_MIN_EVENTS = 10**18
+        (dense,) = read_trace([path]).host_planes[0].lines
+    finally:
+        xplane_read.SPARSE_MIN_EVENTS = dense_reader
+    assert isinstance(dense.stats["step_num"], np.ndarray)
+    assert sparse.stat("step_num").tolist() == dense.stat("step_num").tolist()
+    assert [a.tolist() for a in dense.stat_rows("step_num")] == [rows.tolist(), values.tolist()]

@@ -49,7 +49,7 @@ def _categories(plane: Plane, line, cache: dict[tuple, str]) -> np.ndarray:
     key = line.name_id.astype(np.int64)
     distinct: list[list] = [list(range(len(plane.event_names)))]
     for stat in ("tf_op", "hlo_op", "hlo_category"):
-        codes, values = _factorize(line.stats.get(stat), len(line))
+        codes, values = _factorize(line.stat(stat) if stat in line.stats else None, len(line))
         distinct.append(values)
         key = key * len(values) + codes  # one integer per combination (few distinct values each)
     if np.prod([float(len(v)) for v in distinct]) >= 2.0**62:  # too many to number: one at a time

@@ -69,10 +69,15 @@ def _from_step_num(host_events):
     for plane, line in host_events:
         if "step_num" not in line.stats:  # most threads: no all-None column made and searched
             continue
-        step_num, root = line.stat("step_num"), line.stat("_r")
-        present = np.flatnonzero(np.not_equal(step_num, None))
-        for num, start, end, is_root, name_id in zip(step_num[present].tolist(), line.start_ns[present].tolist(),
-                                                     line.end_ns[present].tolist(), (root[present] == 1).tolist(),
+        present, step_num = line.stat_rows("step_num")
+        root_rows, root_values = line.stat_rows("_r")
+        roots = np.zeros(len(present), bool)  # _r == 1 on the marker's own row
+        at = np.searchsorted(root_rows, present)
+        found = at < len(root_rows)
+        found[found] = root_rows[at[found]] == present[found]
+        roots[found] = root_values[at[found]] == 1
+        for num, start, end, is_root, name_id in zip(step_num.tolist(), line.start_ns[present].tolist(),
+                                                     line.end_ns[present].tolist(), roots.tolist(),
                                                      line.name_id[present].tolist()):
             by_name[plane.event_names[name_id]].append((int(num), start, end, is_root))
     if not by_name:
@@ -89,9 +94,9 @@ def _from_step_num(host_events):
 def _from_group_id(host_events):
     spans: dict[int, list[int]] = {}
     for _, line in host_events:
-        group = line.stat("group_id")
-        for i in np.flatnonzero(np.not_equal(group, None)):
-            span = spans.setdefault(int(group[i]), [int(line.start_ns[i]), int(line.end_ns[i])])
+        rows, groups = line.stat_rows("group_id")
+        for i, group in zip(rows.tolist(), groups.tolist()):
+            span = spans.setdefault(int(group), [int(line.start_ns[i]), int(line.end_ns[i])])
             span[0], span[1] = min(span[0], int(line.start_ns[i])), max(span[1], int(line.end_ns[i]))
     if len(spans) < 2:
         return None
