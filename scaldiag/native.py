@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 NATIVE_ENV = "SCALDIAG_NATIVE"
 
@@ -11,3 +12,16 @@ NATIVE_ENV = "SCALDIAG_NATIVE"
 def enabled(module):
     """``module``, a compiled extension or None where it was not built, unless SCALDIAG_NATIVE=0."""
     return module if module is not None and os.environ.get(NATIVE_ENV, "1") != "0" else None
+
+
+_told: set[str] = set()
+
+
+def tell_if_missing(module, what: str) -> None:
+    """Once per process, on stderr: ``what`` runs in numpy because its compiled part was not built
+    (the install found no C compiler), so a user waiting on a large trace knows why and what to do."""
+    if module is None and what not in _told and os.environ.get(NATIVE_ENV, "1") != "0":
+        _told.add(what)
+        print(f"scaldiag: {what} runs without its compiled part (not built: no C compiler at install?), "
+              "about 4x slower; install a C compiler and reinstall scaldiag (pip install --force-reinstall "
+              f"--no-deps .), or set {NATIVE_ENV}=0 to silence this", file=sys.stderr)

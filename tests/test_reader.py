@@ -265,3 +265,18 @@ def test_a_stat_on_few_events_of_a_long_line_is_kept_sparse_and_reads_the_same(t
     assert isinstance(dense.stats["step_num"], np.ndarray)
     assert sparse.stat("step_num").tolist() == dense.stat("step_num").tolist()
     assert [a.tolist() for a in dense.stat_rows("step_num")] == [rows.tolist(), values.tolist()]
+
+
+def test_a_large_trace_read_without_the_compiled_decoder_says_so_once(monkeypatch, capsys):
+    from scaldiag import native
+
+    monkeypatch.setattr(xplane_read, "_wire_c", None)  # as where setup.py found no compiler
+    monkeypatch.setattr(xplane_read, "_NOTICE_MIN_BYTES", 0)
+    monkeypatch.setattr(native, "_told", set())
+    read_trace([GPU_TRACE])
+    read_trace([GPU_TRACE])
+    assert capsys.readouterr().err.count("runs without its compiled part") == 1
+    monkeypatch.setattr(native, "_told", set())
+    monkeypatch.setenv(native.NATIVE_ENV, "0")  # numpy asked for: nothing to say
+    read_trace([GPU_TRACE])
+    assert capsys.readouterr().err == ""

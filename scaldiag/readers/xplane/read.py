@@ -102,6 +102,8 @@ def _read_file(file: Path) -> tuple[str, list[Plane]]:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as exc:
         raise TraceError(f"cannot read {file}: {exc.strerror}") from exc
+    if len(data) >= _NOTICE_MIN_BYTES:
+        native.tell_if_missing(_wire_c, "reading this large trace")
     helper = _Helper.start(file, len(data))
     try:
         return _read_mapped(file, data, helper)
@@ -112,6 +114,9 @@ def _read_file(file: Path) -> tuple[str, list[Plane]]:
             data.close()
         except BufferError:  # an array still views it (an exception's frames): the GC closes it
             pass
+
+
+_NOTICE_MIN_BYTES = 64 << 20  # from here a missing compiled decoder costs the user seconds
 
 
 # With SCALDIAG_DECODE_WORKERS=1, a second process decodes every other batch
