@@ -5,7 +5,9 @@ report in run6_reports_keras.tgz). The input-free step measured the input at 0.7
 (clone 0.777 ms, its epochs 0.723-0.787), above the trace's own input (DevicePutWithSharding, 0.21 ms a
 step); raised, input read 50.2% +-5.0 and host overhead 44.0% +-4.7, and SD101 ranked first on a script
 whose planted cause is host overhead. The trace's shares before the raise are rebuilt here from that
-report: every category but input scaled back by the raise's factor (input_cost._unit).
+report: every category but input scaled back by the raise's factor (input_cost._unit). The report does
+not give the trace's own input share; its host table names DevicePutWithSharding, 0.21 ms a step (13%),
+and run 7's traces of the same script showed 25.4% and 26.9% (run7_reports_keras.tgz): both are tried.
 """
 
 import pytest
@@ -36,14 +38,14 @@ def _profile(unit: UnitAnalysis) -> ProfileAnalysis:
                            steps_description="", units=[unit], framework="jax", profiler_inflation=1.46)
 
 
-def _round2_trace() -> ProfileAnalysis:
+def _round2_trace(trace_input_ms: float = TRACE_INPUT_MS) -> ProfileAnalysis:
     """The corrected trace of round 2 before the input raise: the report's shares / the raise's factor."""
     target = STEP_MS - CLONE["step_ms"]
-    back = (STEP_MS - TRACE_INPUT_MS) / (STEP_MS - target)
+    back = (STEP_MS - trace_input_ms) / (STEP_MS - target)
     after = {"compute": (4.5, 1.3), "h2d": (0.1, 0.0), "d2h": (0.1, 0.0), "idle": (1.2, 0.8),
              "host_overhead": (44.0, 4.7)}
     parts = {c: (pct * back, ci * back) for c, (pct, ci) in after.items()}
-    parts["input"] = (100 * TRACE_INPUT_MS / STEP_MS, 3.0)
+    parts["input"] = (100 * trace_input_ms / STEP_MS, 3.0)
     return _profile(_gpu_unit(parts))
 
 
@@ -68,6 +70,13 @@ def test_host_launch_round_2_ranks_host_overhead_first_where_the_measured_input_
     assert sd101.seen_speedup == pytest.approx(1 / (1 - TRACE_INPUT_MS / STEP_MS), rel=1e-3)
     assert [f.id for f in found][:2] == ["SD105", "SD101"]
     assert any("the trace shows 13.3% as input" in n for n in sd101.notes)
+
+
+@pytest.mark.parametrize("trace_input_pct", [13.3, 25.4, 26.9])
+def test_the_order_holds_for_the_trace_input_seen_in_either_run(trace_input_pct):
+    raised = with_input_cost(_round2_trace(STEP_MS * trace_input_pct / 100), input_cost(STEP_MS, STEP_CI_MS, CLONE))
+    assert raised.units[0].categories["input"].exclusive_pct == pytest.approx(50.2, abs=0.1)
+    assert [f.id for f in run_rules(raised)][:2] == ["SD105", "SD101"]
 
 
 def test_a_measured_input_cost_beyond_the_noise_of_the_rest_ranks_first():
