@@ -65,7 +65,7 @@ def for_device(case: Case, device: bool) -> Case:
 
 CASES = [
     Case("input_python", "bench/zoo/input_python.py", "input", ["--fixed"], quick=["--steps", "12"],
-         variants={"processes": ["--fixed", "--processes"]}),
+         variants={"threads": ["--fixed", "--threads"], "processes": ["--fixed", "--processes"]}),
     Case("host_to_device", "bench/zoo/host_to_device.py", "h2d", ["--fixed"], fix_words="uint8",
          quick=["--steps", "8", "--batch", "64"], needs_device=True),
     Case("host_launch", "bench/zoo/host_launch.py", "host_overhead", ["--fixed"], fix_words="per-replica batch x4",

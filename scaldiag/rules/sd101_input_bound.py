@@ -33,12 +33,15 @@ FIX = {
         "keeping it: it pickles every batch back). Move augmentation "
         "into the model (keras.layers.RandomFlip ...) so it runs on the GPU."),
     "jax": (
-        "Keras 3 on JAX iterates the data on the host: feed it a tf.data pipeline with "
-        "num_parallel_calls=tf.data.AUTOTUNE and .prefetch(tf.data.AUTOTUNE), or a "
-        "keras.utils.PyDataset(workers=N) with worker threads (use_multiprocessing=True made a NumPy-augmenting "
-        "PyDataset 2-2.5x slower on an H200; every batch is pickled back to the training process); for a plain JAX loop, "
-        "prefetch batches to the devices ahead of the step (e.g. flax.jax_utils.prefetch_to_device "
-        "or a background thread calling jax.device_put)."),
+        "Keras 3 on JAX iterates the data on the host, on the training thread. Move per-batch augmentation "
+        "into the model (keras.layers.RandomFlip, RandomCrop ..., or a layer of keras.ops), where it runs on "
+        "the device inside the compiled step; feed what must stay on the host as a tf.data pipeline with "
+        "num_parallel_calls=tf.data.AUTOTUNE and .prefetch(tf.data.AUTOTUNE). keras.utils.PyDataset(workers=N) "
+        "threads help only where the batch's NumPy work releases the GIL for long (a NumPy blur of small "
+        "batches: 0.87-1.29x with 8 threads on an H200), and use_multiprocessing=True pickles every batch back "
+        "(2-2.5x slower there). For a plain JAX loop, do the augmentation in the jitted step, and prefetch "
+        "batches to the devices ahead of it (flax.jax_utils.prefetch_to_device, or a background thread calling "
+        "jax.device_put)."),
     "pytorch": (
         "Load batches in parallel worker processes, ahead of the step:\n"
         "  loader = DataLoader(ds, batch_size=b, num_workers=8,       # about cores / ranks per node\n"
@@ -67,8 +70,8 @@ _FEWER_BYTES = ("Each step moves {mb:.0f} MB to the device: send fewer bytes. Im
 
 
 # PyDataset workers: threads, not processes. Measured on an H200 (Keras on JAX, bench/zoo/input_python.py,
-# bench/results/gpu_h200/accuracy run 5): use_multiprocessing=True 0.39-0.49x over 3 rounds, 8 threads 1.28x
-# (runs 1, 2: 1.23x, 0.87x); on the 2-core development machine (TF) processes 0.41x.
+# bench/results/gpu_h200/accuracy runs 1-7): use_multiprocessing=True 0.39-0.49x, 8 threads 0.87-1.29x
+# (1.02x in run 7); on the 2-core development machine (TF) processes 0.41x. Augmentation in the model: run 8.
 # A Generator stage is Python feeding tf.data (from_generator, or Keras' wrapper of a PyDataset).
 _PYTHON_PRODUCER = ("\nThe producer is Python (a Generator stage: from_generator, or a keras.utils.PyDataset): give "
                     "the PyDataset workers (PyDataset(workers=8), threads) so batches are made "
