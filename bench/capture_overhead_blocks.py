@@ -327,6 +327,10 @@ def analyse(path: str, carrying: set[str]) -> None:
     for key in ("times_s", "thread_cpu_s"):
         times, plan = r[key], r["plan"][:len(r[key])]
         print(f"{path} ({key})")
+        for arm in dict.fromkeys(r["arms"]):
+            s = interval(*comparisons(times, plan, arm), r["block_steps"])
+            print(f"  {arm:10s} {s['blocks']:5d} blocks: {s['ratio']:.4f} t [{s['t_low']:.4f}, {s['t_high']:.4f}], "
+                  f"batch means [{s['bm_low']:.4f}, {s['bm_high']:.4f}]: {verdict(s)}")
         for arm, s in carry_over(times, plan).items():
             print(f"  off after {arm:10s} {s['blocks']:5d} blocks: {s['ratio']:.4f} [{s['t_low']:.4f}, {s['t_high']:.4f}]")
         if carrying:
@@ -344,7 +348,9 @@ def interval(logs: np.ndarray, diffs: np.ndarray, block_steps: int, resamples: i
     boot, boot_median = draws.mean(axis=1), np.median(draws, axis=1)
     d_mean, d_half = float(diffs.mean()), t95(n - 1) * float(diffs.std(ddof=1)) / math.sqrt(n)
     per_step = 1e6 / block_steps if block_steps else float("nan")
+    bm_low, bm_high = batch_means(logs)
     return {"blocks": n, "ratio": math.exp(mean), "t_low": math.exp(mean - half), "t_high": math.exp(mean + half),
+            "bm_low": bm_low, "bm_high": bm_high,
             "boot_low": float(np.exp(np.percentile(boot, 2.5))), "boot_high": float(np.exp(np.percentile(boot, 97.5))),
             "median_ratio": float(np.exp(np.median(logs))),
             "median_low": float(np.exp(np.percentile(boot_median, 2.5))),
@@ -354,10 +360,30 @@ def interval(logs: np.ndarray, diffs: np.ndarray, block_steps: int, resamples: i
             "above_off": int((logs > 0).sum())}
 
 
+BATCHES = 10
+
+
+def batch_means(logs: np.ndarray, batches: int = BATCHES) -> tuple[float, float]:
+    """The 95% interval of the ratio from the means of ``batches`` runs of consecutive comparisons.
+
+    Comparisons next to each other share drift (and an ``off`` block), which the per-comparison t
+    interval takes as independent: on the H200 two runs of the same arm gave t intervals that did not
+    overlap ([0.9894, 1.0025] and [1.0012, 1.0135]; batch means [0.9869, 1.0051] and [0.9993, 1.0154]:
+    bench/results/gpu_h200/capture_overhead_attribution.md). Batch means hold that correlation."""
+    if len(logs) < 2 * batches:
+        return float("nan"), float("nan")
+    means = np.array([part.mean() for part in np.array_split(logs, batches)])
+    half = t95(batches - 1) * float(means.std(ddof=1)) / math.sqrt(batches)
+    return math.exp(float(means.mean()) - half), math.exp(float(means.mean()) + half)
+
+
 def verdict(stats: dict) -> str:
-    if stats["t_high"] <= TARGET_RATIO:
+    """Against the target, on the wider of the t and batch-means intervals."""
+    high = max(stats["t_high"], stats.get("bm_high", stats["t_high"]))
+    low = min(stats["t_low"], stats.get("bm_low", stats["t_low"]))
+    if high <= TARGET_RATIO:
         return "met"
-    if stats["t_low"] > TARGET_RATIO:
+    if low > TARGET_RATIO:
         return "not met"
     return "undecided"
 
@@ -479,15 +505,17 @@ def write(a, r: dict) -> None:
         f"`off` blocks: median {statistics.median(off) * 1e3:.2f} ms "
         f"({min(off) * 1e3:.1f}-{max(off) * 1e3:.1f}); garbage collections in them: {sum(off_gc)}.",
         f"Steps recorded by ScaldiagCallback: {r['steps_recorded']}; sampler: {r['sampler_stats']}.", "",
-        "| arm (on in it) | blocks | time ratio to off, geometric mean [95% t] | bootstrap 95% | median [bootstrap 95%] "
-        "| extra per step, us [95% t] | blocks above off | GC runs | 1% target |",
-        "|---|---|---|---|---|---|---|---|---|"]
+        "| arm (on in it) | blocks | time ratio to off, geometric mean [95% t] | batch means 95% "
+        f"({BATCHES} batches) | bootstrap 95% | median [bootstrap 95%] "
+        "| extra per step, us [95% t] | blocks above off | GC runs | 1% target (wider interval) |",
+        "|---|---|---|---|---|---|---|---|---|---|"]
     for arm in dict.fromkeys(r["arms"]):
         s = r["stats"][arm]
         gc_runs = sum(g for g, name in zip(r["gc_runs"], r["plan"]) if name == arm)
         lines.append(
             f"| {arm} | {s['blocks']} | **{s['ratio']:.4f}** [{s['t_low']:.4f}, {s['t_high']:.4f}] | "
-            f"[{s['boot_low']:.4f}, {s['boot_high']:.4f}] | {s['median_ratio']:.4f} [{s['median_low']:.4f}, "
+            f"[{s['bm_low']:.4f}, {s['bm_high']:.4f}] | [{s['boot_low']:.4f}, {s['boot_high']:.4f}] | "
+            f"{s['median_ratio']:.4f} [{s['median_low']:.4f}, "
             f"{s['median_high']:.4f}] | {s['extra_us_per_step']:.2f} [{s['extra_us_low']:.2f}, {s['extra_us_high']:.2f}] | "
             f"{s['above_off']} of {s['blocks']} | {gc_runs} | {verdict(s)} |")
     lines += ["", "Per-comparison spread (sd of the log ratios): "
