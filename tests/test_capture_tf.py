@@ -72,6 +72,7 @@ def test_script_runs_as_python_would_run_it(tmp_path):
     assert f"NAME __main__ ARGV ['{script}', 'a', '--flag'] PATH0 {script.parent} CWD {tmp_path} 7" in result.stdout
     run = read_json(only_run_dir(tmp_path / "runs"), "run.json")
     assert run["status"] == "failed" and run["exit_code"] == 3
+    assert run["fresh_page_ns_per_byte"] >= 0  # the launcher measured the host after the script
     assert "no training step was recorded" in result.stdout
 
 
@@ -133,7 +134,8 @@ def run_script_recording_into(tmp_path, source: str):
 
 def test_callback_records_a_mirrored_run_in_process(tmp_path):
     run_dir = run_script_recording_into(tmp_path, CALLBACK_SCRIPT)
-    assert read_json(run_dir, "run.json")["status"] == "finished"
+    run = read_json(run_dir, "run.json")
+    assert run["status"] == "finished" and run["fresh_page_ns_per_byte"] >= 0  # measured after training
     training = read_json(run_dir, "training.json")
     assert training["replicas"] == 2 and training["per_replica_batch"] == 16
     steps = read_steps(run_dir / "steps.jsonl")

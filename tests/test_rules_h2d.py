@@ -210,3 +210,34 @@ def test_the_twins_own_trace_shows_the_hand_over_the_model_forecast(tmp_path):
     constant_per_byte = f.handover_ms / 4  # the run-5 model: the same cost per byte
     assert abs(modelled / measured - 1) < 0.15
     assert abs(constant_per_byte / measured - 1) > 0.3
+
+
+def test_the_fresh_page_cost_measured_on_the_runs_host_feeds_the_uint8_forecast(tmp_path):
+    """A profiled run carries its host's fresh-page cost (collect/host_costs.py, in run.json); SD102's forecast
+    takes it, and says so, where a trace alone takes the development machine's constant."""
+    import json
+
+    from scaldiag.analyze.transfers import FRESH_PAGE_NS_PER_BYTE
+    from scaldiag.pipeline import diagnose_run
+
+    run_dir = run6(tmp_path, "host_to_device_planted_r0")
+    by_constant = next(f for f in diagnose_run(run_dir).trace_report.findings if f.id == "SD102").forecast
+    run = json.loads((run_dir / "run.json").read_text())
+    assert "fresh_page_ns_per_byte" not in run  # recorded before the probe existed
+    assert f"({FRESH_PAGE_NS_PER_BYTE:g} ns/byte, a development machine's" in by_constant.arithmetic
+    for measured in (0.02, 0.3):
+        (run_dir / "run.json").write_text(json.dumps({**run, "fresh_page_ns_per_byte": measured}))
+        forecast = next(f for f in diagnose_run(run_dir).trace_report.findings if f.id == "SD102").forecast
+        assert f"({measured:g} ns/byte, measured on this run's host)" in forecast.arithmetic
+        # Dearer fresh pages: more of the hand-over goes away with the fix, so a larger speedup.
+        assert (forecast.value > by_constant.value) == (measured > FRESH_PAGE_NS_PER_BYTE)
+
+
+def test_the_fresh_page_probe_measures_this_host():
+    """The probe itself, on this machine: a real, small, non-negative cost per byte (bench/bench_host_costs.py
+    compares it with bench/accuracy/fresh_pages.py's batch slices: medians 0.074 and 0.079 ns/byte here)."""
+    from scaldiag.collect import host_costs
+
+    value = host_costs.fresh_page_ns_per_byte(size=16 << 20, rounds=3)
+    assert value is not None and 0.0 <= value < 5.0
+    assert set(host_costs.run_fields()) == {"fresh_page_ns_per_byte"}

@@ -102,14 +102,16 @@ class BytesForecast:
     after_ms: float      # the step after the fix
 
 
-def fewer_bytes(unit: UnitAnalysis, factor: float) -> BytesForecast | None:
+def fewer_bytes(unit: UnitAnalysis, factor: float,
+                fresh_page_ns_per_byte: float = FRESH_PAGE_NS_PER_BYTE) -> BytesForecast | None:
     """The step with ``factor`` x fewer bytes copied (float32 pixels sent as uint8: 4x).
 
     Model: the hand-over (input and copy time per step; analyze/transfers.py's ``handover``) is the
     host moving the batch's bytes, at a cost per byte with two parts. Copying costs the same per byte
     whatever the batch, so it shrinks ``factor`` times. Arrays of more than 32 MiB (glibc's mmap
-    ceiling) are also written into fresh pages every step, FRESH_PAGE_NS_PER_BYTE on each of their
-    bytes (analyze/transfers.py): that part goes away when the fix brings the largest copy to the
+    ceiling) are also written into fresh pages every step, ``fresh_page_ns_per_byte`` on each of their
+    bytes (measured on the run's host, collect/host_costs.py; else analyze/transfers.py's
+    FRESH_PAGE_NS_PER_BYTE): that part goes away when the fix brings the largest copy to the
     ceiling or under (the allocator then reuses freed memory), and shrinks ``factor`` times with the
     rest when it does not. The rest of the step stays.
     """
@@ -118,7 +120,7 @@ def fewer_bytes(unit: UnitAnalysis, factor: float) -> BytesForecast | None:
     if h is None or step <= 0 or factor <= 1:
         return None
     large = unit.h2d.large_bytes_per_step if unit.h2d is not None else 0.0
-    fresh = min(h.input_ms, large * FRESH_PAGE_NS_PER_BYTE / 1e6)
+    fresh = min(h.input_ms, large * fresh_page_ns_per_byte / 1e6)
     gone = fresh > 0 and unit.h2d.largest_bytes / factor <= MMAP_THRESHOLD_MAX_BYTES
     after_handover = (h.ms - fresh) / factor + (0.0 if gone else fresh / factor)
     after = step - h.ms + after_handover

@@ -93,6 +93,9 @@ class ProfileAnalysis:
     # tf.data iterator stages seen in the trace ("Prefetch", "ParallelMapV2", "Cache"...): what the
     # input pipeline already does, so that advice does not ask for what is there.
     input_stages: list[str] = field(default_factory=list)
+    # This host's cost of fresh memory pages, measured where the run was recorded (collect/host_costs.py);
+    # None for a trace alone (SD102's forecast then takes a development machine's).
+    fresh_page_ns_per_byte: float | None = None
 
 
 def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:

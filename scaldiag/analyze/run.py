@@ -229,6 +229,9 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
     steps = _step_stats(found, record.training)
     window = steps.window_ns if steps else None
     cost = input_cost(steps.step_time_ms.mean, steps.step_time_ms.ci95, record.training.get("input_free")) if steps else None
+    fresh = record.run.get("fresh_page_ns_per_byte")
+    if trace is not None and fresh is not None:
+        trace = replace(trace, fresh_page_ns_per_byte=float(fresh))
     if trace is not None and steps is not None:
         trace = _corrected(trace, steps, record.training)
         if cost is not None:

@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+from scaldiag.collect import host_costs
 from scaldiag.collect.env import RUN_DIR_ENV
 from scaldiag.collect.samplers import Samplers
 from scaldiag.collect.session import start_run_json
@@ -114,7 +115,8 @@ def _finalise(run_dir: Path, code: int, received: list[int], samplers: Samplers 
             missing = [f"samplers: could not be stopped cleanly ({type(exc).__name__}: {exc})"]
     else:
         missing = ["samplers: did not start; no host or GPU samples"]
-    fields = {"status": _status(code, received), "exit_code": code, "ended_ns": time.time_ns(), "samplers": stats}
+    fields = {"status": _status(code, received), "exit_code": code, "ended_ns": time.time_ns(), "samplers": stats,
+              **host_costs.run_fields()}  # after the script: it competes with nothing
     if code < 0:
         fields["signal"] = _signal_name(-code)
     if received:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from scaldiag import __version__
+from scaldiag.collect import host_costs
 from scaldiag.collect.env import RUN_DIR_ENV
 from scaldiag.collect.frameworks.tracing import trace_window
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS, StepRecorder
@@ -72,7 +73,8 @@ class Session:
         if self.owns_run:
             missing = read_json(self.run_dir, "run.json").get("missing", [])
             missing += self.samplers.missing if self.samplers else []
-            update_json(self.run_dir, "run.json", status=status, ended_ns=time.time_ns(), missing=missing)
+            update_json(self.run_dir, "run.json", status=status, ended_ns=time.time_ns(), missing=missing,
+                        **host_costs.run_fields())  # training is over: it competes with nothing
 
 
 def capture_failed(session: Session | None, reason: str) -> None:

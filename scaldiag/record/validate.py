@@ -77,6 +77,7 @@ RUN_FIELDS = {
     "status": _str, "exit_code": _int, "missing": _list_of(_str), "command": _list_of(_str), "cwd": _str,
     "host": _str, "python": _str, "started_ns": _int, "ended_ns": _int, "launcher_pid": _int, "signal": _str,
     "signals_received": _list_of(_str), "samplers": _obj({}), "schema_version": _int, "scaldiag_version": _str,
+    "fresh_page_ns_per_byte": _num,
 }
 TRAINING_FIELDS = {
     "framework": _obj({"name": _str, "backend": _str, "versions": _str_map}),

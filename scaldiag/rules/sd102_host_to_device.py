@@ -84,7 +84,7 @@ class _HostToDevice:
             id=self.id, title=self.title, severity=severity(pct, spread, HIGH_PCT), category="h2d", summary=summary,
             evidence=_evidence(unit, h, pct, spread), fix=_fix(h),
             predicted_speedup=removal_speedup(pct, spread, "host-to-device (copies and hand-over)" if h else "h2d"),
-            notes=spread_note(spread) + _notes(unit, h), forecast=_forecast(unit),
+            notes=spread_note(spread) + _notes(unit, h), forecast=_forecast(unit, analysis.fresh_page_ns_per_byte),
             seen_speedup=seen_speedup(pct, unit.categories["input"].beyond_trace_pct if h else 0.0))
 
 
@@ -133,14 +133,18 @@ def _fix(h: Handover | None) -> dict[str, str]:
     return {fw: first + text for fw, text in FIX.items()}
 
 
-def _forecast(unit: UnitAnalysis) -> Speedup | None:
-    f = fewer_bytes(unit, BYTES_FACTOR)
+def _forecast(unit: UnitAnalysis, measured_ns_per_byte: float | None) -> Speedup | None:
+    """``measured_ns_per_byte``: the fresh-page cost measured on the run's host (None: a trace alone)."""
+    per_byte = FRESH_PAGE_NS_PER_BYTE if measured_ns_per_byte is None else measured_ns_per_byte
+    f = fewer_bytes(unit, BYTES_FACTOR, per_byte)
     if f is None:
         return None
     copying = f.handover_ms - f.fresh_ms
     if f.fresh_ms > 0 and f.fresh_gone:
+        source = ("measured on this run's host" if measured_ns_per_byte is not None
+                  else "a development machine's: a machine property; a profiled run measures its host's")
         pages = (f"; of it {f.fresh_ms:.3f} ms is fresh pages for arrays over glibc's 32 MiB mmap ceiling "
-                 f"({FRESH_PAGE_NS_PER_BYTE:g} ns/byte, a development machine's: a machine property), gone once "
+                 f"({per_byte:g} ns/byte, {source}), gone once "
                  f"the largest copy ({unit.h2d.largest_bytes / 2**20:.0f} MiB) is a quarter")
         shrunk = f"{copying:.3f} / {BYTES_FACTOR}"
     else:
