@@ -7,9 +7,9 @@ part as gone once the batch fits under the ceiling. The cost per byte is a prope
 time a copy into a fresh anonymous mapping (the kernel faults each page in and zeroes it) against
 the same copy into it again (no faults), per byte. The mapping asks for huge pages, as NumPy does for
 every array of 4 MiB or more (its hugepage madvise, on by default on Linux): without that, one 4 KiB
-fault per page cost 1.1-1.2 ns/byte here, 13x what NumPy batches pay. Dozens of milliseconds, outside the training
-(before the script starts, or after it ends). bench/accuracy/fresh_pages.py measures the same cost the
-slow way (a shuffled batch slice, glibc's default against MALLOC_MMAP_THRESHOLD_ fixed); both are
+fault per page cost 1.1-1.2 ns/byte here, 13x what NumPy batches pay. It runs outside the training,
+after the script or the fit ends (0.14-0.24 s here). bench/accuracy/fresh_pages.py measures the same
+cost the slow way (a shuffled batch slice, glibc's default against MALLOC_MMAP_THRESHOLD_ fixed); both are
 compared in bench/results/host_costs.md.
 """
 
