@@ -23,5 +23,6 @@ def tell_if_missing(module, what: str) -> None:
     if module is None and what not in _told and os.environ.get(NATIVE_ENV, "1") != "0":
         _told.add(what)
         print(f"scaldiag: {what} runs without its compiled part (not built: no C compiler at install?), "
-              "about 4x slower; install a C compiler and reinstall scaldiag (pip install --force-reinstall "
-              f"--no-deps .), or set {NATIVE_ENV}=0 to silence this", file=sys.stderr)
+              "about 4x slower; with a C compiler (gcc, clang) installed, reinstall scaldiag so that pip "
+              f"builds it (in a checkout: make, or pip install -e .), or set {NATIVE_ENV}=0 to silence this",
+              file=sys.stderr)
