@@ -19,8 +19,6 @@ import mmap
 import statistics
 import time
 
-import numpy as np
-
 PROBE_BYTES = 48 << 20  # over glibc's 32 MiB ceiling, like the batches the forecast is about
 PROBE_ROUNDS = 7
 
@@ -30,6 +28,8 @@ def fresh_page_ns_per_byte(size: int = PROBE_BYTES, rounds: int = PROBE_ROUNDS) 
     where anonymous mappings cannot be made. A copy, not a write per page, because that is what a batch
     costs: the kernel's zeroing leaves the page in cache for the copy that follows (a write per page
     read 0.11-0.16 ns/byte here against 0.03-0.12 for fresh_pages.py's batch slices)."""
+    import numpy as np  # here, not at import: the capture's modules load in the user's process
+
     costs = []
     try:
         source = np.ones(size, np.uint8)
