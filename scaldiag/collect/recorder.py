@@ -144,8 +144,7 @@ class StepRecorder:
             self._bounds.append(now)
             self._batches.append(batch)
             self._open = self._in_block = True
-        if not self._flushed_ns <= now < self._due_ns:  # (<: the clock was set back)
-            self.flush_steps()
+        self._flush_if_due(now)
 
     def end(self) -> None:
         """The current step ends (custom loops know; Keras steps end at the next begin)."""
@@ -241,8 +240,7 @@ class StepRecorder:
             self._window.step_end()
         self._rows.append((self._step, self._epoch, self._begin_ns, end_ns, "true" if self._traced else "false",
                            self._batch))
-        if not self._flushed_ns <= end_ns < self._due_ns:
-            self.flush_steps()
+        self._flush_if_due(end_ns)
         if self._traced and self._step >= self._trace_last:
             self.stop_trace()
 
@@ -281,6 +279,12 @@ class StepRecorder:
         """The steps ended so far onto the disk."""
         self._steps.write(self._text())
         self._set_flushed(time.time_ns())
+
+    def _flush_if_due(self, now: int) -> None:
+        """Flush once STEP_FLUSH_S has passed since the last flush (or the clock was set back before it).
+        ``begin``'s usual step makes the same test inline."""
+        if not self._flushed_ns <= now < self._due_ns:
+            self.flush_steps()
 
     def _set_flushed(self, now: int) -> None:
         self._flushed_ns, self._due_ns = now, now + _STEP_FLUSH_NS
