@@ -20,11 +20,16 @@ switches pieces on, as ``scaldiag profile`` installs them:
 - ``annotate``: the input annotation of Keras-on-JAX array batches (input_marks; JAX only);
 - ``sampler``: the sampler process (NVML where there is a GPU, and psutil) running, as the launcher
   runs it (SIGSTOP in every other arm);
-- ``full``: all three;
+- ``full``: all three: what ``scaldiag profile`` runs in the epochs up to and with its trace window;
+- ``steady``: the callback and the sampler: what it runs in the epochs after the window (Keras-on-JAX
+  array batches are annotated only while a trace window is to come: input_marks.annotating);
 - ``noop``: a callback with an empty ``on_train_batch_begin`` (what Keras's dispatch of any step
   hook costs: the floor under ``callback``);
 - ``clock``: a callback whose ``on_train_batch_begin`` appends ``time.time_ns()`` to a list (the
-  floor of recording anything per step).
+  floor of recording anything per step);
+- ``recorder``: a callback that calls a StepRecorder's ``begin`` (no ScaldiagCallback, no Session:
+  which of the callback's cost is the recorder's), and ``recorder_noflush``: the same with the
+  recorder's flushes held off until the run's end (which of it is the flushes).
 
 Schedule: cycles; in each cycle every arm once, in a shuffled order (seeded), each arm block preceded
 by an ``off`` block, and one ``off`` block after the last. Every arm block is compared with the two
@@ -77,9 +82,11 @@ from scaldiag.collect.frameworks.keras_callback import ScaldiagCallback  # noqa:
 from scaldiag.record.reader import read_steps  # noqa: E402
 
 TARGET_RATIO = 1.01
-ALL_ARMS = ("callback", "annotate", "sampler", "full", "noop", "clock")
+ALL_ARMS = ("callback", "annotate", "sampler", "full", "steady", "noop", "clock", "recorder", "recorder_noflush")
 PARTS = {"off": set(), "callback": {"callback"}, "annotate": {"annotate"}, "sampler": {"sampler"},
-         "full": {"callback", "annotate", "sampler"}, "noop": {"noop"}, "clock": {"clock"}}
+         "full": {"callback", "annotate", "sampler"}, "steady": {"callback", "sampler"}, "noop": {"noop"},
+         "clock": {"clock"},
+         "recorder": {"recorder"}, "recorder_noflush": {"recorder_noflush"}}
 SAMPLER_CHILD = """
 import os, sys, time
 sys.path.insert(0, sys.argv[3])
@@ -112,6 +119,28 @@ def schedule(arms: list[str], cycles: int, seed: int = 0) -> list[str]:
 class Noop(keras.callbacks.Callback):
     def on_train_batch_begin(self, batch, logs=None):
         pass
+
+
+class RecorderHook(keras.callbacks.Callback):
+    """A StepRecorder's ``begin`` as the step hook, alone; ``flush=False``: its writes held off to the end."""
+
+    def __init__(self, run_dir: Path, flush: bool = True):
+        super().__init__()
+        from scaldiag.collect.recorder import StepRecorder
+
+        run_dir.mkdir()
+        self.recorder = StepRecorder(run_dir, None, 3, 0)
+        self.flush = flush
+        if not flush:
+            self.hold_flushes()
+
+    def hold_flushes(self) -> None:
+        # The recorder's flush test is "flushed <= now < due": a due time far ahead keeps the usual
+        # step on its fast path without a write (a bench-only reach into the recorder's state).
+        self.recorder._due_ns = 2**62
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.recorder.begin(batch)
 
 
 class Clock(keras.callbacks.Callback):
@@ -398,7 +427,7 @@ def main() -> None:
         return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kind", default="convnet", choices=["convnet", "tiny", "dense"])
-    p.add_argument("--arms", default="full,full,callback,annotate,sampler,noop",
+    p.add_argument("--arms", default="steady,steady,full,callback,annotate,sampler",
                    help=f"comma-separated, of {', '.join(ALL_ARMS)}; one named twice gets twice the blocks")
     p.add_argument("--block-steps", type=int, default=25, help="steps per block (0: whole epochs)")
     p.add_argument("--steps", type=int, default=500, help="steps per epoch")
@@ -428,32 +457,35 @@ def main() -> None:
                                 input_free=False)
         ours.set_fit_arguments(x, a.batch)  # what `scaldiag profile`'s fit hook hands it
         noop, clock = Noop(), Clock()
-        callbacks = CallbackList([ours, noop, clock], add_history=True, model=model, verbose=0, epochs=1,
+        bare, held = RecorderHook(Path(tmp) / "recorder"), RecorderHook(Path(tmp) / "recorder_noflush", flush=False)
+        callbacks = CallbackList([ours, noop, clock, bare, held], add_history=True, model=model, verbose=0, epochs=1,
                                  steps=a.steps)
         history = callbacks.callbacks[-1]
 
-        recorder_off = {"since": None}
+        recorder_off = {"callback": None, "recorder": None}
 
         def switch(parts: set, blocks: Blocks) -> None:
-            middle = [c for c, part in ((ours, "callback"), (noop, "noop"), (clock, "clock")) if part in parts]
-            # The recorder writes its rows 0.1 s after the last write; here it is on one block in
+            middle = [c for c, part in ((ours, "callback"), (noop, "noop"), (clock, "clock"), (bare, "recorder"),
+                                        (held, "recorder_noflush")) if part in parts]
+            # A recorder writes its rows 0.1 s after the last write; here it is on one block in
             # several, so without this it would write at the start of nearly every block it is on
             # (~25 rows a write, against 60-90 in a real fit). Its write clock counts its own time only.
-            recorder = ours.session.recorder if ours.session is not None else None
-            if recorder is not None and ("callback" in parts) != (recorder_off["since"] is None):
-                now = time.time_ns()
-                if "callback" in parts:
-                    recorder.delay_flush(now - recorder_off["since"])
-                    recorder_off["since"] = None
-                else:
-                    recorder_off["since"] = now
+            for part, recorder in (("callback", ours.session.recorder if ours.session is not None else None),
+                                   ("recorder", bare.recorder)):
+                if recorder is not None and (part in parts) != (recorder_off[part] is None):
+                    now = time.time_ns()
+                    if part in parts:
+                        recorder.delay_flush(now - recorder_off[part])
+                        recorder_off[part] = None
+                    else:
+                        recorder_off[part] = now
             callbacks.callbacks[1:-2] = middle  # [blocks, *middle, history, tail]
             blocks.annotate = "annotate" in parts
             blocks.set_sampler("sampler" in parts)
 
         blocks = Blocks(a.block_steps, a.steps, callbacks, device_sync(model, backend), sampler, switch)
         tail = EpochTail(blocks)
-        callbacks.callbacks[:] = [blocks, ours, noop, clock, history, tail]
+        callbacks.callbacks[:] = [blocks, ours, noop, clock, bare, held, history, tail]
         for c in (blocks, tail):
             c.set_model(model)
         annotated_arrays(blocks, backend)
@@ -472,6 +504,8 @@ def main() -> None:
         wall_s = time.perf_counter() - t1
         switch(set(), blocks)
         ours.on_train_end()
+        bare.recorder.close()
+        held.recorder.close()
         sampler_stats = stop_sampler(sampler) if sampler else "none"
         recorded = len(read_steps(run_dir / "steps.jsonl"))
     plan, times = blocks.plan[:len(blocks.times)], blocks.times

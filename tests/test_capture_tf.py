@@ -324,3 +324,78 @@ def test_fit_given_a_callback_list_is_captured(tmp_path):
     assert training["global_batch"] == 16, training.get("batch_source")
     steps = read_steps(run_dir / "steps.jsonl")
     assert len(steps) == 8 and [s["batch"] for s in steps] == [0, 1, 2, 3] * 2
+
+
+FAILING_DISK_SCRIPT = """
+import errno
+import sys
+import numpy as np
+import keras
+from scaldiag.keras import ScaldiagCallback
+
+class DiskFills(keras.callbacks.Callback):
+    # Before ours in the list: at batch 5 the steps file stops taking writes, and the recorder's
+    # next step is due to write (as it would be 0.1 s after the last write).
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch == 5:
+            recorder = ours.session.recorder
+            def write(text):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            recorder._steps.write = write
+            recorder._due_ns = 0
+
+x, y = np.zeros((160, 4), np.float32), np.zeros((160, 1), np.float32)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile("sgd", "mse")
+ours = ScaldiagCallback(run_dir=sys.argv[1], trace_steps=0, input_free=False, input_ceiling_s=0)
+history = model.fit(x, y, batch_size=16, epochs=3, verbose=0, callbacks=[DiskFills(), ours])
+print("epochs trained", len(history.history["loss"]))
+print("hook", "on_train_batch_begin" in vars(ours))
+"""
+
+
+def test_a_failing_step_write_disables_capture_not_training(tmp_path):
+    # The Keras step hook is the recorder's begin itself; its slow path (a write here) must report
+    # to the callback, which stops recording and lets fit finish; the run is still closed.
+    run_dir = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-c", FAILING_DISK_SCRIPT, str(run_dir)], capture_output=True,
+                            text=True, env=ENV, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "epochs trained 3" in result.stdout and "hook False" in result.stdout
+    assert "capture disabled, training continues" in result.stderr and "No space left" in result.stderr
+    assert "No space left" in read_json(run_dir, "training.json")["capture_error"]
+    assert read_json(run_dir, "run.json")["status"] == "finished"
+
+
+def test_array_batches_are_annotated_only_while_a_trace_window_is_to_come(tmp_path):
+    # Keras asks its array adapter for an iterator every epoch; after scaldiag's trace window the
+    # epochs get the adapter's own iterator. (The JAX backend uses this; here TF's real annotation.)
+    from scaldiag.collect.frameworks import input_marks, tracing
+    from scaldiag.collect.recorder import StepRecorder
+
+    class Adapter:
+        def _get_iterator(self):
+            return iter(range(3))
+
+    get_iterator = input_marks.annotating(Adapter._get_iterator, input_marks._annotation("tensorflow"))
+    plain = type(iter(range(3)))
+    assert not tracing.windows_to_come() and type(get_iterator(Adapter())) is plain
+    window = tracing.TraceWindow(tmp_path / "trace")  # no profiler: it fails to start, and says so
+    recorder = StepRecorder(tmp_path, window, warmup_steps=1, trace_steps=2)
+    epoch = get_iterator(Adapter())
+    assert tracing.windows_to_come() and type(epoch) is not plain and list(epoch) == [0, 1, 2]
+    for _ in range(3):
+        recorder.begin()
+    assert not tracing.windows_to_come() and type(get_iterator(Adapter())) is plain  # it will not start now
+    recorder.close()
+
+    class Starts(tracing.TraceWindow):
+        def _start(self):
+            pass
+
+    (tmp_path / "second").mkdir()
+    recorder = StepRecorder(tmp_path / "second", Starts(tmp_path / "trace2"), warmup_steps=1, trace_steps=2)
+    for step in range(4):
+        recorder.begin()
+        assert tracing.windows_to_come() == (step < 3)  # steps 1 and 2 are traced; step 3 begins after the stop
+    recorder.close()

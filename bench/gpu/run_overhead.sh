@@ -9,7 +9,7 @@ set -u
 source bench/gpu/setup.sh /tmp/overhead
 R=$FINAL_OUT
 export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0
-ARMS=${ARMS:-full,full,callback,annotate,sampler,noop}
+ARMS=${ARMS:-steady,steady,full,callback,annotate,sampler}
 if [ "${SAMPLER:-0}" = 1 ]; then
   timeout 85 python3 bench/bench_sampler.py --seconds ${SAMPLER_S:-3} --rounds 3 --gpus 1,2,4,8 \
     --out "$R/sampler_cpu.md" > "$R/log.txt" 2>&1

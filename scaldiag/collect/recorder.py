@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from scaldiag.collect.frameworks.tracing import TraceWindow
@@ -103,15 +104,18 @@ class StepRecorder:
         self._bounds: list[int] = []
         self._batches: list = []
         self._recent = collections.deque(maxlen=RECENT_STEPS)  # beginnings before the block's
+        self.on_error: Callable[[str], None] | None = None  # see _begin
         self._set_flushed(time.time_ns())
         update_json(self.run_dir, "training.json", warmup_steps=warmup_steps, trace_steps=trace_steps)
 
     # -- the step hook ---------------------------------------------------------------------------
-    def begin(self, batch: int | None = None) -> None:
+    def begin(self, batch: int | None = None, logs=None) -> None:
         """A step starts; the step before it, if still open, ends here.
 
         ``batch``: the index of its first batch in the epoch, where the loop
         says (Keras: with ``steps_per_execution=K`` one step is K batches).
+        ``logs`` is ignored: it is there so that this can be a Keras
+        callback's ``on_train_batch_begin`` itself (keras_callback.py).
 
         Callers may mark only beginnings: the Keras callback must not
         implement ``on_train_batch_end``, because Keras then turns each
@@ -126,7 +130,18 @@ class StepRecorder:
         self._begin(now, batch)
 
     def _begin(self, now: int, batch: int | None) -> None:
-        """``begin`` for every step but a block's usual one."""
+        """``begin`` for every step but a block's usual one (which cannot fail: a clock read and two
+        appends). With ``on_error`` set, a failure here (a write, the profiler) goes to it instead of
+        into the training loop."""
+        if self.on_error is None:
+            self._begin_step(now, batch)
+            return
+        try:
+            self._begin_step(now, batch)
+        except Exception as exc:
+            self.on_error(f"step begin: {type(exc).__name__}: {exc}")
+
+    def _begin_step(self, now: int, batch: int | None) -> None:
         if self._open and not self._in_block:
             self._finish(now)
         if self._window_due:
@@ -232,6 +247,7 @@ class StepRecorder:
             late = True
         elif self._step >= self._trace_first:  # the window did not start: no step of it is to come
             self._window_due = False
+            window.finish()
         return time.time_ns() if late else now  # the window's own work belongs to neither step
 
     def _finish(self, end_ns: int) -> None:
@@ -247,6 +263,8 @@ class StepRecorder:
     def stop_trace(self) -> None:
         window = self._window
         self._window_due = False
+        if window is not None:
+            window.finish()
         if window is not None and window.active:
             self.mark("trace_stop")
             window.stop()

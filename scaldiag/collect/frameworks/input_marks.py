@@ -7,13 +7,16 @@ their time looked like host overhead. ``scaldiag profile`` therefore wraps
 each batch fetch in a profiler annotation named ``scaldiag_input``, which the
 analysis counts as input. While no profiler traces, a batch pays only for
 asking whether one does (~0.05 us) and one Python call (bench/bench_step_hook.py;
-the annotation itself, entered and left, cost 0.4-0.5 us a batch), and nothing
-of ours holds a batch between fetches (``_Fetch``).
+the annotation itself, entered and left, cost 0.4-0.5 us a batch), nothing of
+ours holds a batch between fetches (``_Fetch``), and Keras-on-JAX array batches
+of the epochs after scaldiag's trace window are not annotated at all (``annotating``).
 """
 
 from __future__ import annotations
 
 import inspect
+
+from scaldiag.collect.frameworks import tracing
 
 INPUT_MARKER = "scaldiag_input"
 
@@ -104,16 +107,25 @@ def annotate_array_batches(backend: str) -> None:
     from keras.src.trainers.data_adapters import array_data_adapter
 
     adapter = array_data_adapter.ArrayDataAdapter
-    original = adapter._get_iterator
-    if getattr(original, "_scaldiag_annotated", False):
+    if getattr(adapter._get_iterator, "_scaldiag_annotated", False):
         return
-    annotation = _annotation(backend)
+    adapter._get_iterator = annotating(adapter._get_iterator, _annotation(backend))
+
+
+def annotating(get_iterator, annotation):
+    """``get_iterator`` (a data adapter's method) with its batches annotated while a trace window is
+    to come. Keras asks for a new iterator every epoch: once the window is over, the epochs after it
+    get the adapter's own iterator and their batches pay nothing (the annotation's Python call was
+    ~0.2% of a 1.1 ms host-bound step on the H200: bench/capture_overhead_blocks.py)."""
 
     def _get_iterator(self, *args, **kwargs):
-        return _annotated_iterator(original(self, *args, **kwargs), annotation, _FirstBatch(None))
+        batches = get_iterator(self, *args, **kwargs)
+        if not tracing.windows_to_come():
+            return batches
+        return _annotated_iterator(batches, annotation, _FirstBatch(None))
 
     _get_iterator._scaldiag_annotated = True
-    adapter._get_iterator = _get_iterator
+    return _get_iterator
 
 
 class _Fetch:

@@ -36,6 +36,7 @@ def _guarded(method):
             return method(self, *args, **kwargs)
         except Exception as exc:
             self._failed = f"{method.__name__}: {type(exc).__name__}: {exc}"
+            self.__dict__.pop("on_train_batch_begin", None)  # the step hook too (see on_train_begin)
             capture_failed(self.session, self._failed)
             return None
     return hook
@@ -77,7 +78,6 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self._input_ceiling_s = input_ceiling_s
         self._input_free = input_free and os.environ.get(INPUT_FREE_ENV, "1") != "0"
         self._in_fit = False
-        self._begin = None  # the recorder's step hook, once training begins
         self._replicas: int | None = None
         self._unknown_because = ""
 
@@ -115,7 +115,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         name = keras_info.backend()
         self.session = Session(backend=name, **self._options)
-        self._begin = self.session.recorder.begin
+        recorder = self.session.recorder
+        recorder.on_error = self._step_hook_failed
         self._replicas = keras_info.replicas(self.model, name)
         self.session.recorder.mark("fit_begin")
         self._in_fit = True
@@ -124,6 +125,10 @@ class ScaldiagCallback(keras.callbacks.Callback):
             replicas=self._replicas, steps_per_execution=keras_info.steps_per_execution(self.model),
             steps_per_epoch=(self.params or {}).get("steps"),
             parameter_bytes=keras_info.parameter_bytes(self.model), **self._batch_facts())
+        # The step hook is the recorder's ``begin`` itself, in this instance (it shadows the method
+        # below): every step pays for it, and this way it pays for one Python call, not two. Its
+        # usual step cannot fail; its other steps report to ``_step_hook_failed``.
+        self.on_train_batch_begin = recorder.begin
 
     @_guarded
     def on_epoch_begin(self, epoch, logs=None):
@@ -131,14 +136,13 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self.session.recorder.mark("epoch_begin", epoch=epoch)
 
     def on_train_batch_begin(self, batch, logs=None):
-        # Every step pays for this hook, so it is ``_guarded`` by hand (one call less) and does
-        # nothing but record the step (bench/bench_step_hook.py times it).
-        if self._failed:
-            return
-        try:
-            self._begin(batch)
-        except Exception as exc:
-            self._failed = f"on_train_batch_begin: {type(exc).__name__}: {exc}"
+        """Outside a fit, or once capture has failed: nothing (in a fit, ``on_train_begin`` puts the
+        recorder's ``begin`` in this method's place)."""
+
+    def _step_hook_failed(self, reason: str) -> None:
+        self.__dict__.pop("on_train_batch_begin", None)  # back to the method above: no more steps recorded
+        if not self._failed:
+            self._failed = f"on_train_batch_begin: {reason}"
             capture_failed(self.session, self._failed)
 
     # No on_train_batch_end, on purpose: Keras would then convert every step's
@@ -164,9 +168,20 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self.session.recorder.end()
         self.session.recorder.mark("epoch_end", epoch=epoch)
 
-    @_guarded
     def on_train_end(self, logs=None):
         self._in_fit = False
+        self.__dict__.pop("on_train_batch_begin", None)  # this fit's recorder is closed below
+        self._end_run()
+        if self._failed and self.session is not None:
+            # Capture failed earlier (or just now): what was recorded until then is still closed as a
+            # run, with the reason in it (capture_failed), rather than left "running".
+            try:
+                self.session.close()
+            except Exception:
+                pass
+
+    @_guarded
+    def _end_run(self) -> None:
         try:
             if self._x is not None:  # after training, so it cannot slow it
                 self.session.recorder.mark("ceiling_begin")

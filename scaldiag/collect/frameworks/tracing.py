@@ -11,11 +11,22 @@ training loop.
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 
 from scaldiag.collect.env import HOST_TRACER_LEVEL_ENV
 
 MARKER = "train"
+
+# This process's windows that are still to start or still open (a window leaves at ``finish``, or
+# when it is garbage).
+_TO_COME: weakref.WeakSet = weakref.WeakSet()
+
+
+def windows_to_come() -> bool:
+    """Whether a trace window of this process is still to start or is open: input_marks annotates
+    Keras-on-JAX array batches only then, since nothing else would see the annotation."""
+    return bool(_TO_COME)
 
 
 class TraceWindow:
@@ -28,6 +39,11 @@ class TraceWindow:
         self.error: str | None = None
         self.active = False
         self._marker = None
+        _TO_COME.add(self)
+
+    def finish(self) -> None:
+        """No step of this window is to come (it has stopped, or it will not start)."""
+        _TO_COME.discard(self)
 
     def start(self) -> None:
         self._guard(self._start)
