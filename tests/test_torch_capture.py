@@ -131,3 +131,37 @@ def test_the_window_asks_kineto_to_tear_cupti_down_where_that_is_safe():
         environ = dict(before)
         teardown_cupti_at_stop(cuda, environ)
         assert environ.get(TEARDOWN_ENV) == after, (cuda, before)
+
+
+HOOKS_AND_A_FULL_DISK = textwrap.dedent("""
+    import errno
+    import torch, torch.nn as nn
+    from torch.optim import optimizer as optim_module
+    from scaldiag.collect.frameworks.torch_capture import CAPTURE
+    model = nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ours = lambda: [h for h in optim_module._global_optimizer_pre_hooks.values() if getattr(h, "__self__", None) is CAPTURE]
+    x, y = torch.randn(16, 8), torch.randint(0, 2, (16,))
+    print("pre hooks before", len(ours()))
+    for step in range(12):
+        if step == 6:  # the disk fills: the step file stops taking writes, and a write is due
+            def write(text):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            CAPTURE.session.recorder._steps.write = write
+            CAPTURE.session.recorder._due_ns = 0
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        if step == 1:
+            print("pre hooks after", len(ours()))
+    print("trained", step + 1, "failed", CAPTURE.failed)
+""")
+
+
+def test_the_step_hooks_cost_one_call_a_step_and_a_failing_write_stops_capture_not_training(tmp_path):
+    # The optimizer pre-step hook starts the capture and leaves after the first step; the post-step
+    # hook calls the recorder, whose failures disable capture and reach the user as one line.
+    run_dir, result = profile(tmp_path, HOOKS_AND_A_FULL_DISK)
+    assert "pre hooks before 1" in result.stdout and "pre hooks after 0" in result.stdout
+    assert "trained 12 failed step begin: OSError" in result.stdout
+    assert "capture disabled, training continues" in result.stderr and "No space left" in result.stderr
+    assert "No space left" in json.loads((run_dir / "training.json").read_text())["capture_error"]

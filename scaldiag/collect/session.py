@@ -80,6 +80,12 @@ class Session:
 def capture_failed(session: Session | None, reason: str) -> None:
     """A capture adapter has failed: one line on stderr, the reason in the run; the training goes on."""
     print(f"scaldiag: capture disabled, training continues ({reason})", file=sys.stderr)
+    window = session.window if session is not None else None
+    if window is not None:
+        # A profiler left tracing would trace the rest of the run; PyTorch's, left open by a failure
+        # inside its window, crashed the interpreter at exit (a test: a disk filling in the window).
+        window.stop()  # (never raises: a failure to stop is the window's error)
+        window.finish()
     try:
         if session is not None:
             session.describe(capture_error=reason)

@@ -80,6 +80,9 @@ class TorchCapture:
         self.batch: tuple[int, str] | None = None
         self.forward_batch: int | None = None
         self.finished = False
+        self.pre_hook = None  # the optimizer pre-step hook's handle (torch_hooks), removed once it has done its work
+        self._settled = False  # the first step's end has been seen (see post_step)
+        self._begin = None  # the recorder's step hook, once the session starts
 
     @property
     def tracing(self) -> bool:
@@ -99,20 +102,45 @@ class TorchCapture:
             return None
 
     # --- hooks ---------------------------------------------------------------
+    # Every batch and every step pays for these: past the first ones, each is a test or two and, at a
+    # step's end, the recorder's ``begin`` (whose failures go to ``_step_failed``, not into the loop).
     def before_fetch(self, loader) -> None:
-        self._guard(lambda: self._start(loader=loader))
+        if self.session is None or self.loader is None:
+            self._guard(lambda: self._start(loader=loader))
 
     def after_fetch(self, batch) -> None:
         if self.batch is None and not self.failed:
             self._guard(lambda: self._learn_batch(input_ceiling.batch_size(batch), "the first batch the DataLoader gave"))
 
-    def pre_step(self, optimizer) -> None:
-        if self.optimizer is None or optimizer is self.optimizer:
+    def pre_step(self, optimizer, args=None, kwargs=None) -> None:
+        """torch.optim's global pre-step hook: the first optimizer to step is the one whose steps count."""
+        if self.session is None or self.optimizer is None:
             self._guard(lambda: self._start(optimizer=optimizer))
 
-    def post_step(self, optimizer) -> None:
-        if optimizer is self.optimizer:
-            self._guard(self._step_ended)
+    def post_step(self, optimizer, args=None, kwargs=None) -> None:
+        """torch.optim's global post-step hook: a step ends, the next begins."""
+        if optimizer is not self.optimizer or self.failed or self.finished:
+            return
+        if not self._settled:
+            self._guard(self._first_step_ended)
+            if self.failed:
+                return
+        self._begin()
+
+    def _first_step_ended(self) -> None:
+        self._settled = True
+        if self.batch is None and self.forward_batch:  # the forward hook has run by now, if it ever will
+            self._learn_batch(self.forward_batch, "the first forward call's input")
+        if self.pre_hook is not None:  # its work is done (removed here: torch iterates the pre hooks live)
+            self.pre_hook.remove()
+            self.pre_hook = None
+
+    def _step_failed(self, reason: str) -> None:
+        if not self.failed:
+            self.failed = reason
+            from scaldiag.collect.session import capture_failed
+
+            capture_failed(self.session, reason)
 
     def first_forward(self, inputs) -> None:
         """The first module call's first tensor argument: its leading dimension is the batch."""
@@ -135,17 +163,14 @@ class TorchCapture:
         launched = os.environ.get(RUN_DIR_ENV)
         # Ranks > 0 of a torchrun job record into RUN_ROOT/rank<R>; only the launcher samples.
         self.session = Session(backend=BACKEND, sample=False if launched else None)
+        self.session.recorder.on_error = self._step_failed
+        self._begin = self.session.recorder.begin
         self.session.recorder.mark("fit_begin")
         self.session.describe(framework={"name": "pytorch", "backend": BACKEND, "versions": versions()},
                               replicas=world_size(), steps_per_execution=1, rank=rank(),
                               step_source="torch.optim global step hooks: a step ends at optimizer.step()",
                               parameter_bytes=parameter_bytes(optimizer) if optimizer is not None else None,
                               **self._batch_facts())
-        self.session.recorder.begin()
-
-    def _step_ended(self) -> None:
-        if self.batch is None and self.forward_batch:
-            self._learn_batch(self.forward_batch, "the first forward call's input")
         self.session.recorder.begin()
 
     def _learn_batch(self, size: int, source: str) -> None:

@@ -57,8 +57,8 @@ def _safely(patch):
 @_safely
 def _on_optimizer_import(module) -> None:
     capture = _capture()
-    module.register_optimizer_step_pre_hook(lambda optimizer, args, kwargs: capture.pre_step(optimizer))
-    module.register_optimizer_step_post_hook(lambda optimizer, args, kwargs: capture.post_step(optimizer))
+    capture.pre_hook = module.register_optimizer_step_pre_hook(capture.pre_step)
+    module.register_optimizer_step_post_hook(capture.post_step)
 
 
 @_safely
