@@ -188,7 +188,7 @@ def write(a, r: dict, dev) -> None:
         f"Command: `python3 bench/torch/overhead_blocks.py {' '.join(sys.argv[1:])}`.",
         f"healthy.py's eager step, width {a.width}, batch {a.batch}, from a DataLoader of ready batches; blocks of "
         f"{r['block_steps']} steps, each ended by a device sync; {r['cycles']} cycles of {len(r['arms'])} arms "
-        f"({len(r['times_s'])} timed blocks in {r['wall_s']:.0f} s after {r['warmup_s']:.0f} s of warm-up with "
+        f"({len(r['times_s'])} timed blocks in {r['wall_s']:.0f} s after {r['warmup_s']:.1f} s of warm-up with "
         f"the profiler window). `off` blocks: median {statistics.median(off) * 1e3:.2f} ms "
         f"({min(off) * 1e3:.1f}-{max(off) * 1e3:.1f}), {statistics.median(off) / r['block_steps'] * 1e3:.3f} ms a step.",
         f"Steps recorded: {r['steps_recorded']}; capture failed: {r['capture_failed'] or 'no'}; sampler: "
