@@ -85,7 +85,7 @@ from overhead_blocks_stats import (  # noqa: E402
     verdict,
 )
 
-from scaldiag.collect.frameworks import input_marks  # noqa: E402
+from scaldiag.collect.frameworks import input_marks, tracing  # noqa: E402
 
 # Not scaldiag.keras: importing it patches fit, which would annotate every arm's batches.
 from scaldiag.collect.frameworks.keras_callback import ScaldiagCallback  # noqa: E402
@@ -258,6 +258,9 @@ def annotated_arrays(blocks: Blocks, backend: str) -> None:
     adapter = array_data_adapter.ArrayDataAdapter
     original = adapter._get_iterator
     annotation = input_marks._annotation(backend)
+    # The annotation is on while a trace window of scaldiag's is to come (input_marks._Fetch): as in
+    # the epochs up to the window's end, a window that never finishes holds it on for this run.
+    blocks.window_held = tracing.TraceWindow(Path(tempfile.gettempdir()))
 
     def _get_iterator(self, *args, **kwargs):
         inner = original(self, *args, **kwargs)

@@ -368,25 +368,30 @@ def test_a_failing_step_write_disables_capture_not_training(tmp_path):
 
 
 def test_array_batches_are_annotated_only_while_a_trace_window_is_to_come(tmp_path):
-    # Keras asks its array adapter for an iterator every epoch; after scaldiag's trace window the
-    # epochs get the adapter's own iterator. (The JAX backend uses this; here TF's real annotation.)
+    # Keras asks its array adapter for an iterator every epoch. While scaldiag's trace window is to
+    # come, the batches go through the annotation (TF's real one here; the JAX backend uses this);
+    # from the moment it is over, the same epoch's iterator hands on the adapter's own batches.
     from scaldiag.collect.frameworks import input_marks, tracing
     from scaldiag.collect.recorder import StepRecorder
 
     class Adapter:
         def _get_iterator(self):
-            return iter(range(3))
+            return iter(range(6))
 
-    get_iterator = input_marks.annotating(Adapter._get_iterator, input_marks._annotation("tensorflow"))
+    annotate, tracing_now = input_marks._annotation("tensorflow")
+    asked = []
+    get_iterator = input_marks.annotating(Adapter._get_iterator, (annotate, lambda: asked.append(1) or tracing_now()))
     plain = type(iter(range(3)))
     assert not tracing.windows_to_come() and type(get_iterator(Adapter())) is plain
     window = tracing.TraceWindow(tmp_path / "trace")  # no profiler: it fails to start, and says so
     recorder = StepRecorder(tmp_path, window, warmup_steps=1, trace_steps=2)
     epoch = get_iterator(Adapter())
-    assert tracing.windows_to_come() and type(epoch) is not plain and list(epoch) == [0, 1, 2]
+    assert tracing.windows_to_come() and [next(epoch), next(epoch)] == [0, 1] and len(asked) == 2
     for _ in range(3):
         recorder.begin()
-    assert not tracing.windows_to_come() and type(get_iterator(Adapter())) is plain  # it will not start now
+    assert not tracing.windows_to_come()  # the window did not start at its step: it will not now
+    assert list(epoch) == [2, 3, 4, 5] and len(asked) == 2  # the rest of the epoch, not annotated
+    assert type(get_iterator(Adapter())) is plain  # and the next epochs are the adapter's own
     recorder.close()
 
     class Starts(tracing.TraceWindow):
@@ -399,3 +404,19 @@ def test_array_batches_are_annotated_only_while_a_trace_window_is_to_come(tmp_pa
         recorder.begin()
         assert tracing.windows_to_come() == (step < 3)  # steps 1 and 2 are traced; step 3 begins after the stop
     recorder.close()
+
+
+def test_batches_wrapped_before_the_fit_makes_its_window_stay_annotated_until_it_ends(tmp_path):
+    # `scaldiag profile` wraps a generator at fit, before the callback makes the fit's trace window,
+    # and Keras takes batches in between: they must not stop the annotation that the window needs.
+    from scaldiag.collect.frameworks import input_marks, tracing
+
+    annotate, tracing_now = input_marks._annotation("tensorflow")
+    asked = []
+    batches = input_marks._annotated_iterator(iter(range(6)), (annotate, lambda: asked.append(1) or tracing_now()),
+                                              input_marks._FirstBatch(None))
+    assert next(batches) == 0 and len(asked) == 1  # no window yet
+    window = tracing.TraceWindow(tmp_path / "trace")
+    assert next(batches) == 1 and len(asked) == 2  # the window is to come
+    window.finish()
+    assert list(batches) == [2, 3, 4, 5] and len(asked) == 2

@@ -8,13 +8,16 @@ each batch fetch in a profiler annotation named ``scaldiag_input``, which the
 analysis counts as input. While no profiler traces, a batch pays only for
 asking whether one does (~0.05 us) and one Python call (bench/bench_step_hook.py;
 the annotation itself, entered and left, cost 0.4-0.5 us a batch), nothing of
-ours holds a batch between fetches (``_Fetch``), and Keras-on-JAX array batches
-of the epochs after scaldiag's trace window are not annotated at all (``annotating``).
+ours holds a batch between fetches (``_Fetch``). Once no trace window of
+scaldiag's is to come, the batches are no longer annotated at all: an epoch's
+iterator goes on with the user's own (``_annotated_iterator``), and Keras-on-JAX
+array batches of later epochs are not wrapped (``annotating``).
 """
 
 from __future__ import annotations
 
 import inspect
+import itertools
 
 from scaldiag.collect.frameworks import tracing
 
@@ -129,11 +132,16 @@ def annotating(get_iterator, annotation):
 
 
 class _Fetch:
-    """One batch from ``iterator``, annotated while a profiler traces; ``_END`` once it is exhausted.
+    """``iterator``'s batches, annotated while a profiler traces, up to the moment a trace window has
+    finished since these batches began and none is to come (and the first batch has been seen): then
+    this stops, and ``_annotated_iterator``'s chain goes on with ``iterator`` itself, so the batches
+    after the window pay no Python call. (A window that finished before is no reason to stop: the
+    fit hook wraps a generator before the callback makes this fit's window, and Keras may take
+    batches in between.)
 
-    A callable, not a generator, so that nothing of ours holds a batch between fetches: a generator
-    suspended at ``yield item`` keeps the batch it yielded alive until the next one is made. That
-    cost 4% of a Keras-on-JAX convnet step on the H200 machine (3 MiB batches; the previous batch
+    An iterator object, not a generator, so that nothing of ours holds a batch between fetches: a
+    generator suspended at ``yield item`` keeps the batch it yielded alive until the next one is made.
+    That cost 4% of a Keras-on-JAX convnet step on the H200 machine (3 MiB batches; the previous batch
     alive while the next is sliced: bench/results/gpu_h200/capture_overhead_attribution.md).
     """
 
@@ -141,27 +149,29 @@ class _Fetch:
         self._iterator = iterator
         self._annotate, self._tracing = annotation
         self._seen = seen
+        self._finished_before = tracing.windows_finished()
 
-    def __call__(self):
-        try:
-            if self._tracing():
-                with self._annotate():
-                    item = next(self._iterator)
-            else:
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if (self._seen.callback is None and tracing.windows_finished() > self._finished_before
+                and not tracing.windows_to_come()):
+            raise StopIteration  # the chain takes the batches from here on
+        if self._tracing():
+            with self._annotate():
                 item = next(self._iterator)
-        except StopIteration:
-            return _END
+        else:
+            item = next(self._iterator)
         if self._seen.callback is not None:
             self._seen(item)
         return item
 
 
-_END = object()
-
-
 def _annotated_iterator(iterator, annotation, seen):
-    """An iterator over ``iterator``'s batches, annotated (``_Fetch``)."""
-    return iter(_Fetch(iterator, annotation, seen), _END)
+    """An iterator over ``iterator``'s batches: through ``_Fetch`` while it annotates, then directly
+    (``itertools.chain`` is C: it adds no Python call a batch, and holds no batch)."""
+    return itertools.chain(_Fetch(iterator, annotation, seen), iterator)
 
 
 def _annotated_generator(generator, annotation, seen):

@@ -19,14 +19,20 @@ from scaldiag.collect.env import HOST_TRACER_LEVEL_ENV
 MARKER = "train"
 
 # This process's windows that are still to start or still open (a window leaves at ``finish``, or
-# when it is garbage).
+# when it is garbage), and how many have finished.
 _TO_COME: weakref.WeakSet = weakref.WeakSet()
+_FINISHED = [0]
 
 
 def windows_to_come() -> bool:
     """Whether a trace window of this process is still to start or is open: input_marks annotates
     Keras-on-JAX array batches only then, since nothing else would see the annotation."""
     return bool(_TO_COME)
+
+
+def windows_finished() -> int:
+    """How many trace windows of this process have finished (stopped, or given up before starting)."""
+    return _FINISHED[0]
 
 
 class TraceWindow:
@@ -43,7 +49,9 @@ class TraceWindow:
 
     def finish(self) -> None:
         """No step of this window is to come (it has stopped, or it will not start)."""
-        _TO_COME.discard(self)
+        if self in _TO_COME:
+            _TO_COME.discard(self)
+            _FINISHED[0] += 1
 
     def start(self) -> None:
         self._guard(self._start)
