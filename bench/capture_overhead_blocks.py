@@ -98,8 +98,6 @@ PARTS = {"off": set(), "callback": {"callback"}, "annotate": {"annotate"}, "samp
          "recorder": {"recorder"}, "recorder_noflush": {"recorder_noflush"}}
 
 
-
-
 class Noop(keras.callbacks.Callback):
     def on_train_batch_begin(self, batch, logs=None):
         pass
@@ -276,18 +274,6 @@ def annotated_arrays(blocks: Blocks, backend: str) -> None:
     adapter._get_iterator = _get_iterator
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def analyse(path: str, carrying: set[str]) -> None:
     """``--analyse FILE.json``: the carry-over check and the arms against clean ``off`` blocks."""
     r = json.loads(Path(path).read_text())
@@ -304,14 +290,6 @@ def analyse(path: str, carrying: set[str]) -> None:
             for arm, s in against_clean_off(times, plan, carrying).items():
                 print(f"  {arm:22s} vs clean off, {s['blocks']:5d} blocks: {s['ratio']:.4f} "
                       f"[{s['t_low']:.4f}, {s['t_high']:.4f}]")
-
-
-
-
-
-
-
-
 
 
 def main() -> None:

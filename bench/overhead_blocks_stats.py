@@ -156,8 +156,10 @@ def batch_means(logs: np.ndarray, batches: int = BATCHES) -> tuple[float, float]
 
 def verdict(stats: dict) -> str:
     """Against the target, on the wider of the t and batch-means intervals."""
-    high = max(stats["t_high"], stats.get("bm_high", stats["t_high"]))
-    low = min(stats["t_low"], stats.get("bm_low", stats["t_low"]))
+    bm_high, bm_low = stats.get("bm_high", math.nan), stats.get("bm_low", math.nan)
+    # (batch means need 2 x BATCHES comparisons; without them, NaN: the t interval alone)
+    high = stats["t_high"] if math.isnan(bm_high) else max(stats["t_high"], bm_high)
+    low = stats["t_low"] if math.isnan(bm_low) else min(stats["t_low"], bm_low)
     if high <= TARGET_RATIO:
         return "met"
     if low > TARGET_RATIO:

@@ -139,3 +139,33 @@ def test_steps_reach_the_disk_while_training_runs_and_tile_the_time(tmp_path):
     assert [r["step"] for r in rows] == list(range(len(rows)))
     assert all(a["end_ns"] == b["begin_ns"] for a, b in zip(rows, rows[1:]))
     assert all(r["batch"] == 7 and r["traced"] is False and r["epoch"] == 0 for r in rows)
+
+
+def test_a_window_left_unfinished_leaves_when_it_is_garbage(tmp_path):
+    # A fit that raises never finishes its window; the input annotation must not wait for it forever.
+    import gc
+
+    from scaldiag.collect.frameworks import tracing
+
+    gc.collect()
+    before = tracing.windows_finished()
+    window = TraceWindow(tmp_path / "trace")
+    assert tracing.windows_to_come()
+    window.finish()
+    window.finish()  # once only
+    assert not tracing.windows_to_come() and tracing.windows_finished() == before + 1
+    TraceWindow(tmp_path / "trace")  # dropped at once, unfinished
+    gc.collect()
+    assert not tracing.windows_to_come() and tracing.windows_finished() == before + 2
+
+
+def test_a_session_closed_twice_is_closed_once(tmp_path):
+    # A capture that failed is closed again on its way out (the Keras callback's on_train_end).
+    from scaldiag.collect.session import Session
+
+    session = Session(run_dir=tmp_path / "run", trace_steps=0, sample=True)
+    session.close()
+    first = read_json(tmp_path / "run", "run.json")
+    time.sleep(0.01)
+    session.close()
+    assert read_json(tmp_path / "run", "run.json") == first

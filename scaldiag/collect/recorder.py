@@ -139,7 +139,10 @@ class StepRecorder:
         try:
             self._begin_step(now, batch)
         except Exception as exc:
-            self.on_error(f"step begin: {type(exc).__name__}: {exc}")
+            try:
+                self.on_error(f"step begin: {type(exc).__name__}: {exc}")
+            except Exception:
+                pass  # reporting failed too: the loop still must not see it
 
     def _begin_step(self, now: int, batch: int | None) -> None:
         if self._open and not self._in_block:

@@ -60,11 +60,16 @@ class Session:
             self.samplers.start()
         self.window = trace_window(backend, self.run_dir / TRACE_DIR) if trace_steps > 0 else None
         self.recorder = StepRecorder(self.run_dir, self.window, warmup_steps, trace_steps)
+        self._closed = False
 
     def describe(self, **training) -> None:
         update_json(self.run_dir, "training.json", **training)
 
     def close(self, status: str = "finished") -> None:
+        """Close the run (once: a capture that failed may be closed again on its way out)."""
+        if self._closed:
+            return
+        self._closed = True
         self.recorder.close()
         if self.samplers:
             self.samplers.stop()
@@ -79,12 +84,19 @@ class Session:
 
 def capture_failed(session: Session | None, reason: str) -> None:
     """A capture adapter has failed: one line on stderr, the reason in the run; the training goes on."""
-    print(f"scaldiag: capture disabled, training continues ({reason})", file=sys.stderr)
+    try:
+        print(f"scaldiag: capture disabled, training continues ({reason})", file=sys.stderr)
+    except Exception:
+        pass  # no stderr to say it on: the run says it below
     window = session.window if session is not None else None
     if window is not None:
         # A profiler left tracing would trace the rest of the run; PyTorch's, left open by a failure
         # inside its window, crashed the interpreter at exit (a test: a disk filling in the window).
-        window.stop()  # (never raises: a failure to stop is the window's error)
+        try:
+            session.recorder.stop_trace()  # with its marks, where the run directory still takes them
+        except Exception:
+            pass
+        window.stop()  # (never raises: a failure to stop is the window's error; a no-op if stopped)
         window.finish()
     try:
         if session is not None:

@@ -8,10 +8,13 @@ each batch fetch in a profiler annotation named ``scaldiag_input``, which the
 analysis counts as input. While no profiler traces, a batch pays only for
 asking whether one does (~0.05 us) and one Python call (bench/bench_step_hook.py;
 the annotation itself, entered and left, cost 0.4-0.5 us a batch), nothing of
-ours holds a batch between fetches (``_Fetch``). Once no trace window of
-scaldiag's is to come, the batches are no longer annotated at all: an epoch's
-iterator goes on with the user's own (``_annotated_iterator``), and Keras-on-JAX
-array batches of later epochs are not wrapped (``annotating``).
+ours holds a batch between fetches (``_Fetch``). Once scaldiag's trace window
+is over, an epoch's batches go on straight from the user's iterator
+(``_annotated_iterator``), and Keras-on-JAX array batches of later epochs are
+not wrapped (``annotating``): array batches then pay no Python call of ours. (A
+generator is still resumed through ``_annotated_generator``'s frame, a
+PyDataset through its patched ``__getitem__``, and without a trace window,
+``trace_steps=0``, a generator's batches keep the one call.)
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import itertools
 from scaldiag.collect.frameworks import tracing
 
 INPUT_MARKER = "scaldiag_input"
+_WINDOWS = tracing.PROCESS_WINDOWS
 
 
 def _annotation(backend: str):
@@ -119,7 +123,7 @@ def annotating(get_iterator, annotation):
     """``get_iterator`` (a data adapter's method) with its batches annotated while a trace window is
     to come. Keras asks for a new iterator every epoch: once the window is over, the epochs after it
     get the adapter's own iterator and their batches pay nothing (the annotation's Python call was
-    ~0.2% of a 1.1 ms host-bound step on the H200: bench/capture_overhead_blocks.py)."""
+    0.3-0.7% of a 1.1 ms host-bound step on the H200: bench/results/gpu_h200/overhead_pieces)."""
 
     def _get_iterator(self, *args, **kwargs):
         batches = get_iterator(self, *args, **kwargs)
@@ -135,7 +139,7 @@ class _Fetch:
     """``iterator``'s batches, annotated while a profiler traces, up to the moment a trace window has
     finished since these batches began and none is to come (and the first batch has been seen): then
     this stops, and ``_annotated_iterator``'s chain goes on with ``iterator`` itself, so the batches
-    after the window pay no Python call. (A window that finished before is no reason to stop: the
+    after the window pay no Python call of this. (A window that finished before is no reason to stop: the
     fit hook wraps a generator before the callback makes this fit's window, and Keras may take
     batches in between.)
 
@@ -149,14 +153,14 @@ class _Fetch:
         self._iterator = iterator
         self._annotate, self._tracing = annotation
         self._seen = seen
-        self._finished_before = tracing.windows_finished()
+        self._finished_before = _WINDOWS.finished
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        if (self._seen.callback is None and tracing.windows_finished() > self._finished_before
-                and not tracing.windows_to_come()):
+        # (attribute reads, not calls: every batch until the window's end pays for this test)
+        if self._seen.callback is None and _WINDOWS.finished > self._finished_before and not _WINDOWS.to_come:
             raise StopIteration  # the chain takes the batches from here on
         if self._tracing():
             with self._annotate():

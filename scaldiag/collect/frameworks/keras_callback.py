@@ -35,7 +35,7 @@ def _guarded(method):
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:
-            self._failed = f"{method.__name__}: {type(exc).__name__}: {exc}"
+            self._failed = f"{method.__name__.lstrip('_')}: {type(exc).__name__}: {exc}"
             self.__dict__.pop("on_train_batch_begin", None)  # the step hook too (see on_train_begin)
             capture_failed(self.session, self._failed)
             return None
@@ -171,7 +171,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         self._in_fit = False
         self.__dict__.pop("on_train_batch_begin", None)  # this fit's recorder is closed below
-        self._end_run()
+        self._end_of_fit()
         if self._failed and self.session is not None:
             # Capture failed earlier (or just now): what was recorded until then is still closed as a
             # run, with the reason in it (capture_failed), rather than left "running".
@@ -181,7 +181,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
                 pass
 
     @_guarded
-    def _end_run(self) -> None:
+    def _end_of_fit(self) -> None:
         try:
             if self._x is not None:  # after training, so it cannot slow it
                 self.session.recorder.mark("ceiling_begin")

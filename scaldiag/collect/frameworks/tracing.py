@@ -18,21 +18,33 @@ from scaldiag.collect.env import HOST_TRACER_LEVEL_ENV
 
 MARKER = "train"
 
-# This process's windows that are still to start or still open (a window leaves at ``finish``, or
-# when it is garbage), and how many have finished.
-_TO_COME: weakref.WeakSet = weakref.WeakSet()
-_FINISHED = [0]
+class _ProcessWindows:
+    """This process's trace windows: how many are still to start or open (``to_come``), and how many
+    have finished (``finished``). Plain counts, read per batch by input_marks without a call."""
+
+    __slots__ = ("to_come", "finished")
+
+    def __init__(self):
+        self.to_come = 0
+        self.finished = 0
+
+    def leave(self) -> None:
+        self.to_come -= 1
+        self.finished += 1
+
+
+PROCESS_WINDOWS = _ProcessWindows()
 
 
 def windows_to_come() -> bool:
     """Whether a trace window of this process is still to start or is open: input_marks annotates
-    Keras-on-JAX array batches only then, since nothing else would see the annotation."""
-    return bool(_TO_COME)
+    input only then, since nothing else would see the annotation."""
+    return PROCESS_WINDOWS.to_come > 0
 
 
 def windows_finished() -> int:
-    """How many trace windows of this process have finished (stopped, or given up before starting)."""
-    return _FINISHED[0]
+    """How many trace windows of this process have finished (stopped, given up, or garbage)."""
+    return PROCESS_WINDOWS.finished
 
 
 class TraceWindow:
@@ -45,13 +57,13 @@ class TraceWindow:
         self.error: str | None = None
         self.active = False
         self._marker = None
-        _TO_COME.add(self)
+        PROCESS_WINDOWS.to_come += 1
+        self._leave = weakref.finalize(self, PROCESS_WINDOWS.leave)  # garbage without finish: it leaves too
 
     def finish(self) -> None:
         """No step of this window is to come (it has stopped, or it will not start)."""
-        if self in _TO_COME:
-            _TO_COME.discard(self)
-            _FINISHED[0] += 1
+        if self._leave.detach() is not None:  # the first time only
+            PROCESS_WINDOWS.leave()
 
     def start(self) -> None:
         self._guard(self._start)
