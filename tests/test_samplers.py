@@ -1,6 +1,7 @@
 """Samplers with a FAKE NVML (this machine has no GPU) and the real psutil."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -92,7 +93,7 @@ def test_no_nvml_is_missing_evidence_not_an_error(tmp_path):
 
 def test_host_samples_see_a_busy_process_tree(tmp_path):
     # A parent that starts a child which burns one core: the tree is sampled
-    # (the tree is rescanned once a second, so the child shows up within one).
+    # (the tree is looked at five times a second, so the child shows up within 0.2 s).
     busy = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', "
                              "'import time\\nend = time.time() + 2.5\\nwhile time.time() < end: pass'])"])
     samplers = Samplers(tmp_path, busy.pid, nvml=FakeNvml(gpus=0), env={})
@@ -247,3 +248,39 @@ def test_throttle_counters_are_recorded_as_cumulative_nanoseconds():
     counted = [r for r in rows if "throttle_sw_power_cap_ns" in r]
     assert len(counted) == 3  # ticks 0, 200, 400: every 10 s
     assert [r["throttle_sw_power_cap_ns"] for r in counted] == pytest.approx([0, 0.5e9 * 10, 0.5e9 * 20], abs=2)
+
+
+def test_descendants_join_as_they_appear_and_leave_as_they_end():
+    # A child that starts a grandchild after the tree was first read: both join from the new PIDs
+    # in /proc, and both leave when they end; a process that is not a descendant does not join.
+    from scaldiag.collect.host import Descendants
+
+    tree = Descendants.of(os.getpid())
+    assert tree is not None and tree.update() == [os.getpid()]
+    # an orphan: its parent (our child) ends before the tree is looked at, so it is no descendant now
+    orphan = int(subprocess.run([sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen("
+                                 "[sys.executable, '-c', 'import time; time.sleep(5)'], stdout=subprocess.DEVNULL, "
+                                 "stderr=subprocess.DEVNULL).pid)"],
+                                capture_output=True, text=True, timeout=30).stdout)
+    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                              "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1.5)']); "
+                              "print(g.pid, flush=True); g.wait()"], stdout=subprocess.PIPE, text=True)
+    grandchild = int(child.stdout.readline())
+    members = tree.update()
+    assert members[0] == os.getpid() and child.pid in members and grandchild in members
+    assert orphan not in members and os.path.exists(f"/proc/{orphan}")
+    child.wait()
+    assert tree.update() == [os.getpid()]
+    os.kill(orphan, signal.SIGKILL)
+
+
+def test_descendants_find_a_child_whose_pid_wrapped_below_its_parents(monkeypatch):
+    # PIDs wrap around: a grandchild may have a smaller PID than its parent in the same look.
+    from scaldiag.collect import host
+
+    procs = {1000: 1}
+    monkeypatch.setattr(host, "_pids", lambda: set(procs))
+    monkeypatch.setattr(host, "_parent", lambda pid: procs.get(pid, -1))
+    tree = host.Descendants.of(1000)
+    procs.update({300: 5000, 5000: 1000, 301: 7})  # 5000 is the child, 300 its child, 301 a stranger's
+    assert tree.update() == [1000, 5000, 300]
