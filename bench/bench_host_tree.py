@@ -1,13 +1,14 @@
-"""Benchmark: finding the training process's descendants each host-sampler tick, two ways, side by side.
+"""Benchmark: the host sampler's look at the training process tree, psutil's way and scaldiag's, side by side.
 
     python bench/bench_host_tree.py [--rounds 5] [--calls 200] [--threads 100]
 
 The host sampler sums CPU over the training process and its workers. psutil's
 ``children(recursive=True)`` reads the stat file of every process on the machine, so the sampler used
 to rescan once a second; ``host.Descendants`` lists /proc and reads only the processes that appeared
-since its last look. Timed here on a stand-in training process (``--threads`` idle threads, two
-worker processes), in rounds that alternate the two ways: CPU time per call of each, their ratio, and
-a whole ``HostSampler`` tick (per-core CPU, the tree's CPU, threads and RSS) for scale.
+since its last look. psutil reads three files a process for its CPU, threads and RSS
+(``PsutilTree``, the sampler's way before and still where /proc is missing); ``ProcTree`` reads one.
+Timed here on a stand-in training process (``--threads`` idle threads, two worker processes), in
+rounds that alternate the ways: CPU time per call of each, and the ratios.
 """
 
 from __future__ import annotations
@@ -18,15 +19,13 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scaldiag.collect.host import UPDATE_EVERY, Descendants, HostSampler, _psutil_tree  # noqa: E402
-from scaldiag.record.rundir import JsonlWriter  # noqa: E402
+from scaldiag.collect.host import UPDATE_EVERY, Descendants, ProcTree, PsutilTree, _psutil_tree  # noqa: E402
 
 STAND_IN = """
 import multiprocessing, threading, time
@@ -62,13 +61,14 @@ def main() -> None:
         stand_in.stdout.readline()
         pid = stand_in.pid
         tree = Descendants.of(pid)
-        sampler = HostSampler(JsonlWriter(Path(tempfile.mkdtemp()) / "host.jsonl", 100, 1.0), pid)
         found = {"psutil": len(_psutil_tree(pid)), "descendants": len(tree.update())}
-        scan, update, tick = [], [], []
+        old_way, new_way = PsutilTree(pid), ProcTree(Descendants.of(pid))
+        scan, update, old_tick, new_tick = [], [], [], []
         for _ in range(a.rounds):
             scan.append(cpu_us(lambda: _psutil_tree(pid), max(1, a.calls // 10)))
             update.append(cpu_us(tree.update, a.calls))
-            tick.append(cpu_us(sampler._tick, a.calls))
+            old_tick.append(cpu_us(old_way.totals, a.calls))
+            new_tick.append(cpu_us(new_way.totals, a.calls))
     finally:
         stand_in.kill()
         stand_in.wait()
@@ -76,14 +76,15 @@ def main() -> None:
     print(f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}; {processes} processes on the "
           f"machine; stand-in with {a.threads} threads and 2 workers (found: {found}); {a.rounds} rounds")
     for name, values in (("psutil children(recursive=True)", scan), ("Descendants.update", update),
-                         ("a whole HostSampler tick (with Descendants)", tick)):
+                         ("the tree's totals a tick, psutil (PsutilTree: rescan once a second)", old_tick),
+                         (f"the tree's totals a tick, /proc (ProcTree: update every {UPDATE_EVERY} ticks)", new_tick)):
         print(f"{name}: {statistics.median(values):.1f} us CPU a call (min-max {min(values):.1f}-{max(values):.1f})")
-    ratios = [s / u for s, u in zip(scan, update)]
-    print(f"psutil scan / Descendants.update, per round: {', '.join(f'{r:.1f}' for r in ratios)} "
-          f"(median {statistics.median(ratios):.1f}x). The sampler used to scan once a second; it now updates "
-          f"every {UPDATE_EVERY} ticks: per second {statistics.median(scan):.0f} us before, "
-          f"{10 / UPDATE_EVERY * statistics.median(update):.0f} us now.")
-
+    for name, before, after in (("psutil scan / Descendants.update", scan, update),
+                                ("PsutilTree / ProcTree a tick", old_tick, new_tick)):
+        ratios = [b / n for b, n in zip(before, after)]
+        print(f"{name}, per round: {', '.join(f'{r:.1f}' for r in ratios)} (median {statistics.median(ratios):.1f}x)")
+    print(f"At 10 ticks a second: {10 * statistics.median(old_tick) / 1e4:.3f}% of a core before, "
+          f"{10 * statistics.median(new_tick) / 1e4:.3f}% now, for the tree (per-core CPU is read alike in both).")
 
 if __name__ == "__main__":
     main()

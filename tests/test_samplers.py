@@ -91,9 +91,13 @@ def test_no_nvml_is_missing_evidence_not_an_error(tmp_path):
     assert read_jsonl(tmp_path / HOST_SAMPLES)  # the host is still sampled
 
 
-def test_host_samples_see_a_busy_process_tree(tmp_path):
-    # A parent that starts a child which burns one core: the tree is sampled
-    # (the tree is looked at five times a second, so the child shows up within 0.2 s).
+@pytest.mark.parametrize("proc", ["/proc", "/nonexistent"])
+def test_host_samples_see_a_busy_process_tree(tmp_path, monkeypatch, proc):
+    # A parent that starts a child which burns one core: the tree is sampled (on Linux from /proc,
+    # looked at five times a second; without /proc with psutil, rescanned once a second).
+    from scaldiag.collect import host
+
+    monkeypatch.setattr(host, "PROC", proc)
     busy = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', "
                              "'import time\\nend = time.time() + 2.5\\nwhile time.time() < end: pass'])"])
     samplers = Samplers(tmp_path, busy.pid, nvml=FakeNvml(gpus=0), env={})
@@ -108,6 +112,8 @@ def test_host_samples_see_a_busy_process_tree(tmp_path):
     assert max(r["proc_cpu_pct"] for r in late) > 80
     summary = host_summary(rows, None)
     assert summary.busiest_core_pct > 50
+    assert type(samplers.host._tree).__name__ == ("ProcTree" if proc == "/proc" else "PsutilTree")
+    assert all(r["proc_threads"] >= r["processes"] and r["proc_rss_bytes"] > 1e6 * r["processes"] for r in rows)
 
 
 @pytest.mark.parametrize("value,expected", [(None, None), ("0,1", [0, 1]), ("1", [1]), ("", []),
