@@ -351,6 +351,8 @@ ours = ScaldiagCallback(run_dir=sys.argv[1], trace_steps=0, input_free=False, in
 history = model.fit(x, y, batch_size=16, epochs=3, verbose=0, callbacks=[DiskFills(), ours])
 print("epochs trained", len(history.history["loss"]))
 print("hook", "on_train_batch_begin" in vars(ours))
+model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[ours])  # the disk has room again
+print("second fit failed:", ours._failed)
 """
 
 
@@ -362,9 +364,12 @@ def test_a_failing_step_write_disables_capture_not_training(tmp_path):
                             text=True, env=ENV, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "epochs trained 3" in result.stdout and "hook False" in result.stdout
-    assert "capture disabled, training continues" in result.stderr and "No space left" in result.stderr
+    assert result.stderr.count("capture disabled, training continues") == 1 and "No space left" in result.stderr
     assert "No space left" in read_json(run_dir, "training.json")["capture_error"]
     assert read_json(run_dir, "run.json")["status"] == "finished"
+    # a later fit with the same callback is captured again: its 10 steps are all on disk
+    assert "second fit failed: None" in result.stdout
+    assert [s["batch"] for s in read_steps(run_dir / "steps.jsonl")][-10:] == list(range(10))
 
 
 def test_array_batches_are_annotated_only_while_a_trace_window_is_to_come(tmp_path):

@@ -7,7 +7,8 @@ Works on the TensorFlow and JAX backends. Writes a run directory (printed at
 the end; ``scaldiag report RUN_DIR`` shows it again) with every step's wall
 time, a profiler trace of a few steady-state steps, host samples and, where
 NVML is available, GPU samples. It never raises into training: a failure
-disables the callback and is written into the run as missing evidence.
+disables capture for the rest of that fit (the next fit is captured again)
+and is written into the run as missing evidence.
 """
 
 from __future__ import annotations
@@ -111,8 +112,15 @@ class ScaldiagCallback(keras.callbacks.Callback):
         return {"global_batch": batch, "batch_source": source,
                 "per_replica_batch": batch // replicas if batch and replicas else None}
 
-    @_guarded
     def on_train_begin(self, logs=None):
+        # Each fit is captured afresh: one whose capture failed (a full disk, say) does not switch
+        # capture off for the fits after it; a failure that lasts is said again, once a fit.
+        self._failed = None
+        self.session = None
+        self._start_fit()
+
+    @_guarded
+    def _start_fit(self) -> None:
         name = keras_info.backend()
         self.session = Session(backend=name, **self._options)
         recorder = self.session.recorder
