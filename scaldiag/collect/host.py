@@ -1,4 +1,5 @@
-"""Host samples with psutil: per-core CPU, the training process tree's CPU, threads, RSS.
+"""Host samples: per-core CPU (psutil), the training process tree's CPU, threads and RSS (from /proc
+on Linux: ``Descendants``, ``ProcTree``; psutil elsewhere).
 
 These show a CPU-saturated or GIL-bound input pipeline: one core at 100%
 while the others idle, or all cores busy.
@@ -121,7 +122,7 @@ class Descendants:
     """A process and its descendants, kept up to date from the processes that appeared in /proc since
     the last look (Linux): each new one's parent is read from /proc/PID/stat, and it joins if that
     parent is a member. psutil's ``children(recursive=True)`` reads every process's stat file instead:
-    2.7 ms a scan with 65 processes on the 2-core machine, 23x an update (bench/bench_host_tree.py), so
+    2.7 ms a scan with 65 processes on the 2-core machine, 22x an update (bench/bench_host_tree.py), so
     the tree is looked at five times a second rather than once, for less CPU."""
 
     def __init__(self, root: int, members: list[int], seen: set[int]):
