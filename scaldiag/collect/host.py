@@ -166,26 +166,33 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def read_stat(pid: int) -> tuple[int, float, int, int] | None:
-    """(start time in clock ticks, user + system CPU seconds, threads, RSS bytes) of a process, from
-    /proc/PID/stat (proc(5): fields 22, 14 + 15, 20, 24); None where it cannot be read."""
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat from field 3 on (proc(5); after the command name, which may hold
+    spaces and parentheses: its last ')' ends it), or None where the process has already gone."""
     try:
         with open(f"{PROC}/{pid}/stat", "rb") as f:
             data = f.read()
-        fields = data[data.rindex(b")") + 2:].split()  # fields[0] is field 3 (the state)
+        return data[data.rindex(b")") + 2:].split()
+    except (OSError, ValueError):
+        return None
+
+
+def read_stat(pid: int) -> tuple[int, float, int, int] | None:
+    """(start time in clock ticks, user + system CPU seconds, threads, RSS bytes) of a process
+    (fields 22, 14 + 15, 20, 24); None where it cannot be read."""
+    fields = _stat_fields(pid)
+    try:
         return (int(fields[19]), (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS, int(fields[17]),
                 int(fields[21]) * _PAGE_BYTES)
-    except (OSError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError):
         return None
 
 
 def _parent(pid: int) -> int:
-    """The parent's PID, from /proc/PID/stat (after the command name, which may hold spaces and
-    parentheses: its last ')' ends it); -1 where the process has already gone."""
+    """The parent's PID (field 4), -1 where the process has already gone."""
+    fields = _stat_fields(pid)
     try:
-        with open(f"{PROC}/{pid}/stat", "rb") as f:
-            data = f.read()
-        return int(data[data.rindex(b")") + 2:].split(None, 2)[1])
-    except (OSError, ValueError, IndexError):
+        return int(fields[1])
+    except (TypeError, ValueError, IndexError):
         return -1
 

@@ -133,12 +133,11 @@ class StepRecorder:
         """``begin`` for every step but a block's usual one (which cannot fail: a clock read and two
         appends). With ``on_error`` set, a failure here (a write, the profiler) goes to it instead of
         into the training loop."""
-        if self.on_error is None:
-            self._begin_step(now, batch)
-            return
         try:
             self._begin_step(now, batch)
         except Exception as exc:
+            if self.on_error is None:
+                raise
             try:
                 self.on_error(f"step begin: {type(exc).__name__}: {exc}")
             except Exception:
@@ -266,11 +265,14 @@ class StepRecorder:
     def stop_trace(self) -> None:
         window = self._window
         self._window_due = False
-        if window is not None:
-            window.finish()
-        if window is not None and window.active:
-            self.mark("trace_stop")
-            window.stop()
+        if window is None:
+            return
+        window.finish()
+        if window.active:
+            try:
+                self.mark("trace_stop")
+            finally:  # a mark that cannot be written (a full disk) must not leave the profiler tracing
+                window.stop()
             self.mark("trace_stopped")
             update_json(self.run_dir, "training.json", trace={"logdir": TRACE_DIR, "first_step": self._trace_first,
                                                                 "last_step": self._step, "backend": window.backend,

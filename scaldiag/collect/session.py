@@ -88,16 +88,13 @@ def capture_failed(session: Session | None, reason: str) -> None:
         print(f"scaldiag: capture disabled, training continues ({reason})", file=sys.stderr)
     except Exception:
         pass  # no stderr to say it on: the run says it below
-    window = session.window if session is not None else None
-    if window is not None:
+    if session is not None:
         # A profiler left tracing would trace the rest of the run; PyTorch's, left open by a failure
         # inside its window, crashed the interpreter at exit (a test: a disk filling in the window).
         try:
-            session.recorder.stop_trace()  # with its marks, where the run directory still takes them
+            session.recorder.stop_trace()  # its marks where the run directory still takes them; the stop always
         except Exception:
             pass
-        window.stop()  # (never raises: a failure to stop is the window's error; a no-op if stopped)
-        window.finish()
     try:
         if session is not None:
             session.describe(capture_error=reason)

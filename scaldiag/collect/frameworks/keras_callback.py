@@ -36,9 +36,7 @@ def _guarded(method):
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:
-            self._failed = f"{method.__name__.lstrip('_')}: {type(exc).__name__}: {exc}"
-            self.__dict__.pop("on_train_batch_begin", None)  # the step hook too (see on_train_begin)
-            capture_failed(self.session, self._failed)
+            self._capture_off(f"{method.__name__.lstrip('_')}: {type(exc).__name__}: {exc}")
             return None
     return hook
 
@@ -148,10 +146,14 @@ class ScaldiagCallback(keras.callbacks.Callback):
         recorder's ``begin`` in this method's place)."""
 
     def _step_hook_failed(self, reason: str) -> None:
+        self._capture_off(f"on_train_batch_begin: {reason}")
+
+    def _capture_off(self, reason: str) -> None:
+        """Capture is off for the rest of this fit: a hook failed (``_guarded``) or the recorder did."""
         self.__dict__.pop("on_train_batch_begin", None)  # back to the method above: no more steps recorded
         if not self._failed:
-            self._failed = f"on_train_batch_begin: {reason}"
-            capture_failed(self.session, self._failed)
+            self._failed = reason
+            capture_failed(self.session, reason)
 
     # No on_train_batch_end, on purpose: Keras would then convert every step's
     # logs to Python numbers, a device sync that slows JAX training by ~30%

@@ -95,10 +95,7 @@ class TorchCapture:
         try:
             return action()
         except Exception as exc:
-            self.failed = f"{type(exc).__name__}: {exc}"
-            from scaldiag.collect.session import capture_failed
-
-            capture_failed(self.session, self.failed)
+            self._step_failed(f"{type(exc).__name__}: {exc}")
             return None
 
     # --- hooks ---------------------------------------------------------------
@@ -136,6 +133,7 @@ class TorchCapture:
             self.pre_hook = None
 
     def _step_failed(self, reason: str) -> None:
+        """Capture is off from here on (a hook's failure, or the recorder's: ``on_error``)."""
         if not self.failed:
             self.failed = reason
             from scaldiag.collect.session import capture_failed
