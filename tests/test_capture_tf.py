@@ -428,3 +428,83 @@ def test_batches_wrapped_before_the_fit_makes_its_window_stay_annotated_until_it
     assert next(batches) == 1 and len(asked) == 2  # the window is to come
     window.finish()
     assert list(batches) == [2, 3, 4, 5] and len(asked) == 2
+
+
+RAISING_FIT_SCRIPT = """
+import sys
+import numpy as np
+import tensorflow as tf
+import keras
+from scaldiag.keras import ScaldiagCallback
+from scaldiag.collect.frameworks import tracing
+from scaldiag.record.rundir import read_json
+
+class RaisesAt(keras.callbacks.Callback):
+    def __init__(self, error):
+        super().__init__()
+        self.error = error
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch == 4:  # inside the trace window (steps 1-6)
+            raise self.error
+
+x, y = np.zeros((160, 4), np.float32), np.zeros((160, 1), np.float32)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile("sgd", "mse")
+ours = ScaldiagCallback(run_dir=sys.argv[1], warmup_steps=1, trace_steps=6, input_free=False, input_ceiling_s=0)
+for error in (ValueError("bad batch"), KeyboardInterrupt()):
+    try:
+        model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[ours, RaisesAt(error)])
+    except (ValueError, KeyboardInterrupt):
+        pass
+    print("status", read_json(sys.argv[1], "run.json")["status"], "windows to come", tracing.windows_to_come(),
+          "hook", "on_train_batch_begin" in vars(ours))
+tf.profiler.experimental.start(sys.argv[1] + "/own_trace")  # raises where a profiler was left tracing
+tf.profiler.experimental.stop()
+model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[ours])
+print("status", read_json(sys.argv[1], "run.json")["status"], "trace", read_json(sys.argv[1], "training.json")["trace"])
+"""
+
+
+def test_a_fit_that_raises_closes_its_capture_and_the_next_fit_is_captured(tmp_path):
+    # Keras calls no on_train_end when fit raises. A notebook's user who interrupts a fit (or whose
+    # input fails) and fits again must not find the profiler still tracing and the run "running".
+    run_dir = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-c", RAISING_FIT_SCRIPT, str(run_dir)], capture_output=True,
+                            text=True, env=ENV, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "status failed windows to come False hook False" in lines
+    assert "status interrupted windows to come False hook False" in lines
+    assert lines[-1].startswith("status finished trace") and "'error': None" in lines[-1], lines[-1]
+    marks = [json.loads(line) for line in (run_dir / "marks.jsonl").read_text().splitlines()]
+    assert [m.get("error") for m in marks if m["mark"] == "fit_raised"] == ["ValueError", "KeyboardInterrupt"]
+    assert sum(m["mark"] == "trace_stopped" for m in marks) == 3
+
+
+def test_a_pydataset_is_annotated_until_the_window_is_over_then_its_own_getitem_runs(tmp_path):
+    # After scaldiag's trace window a PyDataset's batches call the user's own __getitem__ again, and
+    # a second fit's annotation replaces the first's rather than wrapping it.
+    import keras
+
+    from scaldiag.collect.frameworks import input_marks, tracing
+
+    class Data(keras.utils.PyDataset):
+        def __len__(self):
+            return 100
+
+        def __getitem__(self, index):
+            return index
+
+    data = Data()
+    seen = []
+    assert input_marks.mark_input(data, "tensorflow", on_first_batch=seen.append) is data
+    annotated = type(data)
+    assert annotated is not Data and data[0] == 0 and seen == [0]
+    input_marks.mark_input(data, "tensorflow")  # a second fit, before any window
+    assert type(data).__bases__ == (Data,)
+    window = tracing.TraceWindow(tmp_path / "trace")
+    assert data[1] == 1 and type(data) is not Data  # the window is to come
+    window.finish()
+    assert data[2] == 2 and type(data) is Data
+    assert data[3] == 3 and isinstance(data, keras.utils.PyDataset)

@@ -42,6 +42,9 @@ def start_run_json(run_dir: Path, command: list[str]) -> None:
         "started_ns": time.time_ns(), "missing": []})
 
 
+_RUNS_STARTED_HERE: set[Path] = set()  # run directories whose run.json a Session of this process wrote
+
+
 class Session:
     """One training run being recorded."""
 
@@ -50,9 +53,15 @@ class Session:
         launched = os.environ.get(RUN_DIR_ENV)
         self.run_dir = Path(run_dir or launched or new_run_dir(label=Path(sys.argv[0] or "run").stem))
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.owns_run = not read_json(self.run_dir, "run.json")
-        if self.owns_run:
+        started_before = read_json(self.run_dir, "run.json")
+        # A run this process started (a callback given a run_dir, fitting again) is this session's
+        # again: it samples, and its status is this fit's. A launcher's run is the launcher's.
+        self.owns_run = not started_before or self.run_dir.resolve() in _RUNS_STARTED_HERE
+        if not started_before:
             start_run_json(self.run_dir, [sys.executable, *sys.argv])
+            _RUNS_STARTED_HERE.add(self.run_dir.resolve())
+        elif self.owns_run:
+            update_json(self.run_dir, "run.json", status="running")
         if sample is None:  # sample here unless a launcher already samples this run
             sample = self.owns_run
         self.samplers = Samplers(self.run_dir, os.getpid()) if sample else None
@@ -77,7 +86,7 @@ class Session:
             self.describe(trace_error=self.window.error)
         if self.owns_run:
             missing = read_json(self.run_dir, "run.json").get("missing", [])
-            missing += self.samplers.missing if self.samplers else []
+            missing += [m for m in (self.samplers.missing if self.samplers else []) if m not in missing]
             update_json(self.run_dir, "run.json", status=status, ended_ns=time.time_ns(), missing=missing,
                         **host_costs.run_fields())  # training is over: it competes with nothing
 

@@ -11,10 +11,11 @@ the annotation itself, entered and left, cost 0.4-0.5 us a batch), nothing of
 ours holds a batch between fetches (``_Fetch``). Once scaldiag's trace window
 is over, an epoch's batches go on straight from the user's iterator
 (``_annotated_iterator``), and Keras-on-JAX array batches of later epochs are
-not wrapped (``annotating``): array batches then pay no Python call of ours. (A
-generator is still resumed through ``_annotated_generator``'s frame, a
-PyDataset through its patched ``__getitem__``, and without a trace window,
-``trace_steps=0``, a generator's batches keep the one call.)
+not wrapped (``annotating``), and a PyDataset gets its own class back
+(``_annotate_getitem``): their batches then pay no Python call of ours. (A
+generator's batches still pass through ``_annotated_generator``'s frame, which
+``yield from`` resumes without a Python call; without a trace window,
+``trace_steps=0``, the annotation's test stays on every batch.)
 """
 
 from __future__ import annotations
@@ -86,12 +87,18 @@ class _FirstBatch:
 
 def _annotate_getitem(dataset, annotation, seen) -> None:
     """Give this one object a subclass whose ``__getitem__`` is annotated (Python looks
-    special methods up on the type, so patching the instance would not be seen)."""
-    cls = type(dataset)
+    special methods up on the type, so patching the instance would not be seen), until a trace
+    window has finished since and none is to come: then the object gets its own class back, and its
+    batches call the user's ``__getitem__`` alone. A later fit's annotation replaces an earlier one."""
+    cls = type(dataset).__dict__.get("_scaldiag_plain", type(dataset))
     original = cls.__getitem__
     annotate, tracing = annotation
+    finished_before = _WINDOWS.finished
 
     def __getitem__(self, index):
+        if seen.callback is None and _WINDOWS.finished > finished_before and not _WINDOWS.to_come:
+            self.__class__ = cls  # (a batch a worker thread fetches meanwhile is annotated or not: either is right)
+            return original(self, index)
         if tracing():
             with annotate():
                 batch = original(self, index)
@@ -102,7 +109,7 @@ def _annotate_getitem(dataset, annotation, seen) -> None:
         return batch
 
     dataset.__class__ = type(cls.__name__, (cls,), {"__getitem__": __getitem__, "__module__": cls.__module__,
-                                                    "__qualname__": cls.__qualname__})
+                                                    "__qualname__": cls.__qualname__, "_scaldiag_plain": cls})
 
 
 def annotate_array_batches(backend: str) -> None:

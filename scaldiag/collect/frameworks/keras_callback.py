@@ -121,11 +121,11 @@ class ScaldiagCallback(keras.callbacks.Callback):
     def _start_fit(self) -> None:
         name = keras_info.backend()
         self.session = Session(backend=name, **self._options)
+        self._in_fit = True  # from here a session is open: on_train_end or fit_raised closes it
         recorder = self.session.recorder
         recorder.on_error = self._step_hook_failed
         self._replicas = keras_info.replicas(self.model, name)
         self.session.recorder.mark("fit_begin")
-        self._in_fit = True
         self.session.describe(
             framework={"name": "keras", "backend": name, "versions": keras_info.versions(name)},
             replicas=self._replicas, steps_per_execution=keras_info.steps_per_execution(self.model),
@@ -189,6 +189,24 @@ class ScaldiagCallback(keras.callbacks.Callback):
                 self.session.close()
             except Exception:
                 pass
+
+    def fit_raised(self, error: BaseException) -> None:
+        """``fit`` raised (an interrupt, the user's input or another callback failing): close this fit's
+        run as ``on_train_end`` would have, its trace window stopped (called by the fit patch)."""
+        if not self._in_fit:
+            return  # before this fit's on_train_begin, or after its on_train_end: nothing of it is open
+        self._in_fit = False
+        self.__dict__.pop("on_train_batch_begin", None)
+        if self.session is None:
+            return
+        try:
+            self.session.recorder.mark("fit_raised", error=type(error).__name__)
+        except Exception:
+            pass  # the run directory failing too: the close below still stops the window
+        try:
+            self.session.close("interrupted" if isinstance(error, KeyboardInterrupt) else "failed")
+        except Exception:
+            pass  # the user's error is what the user must see
 
     @_guarded
     def _end_of_fit(self) -> None:

@@ -69,15 +69,23 @@ def patch_fit(model_class, add_callback: bool) -> None:
 
     @functools.wraps(original)
     def fit(self, *args, **kwargs):
-        args, kwargs = _with_callback(self, args, kwargs, fit._scaldiag_adds_callback)
-        return original(self, *args, **kwargs)
+        args, kwargs, ours = _with_callback(self, args, kwargs, fit._scaldiag_adds_callback)
+        try:
+            return original(self, *args, **kwargs)
+        except BaseException as exc:
+            # Keras calls no on_train_end when fit raises: without this, the profiler of a fit
+            # interrupted in its window traced on, and a notebook's next fit could not trace.
+            for callback in ours:
+                callback.fit_raised(exc)
+            raise
 
     fit._scaldiag_adds_callback = add_callback
     model_class.fit = fit
 
 
 def _with_callback(model, args, kwargs, add: bool):
-    """fit's arguments, its ScaldiagCallbacks told about the data (one added first if ``add``).
+    """fit's arguments, its ScaldiagCallbacks told about the data (one added first if ``add``), and
+    those callbacks.
 
     Runs once per ``fit`` call, not per step. ``callbacks`` may be a list or a Keras
     ``CallbackList`` (which fit uses as it is: one of ours is then added into it)."""
@@ -93,7 +101,7 @@ def _with_callback(model, args, kwargs, add: bool):
         callbacks = container.callbacks if container is not None else list(given or [])
         ours = [c for c in callbacks if isinstance(c, ScaldiagCallback)]
         if not ours and not add:
-            return args, kwargs
+            return args, kwargs, []
         if not ours:
             # First in the list: its epoch-end hook then runs before other callbacks' (a checkpoint
             # save), so the step that ends the epoch ends where Keras synchronised, not after the save.
@@ -118,4 +126,5 @@ def _with_callback(model, args, kwargs, add: bool):
                 kwargs = {**kwargs, "callbacks": callbacks}
     except Exception as exc:  # capture is optional; the user's fit is not
         print(f"scaldiag: not capturing this fit ({type(exc).__name__}: {exc})", file=sys.stderr)
-    return args, kwargs
+        return args, kwargs, []
+    return args, kwargs, ours
