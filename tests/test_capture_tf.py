@@ -462,6 +462,7 @@ for error in (ValueError("bad batch"), KeyboardInterrupt()):
 tf.profiler.experimental.start(sys.argv[1] + "/own_trace")  # raises where a profiler was left tracing
 tf.profiler.experimental.stop()
 model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[ours])
+print("sampled", ours.session.samplers is not None)
 print("status", read_json(sys.argv[1], "run.json")["status"], "trace", read_json(sys.argv[1], "training.json")["trace"])
 """
 
@@ -476,6 +477,7 @@ def test_a_fit_that_raises_closes_its_capture_and_the_next_fit_is_captured(tmp_p
     lines = result.stdout.splitlines()
     assert "status failed windows to come False hook False" in lines
     assert "status interrupted windows to come False hook False" in lines
+    assert "sampled True" in lines  # the run this process started is the later fit's too
     assert lines[-1].startswith("status finished trace") and "'error': None" in lines[-1], lines[-1]
     marks = [json.loads(line) for line in (run_dir / "marks.jsonl").read_text().splitlines()]
     assert [m.get("error") for m in marks if m["mark"] == "fit_raised"] == ["ValueError", "KeyboardInterrupt"]
