@@ -1,14 +1,16 @@
 """Benchmark: the host sampler's look at the training process tree, psutil's way and scaldiag's, side by side.
 
-    python bench/bench_host_tree.py [--rounds 5] [--calls 200] [--threads 100]
+    python bench/bench_host_tree.py [--rounds 5] [--calls 200] [--threads 100] [--pid PID]
 
 The host sampler sums CPU over the training process and its workers. psutil's
 ``children(recursive=True)`` reads the stat file of every process on the machine, so the sampler used
 to rescan once a second; ``host.Descendants`` lists /proc and reads only the processes that appeared
 since its last look. psutil reads three files a process for its CPU, threads and RSS
 (``PsutilTree``, the sampler's way before and still where /proc is missing); ``ProcTree`` reads one.
-Timed here on a stand-in training process (``--threads`` idle threads, two worker processes), in
-rounds that alternate the ways: CPU time per call of each, and the ratios.
+Each core's busy share: psutil's ``cpu_percent(percpu=True)`` against ``ProcCores`` (one read of
+/proc/stat, plain pairs where psutil builds named tuples); and the whole tick, before and now. Timed
+on a stand-in training process (``--threads`` idle threads, two worker processes) or on a real one
+(``--pid``), in rounds that alternate the ways: CPU time per call of each, and the ratios.
 """
 
 from __future__ import annotations
@@ -25,7 +27,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scaldiag.collect.host import UPDATE_EVERY, Descendants, ProcTree, PsutilTree, _psutil_tree  # noqa: E402
+import psutil  # noqa: E402
+
+from scaldiag.collect.host import (  # noqa: E402
+    UPDATE_EVERY,
+    Descendants,
+    HostSampler,
+    ProcCores,
+    ProcTree,
+    PsutilTree,
+    _psutil_tree,
+)
+from scaldiag.collect.samplers import FLUSH_EVERY_ROWS, FLUSH_MAX_DELAY_S  # noqa: E402
+from scaldiag.record.rundir import JsonlWriter  # noqa: E402
 
 STAND_IN = """
 import multiprocessing, threading, time
@@ -49,42 +63,76 @@ def cpu_us(fn, calls: int) -> float:
     return (time.thread_time() - t0) / calls * 1e6
 
 
+def previous_tick(tree: PsutilTree, writer: JsonlWriter):
+    """The host sampler's tick before ProcTree and ProcCores: psutil for the tree and the cores."""
+    def tick() -> None:
+        cpu_pct, threads, rss, processes = tree.totals()
+        writer.write({"t_ns": time.time_ns(), "core_pct": psutil.cpu_percent(percpu=True), "proc_cpu_pct": cpu_pct,
+                      "proc_threads": threads, "proc_rss_bytes": rss, "processes": processes})
+    return tick
+
+
+def measure(pid: int, rounds: int, calls: int) -> dict[str, list[float]]:
+    """CPU us a call of each way, rounds alternating."""
+    tree = Descendants.of(pid)
+    old_way, new_way, cores = PsutilTree(pid), ProcTree(Descendants.of(pid)), ProcCores()
+    writer = JsonlWriter(Path(os.devnull), FLUSH_EVERY_ROWS, FLUSH_MAX_DELAY_S)
+    old_whole, new_whole = previous_tick(PsutilTree(pid), writer), HostSampler(writer, pid)._tick
+    psutil.cpu_percent(percpu=True)
+    ways = {"scan": lambda: _psutil_tree(pid), "update": tree.update, "old_tree": old_way.totals,
+            "new_tree": new_way.totals, "old_cores": lambda: psutil.cpu_percent(percpu=True), "new_cores": cores,
+            "old_tick": old_whole, "new_tick": new_whole}
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, fn in ways.items():
+            times[name].append(cpu_us(fn, max(1, calls // 10) if name == "scan" else calls))
+    return times
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--threads", type=int, default=100)
+    p.add_argument("--pid", type=int, help="look at this process (a real training) instead of a stand-in")
     a = p.parse_args()
-    stand_in = subprocess.Popen([sys.executable, "-c", STAND_IN.format(threads=a.threads)], stdout=subprocess.PIPE,
-                                text=True)
-    try:
-        stand_in.stdout.readline()
-        pid = stand_in.pid
-        tree = Descendants.of(pid)
-        found = {"psutil": len(_psutil_tree(pid)), "descendants": len(tree.update())}
-        old_way, new_way = PsutilTree(pid), ProcTree(Descendants.of(pid))
-        scan, update, old_tick, new_tick = [], [], [], []
-        for _ in range(a.rounds):
-            scan.append(cpu_us(lambda: _psutil_tree(pid), max(1, a.calls // 10)))
-            update.append(cpu_us(tree.update, a.calls))
-            old_tick.append(cpu_us(old_way.totals, a.calls))
-            new_tick.append(cpu_us(new_way.totals, a.calls))
-    finally:
-        stand_in.kill()
-        stand_in.wait()
+    if a.pid:
+        subject = f"process {a.pid} ({psutil.Process(a.pid).num_threads()} threads)"
+        found = {"psutil": len(_psutil_tree(a.pid)), "descendants": len(Descendants.of(a.pid).update())}
+        t = measure(a.pid, a.rounds, a.calls)
+    else:
+        stand_in = subprocess.Popen([sys.executable, "-c", STAND_IN.format(threads=a.threads)], stdout=subprocess.PIPE,
+                                    text=True)
+        try:
+            stand_in.stdout.readline()
+            subject = f"stand-in with {a.threads} threads and 2 workers"
+            found = {"psutil": len(_psutil_tree(stand_in.pid)), "descendants": len(Descendants.of(stand_in.pid).update())}
+            t = measure(stand_in.pid, a.rounds, a.calls)
+        finally:
+            stand_in.kill()
+            stand_in.wait()
     processes = len([n for n in os.listdir("/proc") if n.isdigit()])
-    print(f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}; {processes} processes on the "
-          f"machine; stand-in with {a.threads} threads and 2 workers (found: {found}); {a.rounds} rounds")
-    for name, values in (("psutil children(recursive=True)", scan), ("Descendants.update", update),
-                         ("the tree's totals a tick, psutil (PsutilTree: rescan once a second)", old_tick),
-                         (f"the tree's totals a tick, /proc (ProcTree: update every {UPDATE_EVERY} ticks)", new_tick)):
+    print(f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, psutil {psutil.__version__}; "
+          f"{processes} processes on the machine; {subject} (found: {found}); {a.rounds} rounds")
+    names = {"scan": "psutil children(recursive=True)", "update": "Descendants.update",
+             "old_tree": "the tree's totals a tick, psutil (PsutilTree: rescan once a second)",
+             "new_tree": f"the tree's totals a tick, /proc (ProcTree: update every {UPDATE_EVERY} ticks)",
+             "old_cores": "each core's busy share a tick, psutil cpu_percent(percpu=True)",
+             "new_cores": "each core's busy share a tick, ProcCores",
+             "old_tick": "the whole tick before (psutil for both; the row encoded)",
+             "new_tick": "the whole tick now (HostSampler._tick)"}
+    for key, name in names.items():
+        values = t[key]
         print(f"{name}: {statistics.median(values):.1f} us CPU a call (min-max {min(values):.1f}-{max(values):.1f})")
-    for name, before, after in (("psutil scan / Descendants.update", scan, update),
-                                ("PsutilTree / ProcTree a tick", old_tick, new_tick)):
-        ratios = [b / n for b, n in zip(before, after)]
+    for name, before, after in (("psutil scan / Descendants.update", "scan", "update"),
+                                ("PsutilTree / ProcTree a tick", "old_tree", "new_tree"),
+                                ("psutil cpu_percent / ProcCores a tick", "old_cores", "new_cores"),
+                                ("the whole tick, before / now", "old_tick", "new_tick")):
+        ratios = [b / n for b, n in zip(t[before], t[after])]
         print(f"{name}, per round: {', '.join(f'{r:.1f}' for r in ratios)} (median {statistics.median(ratios):.1f}x)")
-    print(f"At 10 ticks a second: {10 * statistics.median(old_tick) / 1e4:.3f}% of a core before, "
-          f"{10 * statistics.median(new_tick) / 1e4:.3f}% now, for the tree (per-core CPU is read alike in both).")
+    print(f"At 10 ticks a second: {statistics.median(t['old_tick']) / 1e3:.3f}% of a core before, "
+          f"{statistics.median(t['new_tick']) / 1e3:.3f}% now (the sampler's own loop aside).")
+
 
 if __name__ == "__main__":
     main()

@@ -113,7 +113,33 @@ def test_host_samples_see_a_busy_process_tree(tmp_path, monkeypatch, proc):
     summary = host_summary(rows, None)
     assert summary.busiest_core_pct > 50
     assert type(samplers.host._tree).__name__ == ("ProcTree" if proc == "/proc" else "PsutilTree")
+    assert isinstance(samplers.host._cores, host.ProcCores) == (proc == "/proc")
     assert all(r["proc_threads"] >= r["processes"] and r["proc_rss_bytes"] > 1e6 * r["processes"] for r in rows)
+
+
+def test_per_core_busy_share_is_psutils_reading_of_proc_stat(tmp_path, monkeypatch):
+    # psutil's cpu_percent(percpu=True): busy = user+nice+system+irq+softirq+steal (guest is inside
+    # user), idle = idle+iowait, each delta at least 0 (a counter that went back), rounded to 0.1.
+    from scaldiag.collect import host
+
+    monkeypatch.setattr(host, "PROC", str(tmp_path))
+    stat = tmp_path / "stat"
+    fields = "user nice system idle iowait irq softirq steal guest guest_nice".split()
+
+    def write(*cores):
+        lines = ["cpu  0 0 0 0 0 0 0 0 0 0"]
+        lines += [f"cpu{i} " + " ".join(str(c.get(f, 0)) for f in fields) for i, c in enumerate(cores)]
+        stat.write_text("\n".join([*lines, "intr 12 3", "ctxt 9", ""]))
+
+    write({"user": 100, "idle": 100, "guest": 50}, {"idle": 10, "iowait": 10}, {"steal": 5, "idle": 5})
+    cores = host.ProcCores()
+    write({"user": 130, "system": 10, "irq": 5, "softirq": 5, "idle": 150, "iowait": 50, "guest": 80},
+          {"idle": 10, "iowait": 10}, {"steal": 3, "idle": 8})
+    assert cores() == [33.3, 0.0, 0.0]  # 50 busy of 150; no tick at all; a counter that went back
+    write({"user": 130}, {"idle": 10})  # a core went offline
+    assert cores() == [0.0, 0.0]
+    stat.write_text("garbage")
+    assert not isinstance(host.ProcCores.or_psutil(), host.ProcCores)
 
 
 @pytest.mark.parametrize("value,expected", [(None, None), ("0,1", [0, 1]), ("1", [1]), ("", []),

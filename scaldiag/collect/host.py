@@ -1,5 +1,5 @@
-"""Host samples: per-core CPU (psutil), the training process tree's CPU, threads and RSS (from /proc
-on Linux: ``Descendants``, ``ProcTree``; psutil elsewhere).
+"""Host samples: per-core CPU and the training process tree's CPU, threads and RSS (from /proc on
+Linux: ``ProcCores``, ``Descendants``, ``ProcTree``; psutil elsewhere).
 
 These show a CPU-saturated or GIL-bound input pipeline: one core at 100%
 while the others idle, or all cores busy.
@@ -7,6 +7,7 @@ while the others idle, or all cores busy.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -26,14 +27,63 @@ class HostSampler:
         self._writer = writer
         descendants = Descendants.of(pid)
         self._tree = ProcTree(descendants) if descendants is not None and read_stat(pid) else PsutilTree(pid)
-        psutil.cpu_percent(percpu=True)  # prime: the first call has no interval to measure
+        self._cores = ProcCores.or_psutil()
         self.sampler = PeriodicSampler("host", PERIOD_S, self._tick)
 
     def _tick(self) -> None:
         cpu_pct, threads, rss, processes = self._tree.totals()
-        self._writer.write({"t_ns": time.time_ns(), "core_pct": psutil.cpu_percent(percpu=True),
+        self._writer.write({"t_ns": time.time_ns(), "core_pct": self._cores(),
                             "proc_cpu_pct": cpu_pct, "proc_threads": threads, "proc_rss_bytes": rss,
                             "processes": processes})
+
+
+class ProcCores:
+    """Each core's busy % since the last call, from one read of /proc/stat (Linux), as psutil's
+    ``cpu_percent(percpu=True)`` computes it: busy is user + nice + system + irq + softirq + steal
+    (guest time is inside user and nice), idle is idle + iowait, each delta at least 0, rounded to
+    0.1. psutil builds named tuples of ten fields a core, twice, for the same: its part of a tick grows
+    with the cores, which a GPU host has many of (bench/bench_host_tree.py)."""
+
+    def __init__(self):
+        self._last = _core_times(_read_proc_stat())
+
+    @classmethod
+    def or_psutil(cls):
+        """A callable giving the per-core list: this, or psutil's where /proc/stat cannot be read."""
+        try:
+            return cls()
+        except (OSError, ValueError, IndexError):
+            psutil.cpu_percent(percpu=True)  # primed: the first call has no interval to measure
+            return functools.partial(psutil.cpu_percent, percpu=True)
+
+    def __call__(self) -> list[float]:
+        now = _core_times(_read_proc_stat())
+        last, self._last = self._last, now
+        if len(last) != len(now):
+            return [0.0] * len(now)  # a core came or went: no interval to measure this time
+        pct = []
+        for (busy0, idle0), (busy1, idle1) in zip(last, now):
+            busy, idle = max(busy1 - busy0, 0), max(idle1 - idle0, 0)
+            pct.append(round(100.0 * busy / (busy + idle), 1) if busy + idle else 0.0)
+        return pct
+
+
+def _read_proc_stat() -> bytes:
+    with open(f"{PROC}/stat", "rb") as f:
+        return f.read()
+
+
+def _core_times(data: bytes) -> list[tuple[int, int]]:
+    """(busy, idle) clock ticks of each core, from /proc/stat's ``cpuN`` lines (proc(5))."""
+    cores = []
+    for line in data.split(b"\n")[1:]:  # (the first line is all cores together)
+        if not line.startswith(b"cpu"):
+            break
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, line.split()[1:9])
+        cores.append((user + nice + system + irq + softirq + steal, idle + iowait))
+    if not cores:
+        raise ValueError("no cpuN line in /proc/stat")
+    return cores
 
 
 class ProcTree:
