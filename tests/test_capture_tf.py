@@ -480,7 +480,7 @@ def test_a_fit_that_raises_closes_its_capture_and_the_next_fit_is_captured(tmp_p
     assert "sampled True" in lines  # the run this process started is the later fit's too
     assert lines[-1].startswith("status finished trace") and "'error': None" in lines[-1], lines[-1]
     marks = [json.loads(line) for line in (run_dir / "marks.jsonl").read_text().splitlines()]
-    assert [m.get("error") for m in marks if m["mark"] == "fit_raised"] == ["ValueError", "KeyboardInterrupt"]
+    assert [m.get("raised") for m in marks if m["mark"] == "fit_end"] == ["ValueError", "KeyboardInterrupt", None]
     assert sum(m["mark"] == "trace_stopped" for m in marks) == 3
 
 

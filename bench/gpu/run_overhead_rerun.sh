@@ -14,4 +14,4 @@ cp "$OUT"/* "$FINAL_OUT"/
 python3 bench/capture_overhead_blocks.py --kind tiny --seconds 140 --block-steps 25 --steps 500 --batch 256 \
     --arms full,steady --out "$OUT/blocks_tiny_full.md" > "$OUT/keras.log" 2>&1
 cp "$OUT"/* "$FINAL_OUT"/
-tail -5 "$OUT"/*.log "$OUT/host_tree.txt"
+tail -n 5 "$OUT"/*.log "$OUT/host_tree.txt"
