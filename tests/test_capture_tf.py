@@ -482,6 +482,8 @@ def test_a_fit_that_raises_closes_its_capture_and_the_next_fit_is_captured(tmp_p
     marks = [json.loads(line) for line in (run_dir / "marks.jsonl").read_text().splitlines()]
     assert [m.get("raised") for m in marks if m["mark"] == "fit_end"] == ["ValueError", "KeyboardInterrupt", None]
     assert sum(m["mark"] == "trace_stopped" for m in marks) == 3
+    # the step each failed fit was in is not a step: it did not complete
+    assert [s["batch"] for s in read_steps(run_dir / "steps.jsonl")] == [0, 1, 2, 3] * 2 + list(range(10))
 
 
 def test_a_pydataset_is_annotated_until_the_window_is_over_then_its_own_getitem_runs(tmp_path):

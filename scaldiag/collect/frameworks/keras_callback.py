@@ -200,6 +200,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
         if self.session is None:
             return
         try:
+            self.session.recorder.drop_open()  # the step in progress did not complete: it is not a step
             self.session.recorder.mark("fit_end", raised=type(error).__name__)  # (the accounting pairs it with fit_begin)
         except Exception:
             pass  # the run directory failing too: the close below still stops the window
