@@ -94,7 +94,7 @@ def test_no_nvml_is_missing_evidence_not_an_error(tmp_path):
 @pytest.mark.parametrize("proc", ["/proc", "/nonexistent"])
 def test_host_samples_see_a_busy_process_tree(tmp_path, monkeypatch, proc):
     # A parent that starts a child which burns one core: the tree is sampled (on Linux from /proc,
-    # looked at five times a second; without /proc with psutil, rescanned once a second).
+    # looked at once a second; without /proc with psutil, rescanned once a second).
     from scaldiag.collect import host
 
     monkeypatch.setattr(host, "PROC", proc)
@@ -115,6 +115,25 @@ def test_host_samples_see_a_busy_process_tree(tmp_path, monkeypatch, proc):
     assert type(samplers.host._tree).__name__ == ("ProcTree" if proc == "/proc" else "PsutilTree")
     assert isinstance(samplers.host._cores, host.ProcCores) == (proc == "/proc")
     assert all(r["proc_threads"] >= r["processes"] and r["proc_rss_bytes"] > 1e6 * r["processes"] for r in rows)
+
+
+def test_the_tree_keeps_its_members_stat_files_open_and_a_member_that_ended_is_dropped():
+    # Each member's /proc/PID/stat stays open and is read again from its start; once the process
+    # has ended and been reaped the read fails (the descriptor holds on to that process, not the PID).
+    from scaldiag.collect import host
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        tree = host.ProcTree(host.Descendants.of(os.getpid()))
+        _, _, _, processes = tree.totals()
+        assert child.pid in tree._files and processes >= 2
+        kept = tree._files[child.pid]
+        assert tree.totals()[3] == processes and tree._files[child.pid] is kept  # the same file, read again
+    finally:
+        child.kill()
+        child.wait()
+    assert tree.totals()[3] == processes - 1
+    assert child.pid not in tree._files and kept.fd == -1
 
 
 def test_per_core_busy_share_is_psutils_reading_of_proc_stat(tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """Where the host sampler's CPU goes in place: each piece of its tick alone on a PeriodicSampler at 10 Hz,
 beside a real training, rounds alternating the pieces.
 
-    python3 bench/gpu/host_tick_probe.py [--seconds 15] [--rounds 2] -- TRAINING COMMAND...
+    python3 bench/gpu/host_tick_probe.py [--seconds 15] [--rounds 2] [--pieces noop,now,...] -- TRAINING COMMAND...
 
 A tick timed in a loop (bench/bench_host_tree.py) runs warm; the sampler's ticks come 100 ms apart,
 beside a training that fills the caches, and cost more. This runs each piece as the sampler runs it
@@ -37,13 +37,13 @@ from scaldiag.record.rundir import JsonlWriter  # noqa: E402
 def pieces(pid: int, folder: Path) -> dict:
     writer = JsonlWriter(folder / "host_samples.jsonl", FLUSH_EVERY_ROWS, FLUSH_MAX_DELAY_S)
     psutil.cpu_percent(percpu=True)
-    return {"no-op tick": lambda: None,
-            "tree (ProcTree)": ProcTree(Descendants.of(pid)).totals,
-            "a look for new workers (Descendants.update)": Descendants.of(pid).update,
-            "cores (ProcCores)": ProcCores(),
-            "cores (psutil cpu_percent)": lambda: psutil.cpu_percent(percpu=True),
-            "whole tick now (HostSampler)": HostSampler(writer, pid)._tick,
-            "whole tick before (psutil)": previous_tick(PsutilTree(pid), writer)}
+    return {"noop": ("no-op tick", lambda: None),
+            "tree": ("tree (ProcTree)", ProcTree(Descendants.of(pid)).totals),
+            "update": ("a look for new workers (Descendants.update)", Descendants.of(pid).update),
+            "cores": ("cores (ProcCores)", ProcCores()),
+            "psutil_cores": ("cores (psutil cpu_percent)", lambda: psutil.cpu_percent(percpu=True)),
+            "now": ("whole tick now (HostSampler)", HostSampler(writer, pid)._tick),
+            "before": ("whole tick before (psutil)", previous_tick(PsutilTree(pid), writer))}
 
 
 def main() -> None:
@@ -51,6 +51,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=15.0)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--settle", type=float, default=30.0, help="seconds for the training to start and compile")
+    p.add_argument("--pieces", default="noop,tree,update,cores,psutil_cores,now,before")
     p.add_argument("command", nargs="+")
     a = p.parse_args()
     training = subprocess.Popen(a.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -60,8 +61,9 @@ def main() -> None:
         threads = psutil.Process(training.pid).num_threads()
         with tempfile.TemporaryDirectory() as folder:
             ways = pieces(training.pid, Path(folder))
+            ways = [ways[key] for key in a.pieces.split(",")]
             for _ in range(a.rounds):
-                for name, tick in ways.items():
+                for name, tick in ways:
                     sampler = PeriodicSampler("probe", PERIOD_S, tick)
                     sampler.start()
                     time.sleep(a.seconds)

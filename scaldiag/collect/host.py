@@ -18,7 +18,10 @@ from scaldiag.record.rundir import JsonlWriter
 
 PERIOD_S = 0.1  # 10 Hz: CPU percentages need a window to mean anything
 TREE_EVERY = 10  # where /proc cannot be listed: rescan with psutil once a second (it reads every process)
-UPDATE_EVERY = 2  # on Linux: look for new workers every 0.2 s (listing /proc grows with the machine's processes)
+# On Linux: look for new workers once a second. Listing /proc grows with the machine's processes: beside
+# a JAX training on the H200 host (186 processes) a look cost 0.43 ms of CPU, more than the rest of a tick
+# (bench/gpu/host_tick_probe.py); a worker is then counted from its first second on.
+UPDATE_EVERY = 10
 PROC = "/proc"
 
 
@@ -45,7 +48,8 @@ class ProcCores:
     with the cores, which a GPU host has many of (bench/bench_host_tree.py)."""
 
     def __init__(self):
-        self._last = _core_times(_read_proc_stat())
+        self._file = _ProcFile(f"{PROC}/stat")
+        self._last = _core_times(self._file.read())
 
     @classmethod
     def or_psutil(cls):
@@ -57,7 +61,7 @@ class ProcCores:
             return functools.partial(psutil.cpu_percent, percpu=True)
 
     def __call__(self) -> list[float]:
-        now = _core_times(_read_proc_stat())
+        now = _core_times(self._file.read())
         last, self._last = self._last, now
         if len(last) != len(now):
             return [0.0] * len(now)  # a core came or went: no interval to measure this time
@@ -66,11 +70,6 @@ class ProcCores:
             busy, idle = max(busy1 - busy0, 0), max(idle1 - idle0, 0)
             pct.append(round(100.0 * busy / (busy + idle), 1) if busy + idle else 0.0)
         return pct
-
-
-def _read_proc_stat() -> bytes:
-    with open(f"{PROC}/stat", "rb") as f:
-        return f.read()
 
 
 def _core_times(data: bytes) -> list[tuple[int, int]]:
@@ -89,13 +88,14 @@ def _core_times(data: bytes) -> list[tuple[int, int]]:
 class ProcTree:
     """The tree's CPU, threads and RSS from one read of /proc/PID/stat per process (Linux). psutil
     reads three files a process for the same (stat, status, statm: 120 us against ~20 here), and a
-    DataLoader's workers are each a process."""
+    DataLoader's workers are each a process. Each member's file stays open (``_ProcFile``)."""
 
     def __init__(self, descendants: Descendants):
         self._descendants = descendants
         self._pids = descendants.update()
         self._ticks = 0
         self._last: dict[int, tuple[int, float, float]] = {}  # pid: (start, CPU seconds, when)
+        self._files: dict[int, _ProcFile] = {}
 
     def totals(self) -> tuple[float, int, int, int]:
         self._ticks += 1
@@ -103,11 +103,16 @@ class ProcTree:
             self._pids = self._descendants.update()
         now = time.monotonic()
         last, self._last = self._last, {}
+        files, self._files = self._files, {}
         cpu_pct, threads, rss, processes = 0.0, 0, 0, 0
         for pid in self._pids:
-            stat = read_stat(pid)
+            file = files.pop(pid, None) or _ProcFile.of(f"{PROC}/{pid}/stat")
+            stat = _parse_stat(file.read()) if file is not None else None
             if stat is None:
+                if file is not None:
+                    file.close()
                 continue  # it ended
+            self._files[pid] = file
             start, cpu_s, n_threads, rss_bytes = stat
             processes += 1
             threads += n_threads
@@ -116,7 +121,47 @@ class ProcTree:
             if before is not None and before[0] == start and now > before[2]:  # (a first sight counts 0, as psutil's)
                 cpu_pct += 100.0 * (cpu_s - before[1]) / (now - before[2])
             self._last[pid] = (start, cpu_s, now)
+        for file in files.values():
+            file.close()  # it left the tree
         return cpu_pct, threads, rss, processes
+
+
+class _ProcFile:
+    """A /proc file kept open and read again from its start (``pread``): the kernel makes its text afresh
+    at each read from offset 0, and the path lookup, the open and Python's file object are saved (on the
+    2-core machine /proc/stat 34 -> 13 us a read, /proc/PID/stat 28 -> 6 us). A process's file read
+    after the process ended gives an error, never another process's text: the descriptor holds on to
+    the process, so a reused PID cannot be mistaken for it."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, path: str):
+        self.fd = os.open(path, os.O_RDONLY)
+
+    @classmethod
+    def of(cls, path: str) -> _ProcFile | None:
+        try:
+            return cls(path)
+        except OSError:
+            return None
+
+    def read(self, size: int = 1 << 16) -> bytes:
+        """The first ``size`` bytes of the file's text now; empty where it cannot be read (a process gone)."""
+        try:
+            return os.pread(self.fd, size, 0)
+        except OSError:
+            return b""
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass  # (at interpreter exit)
 
 
 class PsutilTree:
@@ -172,8 +217,8 @@ class Descendants:
     """A process and its descendants, kept up to date from the processes that appeared in /proc since
     the last look (Linux): each new one's parent is read from /proc/PID/stat, and it joins if that
     parent is a member. psutil's ``children(recursive=True)`` reads every process's stat file instead:
-    2.7 ms a scan with 65 processes on the 2-core machine, 22x an update (bench/bench_host_tree.py), so
-    the tree is looked at five times a second rather than once, for less CPU."""
+    2.7 ms a scan with 65 processes on the 2-core machine, 22x an update (bench/bench_host_tree.py). The
+    sampler looks once a second (``UPDATE_EVERY``), as it rescanned with psutil before."""
 
     def __init__(self, root: int, members: list[int], seen: set[int]):
         self.root = root
@@ -216,21 +261,25 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def _stat_fields(pid: int) -> list[bytes] | None:
-    """The fields of /proc/PID/stat from field 3 on (proc(5); after the command name, which may hold
-    spaces and parentheses: its last ')' ends it), or None where the process has already gone."""
+def _stat_fields(data: bytes) -> list[bytes] | None:
+    """The fields of a /proc/PID/stat text from field 3 on (proc(5); after the command name, which may
+    hold spaces and parentheses: its last ')' ends it), or None where there is none."""
+    end = data.rfind(b")")
+    return data[end + 2:].split() if end >= 0 else None
+
+
+def _read(path: str) -> bytes:
     try:
-        with open(f"{PROC}/{pid}/stat", "rb") as f:
-            data = f.read()
-        return data[data.rindex(b")") + 2:].split()
-    except (OSError, ValueError):
-        return None
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""  # it has already gone
 
 
-def read_stat(pid: int) -> tuple[int, float, int, int] | None:
-    """(start time in clock ticks, user + system CPU seconds, threads, RSS bytes) of a process
-    (fields 22, 14 + 15, 20, 24); None where it cannot be read."""
-    fields = _stat_fields(pid)
+def _parse_stat(data: bytes) -> tuple[int, float, int, int] | None:
+    """(start time in clock ticks, user + system CPU seconds, threads, RSS bytes) of a process from its
+    /proc/PID/stat text (fields 22, 14 + 15, 20, 24); None where the text has none."""
+    fields = _stat_fields(data)
     try:
         return (int(fields[19]), (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS, int(fields[17]),
                 int(fields[21]) * _PAGE_BYTES)
@@ -238,9 +287,14 @@ def read_stat(pid: int) -> tuple[int, float, int, int] | None:
         return None
 
 
+def read_stat(pid: int) -> tuple[int, float, int, int] | None:
+    """``_parse_stat`` of a process by its PID; None where it cannot be read."""
+    return _parse_stat(_read(f"{PROC}/{pid}/stat"))
+
+
 def _parent(pid: int) -> int:
     """The parent's PID (field 4), -1 where the process has already gone."""
-    fields = _stat_fields(pid)
+    fields = _stat_fields(_read(f"{PROC}/{pid}/stat"))
     try:
         return int(fields[1])
     except (TypeError, ValueError, IndexError):
