@@ -23,6 +23,7 @@ TREE_EVERY = 10  # where /proc cannot be listed: rescan with psutil once a secon
 # (bench/gpu/host_tick_probe.py); a worker is then counted from its first second on.
 UPDATE_EVERY = 10
 PROC = "/proc"
+STAT_BYTES = 4096  # a /proc/PID/stat line is a few hundred bytes (52 numbers; the command name at most 16)
 
 
 class HostSampler:
@@ -107,7 +108,7 @@ class ProcTree:
         cpu_pct, threads, rss, processes = 0.0, 0, 0, 0
         for pid in self._pids:
             file = files.pop(pid, None) or _ProcFile.of(f"{PROC}/{pid}/stat")
-            stat = _parse_stat(file.read()) if file is not None else None
+            stat = _parse_stat(file.read(STAT_BYTES)) if file is not None else None
             if stat is None:
                 if file is not None:
                     file.close()
