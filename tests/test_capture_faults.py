@@ -169,3 +169,28 @@ def test_a_session_closed_twice_is_closed_once(tmp_path):
     time.sleep(0.01)
     session.close()
     assert read_json(tmp_path / "run", "run.json") == first
+
+
+def test_a_run_this_process_started_is_owned_again_and_a_launchers_never(tmp_path):
+    # A callback or loop given a run_dir, run again in the same process: the later session samples and
+    # sets the status, and the earlier end is not the run's end any more. A launcher's run is its own.
+    from scaldiag.collect.session import Session, start_run_json
+    from scaldiag.record.rundir import read_json
+
+    first = Session(tmp_path / "mine", trace_steps=0, sample=False)
+    first.close("failed")
+    started = read_json(tmp_path / "mine", "run.json")
+    assert started["status"] == "failed" and "ended_ns" in started
+    again = Session(tmp_path / "mine", trace_steps=0, sample=False)
+    run = read_json(tmp_path / "mine", "run.json")
+    assert again.owns_run and run["status"] == "running" and "ended_ns" not in run
+    assert run["started_ns"] == started["started_ns"]
+    again.close()
+    assert read_json(tmp_path / "mine", "run.json")["status"] == "finished" and again.closed
+
+    (tmp_path / "launched").mkdir()
+    start_run_json(tmp_path / "launched", ["scaldiag", "profile", "train.py"])
+    theirs = Session(tmp_path / "launched", trace_steps=0)
+    assert not theirs.owns_run and theirs.samplers is None
+    theirs.close()
+    assert read_json(tmp_path / "launched", "run.json")["status"] == "running"  # the launcher's to finish

@@ -464,6 +464,18 @@ tf.profiler.experimental.stop()
 model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[ours])
 print("sampled", ours.session.samplers is not None)
 print("status", read_json(sys.argv[1], "run.json")["status"], "trace", read_json(sys.argv[1], "training.json")["trace"])
+
+from scaldiag.collect.frameworks import input_ceiling
+def interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
+input_ceiling.measure = interrupted  # Ctrl-C while the input is measured, after training, in on_train_end
+late = ScaldiagCallback(run_dir=sys.argv[1] + "_late", trace_steps=0, input_free=False, input_ceiling_s=1)
+try:
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[late])
+except KeyboardInterrupt:
+    pass
+print("late", read_json(sys.argv[1] + "_late", "run.json")["status"], late.session.closed,
+      late.session.samplers._writers[0]._file.closed)
 """
 
 
@@ -478,7 +490,9 @@ def test_a_fit_that_raises_closes_its_capture_and_the_next_fit_is_captured(tmp_p
     assert "status failed windows to come False hook False" in lines
     assert "status interrupted windows to come False hook False" in lines
     assert "sampled True" in lines  # the run this process started is the later fit's too
-    assert lines[-1].startswith("status finished trace") and "'error': None" in lines[-1], lines[-1]
+    assert "late interrupted True True" in lines  # interrupted inside on_train_end: closed, samplers stopped
+    last_fit = next(line for line in lines if line.startswith("status finished trace"))
+    assert "'error': None" in last_fit, last_fit
     marks = [json.loads(line) for line in (run_dir / "marks.jsonl").read_text().splitlines()]
     assert [m.get("raised") for m in marks if m["mark"] == "fit_end"] == ["ValueError", "KeyboardInterrupt", None]
     assert sum(m["mark"] == "trace_stopped" for m in marks) == 3

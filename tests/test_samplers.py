@@ -134,6 +134,7 @@ def test_the_tree_keeps_its_members_stat_files_open_and_a_member_that_ended_is_d
         child.wait()
     assert tree.totals()[3] == processes - 1
     assert child.pid not in tree._files and kept.fd == -1
+    assert child.pid not in tree._descendants.members  # for good: a process given its PID is another one
 
 
 def test_per_core_busy_share_is_psutils_reading_of_proc_stat(tmp_path, monkeypatch):
@@ -155,8 +156,15 @@ def test_per_core_busy_share_is_psutils_reading_of_proc_stat(tmp_path, monkeypat
     write({"user": 130, "system": 10, "irq": 5, "softirq": 5, "idle": 150, "iowait": 50, "guest": 80},
           {"idle": 10, "iowait": 10}, {"steal": 3, "idle": 8})
     assert cores() == [33.3, 0.0, 0.0]  # 50 busy of 150; no tick at all; a counter that went back
+    write({"user": 140, "system": 10, "irq": 5, "softirq": 5, "idle": 160, "iowait": 45, "guest": 80},
+          {"idle": 10, "iowait": 10}, {"steal": 3, "idle": 8})
+    assert cores()[0] == 50.0  # iowait went back 5: that field counts 0, not -5 against idle's +10
     write({"user": 130}, {"idle": 10})  # a core went offline
     assert cores() == [0.0, 0.0]
+    write(*[{"user": 1, "idle": 1}] * 3000)  # /proc/stat longer than one read asks for (3000 cores)
+    many = host.ProcCores()
+    write(*[{"user": 2, "idle": 4}] * 3000)
+    assert stat.stat().st_size > 1 << 16 and many() == [25.0] * 3000
     stat.write_text("garbage")
     assert not isinstance(host.ProcCores.or_psutil(), host.ProcCores)
 

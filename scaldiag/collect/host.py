@@ -8,6 +8,7 @@ while the others idle, or all cores busy.
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import time
 
@@ -43,14 +44,15 @@ class HostSampler:
 
 class ProcCores:
     """Each core's busy % since the last call, from one read of /proc/stat (Linux), as psutil's
-    ``cpu_percent(percpu=True)`` computes it: busy is user + nice + system + irq + softirq + steal
-    (guest time is inside user and nice), idle is idle + iowait, each delta at least 0, rounded to
-    0.1. psutil builds named tuples of ten fields a core, twice, for the same: its part of a tick grows
-    with the cores, which a GPU host has many of (bench/bench_host_tree.py)."""
+    ``cpu_percent(percpu=True)`` computes it: each field's delta at least 0 (a core's iowait may go
+    back: proc(5)), busy is user + nice + system + irq + softirq + steal (guest time is inside user
+    and nice), idle is idle + iowait, rounded to 0.1. psutil builds named tuples of ten fields a core,
+    twice, for the same: its part of a tick grows with the cores, which a GPU host has many of
+    (bench/bench_host_tree.py)."""
 
     def __init__(self):
         self._file = _ProcFile(f"{PROC}/stat")
-        self._last = _core_times(self._file.read())
+        self._last = _core_times(self._file.read_all())
 
     @classmethod
     def or_psutil(cls):
@@ -62,25 +64,33 @@ class ProcCores:
             return functools.partial(psutil.cpu_percent, percpu=True)
 
     def __call__(self) -> list[float]:
-        now = _core_times(self._file.read())
+        now = _core_times(self._file.read_all())
         last, self._last = self._last, now
         if len(last) != len(now):
             return [0.0] * len(now)  # a core came or went: no interval to measure this time
         pct = []
-        for (busy0, idle0), (busy1, idle1) in zip(last, now):
-            busy, idle = max(busy1 - busy0, 0), max(idle1 - idle0, 0)
-            pct.append(round(100.0 * busy / (busy + idle), 1) if busy + idle else 0.0)
+        for before, after in zip(last, now):
+            d = tuple(map(operator.sub, after, before))
+            if min(d) < 0:
+                d = tuple(max(x, 0) for x in d)
+            user, nice, system, idle, iowait, irq, softirq, steal = d
+            busy = user + nice + system + irq + softirq + steal
+            total = busy + idle + iowait
+            pct.append(round(100.0 * busy / total, 1) if total else 0.0)
         return pct
 
 
-def _core_times(data: bytes) -> list[tuple[int, int]]:
-    """(busy, idle) clock ticks of each core, from /proc/stat's ``cpuN`` lines (proc(5))."""
+def _core_times(data: bytes) -> list[tuple[int, ...]]:
+    """The first eight fields (user ... steal, clock ticks) of each core's ``cpuN`` line of /proc/stat
+    (proc(5))."""
     cores = []
     for line in data.split(b"\n")[1:]:  # (the first line is all cores together)
         if not line.startswith(b"cpu"):
             break
-        user, nice, system, idle, iowait, irq, softirq, steal = map(int, line.split()[1:9])
-        cores.append((user + nice + system + irq + softirq + steal, idle + iowait))
+        fields = tuple(map(int, line.split()[1:9]))
+        if len(fields) != 8:
+            raise ValueError(f"a /proc/stat line with {len(fields)} fields")
+        cores.append(fields)
     if not cores:
         raise ValueError("no cpuN line in /proc/stat")
     return cores
@@ -109,10 +119,11 @@ class ProcTree:
         for pid in self._pids:
             file = files.pop(pid, None) or _ProcFile.of(f"{PROC}/{pid}/stat")
             stat = _parse_stat(file.read(STAT_BYTES)) if file is not None else None
-            if stat is None:
+            if stat is None:  # it ended: it leaves the tree for good (its PID may be given to another process)
                 if file is not None:
                     file.close()
-                continue  # it ended
+                self._descendants.forget(pid)
+                continue
             self._files[pid] = file
             start, cpu_s, n_threads, rss_bytes = stat
             processes += 1
@@ -124,6 +135,7 @@ class ProcTree:
             self._last[pid] = (start, cpu_s, now)
         for file in files.values():
             file.close()  # it left the tree
+        self._pids = [pid for pid in self._pids if pid in self._files]
         return cpu_pct, threads, rss, processes
 
 
@@ -132,7 +144,8 @@ class _ProcFile:
     at each read from offset 0, and the path lookup, the open and Python's file object are saved (on the
     2-core machine /proc/stat 34 -> 13 us a read, /proc/PID/stat 28 -> 6 us). A process's file read
     after the process ended gives an error, never another process's text: the descriptor holds on to
-    the process, so a reused PID cannot be mistaken for it."""
+    the process (and ``ProcTree`` then drops its PID for good, so that a process given the PID later is
+    not taken for it)."""
 
     __slots__ = ("fd",)
 
@@ -152,6 +165,15 @@ class _ProcFile:
             return os.pread(self.fd, size, 0)
         except OSError:
             return b""
+
+    def read_all(self) -> bytes:
+        """All of the file's text now (a read as long as it asked for may have left some: ask for more)."""
+        size = 1 << 16
+        data = self.read(size)
+        while len(data) == size:
+            size *= 2
+            data = self.read(size)
+        return data
 
     def close(self) -> None:
         fd, self.fd = self.fd, -1
@@ -234,6 +256,11 @@ class Descendants:
         except OSError:
             return None
         return cls(root, _psutil_tree(root) or [root], seen)  # the processes already there: found once
+
+    def forget(self, pid: int) -> None:
+        """``pid`` has ended: a process given the same PID before the next look is not a member (a
+        reused PID that is not new since the last look would not be looked at again)."""
+        self.members.pop(pid, None)
 
     def update(self) -> list[int]:
         try:

@@ -60,8 +60,9 @@ class Session:
         if not started_before:
             start_run_json(self.run_dir, [sys.executable, *sys.argv])
             _RUNS_STARTED_HERE.add(self.run_dir.resolve())
-        elif self.owns_run:
-            update_json(self.run_dir, "run.json", status="running")
+        elif self.owns_run:  # running again: the earlier fit's end is not the run's end any more
+            write_json(self.run_dir, "run.json", {**{k: v for k, v in started_before.items() if k != "ended_ns"},
+                                                  "status": "running"})
         if sample is None:  # sample here unless a launcher already samples this run
             sample = self.owns_run
         self.samplers = Samplers(self.run_dir, os.getpid()) if sample else None
@@ -70,6 +71,10 @@ class Session:
         self.window = trace_window(backend, self.run_dir / TRACE_DIR) if trace_steps > 0 else None
         self.recorder = StepRecorder(self.run_dir, self.window, warmup_steps, trace_steps)
         self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def describe(self, **training) -> None:
         update_json(self.run_dir, "training.json", **training)

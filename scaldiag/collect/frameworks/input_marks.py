@@ -97,7 +97,8 @@ def _annotate_getitem(dataset, annotation, seen) -> None:
 
     def __getitem__(self, index):
         if seen.callback is None and _WINDOWS.finished > finished_before and not _WINDOWS.to_come:
-            self.__class__ = cls  # (a batch a worker thread fetches meanwhile is annotated or not: either is right)
+            if type(self) is annotated:  # (not a later fit's annotation, made while a worker was in here)
+                self.__class__ = cls  # (a batch a worker thread fetches meanwhile is annotated or not: either is right)
             return original(self, index)
         if tracing():
             with annotate():
@@ -108,8 +109,9 @@ def _annotate_getitem(dataset, annotation, seen) -> None:
             seen(batch)
         return batch
 
-    dataset.__class__ = type(cls.__name__, (cls,), {"__getitem__": __getitem__, "__module__": cls.__module__,
-                                                    "__qualname__": cls.__qualname__, "_scaldiag_plain": cls})
+    annotated = type(cls.__name__, (cls,), {"__getitem__": __getitem__, "__module__": cls.__module__,
+                                            "__qualname__": cls.__qualname__, "_scaldiag_plain": cls})
+    dataset.__class__ = annotated
 
 
 def annotate_array_batches(backend: str) -> None:

@@ -193,12 +193,11 @@ class ScaldiagCallback(keras.callbacks.Callback):
     def fit_raised(self, error: BaseException) -> None:
         """``fit`` raised (an interrupt, the user's input or another callback failing): close this fit's
         run as ``on_train_end`` would have, its trace window stopped (called by the fit patch)."""
-        if not self._in_fit:
-            return  # before this fit's on_train_begin, or after its on_train_end: nothing of it is open
+        if self.session is None or self.session.closed:
+            return  # before this fit's on_train_begin (the last fit's run is closed), or after its run closed
+        # (Also from inside on_train_end: an interrupt while the input is measured after training.)
         self._in_fit = False
         self.__dict__.pop("on_train_batch_begin", None)
-        if self.session is None:
-            return
         try:
             self.session.recorder.drop_open()  # the step in progress did not complete: it is not a step
             self.session.recorder.mark("fit_end", raised=type(error).__name__)  # (the accounting pairs it with fit_begin)

@@ -89,6 +89,7 @@ def _with_callback(model, args, kwargs, add: bool):
 
     Runs once per ``fit`` call, not per step. ``callbacks`` may be a list or a Keras
     ``CallbackList`` (which fit uses as it is: one of ours is then added into it)."""
+    ours = []
     try:
         import keras
 
@@ -126,5 +127,4 @@ def _with_callback(model, args, kwargs, add: bool):
                 kwargs = {**kwargs, "callbacks": callbacks}
     except Exception as exc:  # capture is optional; the user's fit is not
         print(f"scaldiag: not capturing this fit ({type(exc).__name__}: {exc})", file=sys.stderr)
-        return args, kwargs, []
-    return args, kwargs, ours
+    return args, kwargs, ours  # (ours found so far: one already in a CallbackList still runs in this fit)
