@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 
 from scaldiag.collect.host import (  # noqa: E402
-    UPDATE_EVERY,
+    LOOK_EVERY,
     Descendants,
     HostSampler,
     ProcCores,
@@ -116,7 +116,7 @@ def main() -> None:
           f"{processes} processes on the machine; {subject} (found: {found}); {a.rounds} rounds")
     names = {"scan": "psutil children(recursive=True)", "update": "Descendants.update",
              "old_tree": "the tree's totals a tick, psutil (PsutilTree: rescan once a second)",
-             "new_tree": f"the tree's totals a tick, /proc (ProcTree: update every {UPDATE_EVERY} ticks)",
+             "new_tree": f"the tree's totals a tick, /proc (ProcTree: a look for workers every {LOOK_EVERY} ticks)",
              "old_cores": "each core's busy share a tick, psutil cpu_percent(percpu=True)",
              "new_cores": "each core's busy share a tick, ProcCores",
              "old_tick": "the whole tick before (psutil for both; the row encoded)",

@@ -148,15 +148,15 @@ def test_a_window_left_unfinished_leaves_when_it_is_garbage(tmp_path):
     from scaldiag.collect.frameworks import tracing
 
     gc.collect()
-    before = tracing.windows_finished()
+    before = tracing.PROCESS_WINDOWS.finished
     window = TraceWindow(tmp_path / "trace")
     assert tracing.windows_to_come()
     window.finish()
     window.finish()  # once only
-    assert not tracing.windows_to_come() and tracing.windows_finished() == before + 1
+    assert not tracing.windows_to_come() and tracing.PROCESS_WINDOWS.finished == before + 1
     TraceWindow(tmp_path / "trace")  # dropped at once, unfinished
     gc.collect()
-    assert not tracing.windows_to_come() and tracing.windows_finished() == before + 2
+    assert not tracing.windows_to_come() and tracing.PROCESS_WINDOWS.finished == before + 2
 
 
 def test_a_session_closed_twice_is_closed_once(tmp_path):

@@ -18,11 +18,13 @@ import keras
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from count_input_marks import input_marks  # noqa: E402
 
 from scaldiag.collect.frameworks import tracing  # noqa: E402
 from scaldiag.collect.frameworks.input_marks import INPUT_MARKER  # noqa: E402
 from scaldiag.keras import ScaldiagCallback  # noqa: E402
-from scaldiag.readers import read_trace  # noqa: E402
 from scaldiag.record.reader import read_steps  # noqa: E402
 from scaldiag.record.rundir import read_json  # noqa: E402
 
@@ -43,16 +45,6 @@ class Batches(keras.utils.PyDataset):
 
     def __getitem__(self, index):
         return self.x, self.y
-
-
-def input_marks(run: Path) -> int:
-    _, trace = read_trace(run / "trace")
-    total = 0
-    for plane in trace.host_planes:
-        if INPUT_MARKER in plane.event_names:
-            marker = plane.event_names.index(INPUT_MARKER)
-            total += sum(int(np.count_nonzero(line.name_id == marker)) for line in plane.lines)
-    return total
 
 
 def main() -> None:
@@ -80,7 +72,7 @@ def main() -> None:
     print(f"the next fit (PyDataset, 2 epochs of 40): status {read_json(run, 'run.json')['status']!r}, "
           f"steps recorded in the run {len(steps)} (4 + 80 expected), trace {trace}")
     print(f"the PyDataset's class after the fit: {type(data).__name__}, its own: {type(data) is Batches}")
-    print(f"{INPUT_MARKER} events in the run's traces: {input_marks(run)}")
+    print(f"{INPUT_MARKER} events in the run's traces: {sum(count for _, _, count in input_marks(run / 'trace'))}")
 
 
 if __name__ == "__main__":

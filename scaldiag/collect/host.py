@@ -18,11 +18,11 @@ from scaldiag.collect.sampling import PeriodicSampler
 from scaldiag.record.rundir import JsonlWriter
 
 PERIOD_S = 0.1  # 10 Hz: CPU percentages need a window to mean anything
-TREE_EVERY = 10  # where /proc cannot be listed: rescan with psutil once a second (it reads every process)
-# On Linux: look for new workers once a second. Listing /proc grows with the machine's processes: beside
-# a JAX training on the H200 host (186 processes) a look cost 0.43 ms of CPU, more than the rest of a tick
-# (bench/gpu/host_tick_probe.py); a worker is then counted from its first second on.
-UPDATE_EVERY = 10
+# Look for new workers once a second (ticks): on Linux by listing /proc (it grows with the machine's
+# processes: beside a JAX training on the H200 host, 186 processes, a look cost 0.43 ms of CPU, more than
+# the rest of a tick: bench/gpu/host_tick_probe.py), elsewhere by psutil's rescan, which reads every
+# process. A worker is counted from its first second on.
+LOOK_EVERY = 10
 PROC = "/proc"
 STAT_BYTES = 4096  # a /proc/PID/stat line is a few hundred bytes (52 numbers; the command name at most 16)
 
@@ -110,7 +110,7 @@ class ProcTree:
 
     def totals(self) -> tuple[float, int, int, int]:
         self._ticks += 1
-        if self._ticks % UPDATE_EVERY == 0:
+        if self._ticks % LOOK_EVERY == 0:
             self._pids = self._descendants.update()
         now = time.monotonic()
         last, self._last = self._last, {}
@@ -198,7 +198,7 @@ class PsutilTree:
 
     def _members(self) -> list[psutil.Process]:
         self._ticks += 1
-        if self._tree and self._ticks % TREE_EVERY:
+        if self._tree and self._ticks % LOOK_EVERY:
             return self._tree
         tree = []
         for pid in _psutil_tree(self._pid):
@@ -241,7 +241,7 @@ class Descendants:
     the last look (Linux): each new one's parent is read from /proc/PID/stat, and it joins if that
     parent is a member. psutil's ``children(recursive=True)`` reads every process's stat file instead:
     2.7 ms a scan with 65 processes on the 2-core machine, 22x an update (bench/bench_host_tree.py). The
-    sampler looks once a second (``UPDATE_EVERY``), as it rescanned with psutil before."""
+    sampler looks once a second (``LOOK_EVERY``), as it rescanned with psutil before."""
 
     def __init__(self, root: int, members: list[int], seen: set[int]):
         self.root = root

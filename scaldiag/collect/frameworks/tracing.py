@@ -42,11 +42,6 @@ def windows_to_come() -> bool:
     return PROCESS_WINDOWS.to_come > 0
 
 
-def windows_finished() -> int:
-    """How many trace windows of this process have finished (stopped, given up, or garbage)."""
-    return PROCESS_WINDOWS.finished
-
-
 class TraceWindow:
     """Base: a no-op window (no profiler available)."""
 
