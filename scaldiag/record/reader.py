@@ -8,7 +8,8 @@ from pathlib import Path
 
 from scaldiag.errors import ScaldiagError
 from scaldiag.record import validate
-from scaldiag.record.rundir import GPU_SAMPLES, HOST_SAMPLES, MARKS, STEPS, SWEEP_JSON, load_json, load_jsonl
+from scaldiag.record.rundir import (
+    DEVICE_STEPS, GPU_SAMPLES, HOST_SAMPLES, MARKS, STEPS, SWEEP_JSON, load_json, load_jsonl)
 from scaldiag.record.types import RunRecord
 
 
@@ -31,11 +32,12 @@ def read_record(run_dir: Path) -> RunRecord:
     # Marks come from two processes (bootstrap and recorder), so they are sorted, not checked for order.
     marks = sorted(validate.clean_rows(load_jsonl(run_dir / MARKS)[0], validate.MARK_ROW, False)[0],
                    key=lambda m: m["t_ns"])
+    device_steps = load_jsonl(run_dir / DEVICE_STEPS)[0]  # checked value by value (analyze/runsteps.device_times)
     notes += _abandoned(run)
     if notes:
         run = {**run, "missing": list(run.get("missing", [])) + [f"record: {n}" for n in notes]}
     return RunRecord(run=run, training=training, inventory=inventory, steps=steps, gpu_samples=gpu_samples,
-                     host_samples=host_samples, marks=marks)
+                     host_samples=host_samples, marks=marks, device_steps=device_steps)
 
 
 def _object(run_dir: Path, name: str, fields: dict, notes: list[str]) -> dict:

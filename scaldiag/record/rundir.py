@@ -6,7 +6,8 @@
       inventory.json       GPUs: name, UUID, PCIe link, NVLink                     (NVML sampler)
       steps.jsonl          one line per training step: begin_ns, end_ns, ...       (recorder)
                            (under Keras a step ends where the next begins: see recorder.py)
-      marks.jsonl          moments between steps: fit/epoch/validation bounds...  (recorder, bootstrap)
+      marks.jsonl          moments between steps: fit/epoch/validation bounds, compiles (recorder, bootstrap)
+      device_steps.jsonl   the device's time of each step (CUDA events), where timed  (PyTorch capture)
       gpu_samples.jsonl    NVML samples                                             (sampler)
       host_samples.jsonl   psutil samples                                           (sampler)
       trace/               TensorBoard logdir: plugins/profile/<run>/<host>.xplane.pb
@@ -31,6 +32,7 @@ RECORD_SCHEMA_VERSION = 1  # the layout of run.json and friends (not the report'
 JSON_FILES = ("run.json", "training.json", "inventory.json")
 STEPS, GPU_SAMPLES, HOST_SAMPLES = "steps.jsonl", "gpu_samples.jsonl", "host_samples.jsonl"
 MARKS = "marks.jsonl"
+DEVICE_STEPS = "device_steps.jsonl"  # {"step": S, "device_ms": [...]}: the device's time of steps S, S+1...
 TRACE_DIR = "trace"
 SWEEP_JSON = "sweep.json"
 
