@@ -28,7 +28,7 @@ _EVIDENCE = ("metric", "value", "unit", "threshold", "spread", "device")
 _SPEEDUP = ("value", "low", "high", "arithmetic", "kind")
 _STEPS = ("recorded", "steady", "excluded", "samples_per_step", "samples_per_s",
           "samples_per_s_low", "samples_per_s_high", "window_ns", "traced_step_ms", "profiler_inflation",
-          "epoch_end_steps")
+          "epoch_end_steps", "clock", "outliers", "inflation_note")
 _GPU = ("index", "name", "samples", "sample_hz", "util_pct", "mem_used_max_bytes", "pcie_tx_bytes_per_s",
         "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "sm_clock_mhz_min",
         "sm_clock_mhz_max", "power_w", "clock_event_reasons", "pcie_gen_max_seen", "pcie_width_max_seen")
@@ -106,7 +106,7 @@ def run_dict(report: RunReport) -> dict:
     return {
         "schema_version": SCHEMA_VERSION,
         "run_dir": report.run_dir,
-        "accounting": {"wall_s": acc.wall_s, "goodput": acc.goodput,
+        "accounting": {"wall_s": acc.wall_s, "goodput": acc.goodput, "scaldiag_own_s": acc.own_s,
                        "parts": [{"part": p.part, "seconds": p.seconds} for p in acc.parts]} if acc else None,
         "run": a.run,
         "training": a.training,
