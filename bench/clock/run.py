@@ -1,0 +1,447 @@
+"""scaldiag's steady samples/s against each public script's own clock, in the same run.
+
+For every entry of manifest.toml that runs on this machine: copy the script's stored folder
+(unmodified) to a working directory, do the entry's named preparation there, run
+`scaldiag profile -q --out RUNS --json REPORT.json [flags] SCRIPT -- ARGS`, read the script's own
+clock from its stdout in that same run (every chunk of stdout is time-stamped on arrival, so
+scripts that print no clock are timed by the arrival of a line they print each epoch), read
+scaldiag's steady step time from the JSON report (`steps.samples_per_s`, `samples_per_step`,
+its interval `samples_per_s_low/high`), convert both to ms/step and samples/s, and write a table
+as Markdown and JSON.
+
+    python bench/clock/run.py [--only A,B] [--machine cpu|gpu] [--timeout 240] [--out-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import tomllib
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+KERAS_FINAL = re.compile(
+    r"^\s*(?P<cur>\d+)/(?P<tot>\d+) \S* ?(?P<elapsed>\d+)s (?P<t>[\d.]+)(?P<u>us|ms|s)/step")
+UNIT_MS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+RUNNING: list[subprocess.Popen] = []  # the scaldiag run in flight (its own session), for an interrupted runner
+
+
+# ---------------------------------------------------------------- running
+def _has(mod: str) -> bool:
+    return importlib.util.find_spec(mod) is not None
+
+
+def _missing_needs(entry: dict) -> list[str]:
+    out = []
+    for need in entry.get("needs", []):
+        if need == "cuda":
+            try:
+                import torch  # noqa: PLC0415
+
+                ok = torch.cuda.is_available()
+            except Exception:  # noqa: BLE001
+                ok = False
+            if not ok:
+                out.append("cuda")
+        elif not _has(need):
+            out.append(need)
+    return out
+
+
+def _prepare(kind: str | None, work: Path) -> None:
+    if not kind:
+        return
+    if kind == "wikitext_valid_as_train":
+        src = work / "data" / "wikitext-2"
+        dst = work / "data" / "clock"
+        dst.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src / "valid.txt", dst / "train.txt")
+        shutil.copy(src / "valid.txt", dst / "valid.txt")
+        shutil.copy(src / "test.txt", dst / "test.txt")
+    elif kind == "nanogpt_tokens":
+        import numpy as np  # noqa: PLC0415
+
+        d = work / "data" / "clock"
+        d.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(0)
+        rng.integers(0, 50257, size=2_000_000, dtype=np.uint16).tofile(d / "train.bin")
+        rng.integers(0, 50257, size=200_000, dtype=np.uint16).tofile(d / "val.bin")
+    elif kind == "sine_wave":
+        subprocess.run([sys.executable, "generate_sine_wave.py"], cwd=work, check=True)
+    else:
+        raise SystemExit(f"unknown prepare step {kind!r}")
+
+
+def _scaldiag_cmd() -> list[str]:
+    venv = ROOT / ".venv" / "bin" / "scaldiag"
+    return [str(venv)] if venv.exists() else [sys.executable, "-m", "scaldiag"]
+
+
+def _run(entry: dict, machine: str, work: Path, timeout: float) -> dict:
+    """Run one entry under scaldiag; return stdout segments with arrival times and the report."""
+    script = work / Path(entry["path"]).name
+    args = entry.get(f"args_{machine}", entry.get("args", []))
+    runs = work / "runs"
+    report = work / "report.json"
+    cmd = [*_scaldiag_cmd(), "profile", "-q", "--out", str(runs), "--json", str(report),
+           *entry.get("scaldiag_flags", []), str(script), "--", *args]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if entry["framework"] == "keras":
+        env.setdefault("KERAS_BACKEND", "jax" if machine == "gpu" else "tensorflow")
+    elif entry["framework"] == "keras-tf":
+        env["KERAS_BACKEND"] = "tensorflow"
+    if entry.get("shim"):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE / "shim"), env.get("PYTHONPATH")) if p)
+        env["SCALDIAG_CLOCK_SHIM"] = entry["shim"]
+        n = entry.get(f"mnist_n_{machine}", entry.get("mnist_n"))
+        if n:
+            env["SCALDIAG_CLOCK_MNIST_N"] = str(n)
+    stop = entry.get("stop_after")
+    stop_re, stop_n = (re.compile(stop[0]), int(stop[1])) if stop else (None, 0)
+    t0 = time.monotonic()
+    with open(work / "stderr.txt", "wb") as err:
+        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=err,
+                                start_new_session=True)
+        RUNNING[:] = [proc]
+        segments: list[tuple[float, str, str]] = []  # (arrival s, text, terminator)
+        buf, raw, matched, stopped, killed = "", bytearray(), 0, None, False
+        fd = proc.stdout.fileno()
+        os.set_blocking(fd, False)
+        while True:
+            now = time.monotonic() - t0
+            if now > timeout and stopped is None:
+                stopped = f"timeout after {timeout:.0f} s (SIGINT)"
+                os.killpg(proc.pid, signal.SIGINT)
+            if stopped and not killed and now > timeout + 60:
+                os.killpg(proc.pid, signal.SIGKILL)
+                killed = True
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                chunk = None
+            if chunk == b"":
+                break
+            if not chunk:
+                time.sleep(0.005)
+                continue
+            raw += chunk
+            buf += chunk.decode("utf-8", "replace")
+            parts = re.split(r"([\r\n])", buf)
+            buf = parts.pop()
+            for text, term in zip(parts[0::2], parts[1::2]):
+                clean = ANSI.sub("", text).replace("\b", "")
+                segments.append((now, clean, term))
+                if stop_re and stopped is None and term == "\n" and stop_re.search(clean):
+                    matched += 1
+                    if matched >= stop_n:
+                        stopped = f"stopped by SIGINT after {matched} lines matching the stop pattern"
+                        os.killpg(proc.pid, signal.SIGINT)
+        rc = proc.wait()
+    wall = time.monotonic() - t0
+    (work / "stdout.txt").write_bytes(bytes(raw))
+    (work / "stdout_times.jsonl").write_text(
+        "".join(json.dumps({"t": round(t, 4), "text": s[:300]}) + "\n" for t, s, term in segments if term == "\n"))
+    rep = None
+    if not report.exists():  # an interrupted run: report it again from the run directory
+        dirs = sorted(p for p in runs.glob("*") if p.is_dir()) if runs.exists() else []
+        if dirs:
+            subprocess.run([*_scaldiag_cmd(), "report", str(dirs[-1]), "--format", "json", "-o", str(report)],
+                           cwd=work, capture_output=True)
+    if report.exists():
+        try:
+            rep = json.loads(report.read_text())
+        except ValueError:
+            rep = None
+    return {"cmd": cmd, "rc": rc, "wall_s": wall, "segments": segments, "report": rep, "stopped": stopped}
+
+
+# ---------------------------------------------------------------- the script's clock
+def _keras_clock(segments, spec) -> dict:
+    """Keras's per-epoch final Progbar line: the last '\\n'-terminated line at cur == tot after 'Epoch i/N'."""
+    epochs: dict[int, dict] = {}
+    epoch = 0
+    for t, text, term in segments:
+        m = re.match(r"^Epoch (\d+)/(\d+)\s*$", text.strip())
+        if m:
+            epoch = int(m.group(1))
+            continue
+        m = KERAS_FINAL.match(text)
+        if m and term == "\n" and epoch and m.group("cur") == m.group("tot"):
+            ms = float(m.group("t")) * UNIT_MS[m.group("u")]
+            epochs[epoch] = {"ms_per_step": ms, "steps": int(m.group("tot")), "t": t,
+                             "resolution_ms": 0.5 * UNIT_MS[m.group("u")]}
+    steady = [e for e in sorted(epochs) if e >= spec.get("min_epoch", 3)]
+    if not steady:
+        return {"error": f"no Keras epoch line at epoch >= {spec.get('min_epoch', 3)} (epochs seen: {sorted(epochs)})"}
+    ms = statistics.fmean(epochs[e]["ms_per_step"] for e in steady)
+    res = statistics.fmean(epochs[e]["resolution_ms"] for e in steady)
+    # Arrival-time clock: from the previous epoch's final line to this one's, over its steps.
+    wall = [(epochs[e]["t"] - epochs[e - 1]["t"]) * 1000 / epochs[e]["steps"] for e in steady if e - 1 in epochs]
+    return {"ms_per_step": ms, "epochs": steady, "per_epoch": [epochs[e]["ms_per_step"] for e in steady],
+            "resolution_pct": 100 * res / ms if ms else None,
+            "line_ms_per_step": statistics.fmean(wall) if wall else None,
+            "what": "Keras ms/step of epochs " + ",".join(map(str, steady))}
+
+
+def _regex_mean(segments, spec) -> dict:
+    rx = re.compile(spec["regex"])
+    vals = []
+    for _, text, term in segments:
+        m = rx.search(text)
+        if not m or term != "\n":
+            continue
+        g = m.groupdict()
+        if "epoch" in g and int(g["epoch"]) < spec.get("min_epoch", 0):
+            continue
+        if "iter" in g and int(g["iter"]) < spec.get("min_iter", 0):
+            continue
+        vals.append(float(g["value"]) * UNIT_MS[spec.get("unit", "ms")])
+    if not vals:
+        return {"error": "no steady clock line found"}
+    return {"ms_per_step": statistics.fmean(vals), "n": len(vals), "median_ms": statistics.median(vals),
+            "what": spec.get("what", spec["regex"])}
+
+
+def _meter_avg(segments, spec) -> dict:
+    rx = re.compile(spec["regex"])
+    pts = []
+    for _, text, term in segments:
+        m = rx.search(text)
+        if m and term == "\n" and int(m.group("i")) >= spec.get("min_i", 0):
+            pts.append((int(m.group("i")), float(m.group("avg")) * UNIT_MS[spec.get("unit", "s")]))
+    if len(pts) < 2:
+        return {"error": f"fewer than 2 steady meter lines ({len(pts)})"}
+    (i0, a0), (i1, a1) = pts[0], pts[-1]
+    ms = (a1 * (i1 + 1) - a0 * (i0 + 1)) / (i1 - i0)
+    return {"ms_per_step": ms, "from_batch": i0, "to_batch": i1, "what": spec.get("what", "meter average")}
+
+
+def _line_times(segments, spec) -> dict:
+    rx = re.compile(spec["regex"])
+    hits = []
+    for t, text, term in segments:
+        m = rx.search(text)
+        if m and term == "\n":
+            steps = int(m.groupdict().get("steps") or spec.get("steps_per_line", 1))
+            hits.append((t, steps))
+    hits = hits[spec.get("skip", 2):]
+    if len(hits) < 2:
+        return {"error": f"fewer than 2 steady lines ({len(hits)})"}
+    span = hits[-1][0] - hits[0][0]
+    steps = sum(s for _, s in hits[:-1])
+    return {"ms_per_step": 1000 * span / steps, "lines": len(hits), "steps": steps,
+            "what": "arrival times of a line printed each epoch/step (the script prints no clock)"}
+
+
+CLOCKS = {"keras_progbar": _keras_clock, "regex_mean": _regex_mean, "meter_avg": _meter_avg,
+          "line_times": _line_times}
+
+
+# ---------------------------------------------------------------- one row
+def _scaldiag_side(rep: dict | None) -> dict:
+    if not rep:
+        return {"error": "no report"}
+    st = rep.get("steps") or {}
+    sps, per = st.get("samples_per_s"), st.get("samples_per_step")
+    out = {"recorded": st.get("recorded"), "steady": st.get("steady"), "samples_per_step": per,
+           "samples_per_s": sps, "samples_per_s_low": st.get("samples_per_s_low"),
+           "samples_per_s_high": st.get("samples_per_s_high"),
+           "step_time_mean_ms": (st.get("step_time_ms") or {}).get("mean"),
+           "profiler_inflation": st.get("profiler_inflation"),
+           "excluded": {k: len(v) for k, v in (st.get("excluded") or {}).items()}}
+    if sps and per:
+        out["ms_per_step"] = 1000.0 * per / sps
+    elif out["step_time_mean_ms"]:
+        out["ms_per_step"] = out["step_time_mean_ms"]
+    else:
+        out["error"] = "no steady steps in the report" if not st.get("steady") else "no step time"
+    return out
+
+
+def run_entry(entry: dict, machine: str, timeout: float, keep: Path) -> dict:
+    row = {k: entry.get(k) for k in ("name", "source", "commit", "path", "framework", "notes")}
+    row["machine"] = machine
+    missing = _missing_needs(entry)
+    if missing:
+        row["skipped"] = "cannot import here: " + ", ".join(missing)
+        return row
+    work = keep / entry["name"]
+    shutil.rmtree(work, ignore_errors=True)
+    src = HERE / "scripts" / entry["dir"] / Path(entry["path"]).parent
+    shutil.copytree(src, work)
+    _prepare(entry.get("prepare"), work)
+    res = _run(entry, machine, work, timeout)
+    row.update(rc=res["rc"], wall_s=round(res["wall_s"], 1), stopped=res["stopped"], work=str(work),
+               args=entry.get(f"args_{machine}", entry.get("args", [])))
+    row["clock"] = CLOCKS[entry["clock"]["kind"]](res["segments"], entry["clock"])
+    row["scaldiag"] = _scaldiag_side(res["report"])
+    batch = entry.get(f"batch_{machine}", entry.get("batch"))
+    row["batch"] = batch
+    c, s = row["clock"].get("ms_per_step"), row["scaldiag"].get("ms_per_step")
+    if c and s:
+        row["clock"]["samples_per_s"] = 1000.0 * batch / c
+        row["scaldiag"]["samples_per_s_at_batch"] = 1000.0 * batch / s
+        # error of scaldiag's samples/s against the clock's: (s_rate - c_rate) / c_rate
+        row["error_pct"] = 100.0 * (c / s - 1.0)
+        lc = row["clock"].get("line_ms_per_step")
+        if lc:
+            row["error_vs_line_clock_pct"] = 100.0 * (lc / s - 1.0)
+    return row
+
+
+# ---------------------------------------------------------------- output
+def _fmt(x, nd=1):
+    return "" if x is None else f"{x:,.{nd}f}"
+
+
+def rewrite(json_path: Path) -> None:
+    """Write the Markdown table again from a saved .json (after a change to the table's layout)."""
+    d = json.loads(json_path.read_text())
+    meta = d["meta"]
+    if isinstance(meta.get("git_dirty"), bool):
+        meta["git_dirty"] = ["(this run recorded only that the tree had uncommitted changes)"] if meta["git_dirty"] else []
+    write(d["rows"], meta, json_path.with_suffix(".md"))
+
+
+def write(rows: list[dict], meta: dict, out_md: Path) -> None:
+    errs = [abs(r["error_pct"]) for r in rows if "error_pct" in r]
+    meta["median_abs_error_pct"] = statistics.median(errs) if errs else None
+    meta["within_5pct"] = f"{sum(e <= 5 for e in errs)} of {len(errs)}"
+    out_md.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str) + "\n")
+    L = [f"# scaldiag against each script's own clock ({meta['machine']}, {meta['date']})", "",
+         f"- machine: {meta['machine_desc']}", f"- command: `{meta['command']}`",
+         f"- scaldiag git revision: `{meta['git_rev']}`",
+         "- uncommitted changes under scaldiag/ in the tree that ran: "
+         + (", ".join(f"`{x.strip()}`" for x in meta["git_dirty"] if x.strip()) or "none"),
+         f"- versions: {meta['versions']}",
+         f"- median |error|: **{_fmt(meta['median_abs_error_pct'])}%**; within 5%: **{meta['within_5pct']}**", "",
+         "error = scaldiag's steady samples/s against the script's clock in samples/s (both at the "
+         "manifest's batch): positive means scaldiag reads faster than the script's clock. The "
+         "Keras clock prints whole ms (or us) per step: `res` is half its last digit as a share; "
+         "`line clock` is the same epochs timed by the arrival of Keras's epoch lines (epoch "
+         "edges and validation included, as in Keras's own ms/step).", "",
+         "| script | source @ commit | framework | clock | script's ms/step | scaldiag ms/step | error | res "
+         "| line clock ms/step (error) | scaldiag steady/recorded, excluded | inflation |",
+         "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        src = f"{r['source']} `{r['path']}` @ {r['commit'][:10]}"
+        if r.get("skipped"):
+            L.append(f"| {r['name']} | {src} | {r['framework']} | not run: {r['skipped']} | | | | | | | |")
+            continue
+        c, s = r["clock"], r["scaldiag"]
+        err = f"{r['error_pct']:+.1f}%" if "error_pct" in r else (c.get("error") or s.get("error") or "")
+        lc = c.get("line_ms_per_step")
+        lcs = f"{lc:.2f} ({r['error_vs_line_clock_pct']:+.1f}%)" if lc and "error_vs_line_clock_pct" in r else ""
+        res = f"{c['resolution_pct']:.1f}%" if c.get("resolution_pct") else ""
+        exc = ", ".join(f"{k} {v}" for k, v in (s.get("excluded") or {}).items())
+        infl = s.get("profiler_inflation")
+        L.append(f"| {r['name']} | {src} | {r['framework']} | {c.get('what', '')} | {_fmt(c.get('ms_per_step'), 2)} | "
+                 f"{_fmt(s.get('ms_per_step'), 2)} | {err} | {res} | {lcs} | {s.get('steady')}/{s.get('recorded')}; {exc} | "
+                 f"{_fmt(infl, 2) if isinstance(infl, (int, float)) else infl} |")
+    L += ["", "Per run: exit code, wall time, arguments, notes.", ""]
+    for r in rows:
+        if r.get("skipped"):
+            L.append(f"- **{r['name']}**: not run ({r['skipped']}). {r.get('notes') or ''}")
+        else:
+            L.append(f"- **{r['name']}**: exit {r['rc']}, {r['wall_s']} s{', ' + r['stopped'] if r.get('stopped') else ''}; "
+                     f"args `{' '.join(r['args'])}`; batch {r['batch']}. {r.get('notes') or ''}")
+    out_md.write_text("\n".join(L) + "\n")
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    out = [f"python {platform.python_version()}"]
+    for mod in ("keras", "jax", "torch"):
+        try:
+            out.append(f"{mod} {version(mod)}")
+        except PackageNotFoundError:
+            pass
+    if _has("tensorflow"):
+        out.append(f"tensorflow {_tf_version()}")
+    return ", ".join(out)
+
+
+def _tf_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    for dist in ("tensorflow-cpu", "tensorflow"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            pass
+    return "?"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="comma-separated manifest names")
+    ap.add_argument("--machine", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--machine-desc", default="", help="words for the table (default: from the host)")
+    ap.add_argument("--timeout", type=float, default=240, help="seconds per script before SIGINT")
+    ap.add_argument("--out-dir", default=str(ROOT / "bench" / "results" / "clock"))
+    ap.add_argument("--keep", default="/tmp/scaldiag_clock", help="working copies and run directories")
+    ap.add_argument("--rewrite", default="", help="only write the .md again from this saved .json")
+    a = ap.parse_args()
+    if a.rewrite:
+        rewrite(Path(a.rewrite))
+        return
+    manifest = tomllib.loads((HERE / "manifest.toml").read_text())["script"]
+    only = {n for n in a.only.split(",") if n}
+    todo = [e for e in manifest if not only or e["name"] in only]
+    keep = Path(a.keep)
+    keep.mkdir(parents=True, exist_ok=True)
+    git = lambda *c: subprocess.run(["git", *c], cwd=ROOT, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    date = dt.date.today().isoformat()
+    desc = a.machine_desc or f"{platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}"
+    meta = {"machine": a.machine, "machine_desc": desc, "date": date,
+            "command": "python bench/clock/run.py " + " ".join(sys.argv[1:]),
+            "git_rev": git("rev-parse", "HEAD"),
+            "git_dirty": git("status", "--porcelain", "--untracked-files=all", "--", "scaldiag").split("\n"),
+            "versions": _versions()}
+    out_dir = Path(a.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    suffix = "" if not only else "_" + "_".join(sorted(only))[:60]
+    out_md = out_dir / f"{a.machine}_{date}{suffix}.md"
+    rows = []
+    try:
+        for e in todo:
+            if a.machine not in e.get("machines", []):
+                why = e.get("notes") if not e.get("machines") else f"not on the {a.machine} machine"
+                rows.append({**{k: e.get(k) for k in ("name", "source", "commit", "path", "framework", "notes")},
+                             "machine": a.machine, "skipped": why})
+                continue
+            print(f"== {e['name']}", flush=True)
+            row = run_entry(e, a.machine, a.timeout, keep)
+            rows.append(row)
+            write(rows, meta, out_md)  # after every script: a stopped runner keeps what was done
+            print(json.dumps({k: row.get(k) for k in ("name", "rc", "wall_s", "error_pct", "skipped")}
+                             | {"clock_ms": row.get("clock", {}).get("ms_per_step"),
+                                "scaldiag_ms": row.get("scaldiag", {}).get("ms_per_step"),
+                                "clock_error": row.get("clock", {}).get("error"),
+                                "scaldiag_error": row.get("scaldiag", {}).get("error")}), flush=True)
+    except KeyboardInterrupt:
+        meta["stopped"] = f"runner interrupted after {len(rows)} rows"
+        for proc in RUNNING:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    write(rows, meta, out_md)
+    print(f"wrote {out_md} and {out_md.with_suffix('.json')}")
+
+
+if __name__ == "__main__":
+    main()
