@@ -14,6 +14,16 @@ DataLoader fetches (``_BaseDataLoaderIter.__next__``) are annotated
 leading dimension is the per-replica batch, times the world size the global
 batch. Nothing here raises into the training: a failure disables capture
 and says so once.
+
+Evidence of what a step was, for the analysis (docs/pytorch.md):
+
+- on CUDA, the device's own step times (``torch_device_clock``: an event on
+  the stream at each step boundary, read without waiting);
+- ``compile`` marks from torch._dynamo's compile callbacks (begin and end of
+  each outermost compile), listened to from the moment the program imports
+  ``torch._dynamo``;
+- epochs: each new ``iter()`` of the followed DataLoader begins an epoch
+  (``epoch_begin``), its exhaustion ends one (``epoch_end``).
 """
 
 from __future__ import annotations
@@ -21,12 +31,14 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import sys
+import time
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, RUN_DIR_ENV
-from scaldiag.collect.frameworks import input_ceiling
+from scaldiag.collect.frameworks import input_ceiling, torch_device_clock
 from scaldiag.collect.frameworks.torch_trace import BACKEND, rank
 
 HOW_TO_GIVE_BATCH = "give it with `scaldiag profile --global-batch N`"
+COMPILE_SOURCE = "torch._dynamo"  # compile marks' source, and training.json's compile_evidence
 
 
 def world_size() -> int:
@@ -82,7 +94,17 @@ class TorchCapture:
         self.finished = False
         self.pre_hook = None  # the optimizer pre-step hook's handle (torch_hooks), removed once it has done its work
         self._settled = False  # the first step's end has been seen (see post_step)
-        self._begin = None  # the recorder's step hook, once the session starts
+        self._begin = None  # the step hook: the recorder's ``begin``, or ``_begin_timed`` with the device clock
+        self._recorder_begin = None
+        self.clock: torch_device_clock.DeviceClock | None = None  # on CUDA, from the first step's end
+        self._clock_writer = None
+        self.epoch = 0  # epochs of the followed DataLoader (``self.loader``): one per iter() after the first
+        self._epochs_open = True  # False once training is over (the input ceiling iterates the loader again)
+        # Compiles (torch._dynamo): None where nobody listens (the scaldiag.torch API); torch_hooks arms it.
+        self.compile_sources: list[str] | None = None
+        self.compile_error: str | None = None
+        self._compile_begin_ns: int | None = None
+        self._early_compiles: list[tuple[int, int]] = []  # compiles before the session started
 
     @property
     def tracing(self) -> bool:
@@ -131,6 +153,117 @@ class TorchCapture:
         if self.pre_hook is not None:  # its work is done (removed here: torch iterates the pre hooks live)
             self.pre_hook.remove()
             self.pre_hook = None
+        self._start_clock()
+
+    # --- the device clock (CUDA) ---------------------------------------------
+    def _start_clock(self) -> None:
+        """On CUDA, from the step after the first: an event at each boundary (``torch_device_clock``)."""
+        try:
+            made = torch_device_clock.cuda_clock(self.session.run_dir, self.optimizer, self.session.recorder.step + 1)
+        except Exception as exc:
+            self.session.describe(device_clock_error=f"{type(exc).__name__}: {exc}")
+            return
+        if made is not None:
+            self.clock, self._clock_writer = made
+            self._begin = self._begin_timed
+            self.session.describe(device_clock=torch_device_clock.DEVICE_CLOCK)
+
+    def _begin_timed(self) -> None:
+        """The step hook with the device clock: the host's begin, then the boundary's event."""
+        self._recorder_begin()
+        try:
+            self.clock.tick()
+        except Exception as exc:
+            self._clock_failed(exc)
+
+    def _clock_failed(self, exc: Exception) -> None:
+        """The device clock stops (what it read stays); the host's steps go on."""
+        self._begin = self._recorder_begin
+        self.clock = None
+        reason = f"{type(exc).__name__}: {exc}"
+        print(f"scaldiag: device step times stopped, training continues ({reason})", file=sys.stderr)
+        try:
+            self.session.describe(device_clock_error=reason)
+        except Exception:
+            pass
+
+    def _finish_clock(self) -> None:
+        """Training is over: the clock waits once for the last boundary and writes what is left."""
+        clock, writer, self.clock = self.clock, self._clock_writer, None
+        try:
+            if clock is not None:
+                clock.finish()
+        except Exception as exc:
+            self.session.describe(device_clock_error=f"at the end: {type(exc).__name__}: {exc}")
+        finally:
+            if writer is not None:
+                writer.close()
+
+    # --- epochs: the followed DataLoader's iterators -------------------------
+    def new_iter(self, loader) -> None:
+        """``DataLoader.__iter__`` returned: another pass over the followed loader begins an epoch (a loader
+        made again over the same dataset counts as the same one)."""
+        followed = self.loader
+        if followed is None or self.session is None or self.failed or not self._epochs_open:
+            return
+        if loader is not followed and getattr(loader, "dataset", None) is not getattr(followed, "dataset", followed):
+            return
+        self.loader = loader
+        self._guard(lambda: self._epoch_begins(self.epoch + 1))
+
+    def exhausted(self, loader) -> None:
+        """The followed loader's iterator raised StopIteration: its epoch's data has run out."""
+        if loader is self.loader and self.session is not None and not self.failed and self._epochs_open:
+            self._guard(lambda: self.session.recorder.mark("epoch_end", epoch=self.epoch))
+
+    def _epoch_begins(self, epoch: int) -> None:
+        recorder = self.session.recorder
+        self.epoch = recorder.epoch = epoch  # the open step ends in this epoch: the edge is its first step
+        recorder.mark("epoch_begin", epoch=epoch)
+
+    # --- compiles: torch._dynamo's callbacks ---------------------------------
+    def listen_to_compiles(self, handler) -> None:
+        """Called once torch._dynamo.callback is imported (``torch_hooks``): its start and end callbacks time
+        each outermost compile. ``torch._dynamo.reset()`` clears the callbacks: we register again after it."""
+        try:
+            def listen():
+                handler.register_start_callback(self.compile_started)
+                handler.register_end_callback(self.compile_ended)
+
+            clear = handler.clear
+
+            def clear_and_listen(*args, **kwargs):
+                clear(*args, **kwargs)
+                listen()
+
+            listen()
+            handler.clear = clear_and_listen
+            self.compile_sources = [COMPILE_SOURCE]
+        except Exception as exc:
+            self.compile_sources, self.compile_error = [], f"{type(exc).__name__}: {exc}"
+        if self.session is not None:
+            self._guard(lambda: self.session.describe(**self._compile_facts()))
+
+    def compile_started(self, *args) -> None:
+        """torch._dynamo: an outermost compile begins (torch >= 2.7 passes CallbackArgs, earlier ones nothing)."""
+        self._compile_begin_ns = time.time_ns()
+
+    def compile_ended(self, *args) -> None:
+        end, begin, self._compile_begin_ns = time.time_ns(), self._compile_begin_ns, None
+        if begin is None or self.failed or self.finished:
+            return
+        if self.session is None:  # compiled before the first step began: written when the session starts
+            self._early_compiles.append((begin, end))
+        else:
+            self._guard(lambda: self.session.recorder.mark("compile", t_ns=begin, end_ns=end, source=COMPILE_SOURCE))
+
+    def _compile_facts(self) -> dict:
+        if self.compile_sources is None:
+            return {}
+        facts = {"compile_evidence": self.compile_sources}
+        if self.compile_error:
+            facts["compile_evidence_error"] = self.compile_error
+        return facts
 
     def _step_failed(self, reason: str) -> None:
         """Capture is off from here on (a hook's failure, or the recorder's: ``on_error``)."""
@@ -152,24 +285,33 @@ class TorchCapture:
             self.optimizer = optimizer
             if self.session is not None:
                 self.session.describe(parameter_bytes=parameter_bytes(optimizer))
-        if loader is not None and self.loader is None:
+        follow = loader is not None and self.loader is None
+        if follow:
             self.loader = loader
         if self.session is not None:
+            if follow:  # a loop that stepped before its first fetch: epoch 0's data begins here
+                self.session.recorder.mark("epoch_begin", epoch=self.epoch)
             return
         from scaldiag.collect.session import Session
 
         launched = os.environ.get(RUN_DIR_ENV)
         # Ranks > 0 of a torchrun job record into RUN_ROOT/rank<R>; only the launcher samples.
         self.session = Session(backend=BACKEND, sample=False if launched else None)
-        self.session.recorder.on_error = self._step_failed
-        self._begin = self.session.recorder.begin
-        self.session.recorder.mark("fit_begin")
+        recorder = self.session.recorder
+        recorder.on_error = self._step_failed
+        self._begin = self._recorder_begin = recorder.begin
+        for begin, end in self._early_compiles:  # before fit_begin, in the order they ran
+            recorder.mark("compile", t_ns=begin, end_ns=end, source=COMPILE_SOURCE)
+        self._early_compiles = []
+        recorder.mark("fit_begin")
+        if follow:
+            recorder.mark("epoch_begin", epoch=self.epoch)
         self.session.describe(framework={"name": "pytorch", "backend": BACKEND, "versions": versions()},
                               replicas=world_size(), steps_per_execution=1, rank=rank(),
                               step_source="torch.optim global step hooks: a step ends at optimizer.step()",
                               parameter_bytes=parameter_bytes(optimizer) if optimizer is not None else None,
-                              **self._batch_facts())
-        self.session.recorder.begin()
+                              **self._batch_facts(), **self._compile_facts())
+        recorder.begin()
 
     def _learn_batch(self, size: int, source: str) -> None:
         if self.batch is not None or not size:
@@ -197,9 +339,11 @@ class TorchCapture:
         if self.finished or self.session is None:
             return
         session = self.session
+        self._epochs_open = False
         try:
             recorder = session.recorder
             recorder.drop_open()  # the step the last optimizer.step() opened: no update ends it
+            self._finish_clock()
             recorder.mark("fit_end")
             if not self.failed and self.loader is not None and rank() == 0:
                 self._ceiling(recorder)

@@ -3,8 +3,13 @@
 - ``torch.optim.optimizer``: global step pre/post hooks drive the capture
   (``torch_capture.CAPTURE``): one step per ``optimizer.step()``;
 - ``torch.utils.data.dataloader``: ``_BaseDataLoaderIter.__next__`` tells the
-  capture about each fetch and, while the profiler window is open, runs
-  inside ``record_function("scaldiag_input")``;
+  capture about each fetch (and the end of an epoch's data: StopIteration)
+  and, while the profiler window is open, runs inside
+  ``record_function("scaldiag_input")``; ``DataLoader.__iter__`` tells it of
+  each new pass (an epoch);
+- ``torch._dynamo.callback``: compile start/end callbacks (``compile`` marks).
+  Only when the program imports torch._dynamo (eager PyTorch does at its
+  first ``optimizer.step()``): we never import it;
 - ``torch.nn.modules.module``: a global forward pre-hook, removed at its
   first call, reads the batch of a loop without a DataLoader.
 
@@ -30,18 +35,23 @@ TORCHRUN_ENV = "SCALDIAG_TORCHRUN"  # nproc-per-node: the child re-runs the boot
 OPTIMIZER_MODULE = "torch.optim.optimizer"
 DATALOADER_MODULE = "torch.utils.data.dataloader"
 MODULE_MODULE = "torch.nn.modules.module"
+DYNAMO_CALLBACK_MODULE = "torch._dynamo.callback"
 
 
 def import_patches() -> dict:
     """Module name -> function(module), applied right after the module executes."""
     return {OPTIMIZER_MODULE: _on_optimizer_import, DATALOADER_MODULE: _on_dataloader_import,
-            MODULE_MODULE: _on_module_import}
+            MODULE_MODULE: _on_module_import, DYNAMO_CALLBACK_MODULE: _on_dynamo_callback_import}
+
+
+def _capture_module():
+    from scaldiag.collect.frameworks import torch_capture
+
+    return torch_capture
 
 
 def _capture():
-    from scaldiag.collect.frameworks.torch_capture import CAPTURE
-
-    return CAPTURE
+    return _capture_module().CAPTURE
 
 
 def _safely(patch):
@@ -57,6 +67,8 @@ def _safely(patch):
 @_safely
 def _on_optimizer_import(module) -> None:
     capture = _capture()
+    if capture.compile_sources is None:  # torch._dynamo's import is watched (DYNAMO_CALLBACK_MODULE)
+        capture.compile_sources = [_capture_module().COMPILE_SOURCE]
     capture.pre_hook = module.register_optimizer_step_pre_hook(capture.pre_step)
     module.register_optimizer_step_post_hook(capture.post_step)
 
@@ -72,29 +84,34 @@ def _on_dataloader_import(module) -> None:
     @functools.wraps(original)
     def __next__(self):
         capture.before_fetch(_loader_of(self))
-        if capture.tracing:
-            from torch.profiler import record_function
+        try:
+            if capture.tracing:
+                from torch.profiler import record_function
 
-            from scaldiag.collect.frameworks.input_marks import INPUT_MARKER
+                from scaldiag.collect.frameworks.input_marks import INPUT_MARKER
 
-            with record_function(INPUT_MARKER):
+                with record_function(INPUT_MARKER):
+                    batch = original(self)
+            else:
                 batch = original(self)
-        else:
-            batch = original(self)
+        except StopIteration:
+            capture.exhausted(_loader_of(self))
+            raise
         capture.after_fetch(batch)
         return batch
 
     __next__._scaldiag = True
     iterator.__next__ = __next__
-    _wrap_iter(module.DataLoader)
+    _wrap_iter(module.DataLoader, capture)
 
 
 def _loader_of(iterator):
     return getattr(iterator, "_scaldiag_loader", None)
 
 
-def _wrap_iter(loader_class) -> None:
-    """Remember which DataLoader an iterator came from (to measure its input ceiling after training)."""
+def _wrap_iter(loader_class, capture) -> None:
+    """Remember which DataLoader an iterator came from (to measure its input ceiling after training); a
+    new pass over the loader the capture follows is a new epoch."""
     original = loader_class.__iter__
 
     @functools.wraps(original)
@@ -104,9 +121,15 @@ def _wrap_iter(loader_class) -> None:
             iterator._scaldiag_loader = self
         except Exception:
             pass
+        capture.new_iter(self)
         return iterator
 
     loader_class.__iter__ = __iter__
+
+
+@_safely
+def _on_dynamo_callback_import(module) -> None:
+    _capture().listen_to_compiles(module.callback_handler)
 
 
 @_safely
