@@ -13,8 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from scaldiag.collect.frameworks.torch_device_clock import DEVICE_STEPS  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
+from scaldiag.record.rundir import DEVICE_STEPS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

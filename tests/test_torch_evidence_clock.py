@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from scaldiag.collect.frameworks.torch_device_clock import DEVICE_STEPS, DeviceClock
-from scaldiag.record.rundir import JsonlWriter
+from scaldiag.collect.frameworks.torch_device_clock import DeviceClock
+from scaldiag.record.rundir import DEVICE_STEPS, JsonlWriter
 
 
 class FakeStream:

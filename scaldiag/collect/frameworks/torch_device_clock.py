@@ -35,9 +35,8 @@ import functools
 from collections.abc import Callable
 from pathlib import Path
 
-from scaldiag.record.rundir import JsonlWriter
+from scaldiag.record.rundir import DEVICE_STEPS, JsonlWriter
 
-DEVICE_STEPS = "device_steps.jsonl"
 DEVICE_CLOCK = "cuda events on the current stream at each optimizer.step boundary"  # training.json's device_clock
 POOL_EVENTS = 256     # events made at the start: the device may be this many boundaries behind before the pool grows
 READ_EVERY = 64       # boundaries between reads (a read costs a query and an elapsed_time a step)
