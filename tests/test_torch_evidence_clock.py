@@ -21,6 +21,7 @@ class FakeStream:
         self.queued_ms = 0.0
         self.done_ms = 0.0
         self.syncs = 0
+        self.elapsed_calls = 0
 
     def run(self, ms: float) -> None:
         """The host queues ``ms`` of device work."""
@@ -42,7 +43,9 @@ class FakeEvent:
         return self.at is not None and self.at <= self.stream.done_ms
 
     def elapsed_time(self, end) -> float:
-        assert self.query() and end.query(), "read before the device passed it"  # as CUDA refuses
+        self.stream.elapsed_calls += 1
+        if not (self.query() and end.query()):  # as torch.cuda.Event refuses: it never waits
+            raise RuntimeError("Both events must be completed before calculating elapsed time.")
         return end.at - self.at
 
     def synchronize(self) -> None:
@@ -98,6 +101,7 @@ def test_the_pool_is_reused_when_the_device_keeps_up():
     assert FakeEvent.made == 8  # no event made after the start
     assert device_times(rows) == {step: 1.0 + step % 3 for step in range(999)}  # the last boundary ends 998
     assert len(rows) >= 1000 // 4 - 1  # read as training went, a row every 4 boundaries
+    assert stream.elapsed_calls == 999  # never asked before the device had passed both boundaries
 
 
 def test_the_pool_grows_when_the_device_falls_a_pool_behind_and_loses_nothing():
@@ -132,3 +136,20 @@ def test_rows_are_the_contracts_lines(tmp_path):
     writer.close()
     lines = (tmp_path / DEVICE_STEPS).read_text().splitlines()
     assert [json.loads(line) for line in lines] == [{"step": 1, "device_ms": [1.5, 2.5, 4.0]}]
+
+
+def test_a_boundary_on_another_stream_that_completes_late_holds_the_read_back_without_losing_steps():
+    rows = []
+    clock, stream = make_clock(rows, first_step=0, pool=8, read_every=8)
+    events = []
+    for _ in range(6):
+        events.append(clock._ring[clock._w])
+        clock.tick()
+        stream.run(1.0)
+    stream.done_ms = 5.0  # the device has passed every boundary ...
+    events[2].at = 99.0   # ... but the one that begins step 2 was on a stream still busy
+    clock.read()
+    assert rows == [{"step": 0, "device_ms": [1.0]}]  # step 1 ends at that boundary: it waits too
+    events[2].at = 2.0
+    clock.read()
+    assert device_times(rows) == {step: 1.0 for step in range(5)}

@@ -22,7 +22,8 @@ over by then.
 
 Cost: events come from a pool made at the start and reused as a ring (an
 event whose step has been read is free again), so a step pays one
-``record()`` and a few attribute updates, no allocation of ours. The pool
+``record()`` and a few attribute updates, no allocation of ours; a read
+costs an ``elapsed_time`` a step and a few ``query`` calls. The pool
 doubles, rarely, when the device is more than its size behind the host (the
 launch queue bounds that), up to MAX_EVENTS; beyond that the clock stops and
 says why. The pool logic is free of torch (events and the current stream are
@@ -41,6 +42,7 @@ DEVICE_CLOCK = "cuda events on the current stream at each optimizer.step boundar
 POOL_EVENTS = 256     # events made at the start: the device may be this many boundaries behind before the pool grows
 READ_EVERY = 64       # boundaries between reads (a read costs a query and an elapsed_time a step)
 MAX_EVENTS = 1 << 16  # the pool stops growing here: a device that far behind is not being timed
+WRITE_EVERY_ROWS = 1 << 20  # rows reach the disk within a second (JsonlWriter's max_delay_s) and at the end, not a write a read
 
 
 class DeviceClock:
@@ -89,19 +91,33 @@ class DeviceClock:
 
     # -- reading ------------------------------------------------------------------------------------------
     def read(self) -> None:
-        """Every step whose two boundaries the device has passed, as one row; never waits for the device."""
-        ring, size = self._ring, self._size
-        r, times = self._r, []
-        while len(times) < self._pending - 1:
-            nxt = r + 1 if r + 1 < size else 0
-            end = ring[nxt]
-            if not end.query():
-                break
-            times.append(ring[r].elapsed_time(end))
-            r = nxt
+        """Every step whose two boundaries the device has passed, as one row; never waits for the device.
+
+        Work on a stream completes in order, so the device's progress is found by bisection (a few
+        ``query`` calls a read, not one a step); ``elapsed_time`` checks both events itself, and a pair it
+        refuses (boundaries on different streams, completing out of order) ends the read there."""
+        ring, size, r = self._ring, self._size, self._r
+        passed, ahead = 0, self._pending - 1  # boundaries r + passed done; r + ahead not known done
+        if ahead <= 0:
+            return
+        if ring[(r + ahead) % size].query():
+            passed = ahead
+        else:
+            while ahead - passed > 1:
+                mid = (passed + ahead) // 2
+                if ring[(r + mid) % size].query():
+                    passed = mid
+                else:
+                    ahead = mid
+        times = []
+        try:
+            for k in range(passed):
+                times.append(ring[(r + k) % size].elapsed_time(ring[(r + k + 1) % size]))
+        except RuntimeError:
+            pass
         if times:
             self._write({"step": self._head_step, "device_ms": times})
-            self._r = r
+            self._r = (r + len(times)) % size
             self._pending -= len(times)
             self._head_step += len(times)
 
@@ -137,7 +153,7 @@ def cuda_clock(run_dir: Path, optimizer, first_step: int) -> tuple[DeviceClock, 
     device = model_device(optimizer)
     if device is None or device.type != "cuda" or not torch.cuda.is_available():
         return None
-    writer = JsonlWriter(Path(run_dir) / DEVICE_STEPS)
+    writer = JsonlWriter(Path(run_dir) / DEVICE_STEPS, flush_every=WRITE_EVERY_ROWS, max_delay_s=1.0)
     clock = DeviceClock(functools.partial(torch.cuda.Event, enable_timing=True),
                         functools.partial(torch.cuda.current_stream, device), writer.write, first_step)
     return clock, writer
