@@ -152,6 +152,8 @@ def hook_costs(work_dir: Path) -> dict:
     torch.cuda.synchronize()
     costs = {}
     for rnd in range(3):
+        a.record(), b.record()
+        torch.cuda.synchronize()
         plain_dir, timed_dir = work_dir / f"plain{rnd}", work_dir / f"timed{rnd}"
         plain_dir.mkdir(), timed_dir.mkdir()
         plain = StepRecorder(plain_dir, None, warmup_steps=0, trace_steps=0)
@@ -169,7 +171,7 @@ def hook_costs(work_dir: Path) -> dict:
 
         row = {
             "torch.cuda.current_stream(device)": per_call_us(stream, 20000),
-            "event.record(stream)": per_call_us(lambda: a.record(stream()), 20000),
+            "event.record(stream), the stream looked up before": per_call_us(functools.partial(a.record, stream()), 20000),
             "event.query() (complete)": per_call_us(a.query, 20000),
             "start.elapsed_time(end)": per_call_us(lambda: a.elapsed_time(b), 20000),
             "x.add_(1) (a kernel launch, for scale)": per_call_us(lambda: x.add_(1.0), 20000),
@@ -253,12 +255,13 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        report = {"cases": [run_case(name, out, work, args) for name in args.cases.split(",")]}
+        report = {"cases": [run_case(name, out, work, args) for name in args.cases.split(",") if name]}
         costs_dir = work / "costs"
         costs_dir.mkdir()
         report["hook_costs_us"] = hook_costs(costs_dir)
-        with tarfile.open(out / "device_clock_runs.tgz", "w:gz") as tar:
-            tar.add(work / "runs", arcname="runs")
+        if (work / "runs").exists():
+            with tarfile.open(out / "device_clock_runs.tgz", "w:gz") as tar:
+                tar.add(work / "runs", arcname="runs")
     import torch
 
     header = (f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}; "
