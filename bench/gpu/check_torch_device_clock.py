@@ -133,6 +133,18 @@ def per_call_us(fn, n: int) -> float:
     return (time.perf_counter() - t0) / n * 1e6
 
 
+def paired_us(f, g, blocks: int = 40, per_block: int = 1000) -> tuple[float, float]:
+    """``f`` and ``g`` in alternating blocks (the machine's drift hits both alike): us per call of each."""
+    spent = [0.0, 0.0]
+    for _ in range(blocks):
+        for i, fn in enumerate((f, g)):
+            t0 = time.perf_counter()
+            for _ in range(per_block):
+                fn()
+            spent[i] += time.perf_counter() - t0
+    return spent[0] / (blocks * per_block) * 1e6, spent[1] / (blocks * per_block) * 1e6
+
+
 def hook_costs(work_dir: Path) -> dict:
     import functools
 
@@ -169,15 +181,17 @@ def hook_costs(work_dir: Path) -> dict:
                 fn()
             return step
 
-        row = {
-            "torch.cuda.current_stream(device)": per_call_us(stream, 20000),
-            "event.record(stream), the stream looked up before": per_call_us(functools.partial(a.record, stream()), 20000),
-            "event.query() (complete)": per_call_us(a.query, 20000),
-            "start.elapsed_time(end)": per_call_us(lambda: a.elapsed_time(b), 20000),
-            "x.add_(1) (a kernel launch, for scale)": per_call_us(lambda: x.add_(1.0), 20000),
-            "step: kernel + StepRecorder.begin": per_call_us(kernel_then(plain.begin), 20000),
-            "step: kernel + TorchCapture._begin_timed": per_call_us(kernel_then(capture._begin_timed), 20000),
-        }
+        row = {"torch.cuda.current_stream(device)": per_call_us(stream, 20000),
+               "event.record(stream), the stream looked up before": per_call_us(functools.partial(a.record, stream()),
+                                                                                 20000)}
+        b.record()
+        torch.cuda.synchronize()  # both complete: query and elapsed_time as a read finds them
+        row["event.query() (complete)"] = per_call_us(a.query, 20000)
+        row["start.elapsed_time(end)"] = per_call_us(lambda: a.elapsed_time(b), 20000)
+        row["x.add_(1) (a kernel launch, for scale)"] = per_call_us(lambda: x.add_(1.0), 20000)
+        plain_us, timed_us = paired_us(kernel_then(plain.begin), kernel_then(capture._begin_timed))
+        row["step: kernel + StepRecorder.begin"] = plain_us
+        row["step: kernel + TorchCapture._begin_timed"] = timed_us
         torch.cuda.synchronize()
         capture.clock.finish()
         writer.close()
