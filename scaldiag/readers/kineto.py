@@ -29,17 +29,16 @@ runs of several hosts merge the same way.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
-import zlib
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 from pathlib import Path
 
 import numpy as np
 
 from scaldiag.errors import TraceError
+from scaldiag.readers.files import gunzip, is_gzip, read_bytes
 from scaldiag.readers.runs import find_files
 from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
 
@@ -50,12 +49,24 @@ DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 # Not work of a thread or a stream: the profiler's own spans, GPU projections of annotations, flows.
 SKIP_CATS = frozenset({"gpu_user_annotation", "trace", "overhead", "ac2g", "fwdbwd", "flow_event"})
 STEP_MARKER = "ProfilerStep"
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP = re.compile(r"^ProfilerStep#([0-9]{1,18})$")
 # Kineto's copy names: "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)".
 _MEMCPY_KINDS = re.compile(r"\((\w+) -> (\w+)\)")
 # tensorboard_trace_handler names files <worker>.<time in ms>.pt.trace.json; a worker writes one per cycle.
-_WORKER_FILE = re.compile(r"^(?P<worker>.+)\.(?P<ms>\d{10,})\.pt\.trace\.json(\.gz)?$")
-_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.I)
+_WORKER_FILE = re.compile(r"^(?P<worker>.+)\.(?P<ms>[0-9]{10,19})\.pt\.trace\.json(\.gz)?$")
+_RANK_IN_NAME = re.compile(r"rank[_-]?([0-9]{1,9})", re.I)
+# Bounds on the numbers of a trace (issue 22): int(Decimal("1e999999999")) never ends, so a number's
+# magnitude is looked at before it is converted. An id or a byte count is an int64; a timestamp below
+# 10**16 us (year 2286 as epoch microseconds); an event whose nanoseconds still leave int64 (a large
+# base plus a large ts) is dropped when its line is built, at no cost to the others.
+_ID_DIGITS = 19           # Decimal.adjusted() below this: under 10**19 (int64 is 9.2e18, checked after)
+_TS_US_DIGITS = 16        # Decimal.adjusted() below this: under 10**16 us
+_NUMBER_TEXT = re.compile(r"-?[0-9]{1,19}")  # an integer written as text (ASCII digits only: int("²") fails)
+_NUMBER_TEXT_CHARS = 40   # longer text is no timestamp or id, whatever it says
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# One process sees a node's GPUs: 8-16 today. Each device plane costs the analysis memory in the number of
+# planes (hoststate's gap table), so 16,000 made-up device ids took 8.4 GB (issue 22); far fewer is no trace.
+MAX_DEVICES_PER_FILE = 256
 
 
 def claims(root: Path) -> bool:
@@ -126,19 +137,14 @@ class _File:
 
 
 def _load(file: Path):
-    try:
-        raw = file.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    raw = read_bytes(file)
     if not raw:
         raise TraceError(f"{file} is empty")
+    if is_gzip(raw):
+        raw = gunzip(raw, file)  # refused past its caps (readers/files.py)
     try:
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
         # Decimals stay exact: ts are microseconds with nanosecond decimals on a large base.
         return json.loads(raw, parse_float=Decimal)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise TraceError(f"{file} is not a readable gzip file: {exc}") from exc
     except UnicodeDecodeError as exc:
         raise TraceError(f"{file} is not a Kineto trace: not UTF-8 text (byte {exc.start})") from exc
     except json.JSONDecodeError as exc:
@@ -146,6 +152,8 @@ def _load(file: Path):
                          f"column {exc.colno}; truncated?)") from exc
     except RecursionError as exc:
         raise TraceError(f"{file} is not a Kineto trace: nested too deeply") from exc
+    except ValueError as exc:  # an integer of more than 4,300 digits (int's limit on text conversion)
+        raise TraceError(f"{file} is not a Kineto trace: {exc}") from exc
 
 
 def _read_file(file: Path) -> _File:
@@ -156,9 +164,12 @@ def _read_file(file: Path) -> _File:
         raise TraceError(f"{file} is not a Kineto/Chrome trace: no traceEvents list")
     base_ns = _int(doc.get("baseTimeNanoseconds")) or 0
     builder = _Builder(base_ns)
-    for event in doc["traceEvents"]:
-        if isinstance(event, dict):
-            builder.add(event)
+    try:
+        for event in doc["traceEvents"]:
+            if isinstance(event, dict):
+                builder.add(event)
+    except TraceError as exc:
+        raise TraceError(f"{file} is refused: {exc}") from exc
     dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
     rank = _int(dist.get("rank"))
     host_name = doc.get("host_name") if isinstance(doc.get("host_name"), str) else ""
@@ -181,35 +192,40 @@ def _device_properties(props) -> dict[int, dict]:
 
 
 def _int(value) -> int | None:
+    """An id or a byte count (int, integral decimal or float, integer text) within int64, else None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, (Decimal, float)):
-        try:
-            return int(value) if value == int(value) else None
-        except (ValueError, OverflowError, InvalidOperation):
+        return value if _INT64_MIN <= value <= _INT64_MAX else None
+    if isinstance(value, Decimal):
+        if not value.is_finite() or value.adjusted() >= _ID_DIGITS or value != value.to_integral_value():
             return None
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
+        return _int(int(value))
+    if isinstance(value, float):
+        return _int(int(value)) if value.is_integer() else None  # NaN and infinity are not integers
+    if isinstance(value, str) and len(value) <= _NUMBER_TEXT_CHARS and _NUMBER_TEXT.fullmatch(value.strip()):
+        return _int(int(value))
     return None
 
 
 def _ns(value) -> int | None:
-    """Microseconds (int, decimal, float or numeric text) as integer nanoseconds."""
+    """Microseconds (int, decimal, float or numeric text) as integer nanoseconds; None for what is no time."""
     if isinstance(value, bool):
         return None
-    try:
-        if isinstance(value, int):
-            return value * 1000
-        if isinstance(value, Decimal):
-            return int((value * 1000).to_integral_value()) if value.is_finite() else None
-        if isinstance(value, float):
-            return round(value * 1000) if value == value and abs(value) < 1e300 else None
-        if isinstance(value, str):
-            return _ns(Decimal(value))
-    except (InvalidOperation, ValueError, OverflowError):
+    if isinstance(value, int):
+        return value * 1000
+    if isinstance(value, Decimal):
+        # The magnitude first: converting 1e999999999 would never end, 1e999999 overflows the context.
+        if value.is_finite() and value.adjusted() < _TS_US_DIGITS:
+            return int((value * 1000).to_integral_value())
         return None
+    if isinstance(value, float):
+        return round(value * 1000) if value == value and abs(value) < 1e16 else None
+    if isinstance(value, str) and len(value) <= _NUMBER_TEXT_CHARS:
+        try:
+            return _ns(Decimal(value))
+        except DecimalException:  # not a number
+            return None
     return None
 
 
@@ -232,8 +248,13 @@ class _LineBuilder:
         self.name.append(name_id)
 
     def line(self, name: str) -> Line:
-        start = np.array(self.start, np.int64)
-        end = np.array(self.end, np.int64)
+        try:
+            start = np.array(self.start, np.int64)
+            end = np.array(self.end, np.int64)
+        except OverflowError:  # a time past int64 nanoseconds: no time at all (rare; the common path pays nothing)
+            self._drop_beyond_int64()
+            start = np.array(self.start, np.int64)
+            end = np.array(self.end, np.int64)
         name_id = np.array(self.name, np.int32)
         stats = {}
         for key in WANTED_STATS:
@@ -246,6 +267,15 @@ class _LineBuilder:
             start, end, name_id = start[order], end[order], name_id[order]
             stats = {k: v[order] for k, v in stats.items()}
         return Line(name=name, start_ns=start, end_ns=end, name_id=name_id, stats=stats)
+
+    def _drop_beyond_int64(self) -> None:
+        keep = [i for i, (s, e) in enumerate(zip(self.start, self.end))
+                if _INT64_MIN <= s <= _INT64_MAX and _INT64_MIN <= e <= _INT64_MAX]
+        new_row = {old: new for new, old in enumerate(keep)}
+        self.start = [self.start[i] for i in keep]
+        self.end = [self.end[i] for i in keep]
+        self.name = [self.name[i] for i in keep]
+        self.stats = {k: {new_row[r]: v for r, v in rows.items() if r in new_row} for k, rows in self.stats.items()}
 
 
 class _PlaneBuilder:
@@ -319,7 +349,9 @@ class _Builder:
             stream = stream if stream is not None else _int(tid)
             if device is None or device < 0:
                 return
-            plane = self.devices.setdefault(device, _PlaneBuilder())
+            plane = self.devices.get(device)
+            if plane is None:
+                plane = self._new_device(device)
             stats = {"memcpy_details": _memcpy_details(name, args)} if cat == "gpu_memcpy" else None
             plane.line(stream if stream is not None else -1).add(start, end, plane.name_id(name), stats)
             return
@@ -330,6 +362,13 @@ class _Builder:
         if step:
             name, stats = STEP_MARKER, {"step_num": int(step.group(1)), "_r": 1}
         self.host.line((pid, tid)).add(start, end, self.host.name_id(name), stats)
+
+    def _new_device(self, device: int) -> _PlaneBuilder:
+        if len(self.devices) >= MAX_DEVICES_PER_FILE:
+            raise TraceError(f"its events name more than {MAX_DEVICES_PER_FILE} distinct GPUs (args.device): "
+                             "one process sees a node's GPUs, far fewer")
+        plane = self.devices[device] = _PlaneBuilder()
+        return plane
 
     def planes(self, host_stats: dict, device_props: dict[int, dict]) -> list[Plane]:
         planes = []

@@ -1,0 +1,101 @@
+"""Trace files opened with bounds: regular files only, gzip decompressed as a stream under two caps.
+
+A trace bundle is something people send each other, so its bytes may be
+hostile. A name that leads to a device (``/dev/zero``) or a FIFO would be
+read forever or block, so only regular files are opened (the path is
+checked before it is opened, and the file again once open). A gzip member
+can expand about a thousand times (a 3 MB file to 6.5 GB was seen), so it
+is decompressed a piece at a time and refused as soon as its output passes
+``GZIP_MAX_RATIO`` times the compressed size or ``GZIP_MAX_BYTES``, before
+that much memory is used (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import zlib
+from pathlib import Path
+
+from scaldiag.errors import TraceError
+
+# Real Kineto traces compress 13-15x (the fixtures: 20 KB to 172 KB gzipped); 100x leaves room for
+# more repetitive ones and refuses a bomb (deflate reaches ~1,000x) after 1% of its expansion.
+GZIP_MAX_RATIO = 100
+# JSON is parsed whole: 1 GiB of text takes several GB as Python objects. A larger trace is read
+# gunzipped (plain files have no cap: their size is what the user gave).
+GZIP_MAX_BYTES = 1 << 30
+# Below this a file may expand past the ratio (a tiny file of one repeated event); memory is no concern.
+GZIP_SLACK_BYTES = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_WBITS = 16 + zlib.MAX_WBITS  # a gzip header and trailer, not a bare zlib stream
+_PIECE_BYTES = 8 << 20  # output per call: memory stays the output so far plus one piece
+
+
+def open_regular(path: Path):
+    """``path`` opened for binary reading, or TraceError if it is not a regular file (a device, a FIFO)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise TraceError(f"{path} is not a regular file (a device, a FIFO or a socket): not read")
+        # O_NONBLOCK: a FIFO put in its place after the check does not block the open.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    f = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        f.close()
+        raise TraceError(f"{path} is not a regular file (a device, a FIFO or a socket): not read")
+    return f
+
+
+def read_bytes(path: Path) -> bytes:
+    """A regular file's bytes (TraceError for anything else or a read failure)."""
+    with open_regular(path) as f:
+        try:
+            return f.read()
+        except OSError as exc:
+            raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def is_gzip(data: bytes) -> bool:
+    return data[:2] == _GZIP_MAGIC
+
+
+def gzip_cap_bytes(compressed_bytes: int) -> int:
+    """The most a gzip file of this size may expand to (GZIP_MAX_RATIO, GZIP_SLACK_BYTES, GZIP_MAX_BYTES)."""
+    return min(GZIP_MAX_BYTES, max(GZIP_MAX_RATIO * compressed_bytes, GZIP_SLACK_BYTES))
+
+
+def gunzip(data: bytes, path: Path) -> bytearray:
+    """Every gzip member of ``data`` decompressed, or TraceError: damaged, truncated, or past the cap."""
+    cap = gzip_cap_bytes(len(data))
+    out = bytearray()
+    rest = data
+    try:
+        while rest:
+            rest = _member(rest, out, cap, path)
+            if rest and not is_gzip(rest):
+                if rest.strip(b"\0"):  # zeros after the last member are padding (tapes, some writers)
+                    raise TraceError(f"{path} is not a readable gzip file: bytes after its end that are not gzip")
+                break
+    except zlib.error as exc:
+        raise TraceError(f"{path} is not a readable gzip file: {exc}") from exc
+    return out
+
+
+def _member(data: bytes, out: bytearray, cap: int, path: Path) -> bytes:
+    """One gzip member decompressed onto ``out`` without passing ``cap``; the bytes after it."""
+    d = zlib.decompressobj(_GZIP_WBITS)
+    chunk = data
+    while not d.eof:
+        piece = d.decompress(chunk, min(_PIECE_BYTES, cap + 1 - len(out)))  # never past the cap by more than a byte
+        out += piece
+        if len(out) > cap:
+            raise TraceError(
+                f"{path} is refused: its gzip expands to more than {cap:,} bytes "
+                f"(the caps: {GZIP_MAX_RATIO}x the compressed size, {GZIP_MAX_BYTES >> 30} GiB; "
+                "docs/reliability.md). If it is a real trace, gunzip it and give the .json")
+        chunk = d.unconsumed_tail
+        if not piece and not chunk:
+            raise TraceError(f"{path} is not a readable gzip file: it ends before its last member does (truncated?)")
+    return d.unused_data
