@@ -30,6 +30,8 @@ def find_files(path: str | os.PathLike, run: str | None, suffixes: tuple[str, ..
     root = Path(path)
     if not root.exists():
         raise TraceError(f"no such file or directory: {root}")
+    if not root.is_file() and not root.is_dir():
+        raise TraceError(f"{root} is not a regular file or a directory (a device, a FIFO or a socket): not read")
     if root.is_file():
         if run:
             raise TraceError("--run applies to a logdir, not to a single file")

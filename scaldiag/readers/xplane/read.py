@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 
 from scaldiag import native
 from scaldiag.errors import TraceError
+from scaldiag.readers.files import open_regular
 from scaldiag.readers.runs import find_files
 from scaldiag.readers.xplane.schema import (
     EVENT_DURATION_PS,
@@ -96,7 +97,7 @@ def _read_file(file: Path) -> tuple[str, list[Plane]]:
     follows the decoded columns, not the file.
     """
     try:
-        with open(file, "rb") as f:
+        with open_regular(file) as f:  # never a device or a FIFO: read forever, or blocked
             if os.fstat(f.fileno()).st_size == 0:
                 raise TraceError(f"{file} is empty")
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
