@@ -5,10 +5,14 @@ no earlier part already claimed the time, so they are disjoint and, with
 ``other`` taking the rest, sum to the wall time exactly. The step parts come
 from the classified step periods (``runsteps``), the others from the marks
 the bootstrap and the callback write (``marks.jsonl``) and the launcher's
-start and end. *Goodput* is steady training time over wall time.
+start and end. *Goodput* is steady training time over the user's wall
+time: the run's wall time less scaldiag's own measurements after training
+(the input-ceiling and input-free measurements, shown as scaldiag's).
 
 The wait for the device at an epoch's end is inside the epoch's last step
 (``runsteps``): it is the device finishing training work, so it is training.
+The epoch's edges (its iterator starting before its first step, callbacks
+after its last) are not: they are the epoch boundaries part.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from scaldiag.analyze import intervals as iv
 from scaldiag.analyze import runsteps
 
 STEADY = "steady training steps"
+# Parts that are scaldiag's own work, not the user's: outside goodput's wall.
+OWN = ("input-ceiling measurement", "input-free measurement")
 PARTS = (  # (part, what it covers), highest priority first
     ("profiler window", "steps traced, and the profiler starting and stopping"),
     ("compilation and warm-up", "the first steps and any retrace"),
@@ -29,7 +35,7 @@ PARTS = (  # (part, what it covers), highest priority first
     ("input-ceiling measurement", "scaldiag iterating the input alone after training"),
     ("input-free measurement", "scaldiag timing a clone of the model on one cached batch after training"),
     ("fit start-up", "from fit's start to its first step"),
-    ("epoch boundaries", "inside fit between steps: callbacks, iterator resets"),
+    ("epoch boundaries", "inside fit between steps: an epoch's iterator starting, epoch-end callbacks"),
     ("interpreter and scaldiag start", "launch to the script's first line"),
     ("imports", "the script's first line to Keras imported"),
     ("script before fit", "framework and device start, data, model build"),
@@ -51,9 +57,18 @@ class Accounting:
     parts: list[Part]
 
     @property
+    def own_s(self) -> float:
+        """scaldiag's own measurements after training: not the user's time."""
+        return sum(p.seconds for p in self.parts if p.part in OWN)
+
+    @property
+    def user_wall_s(self) -> float:
+        return self.wall_s - self.own_s
+
+    @property
     def goodput(self) -> float | None:
         steady = next((p.seconds for p in self.parts if p.part == STEADY), 0.0)
-        return steady / self.wall_s if self.wall_s > 0 else None
+        return steady / self.user_wall_s if self.user_wall_s > 0 else None
 
 
 def account(run: dict, marks: list[dict], found: list[runsteps.Period]) -> Accounting | None:

@@ -49,6 +49,12 @@ def correct(profile: ProfileAnalysis, untraced_step_ms: float, inflation: float)
     return replace(profile, units=units, notes=notes, profiler_inflation=inflation)
 
 
+def not_measurable(profile: ProfileAnalysis, why: str) -> ProfileAnalysis:
+    """``profile`` as traced, saying why no correction was made."""
+    notes = [n for n in profile.notes if n != INFLATION_UNKNOWN] + [why]
+    return replace(profile, notes=notes, profiler_inflation=None)
+
+
 def _unit(unit: UnitAnalysis, untraced_ms: float) -> tuple[UnitAnalysis, str | None]:
     traced_ms = unit.step_time_ms.mean
     if not traced_ms > 0:

@@ -39,8 +39,11 @@ class StepStats:
     samples_per_s_high: float | None
     window_ns: tuple[int, int]       # first steady begin, last steady end
     traced_step_ms: float | None = None  # mean period inside the profiler window (it slows steps)
-    profiler_inflation: float | None = None  # traced_step_ms / the steady step time
+    profiler_inflation: float | None = None  # traced_step_ms / the steady step time; None: not measurable
     epoch_end_steps: int = 0  # steady steps that end an epoch (and hold the device's catch-up)
+    clock: str = "host"  # "device": step times from the device's own clock (CUDA events), else the host's
+    outliers: list[int] = field(default_factory=list)  # steady steps far off the rest: reported, never dropped
+    inflation_note: str | None = None  # why the inflation is not measurable, when it is not
 
 
 @dataclass(frozen=True)
@@ -107,9 +110,15 @@ def slow_rank(ranks: dict[int, StepStats]) -> tuple[int, float] | None:
     return slow, excess / timed[fast].mean
 
 
-def step_stats(steps: list[dict], training: dict) -> StepStats | None:
-    """Steady-state step times: warm-up, compile/retrace and trace-window steps left out, each listed."""
-    return _step_stats(runsteps.periods(steps, training), training)
+def step_stats(steps: list[dict], training: dict, marks: list[dict] = ()) -> StepStats | None:
+    """Steady-state step times: warm-up, compile/retrace (with the framework's evidence) and trace-window
+    steps left out, each listed."""
+    return _step_stats(runsteps.periods(steps, training, marks), training)
+
+
+# A steady step this many times the steady median is listed as an outlier in the report. It stays in
+# every figure: the user's stopwatch paid for it (only the framework's evidence takes a step out).
+OUTLIER_FACTOR = 3.0
 
 
 def _step_stats(found: list[runsteps.Period], training: dict) -> StepStats | None:
@@ -131,14 +140,38 @@ def _step_stats(found: list[runsteps.Period], training: dict) -> StepStats | Non
         if math.isfinite(time_ms.ci95):
             high = per_step / (max(time_ms.mean - time_ms.ci95, 1e-9) / 1e3)
             low = per_step / ((time_ms.mean + time_ms.ci95) / 1e3)
-    traced = [p.ns_per_batch for p in found if p.traced and not p.ends_epoch]
-    traced_ms = float(np.mean(traced)) / 1e6 if traced else None
+    traced_ms = _traced_ms(found)
+    inflation, note = _inflation(traced_ms, time_ms.mean)
+    median = float(np.median(per_batch_ms))
     return StepStats(recorded=sum(p.batches for p in found), steady=sum(p.batches for p in steady),
                      excluded=excluded, step_time_ms=time_ms, samples_per_step=per_step, samples_per_s=rate,
                      samples_per_s_low=low, samples_per_s_high=high, window_ns=(steady[0].begin_ns, steady[-1].end_ns),
-                     traced_step_ms=traced_ms,
-                     profiler_inflation=traced_ms / time_ms.mean if traced_ms and time_ms.mean > 0 else None,
-                     epoch_end_steps=sum(p.batches for p in steady if p.ends_epoch))
+                     traced_step_ms=traced_ms, profiler_inflation=inflation, inflation_note=note,
+                     epoch_end_steps=sum(p.batches for p in steady if p.ends_epoch),
+                     clock="device" if all(p.device_ns is not None for p in steady) else "host",
+                     outliers=[p.first_batch for p in steady if p.ns_per_batch / 1e6 > OUTLIER_FACTOR * median])
+
+
+def _traced_ms(found: list[runsteps.Period]) -> float | None:
+    """Mean step time inside the profiler window (steps that end an epoch hold a catch-up: left out)."""
+    traced = [p.ns_per_batch for p in found if p.traced and not p.ends_epoch]
+    return float(np.mean(traced)) / 1e6 if traced else None
+
+
+def _inflation(traced_ms: float | None, untraced_ms: float) -> tuple[float | None, str | None]:
+    """traced / untraced step time, or None and why it is not measurable.
+
+    Tracing only adds work, so a ratio under 1 says the two clocks measured different things (the
+    host running ahead of the device in the window, a loaded machine): nothing is corrected with it.
+    """
+    if not traced_ms or not untraced_ms > 0:
+        return None, None
+    ratio = traced_ms / untraced_ms
+    if ratio >= 1:
+        return ratio, None
+    return None, (f"profiler inflation not measurable here: steps in the profiler window took {traced_ms:.3f} ms, "
+                  f"{ratio:.2f}x the untraced step, which tracing cannot cause (the host queues work ahead "
+                  "of the device, or the machine's load changed); the trace's shares are shown as traced")
 
 
 def _samples_per_step(training: dict) -> int | None:
@@ -225,8 +258,10 @@ def host_summary(samples: list[dict], window_ns: tuple[int, int] | None) -> Host
 def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missing: list[str],
                    other_ranks: dict[int, RunRecord] | None = None) -> RunAnalysis:
     """``other_ranks``: the records of ranks > 0 of a multi-process job (this record is rank 0)."""
-    found = runsteps.periods(record.steps, record.training, record.marks)
+    found = _periods(record)
     steps = _step_stats(found, record.training)
+    if steps is not None and trace is not None:
+        steps = _with_trace_inflation(steps, trace, record.training)
     window = steps.window_ns if steps else None
     cost = input_cost(steps.step_time_ms.mean, steps.step_time_ms.ci95, record.training.get("input_free")) if steps else None
     fresh = record.run.get("fresh_page_ns_per_byte")
@@ -250,8 +285,29 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
                        ranks={0: steps, **{r: _record_steps(rec) for r, rec in other_ranks.items()}} if other_ranks else {})
 
 
+def _periods(record: RunRecord) -> list[runsteps.Period]:
+    return runsteps.periods(record.steps, record.training, record.marks, runsteps.device_times(record.device_steps))
+
+
 def _record_steps(record: RunRecord) -> StepStats | None:
-    return _step_stats(runsteps.periods(record.steps, record.training, record.marks), record.training)
+    return _step_stats(_periods(record), record.training)
+
+
+def _with_trace_inflation(steps: StepStats, trace: ProfileAnalysis, training: dict) -> StepStats:
+    """The inflation against the traced step as the device saw it, where the trace shows the device.
+
+    Where the host runs ahead (JAX, CUDA), a traced step's host period is the time to queue it; the
+    device's busy time a step in the trace is a lower bound of what the step really took there."""
+    if steps.traced_step_ms is None:
+        return steps
+    per_execution = int(training.get("steps_per_execution") or 1)
+    device_ms = [u.busy_pct / 100 * u.step_time_ms.mean / per_execution for u in trace.units
+                 if u.kind == "gpu" and u.step_time_ms.mean > 0]
+    traced_ms = max([steps.traced_step_ms, *device_ms])
+    if traced_ms == steps.traced_step_ms and steps.inflation_note is None:
+        return steps
+    ratio, note = _inflation(traced_ms, steps.step_time_ms.mean)
+    return replace(steps, traced_step_ms=traced_ms, profiler_inflation=ratio, inflation_note=note)
 
 
 def _corrected(trace: ProfileAnalysis, steps: StepStats, training: dict) -> ProfileAnalysis:
@@ -262,5 +318,11 @@ def _corrected(trace: ProfileAnalysis, steps: StepStats, training: dict) -> Prof
     # A traced step is one call of the train function: steps_per_execution batches.
     untraced_ms = steps.step_time_ms.mean * int(training.get("steps_per_execution") or 1)
     # One figure of the inflation for the run: the recorded traced / untraced step periods.
-    ratio = steps.profiler_inflation or float(np.mean(traced)) / untraced_ms
+    ratio = steps.profiler_inflation
+    if ratio is None and steps.inflation_note is None:  # no traced step recorded: the trace's own steps
+        ratio, note = _inflation(float(np.mean(traced)), untraced_ms)
+        if note:
+            return inflation.not_measurable(trace, note)
+    if ratio is None:
+        return inflation.not_measurable(trace, steps.inflation_note)
     return inflation.correct(trace, untraced_ms, ratio)

@@ -1,15 +1,34 @@
-"""Every recorded step, classified: steady, warm-up, compilation, profiler window.
+"""Every recorded step, classified by evidence: steady, warm-up, compilation, profiler window.
 
 A step's *period* runs from its begin to the next step's begin; the step
 that ends an epoch runs to the epoch's synchronisation point (Keras reads
-the metrics there, so the device has finished), and the step that starts
-an epoch from the epoch's start (the loop makes its iterator there: the
-first batch waits for it). On asynchronous backends
+the metrics there, so the device has finished). On asynchronous backends
 the host runs ahead of the device inside an epoch and waits at its end:
-counting that last step, wait included, is what makes the mean period
-agree with a stopwatch around whole epochs. A step is one batch: with
+counting that last step, wait included, is what makes the mean period agree
+with a stopwatch around the epoch's steps. A step is one batch: with
 ``steps_per_execution=K`` one recorded execution of k <= K batches is k
 steps of period / k each.
+
+What a step was comes from the framework, never from its duration
+(docs/profile.md, "The clock"):
+
+- *warm-up*: the first ``warmup_steps`` steps of the run, by position (the
+  first call compiles on every backend, and allocators and autotuners settle);
+- *compile or retrace*: a step whose period holds a compile the framework
+  reported (``compile`` marks: JAX's compile events, a Keras train step
+  traced, torch dynamo's compiles);
+- *profiler window*: traced steps, and the steps the profiler starts and
+  stops in (the recorder's ``trace_start``...``trace_stopped`` marks);
+- everything else is *steady*, however slow: a spike is the user's time.
+
+*Epoch edges* (the time from an epoch's begin to its first step, and a
+step's time before an ``epoch_begin`` that falls inside it, as PyTorch's new
+DataLoader iterator does) are not any step's: the accounting counts them as
+epoch boundaries, and the steady clock never holds them.
+
+Where the device was timed (``device_steps.jsonl``: CUDA events at each step
+boundary), a step's duration is the device's; its place on the run's
+timeline stays the host's.
 """
 
 from __future__ import annotations
@@ -17,14 +36,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-# A step of the first epoch more than this many times the median is compilation
-# or retracing (new shapes, a new tf.function trace), not steady state. Steady
-# steps on these machines vary by well under 2x; a compile costs 10-1000x.
-# Later epochs reuse what was compiled, so a slow step there is the machine
-# (another process, a page fault, GC): the user's stopwatch pays it, and so
-# does the steady step time.
-COMPILE_FACTOR = 3.0
 
 STEADY, WARMUP, COMPILE, TRACED = "steady", "warm-up", "compile or retrace", "profiler window"
 
@@ -40,55 +51,87 @@ class Period:
     ends_epoch: bool  # ends at the epoch's synchronisation point
     traced: bool      # inside the profiler window (both ends traced)
     kind: str
+    device_ns: int | None = None  # the device's time for this step, where the device was timed
+
+    @property
+    def duration_ns(self) -> int:
+        """The step's time: the device's where it was timed, else the host's period."""
+        return self.device_ns if self.device_ns is not None else self.end_ns - self.begin_ns
 
     @property
     def ns_per_batch(self) -> float:
-        return (self.end_ns - self.begin_ns) / self.batches
+        return self.duration_ns / self.batches
 
 
-def periods(steps: list[dict], training: dict, marks: list[dict] = ()) -> list[Period]:
+def periods(steps: list[dict], training: dict, marks: list[dict] = (),
+            device_ns: dict[int, int] | None = None) -> list[Period]:
     """One period per recorded step, in order, each with its kind.
 
-    With the run's marks, an epoch's time runs whole through its steps: the
-    first step from ``epoch_begin``, the last to the sync point, so that the
-    steps of a steady epoch add up to what a stopwatch around it reads.
+    ``marks``: the run's marks (compile evidence, epoch begins). ``device_ns``:
+    step number -> the device's time for it (record ``device_steps``).
     """
-    epoch_begins = _epoch_begins(steps, marks)
     warmup = int(training.get("warmup_steps") or 0)
     per_execution = int(training.get("steps_per_execution") or 1)
     per_epoch = training.get("steps_per_epoch")
+    epoch_begins = np.array(sorted(m["t_ns"] for m in marks if m.get("mark") == "epoch_begin"), np.int64)
+    compiles = compile_spans(marks)
+    profiler = _profiler_spans(marks)
+    device_ns = device_ns or {}
     out, first_batch = [], 0
     for i, row in enumerate(steps):
         nxt = steps[i + 1] if i + 1 < len(steps) else None
         continues = nxt is not None and nxt["step"] == row["step"] + 1 and nxt.get("epoch") == row.get("epoch")
-        end = nxt["begin_ns"] if continues else row["end_ns"]
-        begin = epoch_begins.get(i, row["begin_ns"])
+        end = max(nxt["begin_ns"] if continues else row["end_ns"], row["begin_ns"])
+        begin = _after_epoch_begin(row["begin_ns"], end, epoch_begins)
         batches = _batches(row, nxt if continues else None, per_execution, per_epoch)
         traced = bool(row.get("traced")) and (not continues or bool(nxt.get("traced")))
         # Profiler start and stop land in the periods next to the window: those are not steady either.
-        near_window = bool(row.get("traced")) or (continues and bool(nxt.get("traced")))
-        kind = WARMUP if row["step"] < warmup else TRACED if near_window else STEADY
-        out.append(Period(row["step"], int(row.get("epoch") or 0), first_batch, batches, begin, max(end, begin),
-                          not continues, traced, kind))
+        near_window = (bool(row.get("traced")) or (continues and bool(nxt.get("traced")))
+                       or _overlaps(begin, end, profiler))
+        device = device_ns.get(row["step"]) if begin == row["begin_ns"] else None  # a split step: host time
+        kind = (WARMUP if row["step"] < warmup else TRACED if near_window
+                else COMPILE if _overlaps(begin, end, compiles) else STEADY)
+        out.append(Period(row["step"], int(row.get("epoch") or 0), first_batch, batches, begin, end,
+                          not continues, traced, kind, device))
         first_batch += batches
-    return _mark_compiles(out)
+    return out
 
 
-def _epoch_begins(steps: list[dict], marks) -> dict[int, int]:
-    """Row index of each epoch's first step -> the epoch's begin mark, where one precedes the step."""
-    begins = [m["t_ns"] for m in marks if m["mark"] == "epoch_begin"]
-    if not begins:
-        return {}
-    starts = np.array(begins, np.int64)
-    found = {}
-    for i, row in enumerate(steps):
-        if i > 0 and steps[i - 1].get("epoch") == row.get("epoch") and steps[i - 1]["step"] + 1 == row["step"]:
-            continue
-        k = int(np.searchsorted(starts, row["begin_ns"], side="right")) - 1
-        previous_end = steps[i - 1]["end_ns"] if i > 0 else None
-        if k >= 0 and (previous_end is None or starts[k] >= previous_end):
-            found[i] = int(starts[k])
-    return found
+def compile_spans(marks) -> tuple[np.ndarray, np.ndarray]:
+    """(begins, ends) of the compiles the framework reported, sorted by begin."""
+    spans = sorted((m["t_ns"], m["end_ns"]) for m in marks if m.get("mark") == "compile"
+                   and isinstance(m.get("end_ns"), int) and not isinstance(m["end_ns"], bool)
+                   and m["end_ns"] >= m["t_ns"])
+    return np.array([s for s, _ in spans], np.int64), np.array([e for _, e in spans], np.int64)
+
+
+def _profiler_spans(marks) -> tuple[np.ndarray, np.ndarray]:
+    """(begins, ends) of the profiler starting and stopping (the recorder's trace marks)."""
+    spans, opened = [], {}
+    for m in sorted((m for m in marks if m.get("mark") in _PROFILER_MARKS), key=lambda m: m["t_ns"]):
+        name = m["mark"]
+        if name in ("trace_start", "trace_stop"):
+            opened[name] = m["t_ns"]
+        elif _PROFILER_MARKS[name] in opened:
+            spans.append((opened.pop(_PROFILER_MARKS[name]), m["t_ns"]))
+    spans.sort()
+    return np.array([s for s, _ in spans], np.int64), np.array([e for _, e in spans], np.int64)
+
+
+_PROFILER_MARKS = {"trace_start": None, "trace_started": "trace_start", "trace_stop": None, "trace_stopped": "trace_stop"}
+
+
+def _overlaps(begin: int, end: int, spans: tuple[np.ndarray, np.ndarray]) -> bool:
+    """Does any span meet [begin, end]? (A compile inside the step, or one the step started in.)"""
+    starts, ends = spans
+    k = int(np.searchsorted(starts, end, side="right"))  # spans that began by the step's end
+    return k > 0 and bool((ends[:k] >= begin).any())
+
+
+def _after_epoch_begin(begin: int, end: int, epoch_begins: np.ndarray) -> int:
+    """The step's begin, moved past an epoch begin inside it: the time before is the epoch's edge."""
+    k = int(np.searchsorted(epoch_begins, end, side="left")) - 1
+    return int(epoch_begins[k]) if k >= 0 and begin < epoch_begins[k] < end else begin
 
 
 def _batches(row: dict, nxt: dict | None, per_execution: int, per_epoch: int | None) -> int:
@@ -101,23 +144,16 @@ def _batches(row: dict, nxt: dict | None, per_execution: int, per_epoch: int | N
     return max(1, min(per_execution, int(following) - int(row["batch"])))
 
 
-def _mark_compiles(found: list[Period]) -> list[Period]:
-    """Steps of the first epoch far slower than their kind's median are compilation or retracing.
-
-    The step that ends an epoch holds the device finishing the work the host
-    queued ahead, which can be many steps' worth, so it is judged only
-    against the steps that end later epochs: the first epoch's end also
-    compiles the metrics' read-out once (measured: 190-330 ms on an H200
-    against 2-3 ms at later epochs' ends, Keras 3.15 on JAX).
-    """
-    first_epoch = found[0].epoch if found else 0
-    inner = [p.ns_per_batch for p in found if p.kind == STEADY and not p.ends_epoch]
-    ends = [p.ns_per_batch for p in found if p.kind == STEADY and p.ends_epoch and p.epoch != first_epoch]
-    inner_limit = COMPILE_FACTOR * float(np.median(inner)) if inner else None
-    end_limit = COMPILE_FACTOR * float(np.median(ends)) if ends else None
-
-    def compiles(p: Period) -> bool:
-        limit = end_limit if p.ends_epoch else inner_limit
-        return p.kind == STEADY and p.epoch == first_epoch and limit is not None and p.ns_per_batch > limit
-
-    return [Period(**{**p.__dict__, "kind": COMPILE}) if compiles(p) else p for p in found]
+def device_times(rows: list[dict]) -> dict[int, int]:
+    """``device_steps.jsonl`` rows ``{"step": S, "device_ms": [d0, d1, ...]}`` as step -> ns."""
+    out = {}
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        step, values = row.get("step"), row.get("device_ms")
+        if not isinstance(step, int) or isinstance(step, bool) or not isinstance(values, list):
+            continue
+        for i, ms in enumerate(values):
+            if isinstance(ms, (int, float)) and not isinstance(ms, bool) and 0 <= ms < 1e9:
+                out[step + i] = int(round(ms * 1e6))
+    return out

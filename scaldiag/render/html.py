@@ -167,7 +167,9 @@ def _run(report: RunReport, timeline: RunTimeline | None) -> list[str]:
                        [[f"{t.mean:.3f} ±{_num(t.ci95, '{:.3f}', '?')}", f"{t.p50:.3f}", f"{t.p90:.3f}",
                          f"{t.stdev:.3f}", rate,
                          "; ".join(f"{k}: {len(v)}" for k, v in s.excluded.items()) or "none"]])]
-        if s.traced_step_ms:
+        if s.inflation_note:
+            out.append(_p(s.inflation_note, "dim"))
+        elif s.traced_step_ms and s.profiler_inflation:
             out.append(_p(f"profiler inflation {s.profiler_inflation:.2f}x: steps inside the profiler window took "
                           f"{s.traced_step_ms:.3f} ms on average; the breakdown below is corrected to the untraced "
                           "step (device-side times as traced, host-side scaled)", "dim"))

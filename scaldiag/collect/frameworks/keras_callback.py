@@ -20,7 +20,7 @@ import sys
 import keras
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, INPUT_FREE_ENV
-from scaldiag.collect.frameworks import input_ceiling, input_free, keras_info
+from scaldiag.collect.frameworks import compile_marks, input_ceiling, input_free, keras_info
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS
 from scaldiag.collect.session import Session, capture_failed
 
@@ -127,6 +127,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self._replicas = keras_info.replicas(self.model, name)
         self.session.recorder.mark("fit_begin")
         self.session.describe(
+            compile_evidence=compile_marks.listen(name),
             framework={"name": "keras", "backend": name, "versions": keras_info.versions(name)},
             replicas=self._replicas, steps_per_execution=keras_info.steps_per_execution(self.model),
             steps_per_epoch=(self.params or {}).get("steps"),
@@ -166,6 +167,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
     def on_test_begin(self, logs=None):
         if self._in_fit:
             self.session.recorder.end()
+            compile_marks.LOG.drain(self.session.recorder)
             self.session.recorder.mark("test_begin")
 
     @_guarded
@@ -176,10 +178,12 @@ class ScaldiagCallback(keras.callbacks.Callback):
     @_guarded
     def on_epoch_end(self, epoch, logs=None):
         self.session.recorder.end()
+        compile_marks.LOG.drain(self.session.recorder)
         self.session.recorder.mark("epoch_end", epoch=epoch)
 
     def on_train_end(self, logs=None):
         self._in_fit = False
+        self._stop_compile_marks()
         self.__dict__.pop("on_train_batch_begin", None)  # this fit's recorder is closed below
         self._end_of_fit()
         if self._failed and self.session is not None:
@@ -198,6 +202,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
         # (Also from inside on_train_end: an interrupt while the input is measured after training.)
         self._in_fit = False
         self.__dict__.pop("on_train_batch_begin", None)
+        self._stop_compile_marks()
         try:
             self.session.recorder.drop_open()  # the step in progress did not complete: it is not a step
             self.session.recorder.mark("fit_end", raised=type(error).__name__)  # (the accounting pairs it with fit_begin)
@@ -207,6 +212,16 @@ class ScaldiagCallback(keras.callbacks.Callback):
             self.session.close("interrupted" if isinstance(error, KeyboardInterrupt) else "failed")
         except Exception:
             pass  # the user's error is what the user must see
+
+    def _stop_compile_marks(self) -> None:
+        """The compiles of this fit written, and no more kept (the input-free clone compiles too)."""
+        try:
+            if self.session is not None and not self._failed:
+                compile_marks.LOG.drain(self.session.recorder)
+        except Exception:
+            pass  # lost evidence: those steps count as steady
+        finally:
+            compile_marks.stop()
 
     @_guarded
     def _end_of_fit(self) -> None:

@@ -29,8 +29,9 @@ def render(report: RunReport, console: Console, framework: str | None = None) ->
     if a.accounting:
         acc = a.accounting
         if acc.goodput is not None:
+            own = f", less scaldiag's own measurements ({acc.own_s:.1f} s)" if acc.own_s >= 0.05 else ""
             console.print(text(f"goodput {acc.goodput:.0%}: steady training time over the run's wall time "
-                               f"({acc.wall_s:.1f} s)", style="bold"))
+                               f"({acc.wall_s:.1f} s{own})", style="bold"))
         console.print(_accounting_table(a))
     if a.steps:
         console.print(_steps_table(a))
@@ -38,7 +39,17 @@ def render(report: RunReport, console: Console, framework: str | None = None) ->
             console.print(text(f"{a.steps.epoch_end_steps} steady step(s) end an epoch and hold the device's catch-up "
                                "(asynchronous dispatch): the mean is a stopwatch around the steady steps",
                                style="dim"))
-        if a.steps.traced_step_ms:
+        if a.steps.clock == "device":
+            console.print(text("step times from the device's clock (CUDA events at each step's boundary): "
+                               "the host queues work ahead of the device", style="dim"))
+        if a.steps.outliers:
+            shown = ", ".join(map(str, a.steps.outliers[:8])) + (" ..." if len(a.steps.outliers) > 8 else "")
+            console.print(text(f"{len(a.steps.outliers)} steady step(s) took over 3x the median (step {shown}); "
+                               "no framework evidence says what they were, so they count: your stopwatch paid "
+                               "for them", style="dim"))
+        if a.steps.inflation_note:
+            console.print(text(a.steps.inflation_note, style="dim"))
+        elif a.steps.traced_step_ms and a.steps.profiler_inflation:
             console.print(text(f"profiler inflation {a.steps.profiler_inflation:.2f}x: steps inside the profiler window "
                                f"took {a.steps.traced_step_ms:.3f} ms on average; the trace breakdown below is "
                                "corrected to the untraced step (docs/profile.md)", style="dim"))
@@ -119,7 +130,7 @@ def _steps_table(a: RunAnalysis) -> Table:
     for col in ("step time ms (mean ±95%)", "p50", "p90", "stdev", "samples/s", "excluded"):
         table.add_column(col, justify="left" if col == "excluded" else "right")
     rate = "unknown: global batch unknown (--global-batch N)" if s.samples_per_s is None else (
-        f"{s.samples_per_s:,.0f}" + (f" [{s.samples_per_s_low:,.0f}-{s.samples_per_s_high:,.0f}]"
+        f"{s.samples_per_s:,.0f}" + (f"\n[{s.samples_per_s_low:,.0f}-{s.samples_per_s_high:,.0f}]"
                                      if s.samples_per_s_low else ""))
     excluded = "; ".join(f"{reason}: {len(steps)}" for reason, steps in s.excluded.items()) or "none"
     add_row(table, f"{t.mean:.3f} ±{t.ci95:.3f}", f"{t.p50:.3f}", f"{t.p90:.3f}", f"{t.stdev:.3f}", rate, excluded)
