@@ -176,3 +176,20 @@ def test_the_curve_fits_host_time_growing_with_the_global_batch():
     assert curve[2].step_time_ms == pytest.approx(14.0)
     assert curve[4].step_time_ms == pytest.approx(8.0 + 6.0 + 4.0 * 2)  # device 8 ms, host 6 + 2 x 4 ms
     assert any("per sample" in a for a in curve[4].assumptions)
+
+
+def test_a_point_whose_framework_ignored_the_devices_is_left_out_and_fails_check():
+    """`replicas: 1` at "2 devices" (a script with no distribution strategy): it reads as 1.13x and 113%
+    efficiency if compared; it is named instead, in no speedup, and `check --min-efficiency` fails."""
+    from scaldiag.rules.check import Limits, check
+    from scaldiag.rules.report import SweepReport
+
+    one = run(10.0, 256, 1, {})
+    ignored = run(8.85, 256, 1, {})  # the same single replica, a little faster by chance
+    s = analyze_scaling({1: [one], 2: [ignored]}, emulated=True)
+    assert [p.gpus for p in s.points] == [1] and [p.gpus for p in s.left_out] == [2]
+    assert s.left_out[0].speedup is None and s.left_out[0].efficiency is None
+    assert any("used 1 replica(s) of the 2 devices" in n for n in s.notes)
+    results = check(SweepReport("sweep", s, []), Limits(min_efficiency=0.8))
+    assert not all(r.passed for r in results)
+    assert any(not r.passed and "used 1 replica(s)" in r.reason for r in results)

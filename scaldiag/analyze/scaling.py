@@ -53,6 +53,13 @@ class ScalingPoint:
     collective_ms: float | None = None  # per step, mean over the trace's devices
     parameter_bytes: int | None = None
     link_bytes_per_s: float | None = None
+    replicas: int | None = None  # what the framework saw (the fewest over repeats)
+    unused_devices: str | None = None  # why the point is left out of speedup and efficiency, if it is
+
+    @property
+    def compared(self) -> bool:
+        """In the speedups: the framework used the devices the point was given (or said nothing)."""
+        return self.unused_devices is None
 
     @property
     def allreduce_bus_bytes_per_s(self) -> float | None:
@@ -93,6 +100,8 @@ class ScalingAnalysis:
     # of the smallest run kept at the largest count (SD201), a larger one at each count (SD203).
     kept_batch: SweepForecast | None = None
     larger_batch: list[SweepForecast] = field(default_factory=list)
+    # Points whose framework used fewer devices than given: named, and in no speedup (unused_devices).
+    left_out: list[ScalingPoint] = field(default_factory=list)
 
 
 PREDICT_UP_TO = 8
@@ -119,7 +128,10 @@ def analyze_scaling(runs_by_gpus: dict[int, list[RunAnalysis]], emulated: bool) 
     base = counts[0]
     if base != 1:
         notes.append(f"no 1-device run: speedups are relative to {base} devices")
-    points = [_point(n, runs_by_gpus[n], runs_by_gpus[base], 1.0 if emulated else n / base) for n in counts]
+    every = [_point(n, runs_by_gpus[n], runs_by_gpus[base], 1.0 if emulated else n / base) for n in counts]
+    notes += [p.unused_devices for p in every if not p.compared]
+    points = [p for p in every if p.compared or p.gpus == base]
+    counts = [p.gpus for p in points]
     mode = _mode(points)
     if emulated:
         notes.append("emulated devices share the same CPU cores: ideal is the same throughput as 1 device "
@@ -128,7 +140,8 @@ def analyze_scaling(runs_by_gpus: dict[int, list[RunAnalysis]], emulated: bool) 
                                                                runs_by_gpus[base], notes)) is not None]
     validation, predictions = _predictions(runs_by_gpus, counts, points, mode, emulated, notes)
     kept, larger = _batch_forecasts(runs_by_gpus, points, emulated)
-    return ScalingAnalysis(mode, emulated, points, attribution, notes, validation, predictions, kept, larger)
+    return ScalingAnalysis(mode, emulated, points, attribution, notes, validation, predictions, kept, larger,
+                           left_out=[p for p in every if p not in points])
 
 
 # A larger per-replica batch is forecast for this factor (SD105's: 4x, a step users take).
@@ -213,10 +226,25 @@ def _point(n: int, runs: list[RunAnalysis], base_runs: list[RunAnalysis], ideal:
         efficiency = speedup / ideal
     units = [u for r in runs if r.trace for u in r.trace.units if u.kind == "gpu"]
     collective = float(np.mean([u.categories["collective"].busy_ms for u in units])) if units else None
+    replicas = _replicas(runs)
+    unused = None
+    if replicas is not None and replicas < n:
+        unused = (f"{n} devices: the framework used {replicas} replica(s) of the {n} devices given (training.json "
+                  "'replicas'), so this point measures no scaling: left out of speedups and efficiency. The script "
+                  "must spread its work over the devices (a distribution strategy, keras.distribution, DDP)")
+        speedup = speedup_ci = efficiency = None
     return ScalingPoint(n, len(runs), batch, per_replica, t, ci, rate, speedup, speedup_ci, efficiency,
                         ideal_speedup=ideal, collective_ms=collective,
                         parameter_bytes=runs[0].training.get("parameter_bytes"),
-                        link_bytes_per_s=link_bytes_per_s(runs[0].inventory))
+                        link_bytes_per_s=link_bytes_per_s(runs[0].inventory), replicas=replicas,
+                        unused_devices=unused)
+
+
+def _replicas(runs: list[RunAnalysis]) -> int | None:
+    """The fewest replicas the framework reported over the repeats (None where none said)."""
+    seen = [r.training.get("replicas") for r in runs]
+    seen = [int(x) for x in seen if isinstance(x, int) and not isinstance(x, bool) and x > 0]
+    return min(seen) if seen else None
 
 
 def _mode(points: list[ScalingPoint]) -> str:

@@ -72,9 +72,9 @@ def _points(report: RunReport | SweepReport) -> list[tuple[str, float | None, fl
 
 def _efficiency(report: SweepReport, minimum: float) -> list[Result]:
     points = [p for p in report.analysis.points if p.gpus != min(q.gpus for q in report.analysis.points)]
-    if not points:
+    if not points and not report.analysis.left_out:
         return [Result("efficiency", False, "the sweep has no scaled point to check (one device count only)")]
-    out = []
+    out = [Result("efficiency", False, p.unused_devices) for p in report.analysis.left_out]
     for p in points:
         if p.efficiency is None:
             out.append(Result("efficiency", False, f"{p.gpus} devices: efficiency unknown (global batch unknown)"))
