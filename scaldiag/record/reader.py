@@ -9,7 +9,15 @@ from pathlib import Path
 from scaldiag.errors import ScaldiagError
 from scaldiag.record import validate
 from scaldiag.record.rundir import (
-    DEVICE_STEPS, GPU_SAMPLES, HOST_SAMPLES, MARKS, STEPS, SWEEP_JSON, load_json, load_jsonl)
+    DEVICE_STEPS,
+    GPU_SAMPLES,
+    HOST_SAMPLES,
+    MARKS,
+    STEPS,
+    SWEEP_JSON,
+    load_json,
+    load_jsonl,
+)
 from scaldiag.record.types import RunRecord
 
 
@@ -87,7 +95,8 @@ def rank_dirs(run_dir: Path) -> dict[int, Path]:
     found = {}
     for path in sorted(Path(run_dir).glob("rank*")):
         suffix = path.name.removeprefix("rank")
-        if path.is_dir() and suffix.isdigit() and (path / "run.json").exists():
+        # ASCII digits only: "rank²" is digits to str.isdigit, not to int()
+        if suffix.isascii() and suffix.isdigit() and len(suffix) <= 9 and path.is_dir() and (path / "run.json").exists():
             found[int(suffix)] = path
     return found
 

@@ -22,8 +22,10 @@ line. One clock: integer nanoseconds since the epoch (``time.time_ns``).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -35,6 +37,16 @@ MARKS = "marks.jsonl"
 DEVICE_STEPS = "device_steps.jsonl"  # {"step": S, "device_ms": [...]}: the device's time of steps S, S+1...
 TRACE_DIR = "trace"
 SWEEP_JSON = "sweep.json"
+
+# Reading caps (docs/reliability.md): a record someone damaged or crafted is read within these.
+# run.json and friends hold kilobytes; 16 MiB is no record of ours.
+MAX_JSON_BYTES = 16 << 20
+# Deeper is no record of ours (inventory.json's topology nests 3 deep); renderers recurse over it.
+MAX_JSON_DEPTH = 32
+# A step row is ~100 bytes, a sample row ~300; a longer line is damage, skipped without reading it whole.
+MAX_LINE_BYTES = 1 << 20
+# Rows are read into memory (~1 KB each as Python objects): 2 GiB of lines is ~10 GB, days of sampling.
+MAX_JSONL_BYTES = 2 << 30
 
 
 def write_json(run_dir: Path, name: str, data: dict) -> None:
@@ -62,11 +74,14 @@ def load_json(path: Path) -> tuple[dict, str | None]:
     """A JSON object file and what is wrong with it: None, or one line (absent files are not a problem)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        with open_regular(path) as f:
+            data = f.read(MAX_JSON_BYTES + 1)
     except FileNotFoundError:
         return {}, None
     except OSError as exc:
         return {}, f"{path.name}: cannot be read ({exc.strerror or exc})"
+    if len(data) > MAX_JSON_BYTES:
+        return {}, f"{path.name}: larger than {MAX_JSON_BYTES >> 20} MiB, not a run record; not read"
     if not data.strip():
         return {}, f"{path.name}: empty (the writer was stopped before its first write)"
     try:
@@ -79,7 +94,37 @@ def load_json(path: Path) -> tuple[dict, str | None]:
         return {}, f"{path.name}: nested too deeply to be a run record"
     if not isinstance(value, dict):
         return {}, f"{path.name}: holds a JSON {type(value).__name__}, not an object"
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        return {}, f"{path.name}: nested more than {MAX_JSON_DEPTH} deep, not a run record"
     return value, None
+
+
+def _deeper_than(value, limit: int) -> bool:
+    """Whether containers nest more than ``limit`` deep (iterative: a deep value must not overflow the stack)."""
+    level = [value]
+    for _ in range(limit):
+        level = [x for v in level for x in (v.values() if isinstance(v, dict) else v)
+                 if isinstance(x, (dict, list))]
+        if not level:
+            return False
+    return True
+
+
+def open_regular(path: Path):
+    """``path`` opened for binary reading, if it is a regular file.
+
+    A device (``steps.jsonl`` a link to /dev/zero) would be read until memory
+    runs out, and a FIFO blocks the open: neither is opened (OSError, with
+    the reason as its strerror). FileNotFoundError where there is nothing.
+    """
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file (a device, a FIFO or a socket)")
+    # O_NONBLOCK: a FIFO put there after the check does not block the open.
+    f = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)), "rb")
+    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        f.close()
+        raise OSError(errno.EINVAL, "not a regular file (a device, a FIFO or a socket)")
+    return f
 
 
 class JsonlWriter:
@@ -173,13 +218,14 @@ def load_jsonl(path: Path) -> tuple[list[dict], int]:
     """
     rows, skipped = [], 0
     try:
-        with open(path, "rb") as f:
-            for raw in f:
-                if not raw.endswith(b"\n"):
-                    break
+        with open_regular(path) as f:
+            for raw in _lines(f):
+                if raw is None:  # a line over MAX_LINE_BYTES, or the file past MAX_JSONL_BYTES
+                    skipped += 1
+                    continue
                 try:
                     row = json.loads(raw.decode("utf-8"))
-                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: an int of 4,300+ digits
                     skipped += raw.strip() != b""
                     continue
                 if isinstance(row, dict):
@@ -191,3 +237,24 @@ def load_jsonl(path: Path) -> tuple[list[dict], int]:
     except OSError:
         skipped += 1
     return rows, skipped
+
+
+def _lines(f):
+    """The file's complete lines, each at most MAX_LINE_BYTES, the first MAX_JSONL_BYTES of it;
+    None for a line too long (skipped unread) and once for a file too long (the rest unread)."""
+    read = 0
+    while True:
+        raw = f.readline(MAX_LINE_BYTES + 1)
+        read += len(raw)
+        if read > MAX_JSONL_BYTES:
+            yield None
+            return
+        if raw.endswith(b"\n"):
+            yield raw
+        elif len(raw) > MAX_LINE_BYTES:
+            while raw and not raw.endswith(b"\n"):  # the rest of the long line, a piece at a time
+                raw = f.readline(MAX_LINE_BYTES + 1)
+                read += len(raw)
+            yield None
+        else:
+            return  # the end, or a torn last line (the writer was killed): not damage

@@ -7,7 +7,10 @@ said), a JSONL row missing a required field, or holding one of the wrong
 type, is skipped (and counted). Nothing here raises on content.
 
 Numbers must be finite; booleans are not numbers here (``True`` is an
-``int`` to Python, not a step count to us).
+``int`` to Python, not a step count to us). Integers fit in int64 (the
+analysis puts them in numpy columns; 10**400 is no count), and times
+(``*_ns``, epoch nanoseconds) lie in [0, 2**62): until the year 2116, and
+the difference or sum of two never leaves int64.
 """
 
 from __future__ import annotations
@@ -18,14 +21,25 @@ import math
 _BAD = object()
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+MAX_TIME_NS = 2**62
+
+
 def _int(v):
-    return v if isinstance(v, int) and not isinstance(v, bool) else _BAD
+    return v if isinstance(v, int) and not isinstance(v, bool) and _INT64_MIN <= v <= _INT64_MAX else _BAD
+
+
+def _time(v):
+    """Epoch nanoseconds: an integer in [0, MAX_TIME_NS)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_TIME_NS else _BAD
 
 
 def _num(v):
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return _BAD
-    return v if isinstance(v, int) or math.isfinite(v) else _BAD
+    if isinstance(v, int):
+        return _int(v)
+    return v if math.isfinite(v) else _BAD
 
 
 def _str(v):
@@ -75,7 +89,7 @@ def _str_map(v):
 
 RUN_FIELDS = {
     "status": _str, "exit_code": _int, "missing": _list_of(_str), "command": _list_of(_str), "cwd": _str,
-    "host": _str, "python": _str, "started_ns": _int, "ended_ns": _int, "launcher_pid": _int, "signal": _str,
+    "host": _str, "python": _str, "started_ns": _time, "ended_ns": _time, "launcher_pid": _int, "signal": _str,
     "signals_received": _list_of(_str), "samplers": _obj({}), "schema_version": _int, "scaldiag_version": _str,
     "fresh_page_ns_per_byte": _num,
 }
@@ -94,10 +108,10 @@ INVENTORY_FIELDS = {"gpus": _list_of(_obj(GPU_INFO_FIELDS)), "topology": _list_o
                     "logical_to_nvml_index": _opt(_list_of(_int)), "cuda_visible_devices": _opt(_str)}
 
 # JSONL rows: (required fields, optional fields). Unknown fields of sample rows must be numbers.
-STEP_ROW = ({"step": _int, "begin_ns": _int, "end_ns": _int}, {"epoch": _int, "traced": _bool, "batch": _int})
-GPU_ROW = ({"t_ns": _int, "gpu": _int}, {})
-MARK_ROW = ({"mark": _str, "t_ns": _int}, {"epoch": _int})
-HOST_ROW = ({"t_ns": _int, "core_pct": _list_of(_num), "proc_cpu_pct": _num, "proc_rss_bytes": _int}, {})
+STEP_ROW = ({"step": _int, "begin_ns": _time, "end_ns": _time}, {"epoch": _int, "traced": _bool, "batch": _int})
+GPU_ROW = ({"t_ns": _time, "gpu": _int}, {})
+MARK_ROW = ({"mark": _str, "t_ns": _time}, {"epoch": _int})
+HOST_ROW = ({"t_ns": _time, "core_pct": _list_of(_num), "proc_cpu_pct": _num, "proc_rss_bytes": _int}, {})
 
 
 def clean_object(data: dict, fields: dict, name: str) -> tuple[dict, list[str]]:
@@ -137,7 +151,7 @@ def expand_step_blocks(rows: list[dict]) -> tuple[list[dict], int]:
 
 def _block_steps(row: dict) -> list[dict] | None:
     step, epoch = _int(row.get("step")), _int(row.get("epoch", 0))
-    bounds, batches = _list_of(_int)(row["bounds_ns"]), row.get("batch")
+    bounds, batches = _list_of(_time)(row["bounds_ns"]), row.get("batch")
     n = len(bounds) - 1 if bounds is not _BAD else 0
     if step is _BAD or epoch is _BAD or n < 1 or any(later < earlier for earlier, later in zip(bounds, bounds[1:])):
         return None
