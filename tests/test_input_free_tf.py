@@ -1,5 +1,6 @@
-"""The input-free step on real TensorFlow (CPU): a clone is timed, the user's model and randomness untouched."""
+"""The input-free step on real TensorFlow (CPU): timed within its budget, the user's model and randomness untouched."""
 
+import math
 import os
 import random
 
@@ -18,46 +19,88 @@ def fresh_process_flag(monkeypatch):
     monkeypatch.setattr(input_free, "_measured_in_this_process", False)
 
 
-def _model():
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dropout(0.1),
-                              keras.layers.Dense(3)])
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+def _model(steps_per_execution=1):
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                              keras.layers.BatchNormalization(), keras.layers.Dropout(0.1), keras.layers.Dense(3)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], steps_per_execution=steps_per_execution)
     x = np.random.default_rng(0).random((256, 8), dtype=np.float32)
     y = np.arange(256) % 3
     model.fit(x, y, batch_size=32, epochs=1, verbose=0)
     return model, (x[:32], y[:32])
 
 
-def test_the_clone_is_timed_and_the_users_model_and_random_state_are_untouched():
-    model, batch = _model()
-    before = [v.numpy().copy() for v in model.variables + model.optimizer.variables]
+def _state(model):
+    return [v.numpy().copy() for v in model.variables + model.optimizer.variables + model.metrics_variables]
+
+
+def test_the_budget_is_3_s_or_5_percent_of_the_run_whichever_is_larger():
+    assert input_free.budget_s(0.0) == 3.0
+    assert input_free.budget_s(59.0) == 3.0
+    assert input_free.budget_s(600.0) == pytest.approx(30.0)
+    assert input_free.budget_s(float("nan")) == 3.0
+
+
+@pytest.mark.parametrize("steps_per_execution", [1, 4])
+def test_the_models_own_step_is_timed_within_the_budget_and_its_state_and_random_state_are_put_back(
+        steps_per_execution):
+    model, batch = _model(steps_per_execution)
+    before = _state(model)
     random.seed(7)
     np.random.seed(7)
     expected = (random.random(), np.random.random())
     random.seed(7)
     np.random.seed(7)
-    result = input_free.measure(model, batch, "tensorflow", step_s=0.002, parameter_bytes=None)
+    result = input_free.measure(model, batch, "tensorflow", step_s=0.002 * steps_per_execution, parameter_bytes=None)
     assert (random.random(), np.random.random()) == expected
-    after = [v.numpy() for v in model.variables + model.optimizer.variables]
-    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+    after = _state(model)
+    assert len(before) == len(after) and all(np.array_equal(a, b) for a, b in zip(before, after))
+    assert result["method"] == "own_step"
     assert result["epochs_timed"] == input_free.TIMED_EPOCHS
     assert 0 < result["step_ms_min"] <= result["step_ms"] <= result["step_ms_max"]
-    assert result["steps_per_epoch"] >= input_free.MIN_STEPS
+    assert result["steps_per_epoch"] >= input_free.MIN_STEPS and result["steps_per_epoch"] % steps_per_execution == 0
+    assert result["budget_s"] == input_free.BUDGET_S
+    assert result["seconds"] <= input_free.BUDGET_S
+    # The budget is used for timing, not left idle: the epochs add up to most of it.
+    assert result["seconds"] > 0.5 * input_free.BUDGET_S
 
 
-def test_once_per_process_a_missing_batch_and_a_huge_model_are_skipped_with_the_reason():
+def test_a_clone_compiles_once_and_its_epochs_share_what_is_left_of_the_budget(monkeypatch):
+    model, batch = _model()
+    monkeypatch.setattr(input_free, "_own_step_applies", lambda model, backend: False)
+    before = _state(model)
+    result = input_free.measure(model, batch, "tensorflow", step_s=0.002, parameter_bytes=None, budget_s=6.0)
+    assert result["method"] == "clone" and "clone" in result["source"]
+    assert all(np.array_equal(a, b) for a, b in zip(before, _state(model)))
+    assert result["epochs_timed"] == input_free.TIMED_EPOCHS
+    assert 0 < result["compile_s"] < result["seconds"] <= 6.0
+    assert 0 < result["step_ms_min"] <= result["step_ms"] <= result["step_ms_max"]
+
+
+def test_a_compile_that_leaves_no_room_in_the_budget_is_said_not_timed(monkeypatch):
+    model, batch = _model()
+    monkeypatch.setattr(input_free, "_own_step_applies", lambda model, backend: False)
+    # 40 ms steps need 0.48 s for three epochs of three steps; compiling the clone takes longer than 0.5 s here.
+    with pytest.raises(input_free.Skipped, match=r"compiling took .* of the 0.5 s budget"):
+        input_free.measure(model, batch, "tensorflow", step_s=0.04, parameter_bytes=None, budget_s=0.5)
+
+
+def test_once_per_process_a_missing_batch_a_huge_model_and_steps_too_long_for_the_budget_are_skipped():
     model, batch = _model()
     with pytest.raises(input_free.Skipped, match="no batch"):
         input_free.measure(model, None, "tensorflow", 0.01, None)
     with pytest.raises(input_free.Skipped, match="MiB of parameters"):
         input_free.measure(model, batch, "tensorflow", 0.01, input_free.MAX_PARAMETER_BYTES + 1)
-    with pytest.raises(input_free.Skipped, match="over 30 s"):
-        input_free.measure(model, batch, "tensorflow", 20.0, None)
+    with pytest.raises(input_free.Skipped, match="over the 3 s budget"):
+        input_free.measure(model, batch, "tensorflow", 0.5, None)
+    with pytest.raises(input_free.Skipped, match="over the 30 s budget"):
+        input_free.measure(model, batch, "tensorflow", 3.0, None, budget_s=input_free.budget_s(600))
+    input_free.measure(model, batch, "tensorflow", 0.002, None, budget_s=0.5)  # skips above did not count as one
     with pytest.raises(input_free.Skipped, match="once per process"):
         input_free.measure(model, batch, "tensorflow", 0.01, None)
 
 
-def test_a_subclassed_model_cannot_be_cloned_and_says_so():
+def test_a_subclassed_model_is_timed_by_its_own_step_and_a_clone_of_it_cannot_be_made(monkeypatch):
     class Net(keras.Model):
         def __init__(self):
             super().__init__()
@@ -68,16 +111,26 @@ def test_a_subclassed_model_cannot_be_cloned_and_says_so():
 
     model = Net()
     model.compile(optimizer="sgd", loss="mse")
-    x = np.zeros((32, 4), np.float32)
-    model.fit(x, np.zeros((32, 3), np.float32), verbose=0)
+    x, y = np.zeros((32, 4), np.float32), np.zeros((32, 3), np.float32)
+    model.fit(x, y, verbose=0)
+    result = input_free.measure(model, (x, y), "tensorflow", 0.001, None)
+    assert result["method"] == "own_step" and result["step_ms"] > 0
+    monkeypatch.setattr(input_free, "_measured_in_this_process", False)
+    monkeypatch.setattr(input_free, "_own_step_applies", lambda model, backend: False)
     with pytest.raises(input_free.Skipped, match="clone"):
-        input_free.measure(model, (x, np.zeros((32, 3), np.float32)), "tensorflow", 0.001, None)
+        input_free.measure(model, (x, y), "tensorflow", 0.001, None)
 
 
-def test_a_step_estimate_far_too_short_cannot_run_the_clone_past_its_time(monkeypatch):
-    # Host step periods can undercount (a backend dispatching ahead): the epochs themselves are timed
-    # and the clone is stopped once the rest would pass MAX_SECONDS.
+def test_a_step_estimate_far_too_short_cannot_run_past_the_budget():
+    # Host step periods can undercount (a backend dispatching ahead): the first epoch, sized by that
+    # estimate, takes longer than planned; the epochs after it are sized by what it measured, and
+    # none starts that the budget cannot hold.
     model, batch = _model()
-    monkeypatch.setattr(input_free, "MAX_SECONDS", 0.5)
-    with pytest.raises(input_free.Skipped, match="stopped"):
-        input_free.measure(model, batch, "tensorflow", step_s=1e-4, parameter_bytes=None)
+    budget = 0.4
+    try:
+        result = input_free.measure(model, batch, "tensorflow", step_s=1e-6, parameter_bytes=None, budget_s=budget)
+    except input_free.Skipped as skipped:
+        assert "stopped after" in str(skipped)
+    else:
+        assert result["seconds"] <= budget + result["step_ms_max"] * input_free.MAX_STEPS / 1e3
+        assert math.isfinite(result["step_ms"])
