@@ -67,16 +67,23 @@ def test_check_limits(reports):
     failed = [r for r in check(sweep, Limits(min_efficiency=efficiency + 0.01)) if not r.passed]
     assert len(failed) == 1 and "2 devices: efficiency" in failed[0].reason
     step = reports["fast"].analysis.steps.step_time_ms.mean
-    assert check(reports["fast"], Limits(max_step_ms=step + 0.001))[0].passed
-    assert not check(reports["fast"], Limits(max_step_ms=step - 0.001))[0].passed
+    record, within = check(reports["fast"], Limits(max_step_ms=step + 0.001))
+    assert record.check == "record" and record.passed and "exit code 0" in record.reason
+    assert within.check == "step time" and within.passed
+    assert not check(reports["fast"], Limits(max_step_ms=step - 0.001))[1].passed
 
 
 def test_check_regression_against_a_baseline(reports):
     slow, fast = reports["slow"], reports["fast"]
     drop = 100 * (1 - slow.analysis.steps.samples_per_s / fast.analysis.steps.samples_per_s)
-    assert not check(slow, Limits(max_regression_pct=drop - 0.5), fast)[0].passed
-    assert check(slow, Limits(max_regression_pct=drop + 0.5), fast)[0].passed
-    assert check(fast, Limits(max_regression_pct=0), slow)[0].passed  # faster than the baseline
+    def regression(report, pct, baseline):
+        results = check(report, Limits(max_regression_pct=pct), baseline)
+        assert [r.check for r in results] == ["record", "record", "regression"]  # the run's, the baseline's
+        assert "baseline" in results[1].reason
+        return results[-1].passed
+    assert not regression(slow, drop - 0.5, fast)
+    assert regression(slow, drop + 0.5, fast)
+    assert regression(fast, 0, slow)  # faster than the baseline
 
 
 def test_check_usage_errors(reports):

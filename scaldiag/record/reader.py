@@ -20,6 +20,8 @@ from scaldiag.record.rundir import (
 )
 from scaldiag.record.types import RunRecord
 
+RECORD_NOTE = "record: "  # begins each note on what could not be read cleanly (`check` fails on it)
+
 
 def read_record(run_dir: Path) -> RunRecord:
     """The run's facts, well typed whatever the files hold; each damage is a line of ``run["missing"]``."""
@@ -43,7 +45,7 @@ def read_record(run_dir: Path) -> RunRecord:
     device_steps = load_jsonl(run_dir / DEVICE_STEPS)[0]  # checked value by value (analyze/runsteps.device_times)
     notes += _abandoned(run)
     if notes:
-        run = {**run, "missing": list(run.get("missing", [])) + [f"record: {n}" for n in notes]}
+        run = {**run, "missing": list(run.get("missing", [])) + [f"{RECORD_NOTE}{n}" for n in notes]}
     return RunRecord(run=run, training=training, inventory=inventory, steps=steps, gpu_samples=gpu_samples,
                      host_samples=host_samples, marks=marks, device_steps=device_steps)
 

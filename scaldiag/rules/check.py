@@ -4,13 +4,21 @@ Each limit gives one result: what was measured, the limit, pass or fail, in
 words. Means are compared (the spread is shown, never used to excuse a
 failure or to invent one): a CI job wants the same answer for the same
 numbers.
+
+Before any limit, the record itself: a gate must not pass what it cannot
+vouch for. Every run checked (each run of a sweep, and the baseline's) must
+have finished with exit code 0 and its record must read clean; a run killed,
+interrupted, still marked running, failed, or whose files are damaged fails
+the check with the reason, whatever its numbers say.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from scaldiag.errors import ScaldiagError
+from scaldiag.record.reader import RECORD_NOTE
 from scaldiag.rules.report import RunReport, SweepReport
 
 
@@ -49,7 +57,7 @@ def check(report: RunReport | SweepReport, limits: Limits,
         raise ScaldiagError("--baseline and --max-regression go together")
     if baseline is not None and type(baseline) is not type(report):
         raise ScaldiagError("the baseline must be of the same kind: a run for a run, a sweep for a sweep")
-    results: list[Result] = []
+    results = vouch(report) + (vouch(baseline, "baseline") if baseline is not None else [])
     if limits.min_efficiency is not None:
         if not isinstance(report, SweepReport):
             raise ScaldiagError("--min-efficiency needs a sweep (scaldiag profile --gpus 1,2,...): one run "
@@ -60,6 +68,46 @@ def check(report: RunReport | SweepReport, limits: Limits,
     if baseline is not None:
         results += _regression(report, baseline, limits.max_regression_pct)
     return results
+
+
+def vouch(report: RunReport | SweepReport, label: str = "") -> list[Result]:
+    """One result on whether every run behind the report finished cleanly, or one per run that did not."""
+    runs = ([(f"{gpus} device{'s' if gpus > 1 else ''} ({Path(r.run_dir).name})", r) for gpus, r in report.runs]
+            if isinstance(report, SweepReport) else [("run", report)])
+    prefix = f"{label} " if label else ""
+    if not runs:
+        return [Result("record", False, f"{prefix}sweep: no run was found in it")]
+    failed = [Result("record", False, f"{prefix}{name}: {why}") for name, r in runs
+              for why in [run_problem(r.analysis.run)] if why]
+    if failed:
+        return failed
+    what = "run" if len(runs) == 1 else f"all {len(runs)} runs"
+    return [Result("record", True, f"{prefix}{what} finished with exit code 0, the record reads clean")]
+
+
+def run_problem(run: dict) -> str | None:
+    """Why a run's record cannot be vouched for (the first reason), or None.
+
+    A run launched by ``scaldiag profile`` (``launcher_pid``) must say its exit
+    code; a run of the callback or the loop API has none (its process goes on)."""
+    status, code = run.get("status"), run.get("exit_code")
+    damage = _record_damage(run)
+    if status != "finished":
+        exited = f", exit code {code}" if code is not None else ""
+        return f"the run did not finish (status {status or 'unknown'}{exited}): {damage or 'its numbers are not a measurement'}"
+    if code not in (None, 0):
+        return f"the script exited with code {code}: its numbers measure a failure"
+    if code is None and "launcher_pid" in run:
+        return "the run has no exit code in run.json: it cannot be vouched for"
+    return f"the record is damaged: {damage}" if damage else None
+
+
+def _record_damage(run: dict) -> str:
+    """The first of the reader's notes on what it could not read cleanly, and how many more; "" for none."""
+    notes = [m.removeprefix(RECORD_NOTE) for m in run.get("missing", []) if m.startswith(RECORD_NOTE)]
+    if not notes:
+        return ""
+    return notes[0] + (f" (and {len(notes) - 1} more)" if len(notes) > 1 else "")
 
 
 def _points(report: RunReport | SweepReport) -> list[tuple[str, float | None, float | None]]:
