@@ -13,6 +13,7 @@ docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
 
 from __future__ import annotations
 
+import heapq
 import json
 import sys
 from typing import TextIO
@@ -25,6 +26,10 @@ from scaldiag.errors import ScaldiagError
 
 # Trace events carry floating-point microseconds; three decimals keep nanoseconds.
 _US_DIGITS = 3
+# Lanes where slices nest, searched first-fit for each slice. Real traces need one or two (a CUPTI stream's
+# overlapping kernels); a crafted one overlapping without nesting needed one per slice, and searching them all
+# made the export quadratic (32k slices: 83 s). Slices that fit none go to lanes of disjoint slices instead.
+NESTING_LANES = 16
 
 
 def write(report, stream: TextIO | None = None, width: int | None = None,
@@ -69,6 +74,7 @@ class _Pids:
         self.events = events
         self.processes: dict[str, int] = {}
         self.threads: dict[tuple[int, str], int] = {}
+        self.thread_count: dict[int, int] = {}  # per process: its threads so far
 
     def pid(self, process: str) -> int:
         if process not in self.processes:
@@ -81,7 +87,7 @@ class _Pids:
     def tid(self, pid: int, thread: str) -> int:
         key = (pid, thread)
         if key not in self.threads:
-            tid = self.threads[key] = sum(1 for p, _ in self.threads if p == pid) + 1
+            tid = self.threads[key] = self.thread_count[pid] = self.thread_count.get(pid, 0) + 1
             self.events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": thread}})
             self.events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
                                 "args": {"sort_index": tid}})
@@ -92,13 +98,14 @@ def _us(ns: np.ndarray | int, base: int) -> np.ndarray:
     return np.round((np.asarray(ns, np.int64) - base) / 1e3, _US_DIGITS)
 
 
-def _slices(events, pid, tid, start_ns, end_ns, names, cats, base) -> None:
+def _slices(events, pid, tid, start_ns, end_ns, names, cats, base, tids=None) -> None:
+    """Complete events; ``tids``, one per slice, where they are not all ``tid``."""
     ts = _us(start_ns, base).tolist()
     dur = np.round(np.maximum(np.asarray(end_ns, np.int64) - np.asarray(start_ns, np.int64), 0) / 1e3,
                    _US_DIGITS).tolist()
-    for t, d, name, category in zip(ts, dur, names, cats):
+    for t, d, name, category, thread in zip(ts, dur, names, cats, tids or [tid] * len(ts)):
         events.append({"ph": "X", "name": str(name), "cat": str(category) or "event", "ts": t, "dur": d,
-                       "pid": pid, "tid": tid})
+                       "pid": pid, "tid": thread})
 
 
 def _tracks(t: RunTimeline, prefix: str, base: int, pids: _Pids, events: list[dict]) -> None:
@@ -108,19 +115,25 @@ def _tracks(t: RunTimeline, prefix: str, base: int, pids: _Pids, events: list[di
         n = seen[(pid, track.thread)] = seen.get((pid, track.thread), 0) + 1
         name = track.thread if n == 1 else f"{track.thread} #{n}"  # threads of one name (python3) stay apart
         lanes = nesting_lanes(track.start_ns, track.end_ns)
-        for lane in range(int(lanes.max()) + 1 if len(lanes) else 0):
-            rows = lanes == lane
-            thread = name if lane == 0 else f"{name} (overlapping {lane})"
-            _slices(events, pid, pids.tid(pid, thread), track.start_ns[rows], track.end_ns[rows], track.names[rows],
-                    track.categories[rows], base)
+        # Lane by lane, each lane's slices in their order: one pass over the track, whatever the lanes.
+        order = np.argsort(lanes, kind="stable")
+        tid_of_lane = {lane: pids.tid(pid, name if lane == 0 else f"{name} (overlapping {lane})")
+                       for lane in np.unique(lanes).tolist()}
+        _slices(events, pid, None, track.start_ns[order], track.end_ns[order], track.names[order],
+                track.categories[order], base, [tid_of_lane[lane] for lane in lanes[order].tolist()])
 
 
-def nesting_lanes(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
+def nesting_lanes(start_ns: np.ndarray, end_ns: np.ndarray, nesting: int = NESTING_LANES) -> np.ndarray:
     """A lane per slice such that the slices of each lane nest (trace viewers need that of a
     thread): a CUPTI stream or a host line can hold events that overlap without nesting.
-    ``start_ns`` sorted, parents first (as timeline tracks are)."""
+    ``start_ns`` sorted, parents first (as timeline tracks are).
+
+    The first ``nesting`` lanes are searched in order (the first lane a slice nests in);
+    a slice that fits none goes to a lane after them whose slices have all ended (one
+    of disjoint slices, which nest trivially), found in a heap: O(n log n) at worst."""
     lanes = np.zeros(len(start_ns), np.int64)
-    open_ends: list[list[int]] = []  # per lane, the ends of the slices still open
+    open_ends: list[list[int]] = []  # per nesting lane, the ends of the slices still open
+    free_at: list[tuple[int, int]] = []  # (end of its last slice, lane) per lane of disjoint slices
     for i, (start, end) in enumerate(zip(start_ns.tolist(), end_ns.tolist())):
         for lane, stack in enumerate(open_ends):
             while stack and stack[-1] <= start:
@@ -130,9 +143,22 @@ def nesting_lanes(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
                 lanes[i] = lane
                 break
         else:
-            open_ends.append([end])
-            lanes[i] = len(open_ends) - 1
+            if len(open_ends) < nesting:
+                open_ends.append([end])
+                lanes[i] = len(open_ends) - 1
+            else:
+                lanes[i] = _disjoint_lane(free_at, start, end, nesting)
     return lanes
+
+
+def _disjoint_lane(free_at: list[tuple[int, int]], start: int, end: int, first: int) -> int:
+    """The lane of disjoint slices that has been free longest, if free at ``start``, else a new one."""
+    if free_at and free_at[0][0] <= start:
+        lane = heapq.heapreplace(free_at, (end, free_at[0][1]))[1]
+    else:
+        lane = first + len(free_at)
+        heapq.heappush(free_at, (end, lane))
+    return lane
 
 
 def _steps(t: RunTimeline, window, prefix, base, pids: _Pids, events) -> None:
