@@ -83,7 +83,7 @@ def test_the_run_page_has_its_sections(pages):
     for heading in ("Step-time breakdown", "Timelines", "GPU utilisation", "PCIe / NVLink throughput", "SM clock",
                     "host CPU", "Findings ("):
         assert heading in text
-    assert "SD105" in text and "Ceiling:" in text and "<pre><code>" in text  # a finding, its ceiling, its fix
+    assert "SD101" in text and "Ceiling:" in text and "<pre><code>" in text  # a finding, its ceiling, its fix
     assert "Where the run&#x27;s time went" in text or "Where the run's time went" in text  # the accounting
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scaldiag.analyze import intervals as iv
+from scaldiag.analyze import tracer_cost
 from scaldiag.analyze.breakdown import breakdown
 from scaldiag.analyze.categories import CATEGORIES, DEVICE_CATEGORIES
 from scaldiag.analyze.device import DeviceEvents, device_events
@@ -96,6 +97,8 @@ class ProfileAnalysis:
     # This host's cost of fresh memory pages, measured where the run was recorded (collect/host_costs.py);
     # None for a trace alone (SD102's forecast then takes a development machine's).
     fresh_page_ns_per_byte: float | None = None
+    # The most the tracer could have added to a step of a trace alone (analyze/tracer_cost.py), in ms.
+    tracer_ms_per_step: float | None = None
 
 
 def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
@@ -128,10 +131,12 @@ def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
     if steps.method == "none":
         notes.append("steps could not be found: figures are for the whole trace as one window")
     notes.append(INFLATION_UNKNOWN)
+    framework = detect_framework(trace)
+    tracer_ms = tracer_cost.tracer_ms_per_step(framework, tracer_cost.host_events_per_step(trace, steps))
     return ProfileAnalysis(run=run, sources=trace.sources, hosts=trace.hostnames, event_count=trace.event_count,
                            steps_method=steps.method, steps_description=steps.description,
-                           units=units, framework=detect_framework(trace), notes=notes,
-                           input_stages=input_stages(trace))
+                           units=units, framework=framework, notes=notes,
+                           input_stages=input_stages(trace), tracer_ms_per_step=tracer_ms)
 
 
 def input_stages(trace: Trace) -> list[str]:

@@ -164,15 +164,28 @@ class _HostBound:
 
     def check(self, analysis: ProfileAnalysis) -> Finding | None:
         noise = correction_noise_pct(analysis)
-        if noise <= 0:
+        if noise > 0:
+            finding = _SHARE_RULE.check(replace(analysis, units=[_widened(u, noise) for u in analysis.units]))
+            return finding and replace(finding, notes=[*finding.notes, (
+                f"profiler inflation {analysis.profiler_inflation:.2f}x: the untraced steps were slower than the "
+                f"traced ones, which tracing cannot cause; the correction to the untraced step put that "
+                f"{noise:.0f}% of the step into host-side time, host overhead's part of it is in the share's spread")])
+        tracer_ms = analysis.tracer_ms_per_step if analysis.profiler_inflation is None else None
+        if not tracer_ms:
             return _SHARE_RULE.check(analysis)
-        finding = _SHARE_RULE.check(replace(analysis, units=[_widened(u, noise) for u in analysis.units]))
-        if finding is None:
-            return None
-        return replace(finding, notes=[*finding.notes, (
-            f"profiler inflation {analysis.profiler_inflation:.2f}x: the untraced steps were slower than the "
-            f"traced ones, which tracing cannot cause; the correction to the untraced step put that "
-            f"{noise:.0f}% of the step into host-side time, host overhead's part of it is in the share's spread")])
+        # A trace alone: its host overhead holds the tracer's own cost, which no untraced step measured.
+        finding = _SHARE_RULE.check(replace(analysis, units=[_widened(u, _tracer_pct(u, tracer_ms))
+                                                             for u in analysis.units]))
+        return finding and replace(finding, notes=[*finding.notes, (
+            f"a trace alone: the tracer's own cost could be up to {tracer_ms:.2f} ms a step (host events a step x "
+            "the most a host event was measured to cost, analyze/tracer_cost.py); it is in the share's spread, "
+            "and `scaldiag profile` measures it instead")])
+
+
+def _tracer_pct(unit: UnitAnalysis, tracer_ms: float) -> float:
+    """The most the tracer could have cost as a share of the unit's traced step, in %."""
+    step_ms = unit.step_time_ms.mean
+    return min(100.0, 100 * tracer_ms / step_ms) if step_ms > 0 else 0.0
 
 
 def _widened(unit: UnitAnalysis, noise_pct: float) -> UnitAnalysis:
