@@ -9,3 +9,9 @@ class ScaldiagError(Exception):
 
 class TraceError(ScaldiagError):
     """A trace file or logdir that cannot be read as an XPlane profile."""
+
+
+# What decoding or analysing a hostile trace can raise besides TraceError. Under a run the trace is
+# evidence among others: where it raises one of these the run reports without it, naming the gap.
+TRACE_FAILURES = (TraceError, ValueError, TypeError, KeyError, IndexError, ArithmeticError, MemoryError,
+                  RecursionError)

@@ -9,9 +9,8 @@ from pathlib import Path
 
 from scaldiag.analyze.timeline import RunTimeline, run_timeline
 from scaldiag.commands.output import add_verbose, emit, write_text
-from scaldiag.errors import ScaldiagError, TraceError
-from scaldiag.pipeline import diagnose
-from scaldiag.readers import read_trace
+from scaldiag.errors import TRACE_FAILURES, ScaldiagError
+from scaldiag.pipeline import diagnose, read_trace
 from scaldiag.record.reader import read_record
 from scaldiag.record.rundir import TRACE_DIR
 from scaldiag.render import VIEW_FORMATS, write
@@ -81,12 +80,13 @@ def report_views(path: Path, report: RunReport | SweepReport, fmt: str) -> dict:
 
 def timeline(run_dir: Path, label: str, report: RunReport, with_trace: bool) -> RunTimeline:
     record = read_record(run_dir)
-    trace = None
-    if with_trace and (run_dir / TRACE_DIR).exists():
-        try:
-            trace = read_trace(run_dir / TRACE_DIR)[1]
-        except TraceError:
-            trace = None  # the report already names the gap
     steps = report.analysis.steps
-    return run_timeline(label, record.steps, record.gpu_samples, record.host_samples,
-                        steps.window_ns if steps else None, trace)
+    window = steps.window_ns if steps else None
+    # A trace the report went without (its gap is named there) is not read again.
+    if with_trace and report.trace_report is not None and (run_dir / TRACE_DIR).exists():
+        try:
+            return run_timeline(label, record.steps, record.gpu_samples, record.host_samples, window,
+                                read_trace(run_dir / TRACE_DIR)[1])
+        except TRACE_FAILURES:
+            pass  # as the report: the samples and steps without the trace
+    return run_timeline(label, record.steps, record.gpu_samples, record.host_samples, window)
