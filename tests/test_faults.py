@@ -155,6 +155,19 @@ def test_an_output_directory_under_a_file_runs_the_script_without_capture(tmp_pa
     assert "cannot create a run directory" in line and "without capture" in line
 
 
+def test_an_unusable_out_under_nproc_per_node_still_runs_torchrun(tmp_path):
+    """The fallback is the same launch without capture: a DDP script needs torchrun's RANK (issue 22, item 8)."""
+    pytest.importorskip("torch")
+    path = script(tmp_path, "import os; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], flush=True)")
+    (tmp_path / "afile").write_text("")
+    result = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "--nproc-per-node", "2",
+                             "--out", str(tmp_path / "afile" / "runs"), str(path)],
+                            env=ENV, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["rank 0 of 2", "rank 1 of 2"]
+    assert "running the script without capture" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_a_disk_filling_mid_run_never_changes_the_exit_code(tmp_path):
     source = "import time, sys\nprint('ran', flush=True)\ntime.sleep(2.5)\nsys.exit(3)\n"
     path = script(tmp_path, source)

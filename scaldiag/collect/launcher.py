@@ -42,6 +42,15 @@ DEATH_SIGNAL = signal.SIGTERM
 FORWARD_COALESCE_S = 1.0
 
 
+def uncaptured_command(script: str, script_args: list[str], nproc_per_node: int | None = None) -> list[str]:
+    """The launch ``profile`` would have made, without capture: ``python SCRIPT ARGS``, or under
+    ``--nproc-per-node N`` the same ``torchrun --standalone`` (a DDP script needs RANK and its peers)."""
+    if nproc_per_node:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}",
+                script, *script_args]
+    return [sys.executable, script, *script_args]
+
+
 def launch(run_dir: Path, script: str, script_args: list[str], nvml=None, env: dict | None = None,
            stdout: int | None = None, progress_every_s: float | None = None) -> int:
     """Run ``python SCRIPT ARGS`` under capture; returns the script's exit code (negative: killed by signal).

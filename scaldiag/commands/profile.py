@@ -9,7 +9,7 @@ from pathlib import Path
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV
 from scaldiag.collect.frameworks.torch_hooks import TORCHRUN_ENV
-from scaldiag.collect.launcher import launch
+from scaldiag.collect.launcher import launch, uncaptured_command
 from scaldiag.collect.session import new_run_dir
 from scaldiag.collect.sweep import gpus_for, sweep
 from scaldiag.commands.output import add_verbose, emit
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         run_dir = new_run_dir(args.out, script.stem)
     except (OSError, RuntimeError) as exc:
-        _run_without_capture(args.out, exc, script, script_args)
+        _run_without_capture(args.out, exc, uncaptured_command(str(script), script_args, args.nproc_per_node))
     code = launch(run_dir, str(script), script_args, stdout=_script_stdout(args), progress_every_s=_progress(args))
     if not args.quiet:
         print(f"\nscaldiag: the script ended ({exit_text(code)}); analysing the run...", file=sys.stderr, flush=True)
@@ -117,13 +117,15 @@ def exit_status(code: int) -> int:
     return code if code >= 0 else 128 - code
 
 
-def _run_without_capture(out: str, exc: Exception, script: Path, script_args: list[str]) -> None:
-    """The run directory cannot be made: say so once, and become ``python SCRIPT ARGS`` itself."""
+def _run_without_capture(out: str, exc: Exception, command: list[str]) -> None:
+    """The run directory cannot be made: say so once, and become the same launch without capture
+    (``python SCRIPT ARGS``, or ``torchrun`` under ``--nproc-per-node``)."""
     reason = getattr(exc, "strerror", None) or str(exc)
     print(f"scaldiag: cannot create a run directory under {out} ({reason}); running the script without capture, "
           "nothing is recorded", file=sys.stderr, flush=True)
     sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, str(script), *script_args])
+    os.environ.pop(TORCHRUN_ENV, None)  # no bootstrap runs to read it
+    os.execv(command[0], command)
 
 
 def _report(make, args) -> None:
