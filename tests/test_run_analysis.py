@@ -232,3 +232,25 @@ def test_a_host_sample_row_with_another_number_of_cores_is_left_out():
     rows = [{"t_ns": k, **row} for k in range(5)] + [{"t_ns": 5, **row, "core_pct": [50.0, 60.0, 0.0]}]
     summary = host_summary(rows, None)
     assert summary.cores == 2 and summary.samples == 5 and summary.core_pct_mean == 55.0
+
+
+def test_the_device_clock_sets_the_mean_too():
+    rows = steps([2] * 10)
+    from scaldiag.analyze import runsteps
+    from scaldiag.analyze.run import _step_stats
+
+    found = runsteps.periods(rows, {"warmup_steps": 0}, (), runsteps.device_times([{"step": 0, "device_ms": [9.0] * 10}]))
+    s = _step_stats(found, {"global_batch": 9})
+    assert s.clock == "device" and s.step_time_ms.mean == pytest.approx(9.0)
+    assert s.samples_per_s == pytest.approx(1000.0)
+
+
+def test_epochs_that_differ_widen_the_interval():
+    """Three epochs at 10, 10 and 13 ms a step (the machine got busy): the per-step interval is narrow, the
+    epochs' own means are not; the interval is the wider."""
+    periods = [10] * 20 + [10] * 20 + [13] * 20
+    rows = steps(periods, epochs={i: i // 20 for i in range(60)})
+    s = step_stats(rows, {"warmup_steps": 0})
+    means = np.array([10, 10, 13.0])
+    from scaldiag.analyze.stats import t95
+    assert s.step_time_ms.ci95 == pytest.approx(t95(2) * means.std(ddof=1) / np.sqrt(3), rel=1e-3)

@@ -16,7 +16,7 @@ from scaldiag.analyze import inflation, runsteps
 from scaldiag.analyze.accounting import Accounting, account
 from scaldiag.analyze.input_cost import InputCost, input_cost, with_input_cost
 from scaldiag.analyze.profile import ProfileAnalysis
-from scaldiag.analyze.stats import Summary
+from scaldiag.analyze.stats import Summary, t95
 from scaldiag.record.types import RunRecord
 
 # NVML clocks-event reasons (nvmlClocksEventReasons*, nvml.h): the bits that
@@ -36,7 +36,7 @@ class StepStats:
     samples_per_step: int | None
     samples_per_s: float | None
     samples_per_s_low: float | None  # from the 95% CI of the mean step time
-    samples_per_s_high: float | None
+    samples_per_s_high: float | None  # None with a low end: no upper bound at 95%
     window_ns: tuple[int, int]       # first steady begin, last steady end
     traced_step_ms: float | None = None  # mean period inside the profiler window (it slows steps)
     profiler_inflation: float | None = None  # traced_step_ms / the steady step time; None: not measurable
@@ -131,15 +131,17 @@ def _step_stats(found: list[runsteps.Period], training: dict) -> StepStats | Non
             excluded.setdefault(p.kind, []).extend(range(p.first_batch, p.first_batch + p.batches))
     per_batch_ms = np.array([p.ns_per_batch for p in steady]) / 1e6
     # The mean is total time over total batches: a stopwatch around the steady steps.
-    mean_ms = sum(p.end_ns - p.begin_ns for p in steady) / sum(p.batches for p in steady) / 1e6
+    mean_ms = sum(p.duration_ns for p in steady) / sum(p.batches for p in steady) / 1e6
     time_ms = replace(Summary.of(per_batch_ms), mean=mean_ms)
+    time_ms = replace(time_ms, ci95=max(time_ms.ci95, _between_epochs_ci95(steady)))
     per_step = _samples_per_step(training)
     rate = low = high = None
     if per_step:
         rate = per_step / (time_ms.mean / 1e3)
         if math.isfinite(time_ms.ci95):
-            high = per_step / (max(time_ms.mean - time_ms.ci95, 1e-9) / 1e3)
             low = per_step / ((time_ms.mean + time_ms.ci95) / 1e3)
+            # An interval reaching a step of zero bounds the rate from below only: no upper end.
+            high = per_step / ((time_ms.mean - time_ms.ci95) / 1e3) if time_ms.ci95 < time_ms.mean else None
     traced_ms = _traced_ms(found)
     inflation, note = _inflation(traced_ms, time_ms.mean)
     median = float(np.median(per_batch_ms))
@@ -150,6 +152,26 @@ def _step_stats(found: list[runsteps.Period], training: dict) -> StepStats | Non
                      epoch_end_steps=sum(p.batches for p in steady if p.ends_epoch),
                      clock="device" if all(p.device_ns is not None for p in steady) else "host",
                      outliers=[p.first_batch for p in steady if p.ns_per_batch / 1e6 > OUTLIER_FACTOR * median])
+
+
+# Epochs with steady steps needed for their spread to say something (two give a t of 12.7).
+MIN_EPOCHS_FOR_SPREAD = 3
+
+
+def _between_epochs_ci95(steady: list[runsteps.Period]) -> float:
+    """The 95% half-width of the mean step from the epochs' own means, where there are enough epochs.
+
+    Each epoch ends at a synchronisation, so its steady mean is a stopwatch of its own; epoch-to-epoch
+    change (the machine's load, a slower epoch) is spread the per-step interval does not see."""
+    epochs: dict[int, list[int]] = {}
+    for p in steady:
+        totals = epochs.setdefault(p.epoch, [0, 0])
+        totals[0] += p.duration_ns
+        totals[1] += p.batches
+    means = np.array([ns / batches for ns, batches in epochs.values()]) / 1e6
+    if len(means) < MIN_EPOCHS_FOR_SPREAD:
+        return 0.0
+    return float(t95(len(means) - 1) * means.std(ddof=1) / math.sqrt(len(means)))
 
 
 def _traced_ms(found: list[runsteps.Period]) -> float | None:

@@ -130,11 +130,18 @@ def _steps_table(a: RunAnalysis) -> Table:
     for col in ("step time ms (mean ±95%)", "p50", "p90", "stdev", "samples/s", "excluded"):
         table.add_column(col, justify="left" if col == "excluded" else "right")
     rate = "unknown: global batch unknown (--global-batch N)" if s.samples_per_s is None else (
-        f"{s.samples_per_s:,.0f}" + (f"\n[{s.samples_per_s_low:,.0f}-{s.samples_per_s_high:,.0f}]"
-                                     if s.samples_per_s_low else ""))
+        f"{s.samples_per_s:,.0f}" + _rate_interval(s))
     excluded = "; ".join(f"{reason}: {len(steps)}" for reason, steps in s.excluded.items()) or "none"
     add_row(table, f"{t.mean:.3f} ±{t.ci95:.3f}", f"{t.p50:.3f}", f"{t.p90:.3f}", f"{t.stdev:.3f}", rate, excluded)
     return table
+
+
+def _rate_interval(s) -> str:
+    if not s.samples_per_s_low:
+        return ""
+    if s.samples_per_s_high is None:
+        return f"\n[{s.samples_per_s_low:,.0f} or more]"
+    return f"\n[{s.samples_per_s_low:,.0f}-{s.samples_per_s_high:,.0f}]"
 
 
 def _gpu_tables(a: RunAnalysis) -> list[Table]:
