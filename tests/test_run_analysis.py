@@ -254,3 +254,27 @@ def test_epochs_that_differ_widen_the_interval():
     means = np.array([10, 10, 13.0])
     from scaldiag.analyze.stats import t95
     assert s.step_time_ms.ci95 == pytest.approx(t95(2) * means.std(ddof=1) / np.sqrt(3), rel=1e-3)
+
+
+def test_whole_epochs_are_timed_as_keras_prints_them():
+    """Four epochs of 10 steps at 2 ms, each with 5 ms of iterator start before its first step and 20 ms of
+    validation after its last: Keras's verbose=2 ms/step is (5 + 20 + 20) / 10 = 4.5 ms, the steady step 2 ms."""
+    from scaldiag.analyze import runsteps
+    from scaldiag.analyze.epochs import epoch_stats
+
+    rows, marks, t = [], [], 0
+    for epoch in range(4):
+        marks.append({"mark": "epoch_begin", "t_ns": t, "epoch": epoch})
+        t += 5 * MS
+        for i in range(10):
+            rows.append({"step": 10 * epoch + i, "epoch": epoch, "begin_ns": t, "end_ns": t + 2 * MS})
+            t += 2 * MS
+        marks += [{"mark": "test_begin", "t_ns": t}, {"mark": "test_end", "t_ns": t + 20 * MS}]
+        t += 20 * MS
+        marks.append({"mark": "epoch_end", "t_ns": t, "epoch": epoch})
+    found = runsteps.periods(rows, {"warmup_steps": 0}, marks)
+    e = epoch_stats(found, marks)
+    assert e.compared == [2, 3] and e.ms_per_step == pytest.approx(4.5)
+    assert e.ms_per_step_after_first == pytest.approx((18 + 20) / 9)  # from the first step's end
+    assert e.validation_s_per_epoch == pytest.approx(0.02)
+    assert step_stats(rows, {"warmup_steps": 0}, marks).step_time_ms.mean == pytest.approx(2.0)

@@ -14,6 +14,7 @@ import numpy as np
 
 from scaldiag.analyze import inflation, runsteps
 from scaldiag.analyze.accounting import Accounting, account
+from scaldiag.analyze.epochs import EpochStats, epoch_stats
 from scaldiag.analyze.input_cost import InputCost, input_cost, with_input_cost
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.stats import Summary, t95
@@ -89,6 +90,7 @@ class RunAnalysis:
     accounting: Accounting | None = None
     ranks: dict[int, StepStats] = field(default_factory=dict)  # every rank's steady steps, rank 0 included
     input_cost: InputCost | None = None  # the steady step against the input-free step (analyze/input_cost.py)
+    epochs: EpochStats | None = None  # whole epochs as Keras's progress bar times them (analyze/epochs.py)
 
 
 # One rank's steady step this much slower than the fastest rank's, beyond both intervals, is named
@@ -304,6 +306,7 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
                        gpus=gpu_summaries(record.gpu_samples, record.inventory, window, training_ns),
                        host=host_summary(record.host_samples, window), trace=trace, missing=missing,
                        accounting=account(record.run, record.marks, found), input_cost=cost,
+                       epochs=epoch_stats(found, record.marks),
                        ranks={0: steps, **{r: _record_steps(rec) for r, rec in other_ranks.items()}} if other_ranks else {})
 
 

@@ -99,6 +99,15 @@ def _steps(steps) -> dict | None:
     return {**_pick(steps, _STEPS[:3]), "step_time_ms": _pick(steps.step_time_ms, _SUMMARY), **_pick(steps, _STEPS[3:])}
 
 
+def _epochs(e) -> dict | None:
+    """Whole epochs as Keras's progress bar times them (analyze/epochs.py)."""
+    if e is None:
+        return None
+    return {"count": len(e.epochs), "compared": e.compared, "ms_per_step": e.ms_per_step,
+            "ms_per_step_ci95": e.ms_per_step_ci95, "ms_per_step_after_first": e.ms_per_step_after_first,
+            "validation_s_per_epoch": e.validation_s_per_epoch}
+
+
 def run_dict(report: RunReport) -> dict:
     a = report.analysis
     steps = _steps(a.steps)
@@ -112,6 +121,7 @@ def run_dict(report: RunReport) -> dict:
         "training": a.training,
         "inventory": a.inventory,
         "steps": steps,
+        "epochs": _epochs(a.epochs),
         "input_cost": _pick(a.input_cost, _INPUT_COST) if a.input_cost else None,
         "gpus": [_pick(g, _GPU) for g in a.gpus],
         "host": _pick(a.host, _HOST) if a.host else None,

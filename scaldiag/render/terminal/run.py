@@ -39,6 +39,8 @@ def render(report: RunReport, console: Console, framework: str | None = None) ->
             console.print(text(f"{a.steps.epoch_end_steps} steady step(s) end an epoch and hold the device's catch-up "
                                "(asynchronous dispatch): the mean is a stopwatch around the steady steps",
                                style="dim"))
+        if a.epochs is not None:
+            console.print(text(_epochs_line(a), style="dim"))
         if a.steps.clock == "device":
             console.print(text("step times from the device's clock (CUDA events at each step's boundary): "
                                "the host queues work ahead of the device", style="dim"))
@@ -134,6 +136,20 @@ def _steps_table(a: RunAnalysis) -> Table:
     excluded = "; ".join(f"{reason}: {len(steps)}" for reason, steps in s.excluded.items()) or "none"
     add_row(table, f"{t.mean:.3f} ±{t.ci95:.3f}", f"{t.p50:.3f}", f"{t.p90:.3f}", f"{t.stdev:.3f}", rate, excluded)
     return table
+
+
+def _epochs_line(a: RunAnalysis) -> str:
+    """The whole-epoch clock beside the steady one: how Keras's ms/step differs, and by what."""
+    e = a.epochs
+    which = f"epoch {e.compared[0] + 1}" if len(e.compared) == 1 else f"epochs {e.compared[0] + 1}-{e.compared[-1] + 1}"
+    line = (f"whole epochs ({which}): {e.ms_per_step:.3f} ms a step from each epoch's begin to its end, "
+            f"as Keras's ms/step counts with verbose=2")
+    if e.ms_per_step_after_first is not None:
+        line += f" ({e.ms_per_step_after_first:.3f} ms after each epoch's first step, as verbose=1 counts)"
+    line += "; the steady step leaves out the epoch's edges"
+    if e.validation_s_per_epoch >= 0.0005:
+        line += f" and validation ({e.validation_s_per_epoch:.2f} s an epoch)"
+    return line
 
 
 def _rate_interval(s) -> str:

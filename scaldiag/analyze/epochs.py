@@ -1,0 +1,104 @@
+"""Whole epochs, as Keras's progress bar times them: from an epoch's begin to its end.
+
+The steady step time leaves out what is not a training step (an epoch's
+iterator starting, validation, epoch-end callbacks: analyze/runsteps.py). The
+clock users read in Keras's output counts them: its ``ms/step`` is the time
+from the epoch's ``on_epoch_begin`` to its ``on_epoch_end`` (after
+validation) over the epoch's steps, with ``verbose=2``; with ``verbose=1``
+(Keras's "auto") it starts after the epoch's first step
+(keras/src/utils/progbar.py, bench/clock/README.md). Both are given here, so
+a report can say how the two clocks differ and by what: an epoch's edges and
+validation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from scaldiag.analyze.runsteps import Period
+from scaldiag.analyze.stats import t95
+
+# Keras's own figure is read from the third epoch on (the first compiles, the second may recompile).
+FIRST_EPOCH_COMPARED = 2
+
+
+@dataclass(frozen=True)
+class Epoch:
+    epoch: int
+    begin_ns: int
+    end_ns: int
+    batches: int
+    first_step_end_ns: int  # where Keras's verbose=1 clock starts
+    validation_ns: int
+
+    @property
+    def ms_per_step(self) -> float:
+        return (self.end_ns - self.begin_ns) / self.batches / 1e6
+
+    @property
+    def ms_per_step_after_first(self) -> float | None:
+        if self.batches < 2:
+            return None
+        return (self.end_ns - self.first_step_end_ns) / (self.batches - 1) / 1e6
+
+
+@dataclass(frozen=True)
+class EpochStats:
+    epochs: list[Epoch]          # every whole epoch recorded
+    compared: list[int]          # the epochs in the figures below (the third on, where there are such)
+    ms_per_step: float           # mean over ``compared``: Keras's verbose=2 ms/step
+    ms_per_step_ci95: float      # t-interval over those epochs (nan with one)
+    ms_per_step_after_first: float | None  # Keras's verbose=1 ms/step
+    validation_s_per_epoch: float
+
+
+def epoch_stats(found: list[Period], marks: list[dict]) -> EpochStats | None:
+    """Whole epochs (an ``epoch_begin`` and its ``epoch_end`` mark, with steps between), or None."""
+    epochs = [e for e in (_epoch(found, marks, begin, end) for begin, end in _spans(marks)) if e is not None]
+    if not epochs:
+        return None
+    later = [e for e in epochs if e.epoch >= FIRST_EPOCH_COMPARED]
+    chosen = later or epochs
+    per_step = np.array([e.ms_per_step for e in chosen])
+    after = [x for e in chosen if (x := e.ms_per_step_after_first) is not None]
+    ci = float(t95(len(per_step) - 1) * per_step.std(ddof=1) / math.sqrt(len(per_step))) if len(per_step) > 1 \
+        else math.nan
+    return EpochStats(epochs=epochs, compared=[e.epoch for e in chosen], ms_per_step=float(per_step.mean()),
+                      ms_per_step_ci95=ci, ms_per_step_after_first=float(np.mean(after)) if after else None,
+                      validation_s_per_epoch=float(np.mean([e.validation_ns for e in chosen])) / 1e9)
+
+
+def _spans(marks: list[dict]) -> list[tuple[dict, dict]]:
+    """(epoch_begin, epoch_end) mark pairs of the same epoch, in order."""
+    out, opened = [], None
+    for m in marks:
+        if m.get("mark") == "epoch_begin":
+            opened = m
+        elif m.get("mark") == "epoch_end" and opened is not None and m.get("epoch") == opened.get("epoch"):
+            out.append((opened, m))
+            opened = None
+    return out
+
+
+def _epoch(found: list[Period], marks: list[dict], begin: dict, end: dict) -> Epoch | None:
+    inside = [p for p in found if begin["t_ns"] <= p.begin_ns < end["t_ns"]]
+    if not inside:
+        return None
+    validation = sum(max(0, min(b, end["t_ns"]) - max(a, begin["t_ns"]))
+                     for a, b in _pairs(marks, "test_begin", "test_end"))
+    return Epoch(epoch=int(begin.get("epoch") or 0), begin_ns=begin["t_ns"], end_ns=end["t_ns"],
+                 batches=sum(p.batches for p in inside), first_step_end_ns=inside[0].end_ns, validation_ns=validation)
+
+
+def _pairs(marks: list[dict], first: str, second: str) -> list[tuple[int, int]]:
+    out, opened = [], None
+    for m in marks:
+        if m.get("mark") == first:
+            opened = m["t_ns"]
+        elif m.get("mark") == second and opened is not None:
+            out.append((opened, m["t_ns"]))
+            opened = None
+    return out
