@@ -263,6 +263,9 @@ def _scaldiag_side(rep: dict | None) -> dict:
            "step_time_mean_ms": (st.get("step_time_ms") or {}).get("mean"),
            "profiler_inflation": st.get("profiler_inflation"),
            "excluded": {k: len(v) for k, v in (st.get("excluded") or {}).items()}}
+    epochs = rep.get("epochs") or {}
+    out["epochs_ms_per_step"] = {2: epochs.get("ms_per_step"), 1: epochs.get("ms_per_step_after_first")}
+    out["epochs_compared"] = epochs.get("compared")
     if sps and per:
         out["ms_per_step"] = 1000.0 * per / sps
     elif out["step_time_mean_ms"]:
@@ -292,6 +295,17 @@ def run_entry(entry: dict, machine: str, timeout: float, keep: Path) -> dict:
     batch = entry.get(f"batch_{machine}", entry.get("batch"))
     row["batch"] = batch
     c, s = row["clock"].get("ms_per_step"), row["scaldiag"].get("ms_per_step")
+    row["scope"] = "steady steps"
+    if entry["clock"]["kind"] == "keras_progbar" and s:
+        # Keras's ms/step times whole epochs (validation and the epoch's edges in): compare it with
+        # scaldiag's whole-epoch figure of the same scope (analyze/epochs.py), the steady one beside it.
+        verbose = int(entry.get("keras_verbose", 1))  # fit's verbose="auto" is 1
+        whole = row["scaldiag"]["epochs_ms_per_step"].get(verbose)
+        row["steady_error_pct"] = 100.0 * (c / s - 1.0) if c else None
+        row["scope"] = f"whole epochs (Keras verbose={verbose})"
+        s = row["scaldiag"]["ms_per_step_compared"] = whole
+    else:
+        row["scaldiag"]["ms_per_step_compared"] = s
     if c and s:
         row["clock"]["samples_per_s"] = 1000.0 * batch / c
         row["scaldiag"]["samples_per_s_at_batch"] = 1000.0 * batch / s
@@ -329,18 +343,23 @@ def write(rows: list[dict], meta: dict, out_md: Path) -> None:
          + (", ".join(f"`{x.strip()}`" for x in meta["git_dirty"] if x.strip()) or "none"),
          f"- versions: {meta['versions']}",
          f"- median |error|: **{_fmt(meta['median_abs_error_pct'])}%**; within 5%: **{meta['within_5pct']}**", "",
-         "error = scaldiag's steady samples/s against the script's clock in samples/s (both at the "
-         "manifest's batch): positive means scaldiag reads faster than the script's clock. The "
+         "error = scaldiag's samples/s of the clock's scope against the script's clock in samples/s (both "
+         "at the manifest's batch): positive means scaldiag reads faster than the script's clock. Scope: "
+         "Keras's ms/step times whole epochs (from the epoch's begin, or its first step's end with verbose=1, "
+         "to its end after validation): it is compared with scaldiag's whole-epoch figure (report "
+         "`epochs`), and scaldiag's steady step is shown beside it; the other clocks time training steps "
+         "and are compared with the steady step. The "
          "Keras clock prints whole ms (or us) per step: `res` is half its last digit as a share; "
          "`line clock` is the same epochs timed by the arrival of Keras's epoch lines (epoch "
          "edges and validation included, as in Keras's own ms/step).", "",
-         "| script | source @ commit | framework | clock | script's ms/step | scaldiag ms/step | error | res "
+         "| script | source @ commit | framework | clock | scope | script's ms/step | scaldiag ms/step | error "
+         "| scaldiag steady ms/step (error) | res "
          "| line clock ms/step (error) | scaldiag steady/recorded, excluded | inflation |",
-         "|---|---|---|---|---|---|---|---|---|---|---|"]
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         src = f"{r['source']} `{r['path']}` @ {r['commit'][:10]}"
         if r.get("skipped"):
-            L.append(f"| {r['name']} | {src} | {r['framework']} | not run: {r['skipped']} | | | | | | | |")
+            L.append(f"| {r['name']} | {src} | {r['framework']} | not run: {r['skipped']} | | | | | | | | | |")
             continue
         c, s = r["clock"], r["scaldiag"]
         err = f"{r['error_pct']:+.1f}%" if "error_pct" in r else (c.get("error") or s.get("error") or "")
@@ -349,8 +368,11 @@ def write(rows: list[dict], meta: dict, out_md: Path) -> None:
         res = f"{c['resolution_pct']:.1f}%" if c.get("resolution_pct") else ""
         exc = ", ".join(f"{k} {v}" for k, v in (s.get("excluded") or {}).items())
         infl = s.get("profiler_inflation")
-        L.append(f"| {r['name']} | {src} | {r['framework']} | {c.get('what', '')} | {_fmt(c.get('ms_per_step'), 2)} | "
-                 f"{_fmt(s.get('ms_per_step'), 2)} | {err} | {res} | {lcs} | {s.get('steady')}/{s.get('recorded')}; {exc} | "
+        steady = (f"{_fmt(s.get('ms_per_step'), 2)} ({r['steady_error_pct']:+.1f}%)"
+                  if r.get("steady_error_pct") is not None else "")
+        L.append(f"| {r['name']} | {src} | {r['framework']} | {c.get('what', '')} | {r.get('scope', 'steady steps')} | "
+                 f"{_fmt(c.get('ms_per_step'), 2)} | {_fmt(s.get('ms_per_step_compared', s.get('ms_per_step')), 2)} | {err} | "
+                 f"{steady} | {res} | {lcs} | {s.get('steady')}/{s.get('recorded')}; {exc} | "
                  f"{_fmt(infl, 2) if isinstance(infl, (int, float)) else infl} |")
     L += ["", "Per run: exit code, wall time, arguments, notes.", ""]
     for r in rows:
