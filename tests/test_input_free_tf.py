@@ -41,6 +41,15 @@ def test_the_budget_is_3_s_or_5_percent_of_the_run_whichever_is_larger():
     assert input_free.budget_s(float("nan")) == 3.0
 
 
+def test_a_runs_budget_counts_from_its_start_in_run_json(tmp_path):
+    import json
+    import time
+
+    assert input_free.run_budget_s(tmp_path) == 3.0  # no run.json: the least budget
+    (tmp_path / "run.json").write_text(json.dumps({"started_ns": time.time_ns() - 1000 * 10**9}))
+    assert input_free.run_budget_s(tmp_path) == pytest.approx(50.0, abs=0.5)
+
+
 @pytest.mark.parametrize("steps_per_execution", [1, 4])
 def test_the_models_own_step_is_timed_within_the_budget_and_its_state_and_random_state_are_put_back(
         steps_per_execution):
@@ -58,7 +67,7 @@ def test_the_models_own_step_is_timed_within_the_budget_and_its_state_and_random
     assert result["method"] == "own_step"
     assert result["epochs_timed"] == input_free.TIMED_EPOCHS
     assert 0 < result["step_ms_min"] <= result["step_ms"] <= result["step_ms_max"]
-    assert result["steps_per_epoch"] >= input_free.MIN_STEPS and result["steps_per_epoch"] % steps_per_execution == 0
+    assert result["steps_per_epoch"] > 3 and result["steps_per_epoch"] % steps_per_execution == 0
     assert result["budget_s"] == input_free.BUDGET_S
     assert result["seconds"] <= input_free.BUDGET_S
     # The budget is used for timing, not left idle: the epochs add up to most of it.
@@ -73,14 +82,16 @@ def test_a_clone_compiles_once_and_its_epochs_share_what_is_left_of_the_budget(m
     assert result["method"] == "clone" and "clone" in result["source"]
     assert all(np.array_equal(a, b) for a, b in zip(before, _state(model)))
     assert result["epochs_timed"] == input_free.TIMED_EPOCHS
-    assert 0 < result["compile_s"] < result["seconds"] <= 6.0
+    assert 0 < result["compile_s"] < result["seconds"]
+    # Within the budget but for what cannot be cut short: dropping the clone (gc.collect) after the timing.
+    assert result["seconds"] <= 6.0 + 1.5
     assert 0 < result["step_ms_min"] <= result["step_ms"] <= result["step_ms_max"]
 
 
 def test_a_compile_that_leaves_no_room_in_the_budget_is_said_not_timed(monkeypatch):
     model, batch = _model()
     monkeypatch.setattr(input_free, "_own_step_applies", lambda model, backend: False)
-    # 40 ms steps need 0.48 s for three epochs of three steps; compiling the clone takes longer than 0.5 s here.
+    # 40 ms steps need 0.16 s for a warm-up and three epochs of one; compiling the clone takes over 0.5 s here.
     with pytest.raises(input_free.Skipped, match=r"compiling took .* of the 0.5 s budget"):
         input_free.measure(model, batch, "tensorflow", step_s=0.04, parameter_bytes=None, budget_s=0.5)
 
@@ -92,9 +103,9 @@ def test_once_per_process_a_missing_batch_a_huge_model_and_steps_too_long_for_th
     with pytest.raises(input_free.Skipped, match="MiB of parameters"):
         input_free.measure(model, batch, "tensorflow", 0.01, input_free.MAX_PARAMETER_BYTES + 1)
     with pytest.raises(input_free.Skipped, match="over the 3 s budget"):
-        input_free.measure(model, batch, "tensorflow", 0.5, None)
+        input_free.measure(model, batch, "tensorflow", 1.0, None)
     with pytest.raises(input_free.Skipped, match="over the 30 s budget"):
-        input_free.measure(model, batch, "tensorflow", 3.0, None, budget_s=input_free.budget_s(600))
+        input_free.measure(model, batch, "tensorflow", 10.0, None, budget_s=input_free.budget_s(600))
     input_free.measure(model, batch, "tensorflow", 0.002, None, budget_s=0.5)  # skips above did not count as one
     with pytest.raises(input_free.Skipped, match="once per process"):
         input_free.measure(model, batch, "tensorflow", 0.01, None)

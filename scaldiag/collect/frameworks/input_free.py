@@ -44,7 +44,7 @@ BUDGET_S = 3.0          # issue 27: the measurement costs at most 3 s or 5% of t
 BUDGET_FRACTION = 0.05
 TIMED_SECONDS = 1.0     # per timed epoch at most: more time buys no accuracy that was measured
 TIMED_EPOCHS = 3        # the median of three: one epoch disturbed by the machine does not decide
-MIN_STEPS, MAX_STEPS = 3, 1000
+MAX_STEPS = 1000      # per timed epoch: as before (a bound where the host runs ahead of the device)
 BUDGET_SPENT = 0.9      # of what is left after compiling, the share the timed epochs are sized to
 MIN_FIT_STEPS = 10      # a fit this short has too few steady steps to compare with
 _measured_in_this_process = False  # once: a script calling fit in a loop must not pay it every call
@@ -64,6 +64,16 @@ def budget_s(run_elapsed_s: float) -> float:
     """Seconds the measurement may take in a run that has lasted ``run_elapsed_s``: 3 s or 5%."""
     elapsed = run_elapsed_s if run_elapsed_s == run_elapsed_s and run_elapsed_s > 0 else 0.0
     return max(BUDGET_S, BUDGET_FRACTION * elapsed)
+
+
+def run_budget_s(run_dir) -> float:
+    """``budget_s`` of the run recorded in ``run_dir``, from its start (run.json's ``started_ns``: the launch
+    under ``scaldiag profile``, else the first fit) to now; 3 s when the start cannot be read."""
+    from scaldiag.record.rundir import read_json
+
+    started_ns = read_json(run_dir, "run.json").get("started_ns")
+    elapsed = (time.time_ns() - started_ns) / 1e9 if isinstance(started_ns, int) else 0.0
+    return budget_s(elapsed)
 
 
 def measure(model, batch, backend: str, step_s: float, parameter_bytes: int | None,
@@ -87,7 +97,7 @@ def measure(model, batch, backend: str, step_s: float, parameter_bytes: int | No
         raise Skipped(f"the model has {parameter_bytes / 2**20:.0f} MiB of parameters; a clone could exhaust memory")
     per_execution = keras_info.steps_per_execution(model)
     batch_s = step_s / per_execution  # Keras calls a batch hook once per execution of K batches
-    least_s = batch_s * _whole(MIN_STEPS, per_execution) * (TIMED_EPOCHS + 1)  # a compile or warm-up, then 3 epochs
+    least_s = batch_s * per_execution * (TIMED_EPOCHS + 1)  # a warm-up (or compile), then 3 epochs of one execution
     if least_s > budget_s:
         raise Skipped(f"steps of {batch_s:.2f} s: timing {TIMED_EPOCHS} epochs would take over the "
                       f"{budget_s:.0f} s budget")
@@ -133,13 +143,13 @@ class _Timing:
         """The compile (or warm-up) took ``seconds``: is there room left for the timed epochs?"""
         self.compile_s = seconds
         left = self.deadline - time.perf_counter()
-        if left < self.batch_s * _whole(MIN_STEPS, self.per_execution) * TIMED_EPOCHS:
+        if left < self.batch_s * self.per_execution * TIMED_EPOCHS:
             raise Skipped(f"compiling took {seconds:.1f} s of the {self.budget:.1f} s budget: "
                           "no time left to time the step")
 
     def next_epoch_s(self) -> float:
         """Seconds for the next epoch: the epochs left share what is left of the budget, each at most
-        TIMED_SECONDS; 0 when the timing is done, or when what is left cannot hold MIN_STEPS steps."""
+        TIMED_SECONDS; 0 when the timing is done, or when what is left cannot hold one execution an epoch."""
         todo = TIMED_EPOCHS - len(self.epochs)
         if todo <= 0:
             return 0.0
@@ -148,7 +158,7 @@ class _Timing:
             self.batch_s = seconds / steps
         left = self.deadline - time.perf_counter()
         epoch_s = min(TIMED_SECONDS, BUDGET_SPENT * left / todo)
-        if epoch_s < self.batch_s * _whole(MIN_STEPS, self.per_execution):
+        if self.epochs and epoch_s < self.batch_s * self.per_execution:  # (training's step may overstate it)
             return 0.0
         return epoch_s
 
@@ -198,13 +208,14 @@ def _time_own_step(model, batch, keras, timing: _Timing) -> None:
         timing.compiled(time.perf_counter() - t0)
 
         while epoch_s := timing.next_epoch_s():
-            t0 = time.perf_counter()
-            end, steps = t0 + epoch_s, 0
-            # Steps until the epoch's time is up (not a count sized beforehand: the machine's speed
-            # changes under other work), at least MIN_STEPS, at most MAX_STEPS.
-            while steps < MAX_STEPS and (steps < MIN_STEPS or time.perf_counter() < end):
+            t0 = now = time.perf_counter()
+            end, steps, executions = t0 + epoch_s, 0, 0
+            # Steps while the next one fits in the epoch's time (not a count sized beforehand: the
+            # machine's speed changes under other work), at least one execution, at most MAX_STEPS.
+            while executions == 0 or (steps < MAX_STEPS and now + (now - t0) / executions <= end):
                 step(iterator)
-                steps += timing.per_execution
+                steps, executions = steps + timing.per_execution, executions + 1
+                now = time.perf_counter()
             counter.numpy()  # reads the last step's update: waits for the device
             timing.add(time.perf_counter() - t0, steps)
     except Skipped:
@@ -291,8 +302,9 @@ def _forever(data):
 
 def _epoch_timer(keras, epoch_s: float, per_execution: int):
     """A callback timing one epoch, from its beginning to Keras's epoch-end synchronisation, that ends
-    the epoch once ``epoch_s`` has passed (after MIN_STEPS steps): at a batch's beginning, which Keras
-    calls without waiting for the device (no batch end: that would read the logs every step)."""
+    the epoch with the last execution that fits in ``epoch_s`` (at least one): decided at a batch's
+    beginning, which Keras calls without waiting for the device (no batch end: that would read the logs
+    every step)."""
     class EpochTimer(keras.callbacks.Callback):
         epoch_s, steps = 0.0, 0
 
@@ -301,8 +313,10 @@ def _epoch_timer(keras, epoch_s: float, per_execution: int):
             self._end = self._t0 + epoch_s
 
         def on_train_batch_begin(self, batch, logs=None):
+            done = self.steps // per_execution
             self.steps += per_execution  # the execution this hook begins runs, stopped or not
-            if self.steps >= MIN_STEPS and time.perf_counter() >= self._end:
+            now = time.perf_counter()
+            if done and now + 2 * (now - self._t0) / done > self._end:  # this one, and one more, would not fit
                 self.model.stop_training = True
 
         def on_epoch_end(self, epoch, logs=None):  # Keras has synchronised with the device here
