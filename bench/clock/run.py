@@ -232,10 +232,17 @@ def _meter_avg(segments, spec) -> dict:
 
 def _line_times(segments, spec) -> dict:
     rx = re.compile(spec["regex"])
-    hits = []
+    hits, last_n = [], None
     for t, text, term in segments:
         m = rx.search(text)
         if m and term == "\n":
+            n = m.groupdict().get("n")
+            if spec.get("first_run_only") and n is not None:
+                # a script that trains twice (a second model, a second loop) restarts its counter:
+                # only the first run's lines are the clock
+                if last_n is not None and int(n) <= last_n:
+                    break
+                last_n = int(n)
             steps = int(m.groupdict().get("steps") or spec.get("steps_per_line", 1))
             hits.append((t, steps))
     hits = hits[spec.get("skip", 2):]
