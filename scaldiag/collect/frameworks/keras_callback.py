@@ -253,7 +253,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
                 raise input_free.Skipped(f"this fit ran {len(periods) + 1} steps: too few to compare with")
             step_s = periods[len(periods) // 2]
             result = input_free.measure(self.model, self._a_batch(), keras_info.backend(), step_s,
-                                        keras_info.parameter_bytes(self.model))
+                                        keras_info.parameter_bytes(self.model),
+                                        budget_s=input_free.run_budget_s(self.session.run_dir))
             self.session.describe(input_free=result)
         except input_free.Skipped as skipped:
             self.session.describe(input_free_skipped=str(skipped))
