@@ -37,6 +37,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 KERAS_FINAL = re.compile(
     r"^\s*(?P<cur>\d+)/(?P<tot>\d+) \S* ?(?P<elapsed>\d+)s (?P<t>[\d.]+)(?P<u>us|ms|s)/step")
 UNIT_MS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+COARSE_PCT = 2.5  # Keras's printed ms/step rounded by more than this: timed by its lines' arrival instead
 RUNNING: list[subprocess.Popen] = []  # the scaldiag run in flight (its own session), for an interrupted runner
 
 
@@ -184,6 +185,7 @@ def _keras_clock(segments, spec) -> dict:
             ms = float(m.group("t")) * UNIT_MS[m.group("u")]
             epochs[epoch] = {"ms_per_step": ms, "steps": int(m.group("tot")), "t": t,
                              "resolution_ms": 0.5 * UNIT_MS[m.group("u")]}
+            epoch = 0  # the epoch's own line only: a later evaluate() prints a bar of the same shape
     steady = [e for e in sorted(epochs) if e >= spec.get("min_epoch", 3)]
     if not steady:
         return {"error": f"no Keras epoch line at epoch >= {spec.get('min_epoch', 3)} (epochs seen: {sorted(epochs)})"}
@@ -191,7 +193,7 @@ def _keras_clock(segments, spec) -> dict:
     res = statistics.fmean(epochs[e]["resolution_ms"] for e in steady)
     # Arrival-time clock: from the previous epoch's final line to this one's, over its steps.
     wall = [(epochs[e]["t"] - epochs[e - 1]["t"]) * 1000 / epochs[e]["steps"] for e in steady if e - 1 in epochs]
-    return {"ms_per_step": ms, "epochs": steady, "per_epoch": [epochs[e]["ms_per_step"] for e in steady],
+    return {"ms_per_step": ms, "printed_ms": ms, "epochs": steady, "per_epoch": [epochs[e]["ms_per_step"] for e in steady],
             "resolution_pct": 100 * res / ms if ms else None,
             "line_ms_per_step": statistics.fmean(wall) if wall else None,
             "what": "Keras ms/step of epochs " + ",".join(map(str, steady))}
@@ -297,20 +299,66 @@ def run_entry(entry: dict, machine: str, timeout: float, keep: Path) -> dict:
     res = _run(entry, machine, work, timeout)
     row.update(rc=res["rc"], wall_s=round(res["wall_s"], 1), stopped=res["stopped"], work=str(work),
                args=entry.get(f"args_{machine}", entry.get("args", [])))
+    return _compare(entry, machine, row, res)
+
+
+def reanalyze(saved: Path, work_root: Path) -> None:
+    """The saved table's runs compared again with the current analysis: each script's arrival-timed
+    stdout (stdout_times.jsonl) and run directory, kept under ``work_root/<name>`` (a GPU run's
+    clock_runs.tgz, unpacked). Writes ``<saved stem>_reanalyzed.md|json`` beside it."""
+    data = json.loads(saved.read_text())
+    manifest = {e["name"]: e for e in tomllib.loads((HERE / "manifest.toml").read_text())["script"]}
+    rows = []
+    for row in data["rows"]:
+        work = work_root / row["name"]
+        if row.get("skipped") or row["name"] not in manifest or not (work / "stdout_times.jsonl").exists():
+            rows.append(row)
+            continue
+        segments = [(r["t"], r["text"], "\n") for r in map(json.loads, (work / "stdout_times.jsonl").read_text().splitlines())]
+        dirs = sorted(p for p in (work / "runs").glob("*") if p.is_dir())
+        out = subprocess.run([*_scaldiag_cmd(), "report", str(dirs[-1]), "--format", "json", "-o", "-"],
+                             capture_output=True, text=True) if dirs else None
+        report = json.loads(out.stdout) if out is not None and out.returncode == 0 else None
+        base = {k: v for k, v in row.items() if k not in ("clock", "scaldiag", "error_pct", "steady_error_pct",
+                                                           "error_vs_line_clock_pct", "scope")}
+        rows.append(_compare(manifest[row["name"]], data["meta"]["machine"], base, {"segments": segments, "report": report}))
+    meta = {**data["meta"], "reanalyzed": f"the runs of {saved.name} reported again at git revision "
+            + subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+            + " (python bench/clock/run.py --reanalyze " + " ".join(sys.argv[2:]) + ")"}
+    write(rows, meta, saved.with_name(saved.stem + "_reanalyzed.md"))
+
+
+def _compare(entry: dict, machine: str, row: dict, res: dict) -> dict:
+    """The script's clock read from its output, scaldiag's figure of the same scope, and the error."""
     row["clock"] = CLOCKS[entry["clock"]["kind"]](res["segments"], entry["clock"])
     row["scaldiag"] = _scaldiag_side(res["report"])
     batch = entry.get(f"batch_{machine}", entry.get("batch"))
     row["batch"] = batch
     c, s = row["clock"].get("ms_per_step"), row["scaldiag"].get("ms_per_step")
     row["scope"] = "steady steps"
-    if entry["clock"]["kind"] == "keras_progbar" and s:
+    kind = entry["clock"]["kind"]
+    if kind == "keras_progbar" and s and c:
         # Keras's ms/step times whole epochs (validation and the epoch's edges in): compare it with
         # scaldiag's whole-epoch figure of the same scope (analyze/epochs.py), the steady one beside it.
         verbose = int(entry.get("keras_verbose", 1))  # fit's verbose="auto" is 1
-        whole = row["scaldiag"]["epochs_ms_per_step"].get(verbose)
-        row["steady_error_pct"] = 100.0 * (c / s - 1.0) if c else None
+        row["steady_error_pct"] = 100.0 * (c / s - 1.0)
         row["scope"] = f"whole epochs (Keras verbose={verbose})"
-        s = row["scaldiag"]["ms_per_step_compared"] = whole
+        line = row["clock"].get("line_ms_per_step")
+        if (row["clock"].get("resolution_pct") or 0) > COARSE_PCT and line:
+            # Keras prints whole ms (or us): at a few ms a step that is +-10-50%. The arrival of the same
+            # epochs' lines times the same epochs finely (from one epoch's end to the next: verbose=2's scope).
+            verbose, c = 2, line
+            row["clock"]["ms_per_step"] = line
+            row["clock"]["what"] += f" (printed {row['clock']['printed_ms']:.3g} ms: too coarse; timed by its lines' arrival)"
+            row["scope"] = "whole epochs (arrival of Keras's epoch lines)"
+            row["steady_error_pct"] = 100.0 * (c / s - 1.0)
+        s = row["scaldiag"]["ms_per_step_compared"] = row["scaldiag"]["epochs_ms_per_step"].get(verbose)
+    elif kind == "line_times" and row["scaldiag"]["epochs_ms_per_step"].get(2):
+        # The script prints no clock: its lines' arrival times whole epochs, edges in (a checkpoint save,
+        # the DataLoader's workers starting), as a stopwatch around its epochs would.
+        row["steady_error_pct"] = 100.0 * (c / s - 1.0) if c and s else None
+        row["scope"] = "whole epochs (the script prints no clock)"
+        s = row["scaldiag"]["ms_per_step_compared"] = row["scaldiag"]["epochs_ms_per_step"][2]
     else:
         row["scaldiag"]["ms_per_step_compared"] = s
     if c and s:
@@ -346,6 +394,7 @@ def write(rows: list[dict], meta: dict, out_md: Path) -> None:
     L = [f"# scaldiag against each script's own clock ({meta['machine']}, {meta['date']})", "",
          f"- machine: {meta['machine_desc']}", f"- command: `{meta['command']}`",
          f"- scaldiag git revision: `{meta['git_rev']}`",
+         *([f"- reanalyzed: {meta['reanalyzed']}"] if meta.get("reanalyzed") else []),
          "- uncommitted changes under scaldiag/ in the tree that ran: "
          + (", ".join(f"`{x.strip()}`" for x in meta["git_dirty"] if x.strip()) or "none"),
          f"- versions: {meta['versions']}",
@@ -425,7 +474,12 @@ def main() -> None:
     ap.add_argument("--out-dir", default=str(ROOT / "bench" / "results" / "clock"))
     ap.add_argument("--keep", default="/tmp/scaldiag_clock", help="working copies and run directories")
     ap.add_argument("--rewrite", default="", help="only write the .md again from this saved .json")
+    ap.add_argument("--reanalyze", nargs=2, metavar=("SAVED_JSON", "WORK_DIR"),
+                    help="compare a saved table's kept runs again with the current analysis (see reanalyze)")
     a = ap.parse_args()
+    if a.reanalyze:
+        reanalyze(Path(a.reanalyze[0]), Path(a.reanalyze[1]))
+        return
     if a.rewrite:
         rewrite(Path(a.rewrite))
         return

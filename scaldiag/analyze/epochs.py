@@ -4,7 +4,9 @@ The steady step time leaves out what is not a training step (an epoch's
 iterator starting, validation, epoch-end callbacks: analyze/runsteps.py). The
 clock users read in Keras's output counts them: its ``ms/step`` is the time
 from the epoch's ``on_epoch_begin`` to its ``on_epoch_end`` (after
-validation) over the epoch's steps, with ``verbose=2``; with ``verbose=1``
+validation) over the epoch's steps, with ``verbose=2``; here an epoch runs
+to the next epoch's begin (Keras: a millisecond later; PyTorch: after the
+script's own epoch-end work, such as a checkpoint save); with ``verbose=1``
 (Keras's "auto") it starts after the epoch's first step
 (keras/src/utils/progbar.py, bench/clock/README.md). Both are given here, so
 a report can say how the two clocks differ and by what: an epoch's edges and
@@ -72,14 +74,19 @@ def epoch_stats(found: list[Period], marks: list[dict]) -> EpochStats | None:
 
 
 def _spans(marks: list[dict]) -> list[tuple[dict, dict]]:
-    """(epoch_begin, epoch_end) mark pairs of the same epoch, in order."""
-    out, opened = [], None
+    """Each epoch's (begin, end) marks, in order: an ``epoch_begin`` to the next one, or to its own
+    ``epoch_end`` for the last. What a script does between its epochs (a checkpoint save after the
+    DataLoader ran out, in PyTorch) is its epoch's: a stopwatch around the epochs counts it."""
+    out, opened, ended = [], None, None
     for m in marks:
         if m.get("mark") == "epoch_begin":
-            opened = m
+            if opened is not None and ended is not None:
+                out.append((opened, {**m, "epoch": opened.get("epoch")}))
+            opened, ended = m, None
         elif m.get("mark") == "epoch_end" and opened is not None and m.get("epoch") == opened.get("epoch"):
-            out.append((opened, m))
-            opened = None
+            ended = m
+    if opened is not None and ended is not None:
+        out.append((opened, ended))
     return out
 
 
