@@ -24,7 +24,9 @@ What a step was comes from the framework, never from its duration
 *Epoch edges* (the time from an epoch's begin to its first step, and a
 step's time before an ``epoch_begin`` that falls inside it, as PyTorch's new
 DataLoader iterator does) are not any step's: the accounting counts them as
-epoch boundaries, and the steady clock never holds them.
+epoch boundaries, and the steady clock never holds them. So is evaluation
+inside a PyTorch step (``model.eval()`` to ``model.train()``, marked
+``test_begin``/``test_end``): the step begins at ``test_end``.
 
 Where the device was timed (``device_steps.jsonl``: CUDA events at each step
 boundary), a step's duration is the device's; its place on the run's
@@ -73,7 +75,8 @@ def periods(steps: list[dict], training: dict, marks: list[dict] = (),
     warmup = int(training.get("warmup_steps") or 0)
     per_execution = int(training.get("steps_per_execution") or 1)
     per_epoch = training.get("steps_per_epoch")
-    epoch_begins = np.array(sorted(m["t_ns"] for m in marks if m.get("mark") == "epoch_begin"), np.int64)
+    # Where a step's time stops being an edge: an epoch's begin, evaluation's end (PyTorch model.train()).
+    edges = np.array(sorted(m["t_ns"] for m in marks if m.get("mark") in ("epoch_begin", "test_end")), np.int64)
     compiles = compile_spans(marks)
     profiler = _profiler_spans(marks)
     device_ns = device_ns or {}
@@ -82,7 +85,7 @@ def periods(steps: list[dict], training: dict, marks: list[dict] = (),
         nxt = steps[i + 1] if i + 1 < len(steps) else None
         continues = nxt is not None and nxt["step"] == row["step"] + 1 and nxt.get("epoch") == row.get("epoch")
         end = max(nxt["begin_ns"] if continues else row["end_ns"], row["begin_ns"])
-        begin = _after_epoch_begin(row["begin_ns"], end, epoch_begins)
+        begin = _after_edge(row["begin_ns"], end, edges)
         batches = _batches(row, nxt if continues else None, per_execution, per_epoch)
         traced = bool(row.get("traced")) and (not continues or bool(nxt.get("traced")))
         # Profiler start and stop land in the periods next to the window: those are not steady either.
@@ -128,10 +131,11 @@ def _overlaps(begin: int, end: int, spans: tuple[np.ndarray, np.ndarray]) -> boo
     return k > 0 and bool((ends[:k] >= begin).any())
 
 
-def _after_epoch_begin(begin: int, end: int, epoch_begins: np.ndarray) -> int:
-    """The step's begin, moved past an epoch begin inside it: the time before is the epoch's edge."""
-    k = int(np.searchsorted(epoch_begins, end, side="left")) - 1
-    return int(epoch_begins[k]) if k >= 0 and begin < epoch_begins[k] < end else begin
+def _after_edge(begin: int, end: int, edges: np.ndarray) -> int:
+    """The step's begin, moved past the last edge inside it: the time before is the epoch's edge or
+    evaluation, not the step's."""
+    k = int(np.searchsorted(edges, end, side="left")) - 1
+    return int(edges[k]) if k >= 0 and begin < edges[k] < end else begin
 
 
 def _batches(row: dict, nxt: dict | None, per_execution: int, per_epoch: int | None) -> int:

@@ -142,6 +142,9 @@ def _on_module_import(module) -> None:
         capture.first_forward(inputs)
 
     handle = module.register_module_forward_pre_hook(first_forward)
+    from scaldiag.collect.frameworks.torch_modes import ModeMarks
+
+    ModeMarks(capture).wrap(module.Module)
 
 
 def finish() -> None:

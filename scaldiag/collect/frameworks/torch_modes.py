@@ -1,0 +1,81 @@
+"""Evaluation inside a PyTorch training loop, from the model's own mode switches.
+
+PyTorch steps run back to back (a step ends at ``optimizer.step()``, the
+next begins there), so a validation pass between two steps lands inside a
+step's period and read as a slow step. The framework says what it was: the
+script puts the model it trains in evaluation mode (``model.eval()``, i.e.
+``model.train(False)``) for it and back (``model.train()``) after. Those
+switches of a module that holds the followed optimizer's parameters are
+written as the same marks Keras's validation writes, ``test_begin`` and
+``test_end``: the accounting counts the time as validation, and the step
+that holds it begins at ``test_end`` (analyze/runsteps.py).
+
+Cost: ``Module.train`` is wrapped once; a call that does not change the
+root module's mode (scripts that call ``model.train()`` every step) costs a
+dict lookup; a change costs one walk over the module's parameters.
+"""
+
+from __future__ import annotations
+
+import functools
+
+
+class ModeMarks:
+    """Follows root ``Module.train(mode)`` calls and marks the followed model's switches."""
+
+    def __init__(self, capture):
+        self._capture = capture
+        self._depth = 0  # train() recurses into the children: only the outermost call is the script's
+        self._training: dict[int, bool] = {}  # id(module) -> its last mode seen
+        self._followed: dict[int, bool] = {}  # id(module) -> holds the optimizer's parameters
+        self._in_eval = False
+
+    def wrap(self, module_class) -> None:
+        original = module_class.train
+        if getattr(original, "_scaldiag", False):
+            return
+        marks = self
+
+        @functools.wraps(original)
+        def train(module, mode: bool = True):
+            if marks._depth:
+                return original(module, mode)
+            marks._depth += 1
+            try:
+                return original(module, mode)
+            finally:
+                marks._depth -= 1
+                marks.switched(module, bool(mode))
+
+        train._scaldiag = True
+        module_class.train = train
+
+    def switched(self, module, training: bool) -> None:
+        """A root ``train(mode)`` call returned (never raises: the script's call must not fail)."""
+        try:
+            key = id(module)
+            if self._training.get(key) == training:
+                return
+            self._training[key] = training
+            capture = self._capture
+            if capture.session is None or capture.failed or capture.finished or not self._holds_optimized(module):
+                return
+            recorder = capture.session.recorder
+            if not training and not self._in_eval:
+                self._in_eval = True
+                recorder.mark("test_begin", source="model.eval()")
+            elif training and self._in_eval:
+                self._in_eval = False
+                recorder.mark("test_end", source="model.train()")
+        except Exception:
+            pass
+
+    def _holds_optimized(self, module) -> bool:
+        key = id(module)
+        if key not in self._followed:
+            optimizer = self._capture.optimizer
+            if optimizer is None:
+                return False  # no optimizer followed yet: decide at a later switch
+            optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
+            self._followed[key] = any(id(p) in optimized for p in module.parameters())
+        return self._followed[key]
