@@ -19,6 +19,7 @@ profile() {  # label, extra env (VAR=V or -), kind args...
   python3 bench/accounting/compare.py "$OUT"/runs_"$label"/* "$OUT/$label.stopwatch.json" "$label" | tee -a "$OUT/compare.jsonl"
 }
 plain() {  # label, kind args...: the same script, no scaldiag
+  [ -n "${ACCOUNTING_QUICK:-}" ] && return  # ACCOUNTING_QUICK=1: the four kinds under scaldiag only
   label=$1; shift
   python3 bench/accounting/timed_train.py --out "$OUT/$label.plain.json" "$@" > "$OUT/$label.plain.txt" 2>&1
   echo "== $label plain: $(tail -n 1 "$OUT/$label.plain.txt")"
@@ -31,8 +32,12 @@ profile pydataset - --kind pydataset --epochs 4 --steps 30 --batch 256
 plain pydataset --kind pydataset --epochs 4 --steps 30 --batch 256
 profile dense - --kind dense --epochs 6 --steps 60 --batch 64
 plain dense --kind dense --epochs 6 --steps 60 --batch 64
+if [ -z "${ACCOUNTING_QUICK:-}" ]; then
 profile tiny_spe8 - --kind tiny --epochs 6 --steps 64 --batch 64 --spe 8
 profile convnet_tracer1 SCALDIAG_HOST_TRACER_LEVEL=1 --kind convnet --epochs 6 --steps 60 --batch 256
 profile tiny_tracer1 SCALDIAG_HOST_TRACER_LEVEL=1 --kind tiny --epochs 6 --steps 60 --batch 64
+fi
 cp "$OUT/compare.jsonl" "$FINAL_OUT/compare.jsonl"
-tar czf "$FINAL_OUT/gpu_accounting.tgz" -C /tmp gpu_accounting
+tar czf "$FINAL_OUT/gpu_accounting.tgz" --exclude='*.xplane.pb' --exclude='*.json.gz' -C /tmp gpu_accounting
+# The tiny run whole (its trace too): the README's excerpt and the golden report (fixtures/runs/h200_keras_jax_tiny)
+tar czf "$FINAL_OUT/tiny_run.tgz" -C /tmp/gpu_accounting runs_tiny

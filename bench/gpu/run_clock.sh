@@ -19,7 +19,7 @@ export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0 CUDA_DEVICE_ORDER=PCI_BUS_ID KE
   python3 -c "import torchvision; print('torchvision', torchvision.__version__)" || echo "no torchvision"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
-timeout -s INT -k 20 510 python3 bench/clock/run.py --machine gpu --timeout 100 \
+timeout -s INT -k 20 "${CLOCK_BUDGET_S:-510}" python3 bench/clock/run.py --machine gpu --timeout 100 \
   --machine-desc "one NVIDIA H200 (device tool nvidia-h200), Keras 3 on JAX, PyTorch; $(nproc) CPUs" \
   --out-dir "$OUT" --keep /tmp/gpu_clock/work
 echo "runner exit $?"
