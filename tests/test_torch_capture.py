@@ -165,3 +165,19 @@ def test_the_step_hooks_cost_one_call_a_step_and_a_failing_write_stops_capture_n
     assert "trained 12 failed step begin: OSError" in result.stdout
     assert "capture disabled, training continues" in result.stderr and "No space left" in result.stderr
     assert "No space left" in json.loads((run_dir / "training.json").read_text())["capture_error"]
+
+
+def test_a_symbolic_first_call_leaves_the_batch_unknown_and_raises_nothing():
+    """Keras on torch builds a model by calling its layers on a symbolic input of batch None (the demo
+    custom torch workflow crashed at `keras.Sequential` under scaldiag profile): the batch comes from the
+    first real call instead."""
+    import torch as real_torch
+
+    from scaldiag.collect.frameworks.torch_capture import TorchCapture
+
+    class Symbolic:
+        shape = (None, 28, 28, 1)
+
+    capture = TorchCapture()
+    assert capture.first_forward((Symbolic(),)) is False and capture.forward_batch is None
+    assert capture.first_forward((real_torch.zeros(32, 4),)) is True and capture.forward_batch == 32

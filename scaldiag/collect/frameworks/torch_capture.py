@@ -273,11 +273,14 @@ class TorchCapture:
 
             capture_failed(self.session, reason)
 
-    def first_forward(self, inputs) -> None:
-        """The first module call's first tensor argument: its leading dimension is the batch."""
-        tensor = next((a for a in inputs if len(getattr(a, "shape", ())) > 0), None) if inputs else None
-        if self.forward_batch is None and tensor is not None:
-            self.forward_batch = int(tensor.shape[0])
+    def first_forward(self, inputs) -> bool:
+        """A module call's first tensor argument: its leading dimension is the batch. True once known
+        (a symbolic call, as Keras on torch makes to build a model, has a batch of None: not yet)."""
+        tensor = next((a for a in inputs if len(getattr(a, "shape", ()) or ()) > 0), None) if inputs else None
+        first = tensor.shape[0] if tensor is not None else None
+        if self.forward_batch is None and isinstance(first, int) and first > 0:
+            self.forward_batch = int(first)
+        return self.forward_batch is not None
 
     # --- what they do --------------------------------------------------------
     def _start(self, loader=None, optimizer=None) -> None:

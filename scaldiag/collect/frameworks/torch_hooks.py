@@ -138,8 +138,13 @@ def _on_module_import(module) -> None:
     handle = None
 
     def first_forward(mod, inputs):
-        handle.remove()
-        capture.first_forward(inputs)
+        # Never raises into the user's forward; removed once the batch is known, or on a failure.
+        try:
+            known = capture.first_forward(inputs)
+        except Exception:
+            known = True
+        if known:
+            handle.remove()
 
     handle = module.register_module_forward_pre_hook(first_forward)
     from scaldiag.collect.frameworks.torch_modes import ModeMarks
