@@ -18,7 +18,7 @@ import numpy as np
 from scaldiag.analyze.profile import ProfileAnalysis, analyze_trace
 from scaldiag.analyze.run import RunAnalysis, analyze_record
 from scaldiag.analyze.scaling import analyze_scaling
-from scaldiag.errors import TraceError
+from scaldiag.errors import TRACE_FAILURES, TraceError
 from scaldiag.readers import read_trace as read_any_trace
 from scaldiag.record.reader import is_sweep, rank_dirs, read_record, sweep_runs
 from scaldiag.record.rundir import TRACE_DIR
@@ -146,6 +146,6 @@ def _run_trace(run_dir: Path) -> tuple[ProfileAnalysis | None, list[str]]:
         return analyze_trace(trace, name), []
     except TraceError as exc:
         return None, [f"trace: {exc}"]
-    except (ValueError, TypeError, KeyError, IndexError, OverflowError, MemoryError, RecursionError) as exc:
+    except TRACE_FAILURES as exc:
         # A trace this decoder cannot take is a gap in the run's evidence; the steps and samples still report.
         return None, [f"trace: cannot be analysed ({type(exc).__name__}: {exc})"]
