@@ -55,22 +55,33 @@ def test_every_second_of_the_run_is_accounted_for(convnet):
 
 
 def test_steady_epochs_add_up_to_the_scripts_stopwatch(convnet):
-    """The mechanism: the steps of each epoch tile it, begin to sync point, as the stopwatch reads it."""
+    """The mechanism: each epoch is its edge (the epoch's begin to its first step: the iterator starting)
+    and its steps, which tile it from the first step to its sync point, as the stopwatch reads it."""
+    from scaldiag.analyze.epochs import epoch_stats
+
     run_dir, watch, _ = convnet
     record = read_record(run_dir)
     found = runsteps.periods(record.steps, record.training, record.marks)
+    epochs = epoch_stats(found, record.marks).epochs
     for epoch, seconds in enumerate(watch["epochs_s"]):
-        ours = sum(p.end_ns - p.begin_ns for p in found if p.epoch == epoch) / 1e9
+        steps = [p for p in found if p.epoch == epoch]
+        edge = steps[0].begin_ns - epochs[epoch].begin_ns
+        ours = (edge + sum(p.end_ns - p.begin_ns for p in steps)) / 1e9
         assert ours == pytest.approx(seconds, rel=0.02, abs=0.002), epoch
+        assert (epochs[epoch].end_ns - epochs[epoch].begin_ns) / 1e9 == pytest.approx(seconds, rel=0.02, abs=0.002)
 
 
 def test_headline_throughput_and_every_step_listed(convnet):
     run_dir, watch, _ = convnet
-    steps = diagnose_run(run_dir).analysis.steps
+    analysis = diagnose_run(run_dir).analysis
+    steps = analysis.steps
     assert steps.recorded == 60 == steps.steady + sum(len(v) for v in steps.excluded.values())
-    # Epochs 2..3 against all steady steps: on a 2-core machine shared with other work the epochs
-    # differ by up to ~15% from each other; the GPU result (bench/results) is within 1%.
-    assert steps.samples_per_s == pytest.approx(watch["samples_per_s"], rel=0.2)
+    # The stopwatch times whole epochs (each from its begin: TF's iterator start included): so does the
+    # whole-epoch figure. On a 2-core machine shared with other work the epochs differ by up to ~15% from
+    # each other; the GPU result (bench/results) is within 1%.
+    whole_epochs_rate = steps.samples_per_step / (analysis.epochs.ms_per_step / 1e3)
+    assert whole_epochs_rate == pytest.approx(watch["samples_per_s"], rel=0.2)
+    assert steps.samples_per_s > whole_epochs_rate  # the steady step leaves the epochs' edges out
 
 
 def test_profiler_inflation_is_measured_and_the_breakdown_corrected(convnet):
