@@ -193,15 +193,24 @@ def run6(tmp_path, name: str):
     return run_dir
 
 
+def _as_traced(run_dir):
+    from scaldiag.analyze.profile import analyze_trace
+    from scaldiag.pipeline import read_trace
+
+    return analyze_trace(read_trace(run_dir / "trace")[1])
+
+
 def test_the_twins_own_trace_shows_the_hand_over_the_model_forecast(tmp_path):
     """What goes away with uint8, read from the twin's trace: the hand-over shrank by more than the bytes, by
     about the fresh pages of the 48 MiB float32 array (the 12 MiB uint8 one reuses freed memory)."""
     from scaldiag.analyze.forecast import fewer_bytes, unit_handover
     from scaldiag.analyze.transfers import MMAP_THRESHOLD_MAX_BYTES
-    from scaldiag.pipeline import diagnose_run
 
-    (planted,) = diagnose_run(run6(tmp_path / "p", "host_to_device_planted_r0")).analysis.trace.units
-    (twin,) = diagnose_run(run6(tmp_path / "t", "host_to_device_twin_r0")).analysis.trace.units
+    # The traces as traced: these runs were recorded before compile evidence, so their steady steps now hold
+    # the first epoch's end (Keras on JAX compiles the metrics' read-out there) and the twin's inflation is
+    # not measurable; the hand-over model is about the trace's own copies, compared like with like.
+    (planted,) = _as_traced(run6(tmp_path / "p", "host_to_device_planted_r0")).units
+    (twin,) = _as_traced(run6(tmp_path / "t", "host_to_device_twin_r0")).units
     f = fewer_bytes(planted, 4)
     assert planted.h2d.largest_bytes > MMAP_THRESHOLD_MAX_BYTES >= twin.h2d.largest_bytes
     assert twin.h2d.bytes_per_step == pytest.approx(planted.h2d.bytes_per_step / 4, rel=0.01)
