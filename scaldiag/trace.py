@@ -79,6 +79,19 @@ class SparseStat:
 
 
 @dataclass(frozen=True)
+class StepMarks:
+    """A device's own step markers: where each step's work began on the device.
+
+    Kineto's GPU-side ``ProfilerStep#N`` annotations (``gpu_user_annotation``): the
+    span of the GPU work launched inside host step N. Markers, not work: they are kept
+    apart from the plane's lines, so no busy time or category ever counts them."""
+
+    start_ns: np.ndarray  # int64, in the order read (several per step where a step spans streams)
+    end_ns: np.ndarray    # int64
+    step_num: np.ndarray  # int64
+
+
+@dataclass(frozen=True)
 class Plane:
     """A device (``/device:GPU:0``) or the host (``/host:CPU``)."""
 
@@ -87,6 +100,7 @@ class Plane:
     lines: list[Line]
     stats: dict[str, object] = field(default_factory=dict)
     host: str = ""  # set when a run has several hosts
+    step_marks: StepMarks | None = None  # a device's own step markers, when the trace has them
 
     @property
     def label(self) -> str:

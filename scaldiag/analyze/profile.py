@@ -18,7 +18,7 @@ from scaldiag.analyze.categories import CATEGORIES, DEVICE_CATEGORIES
 from scaldiag.analyze.device import DeviceEvents, device_events
 from scaldiag.analyze.hoststate import HostTimeline, host_states, host_states_during
 from scaldiag.analyze.stats import Summary, ci95_half_width
-from scaldiag.analyze.steps import Steps, find_steps
+from scaldiag.analyze.steps import Steps, device_steps, find_steps
 from scaldiag.analyze.transfers import copies_per_step, per_step
 from scaldiag.trace import Trace
 
@@ -107,20 +107,25 @@ def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
                   np.concatenate([d.end_ns for _, d in devices])) if devices else None
     steps = find_steps(trace, all_device)
     notes = []
+    # Each device's own steps where it has step markers of its own (analyze/steps.py, device_steps).
+    unit_steps = [device_steps(plane, events.start_ns, events.end_ns, steps) or steps
+                  for plane, (_, events) in zip(trace.device_planes, devices)]
+    steps_description = _device_steps_note(steps, unit_steps, notes)
     if devices:
         # The devices' idle gaps do not depend on the host, so the host threads are measured
         # against all of them as each is done, without keeping every thread's segments.
         device_sets = [events.sets() for _, events in devices]
         host, activity = host_states_during(trace.host_planes, False,
-                                            [_gaps(sets, DEVICE_CATEGORIES, steps) for sets in device_sets],
-                                            steps.count)
+                                            [_gaps(sets, DEVICE_CATEGORIES, unit)
+                                             for sets, unit in zip(device_sets, unit_steps)],
+                                            steps.count)  # device steps are the host's, counted once each
         # With GPUs, host ops are the host side of launches: all of it is host work.
         host_sets = {"input": host.get("input"),
                      "host_overhead": iv.merge(*[host.get(c) for c in
                                                  ("host_overhead", "compute", "layout", "collective")])}
-        units = [_unit(name, "gpu", {**sets, **host_sets}, DEVICE_CATEGORIES, steps, host, activity=found,
-                       **_device_extras(events, steps))
-                 for (name, events), sets, found in zip(devices, device_sets, activity)]
+        units = [_unit(name, "gpu", {**sets, **host_sets}, DEVICE_CATEGORIES, unit, host, activity=found,
+                       **_device_extras(events, unit))
+                 for (name, events), sets, found, unit in zip(devices, device_sets, activity, unit_steps)]
     else:
         host = host_states(trace.host_planes, ops_are_compute=True)
         notes.append("no device planes in the trace: the host ran the model (e.g. TensorFlow on the CPU); "
@@ -134,9 +139,22 @@ def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
     framework = detect_framework(trace)
     tracer_ms = tracer_cost.tracer_ms_per_step(framework, tracer_cost.host_events_per_step(trace, steps))
     return ProfileAnalysis(run=run, sources=trace.sources, hosts=trace.hostnames, event_count=trace.event_count,
-                           steps_method=steps.method, steps_description=steps.description,
+                           steps_method=steps.method, steps_description=steps_description,
                            units=units, framework=framework, notes=notes,
                            input_stages=input_stages(trace), tracer_ms_per_step=tracer_ms)
+
+
+def _device_steps_note(steps: Steps, unit_steps: list[Steps], notes: list[str]) -> str:
+    """The steps' description; a note where devices have steps of their own, with both step times."""
+    own = [unit for unit in unit_steps if unit is not steps]
+    if not own:
+        return steps.description
+    host_ms = float(np.mean(steps.end_ns - steps.start_ns)) / NS_PER_MS
+    device_ms = float(np.mean([np.mean(unit.end_ns - unit.start_ns) for unit in own])) / NS_PER_MS
+    notes.append(f"steps on the device: {len(own)} of {len(unit_steps)} devices have their own step markers, "
+                 f"and their step times are the device's ({device_ms:.3f} ms a step on average) where the host's "
+                 f"step spans average {host_ms:.3f} ms; host-side shares are measured in each device's steps")
+    return own[0].description if len(own) == len(unit_steps) else f"{steps.description}; {own[0].description}"
 
 
 def input_stages(trace: Trace) -> list[str]:

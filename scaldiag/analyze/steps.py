@@ -9,7 +9,14 @@ function on the host is one step: ``multi_step_on_iterator`` (Keras on TF),
 
 A step spans from its start to the next step's start, so that step time is
 the period the user's throughput sees, including the time between steps.
-The last step ends at its own end, or later if device work it launched ran on.
+The last step ends at its own end, or later if the devices were still busy
+then: a device busy without a break past the host's last step is working
+through what the host queued.
+
+A device with its own step markers (``Plane.step_marks``: Kineto's GPU-side
+``ProfilerStep#N``) has its own steps (``device_steps``): where the host runs
+ahead of the GPU, host step spans measure how fast work was queued, and the
+device's markers say when each step's work ran.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scaldiag.trace import Trace
+from scaldiag.analyze import intervals as iv
+from scaldiag.trace import Plane, Trace
 
 # Names Keras 3 gives its compiled train functions (keras/src/backend/*/trainer.py),
 # and the generic names TF/JAX users give theirs.
@@ -30,6 +38,9 @@ _STEP_FUNCTION = re.compile(
     r"|^PjitFunction\((train_step|multi_train_steps|one_train_step|\w*train\w*|\w*step\w*)\)$")
 
 
+STEP_ANNOTATION = "ProfilerStep#N"
+
+
 @dataclass(frozen=True)
 class Steps:
     start_ns: np.ndarray
@@ -37,6 +48,7 @@ class Steps:
     method: str       # "markers", "inferred" or "none"
     description: str  # how they were found, in words for the report
     marker: str | None = None  # the host event that delimits steps, when one does
+    numbers: np.ndarray | None = None  # each step's step_num, when markers carry one
 
     @property
     def count(self) -> int:
@@ -49,7 +61,7 @@ def find_steps(trace: Trace, device_events: tuple[np.ndarray, np.ndarray] | None
     for finder in (_from_step_num, _from_group_id, _from_step_function):
         found = finder(host_events)
         if found is not None:
-            return _windows(*found, device_events)
+            return _windows(*found[:5], device_events, *found[5:])  # step numbers, where found
     first = min((int(line.start_ns.min()) for p in trace.planes for line in p.lines if len(line)), default=0)
     last = max((int(line.end_ns.max()) for p in trace.planes for line in p.lines if len(line)), default=0)
     return Steps(np.array([first], np.int64), np.array([last], np.int64), "none",
@@ -87,8 +99,10 @@ def _from_step_num(host_events):
     first_by_step: dict[int, tuple[int, int]] = {}
     for num, start, end, _ in sorted(by_name[name], key=lambda m: m[1]):
         first_by_step.setdefault(num, (start, end))
-    spans = sorted(first_by_step.values())
-    return *_arrays(spans), "markers", f"step markers: host events '{name}' with a step_num stat", name
+    spans = sorted((start, end, num) for num, (start, end) in first_by_step.items())
+    return (*_arrays((start, end) for start, end, _ in spans), "markers",
+            f"step markers: host events '{name}' with a step_num stat", name,
+            np.array([num for *_, num in spans], np.int64))
 
 
 def _from_group_id(host_events):
@@ -134,14 +148,57 @@ def _arrays(spans):
     return np.array([s for s, _ in spans], np.int64), np.array([e for _, e in spans], np.int64)
 
 
-def _windows(starts, ends, method, how, marker, device_events) -> Steps:
+def _windows(starts, ends, method, how, marker, device_events, numbers=None) -> Steps:
     window_end = np.empty_like(starts)
     window_end[:-1] = starts[1:]
     last_end = int(ends[-1])
     if device_events is not None and len(device_events[0]):
-        dev_s, dev_e = device_events
-        launched_in_last = (dev_s >= starts[-1]) & (dev_s < ends[-1])
-        if launched_in_last.any():
-            last_end = max(last_end, int(dev_e[launched_in_last].max()))
+        last_end = max(last_end, _busy_until(*device_events, last_end))
     window_end[-1] = last_end
-    return Steps(starts, window_end, method, how, marker)
+    return Steps(starts, window_end, method, how, marker, numbers)
+
+
+def _busy_until(dev_s: np.ndarray, dev_e: np.ndarray, host_end: int) -> int:
+    """Where the device work of a last step ends: past ``host_end`` while the devices stay busy.
+
+    The work the devices were running at ``host_end`` (launched in the step, or queued in an
+    earlier one and still running) and all the work that follows it without a break: a device
+    busy without a break is working through what was queued. The earlier rule kept only work
+    that started on a device within the host's span, and lost the rest of the queue."""
+    later = dev_e > host_end  # only work ending past the host's end can carry the window on
+    if not later.any():
+        return host_end
+    runs_s, runs_e = iv.union(dev_s[later], dev_e[later])
+    running = np.flatnonzero(runs_s < host_end)  # at most one: each run ends past host_end
+    return int(runs_e[running[0]]) if len(running) else host_end
+
+
+def device_steps(plane: Plane, device_s: np.ndarray, device_e: np.ndarray, host: Steps) -> Steps | None:
+    """A device's own steps, from its step markers; None where it has none to trust.
+
+    Step N runs from its marker's start (the first GPU work of host step N) to step N+1's;
+    the last ends where the device's work that began after its start ends. Used only where the
+    markers name the host's steps, each once (more or fewer would leave a window holding the
+    work of two steps or none), at least two, in order; ``device_s``/``device_e``: the device's work."""
+    marks = plane.step_marks
+    if marks is None or len(marks.start_ns) < 2:
+        return None
+    order = np.lexsort((marks.start_ns, marks.step_num))  # by number, then start: each number's first
+    nums, starts = marks.step_num[order], marks.start_ns[order]
+    first = np.r_[True, nums[1:] != nums[:-1]]
+    nums, starts = nums[first], starts[first]
+    by_time = np.argsort(starts, kind="stable")
+    nums, starts = nums[by_time], starts[by_time]
+    if len(nums) < 2 or (np.diff(nums) != 1).any():
+        return None  # steps out of order or one missing
+    if host.numbers is not None and not np.array_equal(np.sort(host.numbers), np.sort(nums)):
+        return None
+    last = int(starts[-1])
+    after = device_s >= last
+    own_end = int(marks.end_ns[marks.step_num == nums[-1]].max())
+    ends = np.empty_like(starts)
+    ends[:-1] = starts[1:]
+    ends[-1] = max(own_end, int(device_e[after].max()) if after.any() else own_end)
+    how = (f"step markers: the device's own GPU-side '{STEP_ANNOTATION}' annotations (where the host runs "
+           "ahead, its step spans time how fast it queued work)")
+    return Steps(starts, ends, "markers", how, host.marker, nums)

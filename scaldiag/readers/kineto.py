@@ -13,6 +13,8 @@ The trace model it fills:
 - ``/device:GPU:N`` per CUDA device (``args.device``), one line per stream
   (``args.stream``), holding kernels, copies and memsets only (GPU-side
   projections of annotations, ``gpu_user_annotation``, are not device work);
+  the GPU-side ``ProfilerStep#N`` annotations are kept apart as the device's
+  own step markers (``Plane.step_marks``: never busy time, never a category);
 - ``/host:CPU``: one line per host thread (process and thread id), every
   other complete event;
 - integer nanoseconds on the wall clock, exact (decimals are parsed as such);
@@ -40,13 +42,15 @@ import numpy as np
 from scaldiag.errors import TraceError
 from scaldiag.readers.files import gunzip, is_gzip, read_bytes
 from scaldiag.readers.runs import find_files
-from scaldiag.trace import WANTED_STATS, Line, Plane, Trace
+from scaldiag.trace import WANTED_STATS, Line, Plane, StepMarks, Trace
 
 KINETO_SUFFIX = ".pt.trace.json"
 SUFFIXES = (KINETO_SUFFIX, KINETO_SUFFIX + ".gz")
 FILE_SUFFIXES = (".json", ".json.gz")  # a file named on the command line may be any Chrome trace
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 # Not work of a thread or a stream: the profiler's own spans, GPU projections of annotations, flows.
+# Of these, the GPU projections of ProfilerStep#N are kept as the device's step markers.
+DEVICE_STEP_CAT = "gpu_user_annotation"
 SKIP_CATS = frozenset({"gpu_user_annotation", "trace", "overhead", "ac2g", "fwdbwd", "flow_event"})
 STEP_MARKER = "ProfilerStep"
 _STEP = re.compile(r"^ProfilerStep#([0-9]{1,18})$")
@@ -128,7 +132,8 @@ def _labels(parsed, files: list[Path], several_hosts: bool) -> list[str]:
 
 
 def _with_host(plane: Plane, host: str) -> Plane:
-    return Plane(name=plane.name, event_names=plane.event_names, lines=plane.lines, stats=plane.stats, host=host)
+    return Plane(name=plane.name, event_names=plane.event_names, lines=plane.lines, stats=plane.stats, host=host,
+                 step_marks=plane.step_marks)
 
 
 class _File:
@@ -307,6 +312,7 @@ class _Builder:
         self.devices: dict[int, _PlaneBuilder] = {}
         self.thread_names: dict[tuple, str] = {}
         self.open: dict[tuple, list] = {}  # B/E pairs per thread
+        self.device_steps: dict[int, tuple[list, list, list]] = {}  # GPU-side ProfilerStep#N: starts, ends, N
 
     def add(self, e: dict) -> None:
         ph = e.get("ph")
@@ -339,6 +345,8 @@ class _Builder:
         cat = e.get("cat")
         cat = cat.lower() if isinstance(cat, str) else ""
         if cat in SKIP_CATS:
+            if cat == DEVICE_STEP_CAT and name.startswith(STEP_MARKER):
+                self._device_step(e, name, start, end)
             return
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
         pid, tid = _id(e.get("pid")), _id(e.get("tid"))
@@ -363,6 +371,33 @@ class _Builder:
             name, stats = STEP_MARKER, {"step_num": int(step.group(1)), "_r": 1}
         self.host.line((pid, tid)).add(start, end, self.host.name_id(name), stats)
 
+    def _device_step(self, e: dict, name: str, start: int, end: int) -> None:
+        """A GPU-side ``ProfilerStep#N``: a step marker of its device (``args.device``, else its pid)."""
+        step = _STEP.match(name)
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        device = _int(args.get("device"))
+        device = device if device is not None else _int(e.get("pid"))
+        if step is None or device is None or device < 0:
+            return
+        marks = self.device_steps.get(device)
+        if marks is None:
+            if len(self.device_steps) >= MAX_DEVICES_PER_FILE:
+                return  # no more devices than the work may name
+            marks = self.device_steps[device] = ([], [], [])
+        marks[0].append(start)
+        marks[1].append(end)
+        marks[2].append(int(step.group(1)))
+
+    def _step_marks(self, device: int) -> StepMarks | None:
+        marks = self.device_steps.get(device)
+        if not marks:
+            return None
+        rows = [i for i, (s, e) in enumerate(zip(marks[0], marks[1]))
+                if _INT64_MIN <= s <= _INT64_MAX and _INT64_MIN <= e <= _INT64_MAX]
+        if not rows:
+            return None
+        return StepMarks(*(np.array([column[i] for i in rows], np.int64) for column in marks))
+
     def _new_device(self, device: int) -> _PlaneBuilder:
         if len(self.devices) >= MAX_DEVICES_PER_FILE:
             raise TraceError(f"its events name more than {MAX_DEVICES_PER_FILE} distinct GPUs (args.device): "
@@ -378,7 +413,8 @@ class _Builder:
             props = device_props.get(device, {})
             stats = {f"device_{k}": v for k, v in props.items() if k in ("name", "totalGlobalMem", "computeMajor",
                                                                         "computeMinor", "numSms")}
-            planes.append(Plane(name=f"/device:GPU:{device}", event_names=b.names, lines=lines, stats=stats))
+            planes.append(Plane(name=f"/device:GPU:{device}", event_names=b.names, lines=lines, stats=stats,
+                                step_marks=self._step_marks(device)))
         host_lines = [self.host.lines[key].line(self._thread_name(key)) for key in sorted(self.host.lines, key=_sort_key)]
         planes.append(Plane(name="/host:CPU", event_names=self.host.names, lines=host_lines, stats=host_stats))
         return planes
