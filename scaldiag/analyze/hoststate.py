@@ -201,12 +201,54 @@ def _unions_by_state(seg_s: np.ndarray, seg_e: np.ndarray, seg_c: np.ndarray):
 
 
 class _GapMeasure:
-    """How much of each of several interval sets lies inside many windows, one search per window end.
+    """How much of each of several interval sets lies inside many windows.
+
+    The sets are measured a group at a time (_GapTable: one sorted array of
+    the group's boundaries, one search per window end), groups of at most
+    _GROUP_SETS sets: the tables' memory is then at most that many cells per
+    boundary, linear in the sets' boundaries however many sets (devices)
+    there are, where one table over every set took sets x all boundaries
+    (16,000 devices: gigabytes). The usual 1-8 devices are one group: one
+    table, one search per window end, as before.
+    """
+
+    def __init__(self, sets: list[iv.IntervalSet]):
+        self.groups = [(a, _GapTable(sets[a:a + _GROUP_SETS])) for a in range(0, len(sets), _GROUP_SETS)]
+
+    def add_native(self, native, seg_s, seg_e, seg_c, seg_n, totals: list[np.ndarray]) -> None:
+        """What overlaps and a bincount per (name, state) give, added to ``totals``, by the C loop."""
+        columns = [np.ascontiguousarray(x, t) for x, t in ((seg_s, np.int64), (seg_e, np.int64),
+                                                           (seg_c, np.int8), (seg_n, np.int32))]
+        for a, table in self.groups:
+            if len(table.bounds):  # (no boundaries: nothing covered)
+                native.measure(table.bounds, table.left, list(zip(table.before, table.inside,
+                                                                  totals[a:a + len(table.before)])),
+                               *columns, _CODE[cat.WAIT], len(HOST_STATES))
+
+    def overlaps(self, w_start: np.ndarray, w_end: np.ndarray):
+        """Per set, in order, its covered length inside each window [w_start, w_end) (a generator:
+        one set's at a time)."""
+        # A thread's segments mostly follow one another: where a window ends the next starts,
+        # its coverage before its end is the next one's before its start; only the others are searched.
+        follows = np.flatnonzero(w_end[:-1] == w_start[1:])
+        alone = np.ones(len(w_end), bool)
+        alone[follows] = False
+        alone = np.flatnonzero(alone)
+        for _, table in self.groups:
+            yield from table.overlaps(w_start, w_end, follows, alone)
+
+
+_GROUP_SETS = 8  # gap sets (devices) measured against one table of their boundaries
+
+
+class _GapTable:
+    """How much of each of a few interval sets lies inside many windows, one search per window end.
 
     All the sets' boundaries, sorted, cut time into pieces that each set
     either covers or not; a time's coverage before it is then its piece's
     coverage before plus its distance into the piece if covered (integers,
-    as ``intervals.covered_before`` gives them).
+    as ``intervals.covered_before`` gives them). Memory: sets x their
+    boundaries, hence few sets a table (_GapMeasure).
     """
 
     def __init__(self, sets: list[iv.IntervalSet]):
@@ -220,28 +262,17 @@ class _GapMeasure:
             self.inside.append(np.concatenate(([0], np.diff(before) > 0, [0])).astype(np.int64))
         self.left = np.concatenate((self.bounds[:1], self.bounds))
 
-    def add_native(self, native, seg_s, seg_e, seg_c, seg_n, totals: list[np.ndarray]) -> None:
-        """What overlaps and a bincount per (name, state) give, added to ``totals``, by the C loop."""
-        native.measure(self.bounds, self.left, list(zip(self.before, self.inside, totals)),
-                       *(np.ascontiguousarray(x, t) for x, t in ((seg_s, np.int64), (seg_e, np.int64),
-                                                                 (seg_c, np.int8), (seg_n, np.int32))),
-                       _CODE[cat.WAIT], len(HOST_STATES))
-
-    def overlaps(self, w_start: np.ndarray, w_end: np.ndarray) -> list[np.ndarray]:
-        """Per set, its covered length inside each window [w_start, w_end)."""
+    def overlaps(self, w_start: np.ndarray, w_end: np.ndarray, follows: np.ndarray, alone: np.ndarray):
+        """Per set, its covered length inside each window [w_start, w_end); ``follows``: the windows
+        whose end is the next one's start, ``alone``: the others (_GapMeasure.overlaps)."""
         if not len(self.bounds):
-            return [np.zeros(len(w_start), np.int64) for _ in self.before]
+            for _ in self.before:
+                yield np.zeros(len(w_start), np.int64)
+            return
         k_start = np.searchsorted(self.bounds, w_start, side="right")
         into_start = w_start - self.left[k_start]
-        # A thread's segments mostly follow one another: where a window ends the next starts,
-        # its coverage before its end is the next one's before its start; only the others are searched.
-        follows = np.flatnonzero(w_end[:-1] == w_start[1:])
-        alone = np.ones(len(w_end), bool)
-        alone[follows] = False
-        alone = np.flatnonzero(alone)
         k_alone = np.searchsorted(self.bounds, w_end[alone], side="right")
         into_alone = w_end[alone] - self.left[k_alone]
-        out = []
         for before, inside in zip(self.before, self.inside):
             at_start = before[k_start]
             at_start += into_start * inside[k_start]
@@ -249,8 +280,7 @@ class _GapMeasure:
             overlap[follows] = at_start[follows + 1]
             overlap[alone] = before[k_alone] + into_alone * inside[k_alone]
             overlap -= at_start
-            out.append(overlap)
-        return out
+            yield overlap
 
 
 def _own_codes(event_names: list[str], ops_are_compute: bool) -> np.ndarray:
