@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from scaldiag.analyze.accounting import OWN
 from scaldiag.analyze.input_cost import describe
 from scaldiag.analyze.run import RunAnalysis, slow_rank
 from scaldiag.render.terminal import trace
@@ -121,7 +122,8 @@ def _accounting_table(a: RunAnalysis) -> Table:
         table.add_column(col, justify="left" if col == "part" else "right")
     for part in acc.parts:
         if part.seconds >= 0.005:  # parts that print as 0.00 s are in the JSON only
-            add_row(table, part.part, f"{part.seconds:.2f}", f"{100 * part.seconds / acc.wall_s:.1f}")
+            label = f"{part.part} (scaldiag's)" if part.part in OWN else part.part
+            add_row(table, label, f"{part.seconds:.2f}", f"{100 * part.seconds / acc.wall_s:.1f}")
     return table
 
 
