@@ -278,3 +278,11 @@ def test_whole_epochs_are_timed_as_keras_prints_them():
     assert e.ms_per_step_after_first == pytest.approx((18 + 20) / 9)  # from the first step's end
     assert e.validation_s_per_epoch == pytest.approx(0.02)
     assert step_stats(rows, {"warmup_steps": 0}, marks).step_time_ms.mean == pytest.approx(2.0)
+
+
+def test_compiles_in_most_steps_are_the_steady_state():
+    """A shape that changes every step recompiles every step: that is what the user's stopwatch pays."""
+    rows = steps([30] * 20)
+    marks = [compile_mark(rows, i, ms=20) for i in range(20)]
+    s = step_stats(rows, {"warmup_steps": 2}, marks)
+    assert "compile or retrace" not in s.excluded and s.steady == 18 and s.compiling_steady == 18

@@ -45,6 +45,7 @@ class StepStats:
     clock: str = "host"  # "device": step times from the device's own clock (CUDA events), else the host's
     outliers: list[int] = field(default_factory=list)  # steady steps far off the rest: reported, never dropped
     inflation_note: str | None = None  # why the inflation is not measurable, when it is not
+    compiling_steady: int = 0  # steady steps that compiled: compiles recur in most steps (runsteps)
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,8 @@ def _step_stats(found: list[runsteps.Period], training: dict) -> StepStats | Non
                      traced_step_ms=traced_ms, profiler_inflation=inflation, inflation_note=note,
                      epoch_end_steps=sum(p.batches for p in steady if p.ends_epoch),
                      clock="device" if all(p.device_ns is not None for p in steady) else "host",
-                     outliers=[p.first_batch for p in steady if p.ns_per_batch / 1e6 > OUTLIER_FACTOR * median])
+                     outliers=[p.first_batch for p in steady if p.ns_per_batch / 1e6 > OUTLIER_FACTOR * median],
+                     compiling_steady=sum(p.batches for p in steady if p.compiled))
 
 
 # Epochs with steady steps needed for their spread to say something (two give a t of 12.7).

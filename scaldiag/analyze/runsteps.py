@@ -54,6 +54,7 @@ class Period:
     traced: bool      # inside the profiler window (both ends traced)
     kind: str
     device_ns: int | None = None  # the device's time for this step, where the device was timed
+    compiled: bool = False  # steady although it compiled: compiles recur in most steps
 
     @property
     def duration_ns(self) -> int:
@@ -97,7 +98,16 @@ def periods(steps: list[dict], training: dict, marks: list[dict] = (),
         out.append(Period(row["step"], int(row.get("epoch") or 0), first_batch, batches, begin, end,
                           not continues, traced, kind, device))
         first_batch += batches
-    return out
+    return _recurring_compiles_are_steady(out)
+
+
+def _recurring_compiles_are_steady(found: list[Period]) -> list[Period]:
+    """Compiles in most steps (a shape that changes every step, a graph break that recompiles) are the
+    steady state, not its start: such steps stay in the steady clock (``StepStats.compiling_steady``)."""
+    compiling = sum(p.kind == COMPILE for p in found)
+    if compiling <= sum(p.kind == STEADY for p in found):
+        return found
+    return [Period(**{**p.__dict__, "kind": STEADY, "compiled": True}) if p.kind == COMPILE else p for p in found]
 
 
 def compile_spans(marks) -> tuple[np.ndarray, np.ndarray]:
@@ -125,10 +135,10 @@ _PROFILER_MARKS = {"trace_start": None, "trace_started": "trace_start", "trace_s
 
 
 def _overlaps(begin: int, end: int, spans: tuple[np.ndarray, np.ndarray]) -> bool:
-    """Does any span meet [begin, end]? (A compile inside the step, or one the step started in.)"""
+    """Does any span overlap (begin, end)? (A compile inside the step, or one the step started in.)"""
     starts, ends = spans
-    k = int(np.searchsorted(starts, end, side="right"))  # spans that began by the step's end
-    return k > 0 and bool((ends[:k] >= begin).any())
+    k = int(np.searchsorted(starts, end, side="left"))  # spans that began before the step's end
+    return k > 0 and bool((ends[:k] > begin).any())
 
 
 def _after_edge(begin: int, end: int, edges: np.ndarray) -> int:

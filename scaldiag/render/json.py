@@ -28,7 +28,7 @@ _EVIDENCE = ("metric", "value", "unit", "threshold", "spread", "device")
 _SPEEDUP = ("value", "low", "high", "arithmetic", "kind")
 _STEPS = ("recorded", "steady", "excluded", "samples_per_step", "samples_per_s",
           "samples_per_s_low", "samples_per_s_high", "window_ns", "traced_step_ms", "profiler_inflation",
-          "epoch_end_steps", "clock", "outliers", "inflation_note")
+          "epoch_end_steps", "clock", "outliers", "inflation_note", "compiling_steady")
 _GPU = ("index", "name", "samples", "sample_hz", "util_pct", "mem_used_max_bytes", "pcie_tx_bytes_per_s",
         "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "sm_clock_mhz_min",
         "sm_clock_mhz_max", "power_w", "clock_event_reasons", "pcie_gen_max_seen", "pcie_width_max_seen")

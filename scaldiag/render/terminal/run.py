@@ -45,6 +45,10 @@ def render(report: RunReport, console: Console, framework: str | None = None) ->
         if a.steps.clock == "device":
             console.print(text("step times from the device's clock (CUDA events at each step's boundary): "
                                "the host queues work ahead of the device", style="dim"))
+        if a.steps.compiling_steady:
+            console.print(text(f"{a.steps.compiling_steady} steady step(s) compiled: the framework compiles in "
+                               "most steps (a shape that changes, a retrace), so compiling is this run's "
+                               "steady state and counts", style="yellow"))
         if a.steps.outliers:
             shown = ", ".join(map(str, a.steps.outliers[:8])) + (" ..." if len(a.steps.outliers) > 8 else "")
             console.print(text(f"{len(a.steps.outliers)} steady step(s) took over 3x the median (step {shown}); "
