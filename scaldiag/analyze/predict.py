@@ -1,36 +1,47 @@
 """Predicted throughput at other GPU counts, from measured points and a stated model.
 
 The model splits a measured point's steady step time t by its trace's
-exclusive shares and scales each part to N devices:
+exclusive shares into the device's own work and the time the device waited
+on the host, and scales each part to N devices:
 
 | part | scales with | why |
 |---|---|---|
 | compute, layout, h2d, d2h, other | per-replica batch b(N) | each device works on its own shard |
-| collective | ring all-reduce volume 2(N-1)/N | NCCL ring: each GPU sends and receives 2(N-1)/N of the gradient bytes |
-| input | global batch B(N) | one host feeds every replica |
+| collective | ring all-reduce 2(N-1)/N, exposed part only | from a measured multi-device point, or the interconnect's curve |
+| input | global batch B(N), or per-replica b(N) under DDP | one pipeline feeds every replica in one process (Keras/JAX, |
+|  |  | TF MirroredStrategy); under torchrun each rank has its own |
 | host_overhead, idle | constant per step, or linear in the global batch | dispatch and Python run once per step; |
 |  | when two measured points give the slope | slicing and converting the batch grows with it |
 
-Weak scaling keeps b (B = N b); strong keeps B (b = B / N). From a
-single-device point the collective has no measurement to scale, so it is
-estimated as 2(N-1)/N x parameter bytes / link bandwidth (nominal, per
-direction: 25 GB/s per active NVLink, or the PCIe link's rate), and every
-prediction says which assumptions it used. Emulated devices share the same
-cores, so there the device parts scale with the global batch instead (all
-replicas' work runs on the same cores).
+Weak scaling keeps b (B = N b); strong keeps B (b = B / N).
+
+How the parts add up. Every GPU backend here queues device work
+asynchronously. Where the device waited on the host at least as long as it
+worked (the step was *host-paced*), the host runs the whole step and the
+device's extra work (the all-reduce) fills its idle time: the step is
+max(host path, device path), the host path being t plus what the host parts
+grow by. Otherwise the parts are a critical path and add up.
+
+From a single device the all-reduce has no measurement: it is reckoned from
+the interconnect (analyze/interconnect.py: read from NVML, looked up from the
+GPU's product name, given by the user, or assumed from the PCIe link) and its
+NCCL curve, with DDP's buckets overlapping backward (analyze/collective.py).
+Every prediction says what it used. Emulated devices share the same cores, so
+there the device parts scale with the global batch instead.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scaldiag.analyze import interconnect as ic
 from scaldiag.analyze.categories import CATEGORIES
+from scaldiag.analyze.collective import exposed_ms
 
-NVLINK_BYTES_PER_S_PER_LINK = 25e9  # NVLink 2-4: 25 GB/s per link and direction
-PCIE_BYTES_PER_S_PER_LANE = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
 PER_REPLICA = ("compute", "layout", "h2d", "d2h", "other")
 PER_GLOBAL = ("input",)
 PER_STEP = ("host_overhead", "idle")
+WAITING = PER_GLOBAL + PER_STEP  # the device waited on the host
 
 
 @dataclass(frozen=True)
@@ -42,8 +53,10 @@ class Basis:
     global_batch: int
     shares: dict[str, float]  # exclusive fraction of step time per category
     parameter_bytes: int | None = None
-    link_bytes_per_s: float | None = None
+    link_bytes_per_s: float | None = None  # a bare bus bandwidth (no latency), when no interconnect is known
     host_ms_per_sample: float | None = None  # slope of per-step host time in the global batch
+    interconnect: ic.Interconnect | None = None
+    framework: str | None = None  # "pytorch" (DDP under torchrun: input per rank, buckets overlap backward), ...
 
 
 @dataclass(frozen=True)
@@ -58,19 +71,23 @@ class Prediction:
 
 
 def link_bytes_per_s(inventory: dict) -> float | None:
-    """Nominal per-direction bandwidth between GPUs, from the NVML inventory."""
-    gpus = inventory.get("gpus") or []
-    if not gpus:
-        return None
-    links = min(g.get("nvlink_active_links") or 0 for g in gpus)
-    if links:
-        return links * NVLINK_BYTES_PER_S_PER_LINK
-    gen, width = gpus[0].get("pcie_gen_current"), gpus[0].get("pcie_width_current")
-    return PCIE_BYTES_PER_S_PER_LANE.get(gen, 0) * width if gen and width else None
+    """Per-direction line rate between GPUs (read, looked up or assumed: analyze/interconnect.py)."""
+    found = ic.from_inventory(inventory)
+    return found.line_bytes_per_s if found else None
 
 
-def predict(basis: Basis, n: int, mode: str, emulated: bool = False) -> Prediction:
-    """Step time and throughput at ``n`` devices from one measured point."""
+def basis_extras(training: dict, inventory: dict) -> dict:
+    """The Basis fields a run's records give beyond its step: the interconnect and the framework."""
+    framework = (training.get("framework") or {}).get("name")
+    return {"interconnect": ic.from_inventory(inventory), "framework": framework}
+
+
+def predict(basis: Basis, n: int, mode: str, emulated: bool = False,
+            interconnect: ic.Interconnect | None = None) -> Prediction:
+    """Step time and throughput at ``n`` devices from one measured point.
+
+    ``interconnect``: the machine to scale to, when not the one the run was measured on.
+    """
     m = basis.gpus
     per_replica_m = basis.global_batch / m
     per_replica = per_replica_m if mode != "strong" else basis.global_batch / n
@@ -81,26 +98,45 @@ def predict(basis: Basis, n: int, mode: str, emulated: bool = False) -> Predicti
     if emulated:
         assumptions.append("emulated: device work scales with the global batch (the replicas share the cores)")
     device_scale = global_batch / basis.global_batch if emulated else per_replica / per_replica_m
-    time_ms = sum(parts[c] * device_scale for c in PER_REPLICA)
-    time_ms += sum(parts[c] * global_batch / basis.global_batch for c in PER_GLOBAL)
+    device_ms = sum(parts[c] * device_scale for c in PER_REPLICA)
+    per_rank = basis.framework == "pytorch" and not emulated
+    input_scale = device_scale if per_rank else global_batch / basis.global_batch
+    assumptions.append("input per rank (torchrun: each rank's own DataLoader)" if per_rank
+                       else "input per host (one pipeline feeds every replica)")
+    waiting_ms = sum(parts[c] * input_scale for c in PER_GLOBAL)
     host_ms = sum(parts[c] for c in PER_STEP)
     if basis.host_ms_per_sample:
         host_ms = max(0.0, host_ms + basis.host_ms_per_sample * (global_batch - basis.global_batch))
         assumptions.append(f"host time per step grows {basis.host_ms_per_sample * 1e3:.3f} us per sample of global "
                            "batch (fitted on two measured points)")
-    time_ms += host_ms
-    time_ms += _collective_ms(basis, parts["collective"], n, assumptions)
+    waiting_ms += host_ms
+    device_ms += _collective_ms(basis, parts, n, assumptions, interconnect)
+    waited = sum(parts[c] for c in WAITING)
+    if not emulated and waited >= t - waited and waited > 0:
+        time_ms = max(t + waiting_ms - waited, device_ms)
+        assumptions.append(f"host-paced: the device waited {waited / t:.0%} of the step, so its extra work fills "
+                           "that wait (step = max(host path, device path))")
+    else:
+        time_ms = device_ms + waiting_ms
     return Prediction(gpus=n, from_gpus=m, step_time_ms=time_ms, samples_per_s=global_batch / (time_ms / 1e3),
                       assumptions=assumptions)
 
 
-def _collective_ms(basis: Basis, measured_ms: float, n: int, assumptions: list[str]) -> float:
+def _collective_ms(basis: Basis, parts: dict[str, float], n: int, assumptions: list[str],
+                   override: ic.Interconnect | None) -> float:
     m = basis.gpus
+    measured_ms = parts["collective"]
     if n == 1:
         return 0.0
     if m > 1:
         assumptions.append(f"collective scaled from {m} devices by ring volume 2(N-1)/N")
         return measured_ms * ((n - 1) / n) / ((m - 1) / m)
+    link = override or basis.interconnect
+    if basis.parameter_bytes and link is not None:
+        overlaps = basis.framework == "pytorch"
+        ms, how = exposed_ms(basis.parameter_bytes, n, link, overlaps, parts["compute"])
+        assumptions += [link.describe(), how]
+        return ms
     if basis.parameter_bytes and basis.link_bytes_per_s:
         assumptions.append(f"collective estimated: 2(N-1)/N x {basis.parameter_bytes / 1e6:.1f} MB of parameters / "
                            f"{basis.link_bytes_per_s / 1e9:.0f} GB/s link (nominal)")

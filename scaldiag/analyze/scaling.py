@@ -30,7 +30,7 @@ import numpy as np
 
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.forecast import SweepForecast, kept_batch, larger_batch_at
-from scaldiag.analyze.predict import PER_STEP, Basis, Prediction, link_bytes_per_s, predict
+from scaldiag.analyze.predict import PER_STEP, Basis, Prediction, basis_extras, link_bytes_per_s, predict
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.analyze.stats import t95
 
@@ -185,7 +185,8 @@ def _basis(n: int, runs: list[RunAnalysis]) -> Basis | None:
     t, _ = combine_repeats(runs)
     return Basis(gpus=n, step_time_ms=t, global_batch=batch, shares=shares[0],
                  parameter_bytes=runs[0].training.get("parameter_bytes"),
-                 link_bytes_per_s=link_bytes_per_s(runs[0].inventory))
+                 link_bytes_per_s=link_bytes_per_s(runs[0].inventory),
+                 **basis_extras(runs[0].training, runs[0].inventory))  # the interconnect, the framework (predict.py)
 
 
 def _predictions(runs_by_gpus, counts, points, mode, emulated, notes):
