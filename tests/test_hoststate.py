@@ -273,3 +273,76 @@ def test_every_fixture_thread_gives_the_same_segments_three_ways():
                 assert native in (None, loop) and vectorised in (None, loop), (file, line.name)
                 threads += 1
     assert threads > 20
+
+
+def _many_gap_sets(rng, devices, span, per_device=4):
+    """Each device's idle gaps within 10 steps, as profile builds them: a few events per device."""
+    from scaldiag.analyze import intervals as iv
+
+    steps = iv.union(np.arange(10) * span // 10, np.arange(1, 11) * span // 10 - span // 1000)
+    sets = []
+    for _ in range(devices):
+        start = np.sort(rng.integers(0, span, per_device))
+        sets.append(iv.subtract(steps, iv.merge((start, start + rng.integers(1, span // 100, per_device)))))
+    return sets
+
+
+def _host_planes(rng, threads, events, span):
+    from scaldiag.trace import Line, Plane
+
+    names = ["train", "IteratorGetNext", "Wait", "op:MatMul", "x", "y"]
+    lines = []
+    for t in range(threads):
+        start = np.sort(rng.integers(0, span, events))
+        lines.append(Line(name=f"t{t}", start_ns=start, end_ns=start + rng.integers(1, span // 200, events),
+                          name_id=rng.integers(0, len(names), events).astype(np.int32)))
+    return [Plane(name="/host:CPU", event_names=names, lines=lines)]
+
+
+def test_many_gap_sets_measured_in_groups_match_the_kept_segments(monkeypatch):
+    """Sets measured a table of _GROUP_SETS at a time (empty sets, a whole group empty, a short last
+    group) give each set what activity_during gives it, by the C loop and by numpy."""
+    from scaldiag.analyze import hoststate
+
+    rng = np.random.default_rng(19)
+    planes = _host_planes(rng, 3, 400, 100_000)
+    sets = _many_gap_sets(rng, 27, 100_000)
+    empty = (np.empty(0, np.int64), np.empty(0, np.int64))
+    sets[3] = empty
+    sets[8:16] = [empty] * 8  # the second group has no boundaries at all
+    kept = hoststate.host_states(planes, ops_are_compute=False)
+    expected = [kept.activity_during(gaps, 7, 4) for gaps in sets]
+    assert sum(map(bool, expected)) == 27 - 9
+    for native in ("1", "0"):
+        monkeypatch.setenv("SCALDIAG_NATIVE", native)
+        for group in (1, 8, 100):
+            monkeypatch.setattr(hoststate, "_GROUP_SETS", group)
+            assert hoststate.host_states_during(planes, False, sets, 7, top=4)[1] == expected, (native, group)
+
+
+def test_many_devices_take_memory_linear_in_their_gaps(monkeypatch):
+    """Issue 22: one table of every device's gap boundaries per device took devices x all boundaries
+    (16,000 devices: gigabytes). 800 devices' tables: 144 bytes a boundary at most; one table would
+    take 800 x ~6,400 x 16 bytes (82 MB). Four times the devices: about four times the memory."""
+    import tracemalloc
+
+    from scaldiag.analyze import hoststate
+
+    peaks = {}
+    for native in ("1", "0"):
+        monkeypatch.setenv("SCALDIAG_NATIVE", native)
+        for devices in (200, 800):
+            rng = np.random.default_rng(23)
+            planes, sets = _host_planes(rng, 2, 3000, 10**9), _many_gap_sets(rng, devices, 10**9)
+            bounds = sum(2 * len(s[0]) for s in sets)
+            tracemalloc.start()
+            try:
+                _, activity = hoststate.host_states_during(planes, False, sets, 10)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert len(activity) == devices and all(activity)
+            # tables: (2 x 8 + 2) int64 cells a boundary; totals and a thread's temporaries: 2 MB
+            assert peak < 144 * bounds + (2 << 20), (native, devices, peak, bounds)
+            peaks[native, devices] = peak
+        assert peaks[native, 800] < 5 * peaks[native, 200], peaks
