@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scaldiag.analyze import clock_skew, tracer_cost
 from scaldiag.analyze import intervals as iv
-from scaldiag.analyze import tracer_cost
 from scaldiag.analyze.breakdown import breakdown
 from scaldiag.analyze.categories import CATEGORIES, DEVICE_CATEGORIES
 from scaldiag.analyze.device import DeviceEvents, device_events
@@ -102,11 +102,12 @@ class ProfileAnalysis:
 
 
 def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
+    trace, offsets = clock_skew.align(trace)  # the ranks' files on one clock (raises where it cannot be)
     devices = [(plane.label, device_events(plane)) for plane in trace.device_planes]
     all_device = (np.concatenate([d.start_ns for _, d in devices]),
                   np.concatenate([d.end_ns for _, d in devices])) if devices else None
     steps = find_steps(trace, all_device)
-    notes = []
+    notes = clock_skew.describe(offsets)
     # Each device's own steps where it has step markers of its own (analyze/steps.py, device_steps).
     unit_steps = [device_steps(plane, events.start_ns, events.end_ns, steps) or steps
                   for plane, (_, events) in zip(trace.device_planes, devices)]
