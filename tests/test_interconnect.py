@@ -24,6 +24,9 @@ def test_active_links_are_read_and_unknown_cards_use_their_pcie_link():
     assert (card.kind, card.source) == ("pcie", "assumed")
     assert card.line_bytes_per_s == pytest.approx(16 * 1.969e9)
     assert ic.from_inventory({"gpus": []}) is None
+    two_unlinked = {"gpus": [{"name": "NVIDIA H200", "nvlink_active_links": 0, "pcie_gen_current": 5,
+                              "pcie_width_current": 16}] * 2}
+    assert ic.from_inventory(two_unlinked).kind == "pcie"  # NVML sees both GPUs and no link between them
 
 
 def test_the_user_can_name_the_machine():

@@ -8,7 +8,8 @@ Where it comes from, in order (``Interconnect.source`` says which):
   NVLink on a machine with one GPU visible: the links to absent peers are down,
   so zero links there is no evidence of a PCIe-only card);
 - ``assumed``: the PCIe link NVML reports (generation and width), for cards the
-  table does not know.
+  table does not know, or where NVML reads zero active NVLinks with two or
+  more GPUs visible.
 
 All-reduce time (NCCL ring), for a message of ``m`` bytes over ``n`` GPUs:
 
@@ -124,6 +125,8 @@ def from_inventory(inventory: dict, override: Interconnect | None = None) -> Int
     if links:
         return nvlink(product.generation if product else 4, links, "read",
                       "NVML's active links" + ("" if product else "; generation assumed 4"))
+    if len(gpus) > 1 and all(g.get("nvlink_active_links") == 0 for g in gpus):
+        product = None  # NVML read no NVLink between GPUs it can see: their PCIe link is the path
     if product:
         return nvlink(product.generation, product.links, "looked up",
                       f"{name}: {product.source}; NVML reads no active link with one GPU visible")
