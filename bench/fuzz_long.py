@@ -14,11 +14,19 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import glob
+import gzip
+import io
+import json
+import os
 import platform
+import random
 import resource
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -45,7 +53,14 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", type=int, default=10_000, help="total cases over the four targets")
     parser.add_argument("--out", type=Path, help="write the result as markdown here")
+    parser.add_argument("--mode", choices=["xplane", "kineto", "rundir"], default="xplane",
+                        help="xplane: the hypothesis generators (default); kineto: mutated Kineto traces through "
+                             "`analyze`; rundir: damaged run directories through report, check, compare")
+    parser.add_argument("--seed", type=int, default=0, help="kineto, rundir: case N draws from (seed, mode, N)")
+    parser.add_argument("--only", type=int, metavar="N", help="kineto, rundir: run case N alone (to reproduce it)")
     args = parser.parse_args()
+    if args.mode != "xplane":
+        return run_cli_mode(args.mode, args.cases, args.seed, args.out, args.only)
     fixtures = [Path(p).read_bytes() for p in sorted(glob.glob(str(ROOT / "fixtures" / "**" / "*.xplane.pb"),
                                                                 recursive=True))]
     seeds = [fz.SEED, *fixtures]
@@ -125,6 +140,500 @@ def report(results, failures, wall, rss_mb, slowest, cases) -> str:
               "(when a strategy's space is exhausted)."]
     if failures:
         lines += ["", "## Failures (first 20)", "", "```", *failures, "```"]
+    return "\n".join(lines) + "\n"
+
+
+# --- --mode kineto / --mode rundir: the CLI itself, in process ------------------------------------------------
+
+SLOW_S = 10  # a case over this is a failure ("a hang")
+ABORT_S = 30  # and one still running here is stopped, so the run goes on
+INTERNAL_ERROR = 70
+
+
+class Abort(BaseException):  # not an Exception: scaldiag's `except Exception` must not swallow it
+    pass
+
+
+def _abort(signum, frame):
+    raise Abort()
+
+
+class Raw:
+    """A JSON token written as is (json cannot write 1e999999 or a 5,000-digit integer)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self):
+        return f"Raw({self.text[:40]!r}{'...' if len(self.text) > 40 else ''})"
+
+
+WEIRD = [0, -1, -(10 ** 18), 2 ** 62, 2 ** 63 - 1, 2 ** 63, -(2 ** 63) - 1, 2 ** 64, 10 ** 16, 10 ** 19, 10 ** 30,
+         2 ** 70, 1.5, 0.1, -0.0, 1e308, -1e308, 5e-324, float("nan"), float("inf"), "abc", "", "12", "-3", "1e5",
+         "\u00b2", "\u0661\u0662\u0663", "\uff11\uff12", "\u202e", "x" * 100_000, None, True, False, [], {}, [1, 2],
+         {"a": 1}, [[[[[]]]]], Raw("1e999999999"), Raw("1e999999"), Raw("-1e999999"), Raw("1E400"),
+         Raw("9" * 4301), Raw("9" * 5000), Raw("1" + "0" * 400), Raw("-" + "9" * 30), Raw("Infinity"),
+         Raw("-Infinity"), Raw("NaN"), Raw("0." + "0" * 500 + "1"), Raw("1e-999999999"), Raw("\u00b2"),
+         Raw("00012"), Raw("1.")]
+EVENT_FIELDS = ["ts", "dur", "pid", "tid", "ph", "name", "cat", "id", "args", "args.device", "args.stream",
+                "args.bytes", "args.External id", "args.correlation", "args.Sequence number", "args.memory bandwidth (GB/s)",
+                "args.Input Dims", "args.rank", "args.Collective name", "args.In msg nelems", "args.dtype",
+                "args.Process Group Ranks", "args.ProfilerStep"]
+TOP_FIELDS = ["baseTimeNanoseconds", "traceEvents", "deviceProperties", "distributedInfo", "distributedInfo.rank",
+              "distributedInfo.world_size", "distributedInfo.backend", "displayTimeUnit", "schemaVersion",
+              "cuda_runtime_version"]
+
+
+def _weird(rng):
+    return rng.choice(WEIRD)
+
+
+def _set_path(obj: dict, path: str, value, rng) -> dict:
+    """A copy of ``obj`` with ``a.b`` set (copies along the path only); 'DROP' deletes it."""
+    obj = dict(obj)
+    head, _, rest = path.partition(".")
+    if rest:
+        inner = obj.get(head)
+        obj[head] = _set_path(inner if isinstance(inner, dict) else {}, rest, value, rng)
+    elif value == "DROP":
+        obj.pop(head, None)
+    else:
+        obj[head] = value
+    return obj
+
+
+def _dumps(obj) -> bytes:
+    raws: list[str] = []
+
+    def default(o):
+        if isinstance(o, Raw):
+            raws.append(o.text)
+            return f"\x00RAW{len(raws) - 1}\x00"
+        raise TypeError(type(o))
+    text = json.dumps(obj, default=default)
+    for i, raw in enumerate(raws):
+        text = text.replace(json.dumps(f"\x00RAW{i}\x00"), raw, 1)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _mutate_kineto(trace: dict, rng, log: list) -> dict:
+    events = trace.get("traceEvents")
+    events = list(events) if isinstance(events, list) else []
+    trace = dict(trace)
+    for _ in range(rng.randint(1, 4)):
+        op = rng.choice(["event", "event", "event", "many", "top", "drop", "dup", "reorder"])
+        if op == "event" and events:
+            i, field, value = rng.randrange(len(events)), rng.choice(EVENT_FIELDS), _weird(rng)
+            if isinstance(events[i], dict):
+                events[i] = _set_path(events[i], field, value, rng)
+            log.append(f"event[{i}].{field}={value!r:.60}")
+        elif op == "many" and events:  # one field over many events: distinct ids, all huge, all text
+            field = rng.choice(["pid", "tid", "args.device", "args.stream", "ts", "dur", "args.External id"])
+            how = rng.choice(["distinct", "same", "drop"])
+            value = _weird(rng)
+            share = rng.choice([0.1, 0.5, 1.0])
+            for i in range(len(events)):
+                if isinstance(events[i], dict) and rng.random() < share:
+                    v = i * 7919 if how == "distinct" else ("DROP" if how == "drop" else value)
+                    events[i] = _set_path(events[i], field, v, rng)
+            log.append(f"{how} {field} on {share:.0%} of events" + (f" ={value!r:.40}" if how == "same" else ""))
+        elif op == "top":
+            field = rng.choice(TOP_FIELDS)
+            value = rng.choice([_weird(rng), "DROP"])
+            if field == "traceEvents":
+                if value == "DROP":
+                    events = []
+                trace = _set_path(trace, field, value, rng)
+                log.append(f"traceEvents={value!r:.40}")
+                return trace  # the events list is replaced: nothing else to do
+            trace = _set_path(trace, field, value, rng)
+            log.append(f"{field}={value!r:.60}")
+        elif op == "drop" and events:
+            field = rng.choice(EVENT_FIELDS)
+            share = rng.choice([0.01, 0.3, 1.0])
+            for i in range(len(events)):
+                if isinstance(events[i], dict) and rng.random() < share:
+                    events[i] = _set_path(events[i], field, "DROP", rng)
+            log.append(f"drop {field} from {share:.0%}")
+        elif op == "dup" and events:
+            picked = [rng.randrange(len(events)) for _ in range(rng.choice([1, 10, len(events)]))]
+            events += [events[i] for i in picked]
+            log.append(f"duplicate {len(picked)} events")
+        elif op == "reorder" and events:
+            rng.shuffle(events)
+            log.append("shuffle events")
+    trace["traceEvents"] = events
+    return trace
+
+
+def _mutate_bytes(data: bytes, rng, log: list) -> bytes:
+    op = rng.choice(["none", "none", "none", "truncate", "flip", "insert", "dupkey", "utf8"])
+    if op == "truncate":
+        at = rng.randrange(len(data) + 1)
+        data = data[:at]
+        log.append(f"truncate at {at}")
+    elif op == "flip":
+        data = bytearray(data)
+        for _ in range(rng.randint(1, 20)):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        data = bytes(data)
+        log.append("bit flips")
+    elif op == "insert":
+        at = rng.randrange(len(data) + 1)
+        junk = rng.choice([b"\x00", b"}", b"]", b",", b"{\"ts\":", b"\xff\xfe", bytes(rng.randrange(256) for _ in range(8))])
+        data = data[:at] + junk + data[at:]
+        log.append(f"insert {junk!r} at {at}")
+    elif op == "dupkey":  # a key twice in one object: the second wins in json.loads
+        key = rng.choice([b'"ts"', b'"pid"', b'"dur"', b'"traceEvents"', b'"baseTimeNanoseconds"'])
+        at = data.find(key)
+        if at >= 0:
+            data = data[:at] + key + b": " + _dumps(_weird(rng)) + b", " + data[at:]
+            log.append(f"duplicate key {key.decode()}")
+    elif op == "utf8":
+        at = rng.randrange(len(data) + 1)
+        data = data[:at] + rng.choice([b"\xff", b"\xc3", b"\xed\xa0\x80"]) + data[at:]
+        log.append("invalid UTF-8")
+    return data
+
+
+def _bomb(size: int) -> bytes:
+    """A valid Kineto trace whose one event's name is ``size`` bytes of 'A': ~1000x under deflate."""
+    return gzip.compress(b'{"traceEvents": [{"ph": "X", "name": "' + b"A" * size + b'", "pid": 1, "tid": 1, '
+                         b'"ts": 1, "dur": 1}]}', compresslevel=9)
+
+
+class KinetoCases:
+    SOURCES = ["fixtures/kineto/cpu_ddp_gloo/plugins/profile/torch/rank0.pt.trace.json.gz",
+               "fixtures/kineto/cpu_ddp_gloo/plugins/profile/torch/rank1.pt.trace.json.gz",
+               "fixtures/kineto/h200_cuda/h200.1796109284225199498.pt.trace.json.gz",
+               "fixtures/kineto/h200_ddp_gloo_1gpu/rank0.pt.trace.json.gz",
+               "fixtures/kineto/synthetic_gpu/rank0.pt.trace.json",
+               "fixtures/kineto/synthetic_gpu/rank1.pt.trace.json",
+               "fixtures/kineto/h200_healthy_run/trace/plugins/profile/torch/rank0.pt.trace.json.gz",
+               "fixtures/x2_devset/torch_ddp_sync_1gpu_plain/rank0.pt.trace.json.gz",
+               "fixtures/x2_devset/torch_ddp_sync_2gpu/rank0.pt.trace.json.gz",
+               "fixtures/x2_devset/torch_ddp_sync_2gpu/rank1.pt.trace.json.gz"]
+    PAIRS = [(0, 1), (4, 5), (8, 9)]  # two ranks of one job: one of them mutated
+    WEIGHTS = [3, 1, 3, 1, 3, 1, 2, 2, 2, 1]  # h200_ddp_gloo_1gpu is 2.4 MB of JSON: drawn less often
+
+    def __init__(self):
+        self.traces = []
+        for rel in self.SOURCES:
+            raw = (ROOT / rel).read_bytes()
+            self.traces.append(json.loads(gzip.decompress(raw) if rel.endswith(".gz") else raw))
+        self.bombs = [_bomb(n) for n in (2 << 20, 8 << 20, 40 << 20)]
+
+    def make(self, rng, work: Path) -> tuple[str, list[list[str]]]:
+        log: list[str] = []
+        container = rng.choices(["json", "gz", "bomb", "gz-truncated", "gz-members", "gz-garbage"],
+                                [50, 35, 3, 4, 4, 4])[0]
+        pair = rng.random() < 0.2 and container != "bomb"
+        if pair:
+            a, b = rng.choice(self.PAIRS)
+            mutated = rng.choice([a, b])
+            files = [(f"rank{n}", self.traces[i], i == mutated) for n, i in enumerate((a, b))]
+            log.append(f"ranks of {self.SOURCES[a]} (rank{(a, b).index(mutated)} mutated)")
+        else:
+            i = rng.choices(range(len(self.SOURCES)), self.WEIGHTS)[0]
+            files = [("rank0", self.traces[i], True)]
+            log.append(self.SOURCES[i])
+        log.append(container)
+        target = work / "trace"
+        target.mkdir()
+        for stem, trace, mutate in files:
+            if container == "bomb":
+                data = rng.choice(self.bombs)
+                log.append(f"bomb {len(data)} bytes")
+                (target / f"{stem}.pt.trace.json.gz").write_bytes(data)
+                continue
+            data = _dumps(_mutate_kineto(trace, rng, log) if mutate else trace)
+            if mutate:
+                data = _mutate_bytes(data, rng, log)
+            if container == "json":
+                name, blob = f"{stem}.pt.trace.json", data
+            else:
+                name, blob = f"{stem}.pt.trace.json.gz", gzip.compress(data, compresslevel=1)
+                if mutate and container == "gz-truncated":
+                    blob = blob[:rng.randrange(len(blob))]
+                elif mutate and container == "gz-members":
+                    blob = blob + gzip.compress(rng.choice([b"", b"{}", data[:100], b"\x00" * 1000]))
+                elif mutate and container == "gz-garbage":
+                    blob = blob + bytes(rng.randrange(256) for _ in range(rng.choice([1, 8, 512])))
+            (target / name).write_bytes(blob)
+        path = str(target) if pair else str(next(target.iterdir()))
+        variants = [["analyze", path], ["analyze", path, "-v"], ["analyze", path, "--json", str(work / "out.json")]]
+        return "; ".join(log), [rng.choice(variants)]
+
+
+RUN_SOURCES = ["fixtures/runs/gpu1_slow", "fixtures/runs/h200_keras_jax_tiny", "fixtures/runs/killed",
+               "fixtures/runs/sweep", "fixtures/kineto/h200_healthy_run"]
+ROW_FIELDS = ["step", "epoch", "begin_ns", "end_ns", "bounds_ns", "batch", "traced", "t_ns", "gpu", "util_pct",
+              "mem_used_bytes", "pcie_tx_bytes", "sm_clock_mhz", "clocks_event_reasons", "pcie_gen", "core_pct",
+              "proc_cpu_pct", "proc_rss_bytes", "processes", "mark", "end_ns"]
+
+
+class RunDirCases:
+    def __init__(self):
+        self.pristine = {rel: ROOT / rel for rel in RUN_SOURCES}
+
+    def make(self, rng, work: Path) -> tuple[str, list[list[str]]]:
+        rel = rng.choice(RUN_SOURCES)
+        run = work / "run"
+        shutil.copytree(ROOT / rel, run, symlinks=True)
+        log = [rel]
+        if rng.random() < 0.15:  # a rank directory: a copy of the run, maybe damaged too
+            name = rng.choice(["rank1", "rank1", "rank\u00b2", "rank-1", "rank99999999999999999999", "rank01"])
+            if not (run / "sweep.json").exists():
+                shutil.copytree(ROOT / rel, run / name, symlinks=True, ignore=shutil.ignore_patterns("trace", "rank*"))
+                log.append(f"+{name}")
+        files = [p for p in run.rglob("*") if p.is_file() and not p.is_symlink()]
+        for _ in range(rng.randint(1, 3)):
+            if not files:
+                break
+            path = rng.choice(files)
+            what = _damage_file(path, rng)
+            log.append(f"{path.relative_to(run)}: {what}")
+        pristine = str(ROOT / rng.choice(["fixtures/runs/gpu1_slow", "fixtures/runs/h200_keras_jax_tiny"]))
+        if rel == "fixtures/runs/sweep":
+            pristine = str(ROOT / rel)
+        d = str(run)
+        commands = [
+            (30, ["report", d]), (6, ["report", d, "--format", "json", "-o", str(work / "r.json")]),
+            (6, ["report", d, "--format", "html", "-o", str(work / "r.html")]),
+            (5, ["report", d, "--format", "perfetto", "-o", str(work / "r.perfetto.json")]),
+            (8, ["check", d, "--max-step-ms", "1000"]),
+            (5, ["check", d, "--baseline", pristine, "--max-regression", "5%"]),
+            (5, ["check", pristine, "--baseline", d, "--max-regression", "5%"]),
+            (8, ["compare", d, pristine]), (5, ["compare", pristine, d]),
+        ]
+        if (run / "trace").is_dir():
+            commands.append((5, ["analyze", str(run / "trace")]))
+        argv = rng.choices([c for _, c in commands], [w for w, _ in commands])[0]
+        return "; ".join(log), [argv]
+
+
+def _damage_file(path: Path, rng) -> str:
+    if path.is_symlink() or not path.is_file():  # damaged already (deleted, a directory, a FIFO, a link)
+        return "(damaged already)"
+    data = path.read_bytes()
+    op = rng.choices(["delete", "empty", "truncate", "flip", "utf8", "array", "deep", "field", "line", "dir",
+                      "devzero", "fifo", "huge-line", "dup-lines"],
+                     [6, 6, 10, 10, 4, 4, 2, 20, 20, 3, 4, 2, 2, 3])[0]
+    text_file = path.suffix in (".json", ".jsonl")
+    if not text_file and op in ("array", "deep", "field", "line", "huge-line", "dup-lines"):
+        op = "flip"
+    if op == "delete":
+        path.unlink()
+    elif op == "empty":
+        path.write_bytes(b"")
+    elif op == "truncate":
+        at = rng.randrange(len(data) + 1)
+        path.write_bytes(data[:at])
+        op += f" at {at}"
+    elif op == "flip":
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 10)):
+            if b:
+                b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        path.write_bytes(bytes(b))
+    elif op == "utf8":
+        at = rng.randrange(len(data) + 1)
+        path.write_bytes(data[:at] + rng.choice([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x00"]) + data[at:])
+    elif op == "array":
+        value = rng.choice([[], [1, 2], "text", 42, None, True, Raw("1e999999")])
+        path.write_bytes(_dumps(value) + b"\n")
+        op += f" {value!r:.30}"
+    elif op == "deep":
+        depth = rng.choice([40, 900, 5000])
+        path.write_bytes(b'{"a":' * depth + b"1" + b"}" * depth)
+        op += f" {depth}"
+    elif op == "dir":
+        path.unlink()
+        path.mkdir()
+    elif op == "devzero":
+        path.unlink()
+        path.symlink_to(rng.choice(["/dev/zero", "/dev/null", "/dev/urandom"]))
+        op = f"link to {os.readlink(path)}"
+    elif op == "fifo":
+        path.unlink()
+        os.mkfifo(path)
+    elif op == "huge-line":
+        path.write_bytes(data + b'{"step": 1, "pad": "' + b"x" * (2 << 20) + b'"}\n')
+    elif op == "dup-lines":
+        lines = data.splitlines(keepends=True)
+        path.write_bytes(b"".join(lines + lines[: rng.randrange(len(lines) + 1)]))
+    elif op == "field" and path.suffix == ".json":
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return "field (unreadable)"
+        key = rng.choice([*obj.keys(), *fz.KEYS] if isinstance(obj, dict) else fz.KEYS)
+        value = rng.choice([_weird(rng), "DROP"])
+        if isinstance(obj, dict):
+            path.write_bytes(_dumps(_set_path(obj, key, value, rng)))
+        op = f"{key}={value!r:.60}"
+    else:  # a JSONL line: one field set, or the line replaced
+        lines = data.splitlines()
+        if not lines:
+            return op + " (no lines)"
+        i = rng.randrange(len(lines))
+        try:
+            row = json.loads(lines[i])
+        except ValueError:
+            row = None
+        if op == "line" or not isinstance(row, dict):
+            value = rng.choice([_weird(rng), {"step": Raw("1e999999")}, {"begin_ns": 2 ** 70, "end_ns": 2 ** 71}])
+            lines[i] = _dumps(value)
+            op = f"line {i}={value!r:.60}"
+        else:
+            key = rng.choice([*row.keys(), *ROW_FIELDS])
+            value = rng.choice([_weird(rng), "DROP"])
+            lines[i] = _dumps(_set_path(row, key, value, rng))
+            op = f"line {i}.{key}={value!r:.60}"
+        path.write_bytes(b"\n".join(lines) + b"\n")
+    return op
+
+
+def _run_cli(argv: list[str]) -> tuple[object, str]:
+    """(exit code, or the exception escaping main), scaldiag's stderr."""
+    from scaldiag.cli import main as cli_main
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli_main(argv)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Abort:
+        raise
+    except BaseException as exc:  # escaped main: uncaught
+        return exc, err.getvalue()
+    return code, err.getvalue()
+
+
+def run_cli_mode(mode: str, cases: int, seed: int, out: Path | None, only: int | None) -> int:
+    maker = KinetoCases() if mode == "kineto" else RunDirCases()
+    signal.signal(signal.SIGALRM, _abort)
+    counts = collections.Counter()
+    failures: list[str] = []
+    times: list[tuple[float, int, str, str]] = []
+    started = time.time()
+    tmp_root = Path(tempfile.mkdtemp(prefix=f"fuzz_{mode}_"))
+    indices = [only] if only is not None else range(cases)
+    for n in indices:
+        rng = random.Random(f"{seed}:{mode}:{n}")
+        work = tmp_root / str(n)
+        work.mkdir()
+        what, argv = "?", ["?"]
+        t0 = time.perf_counter()
+        signal.alarm(ABORT_S)
+        try:
+            what, (argv,) = maker.make(rng, work)
+            result, err = _run_cli(argv)
+            signal.alarm(0)
+            elapsed = time.perf_counter() - t0
+            if isinstance(result, BaseException):
+                counts["uncaught"] += 1
+                failures.append(_failure(n, what, argv, "uncaught " + "".join(
+                    traceback.format_exception(result))))
+            elif result == INTERNAL_ERROR:
+                counts["exit 70"] += 1
+                failures.append(_failure(n, what, argv, err.strip() + "\n" + _debug_traceback(argv)))
+            elif result in (0, 1, 2):
+                counts[f"exit {result}"] += 1
+            else:
+                counts[f"exit {result}"] += 1
+                failures.append(_failure(n, what, argv, f"exit {result}: {err.strip()[:500]}"))
+            if elapsed > SLOW_S:
+                counts["over 10 s"] += 1
+                failures.append(_failure(n, what, argv, f"took {elapsed:.1f} s"))
+        except Abort:
+            elapsed = time.perf_counter() - t0
+            counts["over 10 s"] += 1
+            counts["aborted at 30 s"] += 1
+            failures.append(_failure(n, what, argv, f"still running after {ABORT_S} s: stopped"))
+        finally:
+            signal.alarm(0)
+            _rmtree(work)
+        times.append((elapsed, n, what, " ".join(argv).replace(str(work), "CASE")))
+        if (n + 1) % 500 == 0:
+            print(f"{n + 1} cases, {time.time() - started:.0f} s: {dict(counts)}", file=sys.stderr, flush=True)
+            if out and only is None:  # what is known so far, should the run be stopped
+                rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                out.write_text(cli_report(mode, counts, failures, times, time.time() - started, rss, cases, seed,
+                                          partial=n + 1))
+    wall = time.time() - started
+    _rmtree(tmp_root)
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    text = cli_report(mode, counts, failures, times, wall, rss_mb, cases, seed)
+    print(text)
+    if out and only is None:
+        out.write_text(text)
+    bad = counts["uncaught"] + counts["exit 70"] + counts["over 10 s"] + sum(
+        v for k, v in counts.items() if k.startswith("exit ") and k not in ("exit 0", "exit 1", "exit 2", "exit 70"))
+    return 1 if bad or rss_mb >= 1024 else 0
+
+
+def _rmtree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _failure(n: int, what: str, argv: list[str], detail: str) -> str:
+    return f"case {n}: {what}\n  scaldiag {' '.join(argv)}\n  {detail.strip()}"
+
+
+def _debug_traceback(argv: list[str]) -> str:
+    """The traceback behind an exit 70: the same command again with --debug."""
+    signal.alarm(ABORT_S)
+    try:
+        result, _ = _run_cli(["--debug", *argv])
+    except Abort:
+        return "(--debug: stopped after 30 s)"
+    finally:
+        signal.alarm(0)
+    if isinstance(result, BaseException):
+        return "".join(traceback.format_exception(result)[-12:])
+    return f"(--debug gave {result})"
+
+
+def cli_report(mode, counts, failures, times, wall, rss_mb, cases, seed, partial: int | None = None) -> str:
+    import subprocess
+
+    try:
+        revision = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                  text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:
+        revision, dirty = "?", ""
+    title = {"kineto": "mutated Kineto traces through `analyze`",
+             "rundir": "damaged run directories through `report`, `check`, `compare`, `analyze`"}[mode]
+    total = sum(v for k, v in counts.items() if k.startswith("exit ") or k == "uncaught" or k == "aborted at 30 s")
+    lines = [f"# Long fuzz run: {title}", "",
+             *([f"**Partial: {partial} of {cases} cases so far (the run was still going).**", ""] if partial else []),
+             f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
+             f"- machine: {platform.node()}, {platform.machine()}, {os.cpu_count()} cores (shared), "
+             f"Python {platform.python_version()}, {platform.system()} {platform.release()}",
+             f"- command: `.venv/bin/python bench/fuzz_long.py --mode {mode} --cases {cases} --seed {seed} "
+             f"--out bench/results/fuzz_long_{mode}.md`",
+             f"- revision: {revision}" + (" (with uncommitted changes in tracked files)" if dirty else ""),
+             f"- the CLI's `main(argv)` in one process, each case under a {ABORT_S} s alarm; a case over {SLOW_S} s "
+             "is a failure",
+             f"- wall time: {wall:.0f} s; peak RSS of the whole run {rss_mb:.0f} MiB", "",
+             "| cases | exit 0 | exit 1 | exit 2 | exit 70 | uncaught | other exit | over 10 s |",
+             "|---|---|---|---|---|---|---|---|",
+             f"| {total} | {counts['exit 0']} | {counts['exit 1']} | {counts['exit 2']} | {counts['exit 70']} | "
+             f"{counts['uncaught']} | "
+             f"{sum(v for k, v in counts.items() if k.startswith('exit ') and k not in ('exit 0', 'exit 1', 'exit 2', 'exit 70'))}"
+             f" | {counts['over 10 s']} |", "",
+             "Exit 0: a report; 1: `check` failed (or a run that cannot be vouched for); 2: one line, a refused "
+             "input. A case is reproduced with `--only N`.", "", "## Slowest cases", "",
+             "| case | seconds | input | command |", "|---|---|---|---|"]
+    for elapsed, n, what, argv in sorted(times, reverse=True)[:10]:
+        lines.append(f"| {n} | {elapsed:.2f} | {what.replace('|', '/')[:300]} | `{argv}` |")
+    if failures:
+        lines += ["", f"## Failures ({len(failures)}; the first 30)", "", "```", *failures[:30], "```"]
     return "\n".join(lines) + "\n"
 
 
