@@ -191,7 +191,7 @@ def device_steps(plane: Plane, device_s: np.ndarray, device_e: np.ndarray, host:
     nums, starts = nums[by_time], starts[by_time]
     if len(nums) < 2 or (np.diff(nums) != 1).any():
         return None  # steps out of order or one missing
-    if host.numbers is not None and not np.array_equal(np.sort(host.numbers), np.sort(nums)):
+    if host.numbers is None or not np.array_equal(np.sort(host.numbers), np.sort(nums)):
         return None
     last = int(starts[-1])
     after = device_s >= last
