@@ -34,9 +34,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import test_fuzz as fz  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+try:  # the xplane mode's generators; the kineto and rundir modes need neither
+    import test_fuzz as fz
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+except ImportError:
+    fz = None
 
 CASE_TIMEOUT_S = 20
 
@@ -58,9 +61,11 @@ def main() -> int:
                              "`analyze`; rundir: damaged run directories through report, check, compare")
     parser.add_argument("--seed", type=int, default=0, help="kineto, rundir: case N draws from (seed, mode, N)")
     parser.add_argument("--only", type=int, metavar="N", help="kineto, rundir: run case N alone (to reproduce it)")
+    parser.add_argument("--jobs", type=int, default=1, help="kineto, rundir: worker processes (case N is the same)")
+    parser.add_argument("--time-limit", type=float, help="kineto, rundir: stop drawing cases after this many s")
     args = parser.parse_args()
     if args.mode != "xplane":
-        return run_cli_mode(args.mode, args.cases, args.seed, args.out, args.only)
+        return run_cli_mode(args.mode, args.cases, args.seed, args.out, args.only, args.jobs, args.time_limit)
     fixtures = [Path(p).read_bytes() for p in sorted(glob.glob(str(ROOT / "fixtures" / "**" / "*.xplane.pb"),
                                                                 recursive=True))]
     seeds = [fz.SEED, *fixtures]
@@ -367,6 +372,10 @@ class KinetoCases:
 
 RUN_SOURCES = ["fixtures/runs/gpu1_slow", "fixtures/runs/h200_keras_jax_tiny", "fixtures/runs/killed",
                "fixtures/runs/sweep", "fixtures/kineto/h200_healthy_run"]
+RUN_KEYS = ["status", "exit_code", "missing", "command", "framework", "global_batch", "per_replica_batch", "replicas",
+            "steps_per_execution", "warmup_steps", "input_ceiling", "gpus", "logical_to_nvml_index", "launcher_pid",
+            "host", "runs", "counts", "emulate", "started_ns", "ended_ns", "trace", "parameter_bytes", "signal",
+            "signals_received", "samplers", "device_clock", "schema_version"]
 ROW_FIELDS = ["step", "epoch", "begin_ns", "end_ns", "bounds_ns", "batch", "traced", "t_ns", "gpu", "util_pct",
               "mem_used_bytes", "pcie_tx_bytes", "sm_clock_mhz", "clocks_event_reasons", "pcie_gen", "core_pct",
               "proc_cpu_pct", "proc_rss_bytes", "processes", "mark", "end_ns"]
@@ -467,7 +476,7 @@ def _damage_file(path: Path, rng) -> str:
             obj = json.loads(data)
         except ValueError:
             return "field (unreadable)"
-        key = rng.choice([*obj.keys(), *fz.KEYS] if isinstance(obj, dict) else fz.KEYS)
+        key = rng.choice([*obj.keys(), *RUN_KEYS] if isinstance(obj, dict) else RUN_KEYS)
         value = rng.choice([_weird(rng), "DROP"])
         if isinstance(obj, dict):
             path.write_bytes(_dumps(_set_path(obj, key, value, rng)))
@@ -512,16 +521,65 @@ def _run_cli(argv: list[str]) -> tuple[object, str]:
     return code, err.getvalue()
 
 
-def run_cli_mode(mode: str, cases: int, seed: int, out: Path | None, only: int | None) -> int:
+def run_cli_mode(mode: str, cases: int, seed: int, out: Path | None, only: int | None, jobs: int = 1,
+                 time_limit: float | None = None) -> int:
+    revision = _revision()  # of the tree the cases ran on, not of whatever HEAD is when they end
+    started = time.time()
+    deadline = started + time_limit if time_limit else None
+    if only is not None:
+        shards = [_shard((mode, [only], seed, None))]
+    elif jobs > 1:  # case N is the same case whichever worker draws it
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            shards = pool.map(_shard, [(mode, range(i, cases, jobs), seed, deadline) for i in range(jobs)])
+    else:
+        shards = [_shard((mode, range(cases), seed, deadline))]
+    counts = collections.Counter()
+    failures, times, ran = [], [], 0
+    for shard in shards:
+        counts.update(shard["counts"])
+        failures += shard["failures"]
+        times += shard["times"]
+        ran += shard["ran"]
+    rss_mb = max([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024] + [sh["rss_mb"] for sh in shards])
+    text = cli_report(mode, counts, failures, times, time.time() - started, rss_mb, cases, seed,
+                      partial=ran if ran < cases and only is None else None, revision=revision, jobs=jobs)
+    print(text)
+    if out and only is None:
+        out.write_text(text)
+    bad = counts["uncaught"] + counts["exit 70"] + counts["over 10 s"] + sum(
+        v for k, v in counts.items() if k.startswith("exit ") and k not in ("exit 0", "exit 1", "exit 2", "exit 70"))
+    return 1 if bad or rss_mb >= 1024 else 0
+
+
+def _revision() -> str:
+    import subprocess
+
+    try:
+        revision = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                  text=True, timeout=10).stdout.strip() or "?"
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:
+        return "?"
+    return revision + (" (with uncommitted changes in tracked files)" if dirty else "")
+
+
+def _shard(task) -> dict:
+    """Cases ``indices`` in this process; its counts, failures, case times and peak RSS."""
+    mode, indices, seed, deadline = task
     maker = KinetoCases() if mode == "kineto" else RunDirCases()
     signal.signal(signal.SIGALRM, _abort)
     counts = collections.Counter()
     failures: list[str] = []
     times: list[tuple[float, int, str, str]] = []
-    started = time.time()
     tmp_root = Path(tempfile.mkdtemp(prefix=f"fuzz_{mode}_"))
-    indices = [only] if only is not None else range(cases)
+    ran = 0
     for n in indices:
+        if deadline and time.time() > deadline:
+            break
+        ran += 1
         rng = random.Random(f"{seed}:{mode}:{n}")
         work = tmp_root / str(n)
         work.mkdir()
@@ -540,11 +598,10 @@ def run_cli_mode(mode: str, cases: int, seed: int, out: Path | None, only: int |
             elif result == INTERNAL_ERROR:
                 counts["exit 70"] += 1
                 failures.append(_failure(n, what, argv, err.strip() + "\n" + _debug_traceback(argv)))
-            elif result in (0, 1, 2):
-                counts[f"exit {result}"] += 1
             else:
                 counts[f"exit {result}"] += 1
-                failures.append(_failure(n, what, argv, f"exit {result}: {err.strip()[:500]}"))
+                if result not in (0, 1, 2):
+                    failures.append(_failure(n, what, argv, f"exit {result}: {err.strip()[:500]}"))
             if elapsed > SLOW_S:
                 counts["over 10 s"] += 1
                 failures.append(_failure(n, what, argv, f"took {elapsed:.1f} s"))
@@ -557,22 +614,11 @@ def run_cli_mode(mode: str, cases: int, seed: int, out: Path | None, only: int |
             signal.alarm(0)
             _rmtree(work)
         times.append((elapsed, n, what, " ".join(argv).replace(str(work), "CASE")))
-        if (n + 1) % 500 == 0:
-            print(f"{n + 1} cases, {time.time() - started:.0f} s: {dict(counts)}", file=sys.stderr, flush=True)
-            if out and only is None:  # what is known so far, should the run be stopped
-                rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-                out.write_text(cli_report(mode, counts, failures, times, time.time() - started, rss, cases, seed,
-                                          partial=n + 1))
-    wall = time.time() - started
+        if ran % 500 == 0:
+            print(f"{mode}: {ran} cases in this worker: {dict(counts)}", file=sys.stderr, flush=True)
     _rmtree(tmp_root)
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    text = cli_report(mode, counts, failures, times, wall, rss_mb, cases, seed)
-    print(text)
-    if out and only is None:
-        out.write_text(text)
-    bad = counts["uncaught"] + counts["exit 70"] + counts["over 10 s"] + sum(
-        v for k, v in counts.items() if k.startswith("exit ") and k not in ("exit 0", "exit 1", "exit 2", "exit 70"))
-    return 1 if bad or rss_mb >= 1024 else 0
+    return {"counts": counts, "failures": failures, "times": sorted(times, reverse=True)[:20], "ran": ran,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def _rmtree(path: Path) -> None:
@@ -597,30 +643,23 @@ def _debug_traceback(argv: list[str]) -> str:
     return f"(--debug gave {result})"
 
 
-def cli_report(mode, counts, failures, times, wall, rss_mb, cases, seed, partial: int | None = None) -> str:
-    import subprocess
-
-    try:
-        revision = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                  text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except Exception:
-        revision, dirty = "?", ""
+def cli_report(mode, counts, failures, times, wall, rss_mb, cases, seed, partial: int | None = None,
+               revision: str = "?", jobs: int = 1) -> str:
     title = {"kineto": "mutated Kineto traces through `analyze`",
              "rundir": "damaged run directories through `report`, `check`, `compare`, `analyze`"}[mode]
     total = sum(v for k, v in counts.items() if k.startswith("exit ") or k == "uncaught" or k == "aborted at 30 s")
     lines = [f"# Long fuzz run: {title}", "",
-             *([f"**Partial: {partial} of {cases} cases so far (the run was still going).**", ""] if partial else []),
+             *([f"**Partial: {partial} of {cases} cases (stopped at the time limit).**", ""] if partial else []),
              f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
              f"- machine: {platform.node()}, {platform.machine()}, {os.cpu_count()} cores (shared), "
              f"Python {platform.python_version()}, {platform.system()} {platform.release()}",
              f"- command: `.venv/bin/python bench/fuzz_long.py --mode {mode} --cases {cases} --seed {seed} "
-             f"--out bench/results/fuzz_long_{mode}.md`",
-             f"- revision: {revision}" + (" (with uncommitted changes in tracked files)" if dirty else ""),
+             f"--jobs {jobs} --out bench/results/fuzz_long_{mode}.md`",
+             f"- revision: {revision}",
              f"- the CLI's `main(argv)` in one process, each case under a {ABORT_S} s alarm; a case over {SLOW_S} s "
              "is a failure",
-             f"- wall time: {wall:.0f} s; peak RSS of the whole run {rss_mb:.0f} MiB", "",
+             f"- wall time: {wall:.0f} s over {jobs} worker process{'es' if jobs > 1 else ''}; peak RSS "
+             f"{rss_mb:.0f} MiB (the largest of any one process: each worker runs its cases in one process)", "",
              "| cases | exit 0 | exit 1 | exit 2 | exit 70 | uncaught | other exit | over 10 s |",
              "|---|---|---|---|---|---|---|---|",
              f"| {total} | {counts['exit 0']} | {counts['exit 1']} | {counts['exit 2']} | {counts['exit 70']} | "
