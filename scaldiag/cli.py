@@ -8,7 +8,9 @@ import sys
 
 from scaldiag import __version__
 from scaldiag.commands import analyze, check, compare, profile, report
+from scaldiag.commands.output import flush_stdout, stdout_gone
 from scaldiag.errors import ScaldiagError
+from scaldiag.render.sanitize import line
 
 INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): distinct from 2, a problem with the input
 COMMANDS = (profile, analyze, report, compare, check)
@@ -28,21 +30,24 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _reuse_freed_memory()
     try:
-        return args.func(args)
+        code = args.func(args)
+        flush_stdout()  # a reader gone (| head) is found here; the code stays the command's (check, profile)
+        return code
     except ScaldiagError as exc:
         if args.debug:
             raise
-        print(f"scaldiag: error: {exc}", file=sys.stderr)
+        print(f"scaldiag: error: {line(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("scaldiag: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # the reader of our output went away (| head): nothing more to say
+    except BrokenPipeError:  # the reader of our output went away (| head): not an error, nothing more to say
+        stdout_gone()
         return 0
     except Exception as exc:  # scaldiag's own bug: one line, not a traceback (--debug shows it)
         if args.debug:
             raise
-        print(f"scaldiag: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback, "
+        print(f"scaldiag: internal error: {type(exc).__name__}: {line(exc)} (rerun with --debug for the traceback, "
               "and please report it)", file=sys.stderr)
         return INTERNAL_ERROR
 

@@ -88,7 +88,13 @@ def _as_text(value):
 def diagnose_trace(path: str | os.PathLike, run: str | None = None) -> Report:
     """``scaldiag analyze``: a trace file or logdir, in any format a reader knows."""
     name, trace = read_trace(path, run)
-    return build_report(analyze_trace(trace, name))
+    return build_report(_analyze(trace, name))
+
+
+def _analyze(trace: Trace, name: str) -> ProfileAnalysis:
+    """The trace's analysis, with what its reader noticed about the files first among its notes."""
+    analysis = analyze_trace(trace, name)
+    return replace(analysis, notes=[*trace.notes, *analysis.notes]) if trace.notes else analysis
 
 
 def diagnose_run(run_dir: str | os.PathLike) -> RunReport:
@@ -143,7 +149,7 @@ def _run_trace(run_dir: Path) -> tuple[ProfileAnalysis | None, list[str]]:
         return None, ["trace: no profiler trace in this run (too few steps, or the profiler failed)"]
     try:
         name, trace = read_trace(logdir)
-        return analyze_trace(trace, name), []
+        return _analyze(trace, name), []
     except TraceError as exc:
         return None, [f"trace: {exc}"]
     except TRACE_FAILURES as exc:

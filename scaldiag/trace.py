@@ -125,6 +125,9 @@ class Trace:
     planes: list[Plane]
     sources: list[str]  # files it was read from
     hostnames: list[str] = field(default_factory=list)
+    # What the reader noticed about the files as given (both formats in one directory, a rank twice,
+    # ranks of different runs): shown with the analysis' notes (readers/__init__.py).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def device_planes(self) -> list[Plane]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
+from scaldiag.commands.output import stdout_gone
 from scaldiag.pipeline import diagnose
 from scaldiag.render.terminal.common import inert
 from scaldiag.rules.check import Limits, check, parse_percent
@@ -27,9 +29,13 @@ def run(args: argparse.Namespace) -> int:
                     max_regression_pct=parse_percent(args.max_regression) if args.max_regression else None)
     baseline = diagnose(args.baseline) if args.baseline else None
     results = check(diagnose(args.path), limits, baseline)
-    for r in results:
-        print(f"{'ok  ' if r.passed else 'FAIL'} {r.check}: {inert(r.reason)}")
     failed = [r for r in results if not r.passed]
-    print(inert(f"check failed: {failed[0].reason}" + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
-          if failed else f"check passed ({len(results)} checks)")
+    try:  # the verdict is the exit code, whether or not anyone reads the lines (| head -1)
+        for r in results:
+            print(f"{'ok  ' if r.passed else 'FAIL'} {r.check}: {inert(r.reason)}")
+        print(inert(f"check failed: {failed[0].reason}" + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
+              if failed else f"check passed ({len(results)} checks)")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_gone()
     return 1 if failed else 0

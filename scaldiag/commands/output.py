@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 from scaldiag.errors import ScaldiagError
@@ -23,6 +25,25 @@ def emit(report, json_path: str | None, verbose: bool = False) -> None:
     write(report, "terminal", all_fixes=verbose)
     if json_path:
         write_text(Path(json_path), json.render(report))
+
+
+def stdout_gone() -> None:
+    """The reader of stdout has gone (``| head``): what is still buffered, and anything printed later,
+    goes nowhere, so that neither this nor Python's flush at exit raises again or prints a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (a test's StringIO): nothing to redirect
+        pass
+
+
+def flush_stdout() -> None:
+    """Flush stdout now, where a reader that has gone is found and taken (not at exit, as an error)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_gone()
 
 
 def write_text(path: Path, text: str) -> None:

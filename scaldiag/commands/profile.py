@@ -12,9 +12,10 @@ from scaldiag.collect.frameworks.torch_hooks import TORCHRUN_ENV
 from scaldiag.collect.launcher import launch, uncaptured_command
 from scaldiag.collect.session import new_run_dir
 from scaldiag.collect.sweep import gpus_for, sweep
-from scaldiag.commands.output import add_verbose, emit
+from scaldiag.commands.output import add_verbose, emit, stdout_gone
 from scaldiag.errors import ScaldiagError
 from scaldiag.pipeline import diagnose_run, diagnose_sweep
+from scaldiag.render.sanitize import line
 from scaldiag.render.terminal.common import exit_text
 
 
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"\nscaldiag: the script ended ({exit_text(code)}); analysing the run...", file=sys.stderr, flush=True)
     _report(lambda: emit(diagnose_run(run_dir), args.json, args.verbose), args)
-    print(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})", file=sys.stderr)
+    print(line(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})"), file=sys.stderr)
     return exit_status(code)
 
 
@@ -121,8 +122,8 @@ def _run_without_capture(out: str, exc: Exception, command: list[str]) -> None:
     """The run directory cannot be made: say so once, and become the same launch without capture
     (``python SCRIPT ARGS``, or ``torchrun`` under ``--nproc-per-node``)."""
     reason = getattr(exc, "strerror", None) or str(exc)
-    print(f"scaldiag: cannot create a run directory under {out} ({reason}); running the script without capture, "
-          "nothing is recorded", file=sys.stderr, flush=True)
+    print(line(f"scaldiag: cannot create a run directory under {out} ({reason}); running the script without "
+               "capture, nothing is recorded"), file=sys.stderr, flush=True)
     sys.stdout.flush()
     os.environ.pop(TORCHRUN_ENV, None)  # no bootstrap runs to read it
     os.execv(command[0], command)
@@ -132,12 +133,15 @@ def _report(make, args) -> None:
     """Print the report; scaldiag's own failure here never changes the exit code, which is the script's."""
     try:
         make()
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader of the report has gone (| head): not scaldiag's failure, nor the script's
+        stdout_gone()
     except ScaldiagError as exc:  # the run is kept even when its report cannot be made
-        print(f"scaldiag: no report: {exc}", file=sys.stderr)
+        print(f"scaldiag: no report: {line(exc)}", file=sys.stderr)
     except Exception as exc:
         if getattr(args, "debug", False):
             raise
-        print(f"scaldiag: no report: internal error ({type(exc).__name__}: {exc}); the run directory is kept",
+        print(f"scaldiag: no report: internal error ({type(exc).__name__}: {line(exc)}); the run directory is kept",
               file=sys.stderr)
 
 
@@ -156,6 +160,6 @@ def _sweep(args, script: Path, script_args: list[str]) -> int:
         raise ScaldiagError(f"the sweep stopped: cannot write under {sweep_dir}: {exc.strerror or exc}") from exc
     print(file=sys.stderr)
     _report(lambda: emit(diagnose_sweep(sweep_dir), args.json, args.verbose), args)
-    print(f"scaldiag: sweep directory {sweep_dir}  (scaldiag report {sweep_dir})", file=sys.stderr)
+    print(line(f"scaldiag: sweep directory {sweep_dir}  (scaldiag report {sweep_dir})"), file=sys.stderr)
     failed = [c for c in codes if c != 0]
     return 0 if not failed else exit_status(failed[0])

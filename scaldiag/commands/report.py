@@ -15,6 +15,7 @@ from scaldiag.record.reader import read_record
 from scaldiag.record.rundir import TRACE_DIR
 from scaldiag.render import VIEW_FORMATS, write
 from scaldiag.render import json as json_format
+from scaldiag.render.sanitize import line
 from scaldiag.rules.report import RunReport, SweepReport
 
 # --format names: "term" is the terminal renderer.
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         with _open(Path(output)) as stream:
             write(report, fmt, stream, **views)
-        print(f"scaldiag: {args.format} report written to {output}", file=sys.stderr)
+        print(line(f"scaldiag: {args.format} report written to {output}"), file=sys.stderr)
     if args.json:
         write_text(Path(args.json), json_format.render(report)) if args.json != "-" else write(report, "json")
     return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scaldiag.errors import TraceError
@@ -59,6 +59,81 @@ def find_trace(path: str | os.PathLike, run: str | None = None) -> tuple[TraceFo
 
 
 def read_trace(path: str | os.PathLike, run: str | None = None) -> tuple[str, Trace]:
-    """Find the trace under ``path`` and read it, whatever its format: (run name, trace)."""
+    """Find the trace under ``path`` and read it, whatever its format: (run name, trace).
+
+    What the files as given make doubtful is said in ``Trace.notes``, never passed over: a
+    directory with files of two formats (one is read), a rank twice, ranks that are not one run's."""
     fmt, name, files = find_trace(path, run)
-    return name, fmt.read(files)
+    trace = fmt.read(files)
+    notes = _other_formats(Path(path), fmt) + rank_notes(trace)
+    return name, replace(trace, notes=[*trace.notes, *notes]) if notes else trace
+
+
+def _other_formats(root: Path, read: TraceFormat) -> list[str]:
+    """A directory holding traces of another format too: which one was read, what was left out."""
+    if not root.is_dir():
+        return []
+    notes = []
+    for other in FORMATS:
+        if other is not read and other.claims(root):
+            notes.append(f"{root} also holds {other.name} trace files, left out: only the {read.name} files are "
+                         f"read (one format a directory); name a {other.name} file, or a directory of them alone, to read them")
+    return notes
+
+
+# Kineto writes these per rank file into the host plane's stats (readers/kineto.py).
+_RANK, _WORLD, _BACKEND = "distributed_rank", "distributed_world_size", "distributed_backend"
+
+
+def rank_notes(trace: Trace) -> list[str]:
+    """Files merged as ranks of one run that may not be: the same rank twice, different world sizes
+    or backends, or files whose events do not overlap in time (one run's ranks trace the same steps)."""
+    files = {}  # label (one per file) -> (its host plane's stats, (first ns, last ns) of its events)
+    for plane in trace.planes:
+        if not plane.host:
+            continue  # one file, not merged
+        stats, span = files.get(plane.host, ({}, None))
+        if plane.is_host:
+            stats = plane.stats
+        files[plane.host] = (stats, _span(plane, span))
+    if len(files) < 2:
+        return []
+    notes = []
+    by_rank: dict[object, list[str]] = {}
+    for label, (stats, _) in files.items():
+        if stats.get(_RANK) is not None:
+            by_rank.setdefault(stats[_RANK], []).append(label)
+    for rank, labels in by_rank.items():
+        if len(labels) > 1:
+            notes.append(f"rank {rank} is in {len(labels)} files ({', '.join(labels)}): copies of one file, or files "
+                         "of different runs? They are merged as separate processes, named by file")
+    for key, what in ((_WORLD, "world sizes"), (_BACKEND, "backends")):
+        values = {stats[key] for stats, _ in files.values() if stats.get(key) is not None}
+        if len(values) > 1:
+            notes.append(f"the files say different {what} ({', '.join(map(str, sorted(values, key=str)))}): they are "
+                         "not the ranks of one run, yet are merged as one")
+    notes += _apart_in_time(files)
+    return notes
+
+
+def _span(plane, span: tuple[int, int] | None) -> tuple[int, int] | None:
+    for line in plane.lines:
+        if len(line):
+            first, last = int(line.start_ns.min()), int(line.end_ns.max())
+            span = (first, last) if span is None else (min(span[0], first), max(span[1], last))
+    return span
+
+
+def _apart_in_time(files: dict) -> list[str]:
+    """Files whose events share no instant: one run's ranks trace the same steps at the same time."""
+    spans = sorted((span, label) for label, (_, span) in files.items() if span is not None)
+    notes = []
+    (_, end), last_label = spans[0]
+    for (first, last), label in spans[1:]:
+        if first > end:
+            notes.append(f"{label}'s events begin {(first - end) / 1e9:,.3f} s after {last_label}'s end: "
+                         "the files share no instant, as ranks of one run would; traces of different runs "
+                         "(or clocks far apart)?")
+        if last > end:
+            end, last_label = last, label
+    return notes

@@ -53,8 +53,15 @@ def write_json(run_dir: Path, name: str, data: dict) -> None:
     """Replace ``run_dir/name`` atomically: readers see the old or the new file, never half."""
     path = Path(run_dir) / name
     tmp = path.with_name(f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a file size limit, an interrupt: no half-written temporary is left
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
 
 
 def update_json(run_dir: Path, name: str, **fields) -> dict:

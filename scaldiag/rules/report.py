@@ -15,6 +15,7 @@ from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.analyze.scaling import ScalingAnalysis
 from scaldiag.rules import RUN_RULES, SWEEP_RULES, Finding, check_all, run_rules
+from scaldiag.rules.sd106_low_utilisation import LOW_BUSY_PCT, busy_text
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,15 @@ def verdict(analysis: ProfileAnalysis, findings: list[Finding]) -> str:
     if not compute.exclusive_pct > 0:  # no compute at all (or NaN shares): no bound can be named
         return "No verdict: the trace shows no compute in its steps, so nothing can be said to bound them."
     where = "device" if unit.kind == "gpu" else "host"
-    return (f"Compute-bound: {unit.name} computes {compute.exclusive_pct:.1f}% of step time "
+    idle = next((f for f in findings if f.id == "SD106"), None)
+    if not unit.busy_pct >= LOW_BUSY_PCT:
+        # Busy under half the step, it waits more than it computes: "Compute-bound" beside SD106
+        # ("computes 0.5% (device busy 0.7%)") named the one thing the step was not bound by.
+        return (f"Waiting, not computing: {unit.name} is busy {busy_text(unit.busy_pct)}% of each step "
+                f"(computing {busy_text(compute.exclusive_pct)}%); no input, copy, collective, layout or host "
+                "cause clears its threshold beyond the noise, so what it waits for is not named"
+                + (" (SD106 below)." if idle else "."))
+    line = (f"Compute-bound: {unit.name} computes {compute.exclusive_pct:.1f}% of step time "
             f"({where} busy {unit.busy_pct:.1f}%); no input, copy, collective, layout or host "
             "bottleneck clears its threshold beyond the noise.")
+    return line + (f" Another device waits: {idle.summary} (SD106)." if idle else "")

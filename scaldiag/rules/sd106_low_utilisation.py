@@ -31,21 +31,31 @@ class _LowUtilisation:
         if not gpus or analysis.steps_method == "none":
             return None
         unit = min(gpus, key=lambda u: u.busy_pct)
-        if unit.busy_pct >= LOW_BUSY_PCT:
+        if not unit.busy_pct < LOW_BUSY_PCT:  # NaN included: no share, no finding
             return None
-        busy = max(unit.busy_pct, 1.0)
-        ceiling = 100.0 / busy
+        # The share as printed, and the ceiling from that same number: the arithmetic shown is the
+        # arithmetic done (it once printed "100 / 0.7 = 100.00x", the share clamped to 1% unsaid).
+        shown = busy_text(unit.busy_pct)
+        busy = float(shown)
+        ceiling = 100.0 / busy if busy > 0 else None
         return Finding(
             id=self.id, title="Low device utilisation", category="idle",
             severity="high" if unit.busy_pct < VERY_LOW_BUSY_PCT else "medium",
-            summary=f"{unit.name} is busy {unit.busy_pct:.1f}% of each step",
-            evidence=[Evidence("device busy share of step time", round(unit.busy_pct, 2), "%",
+            summary=f"{unit.name} is busy {shown}% of each step",
+            evidence=[Evidence("device busy share of step time", round(unit.busy_pct, 2) or busy, "%",
                                threshold=LOW_BUSY_PCT, device=unit.name)],
             fix=FIX,
-            predicted_speedup=Speedup(ceiling, ceiling, ceiling,
-                                      f"a device busy {unit.busy_pct:.1f}% of the step: "
-                                      f"100 / {unit.busy_pct:.1f} = {ceiling:.2f}x if it never waited (ceiling)"),
-            notes=["a ceiling, not a forecast: it is reached only if every cause of waiting is removed"])
+            predicted_speedup=None if ceiling is None else Speedup(
+                ceiling, ceiling, ceiling,
+                f"a device busy {shown}% of the step: 100 / {shown} = {ceiling:.2f}x if it never waited (ceiling)"),
+            notes=["a ceiling, not a forecast: it is reached only if every cause of waiting is removed"
+                   if ceiling is not None else
+                   "no ceiling: the device runs no work inside the steps, so no speedup can be derived from its share"])
+
+
+def busy_text(pct: float) -> str:
+    """A busy share as printed: three significant digits (0.661, 12.3), so a small share is not 0.7 or 0.0."""
+    return f"{pct:.3g}" if pct > 0 else "0"
 
 
 RULE = _LowUtilisation()

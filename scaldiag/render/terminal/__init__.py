@@ -13,6 +13,16 @@ from scaldiag.rules.report import Report, RunReport, SweepReport
 _BY_KIND = {Report: trace.render, RunReport: run.render, SweepReport: sweep.render}
 
 
+class _Console(Console):
+    """rich's console, but a reader gone away (``| head``) raises BrokenPipeError for the command to
+    take, where rich exits 1 (``SystemExit``): a closed stdout is not an error, and under ``profile``
+    the exit code is the script's."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError("the reader of the output has gone")
+
+
 def render(report: Report | RunReport | SweepReport, console: Console, all_fixes: bool = False) -> None:
     _BY_KIND[type(report)](report, console, ALL_FIXES if all_fixes else None)
 
@@ -22,4 +32,4 @@ def write(report: Report | RunReport | SweepReport, stream: TextIO | None = None
     """The report on ``stream`` (default: stdout, colour when it is a terminal, none with NO_COLOR).
 
     ``all_fixes``: every framework's fix (``--verbose``), not only the detected one's."""
-    render(report, Console(file=stream, width=width), all_fixes)
+    render(report, _Console(file=stream, width=width), all_fixes)

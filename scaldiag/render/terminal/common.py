@@ -8,30 +8,28 @@ an op named ``[link=...]`` or holding an escape sequence prints as itself.
 from __future__ import annotations
 
 import math
-import re
 
 from rich.console import Group
 from rich.panel import Panel
 from rich.text import Text
 
+from scaldiag.render import sanitize
 from scaldiag.rules import Finding
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "info": "cyan"}
 FRAMEWORK_LABEL = {"tensorflow": "TensorFlow / Keras", "jax": "JAX / Keras on JAX", "pytorch": "PyTorch"}
 
-# C0 controls but tab and newline, DEL, C1 controls; and the Unicode
-# bidirectional overrides, which reorder what a terminal shows.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
 
 def inert(value: object) -> str:
-    """``value`` as text a terminal shows literally: controls become ``\\xNN`` / ``\\uNNNN``."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(value))
+    """``value`` as one line a terminal shows literally (render/sanitize.py): every control, newlines
+    and bidirectional marks included, becomes ``\\xNN`` / ``\\uNNNN``; a huge name is shortened."""
+    return sanitize.line(value)
 
 
-def text(value: object, style: str = "") -> Text:
-    """A renderable that is never markup and never an escape sequence."""
-    return Text(inert(value), style=style)
+def text(value: object, style: str = "", lines: bool = False) -> Text:
+    """A renderable that is never markup and never an escape sequence: one line (a name in it cannot
+    forge another), or with ``lines`` text whose own newlines are kept (a fix's code)."""
+    return Text(sanitize.text(value) if lines else sanitize.line(value), style=style)
 
 
 def bytes_text(n: float) -> str:
@@ -43,7 +41,8 @@ def bytes_text(n: float) -> str:
 
 
 def add_row(table, *cells) -> None:
-    table.add_row(*(text(c) for c in cells))
+    """One row; a cell already made (``text(..., lines=True)``) is kept as it is."""
+    table.add_row(*(c if isinstance(c, Text) else text(c) for c in cells))
 
 
 def columns(table, names, left=()) -> None:
@@ -97,6 +96,6 @@ def finding_panel(f: Finding, framework: str) -> Panel:
     frameworks = [framework] if framework in f.fix and framework != ALL_FIXES else list(f.fix)
     for fw in frameworks:
         lines.append(text(f"fix ({FRAMEWORK_LABEL.get(fw, fw)}):", style="bold"))
-        lines.append(text(f.fix[fw]))
+        lines.append(text(f.fix[fw], lines=True))
     title = Text.assemble((f"{f.id} ", "bold"), (f"{f.severity} ", SEVERITY_STYLE.get(f.severity, "")), inert(f.title))
     return Panel(Group(*lines), title=title, title_align="left")

@@ -140,7 +140,7 @@ def _steps_table(a: RunAnalysis) -> Table:
     rate = "unknown: global batch unknown (--global-batch N)" if s.samples_per_s is None else (
         f"{s.samples_per_s:,.0f}" + _rate_interval(s))
     excluded = "; ".join(f"{reason}: {len(steps)}" for reason, steps in s.excluded.items()) or "none"
-    add_row(table, f"{t.mean:.3f} ±{t.ci95:.3f}", f"{t.p50:.3f}", f"{t.p90:.3f}", f"{t.stdev:.3f}", rate, excluded)
+    add_row(table, f"{t.mean:.3f} ±{t.ci95:.3f}", f"{t.p50:.3f}", f"{t.p90:.3f}", f"{t.stdev:.3f}", text(rate, lines=True), excluded)
     return table
 
 
