@@ -61,12 +61,17 @@ def main() -> None:
     emulate = int(os.environ.get(EMULATE_ENV, "0") or 0)
     sys.meta_path.insert(0, _PatchAfterImport({**import_patches(emulate), **torch_hooks.import_patches()}))
     append_mark(os.environ.get(RUN_DIR_ENV), "script_begin")
+    ended: BaseException | None = None
     try:
         # Absolute, as ``python SCRIPT`` sets it (3.9+): a script that changes directory still finds its files.
         runpy.run_path(os.path.abspath(script), run_name="__main__")
+    except BaseException as exc:
+        ended = exc
+        raise
     finally:
         torch_hooks.finish()
         append_mark(os.environ.get(RUN_DIR_ENV), "script_end")
+        torch_hooks.record_rank_outcome(torch_hooks.rank_outcome(ended))  # a torchrun rank > 0: its own end
 
 
 if __name__ == "__main__":

@@ -176,7 +176,15 @@ def enter_rank_dir() -> None:
 
 
 def exec_torchrun(script: str, args: list[str]) -> None:
-    """Under ``profile --nproc-per-node N``: become ``torchrun --standalone`` running the bootstrap per rank."""
+    """Under ``profile --nproc-per-node N``: become ``torchrun --standalone`` running the bootstrap per rank.
+
+    torchrun runs in this process (``torch.distributed.run.main``), as ``python -m torch.distributed.run``
+    would, so that its end is told as a script's would be (torchrun itself exits 1 whatever happened):
+    a rank's exit code N (the first rank to fail) is this process' exit code; a signal that ended torchrun
+    (SIGINT, SIGTERM: it sends the same to every rank) ends this process with that signal; a rank killed by
+    signal N ends it with N. A rank that could not say how it ended (killed: its ``finally:`` never ran)
+    has its ``rank<R>/run.json`` finalised here, from the exit code torchrun saw. Never returns.
+    """
     nproc = os.environ.pop(TORCHRUN_ENV, "")
     if not nproc or "RANK" in os.environ:
         return
@@ -184,5 +192,138 @@ def exec_torchrun(script: str, args: list[str]) -> None:
         raise SystemExit("scaldiag: --nproc-per-node needs PyTorch (torchrun), which this Python cannot import")
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                              f"--nproc-per-node={nproc}", "-m", "scaldiag.collect.bootstrap", script, *args])
+    argv = ["--standalone", f"--nproc-per-node={nproc}", "-m", "scaldiag.collect.bootstrap", script, *args]
+    from torch.distributed import run as torchrun
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    exits: dict[int, int] = {}  # local rank (= rank: one node) -> its exit code, as torchrun reaped it
+    _watch_rank_exits(exits)
+    sys.argv = [torchrun.__file__, *argv]  # as `python -m torch.distributed.run` sees it
+    try:
+        torchrun.main(argv)
+        code, sig = 0, None
+    except ChildFailedError as exc:
+        import traceback
+
+        # torchrun's own report of the failed ranks, as it prints it (from its frames on)
+        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
+        for r, failure in exc.failures.items():
+            exits.setdefault(r, failure.exitcode)
+        code, sig = exc.get_first_failure()[1].exitcode, None
+    except SignalException as exc:
+        code, sig = -int(exc.sigval), int(exc.sigval)
+    _finalise_ranks(exits, int(nproc), sig)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code < 0:
+        _die_by(-code)
+    os._exit(code if 0 <= code < 256 else 1)  # torchrun's threads (its store, its watchdog) are not waited for
+
+
+def _die_by(sig: int) -> None:
+    """End this process with signal ``sig``, as a script killed by it ends (the launcher reports 128 + sig)."""
+    import signal
+
+    try:
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
+    except (OSError, ValueError):
+        pass
+    os._exit(128 + sig)
+
+
+def _watch_rank_exits(exits: dict[int, int]) -> None:
+    """Keep each rank's exit code when torchrun closes its workers (after their end, or its SIGKILL)."""
+    try:
+        from torch.distributed.elastic.multiprocessing import api
+    except Exception:
+        return
+    for context in (getattr(api, "SubprocessContext", None), getattr(api, "MultiprocessContext", None)):
+        close = getattr(context, "_close", None)
+        if close is None or getattr(close, "_scaldiag", False):
+            continue
+
+        def _close(self, *a, _original=close, **k):
+            try:
+                return _original(self, *a, **k)
+            finally:
+                try:
+                    for local_rank, handler in (getattr(self, "subprocess_handlers", None) or {}).items():
+                        if handler.proc.returncode is not None:
+                            exits[int(local_rank)] = handler.proc.returncode
+                except Exception:
+                    pass  # an unknown torch version: the ranks' own records stand
+        _close._scaldiag = True
+        context._close = _close
+
+
+def _finalise_ranks(exits: dict[int, int], nproc: int, sig: int | None) -> None:
+    """``rank<R>/run.json`` still 'running' (the rank was killed): its end, from what torchrun saw."""
+    import time
+
+    from scaldiag.record.rundir import read_json, update_json
+
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    if not run_dir:
+        return
+    for r in range(1, nproc):
+        rank_dir = Path(run_dir) / f"rank{r}"
+        try:
+            if read_json(rank_dir, "run.json").get("status") != "running":
+                continue  # the rank said how it ended (bootstrap.py)
+            code = exits.get(r)
+            fields: dict = {"ended_ns": time.time_ns(), "exit_code": code}
+            if code is None:
+                fields["status"] = "interrupted" if sig else "failed"
+            elif code < 0:
+                fields["signal"] = _signal_name(-code)
+                fields["status"] = "interrupted" if sig else f"killed by signal {-code}"
+            else:
+                fields["status"] = "finished" if code == 0 else "failed"
+            if sig:
+                fields["signals_received"] = [_signal_name(sig)]  # torchrun's, sent on to every rank
+            update_json(rank_dir, "run.json", **fields)
+        except Exception as exc:  # the record only: never the job's exit code
+            print(f"scaldiag: rank {r}: cannot finalise its run.json ({type(exc).__name__}: {exc})", file=sys.stderr)
+
+
+def _signal_name(sig: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def rank_outcome(exc: BaseException | None) -> dict:
+    """How the script ended in this process, as the launcher words it (status, exit_code, signal)."""
+    if exc is None:
+        return {"status": "finished", "exit_code": 0}
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        code = 0 if code is None else (code % 256 if isinstance(code, int) and not isinstance(code, bool)
+                                       else int(code) if isinstance(code, bool) else 1)
+        return {"status": "finished" if code == 0 else "failed", "exit_code": code}
+    if isinstance(exc, KeyboardInterrupt):  # Python ends by SIGINT on an uncaught KeyboardInterrupt
+        return {"status": "interrupted", "exit_code": -2, "signal": "SIGINT"}
+    return {"status": "failed", "exit_code": 1, "error": type(exc).__name__}
+
+
+def record_rank_outcome(outcome: dict) -> None:
+    """In a torchrun rank R > 0, after the capture closed its run: how the script really ended (the capture
+    closes a run as 'finished'; the launcher finalises rank 0's, the job's)."""
+    import time
+
+    from scaldiag.record.rundir import read_json, update_json
+
+    root, run_dir = os.environ.get(RUN_ROOT_ENV), os.environ.get(RUN_DIR_ENV)
+    if not root or not run_dir or Path(run_dir) == Path(root):
+        return
+    try:
+        if read_json(Path(run_dir), "run.json"):  # a rank whose capture never began has no record to correct
+            update_json(Path(run_dir), "run.json", ended_ns=time.time_ns(), **outcome)
+    except Exception as exc:
+        print(f"scaldiag: cannot write how rank {rank()} ended ({type(exc).__name__}: {exc})", file=sys.stderr)
