@@ -112,3 +112,13 @@ def test_a_step_beyond_int64_is_skipped_and_said(tmp_path):
     record = read_record(run)
     assert len(record.steps) == steps - 1
     assert "record: steps.jsonl: 1 damaged line skipped" in record.run["missing"]
+
+
+def test_a_run_file_with_an_integer_of_4301_digits_is_a_gap(tmp_path):
+    """bench/fuzz_long.py --mode rundir, case 7763: json.loads raises ValueError (not JSONDecodeError)."""
+    from scaldiag.record.rundir import load_json
+
+    path = tmp_path / "training.json"
+    path.write_text('{"emulate": ' + "9" * 4301 + "}")
+    data, problem = load_json(path)
+    assert data == {} and "not a run record" in problem

@@ -286,3 +286,10 @@ def test_compiles_in_most_steps_are_the_steady_state():
     marks = [compile_mark(rows, i, ms=20) for i in range(20)]
     s = step_stats(rows, {"warmup_steps": 2}, marks)
     assert "compile or retrace" not in s.excluded and s.steady == 18 and s.compiling_steady == 18
+
+
+def test_steps_of_zero_length_give_no_rate_and_no_error():
+    """A damaged steps.jsonl (found by bench/fuzz_long.py --mode rundir): every steady step zero long."""
+    rows = [{"step": i, "epoch": 0, "begin_ns": 1000, "end_ns": 1000} for i in range(10)]
+    s = step_stats(rows, {"warmup_steps": 0, "global_batch": 32})
+    assert s.samples_per_s is None and s.step_time_ms.mean == 0

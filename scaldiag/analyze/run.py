@@ -139,7 +139,7 @@ def _step_stats(found: list[runsteps.Period], training: dict) -> StepStats | Non
     time_ms = replace(time_ms, ci95=max(time_ms.ci95, _between_epochs_ci95(steady)))
     per_step = _samples_per_step(training)
     rate = low = high = None
-    if per_step:
+    if per_step and time_ms.mean > 0:  # (damaged steps can all be zero long: no rate, not a division by 0)
         rate = per_step / (time_ms.mean / 1e3)
         if math.isfinite(time_ms.ci95):
             low = per_step / ((time_ms.mean + time_ms.ci95) / 1e3)
@@ -340,10 +340,10 @@ def _with_trace_inflation(steps: StepStats, trace: ProfileAnalysis, training: di
 def _corrected(trace: ProfileAnalysis, steps: StepStats, training: dict) -> ProfileAnalysis:
     """The trace's breakdown scaled to the untraced steady step (analyze/inflation.py)."""
     traced = [u.step_time_ms.mean for u in trace.units if u.step_time_ms.mean > 0]
-    if not traced or trace.steps_method == "none":
-        return trace
     # A traced step is one call of the train function: steps_per_execution batches.
     untraced_ms = steps.step_time_ms.mean * int(training.get("steps_per_execution") or 1)
+    if not traced or trace.steps_method == "none" or not untraced_ms > 0:
+        return trace
     # One figure of the inflation for the run: the recorded traced / untraced step periods.
     ratio = steps.profiler_inflation
     if ratio is None and steps.inflation_note is None:  # no traced step recorded: the trace's own steps
@@ -351,5 +351,5 @@ def _corrected(trace: ProfileAnalysis, steps: StepStats, training: dict) -> Prof
         if note:
             return inflation.not_measurable(trace, note)
     if ratio is None:
-        return inflation.not_measurable(trace, steps.inflation_note)
+        return inflation.not_measurable(trace, steps.inflation_note) if steps.inflation_note else trace
     return inflation.correct(trace, untraced_ms, ratio)

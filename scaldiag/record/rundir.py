@@ -99,6 +99,8 @@ def load_json(path: Path) -> tuple[dict, str | None]:
         return {}, f"{path.name}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
     except RecursionError:
         return {}, f"{path.name}: nested too deeply to be a run record"
+    except ValueError as exc:  # (after JSONDecodeError, its subclass) an integer of more than 4,300 digits
+        return {}, f"{path.name}: not a run record ({exc})"
     if not isinstance(value, dict):
         return {}, f"{path.name}: holds a JSON {type(value).__name__}, not an object"
     if _deeper_than(value, MAX_JSON_DEPTH):
