@@ -10,7 +10,7 @@ from scaldiag import __version__
 from scaldiag.commands import analyze, check, compare, profile, report
 from scaldiag.commands.output import flush_stdout, stdout_gone
 from scaldiag.errors import ScaldiagError
-from scaldiag.render.sanitize import line
+from scaldiag.sanitize import line
 
 INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): distinct from 2, a problem with the input
 COMMANDS = (profile, analyze, report, compare, check)

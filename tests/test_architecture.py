@@ -1,6 +1,6 @@
 """The stage boundaries, checked on the source: no cycle, no import up the pipeline.
 
-    base (errors, trace, native) <- record, readers <- collect | analyze <- rules <- render <- pipeline <- commands
+    base (errors, trace, native, sanitize) <- record, readers <- collect | analyze <- rules <- render <- pipeline <- commands
 
 ``collect`` and ``analyze`` are siblings: both read or write the record,
 neither knows the other. The public capture API (``scaldiag.keras``,
@@ -29,6 +29,7 @@ ALLOWED = {
     "commands": {"base", "record", "readers", "collect", "analyze", "rules", "render", "pipeline"},
 }
 TOP_LEVEL = {"scaldiag": "base", "scaldiag.errors": "base", "scaldiag.trace": "base", "scaldiag.native": "base",
+             "scaldiag.sanitize": "base",
              "scaldiag.pipeline": "pipeline", "scaldiag.keras": "api", "scaldiag.loop": "api", "scaldiag.torch": "api",
              "scaldiag.cli": "commands", "scaldiag.__main__": "commands"}
 

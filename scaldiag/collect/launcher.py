@@ -33,6 +33,7 @@ from scaldiag.collect.env import RUN_DIR_ENV
 from scaldiag.collect.samplers import Samplers
 from scaldiag.collect.session import start_run_json
 from scaldiag.record.rundir import STEPS, read_json, update_json
+from scaldiag.sanitize import line as shown
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent: the terminal's, to its foreground group
@@ -70,7 +71,7 @@ def launch(run_dir: Path, script: str, script_args: list[str], nvml=None, env: d
     if recording:
         env[RUN_DIR_ENV] = str(run_dir)
     else:
-        print(f"scaldiag: cannot record into {run_dir}: the script runs without capture", file=sys.stderr)
+        print(f"scaldiag: cannot record into {shown(run_dir)}: the script runs without capture", file=sys.stderr)
     watch = _can_watch_signals()
     own_group = watch and not _controlling_terminal()
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, (*FORWARDED, signal.SIGCHLD)) if watch else None
@@ -99,7 +100,7 @@ def _try(write, what: str) -> bool:
         write()
         return True
     except OSError as exc:
-        print(f"scaldiag: cannot write {what} ({exc.strerror or exc}); the run goes on, its record is incomplete",
+        print(f"scaldiag: cannot write {shown(what)} ({shown(exc.strerror or exc)}); the run goes on, its record is incomplete",
               file=sys.stderr)
         return False
 

@@ -21,6 +21,7 @@ from scaldiag.collect.frameworks.tracing import trace_window
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS, StepRecorder
 from scaldiag.collect.samplers import Samplers
 from scaldiag.record.rundir import RECORD_SCHEMA_VERSION, TRACE_DIR, read_json, update_json, write_json
+from scaldiag.sanitize import line as shown
 
 
 def new_run_dir(base: str | os.PathLike = "scaldiag_runs", label: str = "run") -> Path:
@@ -99,7 +100,7 @@ class Session:
 def capture_failed(session: Session | None, reason: str) -> None:
     """A capture adapter has failed: one line on stderr, the reason in the run; the training goes on."""
     try:
-        print(f"scaldiag: capture disabled, training continues ({reason})", file=sys.stderr)
+        print(f"scaldiag: capture disabled, training continues ({shown(reason)})", file=sys.stderr)
     except Exception:
         pass  # no stderr to say it on: the run says it below
     if session is not None:

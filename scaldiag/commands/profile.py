@@ -15,8 +15,8 @@ from scaldiag.collect.sweep import gpus_for, sweep
 from scaldiag.commands.output import add_verbose, emit, stdout_gone
 from scaldiag.errors import ScaldiagError
 from scaldiag.pipeline import diagnose_run, diagnose_sweep
-from scaldiag.render.sanitize import line
 from scaldiag.render.terminal.common import exit_text
+from scaldiag.sanitize import line
 
 
 def add_parser(subparsers) -> None:

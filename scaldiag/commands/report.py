@@ -15,8 +15,8 @@ from scaldiag.record.reader import read_record
 from scaldiag.record.rundir import TRACE_DIR
 from scaldiag.render import VIEW_FORMATS, write
 from scaldiag.render import json as json_format
-from scaldiag.render.sanitize import line
 from scaldiag.rules.report import RunReport, SweepReport
+from scaldiag.sanitize import line
 
 # --format names: "term" is the terminal renderer.
 FORMAT_NAMES = {"term": "terminal", "json": "json", "html": "html", "perfetto": "perfetto"}

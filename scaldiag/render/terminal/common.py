@@ -13,7 +13,7 @@ from rich.console import Group
 from rich.panel import Panel
 from rich.text import Text
 
-from scaldiag.render import sanitize
+from scaldiag import sanitize
 from scaldiag.rules import Finding
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "info": "cyan"}
