@@ -146,12 +146,12 @@ def _step_stats(found: list[runsteps.Period], training: dict) -> StepStats | Non
             # An interval reaching a step of zero bounds the rate from below only: no upper end.
             high = per_step / ((time_ms.mean - time_ms.ci95) / 1e3) if time_ms.ci95 < time_ms.mean else None
     traced_ms = _traced_ms(found)
-    inflation, note = _inflation(traced_ms, time_ms.mean)
+    ratio, note = _inflation(traced_ms, time_ms.mean)
     median = float(np.median(per_batch_ms))
     return StepStats(recorded=sum(p.batches for p in found), steady=sum(p.batches for p in steady),
                      excluded=excluded, step_time_ms=time_ms, samples_per_step=per_step, samples_per_s=rate,
                      samples_per_s_low=low, samples_per_s_high=high, window_ns=(steady[0].begin_ns, steady[-1].end_ns),
-                     traced_step_ms=traced_ms, profiler_inflation=inflation, inflation_note=note,
+                     traced_step_ms=traced_ms, profiler_inflation=ratio, inflation_note=note,
                      epoch_end_steps=sum(p.batches for p in steady if p.ends_epoch),
                      clock="device" if all(p.device_ns is not None for p in steady) else "host",
                      outliers=[p.first_batch for p in steady if p.ns_per_batch / 1e6 > OUTLIER_FACTOR * median],
