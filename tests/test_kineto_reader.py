@@ -268,3 +268,19 @@ def test_real_h200_two_ranks_on_one_gpu_each_rank_its_own_plane_with_its_kernels
     # rank 1 does 8 extra 2048x2048 matmuls a step: its device computes far more than rank 0's
     assert (units["rank1:/device:GPU:0"].categories["compute"].busy_ms
             > 5 * units["rank0:/device:GPU:0"].categories["compute"].busy_ms)
+
+
+def test_a_directory_of_chrome_traces_is_known_by_content_not_name(tmp_path):
+    """`prof.export_chrome_trace("trace_rank0.json")`, as the PyTorch docs show, names the files as the script
+    chose: such a directory is read as Kineto (before: "no .xplane.pb files under DIR"); other JSON is left."""
+    from conftest import FIXTURES
+
+    from scaldiag.readers import read_trace as read_any
+
+    ddp = FIXTURES / "x2_devset" / "torch_ddp_sync_2gpu"
+    (tmp_path / "trace_rank0.json").write_bytes(gzip.decompress((ddp / "rank0.pt.trace.json.gz").read_bytes()))
+    (tmp_path / "trace_rank1.json.gz").write_bytes((ddp / "rank1.pt.trace.json.gz").read_bytes())
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')
+    _, trace = read_any(tmp_path)
+    assert sorted(Path(s).name for s in trace.sources) == ["trace_rank0.json", "trace_rank1.json.gz"]
+    assert len([p for p in trace.planes if p.is_device]) == 2

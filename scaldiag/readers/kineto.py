@@ -74,10 +74,49 @@ MAX_DEVICES_PER_FILE = 256
 
 
 def claims(root: Path) -> bool:
-    """Whether ``root`` holds Kineto traces: a ``.json``/``.json.gz`` file, or a directory with ``*.pt.trace.json``."""
+    """Whether ``root`` holds Kineto traces: a ``.json``/``.json.gz`` file, or a directory with
+    ``*.pt.trace.json`` files or, by their content, Chrome trace JSON of any name (what
+    ``prof.export_chrome_trace("trace_rank0.json")`` writes)."""
     if root.is_file():
         return root.name.endswith(FILE_SUFFIXES)
-    return any(next(iter(root.rglob(f"*{s}")), None) is not None for s in SUFFIXES)
+    return any(next(iter(root.rglob(f"*{s}")), None) is not None for s in SUFFIXES) or bool(_by_content(root))
+
+
+# How much of a file's start is read to know a Chrome trace: Kineto writes "traceEvents" after the
+# device properties and distributed info (a few KB on an 8-GPU node); files looked at in a directory.
+SNIFF_BYTES = 256 * 1024
+SNIFF_FILES = 64
+
+
+def _by_content(root: Path) -> list[Path]:
+    """The ``.json``/``.json.gz`` files under ``root`` (looked at up to SNIFF_FILES) that are Chrome traces."""
+    found = []
+    candidates = sorted(f for suffix in FILE_SUFFIXES for f in root.rglob(f"*{suffix}"))
+    for file in candidates[:SNIFF_FILES]:
+        if _looks_like_trace(file):
+            found.append(file)
+    return found
+
+
+def _looks_like_trace(file: Path) -> bool:
+    """The file's start names ``traceEvents`` (gzip read as a stream, only that far)."""
+    import gzip
+    import zlib
+
+    try:
+        if not file.is_file():
+            return False
+        with open(file, "rb") as raw:
+            head = raw.read(2)
+            raw.seek(0)
+            if head == b"\x1f\x8b":
+                with gzip.GzipFile(fileobj=raw) as unzipped:
+                    start = unzipped.read(SNIFF_BYTES)
+            else:
+                start = raw.read(SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return False
+    return b'"traceEvents"' in start
 
 
 def find_run(path: str | os.PathLike, run: str | None = None) -> tuple[str, list[Path]]:
@@ -90,8 +129,24 @@ def find_run(path: str | os.PathLike, run: str | None = None) -> tuple[str, list
     """
     if Path(path).is_file():
         return find_files(path, run, SUFFIXES, "")
+    root = Path(path)
+    if root.is_dir() and not any(next(iter(root.rglob(f"*{s}")), None) is not None for s in SUFFIXES):
+        files = _by_content(root)  # Chrome trace JSON named as the script chose, one per rank
+        if files:
+            return _run_of(root, files, run)
     name, files = find_files(path, run, SUFFIXES, f"<run>/<worker>{KINETO_SUFFIX}")
     return name, _latest_per_worker(files)
+
+
+def _run_of(root: Path, files: list[Path], run: str | None) -> tuple[str, list[Path]]:
+    """The run (the directory holding its files) among traces known by their content: the latest unless named."""
+    runs: dict[str, list[Path]] = {}
+    for file in files:
+        runs.setdefault(file.parent.name if file.parent != root else root.name, []).append(file)
+    name = run if run is not None else sorted(runs)[-1]
+    if name not in runs:
+        raise TraceError(f"no run named {name!r} under {root}; runs: {', '.join(sorted(runs))}")
+    return name, runs[name]
 
 
 def _latest_per_worker(files: list[Path]) -> list[Path]:
