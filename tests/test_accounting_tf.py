@@ -85,13 +85,20 @@ def test_headline_throughput_and_every_step_listed(convnet):
 
 
 def test_profiler_inflation_is_measured_and_the_breakdown_corrected(convnet):
+    """Traced against untraced steps. On this shared 2-core machine the traced steps can come out faster
+    than the untraced ones (the load changed between them): then the inflation is "not measurable" and
+    the trace is shown as traced, never corrected by a ratio under 1."""
     run_dir, _, result = convnet
     a = diagnose_run(run_dir).analysis
-    assert a.steps.profiler_inflation == pytest.approx(a.steps.traced_step_ms / a.steps.step_time_ms.mean)
+    ratio = a.steps.traced_step_ms / a.steps.step_time_ms.mean
     unit = a.trace.units[0]
-    assert unit.step_time_ms.mean == pytest.approx(a.steps.step_time_ms.mean)
-    assert sum(t.exclusive_ms for t in unit.categories.values()) == pytest.approx(unit.step_time_ms.mean, rel=0.02)
-    assert a.trace.profiler_inflation is not None
+    if ratio >= 1:
+        assert a.steps.profiler_inflation == pytest.approx(ratio) and a.trace.profiler_inflation is not None
+        assert unit.step_time_ms.mean == pytest.approx(a.steps.step_time_ms.mean)
+        assert sum(t.exclusive_ms for t in unit.categories.values()) == pytest.approx(unit.step_time_ms.mean, rel=0.02)
+    else:
+        assert a.steps.profiler_inflation is None and a.trace.profiler_inflation is None
+        assert "not measurable" in a.steps.inflation_note and a.steps.inflation_note in a.trace.notes
     assert "profiler inflation" in result.stdout
 
 
