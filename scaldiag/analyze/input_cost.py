@@ -71,7 +71,8 @@ def input_cost(step_ms: float, step_ci95_ms: float, measured: dict | None) -> In
 def describe(cost: InputCost) -> str:
     """The measurement in one sentence, as reports print it."""
     free = (f"the step without its input takes {cost.input_free_ms:.1f} ms "
-            f"({cost.input_free_min_ms:.1f}-{cost.input_free_max_ms:.1f}; a clone of the model on one cached batch)")
+            f"({cost.input_free_min_ms:.1f}-{cost.input_free_max_ms:.1f}; "
+            f"{cost.source or 'a clone of the model on one cached batch'})")
     if cost.significant:
         return (f"input cost: {cost.cost_ms:.1f} ms of the {cost.step_ms:.1f} ms step ({cost.share_pct:.0f}%): {free}; "
                 "counted as input in the breakdown")
