@@ -76,11 +76,13 @@ def test_headline_throughput_and_every_step_listed(convnet):
     analysis = diagnose_run(run_dir).analysis
     steps = analysis.steps
     assert steps.recorded == 60 == steps.steady + sum(len(v) for v in steps.excluded.values())
-    # The stopwatch times whole epochs (each from its begin: TF's iterator start included): so does the
-    # whole-epoch figure. On a 2-core machine shared with other work the epochs differ by up to ~15% from
-    # each other; the GPU result (bench/results) is within 1%.
-    whole_epochs_rate = steps.samples_per_step / (analysis.epochs.ms_per_step / 1e3)
-    assert whole_epochs_rate == pytest.approx(watch["samples_per_s"], rel=0.2)
+    # The stopwatch times whole epochs 2..N (each from its begin: TF's iterator start included): so do the
+    # whole epochs, over the same epochs (the report's figure takes 3..N). The GPU result
+    # (bench/results/gpu_h200/accounting) is within about 1%; here a 5% allowance for the callbacks' order.
+    later = analysis.epochs.epochs[1:]
+    ours_s = sum(e.end_ns - e.begin_ns for e in later) / 1e9
+    whole_epochs_rate = steps.samples_per_step * sum(e.batches for e in later) / ours_s
+    assert whole_epochs_rate == pytest.approx(watch["samples_per_s"], rel=0.05)
     assert steps.samples_per_s > whole_epochs_rate  # the steady step leaves the epochs' edges out
 
 

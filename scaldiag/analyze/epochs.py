@@ -75,12 +75,13 @@ def epoch_stats(found: list[Period], marks: list[dict]) -> EpochStats | None:
 
 def _spans(marks: list[dict]) -> list[tuple[dict, dict]]:
     """Each epoch's (begin, end) marks, in order: an ``epoch_begin`` to the next one, or to its own
-    ``epoch_end`` for the last. What a script does between its epochs (a checkpoint save after the
-    DataLoader ran out, in PyTorch) is its epoch's: a stopwatch around the epochs counts it."""
+    ``epoch_end`` for the last (a last epoch that never ended is no whole epoch). What a script does
+    between its epochs (a checkpoint save after the DataLoader ran out, in PyTorch) is its epoch's: a
+    stopwatch around the epochs counts it."""
     out, opened, ended = [], None, None
     for m in marks:
         if m.get("mark") == "epoch_begin":
-            if opened is not None and ended is not None:
+            if opened is not None:  # (a loop that breaks out of its DataLoader early writes no epoch_end)
                 out.append((opened, {**m, "epoch": opened.get("epoch")}))
             opened, ended = m, None
         elif m.get("mark") == "epoch_end" and opened is not None and m.get("epoch") == opened.get("epoch"):
