@@ -491,7 +491,7 @@ def _damage_file(path: Path, rng) -> str:
     elif op == "field" and path.suffix == ".json":
         try:
             obj = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             return "field (unreadable)"
         key = rng.choice([*obj.keys(), *RUN_KEYS] if isinstance(obj, dict) else RUN_KEYS)
         value = rng.choice([_weird(rng), "DROP"])
@@ -505,7 +505,7 @@ def _damage_file(path: Path, rng) -> str:
         i = rng.randrange(len(lines))
         try:
             row = json.loads(lines[i])
-        except ValueError:
+        except (ValueError, RecursionError):  # an earlier damage made it no JSON, or nested it deep
             row = None
         if op == "line" or not isinstance(row, dict):
             value = rng.choice([_weird(rng), {"step": Raw("1e999999")}, {"begin_ns": 2 ** 70, "end_ns": 2 ** 71}])
