@@ -100,15 +100,15 @@ def _spans(name: str, start: int, end: int, marks: list[dict], found: list[runst
         chosen = [p for p in found if p.kind in kinds[name]]
         pairs = [(p.begin_ns, p.end_ns) for p in chosen]
         if name == "profiler window":
-            pairs += _pairs(marks, "trace_start", "trace_started") + _pairs(marks, "trace_stop", "trace_stopped")
+            pairs += runsteps.mark_pairs(marks, "trace_start", "trace_started") + runsteps.mark_pairs(marks, "trace_stop", "trace_stopped")
         return _arrays(pairs)
     if name == "validation":
-        return _arrays(_pairs(marks, "test_begin", "test_end"))
+        return _arrays(runsteps.mark_pairs(marks, "test_begin", "test_end"))
     if name == "input-ceiling measurement":
-        return _arrays(_pairs(marks, "ceiling_begin", "ceiling_end"))
+        return _arrays(runsteps.mark_pairs(marks, "ceiling_begin", "ceiling_end"))
     if name == "input-free measurement":
-        return _arrays(_pairs(marks, "input_free_begin", "input_free_end"))
-    fits = _pairs(marks, "fit_begin", "fit_end", open_end=end)
+        return _arrays(runsteps.mark_pairs(marks, "input_free_begin", "input_free_end"))
+    fits = runsteps.mark_pairs(marks, "fit_begin", "fit_end", open_end=end)
     if name == "fit start-up":
         return _arrays([(a, min([p.begin_ns for p in found if a <= p.begin_ns < b], default=b)) for a, b in fits])
     if name == "epoch boundaries":
@@ -129,20 +129,6 @@ def _spans(name: str, start: int, end: int, marks: list[dict], found: list[runst
     if name == "script outside fit":
         return _arrays([(script_begin, script_end or end)] if script_begin else [])
     raise ValueError(name)
-
-
-def _pairs(marks: list[dict], begin: str, end: str, open_end: int | None = None) -> list[tuple[int, int]]:
-    """(begin, end) times of each begin mark and the end mark after it."""
-    out, opened = [], None
-    for m in marks:
-        if m["mark"] == begin:
-            opened = m["t_ns"]
-        elif m["mark"] == end and opened is not None:
-            out.append((opened, m["t_ns"]))
-            opened = None
-    if opened is not None and open_end is not None:  # killed inside it
-        out.append((opened, open_end))
-    return out
 
 
 def _last(marks: list[dict], name: str) -> int | None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scaldiag.analyze.runsteps import Period
+from scaldiag.analyze.runsteps import Period, mark_pairs
 from scaldiag.analyze.stats import t95
 
 # Keras's own figure is read from the third epoch on (the first compiles, the second may recompile).
@@ -59,7 +59,10 @@ class EpochStats:
 
 def epoch_stats(found: list[Period], marks: list[dict]) -> EpochStats | None:
     """Whole epochs (an ``epoch_begin`` and its ``epoch_end`` mark, with steps between), or None."""
-    epochs = [e for e in (_epoch(found, marks, begin, end) for begin, end in _spans(marks)) if e is not None]
+    begins = np.array([p.begin_ns for p in found], np.int64)  # (periods are in time order)
+    validation = mark_pairs(marks, "test_begin", "test_end")
+    epochs = [e for e in (_epoch(found, begins, validation, begin, end) for begin, end in _spans(marks))
+              if e is not None]
     if not epochs:
         return None
     later = [e for e in epochs if e.epoch >= FIRST_EPOCH_COMPARED]
@@ -91,22 +94,12 @@ def _spans(marks: list[dict]) -> list[tuple[dict, dict]]:
     return out
 
 
-def _epoch(found: list[Period], marks: list[dict], begin: dict, end: dict) -> Epoch | None:
-    inside = [p for p in found if begin["t_ns"] <= p.begin_ns < end["t_ns"]]
+def _epoch(found: list[Period], begins: np.ndarray, validation: list[tuple[int, int]], begin: dict,
+           end: dict) -> Epoch | None:
+    lo, hi = np.searchsorted(begins, [begin["t_ns"], end["t_ns"]], side="left")
+    inside = found[lo:hi]
     if not inside:
         return None
-    validation = sum(max(0, min(b, end["t_ns"]) - max(a, begin["t_ns"]))
-                     for a, b in _pairs(marks, "test_begin", "test_end"))
+    in_epoch = sum(max(0, min(b, end["t_ns"]) - max(a, begin["t_ns"])) for a, b in validation)
     return Epoch(epoch=int(begin.get("epoch") or 0), begin_ns=begin["t_ns"], end_ns=end["t_ns"],
-                 batches=sum(p.batches for p in inside), first_step_end_ns=inside[0].end_ns, validation_ns=validation)
-
-
-def _pairs(marks: list[dict], first: str, second: str) -> list[tuple[int, int]]:
-    out, opened = [], None
-    for m in marks:
-        if m.get("mark") == first:
-            opened = m["t_ns"]
-        elif m.get("mark") == second and opened is not None:
-            out.append((opened, m["t_ns"]))
-            opened = None
-    return out
+                 batches=sum(p.batches for p in inside), first_step_end_ns=inside[0].end_ns, validation_ns=in_epoch)

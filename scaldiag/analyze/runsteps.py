@@ -120,18 +120,23 @@ def compile_spans(marks) -> tuple[np.ndarray, np.ndarray]:
 
 def _profiler_spans(marks) -> tuple[np.ndarray, np.ndarray]:
     """(begins, ends) of the profiler starting and stopping (the recorder's trace marks)."""
-    spans, opened = [], {}
-    for m in sorted((m for m in marks if m.get("mark") in _PROFILER_MARKS), key=lambda m: m["t_ns"]):
-        name = m["mark"]
-        if name in ("trace_start", "trace_stop"):
-            opened[name] = m["t_ns"]
-        elif _PROFILER_MARKS[name] in opened:
-            spans.append((opened.pop(_PROFILER_MARKS[name]), m["t_ns"]))
-    spans.sort()
+    spans = sorted(mark_pairs(marks, "trace_start", "trace_started") + mark_pairs(marks, "trace_stop", "trace_stopped"))
     return np.array([s for s, _ in spans], np.int64), np.array([e for _, e in spans], np.int64)
 
 
-_PROFILER_MARKS = {"trace_start": None, "trace_started": "trace_start", "trace_stop": None, "trace_stopped": "trace_stop"}
+def mark_pairs(marks, begin: str, end: str, open_end: int | None = None) -> list[tuple[int, int]]:
+    """(begin, end) times of each ``begin`` mark and the ``end`` mark after it (marks in time order);
+    with ``open_end``, a begin never ended is closed there (a run killed inside it)."""
+    out, opened = [], None
+    for m in marks:
+        if m.get("mark") == begin:
+            opened = m["t_ns"]
+        elif m.get("mark") == end and opened is not None:
+            out.append((opened, m["t_ns"]))
+            opened = None
+    if opened is not None and open_end is not None:
+        out.append((opened, open_end))
+    return out
 
 
 def _overlaps(begin: int, end: int, spans: tuple[np.ndarray, np.ndarray]) -> bool:
