@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scaldiag.analyze.device import device_events
+from scaldiag.analyze.device import DeviceEvents
 from scaldiag.errors import TraceError
 from scaldiag.trace import Plane, Trace
 
@@ -40,20 +40,24 @@ class Offset:
     corrected: bool
 
 
-def align(trace: Trace) -> tuple[Trace, list[Offset]]:
-    """``trace`` with every rank on the first rank's clock, and each rank's offset.
+def align(trace: Trace, events: list[DeviceEvents]) -> tuple[Trace, list[DeviceEvents], list[Offset]]:
+    """``trace`` and its device ``events`` (one per ``trace.device_planes``, in order) with every rank on
+    the first rank's clock, and each rank's offset.
 
     Raises TraceError where a rank's offset cannot be estimated and its steps start more than a
     step away from the first rank's."""
     ranks = _ranks(trace)
     if len(ranks) < 2:
-        return trace, []
+        return trace, events, []
+    by_host: dict[str, list[DeviceEvents]] = {}
+    for plane, found in zip(trace.device_planes, events):
+        by_host.setdefault(plane.host, []).append(found)
     names = list(ranks)
-    reference = _collective_ends(ranks[names[0]])
+    reference = _collective_ends(by_host.get(names[0], []))
     offsets = [Offset(names[0], 0, 0, len(reference), False)]
     shifts: dict[str, int] = {}
     for name in names[1:]:
-        estimate = _estimate(reference, _collective_ends(ranks[name]))
+        estimate = _estimate(reference, _collective_ends(by_host.get(name, [])))
         if estimate is None:
             _refuse_if_far(trace, ranks, names[0], name)
             offsets.append(Offset(name, None, None, 0, False))
@@ -64,9 +68,11 @@ def align(trace: Trace) -> tuple[Trace, list[Offset]]:
             shifts[name] = offset
         offsets.append(Offset(name, offset, spread, count, corrected))
     if not shifts:
-        return trace, offsets
+        return trace, events, offsets
+    moved = [replace(found, start_ns=found.start_ns - shifts[plane.host], end_ns=found.end_ns - shifts[plane.host])
+             if plane.host in shifts else found for plane, found in zip(trace.device_planes, events)]
     planes = [_shifted(p, shifts[p.host]) if p.host in shifts else p for p in trace.planes]
-    return replace(trace, planes=planes), offsets
+    return replace(trace, planes=planes), moved, offsets
 
 
 def describe(offsets: list[Offset]) -> list[str]:
@@ -89,9 +95,8 @@ def _ranks(trace: Trace) -> dict[str, list[Plane]]:
     return out
 
 
-def _collective_ends(planes: list[Plane]) -> np.ndarray:
-    ends = [device_events(p) for p in planes if p.is_device]
-    found = [e.end_ns[e.of("collective")] for e in ends]
+def _collective_ends(events: list[DeviceEvents]) -> np.ndarray:
+    found = [e.end_ns[e.of("collective")] for e in events]
     return np.sort(np.concatenate(found)) if found else np.empty(0, np.int64)
 
 

@@ -102,8 +102,10 @@ class ProfileAnalysis:
 
 
 def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
-    trace, offsets = clock_skew.align(trace)  # the ranks' files on one clock (raises where it cannot be)
-    devices = [(plane.label, device_events(plane)) for plane in trace.device_planes]
+    events = [device_events(plane) for plane in trace.device_planes]
+    # The ranks' files on one clock (raises where it cannot be); the events read above move with them.
+    trace, events, offsets = clock_skew.align(trace, events)
+    devices = [(plane.label, found) for plane, found in zip(trace.device_planes, events)]
     all_device = (np.concatenate([d.start_ns for _, d in devices]),
                   np.concatenate([d.end_ns for _, d in devices])) if devices else None
     steps = find_steps(trace, all_device)
