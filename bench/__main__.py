@@ -1,0 +1,80 @@
+"""Run one named benchmark: ``python -m bench NAME [ARGS]``; list them: ``python -m bench``.
+
+A benchmark is a folder ``bench/NAME/`` holding ``run.py`` with ``main(argv) -> int``. The first
+line of its module docstring is the claim of the README or docs it guards; ``DEVICE = "gpu"`` at
+its top marks one that needs a GPU (the rest are "cpu": ``make bench`` runs them). Each writes one
+result file, ``bench/results/NAME.md`` (``bench.common.write_result``: date, machine, versions,
+command). The list is read from the files (``ast``), so listing imports no framework.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    claim: str
+    device: str  # "cpu" or "gpu"
+
+
+def _describe(run_py: Path) -> Benchmark:
+    tree = ast.parse(run_py.read_text(encoding="utf-8"))
+    doc = (ast.get_docstring(tree) or "").strip()
+    device = "cpu"
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "DEVICE" for t in node.targets) \
+                and isinstance(node.value, ast.Constant):
+            device = str(node.value.value)
+    return Benchmark(run_py.parent.name, doc.splitlines()[0] if doc else "(no claim written)", device)
+
+
+def benchmarks() -> list[Benchmark]:
+    """Every folder of bench/ with a run.py, by name."""
+    return [_describe(p) for p in sorted(HERE.glob("*/run.py")) if not p.parent.name.startswith((".", "_"))]
+
+
+def run(name: str, argv: list[str]) -> int:
+    if not (HERE / name / "run.py").is_file():
+        known = ", ".join(b.name for b in benchmarks())
+        print(f"no benchmark {name!r} (bench/{name}/run.py); known: {known}", file=sys.stderr)
+        return 2
+    if str(HERE.parent) not in sys.path:
+        sys.path.insert(0, str(HERE.parent))
+    main = importlib.import_module(f"bench.{name}.run").main
+    if inspect.signature(main).parameters:
+        return int(main(argv) or 0)
+    # An entry point written for ``python bench/NAME/run.py`` reads sys.argv itself.
+    sys.argv = [f"bench/{name}/run.py", *argv]
+    return int(main() or 0)
+
+
+def _list() -> int:
+    rows = benchmarks()
+    width = max((len(b.name) for b in rows), default=4)
+    print("python -m bench NAME [ARGS]   (NAME --help for its arguments)\n")
+    for b in rows:
+        print(f"{b.name:<{width}}  {b.device}  {b.claim}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help", "list"):
+        return _list()
+    if argv[0] == "--names":  # for make: the benchmarks of one device kind
+        kind = argv[1] if len(argv) > 1 else "cpu"
+        print(" ".join(b.name for b in benchmarks() if b.device == kind))
+        return 0
+    return run(argv[0], argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,76 @@
+"""What every benchmark's result file starts with: date, machine, versions, the command.
+
+``write_result(name, body)`` writes ``bench/results/NAME.md``: one file a benchmark, the latest
+run (git history keeps the earlier ones). The machine is described as it was when the run
+started (``machine()`` before measuring): cores, memory, load, because the numbers of a shared
+machine mean little without its load.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+# The packages whose version changes what a benchmark measures; absent ones are left out.
+PACKAGES = ("scaldiag", "numpy", "tensorflow", "tensorflow-cpu", "keras", "jax", "torch", "psutil", "xprof")
+
+
+def machine() -> str:
+    """``2 cores, 7.8 GiB, load 0.42 0.55 0.61 (1, 5, 15 min), Linux x86_64``."""
+    cores = os.cpu_count() or 0
+    try:
+        memory = f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.1f} GiB"
+    except (ValueError, OSError, AttributeError):
+        memory = "memory unknown"
+    try:
+        load = "load " + " ".join(f"{x:.2f}" for x in os.getloadavg()) + " (1, 5, 15 min)"
+    except OSError:
+        load = "load unknown"
+    return f"{cores} cores, {memory}, {load}, {platform.system()} {platform.machine()}"
+
+
+def versions(extra: tuple[str, ...] = ()) -> str:
+    found = [f"python {platform.python_version()}"]
+    for name in (*PACKAGES, *extra):
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    rev = _git("rev-parse", "--short", "HEAD")
+    dirty = " (with uncommitted changes)" if _git("status", "--porcelain", "--", "scaldiag") else ""
+    return ", ".join(found) + (f"; scaldiag at {rev}{dirty}" if rev else "")
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def command(name: str, argv: list[str]) -> str:
+    return " ".join(["python -m bench", name, *argv])
+
+
+def header(name: str, claim: str, argv: list[str], machine_before: str | None = None) -> str:
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"# {name}: {claim}\n\n"
+            f"- date: {when}\n- machine: {machine_before or machine()}\n- versions: {versions()}\n"
+            f"- command: `{command(name, argv)}`\n\n")
+
+
+def write_result(name: str, claim: str, argv: list[str], body: str, machine_before: str | None = None,
+                 out: Path | None = None) -> Path:
+    """The result file (``out``, or ``bench/results/NAME.md``); returns its path."""
+    path = out or RESULTS / f"{name}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(header(name, claim, argv, machine_before) + body.rstrip() + "\n", encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
+    return path
