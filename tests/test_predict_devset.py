@@ -5,17 +5,22 @@ The development set (../shared/fixtures/x2_devset/, its README): three scripts p
 off). Each run_1gpu/ is analysed as a user's run is (scaldiag.pipeline.analyze_run_dir), its 2-GPU
 samples/s predicted (analyze/predict.py; the interconnect looked up from the product name) and
 compared with the README's measured number. "mode" is how the script scales its batch (the README:
-a 1-GPU run cannot show it). The second prediction starts from the README's own stopwatch of the
-same run_1gpu instead of scaldiag's steady step, to separate the model's error from the baseline's.
+a 1-GPU run cannot show it).
 
-| case | mode | 1 GPU: scaldiag / stopwatch | predicted 2 GPU | measured | error | from the stopwatch | error |
-|---|---|---|---|---|---|---|---|
-| keras_jax_mlp_sync | weak | 11,818 / 24,718 | 16,870 | 48,155 | -65.0% | 35,283 | -26.7% |
-| keras_jax_fixed_batch | strong | 20,952 / 34,643 | 20,952 | 28,321 | -26.0% | 34,643 | +22.3% |
-| torch_ddp_sync | weak | 13,648 / 13,575 | 27,296 | 25,036 | +9.0% | 27,150 | +8.4% |
+| case | mode | 1 GPU: scaldiag's clock / stopwatch | predicted 2 GPU (95% range) | measured | error |
+|---|---|---|---|---|---|
+| keras_jax_mlp_sync | weak | 29,343 (whole epochs) / 24,718 | 47,025 (13,794-94,962) | 48,155 | -2.3% |
+| keras_jax_fixed_batch | strong | 34,944 (whole epochs) / 34,643 | 28,000 (24,125-33,245) | 28,321 | -1.1% |
+| torch_ddp_sync | weak | 13,648 (steady step) / 13,575 | 27,296 (27,087-27,509) | 25,036 | +9.0% |
 
-Before this model (63 GB/s PCIe link, no overlap, input per host for DDP): -78.3%, -8.0%, -45.4%.
-Why the rest is off: docs/scaling.md, "2-GPU predictions against real 2-GPU runs".
+Before this wave's model (63 GB/s PCIe link, no overlap, input per host for DDP, the steady mean with an
+unexplained 0.9 s step in it): -78.3%, -8.0%, -45.4%; with the interconnect and DDP model alone: -65.0%,
+-26.0%, +9.0%. The Keras/JAX gain is the user's clock (whole epochs, analyze/scaling.user_clock) and the
+host path of one process driving two devices (predict.DISPATCH_GROWTH_PER_DEVICE, fitted on these two
+runs: the held-back cases test it). The mlp range is wide because its two compared epochs took 0.88 and
+1.29 ms a step on the loaded capture machine. torch_ddp_sync's +9.0% is mostly the machines: its own
+stopwatch gave 13,575 samples/s on the capture machine and 12,736 on the 2-GPU machine with one GPU.
+Why: docs/scaling.md, "2-GPU predictions against real 2-GPU runs".
 """
 
 from pathlib import Path
@@ -27,28 +32,24 @@ from scaldiag.analyze.scaling import _basis
 from scaldiag.pipeline import analyze_run_dir
 
 DEVSET = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "x2_devset"
-# case: (mode, README's run_1gpu stopwatch samples/s, measured 2-GPU samples/s, the error this model gives (%),
-#        and from the stopwatch (%)) -- the table above
+# case: (mode, measured 2-GPU samples/s: the README's table)
 CASES = {
-    "keras_jax_mlp_sync": ("weak", 24_718, 48_155, -65.0, -26.7),
-    "keras_jax_fixed_batch": ("strong", 34_643, 28_321, -26.0, 22.3),
-    "torch_ddp_sync": ("weak", 13_575, 25_036, 9.0, 8.4),
+    "keras_jax_mlp_sync": ("weak", 48_155),
+    "keras_jax_fixed_batch": ("strong", 28_321),
+    "torch_ddp_sync": ("weak", 25_036),
 }
-
-
-def _error(predicted: float, measured: float) -> float:
-    return 100 * (predicted - measured) / measured
+WITHIN_PCT = 10  # issue 23's bar for every case
 
 
 @pytest.mark.skipif(not DEVSET.exists(), reason="the development set is not on this machine")
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_two_gpu_prediction_from_the_one_gpu_run(case):
-    from dataclasses import replace
-
-    mode, stopwatch, measured, error_pct, stopwatch_error_pct = CASES[case]
+    mode, measured = CASES[case]
     basis = _basis(1, [analyze_run_dir(DEVSET / case / "run_1gpu")])
     p = predict(basis, 2, mode)
     assert any("NVLink 4 x18, looked up" in a for a in p.assumptions)  # never the PCIe fallback
-    assert _error(p.samples_per_s, measured) == pytest.approx(error_pct, abs=0.5)
-    from_stopwatch = predict(replace(basis, step_time_ms=basis.global_batch / stopwatch * 1e3), 2, mode)
-    assert _error(from_stopwatch.samples_per_s, measured) == pytest.approx(stopwatch_error_pct, abs=0.5)
+    assert abs(100 * (p.samples_per_s - measured) / measured) < WITHIN_PCT
+    assert p.samples_per_s_low <= p.samples_per_s <= p.samples_per_s_high
+    keras = case.startswith("keras")
+    assert any("whole epochs" in a for a in p.assumptions) == keras  # Keras's own clock where the run has it
+    assert any("one process drives every device" in a for a in p.assumptions) == keras  # not under torchrun

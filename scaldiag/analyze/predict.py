@@ -28,11 +28,24 @@ GPU's product name, given by the user, or assumed from the PCIe link) and its
 NCCL curve, with DDP's buckets overlapping backward (analyze/collective.py).
 Every prediction says what it used. Emulated devices share the same cores, so
 there the device parts scale with the global batch instead.
+
+One process driving several devices (Keras/JAX ``DataParallel``, TF
+``MirroredStrategy``) launches the step's program on every device and splits
+the batch for each: its host path grows with the device count, which no
+one-device run shows. On the development set's two Keras/JAX runs (two H200
+SXM, ../shared/fixtures/x2_devset) the host-paced step grew 23.6% and 26.0%
+from 1 to 2 devices, and their traces show why: JAX's launch moves from the
+Python thread to one thread per device that the Python thread waits for
+("Wait for LaunchOnDevice completion"), and the per-device launch slowed 1.3-2.5x
+beside the other (docs/scaling.md). ``DISPATCH_GROWTH_PER_DEVICE`` carries
+that: the host path x (1 + g (N - 1)), its range the two measurements.
+Measured at 2 devices only: beyond it, a linear extrapolation, stated as such.
+Under torchrun each rank is its own process: no growth.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scaldiag.analyze import interconnect as ic
 from scaldiag.analyze.categories import CATEGORIES
@@ -42,6 +55,13 @@ PER_REPLICA = ("compute", "layout", "h2d", "d2h", "other")
 PER_GLOBAL = ("input",)
 PER_STEP = ("host_overhead", "idle")
 WAITING = PER_GLOBAL + PER_STEP  # the device waited on the host
+# Host-path growth per added device when one process drives them all (module docstring): the development
+# set's two Keras/JAX DataParallel runs on H200 SXM, 1 -> 2 devices, untraced whole-epoch clocks:
+# 1.075 -> 1.329 ms (+23.6%) and 1.793 -> 2.260 ms (+26.0%).
+DISPATCH_GROWTH_PER_DEVICE = 0.248
+DISPATCH_GROWTH_RANGE = (0.236, 0.260)
+# Frameworks whose data parallelism runs in one process (training.json's framework name); others say nothing
+ONE_PROCESS_FRAMEWORKS = ("keras", "tensorflow", "jax")
 
 
 @dataclass(frozen=True)
@@ -57,6 +77,11 @@ class Basis:
     host_ms_per_sample: float | None = None  # slope of per-step host time in the global batch
     interconnect: ic.Interconnect | None = None
     framework: str | None = None  # "pytorch" (DDP under torchrun: input per rank, buckets overlap backward), ...
+    step_time_ci95_ms: float = 0.0
+    # the input-free measurement (analyze/input_cost.py): True where input paces the step, False where its
+    # cost is within the noise (its trace events are then the framework's per-step work), None unmeasured
+    input_paces: bool | None = None
+    clock: str = "the steady step"  # which clock step_time_ms is (scaling.py: the user's, where the run has it)
 
 
 @dataclass(frozen=True)
@@ -68,6 +93,9 @@ class Prediction:
     assumptions: list[str] = field(default_factory=list)
     measured_samples_per_s: float | None = None
     error_pct: float | None = None  # (predicted - measured) / measured
+    # 95% range: the basis step's own interval and the model's stated ranges (dispatch growth)
+    samples_per_s_low: float | None = None
+    samples_per_s_high: float | None = None
 
 
 def link_bytes_per_s(inventory: dict) -> float | None:
@@ -84,25 +112,44 @@ def basis_extras(training: dict, inventory: dict) -> dict:
 
 def predict(basis: Basis, n: int, mode: str, emulated: bool = False,
             interconnect: ic.Interconnect | None = None) -> Prediction:
-    """Step time and throughput at ``n`` devices from one measured point.
+    """Step time and throughput at ``n`` devices from one measured point, with its 95% range.
 
     ``interconnect``: the machine to scale to, when not the one the run was measured on.
     """
+    p = _predict(basis, n, mode, emulated, interconnect, DISPATCH_GROWTH_PER_DEVICE)
+    t, ci = basis.step_time_ms, basis.step_time_ci95_ms
+    slow = _predict(replace(basis, step_time_ms=t + ci), n, mode, emulated, interconnect, DISPATCH_GROWTH_RANGE[1])
+    fast = _predict(replace(basis, step_time_ms=max(t - ci, t / 2)), n, mode, emulated, interconnect,
+                    DISPATCH_GROWTH_RANGE[0])
+    return replace(p, samples_per_s_low=min(slow.samples_per_s, p.samples_per_s),
+                   samples_per_s_high=max(fast.samples_per_s, p.samples_per_s))
+
+
+def _predict(basis: Basis, n: int, mode: str, emulated: bool, interconnect: ic.Interconnect | None,
+             growth: float) -> Prediction:
     m = basis.gpus
     per_replica_m = basis.global_batch / m
     per_replica = per_replica_m if mode != "strong" else basis.global_batch / n
     global_batch = per_replica * n
     t = basis.step_time_ms
     parts = {c: basis.shares.get(c, 0.0) * t for c in CATEGORIES}
-    assumptions = [f"{mode if mode != 'mixed' else 'weak'} scaling: per-replica batch {per_replica:g}"]
+    assumptions = [f"from {basis.clock}: {t:.3f} ms",
+                   f"{mode if mode != 'mixed' else 'weak'} scaling: per-replica batch {per_replica:g}"]
     if emulated:
         assumptions.append("emulated: device work scales with the global batch (the replicas share the cores)")
     device_scale = global_batch / basis.global_batch if emulated else per_replica / per_replica_m
     device_ms = sum(parts[c] * device_scale for c in PER_REPLICA)
     per_rank = basis.framework == "pytorch" and not emulated
-    input_scale = device_scale if per_rank else global_batch / basis.global_batch
-    assumptions.append("input per rank (torchrun: each rank's own DataLoader)" if per_rank
-                       else "input per host (one pipeline feeds every replica)")
+    if per_rank:
+        input_scale = device_scale
+        assumptions.append("input per rank (torchrun: each rank's own DataLoader)")
+    elif basis.input_paces is False:
+        input_scale = 1.0
+        assumptions.append("input per step: the input-free step shows no input cost beyond the noise, so the "
+                           "trace's input events are the framework's per-step work (slicing, device placement)")
+    else:
+        input_scale = global_batch / basis.global_batch
+        assumptions.append("input per host (one pipeline feeds every replica)")
     waiting_ms = sum(parts[c] * input_scale for c in PER_GLOBAL)
     host_ms = sum(parts[c] for c in PER_STEP)
     if basis.host_ms_per_sample:
@@ -112,14 +159,28 @@ def predict(basis: Basis, n: int, mode: str, emulated: bool = False,
     waiting_ms += host_ms
     device_ms += _collective_ms(basis, parts, n, assumptions, interconnect)
     waited = sum(parts[c] for c in WAITING)
-    if not emulated and waited >= t - waited and waited > 0:
-        time_ms = max(t + waiting_ms - waited, device_ms)
+    host_paced = not emulated and waited >= t - waited and waited > 0
+    one_process = basis.framework in ONE_PROCESS_FRAMEWORKS and not emulated
+    dispatch = _dispatch_factor(m, n, growth, not one_process, assumptions)
+    if host_paced:
+        time_ms = max((t + waiting_ms - waited) * dispatch, device_ms)
         assumptions.append(f"host-paced: the device waited {waited / t:.0%} of the step, so its extra work fills "
                            "that wait (step = max(host path, device path))")
     else:
-        time_ms = device_ms + waiting_ms
+        time_ms = device_ms + waiting_ms * dispatch
     return Prediction(gpus=n, from_gpus=m, step_time_ms=time_ms, samples_per_s=global_batch / (time_ms / 1e3),
                       assumptions=assumptions)
+
+
+def _dispatch_factor(m: int, n: int, growth: float, own_process: bool, assumptions: list[str]) -> float:
+    """How much one process's host path grows from driving ``m`` devices to ``n`` (module docstring)."""
+    if own_process or n == m:
+        return 1.0
+    factor = (1 + growth * (n - 1)) / (1 + growth * (m - 1))
+    beyond = " (measured at 2 devices; beyond, extrapolated)" if max(n, m) > 2 else ""
+    assumptions.append(f"one process drives every device: its host path x{factor:.2f} at {n} devices "
+                       f"({growth:.1%} a device, measured on two Keras/JAX runs, docs/scaling.md){beyond}")
+    return factor
 
 
 def _collective_ms(basis: Basis, parts: dict[str, float], n: int, assumptions: list[str],
