@@ -25,7 +25,7 @@ from conftest import FIXTURES
 
 from scaldiag.commands.report import report_views
 from scaldiag.pipeline import diagnose
-from scaldiag.render import html
+from scaldiag.render import html, svg
 
 RUNS = FIXTURES / "runs"
 HOSTILE = '<img src=x onerror="alert(1)"> & </pre><script>alert(2)</script>'
@@ -128,6 +128,24 @@ CHART_CHECK = """JSON.stringify([...document.querySelectorAll('svg.chart')].map(
   return {kind: s.dataset.kind, width: r.width, height: r.height, marks: marks.length};
 }))"""
 
+# In the page: every pair of labels (texts, legend swatches) of one chart whose boxes, as laid out,
+# overlap by more than half a pixel each way; each named by its text (a swatch by its legend text).
+OVERLAP_CHECK = """JSON.stringify([...document.querySelectorAll('svg.chart')].flatMap((s, i) => {
+  const boxes = [...s.querySelectorAll('text, g.legend rect')].map(e => {
+    const name = e.tagName === 'rect' ? 'swatch of ' + (e.nextElementSibling || {}).textContent
+                                      : e.textContent;
+    return {name: name, r: e.getBoundingClientRect()};
+  }).filter(b => b.r.width > 0 && b.r.height > 0);
+  const out = [];
+  for (let a = 0; a < boxes.length; a++) for (let b = a + 1; b < boxes.length; b++) {
+    const p = boxes[a].r, q = boxes[b].r;
+    const w = Math.min(p.right, q.right) - Math.max(p.left, q.left);
+    const h = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
+    if (w > 0.5 && h > 0.5) out.push({chart: i, kind: s.dataset.kind, a: boxes[a].name, b: boxes[b].name});
+  }
+  return out;
+}))"""
+
 
 class DevTools:
     """Just enough of a WebSocket client for the DevTools protocol (RFC 6455, text frames)."""
@@ -190,8 +208,9 @@ class DevTools:
             self.events.append(self._message())
 
 
-def open_in_chromium(path: Path, profile: Path) -> tuple[list[dict], list[dict]]:
-    """(the charts as laid out, the problems: console errors, exceptions, network requests)."""
+def open_in_chromium(path: Path, profile: Path) -> tuple[list[dict], list[dict], list[dict]]:
+    """(the charts as laid out, the problems: console errors, exceptions, network requests, the
+    overlapping labels)."""
     proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
                              "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -211,15 +230,15 @@ def open_in_chromium(path: Path, profile: Path) -> tuple[list[dict], list[dict]]
             tools.call(f"{domain}.enable")
         tools.call("Page.navigate", url=path.resolve().as_uri())
         tools.wait_for("Page.loadEventFired")
-        charts = json.loads(tools.call("Runtime.evaluate", expression=CHART_CHECK, returnByValue=True)
-                            ["result"]["value"])
+        charts, overlaps = (json.loads(tools.call("Runtime.evaluate", expression=check, returnByValue=True)
+                                       ["result"]["value"]) for check in (CHART_CHECK, OVERLAP_CHECK))
         problems = [e for e in tools.events
                     if e.get("method") == "Runtime.exceptionThrown"
                     or (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
                     or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")
                     or (e.get("method") == "Network.requestWillBeSent"
                         and not e["params"]["request"]["url"].startswith("file:"))]
-        return charts, problems
+        return charts, problems, overlaps
     finally:
         proc.terminate()  # the browser ends its own helper processes
         try:
@@ -234,9 +253,10 @@ def open_in_chromium(path: Path, profile: Path) -> tuple[list[dict], list[dict]]
 def test_the_report_opens_in_headless_chromium_without_errors(name, tmp_path):
     path = tmp_path / "report.html"
     path.write_text(render(RUNS / name), encoding="utf-8")
-    charts, problems = open_in_chromium(path, tmp_path / "profile")
+    charts, problems, overlaps = open_in_chromium(path, tmp_path / "profile")
     assert problems == []
     assert charts and all(c["width"] > 100 and c["height"] > 50 and c["marks"] > 0 for c in charts), charts
+    assert overlaps == []
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (apt-get install chromium)")
@@ -245,6 +265,37 @@ def test_the_browser_check_sees_a_console_error_and_an_empty_chart(tmp_path):
     path = tmp_path / "broken.html"
     path.write_text('<!DOCTYPE html><html><body><svg class="chart" data-kind="line" viewBox="0 0 10 10" '
                     'style="width:300px;height:100px"></svg><script>console.error("boom")</script></body></html>')
-    charts, problems = open_in_chromium(path, tmp_path / "profile")
+    charts, problems, overlaps = open_in_chromium(path, tmp_path / "profile")
     assert charts == [{"kind": "line", "width": 300, "height": 100, "marks": 0}]
     assert any(e.get("method") == "Runtime.consoleAPICalled" for e in problems)
+    assert overlaps == []
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (apt-get install chromium)")
+def test_the_overlap_check_sees_a_legend_text_over_the_next_swatch(tmp_path):
+    """Guard the guard: the legend as it was laid out before (6.2 px a character) put a long name's
+    text over the next entry's swatch; drawn so here, the check names the pair."""
+    legend = ('<g class="legend" font-size="11"><rect x="72" y="2" width="10" height="10" fill="#4c78a8"/>'
+              '<text x="86" y="11">measured ±95%</text><rect x="177" y="2" width="10" height="10" fill="#888"/>'
+              '<text x="191" y="11">ideal</text></g>')
+    path = tmp_path / "overlap.html"
+    path.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"><style>{html.CSS}</style></head><body>'
+                    '<svg class="chart" data-kind="scaling" viewBox="0 0 720 220" style="width:720px">'
+                    f'<circle cx="9" cy="9" r="4"/>{legend}</svg></body></html>', encoding="utf-8")
+    _, _, overlaps = open_in_chromium(path, tmp_path / "profile")
+    assert {"chart": 0, "kind": "scaling", "a": "measured ±95%", "b": "swatch of ideal"} in overlaps, overlaps
+
+
+@pytest.mark.parametrize("names", [["measured ±95%", "ideal"], ["GPU 0 PCIe TX", "GPU 0 PCIe RX"] * 12,
+                                   ["WWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWW", "i"]])
+def test_the_legend_wraps_rows_and_moves_the_plot_down(names):
+    """Without a browser: entries do not overlap at the estimated widths, rows stay inside the chart, and
+    the plot starts below the last row."""
+    places, top = svg.legend_layout(names)
+    ends = [x + 14 + svg.text_width(n) for n, (x, _) in zip(names, places)]
+    rows = sorted({y for _, y in places})
+    for y in rows:
+        row = sorted((x, end) for (x, yy), end in zip(places, ends) if yy == y)
+        assert all(a_end < b_x for (_, a_end), (b_x, _) in zip(row, row[1:]))
+    assert top >= rows[-1] + svg.LEGEND_ROW
+    assert len(rows) > 1 or sum(ends) < svg.W

@@ -19,7 +19,7 @@ from scaldiag.analyze.input_cost import describe
 from scaldiag.analyze.profile import UnitAnalysis
 from scaldiag.analyze.scaling import UNEXPLAINED
 from scaldiag.analyze.timeline import RunTimeline
-from scaldiag.render import svg
+from scaldiag.render import ranges, svg
 from scaldiag.render.svg import esc
 from scaldiag.rules import Finding
 from scaldiag.rules.report import Report, RunReport, SweepReport
@@ -85,7 +85,7 @@ def _finding(f: Finding, framework: str) -> str:
                             _num(e.threshold, "{:g}"), e.device or ""] for e in f.evidence]))
     if f.predicted_speedup:
         s = f.predicted_speedup
-        out.append(f"<p><b>{esc(s.kind.capitalize())}:</b> {esc(s.arithmetic)} (range {s.low:.2f}x-{s.high:.2f}x)</p>")
+        out.append(f"<p><b>{esc(s.kind.capitalize())}:</b> {esc(ranges.speedup_of(s))}: {esc(s.arithmetic)}</p>")
     if f.forecast:
         out.append(f"<p><b>Forecast:</b> {esc(f.forecast.arithmetic)}</p>")
     out += [_p(f"note: {n}", "dim") for n in f.notes]
@@ -160,11 +160,11 @@ def _run(report: RunReport, timeline: RunTimeline | None) -> list[str]:
     if a.steps:
         s, t = a.steps, a.steps.step_time_ms
         rate = _num(s.samples_per_s, "{:,.0f}", "unknown")
-        if s.samples_per_s_low and s.samples_per_s_high:
-            rate += f" [{s.samples_per_s_low:,.0f}-{s.samples_per_s_high:,.0f}]"
+        if s.samples_per_s_low:
+            rate += f" (95%: {ranges.interval(s.samples_per_s_low, s.samples_per_s_high)})"
         out += [f"<h2>Steps: {s.steady} steady of {s.recorded} recorded</h2>",
                 _table(["step ms (mean ±95%)", "p50", "p90", "stdev", "samples/s", "excluded"],
-                       [[f"{t.mean:.3f} ±{_num(t.ci95, '{:.3f}', '?')}", f"{t.p50:.3f}", f"{t.p90:.3f}",
+                       [[ranges.spread(t.mean, t.ci95), f"{t.p50:.3f}", f"{t.p90:.3f}",
                          f"{t.stdev:.3f}", rate,
                          "; ".join(f"{k}: {len(v)}" for k, v in s.excluded.items()) or "none"]])]
         if s.inflation_note:
@@ -249,8 +249,38 @@ def _timelines(t: RunTimeline) -> list[str]:
     if not gpu:
         out.append(_p("no GPU samples in this run (no NVML): GPU utilisation, PCIe, NVLink and clock timelines "
                       "need a GPU", "missing"))
-    out += _chart("host CPU", [s for s in t.series if s.group == "host"], "%", sec, marks, bands, False)
+    out += _host_charts([s for s in t.series if s.group == "host"], sec, marks, bands)
     return out
+
+
+# The host's samples in two charts, one unit each: the machine's cores (% busy: their mean, and the
+# busiest one) and the training processes' CPU time (cores' worth: 1.5 = one core and a half), which
+# grows past 100% of one core and would squash the first chart's scale.
+_CORES = ("CPU, all cores", "CPU, busiest core")
+_PROCESSES = "training processes (100 = one core)"
+
+
+def _host_charts(series, sec, marks, bands) -> list[str]:
+    cores = sorted((s for s in series if s.name in _CORES), key=lambda s: _CORES.index(s.name), reverse=True)
+    out = []
+    if cores:
+        # The mean is drawn last, dashed, over the busiest core: where every core is busy the two lines
+        # coincide, and the dashes leave both visible.
+        lines = [(_HOST_NAMES[s.name], sec(s.t_ns), s.values.tolist()) for s in cores]
+        out += [f"<h3>{esc('host CPU: the machine')}</h3>",
+                svg.line_chart(lines, title="host CPU: the machine's cores", x_label="seconds",
+                               y_label="% busy", y_max=100.0, marks=marks, bands=bands,
+                               dashes={_HOST_NAMES["CPU, all cores"]: "6 4"})]
+    procs = [s for s in series if s.name == _PROCESSES]
+    if procs:
+        lines = [("training processes", sec(s.t_ns), (s.values / 100.0).tolist()) for s in procs]
+        out += [f"<h3>{esc('host CPU: the training processes')}</h3>",
+                svg.line_chart(lines, title="host CPU: the training processes", x_label="seconds",
+                               y_label="cores used", y_max=1.0, marks=marks, bands=bands)]
+    return [x for x in out if x]
+
+
+_HOST_NAMES = {"CPU, all cores": "all cores (mean)", "CPU, busiest core": "busiest core"}
 
 
 def _chart(title, series, unit, sec, marks, bands, name_group: bool) -> list[str]:

@@ -19,6 +19,8 @@ LINE_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2", "#72b7b2"
 W, H = 720, 220          # viewBox of a chart
 LEFT, RIGHT, TOP, BOTTOM = 64, 12, 30, 34
 LEGEND_Y = 2  # the legend sits above the plot area
+LEGEND_ROW = 13  # px between legend rows (11 px text)
+FONT_PX = 11
 
 
 def esc(value: object) -> str:
@@ -41,6 +43,36 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return ticks
 
 
+# Glyph widths in em of the widest common sans-serif a browser falls back to (DejaVu Sans, wider
+# than Arial or Helvetica): a label laid out with them never runs into the next one, whatever
+# font the reader's system picks. The browser test measures the boxes the page really gets.
+_NARROW, _WIDE, _UPPER, _OTHER = 0.34, 0.98, 0.76, 0.64
+
+
+def text_width(text: str, font_px: float = FONT_PX) -> float:
+    """An upper estimate of the width ``text`` takes at ``font_px``."""
+    em = 0.0
+    for ch in text:
+        if ch in "iljtf.,:;'|!()[] ":
+            em += _NARROW
+        elif ch in "mwMW%@":
+            em += _WIDE
+        elif ch.isupper():
+            em += _UPPER
+        else:
+            em += _OTHER
+    return em * font_px
+
+
+def fit(text: str, width_px: float, font_px: float = FONT_PX) -> str:
+    """``text`` cut (with an ellipsis) to fit ``width_px``."""
+    if text_width(text, font_px) <= width_px:
+        return text
+    while text and text_width(text + "…", font_px) > width_px:
+        text = text[:-1]
+    return text + "…"
+
+
 def fmt_number(x: float) -> str:
     """Tick labels: 1.5k, 2M, 0.25."""
     a = abs(x)
@@ -51,18 +83,18 @@ def fmt_number(x: float) -> str:
 
 
 class Frame:
-    """Axes: data coordinates to the viewBox."""
+    """Axes: data coordinates to the viewBox. ``top``: where the plot area starts (below the legend)."""
 
-    def __init__(self, x0, x1, y0, y1, width=W, height=H):
+    def __init__(self, x0, x1, y0, y1, width=W, height=H, top=TOP):
         self.x0, self.x1 = x0, (x1 if x1 > x0 else x0 + 1)
         self.y0, self.y1 = y0, (y1 if y1 > y0 else y0 + 1)
-        self.width, self.height = width, height
+        self.width, self.height, self.top = width, height + (top - TOP), top
 
     def x(self, v: float) -> float:
         return LEFT + (v - self.x0) / (self.x1 - self.x0) * (self.width - LEFT - RIGHT)
 
     def y(self, v: float) -> float:
-        return self.height - BOTTOM - (v - self.y0) / (self.y1 - self.y0) * (self.height - TOP - BOTTOM)
+        return self.height - BOTTOM - (v - self.y0) / (self.y1 - self.y0) * (self.height - self.top - BOTTOM)
 
 
 def _svg(frame: Frame, body: list[str], title: str, kind: str) -> str:
@@ -84,29 +116,41 @@ def _axes(f: Frame, xticks, yticks, x_label: str, y_label: str, x_fmt=fmt_number
     out.append(f'<line x1="{LEFT}" x2="{f.width - RIGHT}" y1="{f.height - BOTTOM}" y2="{f.height - BOTTOM}" '
                f'stroke="#888"/><text x="{(LEFT + f.width - RIGHT) / 2:.0f}" y="{f.height - 4}" '
                f'text-anchor="middle">{esc(x_label)}</text>'
-               f'<text x="12" y="{(TOP + f.height - BOTTOM) / 2:.0f}" text-anchor="middle" '
-               f'transform="rotate(-90 12 {(TOP + f.height - BOTTOM) / 2:.0f})">{esc(y_label)}</text></g>')
+               f'<text x="12" y="{(f.top + f.height - BOTTOM) / 2:.0f}" text-anchor="middle" '
+               f'transform="rotate(-90 12 {(f.top + f.height - BOTTOM) / 2:.0f})">{esc(y_label)}</text></g>')
     return out
 
 
-def _legend(f: Frame, names: list[tuple[str, str]]) -> list[str]:
-    """Above the plot, wrapping to a second row (TOP leaves room for two)."""
-    out, x, y = ['<g class="legend" font-size="11">'], LEFT + 8, LEGEND_Y
-    for name, colour in names:
-        width = 24 + 6.2 * len(name)
-        if x + width > f.width - RIGHT and x > LEFT + 8:
-            x, y = LEFT + 8, y + 13
+def legend_layout(names: list[str], width: int = W) -> tuple[list[tuple[float, float]], float]:
+    """Each entry's (x, y), and the plot's top below the rows: an entry is its swatch, a gap and its
+    text at its estimated width (``text_width``), then a gap before the next; a row that is full
+    wraps, and the plot moves down for every row."""
+    places, x, y = [], LEFT + 8, LEGEND_Y
+    for name in names:
+        entry = 14 + text_width(name) + 12
+        if x + entry > width - RIGHT and x > LEFT + 8:
+            x, y = LEFT + 8, y + LEGEND_ROW
+        places.append((x, y))
+        x += entry
+    return places, max(TOP, y + LEGEND_ROW + 4)
+
+
+def _legend(names: list[tuple[str, str]], places: list[tuple[float, float]]) -> list[str]:
+    """Above the plot, at ``legend_layout``'s places."""
+    out = ['<g class="legend" font-size="11">']
+    for (name, colour), (x, y) in zip(names, places):
         out.append(f'<rect x="{x:.0f}" y="{y}" width="10" height="10" fill="{colour}"/>'
                    f'<text x="{x + 14:.0f}" y="{y + 9}" fill="#222">{esc(name)}</text>')
-        x += width
     return out + ["</g>"]
 
 
 def line_chart(lines: list[tuple[str, list[float], list[float]]], *, title: str, x_label: str, y_label: str,
                y_min: float | None = 0.0, y_max: float | None = None, marks: list[float] = (),
-               bands: list[tuple[float, float, str, str]] = ()) -> str:
-    """``lines``: (name, xs, ys). ``marks``: x positions drawn as ticks along the top (step
-    boundaries). ``bands``: (x0, x1, label, colour) shaded spans (steady window, trace window)."""
+               bands: list[tuple[float, float, str, str]] = (), dashes: dict[str, str] | None = None) -> str:
+    """``lines``: (name, xs, ys), drawn in order (the last on top). ``marks``: x positions drawn as
+    ticks along the top (step boundaries). ``bands``: (x0, x1, label, colour) shaded spans (steady
+    window, trace window). ``dashes``: a line's name -> SVG dash pattern, so that a line drawn over
+    another with the same values leaves the one below visible."""
     xs = [x for _, lx, _ in lines for x in lx] + list(marks)
     ys = [y for _, _, ly in lines for y in ly if math.isfinite(y)]
     if not xs or not ys:
@@ -114,22 +158,25 @@ def line_chart(lines: list[tuple[str, list[float], list[float]]], *, title: str,
     lo = min(ys) if y_min is None else min(y_min, min(ys))
     hi = max(ys) if y_max is None else max(y_max, max(ys))
     yticks = nice_ticks(lo, hi)
-    f = Frame(min(xs), max(xs), yticks[0], yticks[-1])
+    names = [(name, LINE_COLOURS[i % len(LINE_COLOURS)]) for i, (name, _, _) in enumerate(lines)]
+    places, top = legend_layout([n for n, _ in names])
+    f = Frame(min(xs), max(xs), yticks[0], yticks[-1], top=top)
     body = _axes(f, nice_ticks(f.x0, f.x1, 8), yticks, x_label, y_label)
     for x0, x1, label, colour in bands:
-        body.append(f'<rect class="band" x="{f.x(x0):.1f}" y="{TOP}" width="{max(f.x(x1) - f.x(x0), 1):.1f}" '
-                    f'height="{f.height - TOP - BOTTOM}" fill="{colour}" opacity="0.18"><title>{esc(label)}'
+        body.append(f'<rect class="band" x="{f.x(x0):.1f}" y="{f.top}" width="{max(f.x(x1) - f.x(x0), 1):.1f}" '
+                    f'height="{f.height - f.top - BOTTOM}" fill="{colour}" opacity="0.18"><title>{esc(label)}'
                     '</title></rect>')
     if marks:
-        d = "".join(f"M{f.x(m):.1f} {TOP}v6" for m in marks)
+        d = "".join(f"M{f.x(m):.1f} {f.top}v6" for m in marks)
         body.append(f'<path class="steps" d="{d}" stroke="#555" stroke-width="0.6"><title>step boundaries</title>'
                     '</path>')
-    for i, (name, lx, ly) in enumerate(lines):
-        colour = LINE_COLOURS[i % len(LINE_COLOURS)]
+    for (name, lx, ly), (_, colour) in zip(lines, names):
         pts = " ".join(f"{f.x(x):.1f},{f.y(y):.1f}" for x, y in zip(lx, ly) if math.isfinite(y))
-        body.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="1.5" points="{pts}">'
-                    f'<title>{esc(name)}</title></polyline>')
-    body += _legend(f, [(name, LINE_COLOURS[i % len(LINE_COLOURS)]) for i, (name, _, _) in enumerate(lines)])
+        dash = (dashes or {}).get(name)
+        style = f' stroke-dasharray="{esc(dash)}"' if dash else ""
+        body.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="1.5"{style} '
+                    f'points="{pts}"><title>{esc(name)}</title></polyline>')
+    body += _legend(names, places)
     return _svg(f, body, title, "line")
 
 
@@ -140,8 +187,10 @@ def stacked_bars(rows: list[tuple[str, dict[str, float]]], *, title: str, x_labe
         return ""
     total = max(sum(max(v, 0) for v in parts.values()) for _, parts in rows)
     ticks = nice_ticks(0, total)
+    seen = {c: CATEGORY_COLOURS.get(c, "#999") for _, parts in rows for c, v in parts.items() if v > 0}
+    places, top = legend_layout(list(seen))
     bar, gap = 22, 10
-    height = TOP + len(rows) * (bar + gap) + BOTTOM
+    height = top + len(rows) * (bar + gap) + BOTTOM
     left = 150
     f = Frame(0, ticks[-1], 0, 1, height=height)
     span = f.width - left - RIGHT
@@ -151,25 +200,22 @@ def stacked_bars(rows: list[tuple[str, dict[str, float]]], *, title: str, x_labe
 
     body = ['<g font-size="11" fill="#444">']
     for t in ticks:
-        body.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{TOP}" y2="{height - BOTTOM}" stroke="#e4e4e4"/>'
+        body.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{top}" y2="{height - BOTTOM}" stroke="#e4e4e4"/>'
                     f'<text x="{x(t):.1f}" y="{height - BOTTOM + 14}" text-anchor="middle">{esc(fmt_number(t))}</text>')
     body.append(f'<text x="{left + span / 2:.0f}" y="{height - 6}" text-anchor="middle">{esc(x_label)}</text></g>')
-    seen: dict[str, str] = {}
     for i, (label, parts) in enumerate(rows):
-        y = TOP + i * (bar + gap)
+        y = top + i * (bar + gap)
         body.append(f'<text x="{left - 6}" y="{y + bar / 2 + 4:.0f}" font-size="11" text-anchor="end">'
-                    f'{esc(label)}</text>')
+                    f'{esc(fit(label, left - 10))}<title>{esc(label)}</title></text>')
         at = 0.0
         for category, value in parts.items():
             if value <= 0:
                 continue
-            colour = CATEGORY_COLOURS.get(category, "#999")
-            seen[category] = colour
             body.append(f'<rect class="bar" x="{x(at):.1f}" y="{y}" width="{max(x(at + value) - x(at), 0.5):.1f}" '
-                        f'height="{bar}" fill="{colour}"><title>{esc(label)}: {esc(category)} {value:.3f}</title>'
-                        '</rect>')
+                        f'height="{bar}" fill="{seen[category]}"><title>{esc(label)}: {esc(category)} {value:.3f}'
+                        '</title></rect>')
             at += value
-    body += _legend(f, list(seen.items()))
+    body += _legend(list(seen.items()), places)
     return _svg(f, body, title, "bars")
 
 
@@ -179,7 +225,9 @@ def scaling_chart(points: list[tuple[int, float, float, float]], *, title: str) 
         return ""
     hi = max(max(s + (c or 0), i) for _, s, c, i in points)
     yticks = nice_ticks(0, hi * 1.1)
-    f = Frame(min(p[0] for p in points) - 0.5, max(p[0] for p in points) + 0.5, 0, yticks[-1])
+    names = [("measured ±95%", LINE_COLOURS[0]), ("ideal", "#888")]
+    places, top = legend_layout([n for n, _ in names])
+    f = Frame(min(p[0] for p in points) - 0.5, max(p[0] for p in points) + 0.5, 0, yticks[-1], top=top)
     body = _axes(f, [p[0] for p in points], yticks, "devices", "speedup (x)", x_fmt=lambda v: f"{v:g}")
     ideal = " ".join(f"{f.x(n):.1f},{f.y(i):.1f}" for n, _, _, i in points)
     body.append(f'<polyline class="ideal" fill="none" stroke="#888" stroke-dasharray="5 4" points="{ideal}">'
@@ -193,7 +241,7 @@ def scaling_chart(points: list[tuple[int, float, float, float]], *, title: str) 
                     f'M{f.x(n) - 5:.1f} {f.y(s - c):.1f}h10M{f.x(n) - 5:.1f} {f.y(s + c):.1f}h10" '
                     f'stroke="{LINE_COLOURS[0]}"/><circle cx="{f.x(n):.1f}" cy="{f.y(s):.1f}" r="4" '
                     f'fill="{LINE_COLOURS[0]}"><title>{n} devices: {s:.2f}x ±{c:.2f}</title></circle>')
-    body += _legend(f, [("measured ±95%", LINE_COLOURS[0]), ("ideal", "#888")])
+    body += _legend(names, places)
     return _svg(f, body, title, "scaling")
 
 
@@ -209,16 +257,18 @@ def waterfall(ideal: float, causes: list[tuple[str, float, bool]], measured: flo
     yticks = nice_ticks(lo, hi * 1.05)
     n = len(levels) + 2
     f = Frame(0, n, yticks[0], yticks[-1], height=260)
-    width = (f.width - LEFT - RIGHT) / n * 0.7
+    slot = (f.width - LEFT - RIGHT) / n
+    width = slot * 0.7
     body = _axes(f, [], yticks, "", "speedup (x)")
 
     def bar(i, a, b, colour, label, value):
         x = f.x(i + 0.15)
         top, bottom = f.y(max(a, b)), f.y(min(a, b))
+        # A label as wide as its slot less a gap, so that neighbours never touch (the table below names them whole).
         return (f'<rect class="bar" x="{x:.1f}" y="{top:.1f}" width="{width:.1f}" height="{max(bottom - top, 1):.1f}" '
                 f'fill="{colour}"><title>{esc(label)}: {esc(value)}</title></rect>'
                 f'<text x="{x + width / 2:.1f}" y="{f.height - BOTTOM + 14}" font-size="10" text-anchor="middle">'
-                f'{esc(label[:16])}</text>')
+                f'{esc(fit(label, slot - 8, 10))}<title>{esc(label)}</title></text>')
 
     body.append(bar(0, yticks[0], ideal, "#888", "ideal", f"{ideal:.2f}x"))
     for i, (name, a, b, noise) in enumerate(levels, start=1):
