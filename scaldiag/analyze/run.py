@@ -76,6 +76,8 @@ class HostSummary:
     busiest_core_pct: float  # mean of the busiest core at each sample
     process_cpu_pct: float   # the training process tree, 100 = one core
     rss_max_bytes: int
+    core_pct_mean_ci95: float = 0.0  # 95% half-width of core_pct_mean over the samples
+    processes_max: int = 1           # the training process tree's processes (DataLoader workers included)
 
 
 @dataclass(frozen=True)
@@ -275,7 +277,10 @@ def host_summary(samples: list[dict], window_ns: tuple[int, int] | None) -> Host
     cores_seen = collections.Counter(len(r["core_pct"]) for r in rows).most_common(1)[0][0]
     rows = [r for r in rows if len(r["core_pct"]) == cores_seen]
     cores = np.array([r["core_pct"] for r in rows], float)
+    per_sample = cores.mean(axis=1)
+    ci = float(t95(len(rows) - 1) * per_sample.std(ddof=1) / math.sqrt(len(rows))) if len(rows) > 1 else math.nan
     return HostSummary(samples=len(rows), cores=cores.shape[1], core_pct_mean=float(cores.mean()),
+                       core_pct_mean_ci95=ci, processes_max=int(max(r.get("processes") or 1 for r in rows)),
                        busiest_core_pct=float(cores.max(axis=1).mean()),
                        process_cpu_pct=float(np.mean([r["proc_cpu_pct"] for r in rows])),
                        rss_max_bytes=int(max(r["proc_rss_bytes"] for r in rows)))

@@ -24,6 +24,7 @@ from scaldiag.rules import (
     sd206_straggler,
     sd207_input_ceiling,
     sd208_pcie_link,
+    sd211_cpu_oversubscribed,
 )
 from scaldiag.rules.base import Evidence, Finding, Rule, Speedup
 
@@ -31,7 +32,8 @@ RULES: list[Rule[ProfileAnalysis]] = [
     m.RULE for m in (sd101_input_bound, sd102_host_to_device, sd103_collective_bound, sd104_layout,
                      sd105_host_bound, sd106_low_utilisation, sd206_straggler)]
 RUN_RULES: list[Rule[RunAnalysis]] = [
-    sd202_logical_devices.RULE, sd204_throttled_clocks.RULE, sd207_input_ceiling.RULE, sd208_pcie_link.RULE]
+    sd202_logical_devices.RULE, sd204_throttled_clocks.RULE, sd207_input_ceiling.RULE, sd208_pcie_link.RULE,
+    sd211_cpu_oversubscribed.RULE]
 SWEEP_RULES: list[Rule[ScalingAnalysis]] = [
     sd201_per_replica_batch.RULE, sd203_collective_growth.RULE, sd205_host_growth.RULE]
 

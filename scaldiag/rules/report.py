@@ -15,6 +15,7 @@ from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.analyze.scaling import ScalingAnalysis
 from scaldiag.rules import RUN_RULES, SWEEP_RULES, Finding, check_all, run_rules
+from scaldiag.rules.machine import fit_trace_report
 from scaldiag.rules.sd106_low_utilisation import LOW_BUSY_PCT, busy_text
 
 
@@ -54,7 +55,8 @@ def build_report(analysis: ProfileAnalysis) -> Report:
 
 
 def build_run_report(run_dir: str, analysis: RunAnalysis) -> RunReport:
-    trace_report = build_report(analysis.trace) if analysis.trace else None
+    # the trace's findings with the run's machine: its worker count, its cores' bound (rules/machine.py)
+    trace_report = fit_trace_report(build_report(analysis.trace) if analysis.trace else None, analysis)
     return RunReport(run_dir, analysis, check_all(RUN_RULES, analysis), trace_report)
 
 

@@ -1,0 +1,110 @@
+"""Advice and forecasts fitted to the machine the run was measured on.
+
+A trace's rules (RULES) see one trace: their fix text is general ("num_workers
+= cores per rank") and their ceilings assume spare CPU. A captured run also
+has its host samples (cores, how busy they were, what the training processes
+used), so here the fix names this machine's numbers and the forecast of a fix
+that moves input work onto other cores is bounded by the cores there are:
+
+- worker count: the cores per rank on this host, less one for the training
+  loop itself (PyTorch's DataLoader docs leave the number to the machine;
+  ``num_workers=8`` on a 2-core machine ran 0.47x under profile, issue 23);
+- spread over parallel workers, the step's CPU work cannot run faster than
+  the cores it can use allow: at most (cores - others' use) / training's use,
+  from the samples of the steady window (docs/rules.md, "Fitted to the machine");
+- Python work (``tf.py_function``, ``tf.numpy_function``) holds the GIL: a
+  parallel map's threads take turns on it, so ``num_parallel_calls`` is
+  forecast at 1x for that work (0.93-1.1x measured on the 2-core machine,
+  issue 23); only moving it out of Python, or into processes, removes it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from scaldiag.analyze.run import HostSummary, RunAnalysis
+from scaldiag.rules.base import Finding, Speedup
+
+# Host events of Python run under the GIL from a tf.data map: TF's EagerPyFunc / PyFunc kernels.
+GIL_EVENT = re.compile(r"EagerPyFunc|\bPyFunc\b|py_function|numpy_function")
+# The worker counts the fix text of SD101 writes where the machine is unknown.
+_WORKERS_IN_FIX = re.compile(r"(num_workers=|PyDataset\(workers=)8\b")
+
+
+@dataclass(frozen=True)
+class CpuBudget:
+    cores: int
+    training_cores: float  # what the training process tree used (cores, from its CPU %)
+    other_cores: float     # what the rest of the machine used meanwhile
+    ranks: int             # training processes that share this host's cores (torchrun ranks)
+
+    @property
+    def workers(self) -> int:
+        """Input workers per rank: the rank's share of the cores, one left for its training loop."""
+        return max(1, self.cores // self.ranks - 1)
+
+    @property
+    def parallel_ceiling(self) -> float:
+        """The most the step's CPU work can speed up spread over the cores the others leave."""
+        return max(1.0, (self.cores - self.other_cores) / self.training_cores)
+
+
+def budget(run: RunAnalysis) -> CpuBudget | None:
+    host: HostSummary | None = run.host
+    if host is None or host.cores < 1 or not host.process_cpu_pct > 0:
+        return None
+    training = host.process_cpu_pct / 100
+    busy = host.core_pct_mean * host.cores / 100
+    ranks = max(1, len(run.ranks)) if (run.training.get("framework") or {}).get("name") == "pytorch" else 1
+    return CpuBudget(cores=host.cores, training_cores=training, other_cores=max(0.0, busy - training), ranks=ranks)
+
+
+def fit_to_machine(findings: list[Finding], run: RunAnalysis, host_events: list[str]) -> list[Finding]:
+    """The input findings with this machine's worker count, and their forecast bounded by its cores.
+
+    ``host_events``: names of the host activity the trace shows while the devices wait (GIL-holding work).
+    """
+    cpu = budget(run)
+    if cpu is None:
+        return findings
+    gil = sorted({n for n in host_events if GIL_EVENT.search(n)})
+    return [_fit(f, cpu, gil) if f.category == "input" else f for f in findings]
+
+
+def _fit(f: Finding, cpu: CpuBudget, gil: list[str]) -> Finding:
+    fix = {fw: _WORKERS_IN_FIX.sub(lambda m: f"{m.group(1)}{cpu.workers}", text) for fw, text in f.fix.items()}
+    machine = (f"this machine: {cpu.cores} cores; the training processes used {cpu.training_cores:.1f}, the rest "
+               f"of the machine {cpu.other_cores:.1f}; {cpu.ranks} rank(s) share them, so {cpu.workers} input "
+               "worker(s) per rank, one core left for each training loop")
+    notes = [*f.notes, machine]
+    forecast = _parallel_forecast(f.predicted_speedup, cpu, gil)
+    if gil:
+        notes.append(f"Python under the GIL in the input ({', '.join(gil)}): num_parallel_calls and PyDataset "
+                     "threads take turns on one lock, so they give about 1x; rewrite it as TensorFlow ops or "
+                     "move it into the model")
+    return replace(f, fix=fix, notes=notes, forecast=forecast or f.forecast)
+
+
+def _parallel_forecast(ceiling: Speedup | None, cpu: CpuBudget, gil: list[str]) -> Speedup | None:
+    """What parallel input workers can give here: the ceiling, bounded by the cores (1x for GIL-held work)."""
+    if ceiling is None:
+        return None
+    if gil:
+        return Speedup(1.0, 1.0, 1.0, "parallel calls of Python under the GIL run one at a time: ~1x", "forecast")
+    bound = cpu.parallel_ceiling
+    if bound >= ceiling.high:
+        return None  # the cores do not bind: the ceiling stands
+    arithmetic = (f"parallel input workers: the step's CPU work ({cpu.training_cores:.1f} cores) spread over the "
+                  f"{cpu.cores - cpu.other_cores:.1f} cores the rest of the machine leaves -> at most "
+                  f"{bound:.2f}x, under the ceiling of removing the input ({ceiling.value:.2f}x)")
+    return Speedup(min(ceiling.value, bound), min(ceiling.low, bound), min(ceiling.high, bound), arithmetic,
+                   "forecast")
+
+
+def fit_trace_report(report, run: RunAnalysis):
+    """A run's trace report (rules/report.Report) with its findings fitted to the run's machine."""
+    if report is None:
+        return None
+    events = [a.name for u in report.analysis.units for a in u.host_activity_while_idle]
+    return replace(report, findings=fit_to_machine(report.findings, run, events))
