@@ -1,6 +1,6 @@
 """The link between a machine's GPUs, and the all-reduce time it gives.
 
-Where it comes from, in order (``Interconnect.source`` says which):
+Where the link comes from, in order (``Interconnect.source`` says which):
 
 - ``given``: the user named it (``parse("nvlink4x18")``, ``parse("pcie5x16")``);
 - ``read``: NVML's active NVLink count in the run's inventory, when above zero;
@@ -11,27 +11,118 @@ Where it comes from, in order (``Interconnect.source`` says which):
   table does not know, or where NVML reads zero active NVLinks with two or
   more GPUs visible.
 
-All-reduce time (NCCL ring), for a message of ``m`` bytes over ``n`` GPUs:
+All-reduce time is a curve over the message size (``Curve``): a calibration
+that ``scaldiag calibrate`` saved for GPUs of this product (``find_calibrations``
+reads the saved files: the one place in analyze/ that reads a file, a small
+JSON one, so that every report uses the machine's own curve), else the documented default for the link: for NVLink 4 x18 (H100/H200 SXM)
+points measured in real 2-GPU H200 training traces and NCCL's published ring
+bandwidth for large messages; for other links the two-number NCCL ring model
 
     t(m) = latency + 2 (n - 1) / n x m / bus bandwidth
 
 ``bus bandwidth`` is what NCCL achieves on the link (nccl-tests' ``busbw``),
-not the line rate: docs/scaling.md cites each default.
+not the line rate: docs/calibrate.md cites each default.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from scaldiag.errors import ScaldiagError
 
 NVLINK_BYTES_PER_S_PER_LINK = 25e9  # NVLink 2-4: 25 GB/s per link and direction (NVIDIA's NVLink pages)
 PCIE_BYTES_PER_S_PER_LANE = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
 # NCCL reaches ~370 GB/s of NVLink 4's 450 GB/s line rate (ring, ~20% protocol overhead): NCCL's maintainer in
-# NVIDIA/nccl-tests#212. The same fraction is assumed for the other links (stated as assumed in the output).
+# NVIDIA/nccl-tests#212; 365-370 GB/s busbw with NCCL_ALGO=RING at 2-4 GiB on 2 to 8 H100 SXM (NVIDIA/nccl#1455).
+# The same fraction is assumed for the other links (stated as assumed in the output).
 NCCL_BUS_FRACTION = 370 / 450
 # Time of a small all-reduce inside one node (nccl-tests' rows for 8 B-64 KiB are 10-30 us on NVLink and PCIe
-# machines, e.g. NVIDIA/nccl-tests#68): one latency per all-reduce call.
+# machines, e.g. NVIDIA/nccl-tests#68; 19.6 us is the intercept of the two DDP bucket sizes measured on two
+# H200 below): one latency per all-reduce call.
 NCCL_LATENCY_S = 20e-6
+
+# NVLink 4 x18 (H100/H200 SXM), all-reduce of float32 over 2 GPUs: (bytes, seconds, where from). The first two
+# are medians of NCCL's kernels in real training on two H200 joined by NV18 (../shared/fixtures/x2_devset:
+# torch_ddp_sync's DDP buckets, the later rank's kernel; keras_jax_mlp_sync's XLA all-reduces, sizes from the
+# HLO in its XPlane), each the mean of the two frameworks' medians; the last is NCCL's ring busbw at 2-4 GiB.
+NVLINK4_X18_POINTS = (
+    (12.96e6, 70.5e-6, "12.86 MB: 63.1 us (PyTorch DDP, 5 calls, 61.2-65.1); 13.06 MB: 77.9 us (XLA, 10 calls, "
+                       "76.3-82.0)"),
+    (67.1e6, 252.0e-6, "67.1-67.3 MB: 246.6 and 251.7 us (DDP, 5 calls each, 245.5-256.4); 258.4 and 251.4 us "
+                       "(XLA, 10 calls each, 246.0-282.5)"),
+    (2 ** 31, 2 ** 31 / 370e9, "2 GiB at 370 GB/s busbw: NCCL ring on 2-8 H100 SXM (NVIDIA/nccl#1455, "
+                               "NVIDIA/nccl-tests#212)"),
+)
+NVLINK4_X18_SOURCE = ("default for NVLink 4 x18: 2-GPU H200 training traces (13 MB: 71 us, 67 MB: 252 us, "
+                      "i.e. 184-266 GB/s busbw) and NCCL's ring 370 GB/s at 2 GiB (NVIDIA/nccl#1455)")
+
+
+def ring_volume(n: int) -> float:
+    """Bytes each GPU sends per byte of message in a ring all-reduce: 2 (n - 1) / n (nccl-tests' busbw factor)."""
+    return 2 * (n - 1) / n
+
+
+@dataclass(frozen=True)
+class Curve:
+    """All-reduce seconds over message bytes, measured at ``ranks`` GPUs.
+
+    Between points: log-log interpolation. Below the first: a line from
+    ``latency_s`` at 0 bytes to the first point. Above the last: the last
+    point plus the extra bytes at ``tail_bus_bytes_per_s``. No points: the
+    two-number model. Another GPU count: the part above the latency scales
+    with the ring volume 2 (n - 1) / n (NCCL's busbw does not depend on n for
+    the ring: 365-370 GB/s from 2 to 8 GPUs, NVIDIA/nccl#1455).
+    """
+
+    sizes_bytes: tuple[float, ...]
+    times_s: tuple[float, ...]
+    ranks: int
+    latency_s: float
+    tail_bus_bytes_per_s: float
+    source: str
+
+    def __post_init__(self):
+        if len(self.sizes_bytes) != len(self.times_s):
+            raise ValueError("a curve needs one time per size")
+        if any(b <= a for a, b in zip(self.sizes_bytes, self.sizes_bytes[1:])):
+            raise ValueError("a curve's sizes must increase")
+        if any(not (x > 0 and math.isfinite(x)) for x in self.sizes_bytes + self.times_s):
+            raise ValueError("a curve's sizes and times must be positive numbers")
+        if self.ranks < 2 or not self.tail_bus_bytes_per_s > 0 or not self.latency_s >= 0:
+            raise ValueError("a curve needs 2+ ranks, a positive tail bandwidth and a latency >= 0")
+
+    def time_s(self, message_bytes: float, n: int) -> float:
+        measured = self._at_ranks(message_bytes)
+        return self.latency_s + max(0.0, measured - self.latency_s) * ring_volume(n) / ring_volume(self.ranks)
+
+    def _at_ranks(self, m: float) -> float:
+        sizes, times = self.sizes_bytes, self.times_s
+        if not sizes:
+            return self.latency_s + ring_volume(self.ranks) * m / self.tail_bus_bytes_per_s
+        if m <= sizes[0]:
+            return self.latency_s + (times[0] - self.latency_s) * m / sizes[0]
+        if m >= sizes[-1]:
+            return times[-1] + ring_volume(self.ranks) * (m - sizes[-1]) / self.tail_bus_bytes_per_s
+        i = next(k for k in range(1, len(sizes)) if sizes[k] >= m)
+        slope = math.log(times[i] / times[i - 1]) / math.log(sizes[i] / sizes[i - 1])
+        return times[i - 1] * (m / sizes[i - 1]) ** slope
+
+    def bus_bytes_per_s(self, message_bytes: float) -> float:
+        """nccl-tests' busbw at this size: 2 (n - 1) / n x m / t, at the curve's own rank count."""
+        return ring_volume(self.ranks) * message_bytes / self._at_ranks(message_bytes)
+
+
+def model_curve(bus_bytes_per_s: float, latency_s: float, source: str) -> Curve:
+    return Curve((), (), 2, latency_s, bus_bytes_per_s, source)
+
+
+NVLINK4_X18_CURVE = Curve(tuple(p[0] for p in NVLINK4_X18_POINTS), tuple(p[1] for p in NVLINK4_X18_POINTS), 2,
+                          NCCL_LATENCY_S, 370e9, NVLINK4_X18_SOURCE)
 
 
 @dataclass(frozen=True)
@@ -60,29 +151,43 @@ class Interconnect:
     generation: int
     lanes: int  # NVLink links, or PCIe lanes
     line_bytes_per_s: float  # per direction, per GPU
-    bus_bytes_per_s: float  # NCCL all-reduce bus bandwidth on it
+    bus_bytes_per_s: float  # NCCL all-reduce bus bandwidth on it, for large messages
     latency_s: float
     source: str  # "given", "read", "looked up" or "assumed"
     why: str = ""
+    curve: Curve | None = None  # all-reduce time over message size; None: the two-number model
+    notes: tuple[str, ...] = ()  # e.g. a calibration file that could not be read
 
     def describe(self) -> str:
         link = (f"NVLink {self.generation} x{self.lanes}" if self.kind == "nvlink"
                 else f"PCIe Gen{self.generation} x{self.lanes}")
         why = f" ({self.why})" if self.why else ""
-        return (f"interconnect {link}, {self.source}{why}: {self.line_bytes_per_s / 1e9:.0f} GB/s each way, "
-                f"all-reduce bus bandwidth {self.bus_bytes_per_s / 1e9:.0f} GB/s + {self.latency_s * 1e6:.0f} us "
-                "per call (NCCL ring defaults, docs/scaling.md)")
+        curve = self.curve.source if self.curve else (
+            f"bus bandwidth {self.bus_bytes_per_s / 1e9:.0f} GB/s + {self.latency_s * 1e6:.0f} us per call")
+        notes = "".join(f"; {n}" for n in self.notes)
+        return f"interconnect {link}, {self.source}{why}: {self.line_bytes_per_s / 1e9:.0f} GB/s each way; " \
+               f"all-reduce {curve}{notes}"
 
     def allreduce_s(self, message_bytes: float, n: int) -> float:
         """Seconds for one all-reduce of ``message_bytes`` over ``n`` GPUs (0 for one GPU)."""
         if n < 2 or message_bytes <= 0:
             return 0.0
-        return self.latency_s + 2 * (n - 1) / n * message_bytes / self.bus_bytes_per_s
+        if self.curve is not None:
+            return self.curve.time_s(message_bytes, n)
+        return self.latency_s + ring_volume(n) * message_bytes / self.bus_bytes_per_s
+
+    def with_curve(self, curve: Curve, note: str = "") -> Interconnect:
+        return replace(self, curve=curve, notes=self.notes + ((note,) if note else ()))
 
 
 def nvlink(generation: int, links: int, source: str, why: str = "") -> Interconnect:
     line = links * NVLINK_BYTES_PER_S_PER_LINK
-    return Interconnect("nvlink", generation, links, line, line * NCCL_BUS_FRACTION, NCCL_LATENCY_S, source, why)
+    if (generation, links) == (4, 18):
+        curve = NVLINK4_X18_CURVE
+    else:
+        curve = model_curve(line * NCCL_BUS_FRACTION, NCCL_LATENCY_S, _model_source(line))
+    return Interconnect("nvlink", generation, links, line, curve.tail_bus_bytes_per_s, NCCL_LATENCY_S, source, why,
+                        curve)
 
 
 def pcie(generation: int, width: int, source: str, why: str = "") -> Interconnect | None:
@@ -90,7 +195,14 @@ def pcie(generation: int, width: int, source: str, why: str = "") -> Interconnec
     if not rate or not width:
         return None
     line = rate * width
-    return Interconnect("pcie", generation, width, line, line * NCCL_BUS_FRACTION, NCCL_LATENCY_S, source, why)
+    curve = model_curve(line * NCCL_BUS_FRACTION, NCCL_LATENCY_S, _model_source(line))
+    return Interconnect("pcie", generation, width, line, line * NCCL_BUS_FRACTION, NCCL_LATENCY_S, source, why,
+                        curve)
+
+
+def _model_source(line_bytes_per_s: float) -> str:
+    return (f"default: {NCCL_LATENCY_S * 1e6:.0f} us + size / {line_bytes_per_s * NCCL_BUS_FRACTION / 1e9:.0f} GB/s "
+            "busbw (NCCL ring, 370/450 of the line rate as on NVLink 4: assumed; docs/calibrate.md)")
 
 
 def parse(spec: str) -> Interconnect:
@@ -112,10 +224,28 @@ def lookup(name: str | None) -> Product | None:
     return next((p for p in PRODUCTS if name and re.search(p.pattern, name)), None)
 
 
-def from_inventory(inventory: dict, override: Interconnect | None = None) -> Interconnect | None:
-    """The run's interconnect (module docstring), or None where the inventory says nothing usable."""
+def from_inventory(inventory: dict, override: Interconnect | None = None,
+                   calibrations: list[Calibration] | None = None) -> Interconnect | None:
+    """The run's interconnect (module docstring), or None where the inventory says nothing usable.
+
+    ``calibrations``: saved ``scaldiag calibrate`` results to choose from; None looks them up where
+    ``calibrate`` saves them (``find_calibrations``). One measured on GPUs of the same product over the same
+    kind of link replaces the default curve (``choose``). A given ``override`` is another machine: its
+    defaults, never this machine's calibration.
+    """
     if override is not None:
         return override
+    link = _link(inventory)
+    if link is None:
+        return None
+    notes: list[str] = []
+    if calibrations is None:
+        calibrations, notes = find_calibrations()
+    chosen = choose(calibrations, inventory, link.kind)
+    return replace(link, curve=chosen.curve if chosen else link.curve, notes=tuple(notes))
+
+
+def _link(inventory: dict) -> Interconnect | None:
     gpus = inventory.get("gpus") or []
     if not gpus:
         return None
@@ -133,3 +263,106 @@ def from_inventory(inventory: dict, override: Interconnect | None = None) -> Int
     gen, width = gpus[0].get("pcie_gen_current"), gpus[0].get("pcie_width_current")
     return pcie(gen, width, "assumed", f"{name or 'GPU'} not in the product table: its PCIe link from NVML") \
         if gen and width else None
+
+
+# --- saved calibrations (``scaldiag calibrate``; the file's layout: docs/calibrate.md) ---
+
+CALIBRATION_SCHEMA = "scaldiag.calibration/1"
+CALIBRATION_ENV = "SCALDIAG_CALIBRATION"  # one file: calibrate writes it, reports read only it
+SMALL_MESSAGE_BYTES = 64 * 1024  # a first point this small is the latency (nccl-tests: flat up to ~64 KiB)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    path: str
+    device: str  # "gpu", or "cpu" (gloo on CPU processes: never used for GPU predictions)
+    gpu_name: str | None
+    gpu_count: int
+    link_kind: str | None  # "nvlink", "pcie", or None where NVML did not say
+    framework: str
+    measured_at: str
+    curve: Curve | None  # None: one GPU, nothing measured between GPUs
+
+
+def calibration_dir(env: dict | None = None) -> Path:
+    env = os.environ if env is None else env
+    cache = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
+    return Path(cache) / "scaldiag" / "interconnect"
+
+
+def calibration_paths(env: dict | None = None) -> list[Path]:
+    """$SCALDIAG_CALIBRATION where set, else every JSON file in the cache folder, newest first."""
+    env = os.environ if env is None else env
+    if env.get(CALIBRATION_ENV):
+        return [Path(env[CALIBRATION_ENV])]
+    folder = calibration_dir(env)
+    files = [p for p in folder.glob("*.json") if p.is_file()] if folder.is_dir() else []
+    return sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def load_calibration(path: str | os.PathLike) -> Calibration:
+    """One saved calibration; a missing, unreadable or malformed file is a ScaldiagError saying why."""
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScaldiagError(f"calibration {path}: cannot read it ({type(exc).__name__}: {exc})") from None
+    try:
+        return calibration_from_dict(json.loads(text), str(path))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ScaldiagError(f"calibration {path}: not a scaldiag calibration ({type(exc).__name__}: {exc}); "
+                            "run `scaldiag calibrate` again") from None
+
+
+def calibration_from_dict(data: dict, path: str = "") -> Calibration:
+    if data.get("schema") != CALIBRATION_SCHEMA:
+        raise ValueError(f"schema {data.get('schema')!r}, expected {CALIBRATION_SCHEMA!r}")
+    machine = data["machine"]
+    rows = data.get("allreduce") or []
+    ranks = int(data["ranks"])
+    curve = None
+    if rows and ranks >= 2:
+        sizes = tuple(float(r["bytes"]) for r in rows)
+        times = tuple(float(r["median_s"]) for r in rows)
+        latency = times[0] if sizes[0] <= SMALL_MESSAGE_BYTES else min(NCCL_LATENCY_S, times[0])
+        tail = ring_volume(ranks) * sizes[-1] / times[-1]
+        curve = Curve(sizes, times, ranks, latency, tail, _calibration_source(data, sizes, times, ranks, path))
+    return Calibration(path, str(data["device"]), machine.get("gpu_name"), int(machine.get("gpu_count") or 0),
+                       (machine.get("link") or {}).get("kind"), str(data.get("framework")),
+                       str(data.get("measured_at")), curve)
+
+
+def _calibration_source(data: dict, sizes: tuple, times: tuple, ranks: int, path: str) -> str:
+    bus = [ring_volume(ranks) * m / t for m, t in zip(sizes, times)]
+    who = f"{ranks} x {data['machine'].get('gpu_name')}" if data.get("device") == "gpu" else \
+        f"{ranks} CPU processes, {data.get('backend')}"
+    return (f"measured by scaldiag calibrate ({data.get('framework')}, {who}, {data.get('measured_at')}; {path}): "
+            f"{_size(sizes[0])}-{_size(sizes[-1])}, busbw {min(bus) / 1e9:.3g}-{max(bus) / 1e9:.3g} GB/s")
+
+
+def _size(m: float) -> str:
+    unit = next(((u, f) for u, f in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)) if m >= f), ("B", 1))
+    return f"{m / unit[1]:g} {unit[0]}"
+
+
+def find_calibrations(env: dict | None = None) -> tuple[list[Calibration], list[str]]:
+    """The saved calibrations, and a note for each file that could not be read (the defaults stand)."""
+    found, notes = [], []
+    for path in calibration_paths(env):
+        try:
+            found.append(load_calibration(path))
+        except ScaldiagError as exc:
+            notes.append(f"{exc}: not used, the defaults stand")
+    return found, notes
+
+
+def choose(calibrations: list[Calibration], inventory: dict, link_kind: str) -> Calibration | None:
+    """The calibration for this inventory's GPUs: same product name, measured between GPUs on the same kind of
+    link; the one at this GPU count where the run saw more than one, else the most GPUs (newest first)."""
+    gpus = inventory.get("gpus") or []
+    name = (gpus[0].get("name") or "").strip() if gpus else ""
+    fits = [c for c in calibrations if c.device == "gpu" and c.curve is not None and name
+            and (c.gpu_name or "").strip() == name and c.link_kind in (None, link_kind)]
+    if not fits:
+        return None
+    same = [c for c in fits if len(gpus) > 1 and c.curve.ranks == len(gpus)]
+    return (same or sorted(fits, key=lambda c: -c.curve.ranks))[0]

@@ -1,0 +1,195 @@
+"""``scaldiag calibrate``: measure this machine's all-reduce curve and save it for later reports."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import socket
+from pathlib import Path
+
+from scaldiag.analyze import interconnect as ic
+from scaldiag.collect import calibrate as measure
+from scaldiag.errors import ScaldiagError
+from scaldiag.sanitize import line
+
+GPU_MAX_BYTES = 2 ** 30  # 1 GiB: past where NCCL's busbw levels off on NVLink (nccl-tests#212: 256 MB is too small)
+CPU_MAX_BYTES = 2 ** 24  # 16 MiB: gloo on CPU processes is ~1-10 GB/s, larger sizes only take longer
+UNITS = {"": 1, "b": 1, "k": 2 ** 10, "kib": 2 ** 10, "kb": 2 ** 10, "m": 2 ** 20, "mib": 2 ** 20, "mb": 2 ** 20,
+         "g": 2 ** 30, "gib": 2 ** 30, "gb": 2 ** 30}
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("calibrate", help="measure this machine's all-reduce curve, for predictions",
+                              description="Measure all-reduce time over message sizes between this machine's GPUs "
+                                          "(PyTorch NCCL all_reduce, one process per GPU, or JAX psum) and save it "
+                                          "where later reports find it. With one GPU: what one GPU can measure, "
+                                          "and what predictions will assume. Without GPUs: gloo on CPU processes, "
+                                          "saved as a CPU calibration that GPU predictions never use.")
+    p.add_argument("--out", metavar="FILE", help="where to save the JSON (default: $SCALDIAG_CALIBRATION, else "
+                                                 "~/.cache/scaldiag/interconnect/<gpu>-x<n>-<framework>.json)")
+    p.add_argument("--framework", choices=("torch", "jax"), help="default: torch where it imports, else jax")
+    p.add_argument("--sizes", metavar="LIST", help="message sizes, comma-separated, with K/M/G (binary) "
+                                                   "suffixes, e.g. 8,64K,1M,64M,1G (default: every power of two "
+                                                   "from 8 B to 1 GiB on GPUs, 16 MiB on CPU)")
+    p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
+                   help="cpu: gloo over CPU processes even where GPUs are visible (default: GPUs where any)")
+    p.add_argument("--ranks", type=int, metavar="N", help="processes for the CPU calibration (default 2), or how "
+                                                          "many of the visible GPUs to use")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="stop the measurement after S s")
+    p.set_defaults(func=run)
+
+
+def parse_sizes(text: str) -> list[int]:
+    sizes = []
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-zA-Z]*)", item)
+        unit = UNITS.get(m.group(2).lower()) if m else None
+        if unit is None:
+            raise ScaldiagError(f"--sizes: {item!r} is not a size (write e.g. 8, 64K, 1M, 1G)")
+        size = int(float(m.group(1)) * unit)
+        if size < 4:
+            raise ScaldiagError(f"--sizes: {item!r} is under one float32 (4 B)")
+        sizes.append(size)
+    if not sizes:
+        raise ScaldiagError("--sizes: no size given")
+    return sorted(set(sizes))
+
+
+def run(args: argparse.Namespace) -> int:
+    framework = args.framework or _default_framework()
+    machine = measure.machine()
+    devices = _gpus(framework, machine, args.device)
+    if args.ranks is not None and args.ranks < 1:
+        raise ScaldiagError("--ranks: at least 1")
+    if devices >= 1 and args.ranks:
+        devices = min(devices, args.ranks)
+    if devices >= 2:
+        doc = _between_gpus(args, framework, machine, devices)
+    elif devices == 1:
+        doc = _one_gpu(framework, machine)
+    else:
+        doc = _cpu(args, framework, machine)
+    path = Path(args.out) if args.out else _default_path(doc)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+    except OSError as exc:
+        raise ScaldiagError(f"cannot write {path}: {exc.strerror}") from None
+    _print(doc, path)
+    return 0
+
+
+def _default_framework() -> str:
+    import importlib.util
+
+    if importlib.util.find_spec("torch"):
+        return "torch"
+    if importlib.util.find_spec("jax"):
+        return "jax"
+    raise ScaldiagError("calibrate needs PyTorch or JAX installed (neither imports here)")
+
+
+def _gpus(framework: str, machine: dict, device: str) -> int:
+    """GPUs the framework can use here (0: calibrate on CPU processes)."""
+    if device == "cpu":
+        return 0
+    if framework == "jax":
+        count, platform = measure.jax_devices()
+        found = count if platform == "gpu" else 0
+    else:
+        import torch
+
+        found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device == "gpu" and not found:
+        raise ScaldiagError(f"calibrate --device gpu: {framework} sees no GPU here (NVML: "
+                            f"{machine.get('gpu_count') or 0} GPUs)")
+    return found
+
+
+def _base(framework: str, machine: dict, device: str, ranks: int, backend: str) -> dict:
+    return {"schema": ic.CALIBRATION_SCHEMA, "measured_at": _now(), "device": device, "framework": framework,
+            "backend": backend, "ranks": ranks, "host": socket.gethostname(),
+            "machine": {k: machine.get(k) for k in ("gpu_name", "gpu_count", "link", "gpus", "topology", "nvml")
+                        if k in machine},
+            "allreduce": [], "local": None, "notes": []}
+
+
+def _between_gpus(args, framework: str, machine: dict, n: int) -> dict:
+    sizes = parse_sizes(args.sizes) if args.sizes else measure.default_sizes(GPU_MAX_BYTES)
+    rows = measure.measure_torch(sizes, n, "cuda", args.timeout) if framework == "torch" \
+        else measure.measure_jax(sizes)
+    doc = _base(framework, machine, "gpu", n, "nccl" if framework == "torch" else "xla")
+    doc["allreduce"] = _with_bandwidths(rows, n)
+    if machine.get("gpu_count") and machine["gpu_count"] != n:
+        doc["notes"].append(f"NVML sees {machine['gpu_count']} GPUs; measured over {n}")
+    return doc
+
+
+def _one_gpu(framework: str, machine: dict) -> dict:
+    local = measure.measure_torch_one_gpu() if framework == "torch" else measure.measure_jax_one_gpu()
+    doc = _base(framework, machine, "gpu", 1, "nccl" if framework == "torch" else "xla")
+    doc["local"] = local
+    link = ic.from_inventory({"gpus": machine.get("gpus") or []}, calibrations=[])
+    assumed = link.describe() if link else "no link known (NVML names no GPU product or PCIe link)"
+    doc["notes"] += ["one GPU visible: the link between GPUs cannot be measured here, so no all-reduce curve "
+                     "was saved", f"predictions from this machine assume: {assumed}"]
+    return doc
+
+
+def _cpu(args, framework: str, machine: dict) -> dict:
+    if framework != "torch":
+        raise ScaldiagError("calibrate on CPU runs torch.distributed with gloo: use --framework torch "
+                            "(JAX's psum needs 2+ devices)")
+    ranks = args.ranks or 2
+    if ranks < 2:
+        raise ScaldiagError("--ranks: a CPU calibration needs 2 or more processes")
+    sizes = parse_sizes(args.sizes) if args.sizes else measure.default_sizes(CPU_MAX_BYTES)
+    rows = measure.measure_torch(sizes, ranks, "cpu", args.timeout)
+    doc = _base(framework, machine, "cpu", ranks, "gloo")
+    doc["allreduce"] = _with_bandwidths(rows, ranks)
+    doc["notes"].append("a CPU calibration (gloo between processes on this host's cores): GPU predictions do "
+                        "not use it")
+    return doc
+
+
+def _with_bandwidths(rows: list[dict], n: int) -> list[dict]:
+    """nccl-tests' algbw (bytes / time) and busbw (algbw x 2 (n - 1) / n) at the median time."""
+    return [{**r, "algbw_bytes_per_s": r["bytes"] / r["median_s"],
+             "busbw_bytes_per_s": r["bytes"] / r["median_s"] * ic.ring_volume(n)} for r in rows]
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _default_path(doc: dict) -> Path:
+    import os
+
+    if os.environ.get(ic.CALIBRATION_ENV):
+        return Path(os.environ[ic.CALIBRATION_ENV])
+    name = doc["machine"].get("gpu_name") if doc["device"] == "gpu" else "cpu"
+    slug = re.sub(r"[^a-z0-9]+", "-", (name or "gpu").lower()).strip("-")
+    return ic.calibration_dir() / f"{slug}-x{doc['ranks']}-{doc['framework']}.json"
+
+
+def _print(doc: dict, path: Path) -> None:
+    where = "CPU processes (gloo)" if doc["device"] == "cpu" else \
+        f"{doc['ranks']} x {doc['machine'].get('gpu_name') or 'GPU'}"
+    print(line(f"scaldiag calibrate: {doc['framework']} all-reduce on {where}"))
+    if doc["allreduce"]:
+        print(f"{'size':>10}  {'median us':>11}  {'min-max us':>19}  {'algbw GB/s':>10}  {'busbw GB/s':>10}")
+        for r in doc["allreduce"]:
+            print(f"{ic._size(r['bytes']):>10}  {r['median_s'] * 1e6:11.1f}  "
+                  f"{r['min_s'] * 1e6:9.1f}-{r['max_s'] * 1e6:<9.1f}  "
+                  f"{r['algbw_bytes_per_s'] / 1e9:10.2f}  {r['busbw_bytes_per_s'] / 1e9:10.2f}")
+    for key, what in (doc["local"] or {}).items():
+        if isinstance(what, dict):
+            rate = f", {what['bytes_per_s'] / 1e9:.0f} GB/s" if "bytes_per_s" in what else ""
+            print(line(f"{key}: {what['median_s'] * 1e6:.1f} us ({what['min_s'] * 1e6:.1f}-"
+                       f"{what['max_s'] * 1e6:.1f}){rate}: {what['what']}"))
+    for note in doc["notes"]:
+        print(line(f"note: {note}"))
+    print(line(f"saved: {path}" + ("" if doc["device"] == "cpu" or not doc["allreduce"]
+                                   else f" (reports of runs on {doc['machine'].get('gpu_name')} use this curve)")))
