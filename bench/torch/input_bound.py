@@ -2,8 +2,9 @@
 
     scaldiag profile bench/torch/input_bound.py -- [--fixed] [--steps 60]
 
---fixed: the SD101 fix, DataLoader(num_workers=8, pin_memory=True, persistent_workers=True, prefetch_factor=4)
-and non_blocking copies. Plain PyTorch, unmodified for scaldiag; one GPU (or the CPU).
+--fixed: the SD101 fix, DataLoader(num_workers=W, pin_memory=True, persistent_workers=True, prefetch_factor=4)
+and non_blocking copies; W is --workers, by default min(8, cores) (the advice before it knew the machine;
+bench/accuracy's twin passes the count scaldiag advises for the machine). Plain PyTorch, unmodified for scaldiag; one GPU (or the CPU).
 """
 
 import argparse
@@ -35,6 +36,7 @@ def main():
     p.add_argument("--fixed", action="store_true")
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1))
     a = p.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
@@ -42,7 +44,7 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     data = Augmented(a.batch * a.steps)
     if a.fixed:
-        loader = DataLoader(data, batch_size=a.batch, shuffle=True, num_workers=min(8, os.cpu_count() or 1),
+        loader = DataLoader(data, batch_size=a.batch, shuffle=True, num_workers=a.workers,
                             pin_memory=dev.type == "cuda", persistent_workers=True, prefetch_factor=4)
     else:
         loader = DataLoader(data, batch_size=a.batch, shuffle=True)

@@ -93,11 +93,12 @@ def _parallel_forecast(ceiling: Speedup | None, cpu: CpuBudget, gil: list[str]) 
     if gil:
         return Speedup(1.0, 1.0, 1.0, "parallel calls of Python under the GIL run one at a time: ~1x", "forecast")
     bound = cpu.parallel_ceiling
+    spread = (f"parallel input workers: the step's CPU work ({cpu.training_cores:.1f} cores) spread over the "
+              f"{cpu.cores - cpu.other_cores:.1f} cores the rest of the machine leaves -> at most {bound:.2f}x")
     if bound >= ceiling.high:
-        return None  # the cores do not bind: the ceiling stands
-    arithmetic = (f"parallel input workers: the step's CPU work ({cpu.training_cores:.1f} cores) spread over the "
-                  f"{cpu.cores - cpu.other_cores:.1f} cores the rest of the machine leaves -> at most "
-                  f"{bound:.2f}x, under the ceiling of removing the input ({ceiling.value:.2f}x)")
+        arithmetic = f"{spread}: the cores do not bind, the ceiling of removing the input stands"
+    else:
+        arithmetic = f"{spread}, under the ceiling of removing the input ({ceiling.value:.2f}x)"
     return Speedup(min(ceiling.value, bound), min(ceiling.low, bound), min(ceiling.high, bound), arithmetic,
                    "forecast")
 
