@@ -30,7 +30,10 @@ def _run(cores, core_pct, process_pct, processes=1, framework="pytorch", ranks=1
                        host=host, trace=None, ranks={r: None for r in range(ranks)} if ranks > 1 else {})
 
 
-def _input_finding(ceiling=Speedup(4.21, 3.20, 6.15, "1 / (1 - 0.76)")):
+CEILING = Speedup(4.21, 3.20, 6.15, "1 / (1 - 0.76)")
+
+
+def _input_finding(ceiling=CEILING):
     return Finding(id="SD101", title="Input-bound", severity="high", category="input", summary="", evidence=[],
                    fix=dict(sd101_input_bound.FIX), predicted_speedup=ceiling)
 
