@@ -222,8 +222,31 @@ def table(rows: list[dict], label: str, rounds: int, device_planted: bool) -> tu
         lines.append(_line(row, ok, skipped))
     summary = (f"top-1 {top1}/{planted_cases}; high false alarms {alarms}; forecast error median "
                + (f"{statistics.median(errors):.0f}% ({len(errors)} forecasts)" if errors else "n/a (no forecast)")
-               + f"; 2-GPU prediction error median not measured ({'1 GPU' if device_planted else 'no GPU'})")
+               + f"; 2-GPU prediction error median {devset_error()}")
     return lines, summary
+
+
+# The development set of real 1-GPU runs and their measured 2-GPU throughput (its README): the cases and
+# modes tests/test_predict_devset.py predicts. With two GPUs lent, `profile --gpus 1,2` of the zoo adds more.
+DEVSET = ROOT.parent / "shared" / "fixtures" / "x2_devset"
+DEVSET_CASES = {"keras_jax_mlp_sync": ("weak", 48_155), "keras_jax_fixed_batch": ("strong", 28_321),
+                "torch_ddp_sync": ("weak", 25_036)}
+
+
+def devset_error() -> str:
+    """Median |error| of the 2-GPU predictions from the development set's 1-GPU runs, or why there is none."""
+    if not DEVSET.exists():
+        return "not measured (no development set here, and no second GPU)"
+    sys.path.insert(0, str(ROOT))
+    from scaldiag.analyze.predict import predict
+    from scaldiag.analyze.scaling import _basis
+    from scaldiag.pipeline import analyze_run_dir
+
+    errors = []
+    for case, (mode, measured) in DEVSET_CASES.items():
+        p = predict(_basis(1, [analyze_run_dir(DEVSET / case / "run_1gpu")]), 2, mode)
+        errors.append(abs(100 * (p.samples_per_s - measured) / measured))
+    return f"{statistics.median(errors):.1f}% (development set, {len(errors)} real 2-GPU runs)"
 
 
 def _line(row: dict, ok: list[dict], skipped: str | None) -> str:
