@@ -1,0 +1,715 @@
+/* A streaming scanner of Kineto (Chrome trace) JSON: the events the analysis reads
+   go straight into columns, nothing else is kept.
+
+   kineto_json.py (json.loads of the whole document, then one dict per event) is
+   the reference: this scanner either gives its result exactly or gives up
+   (ScanError), and the caller then reads the file with kineto_json.py, which says
+   what is wrong with it in its own words. It gives up on anything outside the
+   strict JSON of RFC 8259 (Python's json also takes NaN and Infinity), on invalid
+   UTF-8, on nesting deeper than MAX_DEPTH, on integers of MAX_INT_DIGITS digits
+   or more (Python's int refuses them), on a top-level key written with escapes,
+   and on a second traceEvents.
+
+   One event of traceEvents is a unit: Scanner.feed(buffer, final) scans whole
+   units and returns the bytes consumed; the caller keeps the rest and appends
+   the next piece of the file, so memory is one piece plus the columns.
+
+   An event is "fast" when it is a complete event (ph "X") whose fields the
+   analysis reads are plain: name and cat strings, ts and dur plain numbers of at
+   most 15 integer and 9 decimal digits, pid and tid integers of at most 18
+   digits (or names with a letter: "Traces", "stream 7"), args.device,
+   args.stream, args.bytes such integers. Its columns are kept: seq (its index in
+   traceEvents), ts_ns and dur_ns (exact: decimals are parsed as decimals, rounded
+   half to even past nanoseconds, as Decimal does), name and cat (ids in one table
+   of the raw string bytes), pid, tid, device, stream, bytes and flags saying which
+   were present and which of pid/tid are string ids. Any other event that may
+   matter (ph B, E, M, any odd field, a key written with escapes) is "slow": its
+   bytes are kept as they are, with its seq, and kineto_fast.py reads it with
+   json.loads. Events of other phases (flows, instants, counters) are checked and
+   dropped. The top-level values other than traceEvents that the reader uses are
+   kept as bytes (meta). No numpy headers: the columns go out as bytes. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 200          /* Python's json raises RecursionError near 1,000 levels, less on a deep stack */
+#define MAX_INT_DIGITS 4300    /* int("9" * 4301) raises: the reference refuses such a document */
+#define TS_INT_DIGITS 15
+#define TS_FRAC_DIGITS 9
+#define ID_DIGITS 18
+
+enum { OK = 0, MORE = 1, BAD = 2, SLOW = 3 };
+enum { F_DEVICE = 1, F_STREAM = 2, F_BYTES = 4, F_PID_STR = 8, F_TID_STR = 16, F_CAT = 32 };
+enum { ST_START, ST_TOP, ST_EVENTS, ST_DONE };
+
+typedef struct { char *data; size_t len, cap; } buf_t;
+
+static int buf_put(buf_t *b, const void *p, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n) cap *= 2;
+        char *grown = PyMem_Realloc(b->data, cap);
+        if (!grown) { PyErr_NoMemory(); return -1; }
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+static void buf_free(buf_t *b) { PyMem_Free(b->data); b->data = NULL; b->len = b->cap = 0; }
+
+/* The string table: raw bytes (between the quotes, escapes as written) to ids 0, 1, ... */
+typedef struct {
+    uint32_t *slots;  /* id + 1, 0 when empty */
+    size_t nslots;
+    buf_t arena, offsets, hashes;  /* offsets: uint64 start per id (and one past the last) */
+    uint32_t count;
+} intern_t;
+
+static uint64_t hash_bytes(const char *p, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int intern_grow(intern_t *t) {
+    size_t n = t->nslots ? t->nslots * 2 : 1024;
+    uint32_t *slots = PyMem_Calloc(n, sizeof(uint32_t));
+    if (!slots) { PyErr_NoMemory(); return -1; }
+    uint64_t *hashes = (uint64_t *)t->hashes.data;
+    for (uint32_t id = 0; id < t->count; id++) {
+        size_t i = hashes[id] & (n - 1);
+        while (slots[i]) i = (i + 1) & (n - 1);
+        slots[i] = id + 1;
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->nslots = n;
+    return 0;
+}
+
+static int64_t intern(intern_t *t, const char *p, size_t n) {
+    if ((size_t)t->count * 2 >= t->nslots && intern_grow(t) < 0) return -1;
+    if (t->count == 0 && t->offsets.len == 0) {
+        uint64_t zero = 0;
+        if (buf_put(&t->offsets, &zero, 8) < 0) return -1;
+    }
+    uint64_t h = hash_bytes(p, n);
+    uint64_t *hashes = (uint64_t *)t->hashes.data, *offs = (uint64_t *)t->offsets.data;
+    size_t i = h & (t->nslots - 1);
+    while (t->slots[i]) {
+        uint32_t id = t->slots[i] - 1;
+        if (hashes[id] == h && offs[id + 1] - offs[id] == n && memcmp(t->arena.data + offs[id], p, n) == 0) return id;
+        i = (i + 1) & (t->nslots - 1);
+    }
+    if (t->count == UINT32_MAX - 1) { PyErr_SetString(PyExc_OverflowError, "too many distinct strings"); return -1; }
+    if (buf_put(&t->arena, p, n) < 0 || buf_put(&t->hashes, &h, 8) < 0) return -1;
+    uint64_t end = t->arena.len;
+    if (buf_put(&t->offsets, &end, 8) < 0) return -1;
+    t->slots[i] = t->count + 1;
+    return t->count++;
+}
+
+static void intern_free(intern_t *t) {
+    PyMem_Free(t->slots); t->slots = NULL; t->nslots = 0;
+    buf_free(&t->arena); buf_free(&t->offsets); buf_free(&t->hashes);
+    t->count = 0;
+}
+
+#define NCOLS 11
+static const char *COL_NAMES[NCOLS] = {"seq", "ts_ns", "dur_ns", "name", "cat", "pid", "tid",
+                                       "device", "stream", "bytes", "flags"};
+static const int COL_SIZES[NCOLS] = {8, 8, 8, 4, 4, 8, 8, 8, 8, 8, 1};
+
+typedef struct {
+    PyObject_HEAD
+    int state, need_comma, top_is_array, seen_events;
+    int64_t seq;
+    buf_t cols[NCOLS];
+    intern_t strings;
+    PyObject *slow;  /* list of (seq, bytes) */
+    PyObject *meta;  /* dict: top-level key -> bytes of its value */
+} Scanner;
+
+static PyObject *ScanError;
+
+/* ---- the JSON grammar over [p, end): each returns OK (p moved past), MORE (ran off the end), BAD ---- */
+
+static unsigned char WS[256], STR_PLAIN[256];
+
+static void init_tables(void) {
+    WS[' '] = WS['\t'] = WS['\n'] = WS['\r'] = 1;
+    for (int c = 0x20; c < 0x80; c++) STR_PLAIN[c] = 1;
+    STR_PLAIN['"'] = STR_PLAIN['\\'] = 0;
+}
+
+static inline const char *skip_ws(const char *p, const char *end) {
+    while (p < end && WS[(unsigned char)*p]) p++;
+    return p;
+}
+
+/* One UTF-8 sequence at p (p[0] >= 0x80) as Python's strict decoder takes it. */
+static int utf8_seq(const unsigned char **pp, const unsigned char *end) {
+    const unsigned char *p = *pp;
+    unsigned char c = p[0], lo = 0x80, hi = 0xBF;
+    int n;
+    if (c >= 0xC2 && c <= 0xDF) n = 1;
+    else if (c >= 0xE0 && c <= 0xEF) { n = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+    else if (c >= 0xF0 && c <= 0xF4) { n = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+    else return BAD;
+    if (end - p <= n) return MORE;
+    if (p[1] < lo || p[1] > hi) return BAD;
+    for (int k = 2; k <= n; k++) if (p[k] < 0x80 || p[k] > 0xBF) return BAD;
+    *pp = p + n + 1;
+    return OK;
+}
+
+static int hexdig(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* A string at *pp (on its opening quote): [*s, *s + *n) its raw bytes, *esc whether it has escapes. */
+static int scan_string(const char **pp, const char *end, const char **s, size_t *n, int *esc) {
+    const unsigned char *p = (const unsigned char *)*pp + 1, *e = (const unsigned char *)end;
+    *esc = 0;
+    for (;;) {
+        while (p < e && STR_PLAIN[*p]) p++;
+        if (p >= e) return MORE;
+        if (*p == '"') break;
+        if (*p == '\\') {
+            *esc = 1;
+            if (e - p < 2) return MORE;
+            unsigned char c = p[1];
+            if (c == 'u') {
+                if (e - p < 6) return MORE;
+                if (!(hexdig(p[2]) && hexdig(p[3]) && hexdig(p[4]) && hexdig(p[5]))) return BAD;
+                p += 6;
+            } else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') {
+                p += 2;
+            } else {
+                return BAD;
+            }
+        } else if (*p < 0x20) {
+            return BAD;  /* a control character: json.loads(strict=True) refuses it */
+        } else {
+            int r = utf8_seq(&p, e);
+            if (r != OK) return r;
+        }
+    }
+    *s = *pp + 1;
+    *n = (size_t)((const char *)p - *s);
+    *pp = (const char *)p + 1;
+    return OK;
+}
+
+/* A number's text at *pp: int_digits, frac digits, has exponent. */
+typedef struct { const char *int_start; int neg, int_digits, frac_digits, has_exp; const char *frac_start; } num_t;
+
+static int scan_number(const char **pp, const char *end, num_t *num) {
+    const char *p = *pp;
+    memset(num, 0, sizeof *num);
+    if (p < end && *p == '-') { num->neg = 1; p++; }
+    if (p >= end) return MORE;
+    num->int_start = p;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') { while (p < end && *p >= '0' && *p <= '9') p++; }
+    else return BAD;
+    num->int_digits = (int)(p - num->int_start);
+    if (p < end && *p == '.') {
+        p++;
+        num->frac_start = p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        num->frac_digits = (int)(p - num->frac_start);
+        if (p < end && num->frac_digits == 0) return BAD;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        num->has_exp = 1;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        const char *digits = p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p < end && p == digits) return BAD;
+    }
+    if (p >= end) return MORE;  /* the number may go on in the next piece */
+    if (!num->frac_start && !num->has_exp && p - num->int_start >= MAX_INT_DIGITS) return BAD;
+    *pp = p;
+    return OK;
+}
+
+static int literal(const char **pp, const char *end, const char *word, size_t n) {
+    if ((size_t)(end - *pp) < n) return memcmp(*pp, word, (size_t)(end - *pp)) == 0 ? MORE : BAD;
+    if (memcmp(*pp, word, n) != 0) return BAD;
+    *pp += n;
+    return OK;
+}
+
+/* Any value, checked and passed over (containers without recursion). */
+static int skip_value(const char **pp, const char *end) {
+    char stack[MAX_DEPTH];
+    int depth = 0, r;
+    const char *p = *pp, *s;
+    size_t n;
+    int esc;
+    num_t num;
+    for (;;) {
+        /* a value */
+        p = skip_ws(p, end);
+        if (p >= end) return MORE;
+        switch (*p) {
+        case '{':
+        case '[':
+            if (depth == MAX_DEPTH) return BAD;
+            stack[depth++] = *p;
+            p = skip_ws(p + 1, end);
+            if (p >= end) return MORE;
+            if (*p == (stack[depth - 1] == '{' ? '}' : ']')) { p++; depth--; goto after_value; }
+            if (stack[depth - 1] == '{') goto object_key;
+            continue;
+        case '"': r = scan_string(&p, end, &s, &n, &esc); break;
+        case 't': r = literal(&p, end, "true", 4); break;
+        case 'f': r = literal(&p, end, "false", 5); break;
+        case 'n': r = literal(&p, end, "null", 4); break;
+        default: r = scan_number(&p, end, &num); break;
+        }
+        if (r != OK) return r;
+    after_value:
+        if (depth == 0) { *pp = p; return OK; }
+        p = skip_ws(p, end);
+        if (p >= end) return MORE;
+        if (*p == ',') {
+            p++;
+            if (stack[depth - 1] == '[') continue;
+            goto object_key;
+        }
+        if (*p == (stack[depth - 1] == '{' ? '}' : ']')) { p++; depth--; goto after_value; }
+        return BAD;
+    object_key:
+        p = skip_ws(p, end);
+        if (p >= end) return MORE;
+        if (*p != '"') return BAD;
+        if ((r = scan_string(&p, end, &s, &n, &esc)) != OK) return r;
+        p = skip_ws(p, end);
+        if (p >= end) return MORE;
+        if (*p != ':') return BAD;
+        p++;
+    }
+}
+
+/* ---- numbers of the fast path ---- */
+
+/* A plain integer of at most ID_DIGITS digits (SLOW for any other number, BAD/MORE from the grammar). */
+static int read_id(const char **pp, const char *end, int64_t *out) {
+    num_t num;
+    const char *p = *pp;
+    int r = scan_number(&p, end, &num);
+    if (r != OK) return r;
+    *pp = p;
+    if (num.frac_start || num.has_exp || num.int_digits > ID_DIGITS) return SLOW;
+    int64_t v = 0;
+    for (int i = 0; i < num.int_digits; i++) v = v * 10 + (num.int_start[i] - '0');
+    *out = num.neg ? -v : v;
+    return OK;
+}
+
+/* Microseconds as exact nanoseconds: Decimal(text) * 1000, to integral, half to even. */
+static int read_us(const char **pp, const char *end, int64_t *out) {
+    num_t num;
+    const char *p = *pp;
+    int r = scan_number(&p, end, &num);
+    if (r != OK) return r;
+    *pp = p;
+    if (num.has_exp || num.int_digits > TS_INT_DIGITS || num.frac_digits > TS_FRAC_DIGITS) return SLOW;
+    int64_t v = 0;
+    for (int i = 0; i < num.int_digits; i++) v = v * 10 + (num.int_start[i] - '0');
+    for (int i = 0; i < 3; i++) v = v * 10 + (i < num.frac_digits ? num.frac_start[i] - '0' : 0);
+    if (num.frac_digits > 3) {
+        int64_t rest = 0, half = 5;
+        for (int i = 3; i < num.frac_digits; i++) rest = rest * 10 + (num.frac_start[i] - '0');
+        for (int i = 4; i < num.frac_digits; i++) half *= 10;
+        if (rest > half || (rest == half && (v & 1))) v++;
+    }
+    *out = num.neg ? -v : v;
+    return OK;
+}
+
+/* A pid or tid: an integer, or a name with a letter (text of digits only is a number to the reference). */
+static int read_pid(Scanner *sc, const char **pp, const char *end, int64_t *out, int *is_str) {
+    if (**pp != '"') { *is_str = 0; return read_id(pp, end, out); }
+    const char *s;
+    size_t n;
+    int esc, r = scan_string(pp, end, &s, &n, &esc);
+    if (r != OK) return r;
+    int letter = 0;
+    for (size_t i = 0; i < n && !letter; i++) letter = ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z');
+    if (esc || !letter) return SLOW;
+    int64_t id = intern(&sc->strings, s, n);
+    if (id < 0) return -1;
+    *out = id;
+    *is_str = 1;
+    return OK;
+}
+
+#define KEY_IS(lit) (n == sizeof(lit) - 1 && memcmp(s, lit, sizeof(lit) - 1) == 0)
+
+/* args: device, stream, bytes kept; any of them not a plain integer makes the event slow. */
+static int scan_args(const char **pp, const char *end, int64_t *vals, int *flags, int *slow) {
+    const char *p = *pp, *s;
+    size_t n;
+    int esc, r;
+    if (*p != '{') { *slow = 1; return skip_value(pp, end); }
+    *flags &= ~(F_DEVICE | F_STREAM | F_BYTES);  /* a second "args" replaces the first */
+    p = skip_ws(p + 1, end);
+    if (p >= end) return MORE;
+    if (*p == '}') { *pp = p + 1; return OK; }
+    for (;;) {
+        if (*p != '"') return BAD;
+        if ((r = scan_string(&p, end, &s, &n, &esc)) != OK) return r;
+        p = skip_ws(p, end);
+        if (p >= end) return MORE;
+        if (*p != ':') return BAD;
+        p = skip_ws(p + 1, end);
+        if (p >= end) return MORE;
+        int which = esc ? -2 : KEY_IS("device") ? 0 : KEY_IS("stream") ? 1 : KEY_IS("bytes") ? 2 : -1;
+        if (which == -2) *slow = 1;
+        if (which >= 0) {
+            r = read_id(&p, end, &vals[which]);
+            if (r == SLOW) *slow = 1;
+            else if (r != OK) return r;
+            else *flags |= (which == 0 ? F_DEVICE : which == 1 ? F_STREAM : F_BYTES);
+        } else if ((r = skip_value(&p, end)) != OK) {
+            return r;
+        }
+        p = skip_ws(p, end);
+        if (p >= end) return MORE;
+        if (*p == '}') { *pp = p + 1; return OK; }
+        if (*p != ',') return BAD;
+        p = skip_ws(p + 1, end);
+        if (p >= end) return MORE;
+    }
+}
+
+enum { PH_NONE, PH_X, PH_OTHER, PH_ODD };
+
+typedef struct {
+    int ph, slow, esc_key, flags, has_name, has_ts, has_pid, has_tid, pid_str, tid_str;
+    const char *name, *cat;
+    size_t name_n, cat_n;
+    int64_t ts, dur, pid, tid, args[3];
+} event_t;
+
+static int read_string_field(const char **pp, const char *end, const char **s, size_t *n, int *slow) {
+    if (**pp != '"') { *slow = 1; return skip_value(pp, end); }
+    int esc;
+    return scan_string(pp, end, s, n, &esc);  /* escapes stay raw: kineto_fast.py decodes each distinct string once */
+}
+
+static int is_number_start(char c) { return c == '-' || (c >= '0' && c <= '9'); }
+
+/* ts or dur: a number read by read_us; anything else (text, null, a container) makes the event slow. */
+static int us_field(const char **pp, const char *end, int64_t *out, int *slow) {
+    if (!is_number_start(**pp)) { *slow = 1; return skip_value(pp, end); }
+    int r = read_us(pp, end, out);
+    if (r == SLOW) { *slow = 1; return OK; }
+    return r;
+}
+
+/* One member of an event object, its key already read. */
+static int event_field(Scanner *sc, event_t *ev, const char *s, size_t n, int esc, const char **pp, const char *end) {
+    int r, is_str;
+    if (esc) { ev->slow = ev->esc_key = 1; return skip_value(pp, end); }
+    switch (n) {
+    case 2:
+        if (KEY_IS("ph")) {
+            const char *v;
+            size_t vn;
+            if (**pp != '"') { ev->ph = PH_OTHER; return skip_value(pp, end); }  /* == "X" is false */
+            if ((r = scan_string(pp, end, &v, &vn, &esc)) != OK) return r;
+            if (esc) ev->ph = PH_ODD;
+            else if (vn == 1 && v[0] == 'X') ev->ph = PH_X;
+            else if (vn == 1 && (v[0] == 'B' || v[0] == 'E' || v[0] == 'M')) ev->ph = PH_ODD;
+            else ev->ph = PH_OTHER;
+            return OK;
+        }
+        if (KEY_IS("ts")) {
+            r = us_field(pp, end, &ev->ts, &ev->slow);
+            if (r == OK) ev->has_ts = 1;
+            return r;
+        }
+        break;
+    case 3:
+        if (KEY_IS("dur")) return us_field(pp, end, &ev->dur, &ev->slow);
+        if (KEY_IS("cat")) {
+            r = read_string_field(pp, end, &ev->cat, &ev->cat_n, &ev->slow);
+            if (r == OK) ev->flags |= F_CAT;
+            return r;
+        }
+        if (KEY_IS("pid") || KEY_IS("tid")) {
+            int is_pid = s[0] == 'p';
+            int64_t v = 0;
+            if (**pp != '"' && !is_number_start(**pp)) { ev->slow = 1; return skip_value(pp, end); }
+            r = read_pid(sc, pp, end, &v, &is_str);
+            if (r == SLOW) { ev->slow = 1; return OK; }
+            if (r != OK) return r;
+            if (is_pid) { ev->pid = v; ev->has_pid = 1; ev->pid_str = is_str; }
+            else { ev->tid = v; ev->has_tid = 1; ev->tid_str = is_str; }
+            return OK;
+        }
+        break;
+    case 4:
+        if (KEY_IS("name")) {
+            r = read_string_field(pp, end, &ev->name, &ev->name_n, &ev->slow);
+            if (r == OK) ev->has_name = 1;
+            return r;
+        }
+        if (KEY_IS("args")) return scan_args(pp, end, ev->args, &ev->flags, &ev->slow);
+        break;
+    }
+    return skip_value(pp, end);
+}
+
+static int put_event(Scanner *sc, event_t *ev) {
+    int64_t name = intern(&sc->strings, ev->name, ev->name_n), cat = -1;
+    if (name < 0) return -1;
+    if (ev->flags & F_CAT) {
+        if ((cat = intern(&sc->strings, ev->cat, ev->cat_n)) < 0) return -1;
+    }
+    int32_t name32 = (int32_t)name, cat32 = (int32_t)cat;
+    uint8_t flags = (uint8_t)(ev->flags | (ev->pid_str ? F_PID_STR : 0) | (ev->tid_str ? F_TID_STR : 0));
+    const void *vals[NCOLS] = {&sc->seq, &ev->ts, &ev->dur, &name32, &cat32, &ev->pid, &ev->tid,
+                               &ev->args[0], &ev->args[1], &ev->args[2], &flags};
+    for (int i = 0; i < NCOLS; i++)
+        if (buf_put(&sc->cols[i], vals[i], (size_t)COL_SIZES[i]) < 0) return -1;
+    return 0;
+}
+
+/* One element of traceEvents at *pp. Returns OK/MORE/BAD, or -1 with a Python error set. */
+static int scan_event(Scanner *sc, const char **pp, const char *end) {
+    const char *start = *pp, *p = *pp, *s;
+    size_t n;
+    int esc, r;
+    if (*p != '{') return skip_value(pp, end);  /* not an object: not an event */
+    event_t ev;
+    memset(&ev, 0, sizeof ev);
+    p = skip_ws(p + 1, end);
+    if (p >= end) return MORE;
+    if (*p != '}') {
+        for (;;) {
+            if (*p != '"') return BAD;
+            if ((r = scan_string(&p, end, &s, &n, &esc)) != OK) return r;
+            p = skip_ws(p, end);
+            if (p >= end) return MORE;
+            if (*p != ':') return BAD;
+            p = skip_ws(p + 1, end);
+            if (p >= end) return MORE;
+            if ((r = event_field(sc, &ev, s, n, esc, &p, end)) != OK) return r;
+            p = skip_ws(p, end);
+            if (p >= end) return MORE;
+            if (*p == '}') break;
+            if (*p != ',') return BAD;
+            p = skip_ws(p + 1, end);
+            if (p >= end) return MORE;
+        }
+    }
+    p++;
+    *pp = p;
+    /* A flow, an instant, a counter: nothing the reader keeps (unless a key written with escapes is "ph"). */
+    if ((ev.ph == PH_NONE || ev.ph == PH_OTHER) && !ev.esc_key) return OK;
+    if (ev.dur < 0) ev.dur = 0;
+    if (ev.slow || ev.ph == PH_ODD || !ev.has_name || !ev.has_ts || !ev.has_pid || !ev.has_tid) {
+        PyObject *item = Py_BuildValue("(Ly#)", (long long)sc->seq, start, (Py_ssize_t)(p - start));
+        if (!item || PyList_Append(sc->slow, item) < 0) { Py_XDECREF(item); return -1; }
+        Py_DECREF(item);
+        return OK;
+    }
+    return put_event(sc, &ev) < 0 ? -1 : OK;
+}
+
+static const char *META_KEYS[] = {"baseTimeNanoseconds", "distributedInfo", "host_name", "schemaVersion",
+                                  "deviceProperties", NULL};
+
+/* One member of the top-level object, from its key (after a comma if one is due). */
+static int scan_top_member(Scanner *sc, const char **pp, const char *end) {
+    const char *p = *pp, *s, *v;
+    size_t n;
+    int esc, r;
+    if (*p != '"') return BAD;
+    if ((r = scan_string(&p, end, &s, &n, &esc)) != OK) return r;
+    if (esc) return BAD;  /* a key the reference would read as another: read it all with the reference */
+    p = skip_ws(p, end);
+    if (p >= end) return MORE;
+    if (*p != ':') return BAD;
+    p = skip_ws(p + 1, end);
+    if (p >= end) return MORE;
+    if (KEY_IS("traceEvents")) {
+        if (sc->seen_events || *p != '[') return BAD;  /* a second one, or no list: the reference decides */
+        sc->seen_events = 1;
+        sc->state = ST_EVENTS;
+        sc->need_comma = 0;
+        *pp = p + 1;
+        return OK;
+    }
+    v = p;
+    if ((r = skip_value(&p, end)) != OK) return r;
+    for (const char **k = META_KEYS; *k; k++) {
+        if (strlen(*k) == n && memcmp(*k, s, n) == 0) {
+            PyObject *key = PyUnicode_FromStringAndSize(s, (Py_ssize_t)n);
+            PyObject *val = PyBytes_FromStringAndSize(v, p - v);
+            int bad = !key || !val || PyDict_SetItem(sc->meta, key, val) < 0;  /* the last one wins, as in json */
+            Py_XDECREF(key);
+            Py_XDECREF(val);
+            if (bad) return -1;
+        }
+    }
+    sc->need_comma = 1;
+    *pp = p;
+    return OK;
+}
+
+/* One unit at *pp (whitespace skipped): the opening of the document, a top-level member,
+   an event, a closing bracket, or a comma and what follows it. */
+static int scan_unit(Scanner *sc, const char **pp, const char *end) {
+    const char *p = *pp;
+    int r;
+    switch (sc->state) {
+    case ST_START:
+        if (*p == '{') { sc->state = ST_TOP; sc->need_comma = 0; }
+        else if (*p == '[') { sc->state = ST_EVENTS; sc->top_is_array = 1; sc->seen_events = 1; sc->need_comma = 0; }
+        else return BAD;
+        *pp = p + 1;
+        return OK;
+    case ST_TOP:
+        if (*p == '}') { sc->state = ST_DONE; *pp = p + 1; return OK; }
+        if (sc->need_comma) {
+            if (*p != ',') return BAD;
+            p = skip_ws(p + 1, end);
+            if (p >= end) return MORE;
+        }
+        r = scan_top_member(sc, &p, end);
+        if (r == OK) *pp = p;
+        return r;
+    case ST_EVENTS:
+        if (*p == ']') {
+            sc->state = sc->top_is_array ? ST_DONE : ST_TOP;
+            sc->need_comma = 1;
+            *pp = p + 1;
+            return OK;
+        }
+        if (sc->need_comma) {
+            if (*p != ',') return BAD;
+            p = skip_ws(p + 1, end);
+            if (p >= end) return MORE;
+        }
+        r = scan_event(sc, &p, end);
+        if (r == OK) { sc->seq++; sc->need_comma = 1; *pp = p; }
+        return r;
+    default:
+        return BAD;  /* anything but whitespace after the document */
+    }
+}
+
+static PyObject *Scanner_feed(Scanner *sc, PyObject *args) {
+    Py_buffer view;
+    int final;
+    if (!PyArg_ParseTuple(args, "y*p", &view, &final)) return NULL;
+    const char *base = view.buf, *p = base, *end = base + view.len;
+    int r = OK;
+    for (;;) {
+        p = skip_ws(p, end);
+        if (p >= end) break;
+        const char *unit = p;
+        r = scan_unit(sc, &p, end);
+        if (r != OK) { p = unit; break; }
+    }
+    PyBuffer_Release(&view);
+    if (r < 0) return NULL;
+    if (r == BAD || (final && (r == MORE || sc->state != ST_DONE))) {
+        PyErr_Format(ScanError, "not the JSON this scanner reads, near byte %zd of the piece", (Py_ssize_t)(p - base));
+        return NULL;
+    }
+    return PyLong_FromSsize_t(p - base);
+}
+
+/* The columns as a dict of bytes (each column's memory freed as it is copied out). */
+static PyObject *Scanner_take_columns(Scanner *sc, PyObject *unused) {
+    PyObject *out = PyDict_New();
+    if (!out) return NULL;
+    for (int i = 0; i < NCOLS; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(sc->cols[i].data ? sc->cols[i].data : "", (Py_ssize_t)sc->cols[i].len);
+        if (!b || PyDict_SetItemString(out, COL_NAMES[i], b) < 0) { Py_XDECREF(b); Py_DECREF(out); return NULL; }
+        Py_DECREF(b);
+        buf_free(&sc->cols[i]);
+    }
+    return out;
+}
+
+/* The string table: a list of the raw bytes of each id. */
+static PyObject *Scanner_strings(Scanner *sc, PyObject *unused) {
+    PyObject *out = PyList_New(sc->strings.count);
+    if (!out) return NULL;
+    uint64_t *offs = (uint64_t *)sc->strings.offsets.data;
+    for (uint32_t id = 0; id < sc->strings.count; id++) {
+        PyObject *b = PyBytes_FromStringAndSize(sc->strings.arena.data + offs[id], (Py_ssize_t)(offs[id + 1] - offs[id]));
+        if (!b) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, id, b);
+    }
+    return out;
+}
+
+static PyObject *Scanner_slow(Scanner *sc, PyObject *unused) { return Py_NewRef(sc->slow); }
+static PyObject *Scanner_meta(Scanner *sc, PyObject *unused) { return Py_NewRef(sc->meta); }
+
+static PyObject *Scanner_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    Scanner *sc = (Scanner *)type->tp_alloc(type, 0);
+    if (!sc) return NULL;
+    sc->slow = PyList_New(0);
+    sc->meta = PyDict_New();
+    if (!sc->slow || !sc->meta) { Py_DECREF(sc); return NULL; }
+    return (PyObject *)sc;
+}
+
+static void Scanner_dealloc(Scanner *sc) {
+    for (int i = 0; i < NCOLS; i++) buf_free(&sc->cols[i]);
+    intern_free(&sc->strings);
+    Py_XDECREF(sc->slow);
+    Py_XDECREF(sc->meta);
+    Py_TYPE(sc)->tp_free((PyObject *)sc);
+}
+
+static PyMethodDef Scanner_methods[] = {
+    {"feed", (PyCFunction)Scanner_feed, METH_VARARGS, "feed(buffer, final) -> bytes consumed (whole units)"},
+    {"take_columns", (PyCFunction)Scanner_take_columns, METH_NOARGS, "the fast events' columns, as bytes"},
+    {"strings", (PyCFunction)Scanner_strings, METH_NOARGS, "raw bytes of each string id"},
+    {"slow", (PyCFunction)Scanner_slow, METH_NOARGS, "[(seq, bytes of the event)]"},
+    {"meta", (PyCFunction)Scanner_meta, METH_NOARGS, "{top-level key: bytes of its value}"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ScannerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "scaldiag.readers._kineto_scan.Scanner",
+    .tp_basicsize = sizeof(Scanner),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = Scanner_new,
+    .tp_dealloc = (destructor)Scanner_dealloc,
+    .tp_methods = Scanner_methods,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kineto_scan", NULL, -1, NULL};
+
+PyMODINIT_FUNC PyInit__kineto_scan(void) {
+    init_tables();
+    if (PyType_Ready(&ScannerType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    ScanError = PyErr_NewException("scaldiag.readers._kineto_scan.ScanError", PyExc_ValueError, NULL);
+    if (!ScanError || PyModule_AddObjectRef(m, "ScanError", ScanError) < 0 ||
+        PyModule_AddObjectRef(m, "Scanner", (PyObject *)&ScannerType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,380 @@
+"""One Kineto file read as a stream into columns (the fast path; docs/pytorch.md, "Reading traces").
+
+The scanner (_kineto_scan.c) keeps, per complete event, only what the model
+of kineto.py needs: seq, ts, dur, name and cat ids, pid, tid, args.device,
+args.stream, args.bytes; each distinct string once. The few events it calls
+slow (ph B, E, M, odd fields) go through the reference reader's own code
+(kineto_json._Builder) with their seq; both kinds are then put in file order
+and built into planes with numpy, so the result is the reference's exactly:
+the same name ids (in order of first use), lines, order within a line, stats,
+and the same events dropped for times past int64. ``read_file`` returns None
+where the scanner gives up; the caller then reads the file with kineto_json.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+
+from scaldiag.errors import TraceError
+from scaldiag.readers import kineto_json as ref
+from scaldiag.readers.kineto_stream import GiveUp, scan
+from scaldiag.trace import Line, Plane, StepMarks
+
+try:
+    from scaldiag.readers import _kineto_scan
+except ImportError:  # not built (no C compiler): the reference reader reads every file
+    _kineto_scan = None
+
+_F_DEVICE, _F_STREAM, _F_BYTES, _F_PID_STR, _F_TID_STR = 1, 2, 4, 8, 16
+_HOST, _DEVICE, _MEMCPY, _SKIP, _DEVICE_STEP = 0, 1, 2, 3, 4
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_COLUMNS = {"seq": np.int64, "ts_ns": np.int64, "dur_ns": np.int64, "name": np.int32, "cat": np.int32,
+            "pid": np.int64, "tid": np.int64, "device": np.int64, "stream": np.int64, "bytes": np.int64,
+            "flags": np.uint8}
+
+
+def read_file(file: Path):
+    """The file's planes, host and rank (a kineto_json._File), or None where the scanner gives up."""
+    if _kineto_scan is None:
+        return None
+    scanner = _kineto_scan.Scanner()
+    try:
+        scan(file, scanner)
+        doc = {key: json.loads(raw, parse_float=Decimal) for key, raw in scanner.meta().items()}
+        strings = _Strings(scanner.strings())
+        slow = [(seq, json.loads(raw, parse_float=Decimal)) for seq, raw in scanner.slow()]
+    except (GiveUp, ValueError, RecursionError):  # json's errors (an int of 4,301 digits too): the reference decides
+        return None
+    columns = {k: np.frombuffer(v, _COLUMNS[k]) for k, v in scanner.take_columns().items()}
+    del scanner
+    rows = _Rows(file, ref.base_ns(doc), strings)
+    rows.add_fast(columns)
+    del columns
+    rows.add_slow(slow)
+    return ref.file_of(file, doc, rows.planes)
+
+
+class _Strings:
+    """The distinct strings: the scanner's raw ids mapped to one id per decoded string (and any added later)."""
+
+    def __init__(self, raw: list[bytes]):
+        self.index: dict[str, int] = {}
+        self.canon = np.array([self.id(_decode(r)) for r in raw] or [0], np.int64)
+        self.step_marker = self.id(ref.STEP_MARKER)
+
+    def id(self, text: str) -> int:
+        found = self.index.get(text)
+        if found is None:
+            found = self.index[text] = len(self.index)
+        return found
+
+    def table(self) -> list[str]:
+        return list(self.index)
+
+    def per_string(self, f, dtype) -> np.ndarray:
+        return np.array([f(s) for s in self.index], dtype)
+
+
+def _decode(raw: bytes) -> str:
+    # The scanner checked the UTF-8 and the escapes; json decodes escapes as the reference does.
+    return json.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode("utf-8")
+
+
+def _category(cat: str) -> int:
+    cat = cat.lower()
+    if cat in ref.DEVICE_CATS:
+        return _MEMCPY if cat == "gpu_memcpy" else _DEVICE
+    if cat == ref.DEVICE_STEP_CAT:
+        return _DEVICE_STEP
+    return _SKIP if cat in ref.SKIP_CATS else _HOST
+
+
+def _step_num(name: str) -> int:
+    m = ref._STEP.match(name)
+    return int(m.group(1)) if m else -1
+
+
+class _Rows:
+    """The file's kept events, as columns per plane kind, in any order (each row has its seq)."""
+
+    def __init__(self, file: Path, base_ns: int, strings: _Strings):
+        self.file, self.base_ns, self.strings = file, base_ns, strings
+        self.host: list[dict] = []     # column dicts: seq, key, start, end, ok, name, step
+        self.device: list[dict] = []   # seq, device, key (stream), start, end, ok, name, memcpy
+        self.steps: list[dict] = []    # seq, device, start, end, ok, step
+        self.keys: dict[object, int] = {}  # line keys (host (pid, tid); device stream) -> key id
+        self.thread_names: dict[tuple, str] = {}
+
+    def key_id(self, key) -> int:
+        found = self.keys.get(key)
+        if found is None:
+            found = self.keys[key] = len(self.keys)
+        return found
+
+    # ---- the fast events ----
+
+    def add_fast(self, c: dict) -> None:
+        s = self.strings
+        name = s.canon[c["name"]]
+        has_cat = c["cat"] >= 0
+        kind = np.where(has_cat, s.per_string(_category, np.int8)[s.canon[np.where(has_cat, c["cat"], 0)]], _HOST)
+        start, end, ok = self._absolute(c["ts_ns"], c["ts_ns"] + c["dur_ns"])
+        flags = c["flags"]
+        pid_int = (flags & _F_PID_STR) == 0
+        # A device is args.device, else an integer pid; a stream args.stream, else an integer tid, else -1.
+        has_device = (flags & _F_DEVICE) != 0
+        device = np.where(has_device, c["device"], c["pid"])
+        device_ok = (has_device | pid_int) & (device >= 0)
+        step = s.per_string(_step_num, np.int64)[name]
+
+        on_device = ((kind == _DEVICE) | (kind == _MEMCPY)) & device_ok
+        rows = np.flatnonzero(on_device)
+        stream = np.where((flags[rows] & _F_STREAM) != 0, c["stream"][rows],
+                          np.where((flags[rows] & _F_TID_STR) != 0, -1, c["tid"][rows]))
+        streams, stream_key = np.unique(stream, return_inverse=True)
+        key_of = np.array([self.key_id(int(k)) for k in streams] or [0], np.int64)
+        self.device.append({"seq": c["seq"][rows], "device": device[rows], "key": key_of[stream_key],
+                            "start": start[rows], "end": end[rows], "ok": ok[rows], "name": name[rows],
+                            "copy": kind[rows] == _MEMCPY, "memcpy": self._memcpy(c, rows, kind[rows] == _MEMCPY)})
+
+        rows = np.flatnonzero((kind == _DEVICE_STEP) & device_ok & (step >= 0))
+        self.steps.append({"seq": c["seq"][rows], "device": device[rows], "start": start[rows], "end": end[rows],
+                           "ok": ok[rows], "step": step[rows]})
+
+        rows = np.flatnonzero((kind == _HOST) & pid_int)
+        self.host.append({"seq": c["seq"][rows], "key": self._host_keys(c, rows), "start": start[rows],
+                          "end": end[rows], "ok": ok[rows], "step": step[rows],
+                          "name": np.where(step[rows] >= 0, s.step_marker, name[rows])})
+
+    def _absolute(self, start_rel: np.ndarray, end_rel: np.ndarray):
+        """Wall-clock ns (base added) and whether both ends stay in int64 (rows that do not are dropped later)."""
+        base = self.base_ns
+        lo, hi = max(_INT64_MIN - base, _INT64_MIN), min(_INT64_MAX - base, _INT64_MAX)
+        ok = (start_rel >= lo) & (start_rel <= hi) & (end_rel >= lo) & (end_rel <= hi)
+        if ok.all():
+            return start_rel + base, end_rel + base, ok
+        return np.where(ok, start_rel, 0) + base, np.where(ok, end_rel, 0) + base, ok
+
+    def _host_keys(self, c: dict, rows: np.ndarray) -> np.ndarray:
+        tid_str = (c["flags"][rows] & _F_TID_STR) != 0
+        combos = np.stack([c["pid"][rows], c["tid"][rows], tid_str.astype(np.int64)], axis=1)
+        unique, inverse = np.unique(combos, axis=0, return_inverse=True)
+        table = self.strings.table()
+        keys = [self.key_id((int(pid), table[self.strings.canon[tid]] if is_str else int(tid)))
+                for pid, tid, is_str in unique]
+        return np.array(keys or [0], np.int64)[inverse.reshape(-1)]
+
+    def _memcpy(self, c: dict, rows: np.ndarray, is_memcpy: np.ndarray) -> np.ndarray | None:
+        """memcpy_details per row (None but on copies), computed once per distinct (name, bytes)."""
+        if not is_memcpy.any():
+            return None
+        out = np.full(len(rows), None, dtype=object)
+        at = rows[is_memcpy]
+        has_bytes = (c["flags"][at] & _F_BYTES) != 0
+        combos = np.stack([self.strings.canon[c["name"][at]], np.where(has_bytes, c["bytes"][at], 0),
+                           has_bytes.astype(np.int64)], axis=1)
+        unique, inverse = np.unique(combos, axis=0, return_inverse=True)
+        table = self.strings.table()
+        details = [ref._memcpy_details(table[n], {"bytes": int(b)} if has else {}) for n, b, has in unique]
+        values = np.empty(len(details), dtype=object)
+        values[:] = details
+        out[np.flatnonzero(is_memcpy)] = values[inverse.reshape(-1)]
+        return out
+
+    # ---- the slow events: the reference's own code, rows with their seq ----
+
+    def add_slow(self, events: list[tuple[int, object]]) -> None:
+        builder = _SlowBuilder(self)
+        for seq, event in events:
+            if isinstance(event, dict):
+                builder.seq = seq
+                builder.add(event)
+        self.thread_names = builder.thread_names
+        host, device, steps = builder.rows
+        if host:
+            seq, key, start, end, name, step = zip(*host)
+            ok = [_fits(s, e) for s, e in zip(start, end)]
+            self.host.append({"seq": _i64(seq), "key": _i64(key), "start": _i64(_clip(start, ok)),
+                              "end": _i64(_clip(end, ok)), "ok": np.array(ok, bool), "name": _i64(name),
+                              "step": _i64(step)})
+        if device:
+            seq, dev, key, start, end, name, memcpy = zip(*device)
+            ok = [_fits(s, e) for s, e in zip(start, end)]
+            details = np.empty(len(memcpy), dtype=object)
+            details[:] = memcpy
+            self.device.append({"seq": _i64(seq), "device": _i64(dev), "key": _i64(key),
+                                "start": _i64(_clip(start, ok)), "end": _i64(_clip(end, ok)),
+                                "ok": np.array(ok, bool), "name": _i64(name),
+                                "copy": np.array([m is not None for m in memcpy], bool),
+                                "memcpy": details if any(m is not None for m in memcpy) else None})
+        if steps:
+            seq, dev, start, end, step = zip(*steps)
+            ok = [_fits(s, e) for s, e in zip(start, end)]
+            self.steps.append({"seq": _i64(seq), "device": _i64(dev), "start": _i64(_clip(start, ok)),
+                               "end": _i64(_clip(end, ok)), "ok": np.array(ok, bool), "step": _i64(step)})
+
+    # ---- planes ----
+
+    def planes(self, host_stats: dict, device_props: dict[int, dict]) -> list[Plane]:
+        table = self.strings.table()
+        keys = list(self.keys)
+        device = _joined(self.device, ("memcpy",))
+        steps = _joined(self.steps)
+        devices = np.unique(device["device"])
+        if len(devices) > ref.MAX_DEVICES_PER_FILE:
+            raise TraceError(f"{self.file} is refused: its events name more than {ref.MAX_DEVICES_PER_FILE} "
+                                 "distinct GPUs (args.device): one process sees a node's GPUs, far fewer")
+        marks = _step_marks(steps)
+        planes = []
+        for d in devices:
+            rows = _take(device, device["device"] == d)
+            names, lines = _lines(rows, table, keys, lambda k: f"stream {k}", _device_stats)
+            planes.append(Plane(name=f"/device:GPU:{d}", event_names=names, lines=lines,
+                                stats=ref.device_plane_stats(device_props.get(int(d), {})), step_marks=marks.get(int(d))))
+        host = _joined(self.host)
+        names, lines = _lines(host, table, keys, self._thread_name, _host_stats)
+        planes.append(Plane(name="/host:CPU", event_names=names, lines=lines, stats=host_stats))
+        return planes
+
+    def _thread_name(self, key: tuple) -> str:
+        return self.thread_names.get(key) or f"thread {key[1]} (pid {key[0]})"
+
+
+class _SlowBuilder(ref._Builder):
+    """The reference's event logic (ph X, B/E pairs, thread names), its output rows with the event's seq."""
+
+    def __init__(self, rows: _Rows):
+        super().__init__(rows.base_ns)
+        self.seq = 0
+        self.rows: tuple[list, list, list] = ([], [], [])
+        self.host = _SlowPlane(self, rows, None)
+        self._owner = rows
+
+    def _new_device(self, device: int):
+        plane = self.devices[device] = _SlowPlane(self, self._owner, device)  # the device limit: counted in planes()
+        return plane
+
+    def _step_mark(self, device: int, start: int, end: int, step_num: int) -> None:
+        self.rows[2].append((self.seq, device, start, end, step_num))
+
+
+class _SlowPlane:
+    """Stands for kineto_json._PlaneBuilder: a row per event added, names as ids of the file's strings."""
+
+    def __init__(self, builder: _SlowBuilder, rows: _Rows, device: int | None):
+        self.builder, self.owner, self.device = builder, rows, device
+
+    def name_id(self, name: str) -> int:
+        return self.owner.strings.id(name)
+
+    def line(self, key):
+        return _SlowLine(self, self.owner.key_id(key))
+
+
+class _SlowLine:
+    def __init__(self, plane: _SlowPlane, key: int):
+        self.plane, self.key = plane, key
+
+    def add(self, start: int, end: int, name_id: int, stats: dict | None) -> None:
+        b = self.plane.builder
+        if self.plane.device is None:
+            step = stats["step_num"] if stats else -1
+            b.rows[0].append((b.seq, self.key, start, end, name_id, step))
+        else:
+            b.rows[1].append((b.seq, self.plane.device, self.key, start, end, name_id,
+                              stats["memcpy_details"] if stats else None))
+
+
+def _fits(start: int, end: int) -> bool:
+    return _INT64_MIN <= start <= _INT64_MAX and _INT64_MIN <= end <= _INT64_MAX
+
+
+def _clip(values, ok) -> list[int]:
+    return [v if fits else 0 for v, fits in zip(values, ok)]
+
+
+def _i64(values) -> np.ndarray:
+    return np.array(values, np.int64)
+
+
+def _joined(parts: list[dict], optional: tuple[str, ...] = ()) -> dict:
+    """One column dict from several, in seq order; an optional object column is None-filled where a part lacks it."""
+    parts = [p for p in parts if len(p["seq"])] or parts[:1]  # the fast events' part is always there
+    out = {}
+    for k in parts[0]:
+        if k in optional:
+            if all(p[k] is None for p in parts):
+                out[k] = None
+                continue
+            out[k] = np.concatenate([p[k] if p[k] is not None else np.full(len(p["seq"]), None, object) for p in parts])
+        else:
+            out[k] = np.concatenate([p[k] for p in parts])
+    order = np.argsort(out["seq"], kind="stable")
+    return {k: (v[order] if v is not None else None) for k, v in out.items()}
+
+
+def _take(rows: dict, mask: np.ndarray) -> dict:
+    return {k: (v[mask] if v is not None else None) for k, v in rows.items()}
+
+
+def _step_marks(steps: dict) -> dict[int, StepMarks]:
+    """Each device's step markers: the first MAX_DEVICES_PER_FILE devices to have one, times past int64 dropped."""
+    marks = {}
+    devices, first = np.unique(steps["device"], return_index=True)
+    for d in devices[np.argsort(first)][:ref.MAX_DEVICES_PER_FILE]:
+        at = (steps["device"] == d) & steps["ok"]
+        if at.any():
+            marks[int(d)] = StepMarks(steps["start"][at], steps["end"][at], steps["step"][at].astype(np.int64))
+    return marks
+
+
+def _lines(rows: dict, table: list[str], keys: list, line_name, stats_of) -> tuple[list[str], list[Line]]:
+    """A plane's event names (in order of first use) and lines (by key), rows in seq order: as kineto_json builds them."""
+    names, first = np.unique(rows["name"], return_index=True)
+    used = names[np.argsort(first)]
+    local = np.zeros(int(names.max()) + 1 if len(names) else 1, np.int32)
+    local[used] = np.arange(len(used), dtype=np.int32)
+    line_keys = np.unique(rows["key"])
+    by_key = np.argsort(rows["key"], kind="stable")
+    bounds = np.searchsorted(rows["key"][by_key], line_keys)
+    groups = dict(zip(line_keys.tolist(), np.split(by_key, bounds[1:])))
+    lines = []
+    for k in sorted(groups, key=lambda k: ref._sort_key(keys[k])):
+        at = groups[k]
+        stats = stats_of(rows, at)
+        at_ok = rows["ok"][at]
+        if not at_ok.all():  # times past int64: no times at all, dropped as the reference drops them
+            at = at[at_ok]
+            stats = {name: column[at_ok] for name, column in stats.items()}
+        lines.append(_line(line_name(keys[k]), rows["start"][at], rows["end"][at], local[rows["name"][at]], stats))
+    return [table[i] for i in used], lines
+
+
+def _line(name: str, start: np.ndarray, end: np.ndarray, name_id: np.ndarray, stats: dict) -> Line:
+    order = np.lexsort((-end, start))  # by start, parents before children
+    if (order != np.arange(len(order))).any():
+        start, end, name_id = start[order], end[order], name_id[order]
+        stats = {k: v[order] for k, v in stats.items()}
+    return Line(name=name, start_ns=start, end_ns=end, name_id=name_id, stats=stats)
+
+
+def _host_stats(rows: dict, at: np.ndarray) -> dict:
+    step = rows["step"][at]
+    is_step = step >= 0
+    if not is_step.any():
+        return {}
+    step_num = np.full(len(at), None, dtype=object)
+    step_num[is_step] = [int(n) for n in step[is_step]]
+    root = np.full(len(at), None, dtype=object)
+    root[is_step] = 1
+    return {k: v for k, v in (("step_num", step_num), ("_r", root)) if k in ref.WANTED_STATS}
+
+
+def _device_stats(rows: dict, at: np.ndarray) -> dict:
+    if rows["memcpy"] is None or not rows["copy"][at].any() or "memcpy_details" not in ref.WANTED_STATS:
+        return {}
+    return {"memcpy_details": rows["memcpy"][at]}
