@@ -27,7 +27,7 @@
    bytes are kept as they are, with its seq, and kineto_fast.py reads it with
    json.loads. Events of other phases (flows, instants, counters) are checked and
    dropped. The top-level values other than traceEvents that the reader uses are
-   kept as bytes (meta). No numpy headers: the columns go out as bytes. */
+   kept as bytes (meta). No numpy headers: the columns go out as bytes, without a copy. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -70,10 +70,17 @@ typedef struct {
     uint32_t count;
 } intern_t;
 
+/* Eight bytes at a time (names of kernels run to hundreds of bytes, one lookup per event). */
 static uint64_t hash_bytes(const char *p, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
-    return h;
+    uint64_t h = 1469598103934665603ULL ^ n, w;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h ^ (h >> 32);
 }
 
 static int intern_grow(intern_t *t) {
@@ -125,11 +132,28 @@ static const char *COL_NAMES[NCOLS] = {"seq", "ts_ns", "dur_ns", "name", "cat", 
                                        "device", "stream", "bytes", "flags"};
 static const int COL_SIZES[NCOLS] = {8, 8, 8, 4, 4, 8, 8, 8, 8, 8, 1};
 
+/* A column: a bytes object grown in place (_PyBytes_Resize), handed out as it is, never copied. */
+typedef struct { PyObject *bytes; size_t len, cap; } col_t;
+
+static int col_put(col_t *c, const void *p, size_t n) {
+    if (c->len + n > c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 1 << 16;
+        while (cap < c->len + n) cap *= 2;
+        if (!c->bytes) c->bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
+        else if (_PyBytes_Resize(&c->bytes, (Py_ssize_t)cap) < 0) c->bytes = NULL;
+        if (!c->bytes) { c->len = c->cap = 0; return -1; }
+        c->cap = cap;
+    }
+    memcpy(PyBytes_AS_STRING(c->bytes) + c->len, p, n);
+    c->len += n;
+    return 0;
+}
+
 typedef struct {
     PyObject_HEAD
     int state, need_comma, top_is_array, seen_events;
     int64_t seq;
-    buf_t cols[NCOLS];
+    col_t cols[NCOLS];
     intern_t strings;
     PyObject *slow;  /* list of (seq, bytes) */
     PyObject *meta;  /* dict: top-level key -> bytes of its value */
@@ -168,6 +192,9 @@ static int utf8_seq(const unsigned char **pp, const unsigned char *end) {
     return OK;
 }
 
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
 static int hexdig(unsigned char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
@@ -177,6 +204,15 @@ static int scan_string(const char **pp, const char *end, const char **s, size_t 
     const unsigned char *p = (const unsigned char *)*pp + 1, *e = (const unsigned char *)end;
     *esc = 0;
     for (;;) {
+        /* Eight plain bytes at a time: none is '"', '\\', below 0x20 or above 0x7F (a word that may hold
+           one goes byte by byte: the tests below can say yes for a plain word, never no for another). */
+        while (e - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            uint64_t quote = w ^ (ONES * '"'), slash = w ^ (ONES * '\\');
+            if (((w - ONES * 0x20) | (quote - ONES) | (slash - ONES) | w) & HIGHS) break;
+            p += 8;
+        }
         while (p < e && STR_PLAIN[*p]) p++;
         if (p >= e) return MORE;
         if (*p == '"') break;
@@ -482,7 +518,7 @@ static int put_event(Scanner *sc, event_t *ev) {
     const void *vals[NCOLS] = {&sc->seq, &ev->ts, &ev->dur, &name32, &cat32, &ev->pid, &ev->tid,
                                &ev->args[0], &ev->args[1], &ev->args[2], &flags};
     for (int i = 0; i < NCOLS; i++)
-        if (buf_put(&sc->cols[i], vals[i], (size_t)COL_SIZES[i]) < 0) return -1;
+        if (col_put(&sc->cols[i], vals[i], (size_t)COL_SIZES[i]) < 0) return -1;
     return 0;
 }
 
@@ -633,15 +669,19 @@ static PyObject *Scanner_feed(Scanner *sc, PyObject *args) {
     return PyLong_FromSsize_t(p - base);
 }
 
-/* The columns as a dict of bytes (each column's memory freed as it is copied out). */
+/* The columns as a dict of bytes (the scanner's own, not copies; it keeps none). */
 static PyObject *Scanner_take_columns(Scanner *sc, PyObject *unused) {
     PyObject *out = PyDict_New();
     if (!out) return NULL;
     for (int i = 0; i < NCOLS; i++) {
-        PyObject *b = PyBytes_FromStringAndSize(sc->cols[i].data ? sc->cols[i].data : "", (Py_ssize_t)sc->cols[i].len);
+        col_t *c = &sc->cols[i];
+        PyObject *b = c->bytes;
+        if (!b) b = PyBytes_FromStringAndSize("", 0);
+        else if (_PyBytes_Resize(&b, (Py_ssize_t)c->len) < 0) b = NULL;  /* shrinks in place */
+        c->bytes = NULL;
+        c->len = c->cap = 0;
         if (!b || PyDict_SetItemString(out, COL_NAMES[i], b) < 0) { Py_XDECREF(b); Py_DECREF(out); return NULL; }
         Py_DECREF(b);
-        buf_free(&sc->cols[i]);
     }
     return out;
 }
@@ -672,7 +712,7 @@ static PyObject *Scanner_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 }
 
 static void Scanner_dealloc(Scanner *sc) {
-    for (int i = 0; i < NCOLS; i++) buf_free(&sc->cols[i]);
+    for (int i = 0; i < NCOLS; i++) Py_CLEAR(sc->cols[i].bytes);
     intern_free(&sc->strings);
     Py_XDECREF(sc->slow);
     Py_XDECREF(sc->meta);

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scaldiag import native
 from scaldiag.errors import TraceError
 from scaldiag.readers import kineto_json as ref
 from scaldiag.readers.kineto_stream import GiveUp, scan
@@ -39,9 +40,11 @@ _COLUMNS = {"seq": np.int64, "ts_ns": np.int64, "dur_ns": np.int64, "name": np.i
 
 def read_file(file: Path):
     """The file's planes, host and rank (a kineto_json._File), or None where the scanner gives up."""
-    if _kineto_scan is None:
+    scan_module = native.enabled(_kineto_scan)  # SCALDIAG_NATIVE=0: the reference reader
+    native.tell_if_missing(_kineto_scan, "the Kineto reader")
+    if scan_module is None:
         return None
-    scanner = _kineto_scan.Scanner()
+    scanner = scan_module.Scanner()
     try:
         scan(file, scanner)
         doc = {key: json.loads(raw, parse_float=Decimal) for key, raw in scanner.meta().items()}
@@ -161,12 +164,11 @@ class _Rows:
 
     def _host_keys(self, c: dict, rows: np.ndarray) -> np.ndarray:
         tid_str = (c["flags"][rows] & _F_TID_STR) != 0
-        combos = np.stack([c["pid"][rows], c["tid"][rows], tid_str.astype(np.int64)], axis=1)
-        unique, inverse = np.unique(combos, axis=0, return_inverse=True)
+        unique, inverse = _distinct(c["pid"][rows], c["tid"][rows], tid_str)
         table = self.strings.table()
         keys = [self.key_id((int(pid), table[self.strings.canon[tid]] if is_str else int(tid)))
                 for pid, tid, is_str in unique]
-        return np.array(keys or [0], np.int64)[inverse.reshape(-1)]
+        return np.array(keys or [0], np.int64)[inverse]
 
     def _memcpy(self, c: dict, rows: np.ndarray, is_memcpy: np.ndarray) -> np.ndarray | None:
         """memcpy_details per row (None but on copies), computed once per distinct (name, bytes)."""
@@ -175,14 +177,12 @@ class _Rows:
         out = np.full(len(rows), None, dtype=object)
         at = rows[is_memcpy]
         has_bytes = (c["flags"][at] & _F_BYTES) != 0
-        combos = np.stack([self.strings.canon[c["name"][at]], np.where(has_bytes, c["bytes"][at], 0),
-                           has_bytes.astype(np.int64)], axis=1)
-        unique, inverse = np.unique(combos, axis=0, return_inverse=True)
+        unique, inverse = _distinct(self.strings.canon[c["name"][at]], np.where(has_bytes, c["bytes"][at], 0), has_bytes)
         table = self.strings.table()
         details = [ref._memcpy_details(table[n], {"bytes": int(b)} if has else {}) for n, b, has in unique]
         values = np.empty(len(details), dtype=object)
         values[:] = details
-        out[np.flatnonzero(is_memcpy)] = values[inverse.reshape(-1)]
+        out[np.flatnonzero(is_memcpy)] = values[inverse]
         return out
 
     # ---- the slow events: the reference's own code, rows with their seq ----
@@ -289,6 +289,43 @@ class _SlowLine:
                               stats["memcpy_details"] if stats else None))
 
 
+def _distinct(*columns: np.ndarray) -> tuple[list[tuple], np.ndarray]:
+    """The distinct rows of equal-length columns (tuples of their values) and each row's index among them.
+    Rows come in runs (a thread's events, a stream's kernels): only the first row of each run is sorted."""
+    n = len(columns[0])
+    if n == 0:
+        return [], np.zeros(0, np.int64)
+    change = np.zeros(n, bool)
+    change[0] = True
+    for column in columns:
+        change[1:] |= column[1:] != column[:-1]
+    heads = np.flatnonzero(change)
+    code = np.zeros(len(heads), np.int64)
+    for column in columns:  # one 1-D unique per column: np.unique(axis=0) sorts rows as records, far slower
+        distinct, inverse = np.unique(column[heads], return_inverse=True)
+        code = np.unique(code * len(distinct) + inverse.reshape(-1), return_inverse=True)[1].reshape(-1)
+    first = np.unique(code, return_index=True)[1]
+    rows = [tuple(column[heads[i]] for column in columns) for i in first]
+    return rows, code[np.cumsum(change) - 1]
+
+
+def _first_use(ids: np.ndarray) -> np.ndarray:
+    """The distinct values of small non-negative ``ids`` in order of first appearance."""
+    first = np.full(int(ids.max()) + 1 if len(ids) else 0, len(ids), np.int64)
+    np.minimum.at(first, ids, np.arange(len(ids)))
+    used = np.flatnonzero(first < len(ids))
+    return used[np.argsort(first[used])]
+
+
+def _group(keys: np.ndarray) -> dict[int, np.ndarray]:
+    """Row indices per key, each in row order (a radix sort where the keys fit 16 bits)."""
+    distinct, small = np.unique(keys, return_inverse=True)
+    small = small.reshape(-1).astype(np.int16 if len(distinct) < 2**15 else np.int64)
+    order = np.argsort(small, kind="stable")
+    bounds = np.searchsorted(small[order], np.arange(len(distinct)))
+    return dict(zip(distinct.tolist(), np.split(order, bounds[1:])))
+
+
 def _fits(start: int, end: int) -> bool:
     return _INT64_MIN <= start <= _INT64_MAX and _INT64_MIN <= end <= _INT64_MAX
 
@@ -313,6 +350,8 @@ def _joined(parts: list[dict], optional: tuple[str, ...] = ()) -> dict:
             out[k] = np.concatenate([p[k] if p[k] is not None else np.full(len(p["seq"]), None, object) for p in parts])
         else:
             out[k] = np.concatenate([p[k] for p in parts])
+    if len(parts) == 1:
+        return out  # the fast events alone: in seq order already
     order = np.argsort(out["seq"], kind="stable")
     return {k: (v[order] if v is not None else None) for k, v in out.items()}
 
@@ -334,14 +373,10 @@ def _step_marks(steps: dict) -> dict[int, StepMarks]:
 
 def _lines(rows: dict, table: list[str], keys: list, line_name, stats_of) -> tuple[list[str], list[Line]]:
     """A plane's event names (in order of first use) and lines (by key), rows in seq order: as kineto_json builds them."""
-    names, first = np.unique(rows["name"], return_index=True)
-    used = names[np.argsort(first)]
-    local = np.zeros(int(names.max()) + 1 if len(names) else 1, np.int32)
+    used = _first_use(rows["name"])
+    local = np.zeros(int(used.max()) + 1 if len(used) else 1, np.int32)
     local[used] = np.arange(len(used), dtype=np.int32)
-    line_keys = np.unique(rows["key"])
-    by_key = np.argsort(rows["key"], kind="stable")
-    bounds = np.searchsorted(rows["key"][by_key], line_keys)
-    groups = dict(zip(line_keys.tolist(), np.split(by_key, bounds[1:])))
+    groups = _group(rows["key"])
     lines = []
     for k in sorted(groups, key=lambda k: ref._sort_key(keys[k])):
         at = groups[k]

@@ -12,6 +12,7 @@ the reference reader (kineto_json.py), which says what is wrong in its words.
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,39 +35,52 @@ def scan(file: Path, scanner) -> None:
         try:
             head = f.read(2)
             f.seek(0)
-            pieces = _gunzipped(f, file) if is_gzip(head) else _plain(f)
-            _feed(pieces, scanner)
+            if is_gzip(head):
+                _feed(_Gunzipped(_gunzipped(f, file)), scanner, PIECE_BYTES)
+            else:  # a small file gets a buffer of its size (+1: a full buffer is not known to be the end)
+                _feed(f, scanner, min(PIECE_BYTES, os.fstat(f.fileno()).st_size + 1))
         except (OSError, zlib.error, ValueError) as exc:  # ScanError is a ValueError
             raise GiveUp(str(exc)) from exc
 
 
-def _feed(pieces: Iterator[bytes], scanner) -> None:
-    """Whole units to the scanner, the unfinished rest kept for the next piece. A unit longer than a piece
-    (a huge event) is scanned again only once the bytes waiting have doubled: linear time still."""
-    pending = b""
-    waiting: list[bytes] = []
-    waiting_bytes = 0
-    for piece in pieces:
-        waiting.append(piece)
-        waiting_bytes += len(piece)
-        if waiting_bytes < len(pending):
-            continue
-        data = b"".join([pending, *waiting]) if pending or len(waiting) > 1 else waiting[0]
-        waiting, waiting_bytes = [], 0
-        used = scanner.feed(data, False)
-        pending = data[used:]
-    scanner.feed(b"".join([pending, *waiting]), True)
+def _feed(source, scanner, buffer_bytes: int) -> None:
+    """Whole units to the scanner from one buffer that ``source.readinto`` fills; the unfinished rest moves to
+    its front. The buffer is scanned only when full (or at the end), so a unit longer than it (a huge event)
+    makes it double, and is scanned again only then: linear time still."""
+    buf = bytearray(buffer_bytes)
+    have = 0
+    while True:
+        view = memoryview(buf)
+        while have < len(buf) and (n := source.readinto(view[have:])):
+            have += n
+        final = have < len(buf)
+        used = scanner.feed(view[:have], final)
+        view.release()
+        if final:
+            return
+        if used == 0:
+            buf += bytes(len(buf))
+        buf[:have - used] = buf[used:have]
+        have -= used
 
 
-def _plain(f) -> Iterator[bytes]:
-    while piece := f.read(PIECE_BYTES):
-        yield piece
+class _Gunzipped:
+    """readinto over the output of _gunzipped."""
+
+    def __init__(self, pieces: Iterator[bytes]):
+        self.pieces, self.rest = pieces, memoryview(b"")
+
+    def readinto(self, view: memoryview) -> int:
+        if not self.rest:
+            self.rest = memoryview(next(self.pieces, b""))
+        n = min(len(view), len(self.rest))
+        view[:n] = self.rest[:n]
+        self.rest = self.rest[n:]
+        return n
 
 
 def _gunzipped(f, path: Path) -> Iterator[bytes]:
     """Every gzip member's output, PIECE_BYTES at most at a time, refused past the caps (files.gunzip's rules)."""
-    import os
-
     cap = gzip_cap_bytes(os.fstat(f.fileno()).st_size)
     total = 0
     d = zlib.decompressobj(_GZIP_WBITS)
