@@ -58,9 +58,7 @@ class Grower:
         for e, start in zip(timed, starts):
             m = _STEP.match(str(e.get("name", "")))
             e = _plain(dict(e, ts=_TS, **({"name": _STEP_HOLE} if m else {})))
-            self.templates.append((json.dumps(e).replace(json.dumps(_TS), "{ts}").replace(json.dumps(_STEP_HOLE)[1:-1], "ProfilerStep#{step}")
-                                   .replace("{", "{{").replace("}", "}}").replace("{{ts}}", "{ts}")
-                                   .replace("{{step}}", "{step}"), start, int(m.group(1)) if m else 0))
+            self.templates.append((_template(json.dumps(e)), start, int(m.group(1)) if m else 0))
 
     def write(self, out: Path, target_bytes: int, rank: int, world: int) -> tuple[int, int]:
         """Copies until the file holds ``target_bytes``; (events, bytes) written."""
@@ -83,6 +81,12 @@ class Grower:
             f.write("\n], " + json.dumps(tail)[1:] + "\n")
             size = f.tell()
         return events, size
+
+
+def _template(text: str) -> str:
+    """An event's JSON as a format string: {ts} and {step} where the holes were, every other brace doubled."""
+    text = text.replace(json.dumps(_TS), "{ts}").replace(json.dumps(_STEP_HOLE)[1:-1], "ProfilerStep#{step}")
+    return text.replace("{", "{{").replace("}", "}}").replace("{{ts}}", "{ts}").replace("{{step}}", "{step}")
 
 
 def _us(ns: int) -> str:

@@ -1,0 +1,176 @@
+"""Kineto traces read at the speed of the parser: 1 GB of one rank analyzed in at most 8 s and 1.5 GB of memory, linear in size.
+
+What it measures (issue 25), each a fresh ``python -m scaldiag analyze FILE --json OUT``
+(wall time, CPU time of the process, its peak RSS from wait4), on traces grown from
+the real 2-GPU DDP rank traces of fixtures/x2_devset by make_trace.py, in a temporary
+directory (never committed):
+
+- one rank of 100 MB to 1 GB, ``--repeats`` times each: time and memory against size;
+- 8 ranks of 100 MB each in one directory: peak memory against one 100 MB rank's;
+- the 100 MB rank through revision 088b4d0 (the json.loads reader, built from git in
+  the temporary directory) and through HolisticTraceAnalysis 0.5 (its load plus temporal
+  and idle-time breakdowns, in its own venv: bench/.venv-hta), side by side.
+
+The load average is recorded with every timing: the machine is shared.
+
+    python -m bench kineto [--sizes-mb 100,250,500,1000] [--repeats 3] [--ranks 8] [--no-hta] [--no-before]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path[:0] = [str(ROOT), str(HERE)]
+
+from make_trace import make  # noqa: E402
+
+from bench.common import machine, write_result  # noqa: E402
+
+CLAIM = (__doc__ or "").strip().splitlines()[0]
+BEFORE_REV = "088b4d0"
+HTA_PYTHON = ROOT / "bench" / ".venv-hta" / "bin" / "python"
+
+
+def measure(cmd: list[str], cwd: Path, env: dict | None = None) -> dict:
+    """Wall s, CPU s (user + system) and peak RSS MiB of one process; the 1-minute load when it started."""
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({os.waitstatus_to_exitcode(status)}): {err[-2000:]}")
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024, "load": load}
+
+
+def analyze(path: Path, out: Path, root: Path, env: dict | None = None) -> dict:
+    return measure([sys.executable, "-m", "scaldiag", "analyze", str(path), "--json", str(out)], cwd=root, env=env)
+
+
+def spread(runs: list[dict], key: str, fmt: str = "{:.1f}") -> str:
+    values = [r[key] for r in runs]
+    med = statistics.median(values)
+    return fmt.format(med) + (f" ({fmt.format(min(values))}-{fmt.format(max(values))})" if len(values) > 1 else "")
+
+
+def loads(runs: list[dict]) -> str:
+    return ", ".join(f"{r['load']:.1f}" for r in runs)
+
+
+def before_tree(tmp: Path) -> Path:
+    """Revision 088b4d0 (the whole-document json.loads reader), its C parts built, in ``tmp``."""
+    tree = tmp / "before"
+    tree.mkdir()
+    archive = subprocess.run(["git", "archive", BEFORE_REV], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return tree
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench kineto", description=CLAIM)
+    parser.add_argument("--sizes-mb", default="100,250,500,1000", help="one-rank trace sizes, MB")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--ranks", type=int, default=8, help="ranks of --rank-mb each, in one directory")
+    parser.add_argument("--rank-mb", type=float, default=100)
+    parser.add_argument("--no-hta", action="store_true", help="leave HTA out (its venv: bench/.venv-hta)")
+    parser.add_argument("--no-before", action="store_true", help=f"leave the reader of {BEFORE_REV} out")
+    parser.add_argument("--scaldiag-root", type=Path, default=ROOT,
+                        help="the checkout whose scaldiag runs (default: this one)")
+    parser.add_argument("--tmp", type=Path, help="where traces are grown (default: a new temporary directory)")
+    parser.add_argument("--out", type=Path, help="result file (default bench/results/kineto.md)")
+    args = parser.parse_args(argv)
+    machine_before = machine()
+    tmp = Path(tempfile.mkdtemp(prefix="kineto_bench_", dir=args.tmp))
+    try:
+        body = _run(args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    write_result("kineto", CLAIM, argv, body, machine_before=machine_before, out=args.out)
+    return 0
+
+
+def _run(args, tmp: Path) -> str:
+    sizes = [float(s) for s in args.sizes_mb.split(",")]
+    rows, by_size = [], {}
+    for mb in sizes:
+        trace = tmp / f"rank0_{mb:g}mb.pt.trace.json"
+        events, size = make(trace, mb)
+        runs = [analyze(trace, tmp / "out.json", args.scaldiag_root) for _ in range(args.repeats)]
+        by_size[mb] = (size, runs)
+        rows.append(f"| 1 rank, {size / 1e6:,.0f} MB ({events:,} events) | {spread(runs, 'wall_s')} | "
+                    f"{spread(runs, 'cpu_s')} | {spread(runs, 'rss_mib', '{:,.0f}')} | "
+                    f"{statistics.median(r['wall_s'] for r in runs) / size * 1e9:.2f} | "
+                    f"{statistics.median(r['rss_mib'] for r in runs) / size * 1e6:.2f} | {loads(runs)} |")
+        if mb != args.rank_mb:
+            trace.unlink()
+    table = ["| trace | wall s, median (min-max) | CPU s | peak RSS MiB | wall s per GB | MiB RSS per MB | load (1 min) at each run |",
+             "|---|---|---|---|---|---|---|", *rows]
+
+    job = tmp / "job"
+    job.mkdir()
+    for r in range(args.ranks):
+        make(job / f"rank{r}.pt.trace.json", args.rank_mb, rank=r, world=args.ranks)
+    job_runs = [analyze(job, tmp / "out.json", args.scaldiag_root) for _ in range(args.repeats)]
+    one_size, one_runs = by_size.get(args.rank_mb, (None, None))
+    table.append(f"| {args.ranks} ranks x {args.rank_mb:g} MB | {spread(job_runs, 'wall_s')} | {spread(job_runs, 'cpu_s')} | "
+                 f"{spread(job_runs, 'rss_mib', '{:,.0f}')} | | | {loads(job_runs)} |")
+    ratio = ""
+    if one_runs:
+        one_rss = statistics.median(r["rss_mib"] for r in one_runs)
+        job_rss = statistics.median(r["rss_mib"] for r in job_runs)
+        ratio = (f"\n{args.ranks} ranks' peak RSS is {job_rss / one_rss:.2f}x one {args.rank_mb:g} MB rank's "
+                 f"({job_rss:,.0f} MiB against {one_rss:,.0f} MiB): ranks are read one at a time, each file's "
+                 "scanning buffers freed before the next.\n")
+    shutil.rmtree(job)
+
+    side = _side_by_side(args, tmp, one_runs)
+    return ("## Time and memory against size\n\n" + "\n".join(table) + "\n" + ratio + side +
+            "\nThe analysis's JSON output on every Kineto fixture is byte-identical to revision "
+            f"{BEFORE_REV}'s: tests/test_kineto_golden.py.\n")
+
+
+def _side_by_side(args, tmp: Path, one_runs: list[dict] | None) -> str:
+    trace = tmp / f"rank0_{args.rank_mb:g}mb.pt.trace.json"
+    if not one_runs or not trace.exists():
+        return ""
+    lines = [f"\n## One {args.rank_mb:g} MB rank, side by side\n",
+             "| reader | wall s | CPU s | peak RSS MiB | load | scaldiag faster: wall, CPU |", "|---|---|---|---|---|---|"]
+    ours = statistics.median(r["wall_s"] for r in one_runs), statistics.median(r["cpu_s"] for r in one_runs)
+    lines.append(f"| scaldiag (this revision) | {spread(one_runs, 'wall_s')} | {spread(one_runs, 'cpu_s')} | "
+                 f"{spread(one_runs, 'rss_mib', '{:,.0f}')} | {loads(one_runs)} | |")
+    if not args.no_before:
+        tree = before_tree(tmp)
+        runs = [analyze(trace, tmp / "out.json", root=tree)]
+        lines.append(f"| scaldiag {BEFORE_REV} (json.loads, one dict per event) | {spread(runs, 'wall_s')} | "
+                     f"{spread(runs, 'cpu_s')} | {spread(runs, 'rss_mib', '{:,.0f}')} | {loads(runs)} | "
+                     f"{runs[0]['wall_s'] / ours[0]:.1f}x, {runs[0]['cpu_s'] / ours[1]:.1f}x |")
+    if not args.no_hta and HTA_PYTHON.exists():
+        alone = tmp / "hta"
+        alone.mkdir()
+        os.link(trace, alone / trace.name)
+        runs = [measure([str(HTA_PYTHON), str(HERE / "hta_breakdowns.py"), str(alone)], cwd=tmp)]
+        lines.append(f"| HolisticTraceAnalysis 0.5.0: load, temporal and idle breakdowns | {spread(runs, 'wall_s')} | "
+                     f"{spread(runs, 'cpu_s')} | {spread(runs, 'rss_mib', '{:,.0f}')} | {loads(runs)} | "
+                     f"{runs[0]['wall_s'] / ours[0]:.1f}x, {runs[0]['cpu_s'] / ours[1]:.1f}x |")
+    elif not args.no_hta:
+        lines.append(f"| HTA: not run ({HTA_PYTHON} absent: python -m venv bench/.venv-hta && "
+                     "bench/.venv-hta/bin/pip install HolisticTraceAnalysis==0.5.0) | | | | | |")
+    return "\n".join(lines) + "\n(one run each of the others: they take minutes; the ratio is against scaldiag's median)\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
