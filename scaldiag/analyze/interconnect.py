@@ -98,6 +98,8 @@ class Curve:
 
     def time_s(self, message_bytes: float, n: int) -> float:
         measured = self._at_ranks(message_bytes)
+        if n == self.ranks:
+            return measured
         return self.latency_s + max(0.0, measured - self.latency_s) * ring_volume(n) / ring_volume(self.ranks)
 
     def _at_ranks(self, m: float) -> float:
@@ -323,7 +325,9 @@ def calibration_from_dict(data: dict, path: str = "") -> Calibration:
     if rows and ranks >= 2:
         sizes = tuple(float(r["bytes"]) for r in rows)
         times = tuple(float(r["median_s"]) for r in rows)
-        latency = times[0] if sizes[0] <= SMALL_MESSAGE_BYTES else min(NCCL_LATENCY_S, times[0])
+        # the fixed cost of a call: no more than the fastest call measured (on a busy host the smallest
+        # size is not always the fastest)
+        latency = min(times) if sizes[0] <= SMALL_MESSAGE_BYTES else min(NCCL_LATENCY_S, min(times))
         tail = ring_volume(ranks) * sizes[-1] / times[-1]
         curve = Curve(sizes, times, ranks, latency, tail, _calibration_source(data, sizes, times, ranks, path))
     return Calibration(path, str(data["device"]), machine.get("gpu_name"), int(machine.get("gpu_count") or 0),

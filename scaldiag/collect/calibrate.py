@@ -149,8 +149,9 @@ def _time_size(torch, dist, device, message_bytes: int, cuda: bool) -> dict:
     x = torch.zeros(max(1, message_bytes // 4), dtype=torch.float32, device=device)
     for _ in range(WARMUP_CALLS):
         dist.all_reduce(x)
-    one = _batch_s(torch, dist, x, 1, cuda)
-    calls = max(1, min(MAX_BATCH_CALLS, int(BATCH_TARGET_S / max(one, 1e-9))))
+    one = torch.tensor([_batch_s(torch, dist, x, 1, cuda)], dtype=torch.float64, device=device)
+    dist.all_reduce(one, op=dist.ReduceOp.MAX)  # every rank must make the same number of calls, or they hang
+    calls = max(1, min(MAX_BATCH_CALLS, int(BATCH_TARGET_S / max(one.item(), 1e-9))))
     mine = torch.tensor([_batch_s(torch, dist, x, calls, cuda) for _ in range(REPEATS)], dtype=torch.float64,
                         device=device)
     dist.all_reduce(mine, op=dist.ReduceOp.MAX)  # each repeat: its slowest rank

@@ -1,0 +1,61 @@
+"""``scaldiag calibrate`` for real on two CPU processes (torch.distributed, gloo): the curve it saves, where, and
+that GPU predictions leave it alone."""
+
+import argparse
+import json
+
+import pytest
+
+from scaldiag.analyze import interconnect as ic
+from scaldiag.commands import calibrate
+from scaldiag.errors import ScaldiagError
+
+pytest.importorskip("torch.distributed")
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    calibrate.add_parser(parser.add_subparsers())
+    return parser.parse_args(["calibrate", *argv])
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv(ic.CALIBRATION_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def test_two_cpu_ranks_measure_save_and_print_a_cpu_calibration(tmp_path, capsys):
+    assert calibrate.run(_args("--device", "cpu", "--framework", "torch", "--sizes", "8,4K,256K")) == 0
+    saved = tmp_path / "cache" / "scaldiag" / "interconnect" / "cpu-x2-torch.json"
+    doc = json.loads(saved.read_text())
+    assert (doc["schema"], doc["device"], doc["backend"], doc["ranks"]) == (ic.CALIBRATION_SCHEMA, "cpu", "gloo", 2)
+    rows = doc["allreduce"]
+    assert [r["bytes"] for r in rows] == [8, 4096, 262144]
+    for r in rows:
+        assert 0 < r["min_s"] <= r["median_s"] <= r["max_s"] and r["repeats"] == 7
+        assert r["busbw_bytes_per_s"] == pytest.approx(r["bytes"] / r["median_s"])  # 2 ranks: busbw = algbw
+    out = capsys.readouterr().out
+    assert "busbw GB/s" in out and "256 KiB" in out and f"saved: {saved}" in out
+    assert "GPU predictions do not use it" in out
+
+    found = ic.load_calibration(saved)
+    assert (found.device, found.curve.ranks) == ("cpu", 2)
+    assert found.curve.time_s(262144, 2) == pytest.approx(rows[-1]["median_s"])
+    h200 = {"gpus": [{"name": "NVIDIA H200", "nvlink_active_links": 0}]}
+    assert ic.from_inventory(h200).curve is ic.NVLINK4_X18_CURVE  # a CPU calibration never replaces a GPU's
+
+
+def test_ranks_past_the_timeout_are_stopped_with_a_clear_error(tmp_path):
+    with pytest.raises(ScaldiagError, match="took over 1 s and were stopped"):
+        calibrate.run(_args("--device", "cpu", "--sizes", "8", "--timeout", "1", "--out", str(tmp_path / "c.json")))
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_sizes_are_read_with_binary_suffixes_and_bad_ones_named():
+    assert calibrate.parse_sizes("1G, 8,64K,1MiB,64k") == [8, 65536, 2 ** 20, 2 ** 30]
+    for bad in ("3", "1X", "", "-8"):
+        with pytest.raises(ScaldiagError, match="--sizes"):
+            calibrate.parse_sizes(bad)
+    with pytest.raises(ScaldiagError, match="--framework torch"):
+        calibrate.run(_args("--device", "cpu", "--framework", "jax"))
