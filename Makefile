@@ -37,17 +37,19 @@ bench/.venv-xprof/bin/python:
 
 bench-env: bench/.venv-xprof/bin/python
 
-# 27 MB, 270 MB and 1 GB traces (1.3 GB of temporary disk; xprof takes ~13 GB of memory at 1 GB).
+# Every CPU benchmark with its defaults, one result file each (bench/results/NAME.md); `python -m bench`
+# lists them with the claim each guards, `python -m bench NAME` runs one (bench/README.md). Hours, not
+# minutes: analyze builds a 1 GB trace (xprof takes ~13 GB of memory there).
 bench: setup bench-env
-	$(BIN)/python bench/bench_analyze.py --xprof-python bench/.venv-xprof/bin/python
+	$(BIN)/python -m bench --all cpu
 
+# analyze at 27 and 270 MB only.
 bench-small: setup bench-env
-	$(BIN)/python bench/bench_analyze.py --xprof-python bench/.venv-xprof/bin/python --copies 156,1560 \
-		--out bench/results/analyze_vs_xprof_small.md
+	$(BIN)/python -m bench analyze --copies 156,1560
 
 # The NVML sampler's CPU use against the tests' fake NVML (on the GPU machine: without --fake).
 bench-sampler: setup
-	$(BIN)/python bench/bench_sampler.py --fake 8 --gpus 1,2,8 --seconds 5 --out bench/results/sampler_fake_nvml.md
+	$(BIN)/python -m bench sampler --fake 8 --gpus 1,2,8 --seconds 5
 
 # Re-record the TensorFlow-on-CPU fixture traces.
 fixtures: setup

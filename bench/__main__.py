@@ -69,11 +69,27 @@ def _list() -> int:
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "list"):
         return _list()
-    if argv[0] == "--names":  # for make: the benchmarks of one device kind
+    if argv[0] == "--names":  # the benchmarks of one device kind
         kind = argv[1] if len(argv) > 1 else "cpu"
         print(" ".join(b.name for b in benchmarks() if b.device == kind))
         return 0
+    if argv[0] == "--all":  # make bench: each of one kind with its defaults, the failures summed up at the end
+        return run_all(argv[1] if len(argv) > 1 else "cpu")
     return run(argv[0], argv[1:])
+
+
+def run_all(kind: str) -> int:
+    failed = []
+    for b in (b for b in benchmarks() if b.device == kind):
+        print(f"== python -m bench {b.name}", flush=True)
+        try:
+            rc = run(b.name, [])
+        except SystemExit as exc:  # an argparse error: the benchmark needs arguments it has no default for
+            rc = exc.code if isinstance(exc.code, int) else 2
+        if rc:
+            failed.append(f"{b.name} (exit {rc})")
+    print("all ran" if not failed else f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

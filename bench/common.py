@@ -9,10 +9,12 @@ machine mean little without its load.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
 import platform
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -74,3 +76,39 @@ def write_result(name: str, claim: str, argv: list[str], body: str, machine_befo
     path.write_text(header(name, claim, argv, machine_before) + body.rstrip() + "\n", encoding="utf-8")
     print(f"wrote {path}", file=sys.stderr)
     return path
+
+
+class _Tee(io.TextIOBase):
+    """stdout as it is, and a copy kept for the result file."""
+
+    def __init__(self, stream):
+        self.stream, self.kept = stream, io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.kept.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def claim_of(doc: str | None) -> str:
+    """A benchmark's claim: the first line of its module docstring."""
+    return (doc or "").strip().splitlines()[0] if (doc or "").strip() else "(no claim written)"
+
+
+def record(name: str, doc: str | None, argv: list[str], body: Callable[[], int | None]) -> int:
+    """Run ``body`` (a benchmark's work, printing its tables), then write what it printed as
+    ``bench/results/NAME.md`` under the header. A failed run's file says that it failed."""
+    before = machine()
+    tee = _Tee(sys.stdout)
+    sys.stdout = tee
+    try:
+        rc = int(body() or 0)
+    finally:
+        sys.stdout = tee.stream
+    text = tee.kept.getvalue()
+    if rc:
+        text = f"**The run failed (exit status {rc}): the numbers below are not a result.**\n\n" + text
+    write_result(name, claim_of(doc), argv, text, before)
+    return rc

@@ -4,7 +4,7 @@ Every line's events are repeated ``copies`` times, each copy shifted by the
 trace's span; step markers get fresh step numbers so every copy's steps
 count. Names, stats and nesting are those of the real trace.
 
-    python bench/make_large_trace.py OUT.xplane.pb [--copies 200]
+    python bench/analyze/make_large_trace.py OUT.xplane.pb [--copies 200]
 """
 
 from __future__ import annotations

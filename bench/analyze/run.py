@@ -1,4 +1,6 @@
-"""Benchmark: `scaldiag analyze` against xprof's overview_page and the bare-parse floor, at several sizes.
+"""`scaldiag analyze` is linear in a trace's size, faster than xprof's overview_page, in a fraction of its memory (docs/analyze.md).
+
+Benchmark: `scaldiag analyze` against xprof's overview_page and the bare-parse floor, at several sizes.
 
 Traces are made by make_large_trace.py, tiling the real H200 trace in time
 (27 MB, 270 MB and 1 GB by default: 156, 1560 and 5700 copies). Each tool
@@ -20,7 +22,7 @@ per-round speed and memory ratios of xprof to scaldiag, and per million
 events, to show how each grows. Also: how fast a 100 MB zero-filled file
 is rejected.
 
-    python bench/bench_analyze.py --xprof-python bench/.venv-xprof/bin/python \\
+    python -m bench analyze --xprof-python bench/.venv-xprof/bin/python \\
         [--copies 156,1560,5700] [--rounds 3] [--traces DIR] [--keep]
 """
 
@@ -37,7 +39,9 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.common import record
+
+ROOT = Path(__file__).resolve().parents[2]
 
 _USAGE = """
 import json, resource, sys, time
@@ -107,20 +111,23 @@ def run(python: str, code: str, trace: str) -> dict:
 def make_trace(folder: Path, copies: int) -> Path:
     path = folder / f"h200x2_tiled_{copies}.xplane.pb"
     if not path.exists():
-        subprocess.run([sys.executable, str(ROOT / "bench" / "make_large_trace.py"), str(path),
+        subprocess.run([sys.executable, str(ROOT / "bench" / "analyze" / "make_large_trace.py"), str(path),
                         "--copies", str(copies)], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     return path
 
 
-def main() -> None:
+def _main(argv: list[str]) -> int | None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--xprof-python", required=True)
+    parser.add_argument("--xprof-python", default=str(ROOT / "bench" / ".venv-xprof" / "bin" / "python"),
+                        help="xprof's own venv (make bench-env makes it; never a dependency of scaldiag)")
     parser.add_argument("--copies", default="156,1560,5700", help="copies of the fixture per trace (27 MB, 270 MB, 1 GB)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--traces", help="folder for the traces (default: a temporary one, deleted after)")
     parser.add_argument("--keep", action="store_true", help="keep the traces in --traces")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "analyze_vs_xprof.md"))
-    args = parser.parse_args()
+    parser.add_argument("--out", help="also write the table here (it always goes to bench/results/analyze.md)")
+    args = parser.parse_args(argv)
+    if not Path(args.xprof_python).is_file():
+        parser.error(f"no xprof venv at {args.xprof_python}: make bench-env makes it")
     copies = [int(c) for c in args.copies.split(",")]
     tmp = tempfile.TemporaryDirectory()
     folder = Path(args.traces or tmp.name)
@@ -187,10 +194,9 @@ def write(args, copies, sizes, results, rejected) -> None:
     lines = [f"# scaldiag analyze vs xprof overview_page, 27 MB to 1 GB ({date.today().isoformat()})", "",
              f"Machine: {_machine()}; shared with other work, so only ratios within a round mean much.",
              f"Versions: {_versions(args.xprof_python)}.",
-             f"Command: `python bench/bench_analyze.py {' '.join(sys.argv[1:])}` "
              f"({args.rounds} rounds, tools rotating, fresh processes; wall time from process start).",
              "Traces: the H200 fixture (fixtures/gpu/h200x2_jax_dataparallel.xplane.pb) tiled in time by "
-             "bench/make_large_trace.py.", "",
+             "bench/analyze/make_large_trace.py.", "",
              "| trace | tool | wall s (median, min-max) | CPU s | events/s | peak RSS MB | s per M events | MB per M events |",
              "|---|---|---|---|---|---|---|---|"]
     for c in copies:
@@ -217,9 +223,12 @@ def write(args, copies, sizes, results, rejected) -> None:
     lines += ["", f"A 100 MB zero-filled file is rejected (TraceError) in {med(rejected, 'wall_s'):.3f} s "
               f"from process start, peak RSS {med(rejected, 'rss_mb'):.0f} MB: \"{rejected[0]['error']}\"", ""]
     text = "\n".join(lines)
-    Path(args.out).write_text(text)
+    if args.out:
+        Path(args.out).write_text(text)
     print(text)
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str]) -> int:
+    """``python -m bench analyze [ARGS]``: the run, its output kept as bench/results/analyze.md."""
+    return record("analyze", __doc__, argv, lambda: _main(argv))
+

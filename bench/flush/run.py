@@ -1,9 +1,11 @@
-"""Benchmark: what one flush of steps.jsonl costs the training thread, per folder it is written in.
+"""One flush of steps.jsonl costs the training thread tens of microseconds: under a microsecond a step (docs/profile.md).
 
-    python bench/bench_flush.py [--dirs /tmp,.,/dev/shm] [--flushes 200] [--steps 90] [--rounds 5]
+Benchmark: what one flush of steps.jsonl costs the training thread, per folder it is written in.
+
+    python -m bench flush [--dirs /tmp,.,/dev/shm] [--flushes 200] [--steps 90] [--rounds 5]
 
 The step recorder keeps steps in memory and writes them as one line at most every 0.1 s (or later where
-the last write was slow, see recorder.py). bench_step_hook.py times ``StepRecorder.begin`` in a loop of
+the last write was slow, see recorder.py). `python -m bench step_hook` times ``StepRecorder.begin`` in a loop of
 calls, where a flush is shared by ~10^5 steps, so it cannot show a flush's cost; in a host-bound fit
 (1.1 ms steps on the H200 machine) one flush is shared by ~90 steps, and a flush that takes ~1 ms is
 ~1% of step time. This times each flush as the recorder does it (``--steps`` begins, then
@@ -24,7 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.common import record
+
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from scaldiag.collect import recorder as recorder_module  # noqa: E402
@@ -65,13 +69,13 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def main() -> None:
+def _main(argv: list[str]) -> int | None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dirs", default=f"{tempfile.gettempdir()},.,/dev/shm", help="comma-separated folders")
     p.add_argument("--flushes", type=int, default=200, help="per folder and round")
     p.add_argument("--steps", type=int, default=90, help="steps per flush (0.1 s of 1.1 ms steps)")
     p.add_argument("--rounds", type=int, default=5)
-    a = p.parse_args()
+    a = p.parse_args(argv)
     folders = [Path(d) for d in a.dirs.split(",") if d and os.path.isdir(d) and os.access(d, os.W_OK)]
     flush: dict[Path, list[float]] = {f: [] for f in folders}
     write: dict[Path, list[float]] = {f: [] for f in folders}
@@ -110,5 +114,7 @@ def filesystem(folder: Path) -> str:
         return "?"
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str]) -> int:
+    """``python -m bench flush [ARGS]``: the run, its output kept as bench/results/flush.md."""
+    return record("flush", __doc__, argv, lambda: _main(argv))
+

@@ -1,9 +1,11 @@
-"""The long fuzz run: 10,000+ damaged traces, run and sweep directories; 0 uncaught exceptions expected.
+"""No damaged trace, Kineto file or run directory makes scaldiag crash, hang or run out of memory (docs/reliability.md).
 
-    .venv/bin/python bench/fuzz_long.py [--cases N] [--out bench/results/fuzz_long.md]
-    .venv/bin/python bench/fuzz_long.py --mode kineto --cases 10000 [--jobs J] --out bench/results/fuzz_long_kineto.md
-    .venv/bin/python bench/fuzz_long.py --mode rundir --cases 10000 [--jobs J] --out bench/results/fuzz_long_rundir.md
-    .venv/bin/python bench/fuzz_long.py --mode kineto --only N       (case N again, alone)
+The long fuzz run: 10,000+ damaged traces, run and sweep directories; 0 uncaught exceptions expected.
+
+    python -m bench fuzz [--cases N]
+    python -m bench fuzz --mode kineto --cases 10000 [--jobs J]
+    python -m bench fuzz --mode rundir --cases 10000 [--jobs J]
+    python -m bench fuzz --mode kineto --only N       (case N again, alone)
 
 ``--mode kineto``: the real Kineto fixtures (fixtures/kineto, fixtures/x2_devset/torch_ddp_sync_*)
 with numbers set to huge, negative, non-numeric, unicode-digit and unparseable values (1e999999, 5,000
@@ -46,7 +48,9 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.common import record
+
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 try:  # the xplane mode's generators; the kineto and rundir modes need neither
@@ -67,7 +71,7 @@ def _alarm(signum, frame):
     raise Hang()
 
 
-def main() -> int:
+def _main(argv: list[str]) -> int | None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", type=int, default=10_000, help="total cases over the four targets")
     parser.add_argument("--out", type=Path, help="write the result as markdown here")
@@ -78,7 +82,7 @@ def main() -> int:
     parser.add_argument("--only", type=int, metavar="N", help="kineto, rundir: run case N alone (to reproduce it)")
     parser.add_argument("--jobs", type=int, default=1, help="kineto, rundir: worker processes (case N is the same)")
     parser.add_argument("--time-limit", type=float, help="kineto, rundir: stop drawing cases after this many s")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.mode != "xplane":
         return run_cli_mode(args.mode, args.cases, args.seed, args.out, args.only, args.jobs, args.time_limit)
     fixtures = [Path(p).read_bytes() for p in sorted(glob.glob(str(ROOT / "fixtures" / "**" / "*.xplane.pb"),
@@ -150,7 +154,7 @@ def report(results, failures, wall, rss_mb, slowest, cases) -> str:
              f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
              f"- machine: {platform.node()}, {platform.machine()}, {platform.processor() or '?'}, "
              f"Python {platform.python_version()}, {platform.system()} {platform.release()}",
-             f"- command: `.venv/bin/python bench/fuzz_long.py --cases {cases} --out bench/results/fuzz_long.md`",
+             f"- command: `python -m bench fuzz --cases {cases}`",
              f"- wall time: {wall:.0f} s; slowest case {slowest:.2f} s (limit {CASE_TIMEOUT_S} s); "
              f"peak RSS of the whole run {rss_mb:.0f} MiB", "",
              "| target | cases | report | ScaldiagError (exit 2) | uncaught | hangs |", "|---|---|---|---|---|---|"]
@@ -671,8 +675,8 @@ def cli_report(mode, counts, failures, times, wall, rss_mb, cases, seed, partial
              f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
              f"- machine: {platform.node()}, {platform.machine()}, {os.cpu_count()} cores (shared), "
              f"Python {platform.python_version()}, {platform.system()} {platform.release()}",
-             f"- command: `.venv/bin/python bench/fuzz_long.py --mode {mode} --cases {cases} --seed {seed} "
-             f"--jobs {jobs} --out bench/results/fuzz_long_{mode}.md`",
+             f"- command: `python -m bench fuzz --mode {mode} --cases {cases} --seed {seed} "
+             f"--jobs {jobs}`",
              f"- revision: {revision}",
              f"- the CLI's `main(argv)` in one process, each case under a {ABORT_S} s alarm; a case over {SLOW_S} s "
              "is a failure",
@@ -694,5 +698,7 @@ def cli_report(mode, counts, failures, times, wall, rss_mb, cases, seed, partial
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def main(argv: list[str]) -> int:
+    """``python -m bench fuzz [ARGS]``: the run, its output kept as bench/results/fuzz.md."""
+    return record("fuzz", __doc__, argv, lambda: _main(argv))
+

@@ -3,7 +3,7 @@ beside a real training, rounds alternating the pieces.
 
     python3 bench/gpu/host_tick_probe.py [--seconds 15] [--rounds 2] [--pieces noop,now,...] -- TRAINING COMMAND...
 
-A tick timed in a loop (bench/bench_host_tree.py) runs warm; the sampler's ticks come 100 ms apart,
+A tick timed in a loop (python -m bench host_tree) runs warm; the sampler's ticks come 100 ms apart,
 beside a training that fills the caches, and cost more. This runs each piece as the sampler runs it
 (its own thread, niced, 10 Hz) and reads the thread's CPU time per tick: a no-op tick (the loop's
 floor), the tree (ProcTree; its look for new workers alone), the cores (ProcCores; psutil's cpu_percent), the whole tick now
@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil  # noqa: E402
-from bench_host_tree import previous_tick  # noqa: E402
 
+from bench.host_tree.run import previous_tick  # noqa: E402
 from scaldiag.collect.host import PERIOD_S, Descendants, HostSampler, ProcCores, ProcTree, PsutilTree  # noqa: E402
 from scaldiag.collect.samplers import FLUSH_EVERY_ROWS, FLUSH_MAX_DELAY_S  # noqa: E402
 from scaldiag.collect.sampling import PeriodicSampler  # noqa: E402

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool, nvidia-h200-x2), from the project root, with .whl carried:
-#   PARTS="probe profiles overhead" ROUNDS=5 bash bench/gpu/run_capture.sh
+#   PARTS="probe profiles" bash bench/gpu/run_capture.sh
 # Writes everything into $OUT/gpu_results.tgz (the device tool brings back only a few files).
 set -u
-PARTS=${PARTS:-"probe profiles overhead"}
+PARTS=${PARTS:-"probe profiles"}
 source bench/gpu/setup.sh /tmp/gpu_results
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 nvidia-smi --query-gpu=index,name,uuid,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max --format=csv > "$OUT/gpus.csv" 2>&1
@@ -22,10 +22,7 @@ case " $PARTS " in *" profiles "*)
   echo "exit $?" >> "$OUT/check_nvml_real.txt"
   tail -n 5 "$OUT/check_nvml_real.txt";;
 esac
-# Capture overhead with Keras on JAX, 1 GPU (same script, with and without capture).
-case " $PARTS " in *" overhead "*)
-  CUDA_VISIBLE_DEVICES=0 python3 bench/bench_overhead.py --rounds "${ROUNDS:-5}" --steps 600 --batch 256 \
-    --label gpu-jax-h200 --out "$OUT/overhead_gpu-jax-h200.md" > "$OUT/overhead.txt" 2>&1
-  tail -n 16 "$OUT/overhead_gpu-jax-h200.md";;
-esac
+# Capture overhead is measured inside one process now (bash bench/gpu/run_overhead.sh: python -m bench
+# overhead); the whole-process rounds that made results/gpu_h200x2/overhead_gpu-jax-h200*.md were
+# bench/bench_overhead.py, kept in git: git show 227e679:bench/bench_overhead.py.
 tar czf "$FINAL_OUT/gpu_results.tgz" -C /tmp gpu_results

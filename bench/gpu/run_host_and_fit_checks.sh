@@ -6,16 +6,16 @@
 set -u
 source bench/gpu/setup.sh /tmp/host_fit
 python3 bench/gpu/check_fit_raises.py /tmp/host_fit_runs > "$OUT/fit_raises_check.txt" 2>&1
-python3 bench/bench_host_tree.py --rounds 5 > "$OUT/host_tree_stand_in.txt" 2>&1
+python3 -m bench host_tree --rounds 5 > "$OUT/host_tree_stand_in.txt" 2>&1
 cp "$OUT"/* "$FINAL_OUT"/
 python3 examples/train_cnn.py --steps 100000 > "$OUT/train_cnn.log" 2>&1 &
 TRAIN=$!
 sleep 40
-python3 bench/bench_host_tree.py --rounds 5 --pid $TRAIN > "$OUT/host_tree_jax_training.txt" 2>&1
+python3 -m bench host_tree --rounds 5 --pid $TRAIN > "$OUT/host_tree_jax_training.txt" 2>&1
 kill $TRAIN
 wait $TRAIN
 cp "$OUT"/* "$FINAL_OUT"/
-python3 bench/capture_overhead_blocks.py --kind tiny --seconds 90 --block-steps 25 --steps 500 --batch 256 \
+python3 -m bench overhead --kind tiny --seconds 90 --block-steps 25 --steps 500 --batch 256 \
     --arms steady,sampler --out "$OUT/blocks_tiny_sampler.md" > "$OUT/keras.log" 2>&1
 cp "$OUT"/* "$FINAL_OUT"/
 tail -n 12 "$OUT/fit_raises_check.txt" "$OUT"/host_tree_*.txt

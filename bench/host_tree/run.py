@@ -1,6 +1,8 @@
-"""Benchmark: the host sampler's look at the training process tree, psutil's way and scaldiag's, side by side.
+"""The host sampler's tick, reading /proc itself, costs a fraction of psutil's way (docs/profile.md).
 
-    python bench/bench_host_tree.py [--rounds 5] [--calls 200] [--threads 100] [--pid PID]
+Benchmark: the host sampler's look at the training process tree, psutil's way and scaldiag's, side by side.
+
+    python -m bench host_tree [--rounds 5] [--calls 200] [--threads 100] [--pid PID]
 
 The host sampler sums CPU over the training process and its workers. psutil's
 ``children(recursive=True)`` reads the stat file of every process on the machine, so the sampler used
@@ -24,7 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.common import record
+
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
@@ -89,13 +93,13 @@ def measure(pid: int, rounds: int, calls: int) -> dict[str, list[float]]:
     return times
 
 
-def main() -> None:
+def _main(argv: list[str]) -> int | None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--threads", type=int, default=100)
     p.add_argument("--pid", type=int, help="look at this process (a real training) instead of a stand-in")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     if a.pid:
         subject = f"process {a.pid} ({psutil.Process(a.pid).num_threads()} threads)"
         found = {"psutil": len(_psutil_tree(a.pid)), "descendants": len(Descendants.of(a.pid).update())}
@@ -134,5 +138,7 @@ def main() -> None:
           f"{statistics.median(t['new_tick']) / 1e3:.3f}% now (the sampler's own loop aside).")
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str]) -> int:
+    """``python -m bench host_tree [ARGS]``: the run, its output kept as bench/results/host_tree.md."""
+    return record("host_tree", __doc__, argv, lambda: _main(argv))
+

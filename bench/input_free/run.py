@@ -1,6 +1,8 @@
-"""The input-free measurement before and after its budget (issue 27), side by side in one process.
+"""The input-free measurement stays within its 3 s budget and gives the step the earlier, longer one gave (docs/profile.md).
 
-    KERAS_BACKEND=tensorflow python bench/bench_input_free.py [--rounds 6] [--old-rev REV] [--models cnn,mlp,slow]
+The input-free measurement before and after its budget (issue 27), side by side in one process.
+
+    KERAS_BACKEND=tensorflow python -m bench input_free [--rounds 6] [--old-rev REV] [--models cnn,mlp,slow]
         [--out bench/results/input_free_budget_cpu]
 
 For each model (the bundled example's CNN on arrays, a small MLP on arrays, the CNN fed by the example's slow
@@ -27,9 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import record
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
@@ -120,13 +124,13 @@ def paired(old_rows, new_rows) -> dict | None:
     return {"ratio_mean": mean, "ci95": [mean - half, mean + half], "n": len(ratios)}
 
 
-def main() -> None:
+def _main(argv: list[str]) -> int | None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--old-rev", default="81e0724")
     parser.add_argument("--models", default="cnn,mlp,slow")
     parser.add_argument("--out", default=str(ROOT / "bench/results/input_free_budget_cpu"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     old = old_module(args.old_rev)
     revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     report = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),
@@ -170,5 +174,7 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str]) -> int:
+    """``python -m bench input_free [ARGS]``: the run, its output kept as bench/results/input_free.md."""
+    return record("input_free", __doc__, argv, lambda: _main(argv))
+

@@ -1,6 +1,8 @@
-"""Capture overhead inside ONE training process: short blocks of steps, each piece of capture alone.
+"""Capture costs a Keras training within 1% of its step after the trace window, measured inside one process (docs/profile.md).
 
-    python bench/capture_overhead_blocks.py --kind convnet --seconds 100 --block-steps 25 --out FILE.md
+Capture overhead inside ONE training process: short blocks of steps, each piece of capture alone.
+
+    python -m bench overhead --kind convnet --seconds 100 --block-steps 25 --out FILE.md
 
 Between-process noise (a fresh process's placement, clocks, allocator, compilation) swamps a 1%
 effect: 12 whole-process rounds on an H200 gave a 95% interval of [0.93, 1.07]. Within one process,
@@ -44,8 +46,8 @@ a flag check over the array batches (~0.1 us a batch; it routes a block's batche
 annotation or around it). Not measured here (outside the steady steps by design, or elsewhere):
 the profiler window (``trace_steps=0``; its inflation is reported per run), start-up and the end
 (input-ceiling and input-free passes). With ``--block-steps`` > 0 the epoch-edge marks are outside
-the blocks: ``bench_step_hook.py`` times a mark. bench_capture_overhead.py is the whole-process
-cross-check.
+the blocks: ``python -m bench step_hook`` times a mark. The whole-process cross-check was
+``git show 227e679:bench/bench_capture_overhead.py`` (results: bench/results/gpu_h200/capture_overhead.md).
 """
 
 from __future__ import annotations
@@ -64,7 +66,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.common import record
+
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -72,7 +76,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from accounting.timed_train import model_for  # noqa: E402
 from keras.src.callbacks.callback_list import CallbackList  # noqa: E402
-from overhead_blocks_stats import (  # noqa: E402
+
+from bench.overhead.stats import (  # noqa: E402
     against_clean_off,
     arm_stats,
     arm_tables,
@@ -84,7 +89,6 @@ from overhead_blocks_stats import (  # noqa: E402
     stop_sampler,
     verdict,
 )
-
 from scaldiag.collect.frameworks import input_marks, tracing  # noqa: E402
 
 # Not scaldiag.keras: importing it patches fit, which would annotate every arm's batches.
@@ -292,12 +296,12 @@ def analyse(path: str, carrying: set[str]) -> None:
                       f"[{s['t_low']:.4f}, {s['t_high']:.4f}]")
 
 
-def main() -> None:
-    if "--analyse" in sys.argv:
+def _main(argv: list[str]) -> int | None:
+    if "--analyse" in argv:
         q = argparse.ArgumentParser()
         q.add_argument("--analyse", required=True, help="a .json this benchmark wrote")
         q.add_argument("--carrying", default="", help="arms whose effect outlasts their blocks (comma-separated)")
-        b = q.parse_args()
+        b = q.parse_args(argv)
         analyse(b.analyse, {arm for arm in b.carrying.split(",") if arm})
         return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -311,9 +315,9 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="time for the timed blocks (sets the cycles)")
     p.add_argument("--max-cycles", type=int, default=100000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, help="markdown result file (a .json beside it holds every block)")
+    p.add_argument("--out", help="also write the table here, and every block in a .json beside it (for --analyse)")
     p.add_argument("--label", default="")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     if a.block_steps and (a.steps % a.block_steps or a.steps < 4 * a.block_steps):
         p.error("--steps must be a multiple of --block-steps, at least 4 blocks")
     backend = keras.backend.backend()
@@ -389,7 +393,8 @@ def main() -> None:
               "plan": plan, "times_s": times, "thread_cpu_s": blocks.cpu_times, "gc_runs": blocks.gc_runs, "steps_recorded": recorded,
               "sampler_stats": sampler_stats}
     result.update(arm_stats(times, blocks.cpu_times, plan, arms, a.block_steps))
-    Path(a.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
+    if a.out:
+        Path(a.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
     write(a, result)
 
 
@@ -402,7 +407,6 @@ def write(a, r: dict) -> None:
         f"# Capture overhead in one process, piece by piece {a.label} ({stamp})", "",
         f"Machine: {platform.node()}, {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
         f"Keras {keras.__version__} on {r['backend']}" + _backend_version(r["backend"]) + ".",
-        f"Command: `python bench/capture_overhead_blocks.py {' '.join(sys.argv[1:])}`.",
         f"Model `{a.kind}`, batch {a.batch}, epochs of {a.steps} steps; {unit}, each started and ended at a device "
         f"sync; {r['cycles']} cycles of {len(r['arms'])} arms, each arm block between two `off` blocks "
         f"({len(r['times_s'])} timed blocks in {r['wall_s']:.0f} s after a {r['warmup_s']:.0f} s warm-up). "
@@ -411,7 +415,8 @@ def write(a, r: dict) -> None:
         f"Steps recorded by ScaldiagCallback: {r['steps_recorded']}; sampler: {r['sampler_stats']}.", "",
         *arm_tables(r)]
     text = "\n".join(lines)
-    Path(a.out).write_text(text)
+    if a.out:
+        Path(a.out).write_text(text)
     print(text)
 
 
@@ -423,5 +428,7 @@ def _backend_version(backend: str) -> str:
         return ""
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str]) -> int:
+    """``python -m bench overhead [ARGS]``: the run, its output kept as bench/results/overhead.md."""
+    return record("overhead", __doc__, argv, lambda: _main(argv))
+

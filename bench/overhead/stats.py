@@ -1,6 +1,6 @@
 """The statistics and the sampler process of the in-process capture-overhead benchmarks, framework-free.
 
-Used by bench/capture_overhead_blocks.py (Keras) and bench/torch/overhead_blocks.py (PyTorch): a run is
+Used by bench/overhead/run.py (Keras) and bench/overhead_torch/run.py (PyTorch): a run is
 a plan of blocks, ``off`` between every two arm blocks (``schedule``); each arm block is compared with
 the two ``off`` blocks around it, r = log t_arm - (log t_before + log t_after) / 2, which cancels a
 linear drift (``comparisons``); ``interval`` gives the geometric mean ratio with a Student-t and a
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 TARGET_RATIO = 1.01

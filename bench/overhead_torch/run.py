@@ -1,9 +1,11 @@
-"""PyTorch capture overhead inside ONE training process: short blocks of steps, each piece of capture alone.
+"""Capture costs a PyTorch training within 1% of its step after the trace window, measured inside one process (docs/pytorch.md).
 
-    python3 bench/torch/overhead_blocks.py --seconds 150 --block-steps 25 --out FILE.md [--width 1024 --batch 1024]
+PyTorch capture overhead inside ONE training process: short blocks of steps, each piece of capture alone.
 
-The PyTorch twin of bench/capture_overhead_blocks.py (Keras), with the same statistics
-(bench/overhead_blocks_stats.py): whole-process rounds (bench/torch/capture_overhead.py) varied 6% from
+    python -m bench overhead_torch --seconds 150 --block-steps 25 --out FILE.md [--width 1024 --batch 1024]
+
+The PyTorch twin of bench/overhead/run.py (Keras), with the same statistics
+(bench/overhead/stats.py): whole-process rounds (bench/torch/capture_overhead.py) varied 6% from
 window to window and gave [0.88, 1.28] in 4 rounds, which cannot tell 1% apart. Here the loop is
 bench/torch/healthy.py's eager step (wide matmuls under bf16 autocast, fused AdamW, one optimizer) fed
 by a DataLoader of ready GPU batches (``batch_size=None``: no collation), and a block is
@@ -22,7 +24,7 @@ steps, untimed, run everything, the profiler window (steps 3-7) included. Arms:
 
 ``off``: the hook table without ours, the iterator's own ``__next__``, the sampler stopped. Not measured
 here: the profiler window and what outlasts it process-wide (the CUPTI teardown:
-bench/torch/profiler_aftermath.py), start-up and the input ceiling after training.
+bench/results/gpu_h200/torch/profiler_aftermath.md), start-up and the input ceiling after training.
 """
 
 from __future__ import annotations
@@ -40,15 +42,19 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench.common import record
+
+DEVICE = "gpu"  # a CUDA device: blocks end at torch.cuda.synchronize()
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "bench" / "torch")]
 
 import torch  # noqa: E402
 from healthy import build, eager_step  # noqa: E402
-from overhead_blocks_stats import arm_stats, arm_tables, schedule, start_sampler, stop_sampler  # noqa: E402
 from torch.optim import optimizer as optim_module  # noqa: E402
 from torch.utils.data import dataloader as dataloader_module  # noqa: E402
 
+from bench.overhead.stats import arm_stats, arm_tables, schedule, start_sampler, stop_sampler  # noqa: E402
 from scaldiag.collect.env import RUN_DIR_ENV  # noqa: E402
 from scaldiag.collect.frameworks import torch_hooks  # noqa: E402
 from scaldiag.collect.frameworks.torch_capture import CAPTURE  # noqa: E402
@@ -108,7 +114,7 @@ class Switch:
             self._sampling = running
 
 
-def main() -> None:
+def _main(argv: list[str]) -> int | None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--arms", default="steady,steady,hooks,loader,sampler")
     p.add_argument("--block-steps", type=int, default=25)
@@ -119,7 +125,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
     p.add_argument("--label", default="")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     a.fixed = None  # healthy.build's option: the eager step
     arms = [arm for arm in a.arms.split(",") if arm]
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -173,7 +179,8 @@ def main() -> None:
               "gc_runs": gc_runs, "steps_recorded": recorded, "sampler_stats": sampler_stats,
               "capture_failed": CAPTURE.failed}
     result.update(arm_stats(times, cpu_times, plan, arms, a.block_steps))
-    Path(a.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
+    if a.out:
+        Path(a.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
     write(a, result, dev)
 
 
@@ -185,7 +192,6 @@ def write(a, r: dict, dev) -> None:
         f"# PyTorch capture overhead in one process, piece by piece {a.label} ({stamp})", "",
         f"Machine: {platform.node()}, {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
         f"torch {torch.__version__}, {device}.",
-        f"Command: `python3 bench/torch/overhead_blocks.py {' '.join(sys.argv[1:])}`.",
         f"healthy.py's eager step, width {a.width}, batch {a.batch}, from a DataLoader of ready batches; blocks of "
         f"{r['block_steps']} steps, each ended by a device sync; {r['cycles']} cycles of {len(r['arms'])} arms "
         f"({len(r['times_s'])} timed blocks in {r['wall_s']:.0f} s after {r['warmup_s']:.1f} s of warm-up with "
@@ -194,9 +200,12 @@ def write(a, r: dict, dev) -> None:
         f"Steps recorded: {r['steps_recorded']}; capture failed: {r['capture_failed'] or 'no'}; sampler: "
         f"{r['sampler_stats']}.", "", *arm_tables(r)]
     text = "\n".join(lines)
-    Path(a.out).write_text(text)
+    if a.out:
+        Path(a.out).write_text(text)
     print(text)
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str]) -> int:
+    """``python -m bench overhead_torch [ARGS]``: the run, its output kept as bench/results/overhead_torch.md."""
+    return record("overhead_torch", __doc__, argv, lambda: _main(argv))
+

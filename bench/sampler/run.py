@@ -1,21 +1,22 @@
-"""Benchmark: the NVML sampler's CPU use, in % of one core, for 1, 2, 4, 8 GPUs, current against previous.
+"""The NVML sampler costs a small fraction of one core: a fixed part and a part per GPU (docs/profile.md).
 
 On the GPU machine, with the real NVML (only numpy, psutil and nvidia-ml-py needed, PYTHONPATH at
 the checkout):
 
-    python3 bench/bench_sampler.py --seconds 5 --rounds 3 --gpus 1,2,4,8 --out FILE
+    python3 -m bench sampler --seconds 5 --rounds 3 --gpus 1,2,4,8
 
 With fewer real GPUs than asked for, the extra GPUs are the real GPU 0 read again under another
 index (``RepeatedGpu``): every read is a real NVML call with its real cost, but 8 real GPUs were not
 there, so driver contention between GPUs is not in the number. Anywhere, with the fake NVML of the
 tests (it costs next to nothing per call, so what is left is the sampler's own Python and wake-ups):
 
-    python3 bench/bench_sampler.py --fake 8 --seconds 5 --rounds 3 --out FILE
+    python3 -m bench sampler --fake 8 --seconds 5 --rounds 3
 
-Two variants run side by side, alternating within each round so machine noise hits both:
-``current`` (scaldiag.collect.nvml.NvmlSampler with scaldiag.record.rundir.JsonlWriter) and
-``previous`` (bench/sampler_previous.py: the 100 Hz sampler and per-row writer before issue 12).
-Reported per variant and GPU count: the sampler thread's CPU time over its wall time
+The sampler measured is scaldiag.collect.nvml.NvmlSampler with scaldiag.record.rundir.JsonlWriter.
+(The 100 Hz sampler and per-row writer before issue 12 ran beside it until the frozen copy was
+removed: ``git show 227e679:bench/sampler_previous.py``; its results, current against previous, are
+bench/results/sampler_fake_nvml.md and bench/results/gpu_h200/sampler_cpu.md.)
+Reported per GPU count: the sampler thread's CPU time over its wall time
 (thread_time: user and system time of that thread alone), ticks and rows per second, the
 thread's context switches per second (its wake-ups; Linux /proc); then a least-squares line
 CPU % = fixed + per GPU x GPUs through the medians, and per-call CPU costs of each read (real NVML).
@@ -35,17 +36,16 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench.common import record
 
-from sampler_previous import PreviousJsonlWriter, PreviousNvmlSampler  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
 
 from scaldiag.collect.nvml import NvmlSampler  # noqa: E402
 from scaldiag.collect.samplers import FLUSH_EVERY_ROWS, FLUSH_MAX_DELAY_S  # noqa: E402
 from scaldiag.record.rundir import JsonlWriter  # noqa: E402
 
-VARIANTS = {"current": (NvmlSampler, JsonlWriter), "previous": (PreviousNvmlSampler, PreviousJsonlWriter)}
+VARIANTS = {"current": (NvmlSampler, JsonlWriter)}
 
 
 class RepeatedGpu:
@@ -128,7 +128,7 @@ def line_fit(points: list[tuple[int, float]]) -> tuple[float, float] | None:
     return my - b * mx, b
 
 
-def main() -> None:
+def _main(argv: list[str]) -> int | None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement")
     parser.add_argument("--rounds", type=int, default=3)
@@ -136,10 +136,14 @@ def main() -> None:
     parser.add_argument("--pcie-bytes-per-s", type=float, default=None,
                         help="with --fake: the fake's PCIe traffic (default the fake's 1 GB/s)")
     parser.add_argument("--gpus", default="1,2,4,8", help="GPU counts to measure")
-    parser.add_argument("--out", required=True, help="markdown result file")
-    args = parser.parse_args()
+    parser.add_argument("--out", help="also write the table here (it always goes to bench/results/sampler.md)")
+    args = parser.parse_args(argv)
     counts = sorted({int(c) for c in args.gpus.split(",")})
     costs = None
+    if not args.fake and not _nvml_here():
+        # On a machine without NVML (make bench on the CPU), the fake: what is left is the sampler's own cost.
+        print("no NVML on this machine: the tests' fake NVML instead (--fake)")
+        args.fake = max(counts)
     if args.fake:
         sys.path.insert(0, str(ROOT / "tests"))
         from fake_nvml import FakeNvml
@@ -183,7 +187,6 @@ def write(args, source: str, counts: list[int], results: list[dict], costs: dict
     lines = [f"# NVML sampler CPU use ({stamp})", "",
              f"Machine: {platform.node()}, {platform.machine()}, {os.cpu_count()} cores, "
              f"Python {platform.python_version()}; {source}.",
-             f"Command: `python3 bench/bench_sampler.py {' '.join(sys.argv[1:])}`. "
              f"{args.rounds} rounds of {args.seconds:g} s per variant and GPU count, variants alternating.", "",
              "| GPUs | variant | CPU % of one core (median, min-max) | ticks/s | rows/s | thread switches/s |",
              "|---|---|---|---|---|---|"]
@@ -200,7 +203,8 @@ def write(args, source: str, counts: list[int], results: list[dict], costs: dict
                          f"{med(rows, 'switches_per_s'):.0f} |")
     ratios = [f"{n} GPU{'s' if n > 1 else ''}: {medians[('current', n)] / medians[('previous', n)]:.2f}"
               for n in counts if ('current', n) in medians and ('previous', n) in medians]
-    lines += ["", f"CPU ratio current/previous (medians): {', '.join(ratios)}."]
+    if ratios:
+        lines += ["", f"CPU ratio current/previous (medians): {', '.join(ratios)}."]
     for variant in VARIANTS:
         fit = line_fit([(n, medians[(variant, n)]) for n in counts if (variant, n) in medians])
         if fit:
@@ -213,7 +217,8 @@ def write(args, source: str, counts: list[int], results: list[dict], costs: dict
                   "| read | CPU ms per call |", "|---|---|",
                   *[f"| {k} | {v:.4f} |" for k, v in costs.items()], ""]
     text = "\n".join(lines)
-    Path(args.out).write_text(text)
+    if args.out:
+        Path(args.out).write_text(text)
     print(text)
 
 
@@ -226,10 +231,22 @@ def _version(dist: str) -> str:
         return "?"
 
 
+def _nvml_here() -> bool:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return True
+    except Exception:  # no module, no library, no driver: all mean "no NVML here"
+        return False
+
+
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-if __name__ == "__main__":
+def main(argv: list[str]) -> int:
+    """``python -m bench sampler [ARGS]``: the run, its output kept as bench/results/sampler.md."""
     threading.current_thread().name = "bench"
-    main()
+    return record("sampler", __doc__, argv, lambda: _main(argv))
+

@@ -1,6 +1,8 @@
-"""Benchmark: what capture costs the training thread per step, piece by piece, in microseconds.
+"""Each piece of capture costs the training thread about a microsecond a call or less, in a loop (docs/profile.md).
 
-    python bench/bench_step_hook.py [--seconds 1.0] [--rounds 5]
+Benchmark: what capture costs the training thread per step, piece by piece, in microseconds.
+
+    python -m bench step_hook [--seconds 1.0] [--rounds 5]
 
 Direct timing on the calling thread (a loop of calls, so a floor: inside a real step the caches are
 colder), each piece as ``scaldiag profile`` runs it once per step:
@@ -29,7 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.common import record
+
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from scaldiag.collect.recorder import StepRecorder  # noqa: E402
@@ -97,11 +101,11 @@ def annotation_cases() -> dict:
             f"  (the {backend} profiler annotation entered and left, no trace running: no longer paid)": annotation_alone}
 
 
-def main() -> None:
+def _main(argv: list[str]) -> int | None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=1.0, help="per case and round")
     p.add_argument("--rounds", type=int, default=5)
-    a = p.parse_args()
+    a = p.parse_args(argv)
     tmp = Path(tempfile.mkdtemp())
     recorder = StepRecorder(tmp, None, 3, 0)
     encode = json.JSONEncoder(separators=(",", ":")).encode
@@ -126,5 +130,7 @@ def main() -> None:
         print(f"{name}: {statistics.median(values):.2f} us per call (min-max {min(values):.2f}-{max(values):.2f})")
 
 
-if __name__ == "__main__":
-    main()
+def main(argv: list[str]) -> int:
+    """``python -m bench step_hook [ARGS]``: the run, its output kept as bench/results/step_hook.md."""
+    return record("step_hook", __doc__, argv, lambda: _main(argv))
+

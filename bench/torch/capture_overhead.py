@@ -3,7 +3,8 @@
     python3 bench/torch/capture_overhead.py --rounds 4 --out FILE [--keep DIR] [-- healthy.py args]
 
 Each round runs bench/torch/healthy.py plainly and under `scaldiag profile`, in alternating order (plain
-first in odd rounds, captured first in even ones), as bench/bench_capture_overhead.py does for Keras, and
+first in odd rounds, captured first in even ones), as the Keras whole-process benchmark did
+(git show 227e679:bench/bench_capture_overhead.py), and
 reads the script's own stopwatch: samples/s over the steps after its warm-up, each window ended by
 torch.cuda.synchronize() (the profiler window, steps 3-7, is inside the warm-up, so what is measured is
 what runs all the time: the optimizer step hooks, step recording, marks, NVML and host sampling).
