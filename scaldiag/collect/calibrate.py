@@ -79,12 +79,13 @@ def measure_torch(sizes: list[int], ranks: int, device: str, timeout_s: float = 
         config = Path(tmp) / "config.json"
         config.write_text(json.dumps({"sizes": sizes, "ranks": ranks, "device": device, "port": _free_port(),
                                       "result": str(result)}))
-        procs = [_start_rank(config, rank) for rank in range(ranks)]
+        logs = [Path(tmp) / f"rank{rank}.log" for rank in range(ranks)]  # files, not pipes: NCCL_DEBUG can fill one
+        procs = [_start_rank(config, rank, log) for rank, log in enumerate(logs)]
         _wait(procs, timeout_s)
         failed = [(r, p) for r, p in enumerate(procs) if p.returncode != 0]
         if failed:
             rank, p = failed[0]
-            tail = (p.stderr.read() if p.stderr else "").strip().splitlines()[-3:]
+            tail = logs[rank].read_text(errors="replace").strip().splitlines()[-3:]
             raise ScaldiagError(f"calibrate: rank {rank} of {ranks} exited {p.returncode}: " + " | ".join(tail))
         return json.loads(result.read_text())["allreduce"]
 
@@ -95,11 +96,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_rank(config: Path, rank: int) -> subprocess.Popen:
+def _start_rank(config: Path, rank: int, log: Path) -> subprocess.Popen:
     root = str(Path(__file__).resolve().parents[2])  # the folder holding the scaldiag package
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    return subprocess.Popen([sys.executable, "-m", "scaldiag.collect.calibrate", str(config), str(rank)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with open(log, "w") as err:
+        return subprocess.Popen([sys.executable, "-m", "scaldiag.collect.calibrate", str(config), str(rank)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=err)
 
 
 def _wait(procs: list[subprocess.Popen], timeout_s: float) -> None:
@@ -213,11 +215,20 @@ def _cuda_repeats(torch, op, calls: int = 10) -> dict:
 
 # --- JAX ---
 
-def jax_devices() -> tuple[int, str]:
+def jax_devices() -> tuple[int, str, str]:
+    """How many local devices JAX has, their platform ("gpu", "cpu"...) and kind ("NVIDIA H200")."""
     import jax
 
     devices = jax.local_devices()
-    return len(devices), devices[0].platform
+    return len(devices), devices[0].platform, devices[0].device_kind
+
+
+def torch_gpus() -> tuple[int, str | None]:
+    """How many GPUs PyTorch sees, and the first one's name."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return count, torch.cuda.get_device_name(0) if count else None
 
 
 def measure_jax(sizes: list[int]) -> list[dict]:

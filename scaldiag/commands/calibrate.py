@@ -92,19 +92,20 @@ def _default_framework() -> str:
 
 
 def _gpus(framework: str, machine: dict, device: str) -> int:
-    """GPUs the framework can use here (0: calibrate on CPU processes)."""
+    """GPUs the framework can use here (0: calibrate on CPU processes); the product name from the framework
+    where NVML did not give it."""
     if device == "cpu":
         return 0
     if framework == "jax":
-        count, platform = measure.jax_devices()
-        found = count if platform == "gpu" else 0
+        count, platform, kind = measure.jax_devices()
+        found, name = (count, kind) if platform == "gpu" else (0, None)
     else:
-        import torch
-
-        found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        found, name = measure.torch_gpus()
     if device == "gpu" and not found:
         raise ScaldiagError(f"calibrate --device gpu: {framework} sees no GPU here (NVML: "
                             f"{machine.get('gpu_count') or 0} GPUs)")
+    if found and not machine.get("gpu_name"):
+        machine["gpu_name"] = name
     return found
 
 
@@ -131,7 +132,7 @@ def _one_gpu(framework: str, machine: dict) -> dict:
     local = measure.measure_torch_one_gpu() if framework == "torch" else measure.measure_jax_one_gpu()
     doc = _base(framework, machine, "gpu", 1, "nccl" if framework == "torch" else "xla")
     doc["local"] = local
-    link = ic.from_inventory({"gpus": machine.get("gpus") or []}, calibrations=[])
+    link = ic.from_inventory({"gpus": machine.get("gpus") or [{"name": machine.get("gpu_name")}]}, calibrations=[])
     assumed = link.describe() if link else "no link known (NVML names no GPU product or PCIe link)"
     doc["notes"] += ["one GPU visible: the link between GPUs cannot be measured here, so no all-reduce curve "
                      "was saved", f"predictions from this machine assume: {assumed}"]
