@@ -337,6 +337,8 @@ static int skip_value(const char **pp, const char *end) {
 
 /* ---- numbers of the fast path ---- */
 
+static int is_number_start(char c) { return c == '-' || (c >= '0' && c <= '9'); }
+
 /* A plain integer of at most ID_DIGITS digits (SLOW for any other number, BAD/MORE from the grammar). */
 static int read_id(const char **pp, const char *end, int64_t *out) {
     num_t num;
@@ -411,7 +413,10 @@ static int scan_args(const char **pp, const char *end, int64_t *vals, int *flags
         if (p >= end) return MORE;
         int which = esc ? -2 : KEY_IS("device") ? 0 : KEY_IS("stream") ? 1 : KEY_IS("bytes") ? 2 : -1;
         if (which == -2) *slow = 1;
-        if (which >= 0) {
+        if (which >= 0 && !is_number_start(*p)) {  /* text, null, a container: the reference's _int decides */
+            *slow = 1;
+            if ((r = skip_value(&p, end)) != OK) return r;
+        } else if (which >= 0) {
             r = read_id(&p, end, &vals[which]);
             if (r == SLOW) *slow = 1;
             else if (r != OK) return r;
@@ -442,8 +447,6 @@ static int read_string_field(const char **pp, const char *end, const char **s, s
     int esc;
     return scan_string(pp, end, s, n, &esc);  /* escapes stay raw: kineto_fast.py decodes each distinct string once */
 }
-
-static int is_number_start(char c) { return c == '-' || (c >= '0' && c <= '9'); }
 
 /* ts or dur: a number read by read_us; anything else (text, null, a container) makes the event slow. */
 static int us_field(const char **pp, const char *end, int64_t *out, int *slow) {
