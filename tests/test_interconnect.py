@@ -147,3 +147,15 @@ def test_ddp_buckets_overlap_backward_and_only_the_exposed_part_counts():
     assert short == pytest.approx(times[-1] + sum(times[:-1]) - 0.02)
     after, how = exposed_ms(p, 2, link, False, compute_ms=30.0)  # Keras/JAX: after backward, all exposed
     assert after == pytest.approx(link.allreduce_s(p, 2) * 1e3) and "no overlap" in how
+
+
+def test_with_each_parameters_size_the_buckets_are_ddps_own():
+    # the devset's MLP 784-4096-4096-4096-10 (float32 kernels and biases in the model's order): its 2-GPU DDP
+    # trace (../shared/fixtures/x2_devset/torch_ddp_sync) all-reduced 16,822,282, 16,781,312 and 3,215,360
+    # floats, in that order: a parameter over the 25 MiB cap is a bucket of its own
+    sizes = [4 * n for n in (784 * 4096, 4096, 4096 * 4096, 4096, 4096 * 4096, 4096, 4096 * 10, 10)]
+    assert ddp_buckets(sum(sizes), sizes) == [4 * 16_822_282, 4 * 16_781_312, 4 * 3_215_360]
+    link = ic.parse("nvlink4x18")
+    exposed, how = exposed_ms(sum(sizes), 2, link, True, compute_ms=0.03, parameter_sizes_bytes=sizes)
+    times = [link.allreduce_s(b, 2) * 1e3 for b in (4 * 16_822_282, 4 * 16_781_312, 4 * 3_215_360)]
+    assert exposed == pytest.approx(sum(times) - 0.02) and "DDP's assignment" in how
