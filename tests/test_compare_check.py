@@ -1,6 +1,7 @@
 """``compare`` and ``check`` on saved runs (fixtures/runs: synthetic samples around real traces)."""
 
 import json
+import math
 import shutil
 
 import pytest
@@ -10,7 +11,7 @@ from scaldiag.cli import main
 from scaldiag.errors import ScaldiagError
 from scaldiag.pipeline import diagnose
 from scaldiag.rules.check import Limits, check, parse_percent
-from scaldiag.rules.compare import Change, compare
+from scaldiag.rules.compare import Change, compare, ratio_noise
 
 RUNS = FIXTURES / "runs"
 FAST, SLOW, SWEEP = RUNS / "sweep" / "gpus1", RUNS / "gpu1_slow", RUNS / "sweep"
@@ -35,7 +36,8 @@ def test_compare_runs_side_by_side(reports):
     forecasts = {f.finding: f for f in cmp.forecasts}
     assert "SD105" in forecasts and forecasts["SD105"].measured == pytest.approx(
         slow.samples_per_s / fast.samples_per_s)
-    assert forecasts["SD105"].held is False  # a slower run is not the forecast speedup
+    # SD105's number is a ceiling: a slower run does not pass it (a ceiling is broken only from above).
+    assert forecasts["SD105"].kind == "ceiling" and forecasts["SD105"].held is True
 
 
 def test_compare_a_run_with_itself_is_all_same(reports):
@@ -51,6 +53,14 @@ def test_compare_sweeps_per_device_count(reports):
     assert "1 devices: speedup" not in metrics  # the base has speedup 1 by definition
     with pytest.raises(ScaldiagError):
         compare(reports["sweep"], reports["fast"])
+
+
+def test_a_forecast_holds_in_its_range_a_ceiling_under_its_top():
+    from scaldiag.rules.compare import Forecast
+    assert Forecast("SD1", "t", 1.7, 1.4, 2.1, 1.2, kind="forecast").held is False
+    assert Forecast("SD1", "t", 1.7, 1.4, 2.1, 1.5, kind="forecast").held is True
+    assert Forecast("SD1", "t", 1.7, 1.4, 2.1, 1.2, kind="ceiling").held is True
+    assert Forecast("SD1", "t", 1.7, 1.4, 2.1, 2.5, kind="ceiling").held is False
 
 
 def test_change_direction():
@@ -81,8 +91,12 @@ def test_check_regression_against_a_baseline(reports):
         assert [r.check for r in results] == ["record", "record", "regression"]  # the run's, the baseline's
         assert "baseline" in results[1].reason
         return results[-1].passed
-    assert not regression(slow, drop - 0.5, fast)
-    assert regression(slow, drop + 0.5, fast)
+    noise = ratio_noise(fast.analysis.steps.step_time_ms.mean, fast.analysis.steps.step_time_ms.ci95,
+                        slow.analysis.steps.step_time_ms.mean, slow.analysis.steps.step_time_ms.ci95)
+    low = 100 * (1 - slow.analysis.steps.samples_per_s / fast.analysis.steps.samples_per_s * math.exp(noise))
+    assert 0 < low < drop  # the drop's 95% low end
+    assert not regression(slow, low - 0.1, fast)
+    assert regression(slow, low + 0.1, fast)  # over by less than the noise: not a regression a gate may fail on
     assert regression(fast, 0, slow)  # faster than the baseline
 
 
@@ -103,7 +117,7 @@ def test_check_command_exit_codes(capsys):
     assert "check passed" in capsys.readouterr().out
     assert main(["check", str(SLOW), "--baseline", str(FAST), "--max-regression", "5%"]) == 1
     out = capsys.readouterr().out
-    assert "FAIL regression" in out and "slower (beyond the 5% allowed)" in out
+    assert "FAIL regression" in out and "beyond the 5% allowed" in out
     assert main(["check", str(FAST), "--min-efficiency", "0.8"]) == 2
     assert "needs a sweep" in capsys.readouterr().err
 
@@ -111,7 +125,7 @@ def test_check_command_exit_codes(capsys):
 def test_compare_command_terminal_and_json(capsys, tmp_path):
     assert main(["compare", str(FAST), str(SLOW)]) == 0
     out = capsys.readouterr().out
-    assert "changed most:" in out and "forecast SD105" in out
+    assert "changed most:" in out and "SD105 (Host-bound" in out
     assert main(["compare", str(FAST), str(SLOW), "--json", "-"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["kind"] == "run" and data["most_changed"] and data["forecasts"]
@@ -123,3 +137,51 @@ def test_a_killed_run_without_steps_compares_with_a_note(tmp_path, reports):
     (run / "steps.jsonl").write_text("")
     cmp = compare(diagnose(run), reports["fast"])
     assert any("no steady-state steps" in n for n in cmp.notes)
+
+
+def stretched(tmp_path, factor: float):
+    """A copy of the fast run whose every step takes ``factor`` times as long (one clock, end to end)."""
+    run = tmp_path / f"x{factor}"
+    shutil.copytree(FAST, run)
+    rows = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    t = rows[0]["begin_ns"]
+    for r in rows:
+        length = (r["end_ns"] - r["begin_ns"]) * factor
+        r["begin_ns"], r["end_ns"] = t, int(t + length)
+        t = r["end_ns"]
+    (run / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return diagnose(run)
+
+
+@pytest.mark.parametrize("factor", [1.0005, 1.002, 1.004, 1.006, 1.02, 1.07])
+def test_one_noise_model_for_step_time_throughput_and_the_gate(tmp_path, reports, factor):
+    """compare's step time and throughput never disagree, and check fails only a pair compare calls worse."""
+    fast, slow = reports["fast"], stretched(tmp_path, factor)
+    by = {c.metric: c for c in compare(fast, slow).changes}
+    step, rate = by["step time (steady, mean)"], by["throughput"]
+    assert step.within_noise == rate.within_noise
+    assert step.noise_pct == rate.noise_pct
+    assert (step.verdict, rate.verdict) in {("same (within noise)",) * 2, ("worse", "worse")}
+    gate = check(slow, Limits(max_regression_pct=0.0), fast)[-1]
+    assert gate.passed == step.within_noise, gate.reason
+
+
+def test_the_noise_separates_the_stretched_runs(tmp_path, reports):
+    """The parametrised factors straddle the noise: both verdicts are exercised."""
+    s = reports["fast"].analysis.steps.step_time_ms
+    relative = math.sqrt(2) * s.ci95 / s.mean
+    assert 0.0005 < relative < 0.07
+
+
+def test_compare_states_a_range_as_the_run_report_does(capsys, reports):
+    """One wording of a speed-up and its range (render/ranges.py) in the run report and in compare."""
+    from scaldiag.render import ranges
+    sd105 = next(f for f in reports["fast"].trace_report.findings if f.id == "SD105")
+    said = ranges.speedup_of(sd105.predicted_speedup)
+    assert said.startswith("at most ") and "95% range" in said
+    assert main(["compare", str(FAST), str(SLOW)]) == 0
+    compared = " ".join(capsys.readouterr().out.split())
+    assert main(["report", str(FAST)]) == 0
+    reported = " ".join(capsys.readouterr().out.split())
+    assert said in compared and said in reported
+    assert "[" not in compared.split("changed most:")[1]  # no bracketed range of another format

@@ -45,6 +45,29 @@ PARTS = (  # (part, what it covers), highest priority first
 )
 
 
+# The parts in PyTorch's words (part_name): a PyTorch script runs its own training loop, not
+# Keras's fit, and an eager one compiles nothing (its first steps are warm-up: the CUDA context,
+# cuDNN's autotuning, the caching allocator growing).
+PYTORCH_NAMES = {
+    "compilation and warm-up": "warm-up steps",
+    "fit start-up": "loop start-up (to the first step)",
+    "epoch boundaries": "in the loop, between steps",
+    "script before fit": "script before the training loop",
+    "script outside fit": "script outside the training loop",
+}
+PYTORCH_COMPILED = "torch.compile and warm-up"
+
+
+def part_name(part: str, framework: str, compiled: bool = False) -> str:
+    """A part's name as a report shows it: the JSON keeps the PARTS names; a PyTorch run reads
+    its own words, and "torch.compile" only where the run compiled."""
+    if framework != "pytorch":
+        return part
+    if part == "compilation and warm-up" and compiled:
+        return PYTORCH_COMPILED
+    return PYTORCH_NAMES.get(part, part)
+
+
 @dataclass(frozen=True)
 class Part:
     part: str

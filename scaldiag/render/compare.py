@@ -5,9 +5,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from scaldiag.render import ranges
 from scaldiag.render.json import dumps
-from scaldiag.render.terminal.common import add_row, text
-from scaldiag.rules.compare import Change, Comparison
+from scaldiag.render.terminal.common import Keep, add_row, labelled, say, table
+from scaldiag.rules.compare import Change, Comparison, Forecast
 
 
 def _num(x: float | None, unit: str) -> str:
@@ -23,31 +24,49 @@ def _delta(c: Change) -> str:
     return f"{c.delta:+,.3f}{pct}" if c.unit != "samples/s" else f"{c.delta:+,.0f}{pct}"
 
 
+def _noise(c: Change) -> str:
+    n = c.noise_pct
+    return "-" if n is None else f"±{n:.1f}%"
+
+
 def _table(title: str, changes: list[Change]) -> Table:
-    table = Table(title=title, title_justify="left")
-    for col in ("", "before", "after", "change", ""):
-        table.add_column(col, justify="left" if col == "" else "right")
+    t = table(title)
+    for col in ("", "before", "after", "change", "noise", "verdict"):
+        t.add_column(col, justify="left" if col in ("", "verdict") else "right", overflow="fold")
     for c in changes:
-        add_row(table, f"{c.metric} ({c.unit})", _num(c.before, c.unit), _num(c.after, c.unit), _delta(c), c.verdict)
-    return table
+        change = "?" if c.delta is None else f"{c.delta_pct:+.1f}%" if c.delta_pct is not None else _delta(c)
+        # "same" in the table is always within the noise or equal: the column beside it says which.
+        add_row(t, f"{c.metric}, {c.unit}", _num(c.before, c.unit), _num(c.after, c.unit), change, _noise(c),
+                c.verdict.removesuffix(" (within noise)"))
+    return t
+
+
+def forecast_words(f: Forecast) -> list[str | Keep]:
+    """A finding's speed-up and what B measured against it, in the run report's words (render/ranges.py)."""
+    said = f"{f.finding} ({f.title}): {f.kind}"
+    number = Keep(ranges.speedup(f.predicted, f.low, f.high, f.kind) + ";")
+    if f.measured is None:
+        return [said, number, "the speed-up was not measured"]
+    where = ("under it" if f.held else "above it: the ceiling did not hold") if f.kind == "ceiling" else \
+        ("inside its range" if f.held else "outside its range")
+    return [said, number, "measured", Keep(f"{f.measured:.2f}x:"), where]
 
 
 def render(cmp: Comparison, console: Console) -> None:
-    console.print(text(f"scaldiag compare: {cmp.before} -> {cmp.after}", style="bold"))
+    say(console, "scaldiag compare", style="bold")
+    labelled(console, "before:", cmp.before)
+    labelled(console, "after:", cmp.after)
     for note in cmp.notes:
-        console.print(text(f"note: {note}", style="dim"))
-    console.print(_table("Side by side", cmp.changes))
+        say(console, f"note: {note}", style="dim")
+    console.print(_table("Side by side (noise: the 95% half-width of the change)", cmp.changes))
     if cmp.categories:
         console.print(_table("Per-step time by category (exclusive, corrected to the untraced step)", cmp.categories))
     top = cmp.most_changed
     if top is not None:
-        console.print(text(f"changed most: {top.metric}, {_num(top.before, top.unit)} -> {_num(top.after, top.unit)} "
-                           f"{top.unit}, {_delta(top)}", style="bold"))
+        say(console, "changed most:", Keep(f"{top.metric},"), Keep(f"{_num(top.before, top.unit)} -> "
+            f"{_num(top.after, top.unit)} {top.unit},"), Keep(_delta(top)), style="bold")
     for f in cmp.forecasts:
-        measured = "not measured" if f.measured is None else (
-            f"measured {f.measured:.2f}x: " + ("within the forecast range" if f.held else "outside the forecast range"))
-        console.print(text(f"forecast {f.finding} ({f.title}): {f.predicted:.2f}x "
-                           f"[{f.low:.2f}x-{f.high:.2f}x]; {measured}"))
+        say(console, *forecast_words(f))
 
 
 def write(cmp: Comparison, stream=None, width: int | None = None) -> None:
@@ -56,7 +75,7 @@ def write(cmp: Comparison, stream=None, width: int | None = None) -> None:
 
 def _change(c: Change) -> dict:
     return {"metric": c.metric, "unit": c.unit, "before": c.before, "after": c.after, "delta": c.delta,
-            "delta_pct": c.delta_pct, "noise": c.noise, "verdict": c.verdict}
+            "delta_pct": c.delta_pct, "noise": c.noise, "noise_pct": c.noise_pct, "verdict": c.verdict}
 
 
 def to_json(cmp: Comparison) -> str:
@@ -65,5 +84,6 @@ def to_json(cmp: Comparison) -> str:
                   "changes": [_change(c) for c in cmp.changes], "categories": [_change(c) for c in cmp.categories],
                   "most_changed": top.metric if top else None,
                   "forecasts": [{"finding": f.finding, "title": f.title, "predicted": f.predicted, "low": f.low,
-                                 "high": f.high, "measured": f.measured, "held": f.held} for f in cmp.forecasts],
+                                 "high": f.high, "kind": f.kind, "measured": f.measured, "held": f.held,
+                                 "said": ranges.speedup(f.predicted, f.low, f.high, f.kind)} for f in cmp.forecasts],
                   "notes": cmp.notes})

@@ -1,9 +1,12 @@
 """``scaldiag check``: pass or fail a run or a sweep against limits, for CI.
 
 Each limit gives one result: what was measured, the limit, pass or fail, in
-words. Means are compared (the spread is shown, never used to excuse a
-failure or to invent one): a CI job wants the same answer for the same
-numbers.
+words. A limit on one run's figure compares its mean. A regression against a
+baseline is a difference of two noisy means: it fails only where the drop
+passes the limit beyond the noise (the low end of its 95% interval, from the
+one noise model ``compare`` uses, rules/compare.py ``ratio_noise``), so a CI
+gate does not fail on a pair that ``compare`` calls the same, and does not
+flip from run to run on noise.
 
 Before any limit, the record itself: a gate must not pass what it cannot
 vouch for. Every run checked (each run of a sweep, and the baseline's) must
@@ -14,11 +17,13 @@ the check with the reason, whatever its numbers say.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.reader import RECORD_NOTE
+from scaldiag.rules.compare import ratio_noise
 from scaldiag.rules.report import RunReport, SweepReport
 
 
@@ -110,12 +115,13 @@ def _record_damage(run: dict) -> str:
     return notes[0] + (f" (and {len(notes) - 1} more)" if len(notes) > 1 else "")
 
 
-def _points(report: RunReport | SweepReport) -> list[tuple[str, float | None, float | None]]:
-    """(label, mean step ms, samples/s) per configuration."""
+def _points(report: RunReport | SweepReport) -> list[tuple[str, float | None, float | None, float | None]]:
+    """(label, mean step ms, its 95% half-width, samples/s) per configuration."""
     if isinstance(report, SweepReport):
-        return [(f"{p.gpus} devices", p.step_time_ms, p.samples_per_s) for p in report.analysis.points]
+        return [(f"{p.gpus} devices", p.step_time_ms, p.step_time_ci95_ms, p.samples_per_s) for p in report.analysis.points]
     s = report.analysis.steps
-    return [("run", s.step_time_ms.mean if s else None, s.samples_per_s if s else None)]
+    return [("run", s.step_time_ms.mean if s else None, s.step_time_ms.ci95 if s else None,
+             s.samples_per_s if s else None)]
 
 
 def _efficiency(report: SweepReport, minimum: float) -> list[Result]:
@@ -137,7 +143,7 @@ def _efficiency(report: SweepReport, minimum: float) -> list[Result]:
 
 def _step_time(report, maximum: float) -> list[Result]:
     out = []
-    for label, step_ms, _ in _points(report):
+    for label, step_ms, _, _ in _points(report):
         if step_ms is None:
             out.append(Result("step time", False, f"{label}: no steady-state steps to measure"))
         else:
@@ -148,23 +154,33 @@ def _step_time(report, maximum: float) -> list[Result]:
 
 
 def _regression(report, baseline, max_pct: float) -> list[Result]:
-    base = {label: (step, rate) for label, step, rate in _points(baseline)}
+    base = {label: (step, ci, rate) for label, step, ci, rate in _points(baseline)}
     out = []
-    for label, step, rate in _points(report):
+    for label, step, ci, rate in _points(report):
         if label not in base:
             continue
-        b_step, b_rate = base[label]
+        b_step, b_ci, b_rate = base[label]
         if rate and b_rate:
-            drop, what = 100.0 * (b_rate - rate) / b_rate, f"throughput {rate:,.0f} samples/s against {b_rate:,.0f}"
+            log_drop, what = math.log(b_rate / rate), f"throughput {rate:,.0f} samples/s against {b_rate:,.0f}"
         elif step and b_step:
-            drop, what = 100.0 * (step - b_step) / step, f"step {step:.3f} ms against {b_step:.3f} ms"
+            log_drop, what = math.log(step / b_step), f"step {step:.3f} ms against {b_step:.3f} ms"
         else:
             out.append(Result("regression", False, f"{label}: no throughput to compare with the baseline"))
             continue
-        ok = drop <= max_pct
+        noise = ratio_noise(b_step, b_ci, step, ci)
+        drop = 100.0 * -math.expm1(-log_drop)  # % of the baseline's throughput lost
+        low = drop if noise is None else 100.0 * -math.expm1(-(log_drop - noise))  # its 95% low end
+        ok = low <= max_pct
         change = f"{drop:.1f}% slower" if drop > 0 else f"{-drop:.1f}% faster"
-        out.append(Result("regression", ok, f"{label}: {what}: {change} "
-                                            f"({'within' if ok else 'beyond'} the {max_pct:g}% allowed)"))
+        spread = "" if noise is None else f" ±{100.0 * math.expm1(noise):.1f}%"
+        if ok and drop > max_pct:
+            verdict = (f"over the {max_pct:g}% allowed, but within the noise: the drop's 95% low end is "
+                       f"{max(low, 0.0):.1f}%")
+        elif ok:
+            verdict = f"within the {max_pct:g}% allowed"
+        else:
+            verdict = f"beyond the {max_pct:g}% allowed" + (f": at least {low:.1f}% at 95%" if noise is not None else "")
+        out.append(Result("regression", ok, f"{label}: {what}: {change}{spread} ({verdict})"))
     if not out:
         out.append(Result("regression", False, "no configuration in common with the baseline"))
     return out

@@ -24,6 +24,9 @@ class Change:
     after: float | None
     lower_is_better: bool = True
     noise: float | None = None  # 95% half-width of the difference, when known
+    # 95% half-width of log(after / before), when known: the one noise model of a ratio (ratio_noise),
+    # the same for a step time and the throughput it gives, so that they never disagree.
+    log_noise: float | None = None
 
     @property
     def delta(self) -> float | None:
@@ -35,7 +38,17 @@ class Change:
         return None if d is None or not self.before else 100.0 * d / abs(self.before)
 
     @property
+    def noise_pct(self) -> float | None:
+        """The noise of the change in % of ``before`` (about; from log_noise or noise)."""
+        if self.log_noise is not None:
+            return 100.0 * math.expm1(self.log_noise)
+        return None if self.noise is None or not self.before else 100.0 * self.noise / abs(self.before)
+
+    @property
     def within_noise(self) -> bool:
+        if self.log_noise is not None:
+            return bool(self.before and self.after and self.before > 0 and self.after > 0
+                        and abs(math.log(self.after / self.before)) <= self.log_noise)
         return self.noise is not None and self.delta is not None and abs(self.delta) <= self.noise
 
     @property
@@ -50,7 +63,7 @@ class Change:
 
 @dataclass(frozen=True)
 class Forecast:
-    """A forecast the first run's report made, and what the second run measured."""
+    """A forecast (or a ceiling) the first run's report made, and what the second run measured."""
 
     finding: str
     title: str
@@ -58,10 +71,14 @@ class Forecast:
     low: float
     high: float
     measured: float | None  # speedup of B over A (samples/s, or inverse step time)
+    kind: str = "ceiling"  # rules/base.py Speedup.kind
 
     @property
     def held(self) -> bool | None:
-        return None if self.measured is None else self.low <= self.measured <= self.high
+        """A forecast holds inside its range; a ceiling holds when the measured speed-up does not pass it."""
+        if self.measured is None:
+            return None
+        return self.measured <= self.high if self.kind == "ceiling" else self.low <= self.measured <= self.high
 
 
 @dataclass(frozen=True)
@@ -92,14 +109,16 @@ def _runs(a: RunReport, b: RunReport) -> Comparison:
     notes = []
     changes = []
     if sa and sb:
+        noise = ratio_noise(sa.step_time_ms.mean, sa.step_time_ms.ci95, sb.step_time_ms.mean, sb.step_time_ms.ci95)
         changes.append(Change("step time (steady, mean)", "ms", sa.step_time_ms.mean, sb.step_time_ms.mean,
-                              noise=_hypot(sa.step_time_ms.ci95, sb.step_time_ms.ci95)))
-        changes.append(Change("throughput", "samples/s", sa.samples_per_s, sb.samples_per_s, lower_is_better=False))
+                              noise=_hypot(sa.step_time_ms.ci95, sb.step_time_ms.ci95), log_noise=noise))
+        changes.append(Change("throughput", "samples/s", sa.samples_per_s, sb.samples_per_s, lower_is_better=False,
+                              log_noise=noise))
     else:
         notes.append("no steady-state steps in " + " and ".join(r.run_dir for r, s in ((a, sa), (b, sb)) if not s))
     ga, gb = _goodput(a), _goodput(b)
     if ga is not None or gb is not None:
-        changes.append(Change("goodput (steady training / wall)", "%", ga, gb, lower_is_better=False))
+        changes.append(Change("goodput", "%", ga, gb, lower_is_better=False))
     ta = a.analysis.accounting.wall_s if getattr(a.analysis, "accounting", None) else None
     tb = b.analysis.accounting.wall_s if getattr(b.analysis, "accounting", None) else None
     if ta is not None or tb is not None:
@@ -140,15 +159,18 @@ def _sweeps(a: SweepReport, b: SweepReport) -> Comparison:
     changes = []
     for n in sorted(set(pa) & set(pb)):
         x, y = pa[n], pb[n]
+        noise = ratio_noise(x.step_time_ms, x.step_time_ci95_ms, y.step_time_ms, y.step_time_ci95_ms)
         changes.append(Change(f"{n} devices: throughput", "samples/s", x.samples_per_s, y.samples_per_s,
-                              lower_is_better=False))
+                              lower_is_better=False, log_noise=noise))
         changes.append(Change(f"{n} devices: step time", "ms", x.step_time_ms, y.step_time_ms,
-                              noise=_hypot(x.step_time_ci95_ms, y.step_time_ci95_ms)))
+                              noise=_hypot(x.step_time_ci95_ms, y.step_time_ci95_ms), log_noise=noise))
         if n != min(pa):
+            # Efficiency is the speedup over N: one ratio, one noise.
+            scaled = ratio_noise(x.speedup, x.speedup_ci95, y.speedup, y.speedup_ci95)
             changes.append(Change(f"{n} devices: speedup", "x", x.speedup, y.speedup, lower_is_better=False,
-                                  noise=_hypot(x.speedup_ci95, y.speedup_ci95)))
+                                  noise=_hypot(x.speedup_ci95, y.speedup_ci95), log_noise=scaled))
             changes.append(Change(f"{n} devices: efficiency", "%", _pct(x.efficiency), _pct(y.efficiency),
-                                  lower_is_better=False))
+                                  lower_is_better=False, log_noise=scaled))
     only = sorted(set(pa) ^ set(pb))
     notes = [f"device counts in one sweep only: {', '.join(map(str, only))}"] if only else []
     top = max(set(pa) & set(pb), default=None)
@@ -159,7 +181,7 @@ def _sweeps(a: SweepReport, b: SweepReport) -> Comparison:
 
 def _forecasts(findings, measured: float | None) -> list[Forecast]:
     return [Forecast(f.id, f.title, f.predicted_speedup.value, f.predicted_speedup.low, f.predicted_speedup.high,
-                     measured) for f in findings if f.predicted_speedup]
+                     measured, f.predicted_speedup.kind) for f in findings if f.predicted_speedup]
 
 
 def _speedup(rate_a, rate_b, step_a, step_b) -> float | None:
@@ -168,6 +190,16 @@ def _speedup(rate_a, rate_b, step_a, step_b) -> float | None:
     if step_a and step_b:
         return step_a / step_b
     return None
+
+
+def ratio_noise(a: float | None, a_ci95: float | None, b: float | None, b_ci95: float | None) -> float | None:
+    """The 95% half-width of log(b / a) from each mean's half-width (first order: the relative
+    half-widths add in quadrature). One model for every change of a run: a step time and the
+    throughput it gives (samples per step over it) move by the same log ratio, so they are both
+    within the noise or both beyond it; ``check --max-regression`` uses the same (rules/check.py)."""
+    if not a or not b or a <= 0 or b <= 0:
+        return None
+    return _hypot(None if a_ci95 is None else a_ci95 / a, None if b_ci95 is None else b_ci95 / b)
 
 
 def _hypot(x: float | None, y: float | None) -> float | None:

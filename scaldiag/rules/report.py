@@ -81,13 +81,18 @@ def _largest_run_findings(runs: dict[int, list[RunAnalysis]], reports: list[tupl
     return [replace(f, summary=f"[{n} devices] {f.summary}") for f in found]
 
 
+def top_cause(findings: list[Finding]) -> Finding | None:
+    """The finding the headline names: the first (ranked) that is a cause, not idleness."""
+    return next((f for f in findings if f.category != "idle"), None)
+
+
 def verdict(analysis: ProfileAnalysis, findings: list[Finding]) -> str:
-    """What bounds this run, by how much."""
-    causes = [f for f in findings if f.category != "idle"]
-    if causes:
-        top = causes[0]
-        gain = f"; fixing it: up to {top.predicted_speedup.value:.2f}x" if top.predicted_speedup else ""
-        return f"{top.title}. {top.summary}{gain}."
+    """What bounds this run (the views add by how much: the top cause's speed-up line)."""
+    top = top_cause(findings)
+    if top is not None:
+        # What fixing it gives is the finding's speed-up line, in each view's words for a range
+        # (render/ranges.py): the headline names the cause and its numbers.
+        return f"{top.title}. {top.summary} ({top.id})."
     if not analysis.units:
         return "Nothing to analyse: the trace has no host or device activity."
     unit = max(analysis.units, key=lambda u: u.categories["compute"].exclusive_pct)

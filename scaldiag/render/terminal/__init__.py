@@ -7,7 +7,6 @@ from typing import TextIO
 from rich.console import Console
 
 from scaldiag.render.terminal import run, sweep, trace
-from scaldiag.render.terminal.common import ALL_FIXES
 from scaldiag.rules.report import Report, RunReport, SweepReport
 
 _BY_KIND = {Report: trace.render, RunReport: run.render, SweepReport: sweep.render}
@@ -24,12 +23,16 @@ class _Console(Console):
 
 
 def render(report: Report | RunReport | SweepReport, console: Console, all_fixes: bool = False) -> None:
-    _BY_KIND[type(report)](report, console, ALL_FIXES if all_fixes else None)
+    """``all_fixes`` (``--verbose``): the whole report, every framework's fix; else one screen."""
+    # The detected framework's fix; with --verbose its family's too (common.FAMILIES: a PyTorch run
+    # reads PyTorch's words only). Where the framework is unknown, every framework's fix.
+    _BY_KIND[type(report)](report, console, None, verbose=all_fixes)
 
 
 def write(report: Report | RunReport | SweepReport, stream: TextIO | None = None, width: int | None = None,
           all_fixes: bool = False) -> None:
     """The report on ``stream`` (default: stdout, colour when it is a terminal, none with NO_COLOR).
 
-    ``all_fixes``: every framework's fix (``--verbose``), not only the detected one's."""
+    ``all_fixes`` (``--verbose``): the whole report, not one screen, and the fixes of the detected
+    framework's family (both Keras backends; PyTorch alone)."""
     render(report, _Console(file=stream, width=width), all_fixes)

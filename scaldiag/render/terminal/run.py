@@ -1,155 +1,254 @@
-"""A captured run's report for a terminal: the run, its steady-state steps, samples, then the trace report."""
+"""A captured run's report for a terminal.
+
+The default is one screen: the run, its headline, where its time went, its
+steady-state steps, and the findings (the first ones with their fix). The
+rest (GPU and host samples, the trace's own tables, every finding's evidence
+and fix) is under ``verbose``.
+"""
 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 
-from scaldiag.analyze.accounting import OWN
+from scaldiag.analyze.accounting import OWN, STEADY, part_name
 from scaldiag.analyze.input_cost import describe
 from scaldiag.analyze.run import RunAnalysis, slow_rank
+from scaldiag.analyze.runsteps import COMPILE
+from scaldiag.render import ranges
 from scaldiag.render.terminal import trace
-from scaldiag.render.terminal.common import add_row, bytes_text, columns, exit_text, finding_panel, text
-from scaldiag.rules.report import RunReport
+from scaldiag.render.terminal.common import (
+    Keep,
+    add_row,
+    bytes_text,
+    columns,
+    exit_text,
+    headline,
+    labelled,
+    own,
+    print_findings,
+    say,
+    table,
+    text,
+)
+from scaldiag.rules.report import RunReport, top_cause
+
+# How to read a trace where it was suggested: neither viewer comes with scaldiag.
+TENSORBOARD_PIP = "pip install tensorboard tensorboard-plugin-profile"
+XPROF_PIP = "pip install xprof"
+# The accounting's parts under this share of the wall time are one row in the default report.
+SMALL_PART = 0.01
 
 
-def render(report: RunReport, console: Console, framework: str | None = None) -> None:
+def render(report: RunReport, console: Console, framework: str | None = None, verbose: bool = False) -> None:
     a = report.analysis
-    run, training = a.run, a.training
-    console.print(text(f"scaldiag run: {report.run_dir}", style="bold"))
-    command = " ".join(run.get("command", [])[1:]) or "?"
-    exit_code = run.get("exit_code")
-    console.print(text(f"{command}  status: {run.get('status', '?')}"
-                       + (f", {exit_text(exit_code, run.get('signal'))}" if exit_code is not None else "")))
-    fw = training.get("framework", {})
-    versions = ", ".join(f"{k} {v}" for k, v in fw.get("versions", {}).items())
-    console.print(text(f"framework: {fw.get('name', '?')} on {fw.get('backend', '?')}" + (f" ({versions})" if versions else "")
-                  + f"; replicas: {training.get('replicas', '?')}; global batch: {training.get('global_batch', '?')}"
-                  f" ({training.get('batch_source', '?')}); per-replica batch: {training.get('per_replica_batch', '?')}"))
+    _header(report, console)
+    if report.trace_report is not None:
+        console.print()
+        headline(console, report.trace_report)
     console.print()
     if a.accounting:
-        acc = a.accounting
-        if acc.goodput is not None:
-            own = f", less scaldiag's own measurements ({acc.own_s:.1f} s)" if acc.own_s >= 0.05 else ""
-            console.print(text(f"goodput {acc.goodput:.0%}: steady training time over the run's wall time "
-                               f"({acc.wall_s:.1f} s{own})", style="bold"))
-        console.print(_accounting_table(a))
+        _accounting(a, console, verbose)
     if a.steps:
-        console.print(_steps_table(a))
-        if a.steps.epoch_end_steps:
-            console.print(text(f"{a.steps.epoch_end_steps} steady step(s) end an epoch and hold the device's catch-up "
-                               "(asynchronous dispatch): the mean is a stopwatch around the steady steps",
-                               style="dim"))
-        if a.epochs is not None:
-            console.print(text(_epochs_line(a), style="dim"))
-        if a.steps.clock == "device":
-            console.print(text("step times from the device's clock (CUDA events at each step's boundary): "
-                               "the host queues work ahead of the device", style="dim"))
-        if a.steps.compiling_steady:
-            console.print(text(f"{a.steps.compiling_steady} steady step(s) compiled: the framework compiles in "
-                               "most steps (a shape that changes, a retrace), so compiling is this run's "
-                               "steady state and counts", style="yellow"))
-        if a.steps.outliers:
-            shown = ", ".join(map(str, a.steps.outliers[:8])) + (" ..." if len(a.steps.outliers) > 8 else "")
-            console.print(text(f"{len(a.steps.outliers)} steady step(s) took over 3x the median (step {shown}); "
-                               "no framework evidence says what they were, so they count: your stopwatch paid "
-                               "for them", style="dim"))
-        if a.steps.inflation_note:
-            console.print(text(a.steps.inflation_note, style="dim"))
-        elif a.steps.traced_step_ms and a.steps.profiler_inflation:
-            console.print(text(f"profiler inflation {a.steps.profiler_inflation:.2f}x: steps inside the profiler window "
-                               f"took {a.steps.traced_step_ms:.3f} ms on average; the trace breakdown below is "
-                               "corrected to the untraced step (docs/profile.md)", style="dim"))
+        _steps(a, console, verbose)
     if a.ranks:
         console.print(_ranks_table(a))
-    ceiling = training.get("input_ceiling")
+    _input(a, console, verbose)
+    if verbose:
+        _samples(a, console)
+    for gap in a.missing if verbose else []:
+        say(console, f"missing evidence: {gap}", style="yellow")
+    fw = framework or report.framework
+    findings = report.findings + (report.trace_report.findings if report.trace_report else [])
+    if verbose and report.trace_report is not None:
+        console.print()
+        trace.render(report.trace_report, console, fw, verbose=True, findings=False)
+    console.print()
+    headlined = top_cause(report.trace_report.findings) if report.trace_report else None
+    print_findings(console, findings, fw, verbose, headlined=headlined)
+    if report.trace_report is not None:
+        console.print()
+        _open_the_trace(report, console, verbose)
+    if not verbose:
+        say(console, "more with --verbose: samples, the trace's tables, evidence, every fix", style="dim")
+
+
+def framework_words(fw: dict) -> str:
+    """The framework as its users name it: "Keras 3.15.1 on JAX 0.11.2", "PyTorch 2.11.0 (CUDA 13.0)"."""
+    name, backend, versions = fw.get("name", "?"), fw.get("backend", "?"), fw.get("versions", {})
+    label = {"keras": "Keras", "pytorch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX"}
+
+    def named(key: str) -> str:
+        return f"{label.get(key, key)} {versions[key]}" if key in versions else label.get(key, key)
+
+    if name == "pytorch":
+        cuda = f" (CUDA {versions['cuda']})" if versions.get("cuda") else " (CPU)"
+        return named("torch").replace("torch", "PyTorch") + cuda
+    return named(name) if name == backend else f"{named(name)} on {named(backend)}"
+
+
+def _header(report: RunReport, console: Console) -> None:
+    a = report.analysis
+    run, training = a.run, a.training
+    exit_code = run.get("exit_code")
+    status = f"{run.get('status', '?')}" + (f", {exit_text(exit_code, run.get('signal'))}" if exit_code is not None else "")
+    labelled(console, "scaldiag run:", report.run_dir, style="bold")
+    command = " ".join(run.get("command", [])[1:]) or "?"
+    labelled(console, "command:", command)
+    say(console, Keep(f"status: {status};"), Keep(f"framework: {framework_words(training.get('framework', {}))};"),
+        Keep(f"replicas: {training.get('replicas', '?')};"), Keep(f"global batch: {training.get('global_batch', '?')};"),
+        Keep(f"per-replica batch: {training.get('per_replica_batch', '?')}"))
+
+
+def _accounting(a: RunAnalysis, console: Console, verbose: bool) -> None:
+    acc = a.accounting
+    if acc.goodput is not None:
+        own_s = f", less scaldiag's own measurements ({acc.own_s:.1f} s)" if acc.own_s >= 0.05 else ""
+        say(console, Keep(f"goodput {acc.goodput:.0%}:"), f"steady training time over the run's wall time "
+            f"({acc.wall_s:.1f} s{own_s})", style="bold")
+    compiled = bool(a.steps and (COMPILE in a.steps.excluded or a.steps.compiling_steady))
+    fw = a.training.get("framework", {}).get("name", "")
+    t = table(f"Where the run's {acc.wall_s:.1f} s went")
+    for col in ("part", "seconds", "% of wall"):
+        t.add_column(col, justify="left" if col == "part" else "right")
+    small = 0.0
+    for part in acc.parts:
+        if part.seconds >= 0.005 and (verbose or part.seconds >= SMALL_PART * acc.wall_s or part.part == STEADY):
+            name = part_name(part.part, fw, compiled)
+            add_row(t, f"{name} (scaldiag's)" if part.part in OWN else name, f"{part.seconds:.2f}",
+                    f"{100 * part.seconds / acc.wall_s:.1f}")
+        elif part.seconds >= 0.005:  # parts that print as 0.00 s are in the JSON only
+            small += part.seconds
+    if small:
+        add_row(t, f"parts under {SMALL_PART:.0%} each (--verbose)", f"{small:.2f}", f"{100 * small / acc.wall_s:.1f}")
+    console.print(t)
+
+
+def _steps(a: RunAnalysis, console: Console, verbose: bool) -> None:
+    s = a.steps
+    console.print(_steps_table(a))
+    if s.excluded:
+        say(console, "not steady, left out: " + ", ".join(f"{reason} {len(steps)}" for reason, steps in s.excluded.items()),
+            style="dim")
+    if s.compiling_steady:
+        say(console, f"{s.compiling_steady} steady step(s) compiled: the framework compiles in most steps (a shape "
+            "that changes, a retrace), so compiling is this run's steady state and counts", style="yellow")
+    if s.outliers:
+        shown = ", ".join(map(str, s.outliers[:8])) + (" ..." if len(s.outliers) > 8 else "")
+        say(console, f"{len(s.outliers)} steady step(s) took over 3x the median (step {shown}); no framework "
+            "evidence says what they were, so they count: your stopwatch paid for them", style="dim")
+    if not verbose:
+        return
+    if s.epoch_end_steps:
+        say(console, _epoch_end_line(a), style="dim")
+    if a.epochs is not None:
+        say(console, _epochs_line(a), style="dim")
+    if s.clock == "device":
+        say(console, "step times from the device's clock (CUDA events at each step's boundary): the host "
+            "queues work ahead of the device", style="dim")
+    if s.inflation_note:
+        say(console, s.inflation_note, style="dim")
+    elif s.traced_step_ms and s.profiler_inflation:
+        say(console, f"profiler inflation {s.profiler_inflation:.2f}x: steps inside the profiler window took "
+            f"{s.traced_step_ms:.3f} ms on average; the trace breakdown is corrected to the untraced step "
+            "(docs/profile.md)", style="dim")
+
+
+def _epoch_end_line(a: RunAnalysis) -> str:
+    """An epoch's last step: on a device, it holds the wait for the device's queued work; on a CPU
+    run the host does the work as it goes and there is no catch-up to name."""
+    n = a.steps.epoch_end_steps
+    if not a.gpus and a.steps.clock != "device":
+        return f"{n} steady step(s) end an epoch: they count, as the stopwatch around the steady steps does"
+    if a.training.get("framework", {}).get("name") == "pytorch":
+        return (f"{n} steady step(s) end an epoch and hold the wait for the CUDA stream's queued kernels: "
+                "the mean is a stopwatch around the steady steps")
+    return (f"{n} steady step(s) end an epoch and hold the device's catch-up (asynchronous dispatch): the mean "
+            "is a stopwatch around the steady steps")
+
+
+def _input(a: RunAnalysis, console: Console, verbose: bool) -> None:
+    ceiling = a.training.get("input_ceiling")
     if ceiling and ceiling.get("samples_per_s"):
         consumed = a.steps.samples_per_s if a.steps else None
-        console.print(text(f"input ceiling: the input alone delivers {ceiling['samples_per_s']:,.0f} samples/s"
-                           + (f" ({ceiling['samples_per_s'] / consumed:.1f}x what training consumed)" if consumed else "")
-                           + f"; {ceiling.get('source', '')}"))
+        line = f"input alone: {ceiling['samples_per_s']:,.0f} samples/s"
+        if consumed:
+            line += (f" against {consumed:,.0f} consumed; throughput more devices can reach: "
+                     f"{ranges.speedup(ceiling['samples_per_s'] / consumed)}")
+        say(console, line + (f" ({ceiling.get('source', '')})" if verbose and ceiling.get("source") else ""))
+    if not verbose:
+        return
     if a.input_cost is not None:
-        console.print(text(describe(a.input_cost)))
-    elif training.get("input_free_skipped"):
-        console.print(text(f"input cost not measured: {training['input_free_skipped']}", style="dim"))
+        say(console, describe(a.input_cost))
+    elif a.training.get("input_free_skipped"):
+        say(console, f"input cost not measured: {a.training['input_free_skipped']}", style="dim")
+
+
+def _samples(a: RunAnalysis, console: Console) -> None:
     if a.gpus:
-        for table in _gpu_tables(a):
-            console.print(table)
+        for t in _gpu_tables(a):
+            console.print(t)
     if a.host:
         h = a.host
-        console.print(text(f"host ({h.samples} samples): {h.cores} cores at {h.core_pct_mean:.0f}% mean, busiest core "
-                      f"{h.busiest_core_pct:.0f}%; training processes {h.process_cpu_pct:.0f}% of one core; "
-                      f"peak RSS {bytes_text(h.rss_max_bytes)}"))
-    for gap in a.missing:
-        console.print(text(f"missing evidence: {gap}", style="yellow"))
-    for finding in report.findings:
-        console.print(finding_panel(finding, framework or report.framework))
-    console.print()
-    if report.trace_report is not None:
-        trace.render(report.trace_report, console, framework or report.framework)
-        _open_the_trace(report, console)
+        say(console, f"host ({h.samples} samples): {h.cores} cores at {h.core_pct_mean:.0f}% mean, busiest core "
+            f"{h.busiest_core_pct:.0f}%; training processes {h.process_cpu_pct:.0f}% of one core; peak RSS "
+            f"{bytes_text(h.rss_max_bytes)}")
 
 
-def _open_the_trace(report: RunReport, console: Console) -> None:
-    """Where to look at the trace itself: TensorBoard reads XPlane logdirs; Perfetto reads our export."""
+def _open_the_trace(report: RunReport, console: Console, verbose: bool) -> None:
+    """Where to look at the trace itself: TensorBoard and xprof read XPlane logdirs (neither comes with
+    scaldiag: the pip line says what to install); Perfetto reads our export."""
     sources = report.trace_report.analysis.sources
-    lines = [f"timeline: scaldiag report {report.run_dir} --format perfetto, then open it in ui.perfetto.dev"]
+    say(console, "the trace's timeline: write it, then open scaldiag_trace.json in ui.perfetto.dev", style="dim")
+    own(console, f"scaldiag report {report.run_dir} --format perfetto", style="dim")
     if any(str(s).endswith(".xplane.pb") for s in sources):
         # Checked with xprof 2.24.2's server: --logdir RUN_DIR lists the run "trace/<session>".
-        lines.insert(0, f"trace in TensorBoard or xprof: tensorboard --logdir {report.run_dir} (Profile tab), "
-                        f"or xprof --logdir {report.run_dir}")
-    for line in lines:
-        console.print(text(line, style="dim"))
+        say(console, "or in TensorBoard's Profile tab (installed by the pip line):", style="dim")
+        own(console, TENSORBOARD_PIP, style="dim")
+        own(console, f"tensorboard --logdir {report.run_dir}", style="dim")
+        if verbose:
+            say(console, "or in xprof:", style="dim")
+            own(console, XPROF_PIP, style="dim")
+            own(console, f"xprof --logdir {report.run_dir}", style="dim")
 
 
-def _ranks_table(a: RunAnalysis) -> Table:
+def _ranks_table(a: RunAnalysis):
     slow = slow_rank(a.ranks)
     caption = (f"rank {slow[0]} is {100 * slow[1]:.0f}% slower than the fastest: every collective waits for it"
                if slow else "no rank slower than another beyond the noise")
-    table = Table(title=f"Ranks ({len(a.ranks)} processes)", title_justify="left", caption=text(caption),
-                  caption_justify="left")
-    columns(table, ("rank", "steady of recorded", "step ms ±95%", "samples/s"), left=("rank",))
+    t = table(f"Ranks ({len(a.ranks)} processes)", caption=text(caption))
+    columns(t, ("rank", "steady of recorded", "step ms ±95%", "samples/s"), left=("rank",))
     for rank, s in sorted(a.ranks.items()):
         if s is None:
-            add_row(table, rank, "no steady steps", "-", "-")
+            add_row(t, rank, "no steady steps", "-", "-")
             continue
         rate = "-" if s.samples_per_s is None else f"{s.samples_per_s:,.0f}"
-        add_row(table, rank, f"{s.steady} of {s.recorded}", f"{s.step_time_ms.mean:.3f} ±{s.step_time_ms.ci95:.3f}",
-                rate)
-    return table
+        add_row(t, rank, f"{s.steady} of {s.recorded}", ranges.spread(s.step_time_ms.mean, s.step_time_ms.ci95), rate)
+    return t
 
 
-def _accounting_table(a: RunAnalysis) -> Table:
-    acc = a.accounting
-    table = Table(title=f"Where the run's {acc.wall_s:.1f} s went", title_justify="left")
-    for col in ("part", "seconds", "% of wall"):
-        table.add_column(col, justify="left" if col == "part" else "right")
-    for part in acc.parts:
-        if part.seconds >= 0.005:  # parts that print as 0.00 s are in the JSON only
-            label = f"{part.part} (scaldiag's)" if part.part in OWN else part.part
-            add_row(table, label, f"{part.seconds:.2f}", f"{100 * part.seconds / acc.wall_s:.1f}")
-    return table
-
-
-def _steps_table(a: RunAnalysis) -> Table:
+def _steps_table(a: RunAnalysis):
     s = a.steps
-    t = s.step_time_ms
-    table = Table(title=f"Steps: {s.steady} steady of {s.recorded} recorded", title_justify="left")
-    for col in ("step time ms (mean ±95%)", "p50", "p90", "stdev", "samples/s", "excluded"):
-        table.add_column(col, justify="left" if col == "excluded" else "right")
-    rate = "unknown: global batch unknown (--global-batch N)" if s.samples_per_s is None else (
-        f"{s.samples_per_s:,.0f}" + _rate_interval(s))
-    excluded = "; ".join(f"{reason}: {len(steps)}" for reason, steps in s.excluded.items()) or "none"
-    add_row(table, f"{t.mean:.3f} ±{t.ci95:.3f}", f"{t.p50:.3f}", f"{t.p90:.3f}", f"{t.stdev:.3f}", text(rate, lines=True), excluded)
-    return table
+    tm = s.step_time_ms
+    t = table(f"Steps: {s.steady} steady of {s.recorded} recorded")
+    columns(t, ("step ms ±95%", "p50", "p90", "stdev", "samples/s", "95% range"))
+    if s.samples_per_s is None:
+        rate, span = "unknown", "(--global-batch N)"
+    else:
+        rate = f"{s.samples_per_s:,.0f}"
+        span = ranges.interval(s.samples_per_s_low, s.samples_per_s_high) if s.samples_per_s_low else "-"
+    add_row(t, ranges.spread(tm.mean, tm.ci95), f"{tm.p50:,.3f}", f"{tm.p90:,.3f}", f"{tm.stdev:,.3f}", rate, span)
+    return t
 
 
 def _epochs_line(a: RunAnalysis) -> str:
     """The whole-epoch clock beside the steady one: how Keras's ms/step differs, and by what."""
     e = a.epochs
     which = f"epoch {e.compared[0] + 1}" if len(e.compared) == 1 else f"epochs {e.compared[0] + 1}-{e.compared[-1] + 1}"
-    line = (f"whole epochs ({which}): {e.ms_per_step:.3f} ms a step from each epoch's begin to its end, "
-            f"as Keras's ms/step counts with verbose=2")
+    line = f"whole epochs ({which}): {e.ms_per_step:.3f} ms a step from each epoch's begin to its end"
+    if a.training.get("framework", {}).get("name") == "pytorch":
+        return line + "; the steady step leaves out the epoch's edges (the DataLoader's iterator starting, "\
+                      "end-of-epoch code)"
+    line += ", as Keras's ms/step counts with verbose=2"
     if e.ms_per_step_after_first is not None:
         line += f" ({e.ms_per_step_after_first:.3f} ms after each epoch's first step, as verbose=1 counts)"
     line += "; the steady step leaves out the epoch's edges"
@@ -158,22 +257,13 @@ def _epochs_line(a: RunAnalysis) -> str:
     return line
 
 
-def _rate_interval(s) -> str:
-    if not s.samples_per_s_low:
-        return ""
-    if s.samples_per_s_high is None:
-        return f"\n[{s.samples_per_s_low:,.0f} or more]"
-    return f"\n[{s.samples_per_s_low:,.0f}-{s.samples_per_s_high:,.0f}]"
-
-
-def _gpu_tables(a: RunAnalysis) -> list[Table]:
+def _gpu_tables(a: RunAnalysis):
     """Two narrow tables rather than one wide one: numbers are never folded or cut at 80 columns."""
     names = "; ".join(f"GPU {g.index}: {g.name}" for g in a.gpus if g.name)
-    state = Table(title="GPUs (NVML, steady-state window)", title_justify="left",
-                  caption=text(names) if names else None, caption_justify="left")
+    state = table("GPUs (NVML, steady-state window)", caption=text(names) if names else None)
     columns(state, ("gpu", "samples (Hz)", "util %", "mem peak", "SM MHz", "power W", "clock events"),
             left=("gpu", "clock events"))
-    links = Table(title="GPU links (NVML, steady-state window)", title_justify="left")
+    links = table("GPU links (NVML, steady-state window)")
     columns(links, ("gpu", "PCIe TX/s", "PCIe RX/s", "NVLink TX/s", "NVLink RX/s"), left=("gpu",))
 
     def num(x, fmt="{:.0f}"):

@@ -4,50 +4,49 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from scaldiag.analyze.scaling import UNEXPLAINED, ScalingAnalysis
-from scaldiag.render.terminal.common import add_row, columns, print_findings, text
+from scaldiag.render.terminal.common import Keep, add_row, columns, labelled, print_findings, say, table
 from scaldiag.rules.report import SweepReport
 
 
-def render(report: SweepReport, console: Console, framework: str | None = None) -> None:
+def render(report: SweepReport, console: Console, framework: str | None = None, verbose: bool = False) -> None:
     s = report.analysis
-    console.print(text(f"scaldiag sweep: {report.sweep_dir}", style="bold"))
+    labelled(console, "scaldiag sweep:", report.sweep_dir, style="bold")
     kind = "emulated devices" if s.emulated else "GPUs"
-    console.print(text(f"{s.mode} scaling over {kind}" + (" (per-replica batch fixed)" if s.mode == "weak" else
-                                                   " (global batch fixed)" if s.mode == "strong" else "")))
+    say(console, f"{s.mode} scaling over {kind}" + (" (per-replica batch fixed)" if s.mode == "weak" else
+                                                   " (global batch fixed)" if s.mode == "strong" else ""))
     for note in s.notes:
-        console.print(text(f"note: {note}", style="dim"))
+        say(console, f"note: {note}", style="dim")
     console.print(_table(s))
     for a in s.attribution:
-        console.print(_waterfall(a))
+        _waterfall(a, console)
     if s.validation:
         console.print(_validation(s))
     if s.predictions:
         console.print(_predictions(s))
-    print_findings(console, report.findings, framework or report.framework)
+        assumptions = list(dict.fromkeys(a for p in s.predictions for a in p.assumptions))
+        say(console, "assumptions: " + "; ".join(assumptions), style="dim")
+    console.print()
+    print_findings(console, report.findings, framework or report.framework, verbose)
 
 
 def _validation(s: ScalingAnalysis) -> Table:
-    table = Table(title=f"Predicted from the {s.validation[0].from_gpus}-device run alone, against measured",
-                  title_justify="left")
-    columns(table, ("devices", "predicted\nsamples/s", "measured\nsamples/s", "error"))
+    t = table(f"Predicted from the {s.validation[0].from_gpus}-device run alone vs measured")
+    columns(t, ("devices", "predicted\nsamples/s", "measured\nsamples/s", "error"))
     for p in s.validation:
-        add_row(table, str(p.gpus), f"{p.samples_per_s:,.0f}", _num(p.measured_samples_per_s, "{:,.0f}"),
+        add_row(t, str(p.gpus), f"{p.samples_per_s:,.0f}", _num(p.measured_samples_per_s, "{:,.0f}"),
                       _num(p.error_pct, "{:+.1f}%"))
-    return table
+    return t
 
 
 def _predictions(s: ScalingAnalysis) -> Table:
     base = s.predictions[0].from_gpus
-    assumptions = list(dict.fromkeys(a for p in s.predictions for a in p.assumptions))
-    table = Table(title=f"Predicted from the {base}-device run (model: docs/scaling.md)",
-                  caption=text("assumptions: " + "; ".join(assumptions)), caption_justify="left", title_justify="left")
-    columns(table, ("devices", "step ms", "samples/s"))
+    t = table(f"Predicted from the {base}-device run (model: docs/scaling.md)")
+    columns(t, ("devices", "step ms", "samples/s"))
     for p in s.predictions:
-        add_row(table, str(p.gpus), f"{p.step_time_ms:.3f}", f"{p.samples_per_s:,.0f}")
-    return table
+        add_row(t, str(p.gpus), f"{p.step_time_ms:.3f}", f"{p.samples_per_s:,.0f}")
+    return t
 
 
 def _num(x, fmt):
@@ -55,19 +54,20 @@ def _num(x, fmt):
 
 
 def _table(s: ScalingAnalysis) -> Table:
-    table = Table(title="Scaling", title_justify="left")
-    columns(table, ("devices", "runs", "per-\nreplica\nbatch", "global\nbatch", "step ms\n±95%", "samples/s",
+    t = table("Scaling")
+    columns(t, ("devices", "runs", "per-\nreplica\nbatch", "global\nbatch", "step ms\n±95%", "samples/s",
                     "speedup\n±95%", "effi-\nciency"))
     for p in s.points:
         speedup = "?" if p.speedup is None else f"{p.speedup:.2f}x ±{p.speedup_ci95:.2f}"
-        add_row(table, str(p.gpus), str(p.runs), _num(p.per_replica_batch, "{:g}"), _num(p.global_batch, "{}"),
+        add_row(t, str(p.gpus), str(p.runs), _num(p.per_replica_batch, "{:g}"), _num(p.global_batch, "{}"),
                       f"{p.step_time_ms:.3f} ±{p.step_time_ci95_ms:.3f}", _num(p.samples_per_s, "{:,.0f}"),
                       speedup, _num(p.efficiency, "{:.0%}"))
-    return table
+    return t
 
 
-def _waterfall(a) -> Text:
-    line = Text(f"{a.gpus} devices: ideal {a.ideal:.2f}x")
+def _waterfall(a, console: Console) -> None:
+    """The ideal speedup, each cause's lost (or won) share of it, the measured one: a cause never broken."""
+    parts = [f"{a.gpus} devices:", Keep(f"ideal {a.ideal:.2f}x")]
     for cause in a.causes:
         if abs(cause.lost_speedup) < 0.005:
             continue
@@ -75,6 +75,6 @@ def _waterfall(a) -> Text:
         sign = "-" if cause.lost_speedup >= 0 else "+"
         noise = " (within noise)" if cause.within_noise else ""
         style = "dim" if cause.within_noise else ("red" if cause.lost_speedup > 0 else "green")
-        line.append(f" {sign} {abs(cause.lost_speedup):.2f}x {name}{noise}", style=style)
-    line.append(f" = {a.measured:.2f}x measured", style="bold")
-    return line
+        parts.append(Keep(f"{sign} {abs(cause.lost_speedup):.2f}x {name}{noise}", style))
+    parts.append(Keep(f"= {a.measured:.2f}x measured", "bold"))
+    say(console, *parts)

@@ -9,20 +9,26 @@ from rich.table import Table
 
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.profile import Transfers, UnitAnalysis
-from scaldiag.render.terminal.common import add_row, bytes_text, columns, print_findings, text
-from scaldiag.rules.report import Report
+from scaldiag.render.terminal.common import add_row, bytes_text, columns, headline, inert, own, print_findings, say, table, text
+from scaldiag.rules.report import Report, top_cause
 
 
-def render(report: Report, console: Console, framework: str | None = None) -> None:
-    """``framework``: whose fix to show (default: the trace's; common.ALL_FIXES for every one)."""
+def render(report: Report, console: Console, framework: str | None = None, verbose: bool = False,
+           findings: bool = True) -> None:
+    """``framework``: whose fix to show (default: the trace's). ``verbose``: every finding's evidence,
+    notes and fix. ``findings``: False where the run report shows them with its own. A trace's report
+    (``analyze``) keeps its tables by default: it is what the command is for."""
     a = report.analysis
-    console.print(text(f"scaldiag analyze: {a.run}", style="bold"))
-    console.print(text(f"{', '.join(a.sources)}  ({a.event_count:,} events, framework: {a.framework})"))
-    console.print(text(f"steps: {a.steps_description}"))
+    say(console, f"scaldiag analyze: {a.run}", style="bold")
+    say(console, f"({a.event_count:,} events, framework: {a.framework}) from:")
+    for source in a.sources:
+        own(console, source)
+    say(console, f"steps: {a.steps_description}")
     for note in a.notes:
-        console.print(text(f"note: {note}", style="dim"))
-    console.print()
-    console.print(text(report.verdict, style="bold"))
+        say(console, f"note: {note}", style="dim")
+    if findings:
+        console.print()
+        headline(console, report)
     console.print()
     if a.units:
         console.print(_step_table(a.units))
@@ -32,7 +38,10 @@ def render(report: Report, console: Console, framework: str | None = None) -> No
         idlest = min(a.units, key=lambda u: u.busy_pct)
         if idlest.host_activity_while_idle:
             console.print(_activity_table(idlest))
-    print_findings(console, report.findings, framework or a.framework)
+    if findings:
+        console.print()
+        print_findings(console, report.findings, framework or a.framework, verbose,
+                       headlined=top_cause(report.findings))
 
 
 def _ms(x: float) -> str:
@@ -44,29 +53,29 @@ def _pm(x: float) -> str:
 
 
 def _step_table(units: list[UnitAnalysis]) -> Table:
-    table = Table(title="Step time (ms)", title_justify="left")
-    columns(table, ("device", "steps", "mean", "±95%", "p50", "p90", "stdev", "busy %"), left=("device",))
+    t = table("Step time (ms)")
+    columns(t, ("device", "steps", "mean", "±95%", "p50", "p90", "stdev", "busy %"), left=("device",))
     for u in units:
         s = u.step_time_ms
-        add_row(table, u.name, str(u.steps), _ms(s.mean), _pm(s.ci95), _ms(s.p50), _ms(s.p90), _ms(s.stdev),
+        add_row(t, u.name, str(u.steps), _ms(s.mean), _pm(s.ci95), _ms(s.p50), _ms(s.p90), _ms(s.stdev),
                       f"{u.busy_pct:.1f}")
-    return table
+    return t
 
 
 def _breakdown_table(units: list[UnitAnalysis]) -> Table:
-    table = Table(title="Per-step breakdown: exclusive % ±95% (exclusive ms / busy ms)", title_justify="left")
-    table.add_column("category", overflow="fold")
+    t = table("Per-step breakdown: exclusive % ±95% (exclusive ms / busy ms)")
+    t.add_column("category", overflow="fold")
     for u in units:
-        table.add_column(text(u.name), justify="right", overflow="fold")
+        t.add_column(text(u.name), justify="right", overflow="fold")
     for category in CATEGORIES:
         cells = []
         for u in units:
-            t = u.categories[category]
-            cells.append(f"{t.exclusive_pct:5.1f}% ±{_pm(t.exclusive_pct_ci95)} "
-                         f"({t.exclusive_ms:.3f} / {t.busy_ms:.3f})")
+            c = u.categories[category]
+            cells.append(f"{c.exclusive_pct:5.1f}% ±{_pm(c.exclusive_pct_ci95)} "
+                         f"({c.exclusive_ms:.3f} / {c.busy_ms:.3f})")
         if any(u.categories[category].busy_ms > 0 for u in units):
-            add_row(table, category, *cells)
-    return table
+            add_row(t, category, *cells)
+    return t
 
 
 def _copies(t: Transfers | None) -> str:
@@ -77,19 +86,18 @@ def _copies(t: Transfers | None) -> str:
 
 
 def _transfer_table(units: list[UnitAnalysis]) -> Table:
-    table = Table(title="Per step: copies and collectives", title_justify="left")
-    columns(table, ("device", "H2D", "D2H", "collectives", "collective\nms"), left=("device", "H2D", "D2H"))
+    t = table("Per step: copies and collectives")
+    columns(t, ("device", "H2D", "D2H", "collectives", "collective\nms"), left=("device", "H2D", "D2H"))
     for u in units:
-        add_row(table, u.name, _copies(u.h2d), _copies(u.d2h), f"{u.collective_count_per_step:.1f}",
+        add_row(t, u.name, _copies(u.h2d), _copies(u.d2h), f"{u.collective_count_per_step:.1f}",
                       f"{u.categories['collective'].busy_ms:.3f}")
-    return table
+    return t
 
 
 def _activity_table(u: UnitAnalysis) -> Table:
     work = "kernels or copies" if u.kind == "gpu" else "ops"
-    table = Table(title=text(f"While {u.name} runs no {work} ({100 - u.busy_pct:.1f}% of the step), the host is in"),
-                  title_justify="left")
-    columns(table, ("host event (innermost)", "state", "thread-ms\nper step"), left=("host event (innermost)", "state"))
+    t = table(f"While {inert(u.name)} runs no {work} ({100 - u.busy_pct:.1f}% of the step), the host is in")
+    columns(t, ("host event (innermost)", "state", "thread-ms\nper step"), left=("host event (innermost)", "state"))
     for h in u.host_activity_while_idle:
-        add_row(table, h.name, h.state, f"{h.ms_per_step:.3f}")
-    return table
+        add_row(t, h.name, h.state, f"{h.ms_per_step:.3f}")
+    return t
