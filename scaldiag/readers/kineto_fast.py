@@ -390,11 +390,21 @@ def _lines(rows: dict, table: list[str], keys: list, line_name, stats_of) -> tup
 
 
 def _line(name: str, start: np.ndarray, end: np.ndarray, name_id: np.ndarray, stats: dict) -> Line:
-    order = np.lexsort((-end, start))  # by start, parents before children
+    order = _by_start_longest_first(start, end)
     if (order != np.arange(len(order))).any():
         start, end, name_id = start[order], end[order], name_id[order]
         stats = {k: v[order] for k, v in stats.items()}
     return Line(name=name, start_ns=start, end_ns=end, name_id=name_id, stats=stats)
+
+
+def _by_start_longest_first(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """np.lexsort((-end, start)), kineto_json's order (by start, parents before children), in a third of its
+    time where it can: a stable sort by start, kept if every run of equal starts is longest first already."""
+    order = np.argsort(start, kind="stable")
+    ties = np.diff(start[order]) == 0
+    if (ties & (np.diff(end[order]) > 0)).any() or (len(end) and end.min() == _INT64_MIN):  # -INT64_MIN wraps
+        order = np.lexsort((-end, start))
+    return order
 
 
 def _host_stats(rows: dict, at: np.ndarray) -> dict:
