@@ -19,20 +19,15 @@ import time
 
 T0 = time.time()
 
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-
-class Stopwatch(keras.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.epochs = []
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.begin = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.epochs.append(time.perf_counter() - self.begin)
+# The zoo's stopwatch, one for every benchmark script (the zoo's folder: this script runs as a file).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "zoo"))
+from zoo_common import EpochStopwatch as Stopwatch  # noqa: E402
 
 
 class Augmented(keras.utils.PyDataset):
