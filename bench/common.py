@@ -107,8 +107,19 @@ def record(name: str, doc: str | None, argv: list[str], body: Callable[[], int |
         rc = int(body() or 0)
     finally:
         sys.stdout = tee.stream
-    text = tee.kept.getvalue()
+    text = _rows_last(tee.kept.getvalue())
     if rc:
         text = f"**The run failed (exit status {rc}): the numbers below are not a result.**\n\n" + text
     write_result(name, claim_of(doc), argv, text, before)
     return rc
+
+
+def _rows_last(text: str) -> str:
+    """The tables first; the one-line JSON rows a benchmark prints as it measures (its raw
+    measurements) after them, in one block, so that the file reads as Markdown."""
+    lines = text.splitlines()
+    rows = [line for line in lines if line.startswith("{") and line.endswith("}")]
+    if not rows:
+        return text
+    rest = [line for line in lines if not (line.startswith("{") and line.endswith("}"))]
+    return "\n".join(rest).rstrip() + "\n\n## Every measurement\n\n```\n" + "\n".join(rows) + "\n```\n"
