@@ -116,9 +116,12 @@ def record(name: str, doc: str | None, argv: list[str], body: Callable[[], int |
 
 def _rows_last(text: str) -> str:
     """The tables first; the one-line JSON rows a benchmark prints as it measures (its raw
-    measurements) after them, in one block, so that the file reads as Markdown."""
+    measurements) after them, in one block, so that the file reads as Markdown. Output with no
+    Markdown in it is kept as printed, in one block."""
     lines = text.splitlines()
     rows = [line for line in lines if line.startswith("{") and line.endswith("}")]
+    if not any(line.startswith(("|", "#")) for line in lines):  # plain lines, no Markdown: kept as printed
+        return "```\n" + text.rstrip() + "\n```\n"
     if not rows:
         return text
     rest = [line for line in lines if not (line.startswith("{") and line.endswith("}"))]
