@@ -184,7 +184,7 @@ def _print(doc: dict, path: Path) -> None:
         for r in doc["allreduce"]:
             print(f"{ic._size(r['bytes']):>10}  {r['median_s'] * 1e6:11.1f}  "
                   f"{r['min_s'] * 1e6:9.1f}-{r['max_s'] * 1e6:<9.1f}  "
-                  f"{r['algbw_bytes_per_s'] / 1e9:10.2f}  {r['busbw_bytes_per_s'] / 1e9:10.2f}")
+                  f"{r['algbw_bytes_per_s'] / 1e9:10.4g}  {r['busbw_bytes_per_s'] / 1e9:10.4g}")
     for key, what in (doc["local"] or {}).items():
         if isinstance(what, dict):
             rate = f", {what['bytes_per_s'] / 1e9:.0f} GB/s" if "bytes_per_s" in what else ""
