@@ -10,6 +10,10 @@ A small index shift is searched for (a rank's trace may hold one collective
 more at its window's start) and the shift whose differences agree best is
 taken.
 
+Across machines (analyze/nodes.py) collectives are paired by step and order,
+and the offset is the centre of the tightest half of the differences
+(``densest``), not their median.
+
 Offsets are corrected (every event of the rank moved) and reported. A rank
 with no collective to align on cannot be estimated: merging it is refused if
 its steps start more than a step away from the first rank's, where a wrong
@@ -116,6 +120,24 @@ def _estimate(reference: np.ndarray, other: np.ndarray) -> tuple[int, int, int] 
         if best is None or key < best[0]:
             best = (key, int(round(offset)), int(round(spread)), n)
     return None if best is None else best[1:]
+
+
+def densest(diffs: np.ndarray) -> tuple[int, int]:
+    """(centre, spread) of paired end differences: the median of the tightest half of them, and the
+    median absolute deviation around it.
+
+    Across machines a rank that still works after its last receive (a reduction, a copy, a thread
+    scheduled late on a busy core) ends a few ms after the others; the plain median then drifts by
+    a fraction of those. Where both ranks ended on the last exchange the differences agree within
+    tens of microseconds, and the tightest half of them is that cluster. On two namespaces of one
+    machine (one true clock, 10 all-reduces of 8.4 MB over gloo), the plain median was off by up to
+    1.25 ms where a few ends were 3-14 ms apart; the tightest half's median by 0.25 ms at most."""
+    d = np.sort(np.asarray(diffs, np.int64))
+    half = (len(d) + 1) // 2
+    widths = d[half - 1:] - d[:len(d) - half + 1]
+    at = int(np.argmin(widths))
+    centre = int(np.median(d[at:at + half]))
+    return centre, int(np.median(np.abs(d - centre)))
 
 
 def _refuse_if_far(trace: Trace, ranks: dict[str, list[Plane]], first: str, name: str) -> None:

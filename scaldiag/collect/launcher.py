@@ -53,20 +53,23 @@ def uncaptured_command(script: str, script_args: list[str], nproc_per_node: int 
 
 
 def launch(run_dir: Path, script: str, script_args: list[str], nvml=None, env: dict | None = None,
-           stdout: int | None = None, progress_every_s: float | None = None) -> int:
+           stdout: int | None = None, progress_every_s: float | None = None, command: list[str] | None = None,
+           run_fields: dict | None = None) -> int:
     """Run ``python SCRIPT ARGS`` under capture; returns the script's exit code (negative: killed by signal).
 
     ``env``: variables to set for the script on top of ours (a sweep's GPU subset).
     ``stdout``: where the script's standard output goes (default: ours; ``profile --json -``
     sends it to stderr, so that stdout holds the JSON alone).
     ``progress_every_s``: a line on stderr that often, with the steps recorded so far (None: none).
+    ``command``: what to start instead of the bootstrap (a multi-node torchrun launch whose ranks run it:
+    ``multinode.torchrun_command``); ``run_fields``: more of run.json (the node's place in the job).
     Call from the main thread: signals are handled there, and the child's
     death signal follows the thread that started it.
     """
-    command = [sys.executable, "-m", "scaldiag.collect.bootstrap", script, *script_args]
+    command = command or [sys.executable, "-m", "scaldiag.collect.bootstrap", script, *script_args]
     recording = _try(lambda: start_run_json(run_dir, [sys.executable, script, *script_args]), "run.json")
     if recording:
-        _try(lambda: update_json(run_dir, "run.json", launcher_pid=os.getpid()), "run.json")
+        _try(lambda: update_json(run_dir, "run.json", launcher_pid=os.getpid(), **(run_fields or {})), "run.json")
     env = {**os.environ, **(env or {})}
     if recording:
         env[RUN_DIR_ENV] = str(run_dir)

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from scaldiag.collect import multinode
 from scaldiag.collect.env import GLOBAL_BATCH_ENV
 from scaldiag.collect.frameworks.torch_hooks import TORCHRUN_ENV
 from scaldiag.collect.launcher import launch, uncaptured_command
@@ -41,6 +42,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--nproc-per-node", metavar="N", type=_positive,
                    help="PyTorch DDP: run the script under `torchrun --standalone --nproc-per-node N`, every rank "
                         "captured (with --gpus: one process per GPU of each run; docs/pytorch.md)")
+    p.add_argument("--nnodes", metavar="N", type=_positive,
+                   help="a job over N machines: run this on every node (torchrun's multi-node launch with "
+                        "--node-rank and --rdzv-endpoint; docs/multinode.md)")
+    p.add_argument("--node-rank", metavar="K", type=_natural, help="this node's rank in the job (0..N-1)")
+    p.add_argument("--rdzv-endpoint", metavar="HOST:PORT",
+                   help="where the nodes meet (node 0's address and a free port)")
     p.add_argument("--torchrun", action="store_true",
                    help="with --gpus or --emulate: run each sweep point under torchrun, one process per device")
     add_verbose(p)
@@ -67,6 +74,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _natural(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
 def check_script(script: Path) -> None:
     if script.is_dir():
         raise ScaldiagError(f"{script} is a directory, not a Python script")
@@ -86,18 +103,45 @@ def run(args: argparse.Namespace) -> int:
         return _sweep(args, script, script_args)
     if args.torchrun and not args.nproc_per_node:
         raise ScaldiagError("--torchrun applies to a sweep (--gpus, --emulate); for one run give --nproc-per-node N")
-    if args.nproc_per_node:  # inherited by the child, which re-runs itself under torchrun (torch_hooks.py)
+    node = _node(args)
+    launch_command = multinode.torchrun_command(node, str(script), script_args) if _torchrun_node(node) else None
+    if args.nproc_per_node and launch_command is None:  # the child re-runs itself under torchrun (torch_hooks.py)
         os.environ[TORCHRUN_ENV] = str(args.nproc_per_node)
     try:
-        run_dir = new_run_dir(args.out, script.stem)
+        run_dir = new_run_dir(args.out, multinode.run_dir_label(script.stem, node) if node else script.stem)
     except (OSError, RuntimeError) as exc:
-        _run_without_capture(args.out, exc, uncaptured_command(str(script), script_args, args.nproc_per_node))
-    code = launch(run_dir, str(script), script_args, stdout=_script_stdout(args), progress_every_s=_progress(args))
+        _run_without_capture(args.out, exc, multinode.uncaptured_torchrun(node, str(script), script_args)
+                             if launch_command else uncaptured_command(str(script), script_args, args.nproc_per_node))
+    code = launch(run_dir, str(script), script_args, stdout=_script_stdout(args), progress_every_s=_progress(args),
+                  command=launch_command, run_fields={"node": node.fields()} if node else None)
+    if launch_command and code == 0:  # the reference SD209 compares the network with (docs/multinode.md)
+        _intra_node(run_dir, args)
     if not args.quiet:
         print(f"\nscaldiag: the script ended ({exit_text(code)}); analysing the run...", file=sys.stderr, flush=True)
     _report(lambda: emit(diagnose_run(run_dir), args.json, args.verbose), args)
     print(line(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})"), file=sys.stderr)
     return exit_status(code)
+
+
+def _node(args) -> multinode.Node | None:
+    """This node's place in a job over several machines (the flags, else SLURM, TF_CONFIG, JAX), or None."""
+    try:
+        return multinode.detect(os.environ, args.nnodes, args.node_rank, args.rdzv_endpoint, args.nproc_per_node)
+    except multinode.NodeError as exc:
+        raise ScaldiagError(str(exc)) from None
+
+
+def _intra_node(run_dir: Path, args) -> None:
+    if not args.quiet:
+        print("scaldiag: measuring the same all-reduce inside this node (gloo over loopback)...", file=sys.stderr,
+              flush=True)
+    why = multinode.record_intra_node(run_dir)
+    if why:
+        print(line(f"scaldiag: no intra-node reference: {why}"), file=sys.stderr)
+
+
+def _torchrun_node(node: multinode.Node | None) -> bool:
+    return node is not None and node.launcher == "torchrun"
 
 
 # A line on stderr this often while a run goes on: a sign of life, rare enough not to bury the script's output.

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from scaldiag.analyze.timeline import RunTimeline, run_timeline
+from scaldiag.commands import job
 from scaldiag.commands.output import add_verbose, emit, write_text
 from scaldiag.errors import TRACE_FAILURES, ScaldiagError
 from scaldiag.pipeline import diagnose, read_trace
@@ -28,8 +29,10 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("report", help="report a run directory written by `scaldiag profile` or the callback",
                               description="Report a captured run: steady-state throughput with its spread, "
                                           "GPU and host samples, and the diagnosis of its trace window.")
-    p.add_argument("run_dir", metavar="RUN_OR_SWEEP",
-                   help="a run directory (scaldiag_runs/<time>-<script>) or a sweep directory")
+    p.add_argument("run_dir", metavar="RUN_OR_SWEEP", nargs="+",
+                   help="a run directory (scaldiag_runs/<time>-<script>) or a sweep directory; for a job over "
+                        "several machines, every node's run directory (or the shared --out holding them): one "
+                        "merged report (docs/multinode.md)")
     p.add_argument("--format", choices=list(FORMAT_NAMES), default="term",
                    help="term (default), json, html (one self-contained file with plots) or perfetto "
                         "(Chrome trace-event JSON of the trace window with the samples as counters: "
@@ -44,12 +47,14 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     fmt = FORMAT_NAMES[args.format]
-    report = diagnose(args.run_dir)
+    if job.is_job(args.run_dir):
+        return _job(args, fmt)
+    report = diagnose(args.run_dir[0])
     if fmt == "terminal" and args.output in (None, "-"):
         emit(report, args.json, args.verbose)
         return 0
     output = args.output or DEFAULT_FILE.get(fmt, "-")
-    views = report_views(Path(args.run_dir), report, fmt) if fmt in VIEW_FORMATS else {}
+    views = report_views(Path(args.run_dir[0]), report, fmt) if fmt in VIEW_FORMATS else {}
     if output == "-":
         write(report, fmt, sys.stdout, **views)
     else:
@@ -58,6 +63,29 @@ def run(args: argparse.Namespace) -> int:
         print(line(f"scaldiag: {args.format} report written to {output}"), file=sys.stderr)
     if args.json:
         write_text(Path(args.json), json_format.render(report)) if args.json != "-" else write(report, "json")
+    return 0
+
+
+def _job(args: argparse.Namespace, fmt: str) -> int:
+    """Several nodes' run directories: the merged job report (terminal or JSON)."""
+    if fmt not in ("terminal", "json"):
+        raise ScaldiagError(f"a job over several nodes is reported as term or json, not {args.format}; "
+                            "report each node's directory alone for the other formats")
+    report = job.diagnose_job(args.run_dir)
+    text = job.to_json(report)
+    if fmt == "json" or args.json == "-":
+        if args.output not in (None, "-"):
+            write_text(Path(args.output), text)
+        else:
+            sys.stdout.write(text)
+        return 0
+    if args.output not in (None, "-"):
+        with _open(Path(args.output)) as stream:
+            job.write_terminal(report, stream)
+    else:
+        job.write_terminal(report)
+    if args.json:
+        write_text(Path(args.json), text)
     return 0
 
 

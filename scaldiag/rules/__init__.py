@@ -24,6 +24,8 @@ from scaldiag.rules import (
     sd206_straggler,
     sd207_input_ceiling,
     sd208_pcie_link,
+    sd209_internode_link,
+    sd210_straggler_node,
     sd211_cpu_oversubscribed,
 )
 from scaldiag.rules.base import Evidence, Finding, Rule, Speedup
@@ -34,10 +36,11 @@ RULES: list[Rule[ProfileAnalysis]] = [
 RUN_RULES: list[Rule[RunAnalysis]] = [
     sd202_logical_devices.RULE, sd204_throttled_clocks.RULE, sd207_input_ceiling.RULE, sd208_pcie_link.RULE,
     sd211_cpu_oversubscribed.RULE]
+JOB_RULES = [sd209_internode_link.RULE, sd210_straggler_node.RULE]  # a job over nodes (analyze/nodes.py)
 SWEEP_RULES: list[Rule[ScalingAnalysis]] = [
     sd201_per_replica_batch.RULE, sd203_collective_growth.RULE, sd205_host_growth.RULE]
 
-__all__ = ["RULES", "RUN_RULES", "SWEEP_RULES", "Evidence", "Finding", "Rule", "Speedup", "run_rules", "check_all", "rank"]
+__all__ = ["RULES", "RUN_RULES", "SWEEP_RULES", "JOB_RULES", "Evidence", "Finding", "Rule", "Speedup", "run_rules", "check_all", "rank"]
 
 
 def check_all(rules, subject) -> list[Finding]:

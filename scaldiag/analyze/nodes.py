@@ -1,0 +1,308 @@
+"""A job over several machines: every node's ranks on one clock, reduced per node.
+
+Each node's run directory holds its ranks' traces, each on its node's clock.
+Per rank, the trace gives its steps (``ProfilerStep#N``, numbered by the
+capture the same way on every rank), its collectives (the process group's
+work: ``gloo:all_reduce``... on host threads, ``nccl`` kernels on devices)
+and its input (the DataLoader's fetches). Collectives are matched across
+ranks by step number and order within the step, never by time, so a clock
+off by a whole step still pairs the right ones.
+
+- Clock: an all-reduce ends on every rank at nearly the same instant (no rank
+  finishes before the last one's data arrived), so each node's offset against
+  node 0 is the centre of the matched ends' differences (the median of their
+  tightest half: ``clock_skew.densest``).
+- Arrival: where a rank starts a collective against the others (after the
+  clocks are aligned). A node whose ranks start late at the collectives makes
+  every other rank wait that long: ``lateness_ms`` per step, signed (early is
+  negative), so jitter averages out instead of counting as lateness.
+- Link: what a collective takes after its last rank arrived is the transfer
+  (and the reduction), not a wait for a peer: ``link_ms`` per step; the part
+  of it during which the rank's step thread runs no op is ``exposed_ms``, what
+  the step pays for the network.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scaldiag.analyze import intervals
+from scaldiag.analyze.clock_skew import densest
+from scaldiag.analyze.stats import Summary
+from scaldiag.trace import Line, Plane
+
+STEP = re.compile(r"^ProfilerStep(#\d+)?$")
+# The process group's work (c10d's record_function of the backend, e.g. gloo:all_reduce), not c10d::allreduce_,
+# which only enqueues it; on a GPU, NCCL's kernels.
+HOST_COLLECTIVE = re.compile(r"^(gloo|nccl|mpi|ucc|xccl):\w")
+DEVICE_COLLECTIVE = re.compile(r"^nccl", re.I)
+INPUT = re.compile(r"^scaldiag_input$|^enumerate\(DataLoader\)")
+# Events on the step thread that hold the whole step or wrap work rather than being work: the step thread
+# "runs an op" only inside an aten/autograd/optimizer op.
+OP = re.compile(r"^(aten::|autograd::|torch::|[A-Za-z]+Backward\d*$|Optimizer\.)")
+
+
+@dataclass(frozen=True)
+class RankEvents:
+    """One rank's evidence, plain arrays on its node's clock (integer ns)."""
+
+    node: str
+    rank: str
+    step_num: np.ndarray
+    step_start_ns: np.ndarray
+    step_end_ns: np.ndarray
+    coll_start_ns: np.ndarray  # sorted by start
+    coll_end_ns: np.ndarray
+    coll_key: list[tuple[int, int]]  # (step number, k-th collective of that step)
+    input: intervals.IntervalSet
+    ops: intervals.IntervalSet  # the step thread inside an op
+
+    def shifted(self, offset_ns: int) -> RankEvents:
+        if not offset_ns:
+            return self
+        s = offset_ns
+        return RankEvents(self.node, self.rank, self.step_num, self.step_start_ns - s, self.step_end_ns - s,
+                          self.coll_start_ns - s, self.coll_end_ns - s, self.coll_key,
+                          (self.input[0] - s, self.input[1] - s), (self.ops[0] - s, self.ops[1] - s))
+
+
+@dataclass(frozen=True)
+class NodeOffset:
+    node: str
+    offset_ns: int | None  # this node's clock minus node 0's; None: not estimated
+    spread_ns: int | None  # median absolute deviation of the matched ends' differences
+    collectives: int
+
+
+@dataclass(frozen=True)
+class NodeSummary:
+    node: str
+    ranks: list[str]
+    step_ms: Summary       # traced steps, the node's ranks together
+    input_ms: Summary      # per step: the step thread in the DataLoader
+    collective_ms: Summary  # per step: collectives running, from the rank's own start
+    link_ms: Summary       # per step: collectives after their last rank arrived
+    exposed_ms: Summary    # per step: of link_ms, the step thread running no op
+    lateness_ms: Summary   # per step: how much later than the others' mean this node's ranks start collectives
+    last_pct: float        # collectives at which this node's ranks arrived last
+    bytes_per_step: int | None = None
+    steady_step_ms: Summary | None = None  # every steady step of the node's first rank (its record)
+    intra_node_ms: Summary | None = None   # the same all-reduce between two processes of this node (measured)
+
+
+@dataclass(frozen=True)
+class JobAnalysis:
+    nodes: list[NodeSummary]
+    offsets: list[NodeOffset]
+    matched_collectives: int
+    notes: list[str] = field(default_factory=list)
+    ranks_per_node: int = 1
+
+
+class MergeRefused(ValueError):
+    """The nodes' clocks cannot be put on one: merging would let the clocks decide the verdict."""
+
+
+def rank_events(node: str, rank: str, planes: list[Plane]) -> RankEvents | None:
+    """A rank's evidence from its planes; None where it has no steps (nothing to compare)."""
+    step_line, step_sel, nums = _step_line(planes)
+    if step_line is None:
+        return None
+    order = np.argsort(step_line.start_ns[step_sel], kind="stable")
+    starts, ends, nums = step_line.start_ns[step_sel][order], step_line.end_ns[step_sel][order], nums[order]
+    cs, ce = _collectives(planes)
+    keys = _keys(cs, starts, nums)
+    names = _plane_of(planes, step_line).event_names
+    input_sel = _match(step_line, names, INPUT)
+    op_sel = _match(step_line, names, OP)
+    return RankEvents(node, rank, nums, starts, ends, cs, ce, keys,
+                      intervals.union(step_line.start_ns[input_sel], step_line.end_ns[input_sel]),
+                      intervals.union(step_line.start_ns[op_sel], step_line.end_ns[op_sel]))
+
+
+def _plane_of(planes: list[Plane], line: Line) -> Plane:
+    return next(p for p in planes if any(x is line for x in p.lines))
+
+
+def _match(line: Line, names: list[str], pattern: re.Pattern) -> np.ndarray:
+    wanted = np.array([bool(pattern.search(n)) for n in names] + [False])
+    ids = np.clip(line.name_id, -1, len(names)).astype(np.int64)
+    return wanted[np.where(ids < 0, len(names), ids)]
+
+
+def _step_line(planes: list[Plane]):
+    """The host thread holding the ProfilerStep markers, its selection, their step numbers (the reader
+    keeps ``#N`` as the ``step_num`` stat; a name that still holds it is read too)."""
+    for plane in planes:
+        if plane.is_device:
+            continue
+        is_step = np.array([bool(STEP.match(n)) for n in plane.event_names] + [False])
+        for line in plane.lines:
+            if not len(line):
+                continue
+            ids = np.where(line.name_id < 0, len(plane.event_names),
+                           np.minimum(line.name_id, len(plane.event_names))).astype(np.int64)
+            sel = is_step[ids]
+            if sel.any():
+                return line, sel, _step_numbers(line, plane.event_names, sel)
+    return None, None, None
+
+
+def _step_numbers(line: Line, names: list[str], sel: np.ndarray) -> np.ndarray:
+    column = line.stat("step_num") if "step_num" in line.stats else None
+    out = []
+    for row in np.flatnonzero(sel).tolist():
+        value = column[row] if column is not None else None
+        if not isinstance(value, (int, np.integer)):
+            m = re.search(r"#(\d+)$", names[line.name_id[row]])
+            value = int(m.group(1)) if m else -1
+        out.append(int(value))
+    return np.array(out, np.int64)
+
+
+def _collectives(planes: list[Plane]) -> tuple[np.ndarray, np.ndarray]:
+    starts, ends = [], []
+    for plane in planes:
+        pattern = DEVICE_COLLECTIVE if plane.is_device else HOST_COLLECTIVE
+        for line in plane.lines:
+            if len(line):
+                sel = _match(line, plane.event_names, pattern)
+                starts.append(line.start_ns[sel])
+                ends.append(line.end_ns[sel])
+    if not starts:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    s, e = np.concatenate(starts).astype(np.int64), np.concatenate(ends).astype(np.int64)
+    order = np.argsort(s, kind="stable")
+    return s[order], e[order]
+
+
+def _keys(coll_start: np.ndarray, step_start: np.ndarray, nums: np.ndarray) -> list[tuple[int, int]]:
+    """(step number, k) per collective: the step it starts in (a step runs to the next one's start)."""
+    at = np.searchsorted(step_start, coll_start, side="right") - 1
+    keys, seen = [], {}
+    for i in at.tolist():
+        step = int(nums[i]) if i >= 0 else -1
+        k = seen.get(step, 0)
+        seen[step] = k + 1
+        keys.append((step, k))
+    return keys
+
+
+def align(ranks: list[RankEvents], step_ns: float) -> tuple[list[RankEvents], list[NodeOffset], list[str]]:
+    """Every node on node 0's clock (the first node listed), from the matched ends of collectives.
+
+    Raises MergeRefused where a node's offset cannot be estimated and its steps start more than
+    ``step_ns`` from node 0's: a wrong clock would then decide who is late."""
+    nodes = list(dict.fromkeys(r.node for r in ranks))
+    ref = next(r for r in ranks if r.node == nodes[0])
+    offsets, notes, moved = [NodeOffset(nodes[0], 0, 0, len(ref.coll_key))], [], []
+    shift = {nodes[0]: 0}
+    for node in nodes[1:]:
+        other = next(r for r in ranks if r.node == node)
+        a, b = _matched_ends(ref, other)
+        if not len(a):
+            gap = _first_common_step_gap(ref, other)
+            if gap is None or abs(gap) > step_ns:
+                raise MergeRefused(
+                    f"{node}'s clock cannot be aligned with {nodes[0]}'s: no collective ends on both to align on, "
+                    + ("and no step was traced on both" if gap is None else
+                       f"and the same step starts {abs(gap) / 1e6:.1f} ms apart, more than a step "
+                       f"({step_ns / 1e6:.1f} ms)") + ": merging them would decide the verdict by the clocks")
+            offsets.append(NodeOffset(node, None, None, 0))
+            notes.append(f"{node}: clock offset not estimated (no collective to align on); merged as recorded")
+            shift[node] = 0
+            continue
+        offset, spread = densest(b - a)
+        offsets.append(NodeOffset(node, offset, spread, len(a)))
+        shift[node] = offset
+    for r in ranks:
+        moved.append(r.shifted(shift[r.node]))
+    return moved, offsets, notes
+
+
+def _matched_ends(a: RankEvents, b: RankEvents) -> tuple[np.ndarray, np.ndarray]:
+    index = {k: i for i, k in enumerate(b.coll_key)}
+    pairs = [(i, index[k]) for i, k in enumerate(a.coll_key) if k in index and k[0] >= 0]
+    if not pairs:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    ia, ib = np.array(pairs).T
+    return a.coll_end_ns[ia], b.coll_end_ns[ib]
+
+
+def _first_common_step_gap(a: RankEvents, b: RankEvents) -> int | None:
+    common = np.intersect1d(a.step_num, b.step_num)
+    if not len(common):
+        return None
+    ia, ib = np.flatnonzero(a.step_num == common[0])[0], np.flatnonzero(b.step_num == common[0])[0]
+    return int(b.step_start_ns[ib] - a.step_start_ns[ia])
+
+
+def reduce_job(ranks: list[RankEvents], offsets: list[NodeOffset], bytes_per_step: dict[str, int | None],
+               notes: list[str] | None = None) -> JobAnalysis:
+    """Per node: steps, input, collectives, the link's time, lateness at the collectives (ranks aligned)."""
+    arrivals = _arrivals(ranks)
+    nodes = list(dict.fromkeys(r.node for r in ranks))
+    summaries = [_node_summary(node, [r for r in ranks if r.node == node], arrivals, bytes_per_step.get(node))
+                 for node in nodes]
+    per_node = max(1, max(len(s.ranks) for s in summaries))
+    return JobAnalysis(summaries, offsets, len(arrivals), list(notes or []), ranks_per_node=per_node)
+
+
+def _arrivals(ranks: list[RankEvents]) -> dict[tuple[int, int], dict[str, int]]:
+    """Per collective matched on every rank: each rank's start."""
+    table: dict[tuple[int, int], dict[str, int]] = {}
+    for r in ranks:
+        for key, start in zip(r.coll_key, r.coll_start_ns.tolist()):
+            if key[0] >= 0:
+                table.setdefault(key, {})[r.rank] = start
+    everyone = {r.rank for r in ranks}
+    return {k: v for k, v in table.items() if set(v) == everyone}
+
+
+def _node_summary(node: str, ranks: list[RankEvents], arrivals: dict, bytes_per_step: int | None) -> NodeSummary:
+    step, inp, coll, link, exposed, late = [], [], [], [], [], []
+    last = total = 0
+    for r in ranks:
+        step.extend(((r.step_end_ns - r.step_start_ns) / 1e6).tolist())
+        w0, w1 = r.step_start_ns, r.step_end_ns
+        inp.extend((intervals.measure_in_windows(r.input, w0, w1) / 1e6).tolist())
+        own = intervals.union(r.coll_start_ns, r.coll_end_ns)
+        coll.extend((intervals.measure_in_windows(own, w0, w1) / 1e6).tolist())
+        after = _after_last_arrival(r, arrivals)
+        link.extend((intervals.measure_in_windows(after, w0, w1) / 1e6).tolist())
+        bare = intervals.subtract(after, r.ops)
+        exposed.extend((intervals.measure_in_windows(bare, w0, w1) / 1e6).tolist())
+        lat, n_last, n = _lateness(r, arrivals)
+        late.extend(lat)
+        last, total = last + n_last, total + n
+    return NodeSummary(node, [r.rank for r in ranks], Summary.of(step), Summary.of(inp), Summary.of(coll),
+                       Summary.of(link), Summary.of(exposed), Summary.of(late),
+                       100.0 * last / total if total else float("nan"), bytes_per_step)
+
+
+def _after_last_arrival(r: RankEvents, arrivals: dict) -> intervals.IntervalSet:
+    starts, ends = [], []
+    for key, start, end in zip(r.coll_key, r.coll_start_ns.tolist(), r.coll_end_ns.tolist()):
+        if key in arrivals:
+            starts.append(max(start, max(arrivals[key].values())))
+            ends.append(end)
+    return intervals.union(np.array(starts, np.int64), np.array(ends, np.int64))
+
+
+def _lateness(r: RankEvents, arrivals: dict) -> tuple[list[float], int, int]:
+    """Per step: the mean over its collectives of this rank's start minus the other ranks' mean start (ms)."""
+    per_step: dict[int, list[float]] = {}
+    last = n = 0
+    for key in r.coll_key:
+        seen = arrivals.get(key)
+        if seen is None or len(seen) < 2:
+            continue
+        mine = seen[r.rank]
+        others = [v for k, v in seen.items() if k != r.rank]
+        per_step.setdefault(key[0], []).append((mine - sum(others) / len(others)) / 1e6)
+        last += mine >= max(others)
+        n += 1
+    return [float(np.mean(v)) for _, v in sorted(per_step.items())], last, n

@@ -1,0 +1,200 @@
+"""``scaldiag report NODE_DIR NODE_DIR ...``: the nodes of one job merged into one report.
+
+Reading (each node's run directory and its ranks' trace files), the pure
+analysis (analyze/nodes.py), the job's rules (SD209, SD210) and a terminal
+and JSON rendering of the result. A node is a run directory whose run.json
+says ``node`` (``profile --nnodes``, SLURM, TF_CONFIG, JAX); a directory
+holding several of them (a shared ``--out``) stands for all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from scaldiag.analyze import nodes as job_nodes
+from scaldiag.analyze.run import step_stats
+from scaldiag.analyze.stats import Summary
+from scaldiag.errors import TRACE_FAILURES, ScaldiagError
+from scaldiag.pipeline import read_trace
+from scaldiag.record.reader import rank_dirs, read_record
+from scaldiag.record.rundir import TRACE_DIR, read_json
+from scaldiag.rules import JOB_RULES, check_all, rank
+from scaldiag.rules.base import Finding
+from scaldiag.sanitize import line
+
+TRACE_PATTERNS = ("*.pt.trace.json", "*.pt.trace.json.gz", "*.xplane.pb")
+
+
+@dataclass(frozen=True)
+class JobReport:
+    node_dirs: list[str]
+    analysis: job_nodes.JobAnalysis
+    findings: list[Finding]
+
+
+def node_dirs(paths: list[str]) -> list[Path]:
+    """The node run directories named or held by ``paths``, node 0 first."""
+    found: dict[Path, Path] = {}
+    for p in map(Path, paths):
+        if not p.is_dir():
+            raise ScaldiagError(f"no such run directory: {p}")
+        for d in [p] if _node(p) is not None else [c for c in sorted(p.iterdir()) if c.is_dir() and _node(c)]:
+            found.setdefault(d.resolve(), d)  # a directory named twice is one node
+    found = list(found.values())
+    ranks = [_node(d).get("node_rank") for d in found]
+    twice = sorted({r for r in ranks if ranks.count(r) > 1}, key=str)
+    if twice:
+        raise ScaldiagError(f"node rank {twice[0]} is in more than one of these directories: give one run "
+                            "directory a node, all of the same job")
+    if len(found) < 2:
+        raise ScaldiagError("a job report needs the run directories of two or more nodes (written by "
+                            "`scaldiag profile --nnodes N ...`, or under SLURM, TF_CONFIG or JAX); found "
+                            f"{len(found)} in {', '.join(paths)}")
+    return sorted(found, key=lambda d: (_node(d).get("node_rank", 0), str(d)))
+
+
+def is_job(paths: list[str]) -> bool:
+    """Several paths, or one directory holding node directories rather than being a run itself."""
+    if len(paths) > 1:
+        return True
+    p = Path(paths[0])
+    return p.is_dir() and not (p / "run.json").exists() and any(
+        c.is_dir() and _node(c) is not None for c in p.iterdir())
+
+
+def _node(run_dir: Path) -> dict | None:
+    try:
+        node = read_json(run_dir, "run.json").get("node")
+    except (OSError, ValueError):
+        return None
+    return node if isinstance(node, dict) else None
+
+
+def diagnose_job(paths: list[str]) -> JobReport:
+    dirs = node_dirs(paths)
+    ranks, bytes_per_step, steady, intra = [], {}, {}, {}
+    for d in dirs:
+        label = _label(d)
+        found = _rank_events(d, label)
+        if not found:
+            raise ScaldiagError(f"{d}: no rank's trace with steps (ProfilerStep markers): nothing to merge")
+        ranks += found
+        bytes_per_step[label], steady[label] = _record_facts(d)
+        intra[label] = _intra_node(d)
+    ref = ranks[0]
+    step_ns = float(np.median(ref.step_end_ns - ref.step_start_ns))
+    try:
+        aligned, offsets, notes = job_nodes.align(ranks, step_ns)
+    except job_nodes.MergeRefused as exc:
+        raise ScaldiagError(f"the nodes are not merged: {exc}") from None
+    analysis = job_nodes.reduce_job(aligned, offsets, bytes_per_step, notes)
+    analysis = replace(analysis, nodes=[replace(n, steady_step_ms=steady.get(n.node), intra_node_ms=intra.get(n.node))
+                                        for n in analysis.nodes])
+    return JobReport([str(d) for d in dirs], analysis, rank(check_all(JOB_RULES, analysis)))
+
+
+def _label(run_dir: Path) -> str:
+    node = _node(run_dir) or {}
+    return f"{node.get('host') or 'host'}/node{node.get('node_rank', '?')}"
+
+
+def _rank_events(run_dir: Path, label: str) -> list[job_nodes.RankEvents]:
+    files = sorted({f for pattern in TRACE_PATTERNS for f in (run_dir / TRACE_DIR).rglob(pattern)})
+    out = []
+    for f in files:
+        try:
+            _, trace = read_trace(f)
+        except TRACE_FAILURES as exc:
+            raise ScaldiagError(f"{f}: cannot read this rank's trace ({exc})") from None
+        found = job_nodes.rank_events(label, f"{label}/{f.name.split('.')[0]}", trace.planes)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _intra_node(run_dir: Path):
+    """The same all-reduce inside the node, as ``profile`` measured it after the script (collect/multinode.py)."""
+    found = read_json(run_dir, "run.json").get("intra_node_allreduce")
+    times = found.get("times_ns") if isinstance(found, dict) else None
+    if not isinstance(times, list) or not times or not all(isinstance(t, int) and t > 0 for t in times):
+        return None
+    return Summary.of([t / 1e6 for t in times])
+
+
+def _record_facts(run_dir: Path):
+    """Bytes all-reduced a step (the optimizer's parameters: DDP reduces each gradient once a step) and
+    the node's steady step time from its first rank's record (every step, not only the traced ones)."""
+    dirs = [run_dir, *rank_dirs(run_dir).values()]
+    parameter_bytes, steady = None, None
+    for d in dirs:
+        record = read_record(d)
+        value = record.training.get("parameter_bytes")
+        if parameter_bytes is None and isinstance(value, int) and value > 0:
+            parameter_bytes = value
+        if steady is None and record.steps:
+            stats = step_stats(record.steps, record.training, record.marks)
+            steady = stats.step_time_ms if stats is not None else None
+    return parameter_bytes, steady
+
+
+# -- rendering ------------------------------------------------------------------------------------------
+
+
+def _ms(s, digits: int = 1) -> str:
+    if s is None or s.n == 0 or not math.isfinite(s.mean):
+        return "-"
+    spread = f" ±{s.ci95:.{digits}f}" if math.isfinite(s.ci95) else " (one step)"
+    return f"{s.mean:.{digits}f}{spread}"
+
+
+def write_terminal(report: JobReport, stream=None) -> None:
+    stream = stream or sys.stdout
+    a = report.analysis
+    out = [f"scaldiag job report: {len(a.nodes)} nodes, {a.ranks_per_node} rank(s) a node, "
+           f"{a.matched_collectives} collectives matched on every rank"]
+    out.append("clocks (against " + line(a.offsets[0].node) + "):")
+    for o in a.offsets[1:]:
+        out.append(f"  {line(o.node)}: " + ("not estimated" if o.offset_ns is None else
+                   f"offset {o.offset_ns / 1e6:+.3f} ms (spread {o.spread_ns / 1e3:.1f} us, "
+                   f"{o.collectives} collective ends), corrected"))
+    out += [f"note: {line(n)}" for n in a.notes]
+    out.append("per node, ms per step, mean ±95% (traced steps):")
+    out.append(f"  {'node':<24} {'steady step':>14} {'traced step':>14} {'input':>12} {'all-reduce':>12} "
+               f"{'link':>12} {'exposed':>12} {'in-node':>10} {'late':>12} {'last at':>8}")
+    for n in a.nodes:
+        out.append(f"  {line(n.node)[:24]:<24} {_ms(n.steady_step_ms):>14} {_ms(n.step_ms):>14} {_ms(n.input_ms):>12} "
+                   f"{_ms(n.collective_ms):>12} {_ms(n.link_ms):>12} {_ms(n.exposed_ms):>12} {_ms(n.intra_node_ms):>10} "
+                   f"{_ms(n.lateness_ms):>12} {n.last_pct:>7.0f}%")
+    out.append("ranks: " + ", ".join(line(r) for n in a.nodes for r in n.ranks))
+    out.append(f"findings ({len(report.findings)}):" if report.findings else
+               "findings: none about the job's nodes or the network between them")
+    for f in report.findings:
+        out.append(f"  {f.id} {line(f.title)} [{f.severity}]: {line(f.summary)}")
+        for e in f.evidence:
+            spread = f" ±{e.spread:g}" if e.spread is not None else ""
+            out.append(f"    {line(e.metric)}: {e.value:g}{spread} {e.unit}" + (f" ({line(e.device)})" if e.device else ""))
+        if f.predicted_speedup:
+            out.append(f"    ceiling {f.predicted_speedup.value:.2f}x: {line(f.predicted_speedup.arithmetic)}")
+        if f.forecast:
+            out.append(f"    forecast {f.forecast.value:.2f}x: {line(f.forecast.arithmetic)}")
+        out.append(f"    fix (pytorch): {line(f.fix.get('pytorch', ''))}")
+    stream.write("\n".join(out) + "\n")
+
+
+def to_json(report: JobReport) -> str:
+    def clean(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        return value
+    return json.dumps(clean({"kind": "job", "node_dirs": report.node_dirs, "analysis": asdict(report.analysis),
+                             "findings": [asdict(f) for f in report.findings]}), indent=1) + "\n"

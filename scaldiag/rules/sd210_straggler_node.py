@@ -1,0 +1,75 @@
+"""SD210 straggler node: one node's ranks reach every collective late.
+
+In synchronous data parallelism every rank waits, at each all-reduce, for
+the last rank to arrive. A node whose ranks arrive late at the collectives
+(on the job's one clock: analyze/nodes.py) costs every other node that wait
+each step. Where its input (the DataLoader's fetches on the step thread)
+takes longer than the other nodes' by most of the lateness, the cause is the
+node's input (a slower disk, fewer cores, a busier machine); otherwise its
+compute (a slower or throttled machine).
+"""
+
+from __future__ import annotations
+
+import math
+
+from scaldiag.analyze.nodes import JobAnalysis
+from scaldiag.rules.base import Evidence, Finding, Speedup
+
+# As SD206 (straggler device): a lateness under 5% of the step is noise no fix of the slow node would repay.
+MIN_STEP_SHARE = 0.05
+# The input explains the lateness when the node's extra input time per step covers at least half of it.
+INPUT_EXPLAINS = 0.5
+
+FIX_INPUT = {
+    "pytorch": "Feed that node faster: more loader workers there (DataLoader(..., num_workers=N, pin_memory=True, "
+               "persistent_workers=True, prefetch_factor=4)), its data on a local disk or cached "
+               "(a copy on local NVMe, not the network file system), and check nothing else competes for its cores.",
+    "tensorflow": "Feed that node faster: ds.map(..., num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE), "
+                  "ds.cache() to local disk, and check nothing else competes for its cores.",
+    "jax": "Feed that node faster: more loader workers (grain's worker_count, tf.data AUTOTUNE), data on local disk, "
+           "and check nothing else competes for its cores.",
+}
+FIX_COMPUTE = {
+    k: "Find why that node computes slower: nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE for throttling, other "
+       "jobs on it (nvidia-smi, top), its CPU and memory (numactl --hardware); give every rank the same batch "
+       "(drop_last=True)." for k in ("pytorch", "tensorflow", "jax")}
+
+
+class _StragglerNode:
+    id = "SD210"
+
+    def check(self, job: JobAnalysis) -> Finding | None:
+        if len(job.nodes) < 2 or not job.matched_collectives:
+            return None
+        late = max(job.nodes, key=lambda n: n.lateness_ms.mean)
+        s = late.lateness_ms
+        ci = s.ci95 if math.isfinite(s.ci95) else s.mean
+        step = min(n.step_ms.mean for n in job.nodes)
+        if not step > 0 or s.mean - ci <= 0 or s.mean / step < MIN_STEP_SHARE:
+            return None
+        others = [n for n in job.nodes if n is not late]
+        extra_input = late.input_ms.mean - sum(n.input_ms.mean for n in others) / len(others)
+        by_input = extra_input >= INPUT_EXPLAINS * s.mean
+        gain = step / (step - min(s.mean, 0.99 * step))
+        low_gain = step / (step - min(max(s.mean - ci, 0), 0.99 * step))
+        cause = (f"its input takes {late.input_ms.mean:.1f} ms a step, {extra_input:.1f} ms more than the other "
+                 f"nodes'" if by_input else "its input is no slower than the others': its compute is")
+        return Finding(
+            id=self.id, title="A straggler node" + (": its input is slow" if by_input else ""),
+            severity="high" if s.mean / step >= 0.25 else "medium", category="input" if by_input else "compute",
+            summary=f"{late.node} reaches the collectives {s.mean:.1f} ms after the other nodes each step "
+                    f"(last at {late.last_pct:.0f}% of them); {cause}",
+            evidence=[Evidence("lateness at the collectives per step", round(s.mean, 2), "ms",
+                               spread=round(s.ci95, 2), device=late.node),
+                      Evidence("arrived last", round(late.last_pct, 1), "% of collectives", device=late.node),
+                      Evidence("input per step", round(late.input_ms.mean, 2), "ms", spread=round(late.input_ms.ci95, 2),
+                               device=late.node),
+                      *[Evidence("input per step", round(n.input_ms.mean, 2), "ms", spread=round(n.input_ms.ci95, 2),
+                                 device=n.node) for n in others]],
+            fix=FIX_INPUT if by_input else FIX_COMPUTE,
+            predicted_speedup=Speedup(gain, low_gain, gain, f"the other nodes stop waiting {s.mean:.1f} ms of a "
+                                                            f"{step:.1f} ms step"))
+
+
+RULE = _StragglerNode()

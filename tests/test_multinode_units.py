@@ -1,0 +1,119 @@
+"""The multi-node parts that need no second machine: where a node's place comes from, the merge's
+arithmetic on hand-built ranks with known answers (tests/test_multinode.py runs the real thing)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from scaldiag.analyze import intervals, nodes
+from scaldiag.collect import multinode
+from scaldiag.rules import sd209_internode_link, sd210_straggler_node
+
+MS = 1_000_000
+
+
+def test_the_flags_make_a_torchrun_node_and_its_launch():
+    node = multinode.detect({}, 2, 1, "10.0.0.1:29500", 8, host="gpu-b")
+    assert node == multinode.Node(2, 1, "gpu-b", "torchrun", "10.0.0.1:29500", 8)
+    command = multinode.torchrun_command(node, "train.py", ["--lr", "1"])
+    assert command[1:3] == ["-m", "torch.distributed.run"]
+    assert {"--nnodes=2", "--node-rank=1", "--rdzv-endpoint=10.0.0.1:29500", "--nproc-per-node=8",
+            "--rdzv-backend=static"} <= set(command)
+    assert command[-5:] == ["-m", "scaldiag.collect.bootstrap", "train.py", "--lr", "1"]
+    assert "scaldiag.collect.bootstrap" not in multinode.uncaptured_torchrun(node, "train.py", [])
+    assert multinode.run_dir_label("train", node) == "train-gpu-b-node1"
+
+
+@pytest.mark.parametrize("args, said", [
+    ((2, None, "h:1", 1), "together"),
+    ((2, 2, "h:1", 1), "not one of the 2 nodes"),
+    ((2, 0, "h", 1), "HOST:PORT"),
+    ((2, 0, "h:1", None), "--nproc-per-node"),
+])
+def test_an_inconsistent_multi_node_launch_is_refused_with_the_reason(args, said):
+    with pytest.raises(multinode.NodeError, match=said):
+        multinode.detect({}, *args)
+
+
+def test_slurm_tf_config_and_jax_say_the_nodes_place():
+    assert multinode.detect({"SLURM_NNODES": "4", "SLURM_NODEID": "3"}, host="n3") == \
+        multinode.Node(4, 3, "n3", "slurm")
+    config = {"cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"]}, "task": {"type": "worker", "index": 1}}
+    assert multinode.detect({"TF_CONFIG": json.dumps(config)}, host="c") == multinode.Node(3, 2, "c", "tf_config")
+    assert multinode.detect({"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"}, host="a").launcher == "jax"
+    assert multinode.detect({"SLURM_NNODES": "1", "SLURM_NODEID": "0"}) is None  # one machine
+    assert multinode.detect({"TF_CONFIG": "{not json"}) is None
+    assert multinode.detect({}) is None
+
+
+def test_a_host_name_is_made_safe_for_a_directory():
+    node = multinode.Node(2, 0, "../evil host\n", "slurm")
+    assert "/" not in multinode.run_dir_label("t", node) and "\n" not in multinode.run_dir_label("t", node)
+
+
+def _rank(node: str, offset_ns: int, start_delay_ns: int = 0, end_delay_ns: int = 0, input_ns: int = 0,
+          steps: int = 6, link_ns: int = 30 * MS) -> nodes.RankEvents:
+    """A rank of 100 ms steps: input, compute to 40 ms (+ its delay), two all-reduces that end together on
+    every rank (``end_delay_ns``: the job's latest rank's delay), all on a clock ``offset_ns`` ahead."""
+    step_start = np.arange(steps, dtype=np.int64) * 100 * MS
+    cs, ce, keys = [], [], []
+    for n, t in enumerate(step_start.tolist()):
+        for k, (begin, end) in enumerate(((40 * MS, 60 * MS), (60 * MS, 60 * MS + link_ns))):
+            cs.append(t + begin + start_delay_ns)
+            ce.append(t + end + end_delay_ns)
+            keys.append((n + 10, k))
+    inp = intervals.union(step_start, step_start + 1 * MS + input_ns)
+    ops = intervals.union(step_start + 1 * MS + input_ns, step_start + 40 * MS + start_delay_ns)
+    s = offset_ns
+    return nodes.RankEvents(node, f"{node}/rank0", np.arange(steps, dtype=np.int64) + 10, step_start + s,
+                            step_start + 100 * MS + s, np.array(cs) + s, np.array(ce) + s, keys,
+                            (inp[0] + s, inp[1] + s), (ops[0] + s, ops[1] + s))
+
+
+def test_a_node_off_by_50_ms_is_put_back_on_node_0s_clock():
+    ranks = [_rank("a/node0", 0), _rank("b/node1", 50 * MS)]
+    aligned, offsets, notes = nodes.align(ranks, 100 * MS)
+    assert [o.offset_ns for o in offsets] == [0, 50 * MS] and offsets[1].collectives == 12 and not notes
+    job = nodes.reduce_job(aligned, offsets, {"a/node0": 8_000_000})
+    assert all(abs(n.lateness_ms.mean) < 1e-9 for n in job.nodes)  # on one clock nobody is late
+    assert job.nodes[0].link_ms.mean == pytest.approx(50.0)  # 20 ms + the 30 ms after all arrived
+
+
+def test_without_collectives_a_node_more_than_a_step_away_is_refused():
+    far = _rank("b/node1", 150 * MS)
+    bare = nodes.RankEvents(far.node, far.rank, far.step_num, far.step_start_ns, far.step_end_ns,
+                            np.empty(0, np.int64), np.empty(0, np.int64), [], far.input, far.ops)
+    with pytest.raises(nodes.MergeRefused, match="more than a step"):
+        nodes.align([_rank("a/node0", 0), bare], 100 * MS)
+    near = nodes.RankEvents(bare.node, bare.rank, bare.step_num, bare.step_start_ns - 140 * MS,
+                            bare.step_end_ns - 140 * MS, bare.coll_start_ns, bare.coll_end_ns, [], bare.input, bare.ops)
+    _, offsets, notes = nodes.align([_rank("a/node0", 0), near], 100 * MS)
+    assert offsets[1].offset_ns is None and "not estimated" in notes[0]
+
+
+def test_a_node_with_slow_input_is_late_and_named_by_sd210_not_sd209():
+    ranks = [_rank("a/node0", 0, end_delay_ns=15 * MS, link_ns=2 * MS),
+             _rank("b/node1", 0, start_delay_ns=15 * MS, end_delay_ns=15 * MS, input_ns=15 * MS, link_ns=2 * MS)]
+    job = nodes.reduce_job(*nodes.align(ranks, 100 * MS)[:2], {})
+    late = {n.node: n.lateness_ms.mean for n in job.nodes}
+    assert late == {"a/node0": pytest.approx(-15.0), "b/node1": pytest.approx(15.0)}
+    assert job.nodes[1].last_pct == 100.0 and job.nodes[0].link_ms.mean == pytest.approx(22.0)
+    finding = sd210_straggler_node.RULE.check(job)
+    assert finding.category == "input" and "b/node1" in finding.summary
+
+
+def test_sd209_weighs_the_link_against_the_same_all_reduce_inside_a_node():
+    ranks = [_rank("a/node0", 0), _rank("b/node1", 0)]
+    job = nodes.reduce_job(*nodes.align(ranks, 100 * MS)[:2], {"a/node0": 8_000_000, "b/node1": 8_000_000})
+    assert job.nodes[0].exposed_ms.mean == pytest.approx(50.0)  # from 40 ms no op runs on the step thread
+    assert sd209_internode_link.RULE.check(job).id == "SD209"  # no reference: the exposed time counts whole
+    from dataclasses import replace
+
+    from scaldiag.analyze.stats import Summary
+    same = replace(job, nodes=[replace(n, intra_node_ms=Summary.of([49.0, 50.0, 51.0])) for n in job.nodes])
+    assert sd209_internode_link.RULE.check(same) is None  # the link costs what the node itself costs
+    fast = replace(job, nodes=[replace(n, intra_node_ms=Summary.of([4.0, 5.0, 6.0])) for n in job.nodes])
+    assert sd209_internode_link.RULE.check(fast).forecast.kind == "forecast"
