@@ -29,8 +29,10 @@ CASES = {"sweep": lambda: diagnose(Path("fixtures/runs/sweep")),
          # A real run: Keras on JAX on an H200, real NVML samples and device trace (bench/results/gpu_h200/accounting).
          "run_gpu1": lambda: diagnose(Path("fixtures/runs/h200_keras_jax_tiny")),
          # A real run: PyTorch on an H200, its Kineto trace (fixtures/README.md).
-         "run_torch_gpu1": lambda: diagnose(Path("fixtures/kineto/h200_healthy_run"))}
-VERBOSE = ("run_gpu1", "run_torch_gpu1")
+         "run_torch_gpu1": lambda: diagnose(Path("fixtures/kineto/h200_healthy_run")),
+         # A real run: PyTorch on this machine's CPU (tests/test_vocabulary_pytorch.py says how it was made).
+         "run_torch_cpu": lambda: diagnose(Path("tests/golden/runs/torch_cpu_input_bound"))}
+VERBOSE = ("run_gpu1", "run_torch_gpu1", "run_torch_cpu")
 WIDTHS = (80, 120)
 RENDERS = [(case, width, False) for case in sorted(CASES) for width in WIDTHS] + \
           [(case, width, True) for case in VERBOSE for width in WIDTHS]

@@ -55,10 +55,10 @@ FIX = {
 # The fix the forecast is for: float32 pixels sent as uint8 carry a quarter of the bytes.
 BYTES_FACTOR = 4
 
+# In every framework's words: the framework's own line for casting on the device follows it (FIX).
 _FEWER_BYTES = ("Each step moves {mb:.0f} MB to the device and the host spends {ns:.2f} ns per byte preparing "
                 "them: send fewer bytes. Images as uint8 (a quarter of float32), cast and scaled on the device "
-                "by the model's first layer, keras.layers.Rescaling(1 / 255); or a smaller dtype (bfloat16) "
-                "for other features.\n")
+                "after the copy (as below); or a smaller dtype (bfloat16) for other features.\n")
 
 
 class _HostToDevice:

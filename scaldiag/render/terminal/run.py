@@ -78,7 +78,9 @@ def framework_words(fw: dict) -> str:
     label = {"keras": "Keras", "pytorch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX"}
 
     def named(key: str) -> str:
-        return f"{label.get(key, key)} {versions[key]}" if key in versions else label.get(key, key)
+        # The version under the package's name: tensorflow-cpu and tensorflow are one framework.
+        version = next((v for k, v in versions.items() if k == key or k.startswith(f"{key}-")), None)
+        return f"{label.get(key, key)} {version}" if version else label.get(key, key)
 
     if name == "pytorch":
         cuda = f" (CUDA {versions['cuda']})" if versions.get("cuda") else " (CPU)"
