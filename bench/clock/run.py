@@ -1,4 +1,6 @@
-"""scaldiag's steady samples/s against each public script's own clock, in the same run.
+"""scaldiag's numbers agree with the clock each public script prints, within 5% (README: 10 on an H200, 8 of 8 on the CPU).
+
+scaldiag's steady samples/s against each public script's own clock, in the same run.
 
 For every entry of manifest.toml that runs on this machine: copy the script's stored folder
 (unmodified) to a working directory, do the entry's named preparation there, run
