@@ -103,7 +103,7 @@ def test_no_token_is_broken_and_no_code_is_boxed(reports, case, width, verbose):
     assert "Findings (" in text
     assert not set("│┃╭╰║") & set(text), "a box border: code in a box cannot be copied"
     assert not re.search(r":\n *\d", text), "a 'name: value' broken after its colon"
-    assert not re.search(r"\d\n *(ms|s|%|x|samples/s)\b", text), "a number broken from its unit"
+    assert not re.search(r"\d *\n[ │]*(ms|s|%|x|samples/s|B|KiB|MiB|GiB|copies)\b", text), "a number broken from its unit"
     stripped = {line.strip() for line in lines}
     for whole in own_lines(reports[case]):
         assert whole in stripped, f"not whole on its own line: {whole}"

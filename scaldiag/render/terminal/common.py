@@ -176,15 +176,20 @@ def bytes_text(n: float) -> str:
     return f"{n:.2f} GiB"
 
 
+# In a table cell (which rich wraps), a number and its unit are joined by a no-break space.
+_CELL_UNIT = re.compile(r"(\d) (?=(B|KiB|MiB|GiB|copies|ms|s|x|%)\b)")
+
+
 def add_row(table, *cells) -> None:
     """One row; a cell already made (``text(..., lines=True)``) is kept as it is."""
-    table.add_row(*(c if isinstance(c, Text) else text(c) for c in cells))
+    table.add_row(*(c if isinstance(c, Text) else text(_CELL_UNIT.sub("\\1\u00a0", inert(c))) for c in cells))
 
 
-def columns(table, names, left=()) -> None:
-    """Columns that fold a long cell onto more lines instead of cutting it ('…')."""
+def columns(table, names, left=(), whole=()) -> None:
+    """Columns that fold a long cell onto more lines instead of cutting it ('…'); those in ``whole``
+    (a device's name) are never wrapped: the others give way."""
     for name in names:
-        table.add_column(name, justify="left" if name in left else "right", overflow="fold")
+        table.add_column(name, justify="left" if name in left else "right", overflow="fold", no_wrap=name in whole)
 
 
 def exit_text(code: int, signal: str | None = None) -> str:

@@ -54,7 +54,7 @@ def _pm(x: float) -> str:
 
 def _step_table(units: list[UnitAnalysis]) -> Table:
     t = table("Step time (ms)")
-    columns(t, ("device", "steps", "mean", "±95%", "p50", "p90", "stdev", "busy %"), left=("device",))
+    columns(t, ("device", "steps", "mean", "±95%", "p50", "p90", "stdev", "busy %"), left=("device",), whole=("device",))
     for u in units:
         s = u.step_time_ms
         add_row(t, u.name, str(u.steps), _ms(s.mean), _pm(s.ci95), _ms(s.p50), _ms(s.p90), _ms(s.stdev),
@@ -78,19 +78,23 @@ def _breakdown_table(units: list[UnitAnalysis]) -> Table:
     return t
 
 
-def _copies(t: Transfers | None) -> str:
-    if t is None:
+def _pageable(t: Transfers | None) -> str:
+    """The share of a direction's bytes copied from pageable host memory (which cannot overlap compute)."""
+    if t is None or not t.bytes_per_step or not t.bytes_by_host_kind:
         return "-"
-    kinds = ", ".join(f"{k} {bytes_text(v)}" for k, v in t.bytes_by_host_kind.items())
-    return f"{bytes_text(t.bytes_per_step)} in {t.count_per_step:.1f} copies" + (f" ({kinds})" if kinds else "")
+    return f"{100 * t.bytes_by_host_kind.get('pageable', 0.0) / t.bytes_per_step:.0f}%"
 
 
 def _transfer_table(units: list[UnitAnalysis]) -> Table:
+    """Short cells only, so that no cell wraps at 80 columns (a wrapped cell parts a number from its unit)."""
     t = table("Per step: copies and collectives")
-    columns(t, ("device", "H2D", "D2H", "collectives", "collective\nms"), left=("device", "H2D", "D2H"))
+    columns(t, ("device", "H2D\nbytes", "H2D\ncopies", "page-\nable", "D2H\nbytes", "D2H\ncopies", "collec-\ntives",
+                "collec-\ntive ms"), left=("device",), whole=("device",))
     for u in units:
-        add_row(t, u.name, _copies(u.h2d), _copies(u.d2h), f"{u.collective_count_per_step:.1f}",
-                      f"{u.categories['collective'].busy_ms:.3f}")
+        h, d = u.h2d, u.d2h
+        add_row(t, u.name, "-" if h is None else bytes_text(h.bytes_per_step), "-" if h is None else f"{h.count_per_step:.1f}",
+                _pageable(h), "-" if d is None else bytes_text(d.bytes_per_step), "-" if d is None else f"{d.count_per_step:.1f}",
+                f"{u.collective_count_per_step:.1f}", f"{u.categories['collective'].busy_ms:.3f}")
     return t
 
 
