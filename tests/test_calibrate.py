@@ -3,6 +3,9 @@ that GPU predictions leave it alone."""
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -57,5 +60,21 @@ def test_sizes_are_read_with_binary_suffixes_and_bad_ones_named():
     for bad in ("3", "1X", "", "-8"):
         with pytest.raises(ScaldiagError, match="--sizes"):
             calibrate.parse_sizes(bad)
-    with pytest.raises(ScaldiagError, match="--framework torch"):
-        calibrate.run(_args("--device", "cpu", "--framework", "jax"))
+
+
+def test_jax_psum_over_two_xla_cpu_devices(tmp_path):
+    """JAX where it is installed (not in every environment here): psum over two XLA CPU devices, in a process
+    of its own because the device count is fixed when XLA starts."""
+    pytest.importorskip("jax")
+    out = tmp_path / "jax.json"
+    code = ("import argparse, sys\nfrom scaldiag.commands import calibrate\np = argparse.ArgumentParser()\n"
+            "calibrate.add_parser(p.add_subparsers())\nsys.exit(calibrate.run(p.parse_args(sys.argv[1:])))")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    done = subprocess.run([sys.executable, "-c", code, "calibrate", "--device", "cpu", "--framework", "jax",
+                           "--sizes", "8,64K", "--out", str(out)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert (doc["device"], doc["backend"], doc["ranks"]) == ("cpu", "xla-cpu", 2)
+    assert [r["bytes"] for r in doc["allreduce"]] == [8, 65536]
+    assert "GPU predictions do not use it" in done.stdout

@@ -140,17 +140,21 @@ def _one_gpu(framework: str, machine: dict) -> dict:
 
 
 def _cpu(args, framework: str, machine: dict) -> dict:
-    if framework != "torch":
-        raise ScaldiagError("calibrate on CPU runs torch.distributed with gloo: use --framework torch "
-                            "(JAX's psum needs 2+ devices)")
-    ranks = args.ranks or 2
-    if ranks < 2:
-        raise ScaldiagError("--ranks: a CPU calibration needs 2 or more processes")
     sizes = parse_sizes(args.sizes) if args.sizes else measure.default_sizes(CPU_MAX_BYTES)
-    rows = measure.measure_torch(sizes, ranks, "cpu", args.timeout)
-    doc = _base(framework, machine, "cpu", ranks, "gloo")
+    if framework == "jax":  # XLA's CPU devices of one process (XLA_FLAGS=--xla_force_host_platform_device_count)
+        ranks, platform, _ = measure.jax_devices()
+        if ranks < 2 or platform != "cpu":
+            raise ScaldiagError("calibrate on CPU with JAX needs 2+ CPU devices: set XLA_FLAGS="
+                                "--xla_force_host_platform_device_count=2, or use --framework torch (gloo)")
+        rows, backend = measure.measure_jax(sizes), "xla-cpu"
+    else:
+        ranks = args.ranks or 2
+        if ranks < 2:
+            raise ScaldiagError("--ranks: a CPU calibration needs 2 or more processes")
+        rows, backend = measure.measure_torch(sizes, ranks, "cpu", args.timeout), "gloo"
+    doc = _base(framework, machine, "cpu", ranks, backend)
     doc["allreduce"] = _with_bandwidths(rows, ranks)
-    doc["notes"].append("a CPU calibration (gloo between processes on this host's cores): GPU predictions do "
+    doc["notes"].append(f"a CPU calibration ({backend} between CPU devices of this host): GPU predictions do "
                         "not use it")
     return doc
 
