@@ -159,3 +159,19 @@ def test_with_each_parameters_size_the_buckets_are_ddps_own():
     exposed, how = exposed_ms(sum(sizes), 2, link, True, compute_ms=0.03, parameter_sizes_bytes=sizes)
     times = [link.allreduce_s(b, 2) * 1e3 for b in (4 * 16_822_282, 4 * 16_781_312, 4 * 3_215_360)]
     assert exposed == pytest.approx(sum(times) - 0.02) and "DDP's assignment" in how
+
+
+def test_the_peer_matrix_where_recorded_gives_the_links_between_visible_gpus():
+    gpu = {"name": "NVIDIA H200", "nvlink_active_links": 18, "pcie_gen_current": 5, "pcie_width_current": 16}
+    pair = {"gpus": [0, 1], "common_ancestor": 50, "path": "SYS"}
+    nv18 = ic.from_inventory({"gpus": [gpu] * 2, "topology": [{**pair, "nvlink_links": 18}]})
+    assert (nv18.kind, nv18.lanes, nv18.source) == ("nvlink", 18, "read") and "peer matrix: NV18" in nv18.why
+    # three GPUs, one pair joined by 6 links only: the ring runs at its slowest hop
+    three = [{**pair, "nvlink_links": 18}, {**pair, "gpus": [0, 2], "nvlink_links": 6},
+             {**pair, "gpus": [1, 2], "nvlink_links": 18}]
+    assert ic.from_inventory({"gpus": [gpu] * 3, "topology": three}).lanes == 6
+    # NVLink active on each GPU (to a bridge or other GPUs) but none between this pair: PCIe
+    apart = ic.from_inventory({"gpus": [gpu] * 2, "topology": [{**pair, "nvlink_links": 0}]})
+    assert apart.kind == "pcie" and "no NVLink between them" in apart.why
+    # not recorded (today's inventories): the active links, as before
+    assert ic.from_inventory({"gpus": [gpu] * 2, "topology": [pair]}).why == "NVML's active links"

@@ -247,6 +247,16 @@ def from_inventory(inventory: dict, override: Interconnect | None = None,
     return replace(link, curve=chosen.curve if chosen else link.curve, notes=tuple(notes))
 
 
+def peer_links(inventory: dict) -> int | None:
+    """NVLinks between the closest-linked pair of visible GPUs, from the inventory's peer matrix
+    (``topology[].nvlink_links``, as ``nvidia-smi topo -m`` shows NV18), or None where it was not recorded.
+
+    The ring's slowest hop sets its pace, so the fewest links of any pair; 0 where a pair has none (PCIe)."""
+    pairs = [t.get("nvlink_links") for t in inventory.get("topology") or [] if isinstance(t, dict)]
+    counts = [c for c in pairs if isinstance(c, int) and not isinstance(c, bool) and c >= 0]
+    return min(counts) if counts and len(counts) == len(pairs) else None
+
+
 def _link(inventory: dict) -> Interconnect | None:
     gpus = inventory.get("gpus") or []
     if not gpus:
@@ -254,6 +264,13 @@ def _link(inventory: dict) -> Interconnect | None:
     links = min(g.get("nvlink_active_links") or 0 for g in gpus)
     name = gpus[0].get("name")
     product = lookup(name)
+    peers = peer_links(inventory) if len(gpus) > 1 else None
+    if peers:
+        return nvlink(product.generation if product else 4, peers, "read",
+                      f"NVML's peer matrix: NV{peers} between every pair of the {len(gpus)} GPUs"
+                      + ("" if product else "; generation assumed 4"))
+    if peers == 0:
+        return _pcie_of(gpus, name, "NVML's peer matrix: a pair of GPUs with no NVLink between them")
     if links:
         return nvlink(product.generation if product else 4, links, "read",
                       "NVML's active links" + ("" if product else "; generation assumed 4"))
@@ -262,9 +279,12 @@ def _link(inventory: dict) -> Interconnect | None:
     if product:
         return nvlink(product.generation, product.links, "looked up",
                       f"{name}: {product.source}; NVML reads no active link with one GPU visible")
+    return _pcie_of(gpus, name, f"{name or 'GPU'} not in the product table: its PCIe link from NVML")
+
+
+def _pcie_of(gpus: list[dict], name: str | None, why: str) -> Interconnect | None:
     gen, width = gpus[0].get("pcie_gen_current"), gpus[0].get("pcie_width_current")
-    return pcie(gen, width, "assumed", f"{name or 'GPU'} not in the product table: its PCIe link from NVML") \
-        if gen and width else None
+    return pcie(gen, width, "assumed", why) if gen and width else None
 
 
 # --- saved calibrations (``scaldiag calibrate``; the file's layout: docs/calibrate.md) ---
