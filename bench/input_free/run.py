@@ -3,7 +3,7 @@
 The input-free measurement before and after its budget (issue 27), side by side in one process.
 
     KERAS_BACKEND=tensorflow python -m bench input_free [--rounds 6] [--old-rev REV] [--models cnn,mlp,slow]
-        [--out bench/results/input_free_budget_cpu]
+        [--out FILE]
 
 For each model (the bundled example's CNN on arrays, a small MLP on arrays, the CNN fed by the example's slow
 ``PyDataset``), trains it as a user would, then measures its input-free step with the earlier code (``--old-rev``'s
@@ -129,12 +129,12 @@ def _main(argv: list[str]) -> int | None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--old-rev", default="81e0724")
     parser.add_argument("--models", default="cnn,mlp,slow")
-    parser.add_argument("--out", default=str(ROOT / "bench/results/input_free_budget_cpu"))
+    parser.add_argument("--out", help="also write OUT.md and every round in OUT.json (the result is bench/results/input_free.md)")
     args = parser.parse_args(argv)
     old = old_module(args.old_rev)
     revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     report = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": platform.node(),
-              "cpus": os.cpu_count(), "load_before": os.getloadavg(), "command": " ".join(sys.argv),
+              "cpus": os.cpu_count(), "load_before": os.getloadavg(), "command": " ".join(["python -m bench input_free", *argv]),
               "revision": revision, "old_revision": args.old_rev, "keras": keras.__version__, "models": {}}
     for name in args.models.split(","):
         model, batch, step_s = trained(name)
@@ -149,9 +149,10 @@ def _main(argv: list[str]) -> int | None:
                                   "old": summary(rows["old"]), "new": summary(rows["new"]),
                                   "new_over_old": paired(rows["old"], rows["new"])}
     report["load_after"] = os.getloadavg()
-    out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=1))
-    out.with_suffix(".md").write_text(markdown(report))
+    if args.out:
+        out = Path(args.out)
+        out.with_suffix(".json").write_text(json.dumps(report, indent=1))
+        out.with_suffix(".md").write_text(markdown(report))
     print(markdown(report))
 
 

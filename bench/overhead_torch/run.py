@@ -2,7 +2,7 @@
 
 PyTorch capture overhead inside ONE training process: short blocks of steps, each piece of capture alone.
 
-    python -m bench overhead_torch --seconds 150 --block-steps 25 --out FILE.md [--width 1024 --batch 1024]
+    python -m bench overhead_torch --seconds 150 --block-steps 25 [--width 1024 --batch 1024] [--out FILE.md]
 
 The PyTorch twin of bench/overhead/run.py (Keras), with the same statistics
 (bench/overhead/stats.py): whole-process rounds (bench/torch/capture_overhead.py) varied 6% from
@@ -123,7 +123,7 @@ def _main(argv: list[str]) -> int | None:
     p.add_argument("--warmup", type=int, default=60, help="untimed first steps, all of capture on (window: 3-7)")
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", help="also write the table here, and every block in a .json beside it")
     p.add_argument("--label", default="")
     a = p.parse_args(argv)
     a.fixed = None  # healthy.build's option: the eager step
