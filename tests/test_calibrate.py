@@ -78,3 +78,13 @@ def test_jax_psum_over_two_xla_cpu_devices(tmp_path):
     assert (doc["device"], doc["backend"], doc["ranks"]) == ("cpu", "xla-cpu", 2)
     assert [r["bytes"] for r in doc["allreduce"]] == [8, 65536]
     assert "GPU predictions do not use it" in done.stdout
+
+
+def test_the_cli_runs_calibrate_and_a_bad_size_is_one_line_and_exit_2(tmp_path):
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env.pop(ic.CALIBRATION_ENV, None)
+    done = subprocess.run([sys.executable, "-m", "scaldiag", "calibrate", "--device", "cpu", "--sizes", "8,3"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == "scaldiag: error: --sizes: '3' is under one float32 (4 B)\n"
+    assert not (tmp_path / "cache").exists()
