@@ -20,7 +20,8 @@ def add_parser(subparsers) -> None:
                    help="a sweep's scaling efficiency at every device count, at least E (0.8 = 80%% of ideal)")
     p.add_argument("--max-step-ms", type=float, metavar="X", help="steady mean step time at most X ms")
     p.add_argument("--baseline", metavar="RUN", help="a run (or sweep) to compare throughput with")
-    p.add_argument("--max-regression", metavar="PCT", help="throughput at most PCT below the baseline's, beyond the noise (e.g. 5%%): the drop's "
+    p.add_argument("--max-regression", metavar="PCT",
+                   help="throughput at most PCT below the baseline's, beyond the noise (e.g. 5%%): the drop's "
                         "95%% low end, as compare judges a change")
     p.set_defaults(func=run)
 
