@@ -56,7 +56,7 @@ def test_ranks_past_the_timeout_are_stopped_with_a_clear_error(tmp_path):
 
 
 def test_sizes_are_read_with_binary_suffixes_and_bad_ones_named():
-    assert calibrate.parse_sizes("1G, 8,64K,1MiB,64k") == [8, 65536, 2 ** 20, 2 ** 30]
+    assert calibrate.parse_sizes("1G, 8,64K,1MiB,64k,9,1.5K") == [8, 1536, 65536, 2 ** 20, 2 ** 30]
     for bad in ("3", "1X", "", "-8"):
         with pytest.raises(ScaldiagError, match="--sizes"):
             calibrate.parse_sizes(bad)

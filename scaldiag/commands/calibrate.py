@@ -51,7 +51,7 @@ def parse_sizes(text: str) -> list[int]:
         size = int(float(m.group(1)) * unit)
         if size < 4:
             raise ScaldiagError(f"--sizes: {item!r} is under one float32 (4 B)")
-        sizes.append(size)
+        sizes.append(size // 4 * 4)  # whole float32s: 9 and 8 would both be 8 B, one size measured twice
     if not sizes:
         raise ScaldiagError("--sizes: no size given")
     return sorted(set(sizes))
