@@ -192,6 +192,23 @@ def columns(table, names, left=(), whole=()) -> None:
         table.add_column(name, justify="left" if name in left else "right", overflow="fold", no_wrap=name in whole)
 
 
+def framework_words(fw: dict) -> str:
+    """The framework as its users name it, in every view (the HTML may use it too): "Keras 3.15.1 on
+    JAX 0.11.2", "PyTorch 2.11.0 (CUDA 13.0)"."""
+    name, backend, versions = fw.get("name", "?"), fw.get("backend", "?"), fw.get("versions", {})
+    label = {"keras": "Keras", "pytorch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX"}
+
+    def named(key: str) -> str:
+        # The version under the package's name: tensorflow-cpu and tensorflow are one framework.
+        version = next((v for k, v in versions.items() if k == key or k.startswith(f"{key}-")), None)
+        return f"{label.get(key, key)} {version}" if version else label.get(key, key)
+
+    if name == "pytorch":
+        cuda = f" (CUDA {versions['cuda']})" if versions.get("cuda") else " (CPU)"
+        return named("torch").replace("torch", "PyTorch") + cuda
+    return named(name) if name == backend else f"{named(name)} on {named(backend)}"
+
+
 def exit_text(code: int, signal: str | None = None) -> str:
     """An exit status as a shell reports it: a run killed by SIGKILL exited 137, not -9."""
     if code < 0:

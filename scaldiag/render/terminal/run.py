@@ -22,6 +22,7 @@ from scaldiag.render.terminal.common import (
     bytes_text,
     columns,
     exit_text,
+    framework_words,
     headline,
     labelled,
     own,
@@ -70,22 +71,6 @@ def render(report: RunReport, console: Console, framework: str | None = None, ve
         _open_the_trace(report, console, verbose)
     if not verbose:
         say(console, "more with --verbose: samples, the trace's tables, evidence, every fix", style="dim")
-
-
-def framework_words(fw: dict) -> str:
-    """The framework as its users name it: "Keras 3.15.1 on JAX 0.11.2", "PyTorch 2.11.0 (CUDA 13.0)"."""
-    name, backend, versions = fw.get("name", "?"), fw.get("backend", "?"), fw.get("versions", {})
-    label = {"keras": "Keras", "pytorch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX"}
-
-    def named(key: str) -> str:
-        # The version under the package's name: tensorflow-cpu and tensorflow are one framework.
-        version = next((v for k, v in versions.items() if k == key or k.startswith(f"{key}-")), None)
-        return f"{label.get(key, key)} {version}" if version else label.get(key, key)
-
-    if name == "pytorch":
-        cuda = f" (CUDA {versions['cuda']})" if versions.get("cuda") else " (CPU)"
-        return named("torch").replace("torch", "PyTorch") + cuda
-    return named(name) if name == backend else f"{named(name)} on {named(backend)}"
 
 
 def _header(report: RunReport, console: Console) -> None:
