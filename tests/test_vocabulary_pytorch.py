@@ -80,6 +80,7 @@ def test_the_runs_are_described_in_pytorchs_words(outputs):
         assert "framework: PyTorch 2." in short
         assert "script before the training loop" in short
         assert "warm-up steps" in long  # eager: its first steps are warm-up, not compilation
+        assert "a step ends at optimizer.step()" in long
     cpu = outputs[("cpu", 80, True)]
     assert "(CPU)" in cpu and "DataLoader(ds, batch_size=b, num_workers=1," in cpu
     assert "end an epoch: they count" in cpu  # a CPU run's epoch end, without a device's catch-up

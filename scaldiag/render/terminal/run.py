@@ -125,6 +125,8 @@ def _steps(a: RunAnalysis, console: Console, verbose: bool) -> None:
             "evidence says what they were, so they count: your stopwatch paid for them", style="dim")
     if not verbose:
         return
+    if a.training.get("step_source"):  # where a step begins and ends, in the framework's words
+        say(console, f"step boundaries: {a.training['step_source']}", style="dim")
     if s.epoch_end_steps:
         say(console, _epoch_end_line(a), style="dim")
     if a.epochs is not None:
