@@ -26,3 +26,11 @@ def raw_space():
 
 
 os.environ.setdefault("COLUMNS", "100")
+
+
+@pytest.fixture(autouse=True)
+def _no_saved_calibration(tmp_path_factory, monkeypatch):
+    """Tests never read a developer's saved all-reduce calibration (analyze/interconnect.py looks in
+    $XDG_CACHE_HOME/scaldiag/interconnect and $SCALDIAG_CALIBRATION): an empty cache of their own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.delenv("SCALDIAG_CALIBRATION", raising=False)
