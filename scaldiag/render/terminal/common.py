@@ -233,7 +233,7 @@ def speedup_line(s) -> list[str | Keep]:
         return [f"forecast{of}:", Keep(ranges.speedup_of(s))]
     what = (f"the speedup at {at[1]} devices" if at else "the sweep's speedup") if _RECOVERY.search(s.arithmetic) \
         else "this step's speed-up"
-    return [f"ceiling on {what} if fixed:", Keep(ranges.speedup_of(s))]
+    return [f"{what} if fixed:", Keep(ranges.speedup_of(s))]  # "at most": a ceiling
 
 
 def headline(console: Console, report) -> None:
