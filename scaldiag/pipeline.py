@@ -15,10 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
+from scaldiag.analyze import interconnect as ic
+from scaldiag.analyze.interconnect import Interconnect
 from scaldiag.analyze.profile import ProfileAnalysis, analyze_trace
 from scaldiag.analyze.run import RunAnalysis, analyze_record
 from scaldiag.analyze.scaling import analyze_scaling
-from scaldiag.errors import TRACE_FAILURES, TraceError
+from scaldiag.errors import TRACE_FAILURES, ScaldiagError, TraceError
 from scaldiag.readers import read_trace as read_any_trace
 from scaldiag.record.reader import is_sweep, rank_dirs, read_record, sweep_runs
 from scaldiag.record.rundir import TRACE_DIR
@@ -102,8 +104,11 @@ def diagnose_run(run_dir: str | os.PathLike) -> RunReport:
     return build_run_report(str(run_dir), analyze_run_dir(Path(run_dir)))
 
 
-def diagnose_sweep(sweep_dir: str | os.PathLike) -> SweepReport:
-    """A sweep directory (``profile --gpus``): one run per device count and repeat."""
+def diagnose_sweep(sweep_dir: str | os.PathLike, interconnect: str | None = None) -> SweepReport:
+    """A sweep directory (``profile --gpus``): one run per device count and repeat.
+
+    ``interconnect``: the machine to predict for (``nvlink4x18``, ``pcie5x16``: analyze/interconnect.parse).
+    """
     spec, found = sweep_runs(Path(sweep_dir))
     runs: dict[int, list[RunAnalysis]] = {}
     excluded, reports = [], []
@@ -115,10 +120,20 @@ def diagnose_sweep(sweep_dir: str | os.PathLike) -> SweepReport:
             excluded.append(f"the run with {gpus} device{'s' if gpus > 1 else ''} ({run_dir.name}) is left out: {failure}")
             continue
         runs.setdefault(gpus, []).append(analysis)
-    scaling = analyze_scaling(runs, bool(spec.get("emulate")))
+    scaling = analyze_scaling(runs, bool(spec.get("emulate")), parse_interconnect(interconnect))
     if excluded:
         scaling = replace(scaling, notes=excluded + list(scaling.notes))
     return build_sweep_report(str(sweep_dir), scaling, runs, reports)
+
+
+def parse_interconnect(spec: str | None) -> Interconnect | None:
+    """The ``--interconnect`` option's machine, or None; a spec it cannot read is the user's error."""
+    if spec is None:
+        return None
+    try:
+        return ic.parse(spec)
+    except ValueError as exc:
+        raise ScaldiagError(str(exc)) from None
 
 
 def run_failure(run: dict) -> str | None:
@@ -131,9 +146,9 @@ def run_failure(run: dict) -> str | None:
     return None
 
 
-def diagnose(path: str | os.PathLike) -> RunReport | SweepReport:
-    """A run or a sweep directory, whichever ``path`` is."""
-    return diagnose_sweep(path) if is_sweep(Path(path)) else diagnose_run(path)
+def diagnose(path: str | os.PathLike, interconnect: str | None = None) -> RunReport | SweepReport:
+    """A run or a sweep directory, whichever ``path`` is (``interconnect``: diagnose_sweep's)."""
+    return diagnose_sweep(path, interconnect) if is_sweep(Path(path)) else diagnose_run(path)
 
 
 def analyze_run_dir(run_dir: Path) -> RunAnalysis:

@@ -31,6 +31,7 @@ import numpy as np
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.epochs import FIRST_EPOCH_COMPARED
 from scaldiag.analyze.forecast import SweepForecast, kept_batch, larger_batch_at
+from scaldiag.analyze.interconnect import Interconnect
 from scaldiag.analyze.predict import PER_STEP, Basis, Prediction, basis_extras, link_bytes_per_s, predict
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.analyze.stats import t95
@@ -142,7 +143,9 @@ def user_clock(runs: list[RunAnalysis]) -> tuple[float, float, str]:
     return t, ci, "the steady step"
 
 
-def analyze_scaling(runs_by_gpus: dict[int, list[RunAnalysis]], emulated: bool) -> ScalingAnalysis:
+def analyze_scaling(runs_by_gpus: dict[int, list[RunAnalysis]], emulated: bool,
+                    interconnect: Interconnect | None = None) -> ScalingAnalysis:
+    """``interconnect``: the machine the predictions are for (``--interconnect``), when not the measured one."""
     counts = sorted(n for n, runs in runs_by_gpus.items() if runs and all(r.steps for r in runs))
     notes = []
     if not counts:
@@ -160,7 +163,7 @@ def analyze_scaling(runs_by_gpus: dict[int, list[RunAnalysis]], emulated: bool) 
                      "(speedup 1.0), and the lost speedup is what distribution itself costs")
     attribution = [a for point in points[1:] if (a := _attribute(point, points[0], runs_by_gpus[point.gpus],
                                                                runs_by_gpus[base], notes)) is not None]
-    validation, predictions = _predictions(runs_by_gpus, counts, points, mode, emulated, notes)
+    validation, predictions = _predictions(runs_by_gpus, counts, points, mode, emulated, notes, interconnect)
     kept, larger = _batch_forecasts(runs_by_gpus, points, emulated)
     return ScalingAnalysis(mode, emulated, points, attribution, notes, validation, predictions, kept, larger,
                            left_out=[p for p in every if p not in points])
@@ -213,7 +216,7 @@ def _basis(n: int, runs: list[RunAnalysis]) -> Basis | None:
                  **basis_extras(runs[0].training, runs[0].inventory))  # the interconnect, the framework (predict.py)
 
 
-def _predictions(runs_by_gpus, counts, points, mode, emulated, notes):
+def _predictions(runs_by_gpus, counts, points, mode, emulated, notes, interconnect=None):
     # each count measured on the clock its prediction starts from (user_clock)
     measured = {p.gpus: p.global_batch / (user_clock(runs_by_gpus[p.gpus])[0] / 1e3) if p.global_batch else None
                 for p in points}
@@ -231,7 +234,8 @@ def _predictions(runs_by_gpus, counts, points, mode, emulated, notes):
         host = [sum(b.shares.get(c, 0.0) for c in PER_STEP) * b.step_time_ms for b in (first, last)]
         slope = max(0.0, (host[1] - host[0]) / (last.global_batch - first.global_batch))
         last = replace(last, host_ms_per_sample=slope or None)
-    return validation, [predict(last, n, mode, emulated) for n in targets]
+    # validation: the measured machine; the curve: the machine named, if one is
+    return validation, [predict(last, n, mode, emulated, interconnect) for n in targets]
 
 
 def _batch(runs: list[RunAnalysis]) -> tuple[int | None, float | None]:
