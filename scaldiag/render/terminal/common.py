@@ -253,6 +253,8 @@ def print_findings(console: Console, findings: list[Finding], framework: str, ve
         say(console, "none: no rule's threshold is cleared beyond the step-to-step noise")
     shown: dict[str, str] = {}  # a fix's text -> the first finding that showed it
     for n, finding in enumerate(findings):
+        if n:
+            console.print()
         print_finding(console, finding, framework, verbose, with_fix=verbose or n < FIXES_SHOWN, shown=shown,
                       said=not verbose and finding is headlined)
 
@@ -274,7 +276,6 @@ def _fixes(f: Finding, framework: str, verbose: bool) -> list[str]:
 def print_finding(console: Console, f: Finding, framework: str, verbose: bool, with_fix: bool,
                   shown: dict[str, str], said: bool = False) -> None:
     """One finding, unboxed; ``said``: its summary and ceiling are the headline's, above."""
-    console.print()
     say(console, Keep(f.id, "bold"), Keep(f.severity, SEVERITY_STYLE.get(f.severity, "")),
         Keep(inert(f.title), "bold"), *([Keep("(above)")] if said else []))
     if not said:

@@ -123,6 +123,12 @@ def _steps(a: RunAnalysis, console: Console, verbose: bool) -> None:
         shown = ", ".join(map(str, s.outliers[:8])) + (" ..." if len(s.outliers) > 8 else "")
         say(console, f"{len(s.outliers)} steady step(s) took over 3x the median (step {shown}); no framework "
             "evidence says what they were, so they count: your stopwatch paid for them", style="dim")
+    # The observer effect, in the default report too: the breakdown's shares depend on it.
+    if s.inflation_note:
+        say(console, s.inflation_note, style="dim")
+    elif s.traced_step_ms and s.profiler_inflation:
+        say(console, f"profiler inflation {s.profiler_inflation:.2f}x (traced {s.traced_step_ms:.3f} ms a step): "
+            "breakdown corrected for it", style="dim")
     if not verbose:
         return
     if a.training.get("step_source"):  # where a step begins and ends, in the framework's words
@@ -134,12 +140,6 @@ def _steps(a: RunAnalysis, console: Console, verbose: bool) -> None:
     if s.clock == "device":
         say(console, "step times from the device's clock (CUDA events at each step's boundary): the host "
             "queues work ahead of the device", style="dim")
-    if s.inflation_note:
-        say(console, s.inflation_note, style="dim")
-    elif s.traced_step_ms and s.profiler_inflation:
-        say(console, f"profiler inflation {s.profiler_inflation:.2f}x: steps inside the profiler window took "
-            f"{s.traced_step_ms:.3f} ms on average; the trace breakdown is corrected to the untraced step "
-            "(docs/profile.md)", style="dim")
 
 
 def _epoch_end_line(a: RunAnalysis) -> str:
@@ -159,16 +159,14 @@ def _input(a: RunAnalysis, console: Console, verbose: bool) -> None:
     ceiling = a.training.get("input_ceiling")
     if ceiling and ceiling.get("samples_per_s"):
         consumed = a.steps.samples_per_s if a.steps else None
-        line = f"input alone: {ceiling['samples_per_s']:,.0f} samples/s"
+        line = f"input ceiling: the input alone delivers {ceiling['samples_per_s']:,.0f} samples/s"
         if consumed:
             line += (f" against {consumed:,.0f} consumed; throughput more devices can reach: "
                      f"{ranges.speedup(ceiling['samples_per_s'] / consumed)}")
         say(console, line + (f" ({ceiling.get('source', '')})" if verbose and ceiling.get("source") else ""))
-    if not verbose:
-        return
-    if a.input_cost is not None:
+    if a.input_cost is not None and (verbose or a.input_cost.significant):  # the evidence of an input finding
         say(console, describe(a.input_cost))
-    elif a.training.get("input_free_skipped"):
+    if verbose and a.input_cost is None and a.training.get("input_free_skipped"):
         say(console, f"input cost not measured: {a.training['input_free_skipped']}", style="dim")
 
 
