@@ -155,7 +155,7 @@ def throttled(link, tmp_path_factory):
 
 
 def test_a_plain_link_gives_no_finding_about_the_network(plain):
-    report = _report(*plain)
+    report = _report(plain[0].parent)  # the shared --out: every node directory it holds
     assert "SD209" not in _ids(report), report["findings"]
     nodes = report["analysis"]["nodes"]
     assert [n["node"] for n in nodes] == ["hostA/node0", "hostB/node1"]

@@ -16,10 +16,11 @@ off by a whole step still pairs the right ones.
   clocks are aligned). A node whose ranks start late at the collectives makes
   every other rank wait that long: ``lateness_ms`` per step, signed (early is
   negative), so jitter averages out instead of counting as lateness.
-- Link: what a collective takes after its last rank arrived is the transfer
-  (and the reduction), not a wait for a peer: ``link_ms`` per step; the part
-  of it during which the rank's step thread runs no op is ``exposed_ms``, what
-  the step pays for the network.
+- Link: what a collective takes after its last rank arrived (handed it to
+  the backend) is the transfer and the reduction, not a wait for a peer:
+  ``link_ms`` per step. What no rank's work hides is ``exposed_ms``: from the
+  last hand-over of the step (the last rank's backward done) to the end of the
+  rank's last collective; the optimizer waits for it.
 """
 
 from __future__ import annotations
@@ -37,12 +38,10 @@ from scaldiag.trace import Line, Plane
 STEP = re.compile(r"^ProfilerStep(#\d+)?$")
 # The process group's work (c10d's record_function of the backend, e.g. gloo:all_reduce), not c10d::allreduce_,
 # which only enqueues it; on a GPU, NCCL's kernels.
-HOST_COLLECTIVE = re.compile(r"^(gloo|nccl|mpi|ucc|xccl):\w")
+HOST_COLLECTIVE = re.compile(r"^(gloo|mpi|ucc|xccl):\w")
+ENQUEUE = re.compile(r"^c10d::\w+_$")  # c10d's op on the calling thread: hands the collective to the backend
 DEVICE_COLLECTIVE = re.compile(r"^nccl", re.I)
 INPUT = re.compile(r"^scaldiag_input$|^enumerate\(DataLoader\)")
-# Events on the step thread that hold the whole step or wrap work rather than being work: the step thread
-# "runs an op" only inside an aten/autograd/optimizer op.
-OP = re.compile(r"^(aten::|autograd::|torch::|[A-Za-z]+Backward\d*$|Optimizer\.)")
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,14 @@ class RankEvents:
     coll_end_ns: np.ndarray
     coll_key: list[tuple[int, int]]  # (step number, k-th collective of that step)
     input: intervals.IntervalSet
-    ops: intervals.IntervalSet  # the step thread inside an op
+    # When the rank handed each collective over (c10d's enqueue): its arrival. A backend runs its
+    # collectives one after another, so the work of the k-th may start long after the rank was ready
+    # for it, behind the ones still waiting for a late peer. None: the work's start.
+    coll_arrive_ns: np.ndarray | None = None
+
+    @property
+    def arrive_ns(self) -> np.ndarray:
+        return self.coll_start_ns if self.coll_arrive_ns is None else self.coll_arrive_ns
 
     def shifted(self, offset_ns: int) -> RankEvents:
         if not offset_ns:
@@ -66,7 +72,8 @@ class RankEvents:
         s = offset_ns
         return RankEvents(self.node, self.rank, self.step_num, self.step_start_ns - s, self.step_end_ns - s,
                           self.coll_start_ns - s, self.coll_end_ns - s, self.coll_key,
-                          (self.input[0] - s, self.input[1] - s), (self.ops[0] - s, self.ops[1] - s))
+                          (self.input[0] - s, self.input[1] - s),
+                          None if self.coll_arrive_ns is None else self.coll_arrive_ns - s)
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ class NodeSummary:
     input_ms: Summary      # per step: the step thread in the DataLoader
     collective_ms: Summary  # per step: collectives running, from the rank's own start
     link_ms: Summary       # per step: collectives after their last rank arrived
-    exposed_ms: Summary    # per step: of link_ms, the step thread running no op
+    exposed_ms: Summary    # per step: from the step's last hand-over on any rank to the rank's last collective's end
     lateness_ms: Summary   # per step: how much later than the others' mean this node's ranks start collectives
     last_pct: float        # collectives at which this node's ranks arrived last
     bytes_per_step: int | None = None
@@ -114,13 +121,23 @@ def rank_events(node: str, rank: str, planes: list[Plane]) -> RankEvents | None:
     order = np.argsort(step_line.start_ns[step_sel], kind="stable")
     starts, ends, nums = step_line.start_ns[step_sel][order], step_line.end_ns[step_sel][order], nums[order]
     cs, ce = _collectives(planes)
-    keys = _keys(cs, starts, nums)
+    arrive = _arrivals_of(planes, cs)
+    keys = _keys(cs if arrive is None else arrive, starts, nums)
     names = _plane_of(planes, step_line).event_names
     input_sel = _match(step_line, names, INPUT)
-    op_sel = _match(step_line, names, OP)
     return RankEvents(node, rank, nums, starts, ends, cs, ce, keys,
-                      intervals.union(step_line.start_ns[input_sel], step_line.end_ns[input_sel]),
-                      intervals.union(step_line.start_ns[op_sel], step_line.end_ns[op_sel]))
+                      intervals.union(step_line.start_ns[input_sel], step_line.end_ns[input_sel]), arrive)
+
+
+def _arrivals_of(planes: list[Plane], work_start: np.ndarray) -> np.ndarray | None:
+    """The enqueue of each collective, paired in order with its work (a backend runs them in the order
+    given); None where the counts differ (no pairing is safe) or there are no enqueue events."""
+    found = [line.start_ns[_match(line, p.event_names, ENQUEUE)] for p in planes if not p.is_device
+             for line in p.lines if len(line)]
+    enqueue = np.sort(np.concatenate(found)) if found else np.empty(0, np.int64)
+    if len(enqueue) != len(work_start) or not len(enqueue):
+        return None
+    return np.minimum(enqueue.astype(np.int64), work_start)
 
 
 def _plane_of(planes: list[Plane], line: Line) -> Plane:
@@ -252,10 +269,10 @@ def reduce_job(ranks: list[RankEvents], offsets: list[NodeOffset], bytes_per_ste
 
 
 def _arrivals(ranks: list[RankEvents]) -> dict[tuple[int, int], dict[str, int]]:
-    """Per collective matched on every rank: each rank's start."""
+    """Per collective matched on every rank: each rank's arrival."""
     table: dict[tuple[int, int], dict[str, int]] = {}
     for r in ranks:
-        for key, start in zip(r.coll_key, r.coll_start_ns.tolist()):
+        for key, start in zip(r.coll_key, r.arrive_ns.tolist()):
             if key[0] >= 0:
                 table.setdefault(key, {})[r.rank] = start
     everyone = {r.rank for r in ranks}
@@ -269,12 +286,11 @@ def _node_summary(node: str, ranks: list[RankEvents], arrivals: dict, bytes_per_
         step.extend(((r.step_end_ns - r.step_start_ns) / 1e6).tolist())
         w0, w1 = r.step_start_ns, r.step_end_ns
         inp.extend((intervals.measure_in_windows(r.input, w0, w1) / 1e6).tolist())
-        own = intervals.union(r.coll_start_ns, r.coll_end_ns)
+        own = intervals.union(r.arrive_ns, r.coll_end_ns)
         coll.extend((intervals.measure_in_windows(own, w0, w1) / 1e6).tolist())
         after = _after_last_arrival(r, arrivals)
         link.extend((intervals.measure_in_windows(after, w0, w1) / 1e6).tolist())
-        bare = intervals.subtract(after, r.ops)
-        exposed.extend((intervals.measure_in_windows(bare, w0, w1) / 1e6).tolist())
+        exposed.extend(_tails_ms(r, arrivals))
         lat, n_last, n = _lateness(r, arrivals)
         late.extend(lat)
         last, total = last + n_last, total + n
@@ -285,11 +301,25 @@ def _node_summary(node: str, ranks: list[RankEvents], arrivals: dict, bytes_per_
 
 def _after_last_arrival(r: RankEvents, arrivals: dict) -> intervals.IntervalSet:
     starts, ends = [], []
-    for key, start, end in zip(r.coll_key, r.coll_start_ns.tolist(), r.coll_end_ns.tolist()):
+    for key, start, end in zip(r.coll_key, r.arrive_ns.tolist(), r.coll_end_ns.tolist()):
         if key in arrivals:
             starts.append(max(start, max(arrivals[key].values())))
             ends.append(end)
     return intervals.union(np.array(starts, np.int64), np.array(ends, np.int64))
+
+
+def _tails_ms(r: RankEvents, arrivals: dict) -> list[float]:
+    """Per step: from the last hand-over of any rank (the last backward done) to the end of this rank's last
+    collective of the step. Before it some rank still computes; after it none can (the optimizer waits for
+    every bucket): the collectives' time nobody's work hides."""
+    last_arrival: dict[int, int] = {}
+    for (step, _), seen in arrivals.items():
+        last_arrival[step] = max(last_arrival.get(step, seen_max := max(seen.values())), seen_max)
+    last_end: dict[int, int] = {}
+    for key, end in zip(r.coll_key, r.coll_end_ns.tolist()):
+        if key in arrivals:
+            last_end[key[0]] = max(last_end.get(key[0], end), end)
+    return [max(0, last_end[n] - last_arrival[n]) / 1e6 for n in sorted(last_end)]
 
 
 def _lateness(r: RankEvents, arrivals: dict) -> tuple[list[float], int, int]:

@@ -86,7 +86,8 @@ def diagnose_job(paths: list[str]) -> JobReport:
             raise ScaldiagError(f"{d}: no rank's trace with steps (ProfilerStep markers): nothing to merge")
         ranks += found
         bytes_per_step[label], steady[label] = _record_facts(d)
-        intra[label] = _intra_node(d)
+        per_step = len(found[0].coll_key) / max(1, len(found[0].step_num))
+        intra[label] = _intra_node(d, per_step)
     ref = ranks[0]
     step_ns = float(np.median(ref.step_end_ns - ref.step_start_ns))
     try:
@@ -118,13 +119,21 @@ def _rank_events(run_dir: Path, label: str) -> list[job_nodes.RankEvents]:
     return out
 
 
-def _intra_node(run_dir: Path):
-    """The same all-reduce inside the node, as ``profile`` measured it after the script (collect/multinode.py)."""
+def _intra_node(run_dir: Path, per_step: float):
+    """The same all-reduce inside the node, as ``profile`` measured it after the script (collect/multinode.py),
+    in the split nearest the job's collectives a step (its buckets)."""
     found = read_json(run_dir, "run.json").get("intra_node_allreduce")
-    times = found.get("times_ns") if isinstance(found, dict) else None
-    if not isinstance(times, list) or not times or not all(isinstance(t, int) and t > 0 for t in times):
+    table = found.get("times_ns") if isinstance(found, dict) else None
+    if isinstance(table, list):  # one all-reduce of every byte
+        table = {"1": table}
+    if not isinstance(table, dict):
         return None
-    return Summary.of([t / 1e6 for t in times])
+    splits = {int(k): v for k, v in table.items() if k.isdigit() and int(k) > 0 and isinstance(v, list) and v
+              and all(isinstance(t, int) and t > 0 for t in v)}
+    if not splits:
+        return None
+    nearest = min(splits, key=lambda k: abs(math.log(k) - math.log(max(per_step, 1.0))))
+    return Summary.of([t / 1e6 for t in splits[nearest]])
 
 
 def _record_facts(run_dir: Path):

@@ -4,8 +4,9 @@ In a job over several nodes every data-parallel step all-reduces the
 gradients across the network between them, usually far slower than the links
 inside a node (NVLink, PCIe, shared memory). Measured per step on each node:
 the collectives' time after their last rank arrived (the transfer, not a wait
-for a late peer: SD210 names those) and the part of it during which the
-rank's step thread runs no op, the *exposed* time the step pays for the link.
+for a late peer: SD210 names those) and the *exposed* time the step pays for
+it: from the last rank's last hand-over (its backward done) to the end of the
+step's collectives, when no rank can compute.
 The slowest hop is the node whose link time is longest. Fixes move fewer
 bytes over the network (compression, a larger batch per all-reduce), reduce
 inside each node first (hierarchical all-reduce), or tune the transport.
@@ -120,8 +121,10 @@ def _evidence(node: NodeSummary, m: _Network, slowest: NodeSummary, ms: _Network
            Evidence("all-reduce after the last rank arrived", round(ms.link_ms, 2), "ms",
                     spread=round(slowest.link_ms.ci95 / ms.inflation, 2), device=slowest.node)]
     if m.intra_ms is not None:
+        own = node.intra_node_ms
         out.append(Evidence("the same all-reduce inside the node (measured)", round(m.intra_ms, 2), "ms",
-                            spread=round(node.intra_node_ms.ci95, 2), device=node.node))
+                            spread=round(own.ci95, 2) if own is not None and math.isfinite(own.ci95) else None,
+                            device=node.node if own is not None else None))
     if node.bytes_per_step:
         rate = node.bytes_per_step * 8 / (ms.link_ms / 1e3) / 1e9 if ms.link_ms > 0 else math.nan
         out += [Evidence("bytes all-reduced per step", node.bytes_per_step, "B", device=node.node),
