@@ -120,6 +120,7 @@ def _run(args, tmp: Path) -> str:
             rows.append(_gzipped_row(trace, size, args.scaldiag_root, tmp))
         if mb != args.rank_mb:
             trace.unlink()
+    fits = _linear_fits(by_size)
     table = ["| trace | wall s, median (min-max) | CPU s | peak RSS MiB | wall s per GB | MiB RSS per MB | load (1 min) at each run |",
              "|---|---|---|---|---|---|---|", *rows]
 
@@ -141,9 +142,25 @@ def _run(args, tmp: Path) -> str:
     shutil.rmtree(job)
 
     side = _side_by_side(args, tmp, one_runs)
-    return ("## Time and memory against size\n\n" + "\n".join(table) + "\n" + ratio + side +
+    return ("## Time and memory against size\n\n" + "\n".join(table) + "\n\n" + fits + "\n" + ratio + side +
             "\nThe analysis's JSON output on every Kineto fixture is byte-identical to revision "
             f"{BEFORE_REV}'s: tests/test_kineto_golden.py.\n")
+
+
+def _linear_fits(by_size: dict) -> str:
+    """Least-squares lines through the medians (a fixed part plus a part per GB) and how far each size is off."""
+    import numpy as np
+
+    if len(by_size) < 3:
+        return ""
+    gb = np.array([size / 1e9 for size, _ in by_size.values()])
+    out = []
+    for key, unit in (("wall_s", "s"), ("cpu_s", "CPU s"), ("rss_mib", "MiB")):
+        y = np.array([statistics.median(r[key] for r in runs) for _, runs in by_size.values()])
+        slope, fixed = np.polyfit(gb, y, 1)
+        off = np.abs(y - (fixed + slope * gb)) / y
+        out.append(f"{key}: {fixed:,.1f} {unit} + {slope:,.1f} {unit} per GB, each size within {off.max():.0%} of the line")
+    return "Linear in size (least squares through the medians): " + "; ".join(out) + "."
 
 
 def _gzipped_row(trace: Path, size: int, root: Path, tmp: Path) -> str:
@@ -182,7 +199,10 @@ def _side_by_side(args, tmp: Path, one_runs: list[dict] | None) -> str:
         alone = tmp / "hta"
         alone.mkdir()
         os.link(trace, alone / trace.name)
-        runs = [measure([str(HTA_PYTHON), str(HERE / "hta_breakdowns.py"), str(alone)], cwd=tmp)]
+        try:
+            runs = [measure([str(HTA_PYTHON), str(HERE / "hta_breakdowns.py"), str(alone)], cwd=tmp)]
+        except RuntimeError as exc:  # said in the table, the rest of the results kept
+            return "\n".join([*lines, f"| HTA failed: {str(exc).strip().splitlines()[-1][:200]} | | | | | |"]) + "\n"
         lines.append(f"| HolisticTraceAnalysis 0.5.0: load, temporal and idle breakdowns | {spread(runs, 'wall_s')} | "
                      f"{spread(runs, 'cpu_s')} | {spread(runs, 'rss_mib', '{:,.0f}')} | {loads(runs)} | "
                      f"{runs[0]['wall_s'] / ours[0]:.1f}x, {runs[0]['cpu_s'] / ours[1]:.1f}x |")

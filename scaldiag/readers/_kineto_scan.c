@@ -17,7 +17,7 @@
    An event is "fast" when it is a complete event (ph "X") whose fields the
    analysis reads are plain: name and cat strings, ts and dur plain numbers of at
    most 15 integer and 9 decimal digits, pid and tid integers of at most 18
-   digits (or names with a letter: "Traces", "stream 7"), args.device,
+   digits (or such digits as text, or names with a letter: "Traces", "stream 7"), args.device,
    args.stream, args.bytes such integers. Its columns are kept: seq (its index in
    traceEvents), ts_ns and dur_ns (exact: decimals are parsed as decimals, rounded
    half to even past nanoseconds, as Decimal does), name and cat (ids in one table
@@ -374,13 +374,23 @@ static int read_us(const char **pp, const char *end, int64_t *out) {
     return OK;
 }
 
-/* A pid or tid: an integer, or a name with a letter (text of digits only is a number to the reference). */
+/* A pid or tid: an integer, its digits as text, or a name with a letter (other text: slow, the reference decides). */
 static int read_pid(Scanner *sc, const char **pp, const char *end, int64_t *out, int *is_str) {
     if (**pp != '"') { *is_str = 0; return read_id(pp, end, out); }
     const char *s;
     size_t n;
     int esc, r = scan_string(pp, end, &s, &n, &esc);
     if (r != OK) return r;
+    /* Digits alone (with a minus): the number they write, as the reference's _int("123") reads it. */
+    size_t sign = n && s[0] == '-', digits = 0;
+    while (sign + digits < n && s[sign + digits] >= '0' && s[sign + digits] <= '9') digits++;
+    if (!esc && digits && sign + digits == n && digits <= ID_DIGITS) {
+        int64_t v = 0;
+        for (size_t i = sign; i < n; i++) v = v * 10 + (s[i] - '0');
+        *out = sign ? -v : v;
+        *is_str = 0;
+        return OK;
+    }
     int letter = 0;
     for (size_t i = 0; i < n && !letter; i++) letter = ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z');
     if (esc || !letter) return SLOW;
