@@ -116,3 +116,28 @@ def test_sd209_weighs_the_link_against_the_same_all_reduce_inside_a_node():
     assert sd209_internode_link.RULE.check(same) is None  # the link costs what the node itself costs
     fast = replace(job, nodes=[replace(n, intra_node_ms=Summary.of([4.0, 5.0, 6.0])) for n in job.nodes])
     assert sd209_internode_link.RULE.check(fast).forecast.kind == "forecast"
+
+
+@pytest.mark.parametrize("env, launcher, rank", [
+    ({"SLURM_NNODES": "2", "SLURM_NODEID": "1"}, "slurm", 1),
+    ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}})},
+     "tf_config", 1),
+    ({"JAX_NUM_PROCESSES": "3", "JAX_PROCESS_ID": "2"}, "jax", 2),
+])
+def test_under_another_launcher_the_nodes_run_directory_is_named_by_host_and_node_rank(tmp_path, env, launcher,
+                                                                                      rank):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text("print('trained')\n")
+    done = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(tmp_path / "runs"),
+                           str(script)], env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    host = multinode.run_dir_label("train", multinode.Node(1, rank, socket.gethostname(), launcher))
+    assert run_dir.name.endswith(host)
+    node = json.loads((run_dir / "run.json").read_text())["node"]
+    assert (node["launcher"], node["node_rank"], node["host"]) == (launcher, rank, socket.gethostname())
