@@ -164,8 +164,9 @@ def fix_block(console: Console, fix: str, indent: int = 2) -> None:
 
 def table(title: str | Text, caption: str | Text | None = None) -> Table:
     """A table without side borders: a number is never folded by a border's columns."""
+    # At least as wide as its title, so that a narrow table does not fold its title (the console caps it).
     return Table(title=title, title_justify="left", caption=caption, caption_justify="left",
-                 box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+                 box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, min_width=len(str(title)))
 
 
 def bytes_text(n: float) -> str:
