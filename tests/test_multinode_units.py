@@ -141,3 +141,24 @@ def test_under_another_launcher_the_nodes_run_directory_is_named_by_host_and_nod
     assert run_dir.name.endswith(host)
     node = json.loads((run_dir / "run.json").read_text())["node"]
     assert (node["launcher"], node["node_rank"], node["host"]) == (launcher, rank, socket.gethostname())
+
+
+def _node_dir(path, host: str, rank: int, nnodes: int = 2):
+    path.mkdir(parents=True)
+    (path / "run.json").write_text(json.dumps({"node": {"nnodes": nnodes, "node_rank": rank, "host": host}}))
+    return path
+
+
+def test_the_merge_takes_one_directory_a_node_of_one_job(tmp_path):
+    from scaldiag.commands import job
+    from scaldiag.errors import ScaldiagError
+
+    a, b = _node_dir(tmp_path / "out" / "t-b-node1", "b", 1), _node_dir(tmp_path / "out" / "t-a-node0", "a", 0)
+    assert job.node_dirs([str(tmp_path / "out")]) == [b, a]  # node 0 first
+    assert job.is_job([str(tmp_path / "out")]) and not job.is_job([str(a)])
+    with pytest.raises(ScaldiagError, match="more than one"):
+        job.node_dirs([str(a), str(_node_dir(tmp_path / "again", "c", 1))])
+    with pytest.raises(ScaldiagError, match="not of one job"):
+        job.node_dirs([str(b), str(_node_dir(tmp_path / "other", "c", 1, nnodes=4))])
+    with pytest.raises(ScaldiagError, match="two or more nodes"):
+        job.node_dirs([str(a), str(a)])

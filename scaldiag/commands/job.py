@@ -52,6 +52,9 @@ def node_dirs(paths: list[str]) -> list[Path]:
     if twice:
         raise ScaldiagError(f"node rank {twice[0]} is in more than one of these directories: give one run "
                             "directory a node, all of the same job")
+    sizes = {_node(d).get("nnodes") for d in found}
+    if len(sizes) > 1:
+        raise ScaldiagError(f"these directories are not of one job: their nodes say {sorted(sizes, key=str)} nodes")
     if len(found) < 2:
         raise ScaldiagError("a job report needs the run directories of two or more nodes (written by "
                             "`scaldiag profile --nnodes N ...`, or under SLURM, TF_CONFIG or JAX); found "
@@ -94,6 +97,9 @@ def diagnose_job(paths: list[str]) -> JobReport:
         aligned, offsets, notes = job_nodes.align(ranks, step_ns)
     except job_nodes.MergeRefused as exc:
         raise ScaldiagError(f"the nodes are not merged: {exc}") from None
+    nnodes = _node(dirs[0]).get("nnodes")
+    if isinstance(nnodes, int) and nnodes > len(dirs):
+        notes.append(f"{len(dirs)} of the job's {nnodes} nodes given: the others are not in this report")
     analysis = job_nodes.reduce_job(aligned, offsets, bytes_per_step, notes)
     analysis = replace(analysis, nodes=[replace(n, steady_step_ms=steady.get(n.node), intra_node_ms=intra.get(n.node))
                                         for n in analysis.nodes])
