@@ -211,8 +211,26 @@ def test_a_shifted_clock_is_estimated_within_a_millisecond_and_the_verdict_kept(
     assert abs(offsets["hostB/node1"] - SHIFT_NS) < 1_000_000, offsets
     assert abs(before["analysis"]["offsets"][1]["offset_ns"]) < 1_000_000
     assert _ids(after) == _ids(before) and after["findings"][0]["summary"] == before["findings"][0]["summary"]
+    _merged_trace_is_on_one_clock(copies, tmp_path / "job_trace.json")
     late = [n["lateness_ms"]["mean"] for n in after["analysis"]["nodes"]]
     assert late == pytest.approx([n["lateness_ms"]["mean"] for n in before["analysis"]["nodes"]], abs=1.0)
+
+
+def _merged_trace_is_on_one_clock(dirs: list[Path], out: Path) -> None:
+    """The merged trace (--format perfetto): both ranks' all-reduces end together again."""
+    done = subprocess.run([sys.executable, "-m", "scaldiag", "report", *map(str, dirs), "--format", "perfetto",
+                           "-o", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    events = json.loads(out.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    ends: dict[str, list[float]] = {}
+    for e in events:
+        if e.get("name") == "gloo:all_reduce" and e.get("ph") == "X":
+            ends.setdefault(names[e["pid"]].split(":")[0], []).append(e["ts"] + e["dur"])
+    a, b = (sorted(v) for _, v in sorted(ends.items()))
+    assert len(a) == len(b) >= 5
+    diffs_us = sorted(abs(x - y) for x, y in zip(a, b))
+    assert diffs_us[len(diffs_us) // 2] < 1000, diffs_us  # not the 50 ms the recorded clocks say
 
 
 def test_a_node_given_twice_is_not_a_job(plain):

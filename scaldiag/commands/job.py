@@ -36,6 +36,7 @@ class JobReport:
     node_dirs: list[str]
     analysis: job_nodes.JobAnalysis
     findings: list[Finding]
+    rank_files: list[tuple[str, str, str]] = ()  # (node, rank, trace file): for the merged trace
 
 
 def node_dirs(paths: list[str]) -> list[Path]:
@@ -81,10 +82,10 @@ def _node(run_dir: Path) -> dict | None:
 
 def diagnose_job(paths: list[str]) -> JobReport:
     dirs = node_dirs(paths)
-    ranks, bytes_per_step, steady, intra = [], {}, {}, {}
+    ranks, bytes_per_step, steady, intra, files = [], {}, {}, {}, []
     for d in dirs:
         label = _label(d)
-        found = _rank_events(d, label)
+        found = _rank_events(d, label, files)
         if not found:
             raise ScaldiagError(f"{d}: no rank's trace with steps (ProfilerStep markers): nothing to merge")
         ranks += found
@@ -103,7 +104,7 @@ def diagnose_job(paths: list[str]) -> JobReport:
     analysis = job_nodes.reduce_job(aligned, offsets, bytes_per_step, notes)
     analysis = replace(analysis, nodes=[replace(n, steady_step_ms=steady.get(n.node), intra_node_ms=intra.get(n.node))
                                         for n in analysis.nodes])
-    return JobReport([str(d) for d in dirs], analysis, rank(check_all(JOB_RULES, analysis)))
+    return JobReport([str(d) for d in dirs], analysis, rank(check_all(JOB_RULES, analysis)), files)
 
 
 def _label(run_dir: Path) -> str:
@@ -111,7 +112,7 @@ def _label(run_dir: Path) -> str:
     return f"{node.get('host') or 'host'}/node{node.get('node_rank', '?')}"
 
 
-def _rank_events(run_dir: Path, label: str) -> list[job_nodes.RankEvents]:
+def _rank_events(run_dir: Path, label: str, files_seen: list) -> list[job_nodes.RankEvents]:
     files = sorted({f for pattern in TRACE_PATTERNS for f in (run_dir / TRACE_DIR).rglob(pattern)})
     out = []
     for f in files:
@@ -122,6 +123,7 @@ def _rank_events(run_dir: Path, label: str) -> list[job_nodes.RankEvents]:
         found = job_nodes.rank_events(label, f"{label}/{f.name.split('.')[0]}", trace.planes)
         if found is not None:
             out.append(found)
+            files_seen.append((label, found.rank, str(f)))
     return out
 
 
@@ -202,6 +204,35 @@ def write_terminal(report: JobReport, stream=None) -> None:
     stream.write("\n".join(out) + "\n")
 
 
+def write_merged_trace(report: JobReport, stream) -> None:
+    """Every rank's Kineto trace in one Chrome trace-event file on node 0's clock (its offsets removed), one
+    process per rank and original process, named ``<node>/<rank>: <name>``: open it in ui.perfetto.dev."""
+    offsets = {o.node: o.offset_ns or 0 for o in report.analysis.offsets}
+    events, base0, pids = [], None, {}
+    for node, rank_name, path in report.rank_files:
+        if not path.endswith(".json"):
+            raise ScaldiagError(f"{path}: only Kineto JSON traces are merged into one file")
+        try:
+            doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ScaldiagError(f"{path}: cannot read this rank's trace again ({exc})") from None
+        base = doc.get("baseTimeNanoseconds") if isinstance(doc.get("baseTimeNanoseconds"), int) else 0
+        base0 = base if base0 is None else base0
+        shift_us = (base - base0 - offsets.get(node, 0)) / 1e3
+        for e in doc.get("traceEvents") or []:
+            if not isinstance(e, dict):
+                continue
+            e = dict(e)
+            if isinstance(e.get("ts"), (int, float)):
+                e["ts"] = e["ts"] + shift_us
+            e["pid"] = pids.setdefault((rank_name, str(e.get("pid"))), len(pids) + 1)
+            if e.get("ph") == "M" and e.get("name") == "process_name" and isinstance(e.get("args"), dict):
+                e["args"] = {**e["args"], "name": f"{rank_name}: {e['args'].get('name', '')}"}
+            events.append(e)
+    json.dump({"traceEvents": events, "baseTimeNanoseconds": base0 or 0, "displayTimeUnit": "ms",
+               "scaldiag": {"offsets_ns": offsets}}, stream)
+
+
 def to_json(report: JobReport) -> str:
     def clean(value):
         if isinstance(value, float) and not math.isfinite(value):
@@ -212,4 +243,5 @@ def to_json(report: JobReport) -> str:
             return [clean(v) for v in value]
         return value
     return json.dumps(clean({"kind": "job", "node_dirs": report.node_dirs, "analysis": asdict(report.analysis),
-                             "findings": [asdict(f) for f in report.findings]}), indent=1) + "\n"
+                             "findings": [asdict(f) for f in report.findings],
+                             "rank_files": [list(f) for f in report.rank_files]}), indent=1) + "\n"

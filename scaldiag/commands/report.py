@@ -67,11 +67,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _job(args: argparse.Namespace, fmt: str) -> int:
-    """Several nodes' run directories: the merged job report (terminal or JSON)."""
-    if fmt not in ("terminal", "json"):
-        raise ScaldiagError(f"a job over several nodes is reported as term or json, not {args.format}; "
-                            "report each node's directory alone for the other formats")
+    """Several nodes' run directories: the merged job report (terminal or JSON), or its merged trace."""
+    if fmt not in ("terminal", "json", "perfetto"):
+        raise ScaldiagError(f"a job over several nodes is reported as term, json or perfetto (the merged trace), "
+                            f"not {args.format}; report each node's directory alone for HTML")
     report = job.diagnose_job(args.run_dir)
+    if fmt == "perfetto":
+        output = args.output or DEFAULT_FILE["perfetto"]
+        if output == "-":
+            job.write_merged_trace(report, sys.stdout)
+        else:
+            with _open(Path(output)) as stream:
+                job.write_merged_trace(report, stream)
+            print(line(f"scaldiag: the merged trace of {len(report.rank_files)} ranks written to {output}"),
+                  file=sys.stderr)
+        return 0
     text = job.to_json(report)
     if fmt == "json" or args.json == "-":
         if args.output not in (None, "-"):
