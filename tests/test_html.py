@@ -129,11 +129,12 @@ CHART_CHECK = """JSON.stringify([...document.querySelectorAll('svg.chart')].map(
 }))"""
 
 # In the page: every pair of labels (texts, legend swatches) of one chart whose boxes, as laid out,
-# overlap by more than half a pixel each way; each named by its text (a swatch by its legend text).
+# overlap by more than half a pixel each way; each named by its own text, its tooltip left out (a swatch by
+# its legend text).
 OVERLAP_CHECK = """JSON.stringify([...document.querySelectorAll('svg.chart')].flatMap((s, i) => {
   const boxes = [...s.querySelectorAll('text, g.legend rect')].map(e => {
-    const name = e.tagName === 'rect' ? 'swatch of ' + (e.nextElementSibling || {}).textContent
-                                      : e.textContent;
+    const own = t => [...t.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join('');
+    const name = e.tagName === 'rect' ? 'swatch of ' + own(e.nextElementSibling || e) : own(e);
     return {name: name, r: e.getBoundingClientRect()};
   }).filter(b => b.r.width > 0 && b.r.height > 0);
   const out = [];
@@ -299,3 +300,14 @@ def test_the_legend_wraps_rows_and_moves_the_plot_down(names):
         assert all(a_end < b_x for (_, a_end), (b_x, _) in zip(row, row[1:]))
     assert top >= rows[-1] + svg.LEGEND_ROW
     assert len(rows) > 1 or sum(ends) < svg.W
+
+
+@pytest.mark.parametrize("label", ["host_overhead", "unexplained", "collective", "a very long cause name of many words"])
+def test_a_label_too_wide_for_its_slot_goes_on_two_lines_that_fit(label):
+    width = 56  # a waterfall slot of ten bars, less its gap
+    lines = svg.two_lines(label, width, 10)
+    assert all(svg.text_width(line, 10) <= width for line in lines) and len(lines) <= 2
+    if svg.text_width(label, 10) <= width:
+        assert lines == [label]
+    elif not any(line.endswith("…") for line in lines):  # nothing cut: every letter is still there
+        assert "".join(lines).replace("-", "") == label.replace(" ", "")

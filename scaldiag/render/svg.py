@@ -73,6 +73,21 @@ def fit(text: str, width_px: float, font_px: float = FONT_PX) -> str:
     return text + "…"
 
 
+def two_lines(text: str, width_px: float, font_px: float = FONT_PX) -> list[str]:
+    """``text`` on one line if it fits ``width_px``, else on two: split at the ``_`` or space nearest
+    its middle (a word without one is split with a hyphen), each line cut to fit if it still does not."""
+    if text_width(text, font_px) <= width_px:
+        return [text]
+    cuts = [i for i, ch in enumerate(text) if ch in "_ " and 0 < i < len(text) - 1]
+    if cuts:
+        i = min(cuts, key=lambda c: abs(c - len(text) / 2))
+        first, second = text[:i + (text[i] == "_")], text[i + 1:]
+    else:
+        i = (len(text) + 1) // 2
+        first, second = text[:i] + "-", text[i:]
+    return [fit(first, width_px, font_px), fit(second, width_px, font_px)]
+
+
 def fmt_number(x: float) -> str:
     """Tick labels: 1.5k, 2M, 0.25."""
     a = abs(x)
@@ -264,11 +279,13 @@ def waterfall(ideal: float, causes: list[tuple[str, float, bool]], measured: flo
     def bar(i, a, b, colour, label, value):
         x = f.x(i + 0.15)
         top, bottom = f.y(max(a, b)), f.y(min(a, b))
-        # A label as wide as its slot less a gap, so that neighbours never touch (the table below names them whole).
+        # A label as wide as its slot less a gap, on two lines where it must, so that neighbours never touch
+        # (the table below names them whole).
         return (f'<rect class="bar" x="{x:.1f}" y="{top:.1f}" width="{width:.1f}" height="{max(bottom - top, 1):.1f}" '
                 f'fill="{colour}"><title>{esc(label)}: {esc(value)}</title></rect>'
-                f'<text x="{x + width / 2:.1f}" y="{f.height - BOTTOM + 14}" font-size="10" text-anchor="middle">'
-                f'{esc(fit(label, slot - 8, 10))}<title>{esc(label)}</title></text>')
+                + "".join(f'<text x="{x + width / 2:.1f}" y="{f.height - BOTTOM + 14 + 12 * k}" font-size="10" '
+                          f'text-anchor="middle">{esc(line)}<title>{esc(label)}</title></text>'
+                          for k, line in enumerate(two_lines(label, slot - 8, 10))))
 
     body.append(bar(0, yticks[0], ideal, "#888", "ideal", f"{ideal:.2f}x"))
     for i, (name, a, b, noise) in enumerate(levels, start=1):
