@@ -162,3 +162,20 @@ def test_the_merge_takes_one_directory_a_node_of_one_job(tmp_path):
         job.node_dirs([str(b), str(_node_dir(tmp_path / "other", "c", 1, nnodes=4))])
     with pytest.raises(ScaldiagError, match="two or more nodes"):
         job.node_dirs([str(a), str(a)])
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--gpus", "1,2", "--nnodes", "2"], "runs on one machine"),
+    (["--nnodes", "2", "--node-rank", "0"], "together"),
+    (["--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "h:1", "--nproc-per-node", "1"], "not one of"),
+])
+def test_profile_says_what_is_wrong_with_a_multi_node_launch(tmp_path, flags, said):
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text("print('never run')\n")
+    done = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "--out", str(tmp_path / "runs"), *flags,
+                           str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and said in done.stderr and "never run" not in done.stdout
+    assert not (tmp_path / "runs").exists()

@@ -99,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
     script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
     if args.global_batch:  # inherited by every run the command launches
         os.environ[GLOBAL_BATCH_ENV] = str(args.global_batch)
+    if (args.gpus or args.emulate) and (args.nnodes or args.node_rank is not None or args.rdzv_endpoint):
+        raise ScaldiagError("a sweep (--gpus, --emulate) runs on one machine: --nnodes, --node-rank and "
+                            "--rdzv-endpoint are for one run of a job over several")
     if args.gpus or args.emulate:
         return _sweep(args, script, script_args)
     if args.torchrun and not args.nproc_per_node:
