@@ -48,8 +48,10 @@ def test_summary_counts_forecasts_only_and_healthy_alarms_every_round():
     lines, summary = acc.table(rows, "(test)", 2, device_planted=True)
     # host_launch top-1 in both rounds, input_python not; errors 0% and -20%: median 10%;
     # the healthy script's SD105 high, in profile and analyze, in two rounds: 4.
+    # the 2-GPU error: the development set's predictions (tests/test_predict_devset.py), where it is here
     assert summary == ("top-1 1/2; high false alarms 4; forecast error median 10% (2 forecasts); "
-                       "2-GPU prediction error median not measured (1 GPU)")
+                       f"2-GPU prediction error median {acc.devset_error()}")
+    assert acc.devset_error().startswith("not measured") != acc.DEVSET.exists()
     assert any("processes: 1.10x" in line for line in lines)
     assert any("| host_launch | 2 | host_overhead |" in line and "4.50x [4.00-5.00]" in line for line in lines)
 
