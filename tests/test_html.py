@@ -85,6 +85,8 @@ def test_the_run_page_has_its_sections(pages):
         assert heading in text
     assert "SD101" in text and "Ceiling:" in text and "<pre><code>" in text  # a finding, its ceiling, its fix
     assert "Where the run&#x27;s time went" in text or "Where the run's time went" in text  # the accounting
+    # TensorBoard does not come with scaldiag: the page says how to install it before how to run it.
+    assert text.index("pip install tensorboard tensorboard-plugin-profile") < text.index("tensorboard --logdir")
 
 
 def test_the_sweep_page_has_curve_waterfall_and_breakdowns(pages):

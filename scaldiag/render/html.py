@@ -8,7 +8,6 @@ through ``esc`` (html.escape). Charts are drawn by render/svg.py.
 from __future__ import annotations
 
 import math
-import os
 import sys
 from typing import TextIO
 
@@ -21,6 +20,7 @@ from scaldiag.analyze.scaling import UNEXPLAINED
 from scaldiag.analyze.timeline import RunTimeline
 from scaldiag.render import ranges, svg
 from scaldiag.render.svg import esc
+from scaldiag.render.terminal.run import TENSORBOARD_PIP
 from scaldiag.rules import Finding
 from scaldiag.rules.report import Report, RunReport, SweepReport
 
@@ -184,10 +184,18 @@ def _run(report: RunReport, timeline: RunTimeline | None) -> list[str]:
     out += [_p(f"missing evidence: {m}", "missing") for m in a.missing]
     findings = list(report.findings) + (list(report.trace_report.findings) if report.trace_report else [])
     out += _findings(findings, report.framework)
-    logdir = os.path.join(report.run_dir, "trace")
-    out.append(f"<h2>More</h2><p>The trace window opens in TensorBoard (Profile tab): "
-               f"<code>tensorboard --logdir {esc(logdir)}</code>; as a timeline in Perfetto: "
-               f"<code>scaldiag report {esc(report.run_dir)} --format perfetto</code>.</p>")
+    return out + _more(report)
+
+
+def _more(report: RunReport) -> list[str]:
+    """Where to look at the trace itself, as the terminal report says it: Perfetto reads our export;
+    TensorBoard reads XPlane logdirs and does not come with scaldiag, so its pip line comes first."""
+    out = ["<h2>More</h2>", f"<p>The trace's timeline: <code>scaldiag report {esc(report.run_dir)} --format "
+           "perfetto</code>, then open scaldiag_trace.json in ui.perfetto.dev.</p>"]
+    sources = report.trace_report.analysis.sources if report.trace_report else []
+    if any(str(s).endswith(".xplane.pb") for s in sources):
+        out.append(f"<p>Or in TensorBoard's Profile tab (not installed with scaldiag): <code>{esc(TENSORBOARD_PIP)}"
+                   f"</code>, then <code>tensorboard --logdir {esc(report.run_dir)}</code>.</p>")
     return out
 
 
