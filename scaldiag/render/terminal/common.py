@@ -119,6 +119,7 @@ def plain(line: list[Keep]) -> str:
 def say(console: Console, *parts: str | Keep, style: str = "", indent: int = 0, hang: int = 0) -> None:
     """Prose laid out at the console's width (module docstring): breaks only between tokens."""
     for line in pack(tokens(parts), console.width, indent, hang):
+        line[-1] = Keep(line[-1].text.rstrip(), line[-1].style)  # a padded token ends no line with spaces
         console.print(Text.assemble(*((k.text, k.style) for k in line), style=style), soft_wrap=True)
 
 

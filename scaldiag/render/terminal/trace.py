@@ -9,7 +9,7 @@ from rich.table import Table
 
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.profile import Transfers, UnitAnalysis
-from scaldiag.render.terminal.common import add_row, bytes_text, columns, headline, inert, own, print_findings, say, table, text
+from scaldiag.render.terminal.common import Keep, add_row, bytes_text, columns, headline, inert, own, print_findings, say, table, text
 from scaldiag.rules.report import Report, top_cause
 
 
@@ -37,7 +37,7 @@ def render(report: Report, console: Console, framework: str | None = None, verbo
             console.print(_transfer_table(a.units))
         idlest = min(a.units, key=lambda u: u.busy_pct)
         if idlest.host_activity_while_idle:
-            console.print(_activity_table(idlest))
+            _activity(idlest, console)
     if findings:
         console.print()
         print_findings(console, report.findings, framework or a.framework, verbose,
@@ -98,10 +98,12 @@ def _transfer_table(units: list[UnitAnalysis]) -> Table:
     return t
 
 
-def _activity_table(u: UnitAnalysis) -> Table:
+def _activity(u: UnitAnalysis, console: Console) -> None:
+    """What the host does while the device waits, one event a line: a name (a trace's, often long) is
+    never folded: it moves whole under the line's numbers where it does not fit beside them."""
     work = "kernels or copies" if u.kind == "gpu" else "ops"
-    t = table(f"While {inert(u.name)} runs no {work} ({100 - u.busy_pct:.1f}% of the step), the host is in")
-    columns(t, ("host event (innermost)", "state", "thread-ms\nper step"), left=("host event (innermost)", "state"))
+    say(console, f"While {inert(u.name)} runs no {work} ({100 - u.busy_pct:.1f}% of the step), the host is in "
+        "(thread-ms per step, state, innermost host event)", style="bold")
+    state_width = max(len(h.state) for h in u.host_activity_while_idle)
     for h in u.host_activity_while_idle:
-        add_row(t, h.name, h.state, f"{h.ms_per_step:.3f}")
-    return t
+        say(console, Keep(f"{h.ms_per_step:9.3f}  {h.state:<{state_width}}"), Keep(h.name), hang=4)
