@@ -1,6 +1,9 @@
-"""The accuracy benchmark: is the blame right, does the advice help, does the forecast come true?
+"""The blame is right, the advice helps and the forecast comes true against fixed twins (docs/rules.md).
 
-    python bench/accuracy/run.py --out DIR [--rounds K] [--cases input_python,...] [--quick] [--label L]
+    python -m bench accuracy [--out DIR] [--rounds K] [--cases input_python,...] [--quick] [--label L]
+
+Its table goes to bench/results/accuracy.md (bench.common.write_result); the runs' reports stay in
+--out (a temporary folder by default). Committed runs and their reading: bench/results/accuracy/.
 
 For every case (a zoo script of bench/zoo/, Keras 3; a PyTorch script of bench/torch/) and its fixed
 twin (the same script with the fix's flag), runs `scaldiag profile` on the visible device (one GPU, or
@@ -30,6 +33,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -275,7 +279,7 @@ def _line(row: dict, ok: list[dict], skipped: str | None) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", default=None, help="where the runs and reports go (default: a temporary folder)")
     p.add_argument("--cases", default=",".join(c.name for c in CASES))
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--torch-rounds", type=int, default=None, help="rounds of the PyTorch cases (default: --rounds)")
@@ -288,7 +292,7 @@ def main() -> None:
     p.add_argument("--table-to", help="also write accuracy.md and accuracy.json here, after every round")
     a = p.parse_args()
     globals()["TIMEOUT_S"] = a.timeout_s
-    out = Path(a.out)
+    out = Path(a.out or tempfile.mkdtemp(prefix="scaldiag-accuracy-"))
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     cases = [for_device(BY_NAME[name], not a.no_device) for name in a.cases.split(",")]
@@ -309,7 +313,12 @@ def main() -> None:
         print(json.dumps({"case": case.name, "round": r, **result}), f"# {time.perf_counter() - t0:.0f} s",
               flush=True)
         write(out, a, list(rows.values()), t0)  # a run killed at its limit still leaves its table
-    print("\n".join(write(out, a, list(rows.values()), t0)))
+    lines = write(out, a, list(rows.values()), t0)
+    print("\n".join(lines))
+    sys.path.insert(0, str(ROOT))
+    from bench.common import claim_of, write_result
+
+    write_result("accuracy", claim_of(__doc__), sys.argv[1:], "\n".join(lines) + f"\n\nruns and reports: {out}\n")
 
 
 def write(out: Path, a, rows: list[dict], t0: float) -> list[str]:
