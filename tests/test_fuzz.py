@@ -1,7 +1,7 @@
 """Fuzzing: damaged traces and run directories give a report or one ScaldiagError, never another exception.
 
 The quick version runs here (a few hundred examples, seconds); the long one
-is ``bench/fuzz_long.py`` (10,000+ cases, results in bench/results/fuzz_long.md).
+is ``python -m bench fuzz`` (10,000+ cases, results in bench/results/fuzz_long.md).
 Both use the generators below:
 
 - XPlane files: a small hand-built trace (and, in the long run, the real

@@ -115,7 +115,7 @@ def test_a_step_beyond_int64_is_skipped_and_said(tmp_path):
 
 
 def test_a_run_file_with_an_integer_of_4301_digits_is_a_gap(tmp_path):
-    """bench/fuzz_long.py --mode rundir, case 7763: json.loads raises ValueError (not JSONDecodeError)."""
+    """python -m bench fuzz --mode rundir, case 7763: json.loads raises ValueError (not JSONDecodeError)."""
     from scaldiag.record.rundir import load_json
 
     path = tmp_path / "training.json"

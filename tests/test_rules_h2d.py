@@ -243,7 +243,7 @@ def test_the_fresh_page_cost_measured_on_the_runs_host_feeds_the_uint8_forecast(
 
 
 def test_the_fresh_page_probe_measures_this_host():
-    """The probe itself, on this machine: a real, small, non-negative cost per byte (bench/bench_host_costs.py
+    """The probe itself, on this machine: a real, small, non-negative cost per byte (bench/host_costs/run.py
     compares it with bench/accuracy/fresh_pages.py's batch slices: medians 0.074 and 0.079 ns/byte here)."""
     from scaldiag.collect import host_costs
 

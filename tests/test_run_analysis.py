@@ -289,7 +289,7 @@ def test_compiles_in_most_steps_are_the_steady_state():
 
 
 def test_steps_of_zero_length_give_no_rate_and_no_error():
-    """A damaged steps.jsonl (found by bench/fuzz_long.py --mode rundir): every steady step zero long."""
+    """A damaged steps.jsonl (found by python -m bench fuzz --mode rundir): every steady step zero long."""
     rows = [{"step": i, "epoch": 0, "begin_ns": 1000, "end_ns": 1000} for i in range(10)]
     s = step_stats(rows, {"warmup_steps": 0, "global_batch": 32})
     assert s.samples_per_s is None and s.step_time_ms.mean == 0

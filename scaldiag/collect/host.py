@@ -48,7 +48,7 @@ class ProcCores:
     back: proc(5)), busy is user + nice + system + irq + softirq + steal (guest time is inside user
     and nice), idle is idle + iowait, rounded to 0.1. psutil builds named tuples of ten fields a core,
     twice, for the same: its part of a tick grows with the cores, which a GPU host has many of
-    (bench/bench_host_tree.py)."""
+    (bench/host_tree/run.py)."""
 
     def __init__(self):
         self._file = _ProcFile(f"{PROC}/stat")
@@ -240,7 +240,7 @@ class Descendants:
     """A process and its descendants, kept up to date from the processes that appeared in /proc since
     the last look (Linux): each new one's parent is read from /proc/PID/stat, and it joins if that
     parent is a member. psutil's ``children(recursive=True)`` reads every process's stat file instead:
-    2.7 ms a scan with 65 processes on the 2-core machine, 22x an update (bench/bench_host_tree.py). The
+    2.7 ms a scan with 65 processes on the 2-core machine, 22x an update (bench/host_tree/run.py). The
     sampler looks once a second (``LOOK_EVERY``), as it rescanned with psutil before."""
 
     def __init__(self, root: int, members: list[int], seen: set[int]):

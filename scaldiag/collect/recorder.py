@@ -9,7 +9,7 @@ between steps that the whole-run accounting needs: fit and epoch boundaries,
 validation, the profiler starting and stopping.
 
 The training thread pays for this on every step, so the usual step costs one
-clock read and two list appends (bench/bench_step_hook.py). Steps that only
+clock read and two list appends (bench/step_hook/run.py). Steps that only
 begin (Keras, PyTorch: a step ends where the next begins) and are outside the
 trace window are kept as a *block*: the steps' begin times in one list, each
 step ending where the next begins, written as one ``steps.jsonl`` row
@@ -313,7 +313,7 @@ class StepRecorder:
         self._flushed_ns, self._due_ns = now, now + _STEP_FLUSH_NS
 
     def delay_flush(self, ns: int) -> None:
-        """The next flush comes ``ns`` later (bench/capture_overhead_blocks.py: time the recorder was off)."""
+        """The next flush comes ``ns`` later (bench/overhead/run.py: time the recorder was off)."""
         self._set_flushed(self._flushed_ns + ns)
 
     def close(self) -> None:

@@ -24,7 +24,7 @@ larger. Two ways, the first that applies:
 
 Each timed epoch is ended by a synchronisation (Keras's epoch end, or reading the
 optimizer's step count), so the figure is a stopwatch; the median of the epochs'
-mean steps is the input-free step. bench/bench_input_free.py compares it with the
+mean steps is the input-free step. bench/input_free/run.py compares it with the
 earlier measurement (a clone, a whole compile epoch, three 1 s epochs).
 """
 

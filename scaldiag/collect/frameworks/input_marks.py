@@ -6,7 +6,7 @@ training). On the JAX backend Keras calls them on the training thread, so
 their time looked like host overhead. ``scaldiag profile`` therefore wraps
 each batch fetch in a profiler annotation named ``scaldiag_input``, which the
 analysis counts as input. While no profiler traces, a batch pays only for
-asking whether one does (~0.05 us) and one Python call (bench/bench_step_hook.py;
+asking whether one does (~0.05 us) and one Python call (bench/step_hook/run.py;
 the annotation itself, entered and left, cost 0.4-0.5 us a batch), nothing of
 ours holds a batch between fetches (``_Fetch``). Once scaldiag's trace window
 is over, an epoch's batches go on straight from the user's iterator
