@@ -8,7 +8,7 @@ namespace), the rendezvous over the veth addresses. Then ``scaldiag report NODE_
 2. the link throttled (tbf to 300 Mbit/s, plus 1 ms of netem delay where the kernel has netem): SD209 is
    the top finding, with the exposed all-reduce per step and the bytes per step;
 3. one node's input slowed (its ranks only): SD210 names that node, its input as the cause;
-4. one node's recorded clock (its trace of case 3) shifted by 50 ms: the merge estimates the shift
+4. one node's recorded clock (its trace of case 1) shifted by 50 ms: the merge estimates the shift
    within 1 ms, and the verdict and every node's lateness are those of the unshifted merge.
 
 The verdicts come from the traces (gloo's all-reduce events, the DataLoader's fetches, the step markers)
@@ -199,9 +199,11 @@ def _shift_clock(node_dir: Path, shift_ns: int) -> None:
         f.write_text(json.dumps(doc))
 
 
-def test_a_shifted_clock_is_estimated_within_a_millisecond_and_the_verdict_kept(slow_input, tmp_path):
-    """On the slow-input job, whose verdict (who is late) a wrong clock would change."""
-    dirs = slow_input
+def test_a_shifted_clock_is_estimated_within_a_millisecond_and_the_verdict_kept(plain, tmp_path):
+    """On the plain job: both nodes reach each all-reduce together, so its ends coincide as well as they
+    can (where one node is late, its ends trail the other's by about a message: 0.77 ms measured once).
+    Uncorrected, the shift would make hostB 50 ms late at every collective: SD210 would name it."""
+    dirs = plain
     before = _report(*dirs)
     copies = [shutil.copytree(d, tmp_path / d.name) for d in dirs]
     _shift_clock(copies[1], SHIFT_NS)
@@ -210,7 +212,8 @@ def test_a_shifted_clock_is_estimated_within_a_millisecond_and_the_verdict_kept(
     # Both namespaces read the same kernel clock: the true offset is the shift alone.
     assert abs(offsets["hostB/node1"] - SHIFT_NS) < 1_000_000, offsets
     assert abs(before["analysis"]["offsets"][1]["offset_ns"]) < 1_000_000
-    assert _ids(after) == _ids(before) and after["findings"][0]["summary"] == before["findings"][0]["summary"]
+    assert _ids(after) == _ids(before)
+    assert [f["summary"] for f in after["findings"]] == [f["summary"] for f in before["findings"]]
     _merged_trace_is_on_one_clock(copies, tmp_path / "job_trace.json")
     late = [n["lateness_ms"]["mean"] for n in after["analysis"]["nodes"]]
     assert late == pytest.approx([n["lateness_ms"]["mean"] for n in before["analysis"]["nodes"]], abs=1.0)
@@ -230,7 +233,9 @@ def _merged_trace_is_on_one_clock(dirs: list[Path], out: Path) -> None:
     a, b = (sorted(v) for _, v in sorted(ends.items()))
     assert len(a) == len(b) >= 5
     diffs_us = sorted(abs(x - y) for x, y in zip(a, b))
-    assert diffs_us[len(diffs_us) // 2] < 1000, diffs_us  # not the 50 ms the recorded clocks say
+    # Within a few ms (ends paired by order here, not by step as the merge pairs them, whose offset the
+    # caller checked to 1 ms), not the 50 ms the recorded clocks say.
+    assert diffs_us[len(diffs_us) // 2] < SHIFT_NS / 1e3 / 10, diffs_us
 
 
 def test_a_node_given_twice_is_not_a_job(plain):
