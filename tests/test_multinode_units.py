@@ -179,3 +179,15 @@ def test_profile_says_what_is_wrong_with_a_multi_node_launch(tmp_path, flags, sa
                            str(script)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and said in done.stderr and "never run" not in done.stdout
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_gpu_node_records_no_gloo_reference_and_says_why(tmp_path):
+    (tmp_path / "inventory.json").write_text(json.dumps({"gpus": [{"index": 0, "name": "NVIDIA H200"}]}))
+    (tmp_path / "run.json").write_text("{}")
+    assert "GPU node" in multinode.record_intra_node(tmp_path)
+    assert "intra_node_allreduce" not in json.loads((tmp_path / "run.json").read_text())
+
+
+def test_without_gradient_bytes_no_reference_is_measured(tmp_path):
+    (tmp_path / "run.json").write_text("{}")
+    assert "no gradient bytes" in multinode.record_intra_node(tmp_path)

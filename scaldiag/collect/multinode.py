@@ -138,8 +138,11 @@ def record_intra_node(run_dir, timeout_s: float = INTRA_NODE_TIMEOUT_S) -> str |
     import subprocess
     from pathlib import Path
 
-    from scaldiag.record.rundir import update_json
+    from scaldiag.record.rundir import read_json, update_json
 
+    gpus = read_json(Path(run_dir), "inventory.json").get("gpus")
+    if isinstance(gpus, list) and gpus:  # NCCL over NVLink/PCIe inside the node, not gloo over loopback
+        return "a GPU node: its intra-node link is NVLink or PCIe, not measured here (docs/multinode.md)"
     nbytes = _parameter_bytes(Path(run_dir))
     if not nbytes:
         return "no gradient bytes recorded (training.json parameter_bytes)"
