@@ -56,7 +56,9 @@ def render(report: RunReport, console: Console, framework: str | None = None, ve
     _input(a, console, verbose)
     if verbose:
         _samples(a, console)
-    for gap in a.missing if verbose else []:
+    # A GPU counter the driver does not offer (or no GPU at all) is a detail; every other gap (no
+    # steps, a damaged record, a sampler that stopped, a trace not read) changes what the report means.
+    for gap in a.missing if verbose else [g for g in a.missing if not g.startswith("nvml")]:
         say(console, f"missing evidence: {gap}", style="yellow")
     fw = framework or report.framework
     findings = report.findings + (report.trace_report.findings if report.trace_report else [])
