@@ -58,3 +58,36 @@ def test_a_table_cell_never_parts_a_number_from_its_unit():
         c.print(t)
     flat = " ".join(printed(60, draw)).replace("\u00a0", " ")
     assert "16.25 KiB" in flat and "2.0 copies" in flat
+
+
+def test_a_fix_shown_twice_is_named_the_second_time():
+    from scaldiag.render.terminal.common import print_findings
+    from scaldiag.rules.base import Finding
+
+    fix = {"pytorch": "Load batches in workers:\n  loader = DataLoader(ds, num_workers=8)"}
+    findings = [Finding(id, "t", "high", "input", "s", [], fix, None) for id in ("SD101", "SD207")]
+    lines = printed(80, lambda c: print_findings(c, findings, "pytorch", verbose=True))
+    assert lines.count("    loader = DataLoader(ds, num_workers=8)") == 1
+    assert "  fix (PyTorch): as SD101 above" in lines
+
+
+def test_an_input_ceiling_under_one_is_no_speedup(tmp_path):
+    """A real CPU run whose input alone is made slower than what training consumed (its record edited):
+    the run report says no speed-up, never "at most 0.98x"."""
+    import json
+    import shutil
+
+    from conftest import ROOT
+
+    from scaldiag.pipeline import diagnose
+    from scaldiag.render import terminal
+
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "tests/golden/runs/torch_cpu_input_bound", run)
+    consumed = diagnose(run).analysis.steps.samples_per_s
+    training = json.loads((run / "training.json").read_text())
+    training["input_ceiling"]["samples_per_s"] = 0.98 * consumed
+    (run / "training.json").write_text(json.dumps(training))
+    lines = printed(200, lambda c: terminal.render(diagnose(run), c))
+    (line,) = [line for line in lines if line.startswith("input ceiling:")]
+    assert line.endswith("throughput more devices can reach: no speed-up (its ceiling, 0.98x, is under 1x)")
