@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scaldiag.analyze.scaling import UNEXPLAINED, ScalingAnalysis
+from scaldiag.render import ranges
 from scaldiag.render.terminal.common import Keep, add_row, columns, labelled, print_findings, say, table
 from scaldiag.rules.report import SweepReport
 
@@ -60,7 +61,7 @@ def _table(s: ScalingAnalysis) -> Table:
     for p in s.points:
         speedup = "?" if p.speedup is None else f"{p.speedup:.2f}x ±{p.speedup_ci95:.2f}"
         add_row(t, str(p.gpus), str(p.runs), _num(p.per_replica_batch, "{:g}"), _num(p.global_batch, "{}"),
-                      f"{p.step_time_ms:.3f} ±{p.step_time_ci95_ms:.3f}", _num(p.samples_per_s, "{:,.0f}"),
+                      ranges.spread(p.step_time_ms, p.step_time_ci95_ms), _num(p.samples_per_s, "{:,.0f}"),
                       speedup, _num(p.efficiency, "{:.0%}"))
     return t
 
