@@ -32,13 +32,7 @@ FOREIGN = [r"\bfit\b", r"\bKeras\b", r"\bkeras\.", r"TensorFlow", r"\btf\.", r"\
 # False of an eager run (nothing compiled), and of a CPU run (no device, no catch-up).
 # (A fix may still advise torch.compile: that is PyTorch's word for a change to make.)
 EAGER = [r"compilation and warm-up", r"compile or retrace", r"steady step\(s\) compiled"]
-CPU = [r"catch-up", r"asynchronous dispatch", r"CUDA stream"]
-# Sentences made outside the renderer and the rules this test's owner writes, reported to their
-# owners (analyze/profile.py's note; analyze/run.py's inflation note; SD101's fix): cut out here,
-# and test_known_foreign_sentences_are_still_there fails once they are fixed, so the cut goes.
-KNOWN = [r"\(e\.g\. TensorFlow on the CPU\)", r"the host queues work ahead of the device, or "]
-
-
+CPU = [r"catch-up", r"asynchronous dispatch", r"CUDA stream", r"onto the GPU", r"ahead of the device"]
 def render(report, width: int, verbose: bool) -> str:
     out = io.StringIO()
     terminal.render(report, Console(file=out, width=width), all_fixes=verbose)
@@ -58,17 +52,11 @@ def outputs():
         os.chdir(cwd)
 
 
-def cut_known(text: str) -> str:
-    for known in KNOWN:
-        text = re.sub(known, "", text)
-    return text
-
-
 @pytest.mark.parametrize("verbose", [False, True])
 @pytest.mark.parametrize("width", [80, 120])
 @pytest.mark.parametrize("run", ["gpu", "cpu", "trace"])
 def test_a_pytorch_report_speaks_pytorch(outputs, run, width, verbose):
-    text = cut_known(outputs[(run, width, verbose)])
+    text = outputs[(run, width, verbose)]
     for word in FOREIGN + EAGER + (CPU if run != "gpu" else []):
         found = re.search(word, text)
         assert not found, f"{word!r} in: ...{text[max(0, found.start() - 120):found.end() + 120]}..."
@@ -86,10 +74,3 @@ def test_the_runs_are_described_in_pytorchs_words(outputs):
     assert "end an epoch: they count" in cpu  # a CPU run's epoch end, without a device's catch-up
     assert "(CUDA 13.0)" in outputs[("gpu", 80, False)]
     assert "torch.cuda.graph" in outputs[("gpu", 80, False)]
-
-
-@pytest.mark.xfail(strict=True, reason="reported: analyze/profile.py and analyze/run.py word these for Keras/TF")
-def test_known_foreign_sentences_are_still_there(outputs):
-    """Strict xfail: passes (so fails) once every KNOWN sentence is gone, so that KNOWN is emptied."""
-    text = " ".join(outputs.values())
-    assert not any(re.search(known, text) for known in KNOWN)

@@ -131,7 +131,7 @@ def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
                  for (name, events), sets, found, unit in zip(devices, device_sets, activity, unit_steps)]
     else:
         host = host_states(trace.host_planes, ops_are_compute=True)
-        notes.append("no device planes in the trace: the host ran the model (e.g. TensorFlow on the CPU); "
+        notes.append("no device planes in the trace: the host ran the model (a CPU run); "
                      "its op execution is reported as compute, and there are no host-to-device copies")
         name = trace.host_planes[0].label if trace.host_planes else "/host:CPU"
         sets = {c: host.get(c) for c in ("compute", "layout", "collective", "input", "host_overhead")}

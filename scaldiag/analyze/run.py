@@ -198,8 +198,8 @@ def _inflation(traced_ms: float | None, untraced_ms: float) -> tuple[float | Non
     if ratio >= 1:
         return ratio, None
     return None, (f"profiler inflation not measurable here: steps in the profiler window took {traced_ms:.3f} ms, "
-                  f"{ratio:.2f}x the untraced step, which tracing cannot cause (the host queues work ahead "
-                  "of the device, or the machine's load changed); the trace's shares are shown as traced")
+                  f"{ratio:.2f}x the untraced step, which tracing cannot cause (steps that end before their "
+                  "work does, or a change in the machine's load); the trace's shares are shown as traced")
 
 
 def _samples_per_step(training: dict) -> int | None:

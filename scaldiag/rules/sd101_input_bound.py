@@ -65,8 +65,13 @@ _ALREADY_PREFETCHING_TF = (
 # preparing them (slicing, converting, copying): on an H200 a 40 MB float32 batch cost 18 ms of host
 # time per step, and the same pixels as uint8 made the script 7.6x faster (bench/results/gpu_h200/accuracy).
 _FEWER_BYTES = ("Each step moves {mb:.0f} MB to the device: send fewer bytes. Images as uint8 (a quarter of "
-                "float32) cast and scaled on the device by the model's first layer, "
-                "keras.layers.Rescaling(1 / 255); or a smaller dtype (bfloat16) for other features.")
+                "float32) cast and scaled on the device{where}; or a smaller dtype (bfloat16) for other features.")
+_SCALE_ON_DEVICE = {"pytorch": ": x = x.to(device, non_blocking=True).float().div_(255)"}
+_SCALE_IN_MODEL = " by the model's first layer, keras.layers.Rescaling(1 / 255)"
+# PyTorch on the CPU: there is no GPU to move augmentation onto.
+_PYTORCH_ON_CPU = FIX["pytorch"].replace(
+    "; move random augmentation onto the GPU (torchvision.transforms.v2 on the batched tensor after .to(device))",
+    "; apply random augmentation to the whole batch at once (torchvision.transforms.v2 on the batched tensor)")
 
 
 # PyDataset workers: threads, not processes. Measured on an H200 (Keras on JAX, bench/zoo/input_python.py,
@@ -86,9 +91,12 @@ def _advise(analysis: ProfileAnalysis, unit: UnitAnalysis) -> tuple[dict[str, st
         notes.append(f"input pipeline stages in the trace: {', '.join(sorted(stages))}")
         if any(s.startswith("ParallelMap") for s in stages):
             notes.append("its map is already parallel: the per-element work itself is the cost")
+    if unit.kind == "host":
+        fix["pytorch"] = _PYTORCH_ON_CPU
     if unit.h2d is not None and unit.h2d.bytes_per_step >= HEAVY_BATCH_BYTES:
-        first = _FEWER_BYTES.format(mb=unit.h2d.bytes_per_step / 1e6)
-        fix = {fw: f"{first}\n{text}" for fw, text in fix.items()}
+        mb = unit.h2d.bytes_per_step / 1e6
+        fix = {fw: _FEWER_BYTES.format(mb=mb, where=_SCALE_ON_DEVICE.get(fw, _SCALE_IN_MODEL)) + f"\n{text}"
+               for fw, text in fix.items()}
         notes.append(f"{unit.h2d.bytes_per_step / 1e6:.1f} MB per step are copied to the device: the input's cost "
                      "follows its bytes")
     return fix, notes
