@@ -313,3 +313,12 @@ def test_a_label_too_wide_for_its_slot_goes_on_two_lines_that_fit(label):
         assert lines == [label]
     elif not any(line.endswith("…") for line in lines):  # nothing cut: every letter is still there
         assert "".join(lines).replace("-", "") == label.replace(" ", "")
+
+
+def test_a_pytorch_run_page_speaks_pytorch_and_its_headline_says_the_gain():
+    """The run page names the framework as the terminal does, and its verdict carries the top cause's
+    speed-up in the same words (a real PyTorch run on this machine's CPU, tests/golden/runs)."""
+    page = html.render(diagnose(Path(__file__).parent / "golden" / "runs" / "torch_cpu_input_bound"))
+    assert "framework: PyTorch 2." in page and "pytorch on pytorch" not in page
+    verdict = re.search(r'<p class="verdict">(.*?)</p>', page).group(1)
+    assert verdict.startswith("Input-bound") and "speed-up if fixed: at most" in verdict

@@ -12,13 +12,13 @@ from scaldiag.render import json, write
 
 def add_verbose(parser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true",
-                        help="show every framework's fix, not only the detected framework's")
+                        help="the whole report: every finding's fix (and every framework's), every table and note")
 
 
 def emit(report, json_path: str | None, verbose: bool = False) -> None:
     """``--json -``: JSON on stdout only; else the terminal report, and JSON to ``json_path`` if given.
 
-    ``verbose``: every framework's fix in the terminal (the JSON always holds them all)."""
+    ``verbose``: the whole terminal report, every fix of every framework (the JSON always holds it all)."""
     if json_path == "-":
         write(report, "json")
         return

@@ -20,9 +20,10 @@ from scaldiag.analyze.scaling import UNEXPLAINED
 from scaldiag.analyze.timeline import RunTimeline
 from scaldiag.render import ranges, svg
 from scaldiag.render.svg import esc
+from scaldiag.render.terminal.common import framework_words, speedup_line
 from scaldiag.render.terminal.run import TENSORBOARD_PIP
 from scaldiag.rules import Finding
-from scaldiag.rules.report import Report, RunReport, SweepReport
+from scaldiag.rules.report import Report, RunReport, SweepReport, top_cause
 
 FRAMEWORK_LABEL = {"tensorflow": "TensorFlow / Keras", "jax": "JAX / Keras on JAX"}
 MAX_STEP_MARKS = 200  # more step boundaries than this are not drawn (they would be a solid bar)
@@ -125,12 +126,20 @@ def _breakdown(units: list[UnitAnalysis]) -> list[str]:
     return out
 
 
+def _verdict(report: Report) -> str:
+    """The verdict, and what fixing its cause gives, as the terminal's headline says it."""
+    top = top_cause(report.findings)
+    gain = f"<br>{esc(' '.join(getattr(x, 'text', x) for x in speedup_line(top.predicted_speedup)))}" \
+        if top is not None and top.predicted_speedup is not None else ""
+    return f'<p class="verdict">{esc(report.verdict)}{gain}</p>'
+
+
 def _trace(report: Report, framework: str) -> list[str]:
     a = report.analysis
     out = [_p(f"{', '.join(a.sources)} ({a.event_count:,} events, framework: {a.framework})", "meta"),
            _p(f"steps: {a.steps_description}", "meta")]
     out += [_p(f"note: {n}", "dim") for n in a.notes]
-    out.append(f'<p class="verdict">{esc(report.verdict)}</p>')
+    out.append(_verdict(report))
     if a.units:
         out += _breakdown(a.units)
         out.append(_table(["device", "steps", "mean ms", "±95%", "p50", "p90", "busy %"],
@@ -146,16 +155,15 @@ def _run(report: RunReport, timeline: RunTimeline | None) -> list[str]:
     a = report.analysis
     run, training = a.run, a.training
     fw = training.get("framework", {})
-    versions = ", ".join(f"{k} {v}" for k, v in fw.get("versions", {}).items())
     status = f"status: {run.get('status', '?')}"
     if run.get("exit_code") is not None:
         status += f", exit code {run['exit_code']}"
     out = [_p(" ".join(run.get("command", [])[1:]) or "?", "meta"), _p(status, "meta"),
-           _p(f"framework: {fw.get('name', '?')} on {fw.get('backend', '?')}" + (f" ({versions})" if versions else "")
+           _p(f"framework: {framework_words(fw)}"
               + f"; replicas: {training.get('replicas', '?')}; global batch: {training.get('global_batch', '?')}; "
               f"per-replica batch: {training.get('per_replica_batch', '?')}", "meta")]
     if report.trace_report:
-        out.append(f'<p class="verdict">{esc(report.trace_report.verdict)}</p>')
+        out.append(_verdict(report.trace_report))
     out += _accounting(getattr(a, "accounting", None))
     if a.steps:
         s, t = a.steps, a.steps.step_time_ms
