@@ -35,7 +35,12 @@ bench/.venv-xprof/bin/python:
 	$(PYTHON) -m venv bench/.venv-xprof
 	bench/.venv-xprof/bin/pip install -q xprof==2.24.2
 
-bench-env: bench/.venv-xprof/bin/python
+# HolisticTraceAnalysis likewise, for the Kineto benchmark (HTA 0.5 fails with pandas 3).
+bench/.venv-hta/bin/python:
+	$(PYTHON) -m venv bench/.venv-hta
+	bench/.venv-hta/bin/pip install -q HolisticTraceAnalysis==0.5.0 'pandas<3'
+
+bench-env: bench/.venv-xprof/bin/python bench/.venv-hta/bin/python
 
 # Every CPU benchmark with its defaults, one result file each (bench/results/NAME.md); `python -m bench`
 # lists them with the claim each guards, `python -m bench NAME` runs one (bench/README.md). Hours, not
@@ -57,4 +62,4 @@ fixtures: setup
 	$(BIN)/python fixtures/tf_cpu/make_tf_cpu_traces.py
 
 clean:
-	rm -rf $(VENV) bench/.venv-xprof report.json
+	rm -rf $(VENV) bench/.venv-xprof bench/.venv-hta report.json
