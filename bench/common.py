@@ -92,6 +92,14 @@ class _Tee(io.TextIOBase):
         self.stream.flush()
 
 
+def show(lines: list[str], out: str | None) -> None:
+    """A benchmark's table on stdout (kept for its result file by ``record``), and in ``out`` if given."""
+    text = "\n".join(lines)
+    if out:
+        Path(out).write_text(text)
+    print(text)
+
+
 def claim_of(doc: str | None) -> str:
     """A benchmark's claim: the first line of its module docstring."""
     return (doc or "").strip().splitlines()[0] if (doc or "").strip() else "(no claim written)"

@@ -39,7 +39,7 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
-from bench.common import record
+from bench.common import record, show
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -222,10 +222,7 @@ def write(args, copies, sizes, results, rejected) -> None:
               f"{statistics.median(loads):.1f}, {min(loads):.1f}-{max(loads):.1f} (other agents' work; 1.0 = one core busy)."]
     lines += ["", f"A 100 MB zero-filled file is rejected (TraceError) in {med(rejected, 'wall_s'):.3f} s "
               f"from process start, peak RSS {med(rejected, 'rss_mb'):.0f} MB: \"{rejected[0]['error']}\"", ""]
-    text = "\n".join(lines)
-    if args.out:
-        Path(args.out).write_text(text)
-    print(text)
+    show(lines, args.out)
 
 
 def main(argv: list[str]) -> int:

@@ -66,7 +66,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.common import record
+from bench.common import record, show
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -414,10 +414,7 @@ def write(a, r: dict) -> None:
         f"({min(off) * 1e3:.1f}-{max(off) * 1e3:.1f}); garbage collections in them: {sum(off_gc)}.",
         f"Steps recorded by ScaldiagCallback: {r['steps_recorded']}; sampler: {r['sampler_stats']}.", "",
         *arm_tables(r)]
-    text = "\n".join(lines)
-    if a.out:
-        Path(a.out).write_text(text)
-    print(text)
+    show(lines, a.out)
 
 
 def _backend_version(backend: str) -> str:

@@ -42,7 +42,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.common import record
+from bench.common import record, show
 
 DEVICE = "gpu"  # a CUDA device: blocks end at torch.cuda.synchronize()
 
@@ -199,10 +199,7 @@ def write(a, r: dict, dev) -> None:
         f"({min(off) * 1e3:.1f}-{max(off) * 1e3:.1f}), {statistics.median(off) / r['block_steps'] * 1e3:.3f} ms a step.",
         f"Steps recorded: {r['steps_recorded']}; capture failed: {r['capture_failed'] or 'no'}; sampler: "
         f"{r['sampler_stats']}.", "", *arm_tables(r)]
-    text = "\n".join(lines)
-    if a.out:
-        Path(a.out).write_text(text)
-    print(text)
+    show(lines, a.out)
 
 
 def main(argv: list[str]) -> int:

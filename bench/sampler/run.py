@@ -36,7 +36,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.common import record
+from bench.common import record, show
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -216,10 +216,7 @@ def write(args, source: str, counts: list[int], results: list[dict], costs: dict
         lines += ["CPU ms per call on GPU 0 (thread_time over 100 calls):", "",
                   "| read | CPU ms per call |", "|---|---|",
                   *[f"| {k} | {v:.4f} |" for k, v in costs.items()], ""]
-    text = "\n".join(lines)
-    if args.out:
-        Path(args.out).write_text(text)
-    print(text)
+    show(lines, args.out)
 
 
 def _version(dist: str) -> str:
