@@ -32,7 +32,7 @@ FOREIGN = [r"\bfit\b", r"\bKeras\b", r"\bkeras\.", r"TensorFlow", r"\btf\.", r"\
 # False of an eager run (nothing compiled), and of a CPU run (no device, no catch-up).
 # (A fix may still advise torch.compile: that is PyTorch's word for a change to make.)
 EAGER = [r"compilation and warm-up", r"compile or retrace", r"steady step\(s\) compiled"]
-CPU = [r"catch-up", r"asynchronous dispatch", r"CUDA stream", r"onto the GPU", r"ahead of the device"]
+CPU = [r"catch-up", r"asynchronous dispatch", r"CUDA stream", r"CUDA graph", r"onto the GPU", r"ahead of the device"]
 def render(report, width: int, verbose: bool) -> str:
     out = io.StringIO()
     terminal.render(report, Console(file=out, width=width), all_fixes=verbose)

@@ -98,9 +98,20 @@ def device_busy_pct(unit: UnitAnalysis) -> float:
     return sum(t.exclusive_pct for c, t in unit.categories.items() if c not in HOST_SIDE)
 
 
+# PyTorch on the CPU: no CUDA graphs; torch.compile fuses the CPU kernels too (its inductor backend).
+_TORCH_CPU = (
+    "Do more per Python call: compile the model\n"
+    "  model = torch.compile(model)                      # fuses elementwise ops into fewer kernels\n"
+    "use fused or foreach optimizers (torch.optim.AdamW(..., foreach=True)); keep host syncs (loss.item(), "
+    "print(tensor)) out of the step loop; raise the batch if ops are tiny. Compilation is paid once, at the "
+    "start: compare the steady steps after it.")
+
+
 def _advise(analysis: ProfileAnalysis, unit: UnitAnalysis) -> tuple[dict[str, str], list[str]]:
     if unit.kind == "host" and analysis.framework in ("tensorflow", "unknown"):
         return {**FIX, "tensorflow": _TF_CPU}, []
+    if unit.kind == "host":
+        return {**FIX, "pytorch": _TORCH_CPU}, []
     busy = device_busy_pct(unit)
     if unit.kind == "gpu" and busy >= BUSY_DEVICE_PCT:
         return {**FIX, "pytorch": _TORCH_BUSY.format(busy=busy)}, []
