@@ -122,3 +122,16 @@ def test_the_detected_frameworks_fix_only_unless_verbose():
     assert plain.returncode == verbose.returncode == 0
     assert "fix (TensorFlow / Keras)" in plain.stdout and "fix (JAX" not in plain.stdout
     assert "fix (TensorFlow / Keras)" in verbose.stdout and "fix (JAX" in verbose.stdout
+
+
+def test_predictions_for_the_machine_the_user_names():
+    """``--interconnect``: the prediction curve for another link; the validation stays the measured machine's."""
+    sweep = ROOT / "fixtures" / "runs" / "sweep"
+    measured = json.loads(scaldiag("report", sweep, "--json", "-").stdout)
+    named = scaldiag("report", sweep, "--interconnect", "pcie4x16", "--json", "-")
+    assert named.returncode == 0, named.stderr
+    report = json.loads(named.stdout)
+    assert all(any("PCIe Gen4 x16, given" in a for a in p["assumptions"]) for p in report["predictions"] if p["gpus"] > 1)
+    assert report["validation"] == measured["validation"]
+    bad = scaldiag("report", sweep, "--interconnect", "infiniband")
+    assert bad.returncode == 2 and "nvlink<gen>x<links> or pcie<gen>x<width>" in bad.stderr

@@ -62,6 +62,10 @@ DISPATCH_GROWTH_PER_DEVICE = 0.248
 DISPATCH_GROWTH_RANGE = (0.236, 0.260)
 # Frameworks whose data parallelism runs in one process (training.json's framework name); others say nothing
 ONE_PROCESS_FRAMEWORKS = ("keras", "tensorflow", "jax")
+# What a host pays a byte to slice, convert and place a batch: Keras on JAX on an H200 host, 50 MB float32
+# batches, 18.6 ms of input a step (analyze/transfers.py, docs/rules.md "the hand-over"). Input time beyond
+# bytes x this is per-call work, which does not grow with the batch.
+INPUT_NS_PER_BYTE = 0.37
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ class Basis:
     # the input-free measurement (analyze/input_cost.py): True where input paces the step, False where its
     # cost is within the noise (its trace events are then the framework's per-step work), None unmeasured
     input_paces: bool | None = None
+    input_bytes_per_step: float | None = None  # the batch's bytes copied to the devices each step (the trace)
     clock: str = "the steady step"  # which clock step_time_ms is (scaling.py: the user's, where the run has it)
 
 
@@ -143,13 +148,12 @@ def _predict(basis: Basis, n: int, mode: str, emulated: bool, interconnect: ic.I
     if per_rank:
         input_scale = device_scale
         assumptions.append("input per rank (torchrun: each rank's own DataLoader)")
-    elif basis.input_paces is False:
-        input_scale = 1.0
-        assumptions.append("input per step: the input-free step shows no input cost beyond the noise, so the "
-                           "trace's input events are the framework's per-step work (slicing, device placement)")
-    else:
+    elif basis.input_paces or not basis.input_bytes_per_step:
         input_scale = global_batch / basis.global_batch
-        assumptions.append("input per host (one pipeline feeds every replica)")
+        assumptions.append("input per host (one pipeline feeds every replica)"
+                           + (": its measured cost paces the step" if basis.input_paces else ""))
+    else:
+        input_scale = _input_scale(basis, parts["input"], global_batch / basis.global_batch, assumptions)
     waiting_ms = sum(parts[c] * input_scale for c in PER_GLOBAL)
     host_ms = sum(parts[c] for c in PER_STEP)
     if basis.host_ms_per_sample:
@@ -172,6 +176,18 @@ def _predict(basis: Basis, n: int, mode: str, emulated: bool, interconnect: ic.I
                       assumptions=assumptions)
 
 
+def _input_scale(basis: Basis, input_ms: float, batch_ratio: float, assumptions: list[str]) -> float:
+    """How the input part grows where its cost was not measured to pace the step: the part that moves the
+    batch's bytes (at INPUT_NS_PER_BYTE) grows with the global batch, the rest is per-step work."""
+    per_byte_ms = min(input_ms, basis.input_bytes_per_step * INPUT_NS_PER_BYTE / 1e6)
+    if input_ms <= 0:
+        return batch_ratio
+    assumptions.append(f"input per host: {per_byte_ms:.3f} of its {input_ms:.3f} ms move the batch's "
+                       f"{basis.input_bytes_per_step / 1e6:.2f} MB ({INPUT_NS_PER_BYTE} ns a byte) and grow with "
+                       "the global batch; the rest is per-step work (the iterator, device placement)")
+    return (per_byte_ms * batch_ratio + input_ms - per_byte_ms) / input_ms
+
+
 def _dispatch_factor(m: int, n: int, growth: float, own_process: bool, assumptions: list[str]) -> float:
     """How much one process's host path grows from driving ``m`` devices to ``n`` (module docstring)."""
     if own_process or n == m:
@@ -189,7 +205,7 @@ def _collective_ms(basis: Basis, parts: dict[str, float], n: int, assumptions: l
     measured_ms = parts["collective"]
     if n == 1:
         return 0.0
-    if m > 1:
+    if m > 1 and (override is None or not basis.parameter_bytes):
         assumptions.append(f"collective scaled from {m} devices by ring volume 2(N-1)/N")
         return measured_ms * ((n - 1) / n) / ((m - 1) / m)
     link = override or basis.interconnect

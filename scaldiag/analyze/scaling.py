@@ -208,9 +208,12 @@ def _basis(n: int, runs: list[RunAnalysis]) -> Basis | None:
     if shares is None or not batch:
         return None
     t, ci, clock = user_clock(runs)
+    # the global batch's bytes a step: every device's copies, one run's (the mean over repeats)
+    copies = [sum(u.h2d.bytes_per_step for u in r.trace.units if u.h2d is not None) for r in runs if r.trace]
     costs = [r.input_cost for r in runs]
     paces = None if any(c is None for c in costs) else any(c.significant for c in costs)
-    return Basis(gpus=n, step_time_ms=t, step_time_ci95_ms=ci, clock=clock, input_paces=paces, global_batch=batch, shares=shares[0],
+    return Basis(gpus=n, step_time_ms=t, step_time_ci95_ms=ci, clock=clock, input_paces=paces,
+                 input_bytes_per_step=float(np.mean(copies)) if copies else None, global_batch=batch, shares=shares[0],
                  parameter_bytes=runs[0].training.get("parameter_bytes"),
                  link_bytes_per_s=link_bytes_per_s(runs[0].inventory),
                  **basis_extras(runs[0].training, runs[0].inventory))  # the interconnect, the framework (predict.py)

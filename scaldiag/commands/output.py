@@ -10,6 +10,13 @@ from scaldiag.errors import ScaldiagError
 from scaldiag.render import json, write
 
 
+def add_interconnect(parser) -> None:
+    parser.add_argument("--interconnect", metavar="LINK",
+                        help="predict a sweep's scaling for this link between GPUs instead of the measured "
+                             "machine's: nvlink<gen>x<links> or pcie<gen>x<width>, e.g. nvlink4x18, pcie5x16 "
+                             "(docs/scaling.md)")
+
+
 def add_verbose(parser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="the whole report: every finding's fix (and every framework's), every table and note")

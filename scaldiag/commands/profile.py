@@ -13,7 +13,7 @@ from scaldiag.collect.frameworks.torch_hooks import TORCHRUN_ENV
 from scaldiag.collect.launcher import launch, uncaptured_command
 from scaldiag.collect.session import new_run_dir
 from scaldiag.collect.sweep import gpus_for, sweep
-from scaldiag.commands.output import add_verbose, emit, stdout_gone
+from scaldiag.commands.output import add_interconnect, add_verbose, emit, stdout_gone
 from scaldiag.errors import ScaldiagError
 from scaldiag.pipeline import diagnose_run, diagnose_sweep
 from scaldiag.render.terminal.common import exit_text
@@ -51,6 +51,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--torchrun", action="store_true",
                    help="with --gpus or --emulate: run each sweep point under torchrun, one process per device")
     add_verbose(p)
+    add_interconnect(p)
     p.set_defaults(func=run)
 
 
@@ -202,7 +203,7 @@ def _sweep(args, script: Path, script_args: list[str]) -> int:
     except OSError as exc:
         raise ScaldiagError(f"the sweep stopped: cannot write under {sweep_dir}: {exc.strerror or exc}") from exc
     print(file=sys.stderr)
-    _report(lambda: emit(diagnose_sweep(sweep_dir), args.json, args.verbose), args)
+    _report(lambda: emit(diagnose_sweep(sweep_dir, args.interconnect), args.json, args.verbose), args)
     print(line(f"scaldiag: sweep directory {sweep_dir}  (scaldiag report {sweep_dir})"), file=sys.stderr)
     failed = [c for c in codes if c != 0]
     return 0 if not failed else exit_status(failed[0])

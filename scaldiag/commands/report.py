@@ -9,7 +9,7 @@ from pathlib import Path
 
 from scaldiag.analyze.timeline import RunTimeline, run_timeline
 from scaldiag.commands import job
-from scaldiag.commands.output import add_verbose, emit, write_text
+from scaldiag.commands.output import add_interconnect, add_verbose, emit, write_text
 from scaldiag.errors import TRACE_FAILURES, ScaldiagError
 from scaldiag.pipeline import diagnose, read_trace
 from scaldiag.record.reader import read_record
@@ -42,6 +42,7 @@ def add_parser(subparsers) -> None:
                         + ", ".join(f"{v} for {k}" for k, v in DEFAULT_FILE.items()))
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-' for stdout only)")
     add_verbose(p)
+    add_interconnect(p)
     p.set_defaults(func=run)
 
 
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = FORMAT_NAMES[args.format]
     if job.is_job(args.run_dir):
         return _job(args, fmt)
-    report = diagnose(args.run_dir[0])
+    report = diagnose(args.run_dir[0], args.interconnect)
     if fmt == "terminal" and args.output in (None, "-"):
         emit(report, args.json, args.verbose)
         return 0

@@ -39,8 +39,8 @@ _POINT = ("gpus", "runs", "global_batch", "per_replica_batch", "step_time_ms", "
           "samples_per_s", "speedup", "speedup_ci95", "efficiency", "ideal_speedup", "collective_ms",
           "parameter_bytes", "link_bytes_per_s")
 _CAUSE = ("category", "lost_speedup", "spread", "within_noise")
-_PREDICTION = ("gpus", "from_gpus", "step_time_ms", "samples_per_s", "assumptions", "measured_samples_per_s",
-               "error_pct")
+_PREDICTION = ("gpus", "from_gpus", "step_time_ms", "samples_per_s", "samples_per_s_low", "samples_per_s_high",
+               "assumptions", "measured_samples_per_s", "error_pct")
 
 
 def _pick(obj, keys: tuple[str, ...]) -> dict:
