@@ -72,10 +72,17 @@ def _network(node: NodeSummary, fallback_intra_ms: float | None) -> _Network | N
     inflation = max(1.0, node.step_ms.mean / step) if step > 0 else 1.0
     exposed, link = node.exposed_ms.mean / inflation, node.link_ms.mean / inflation
     ci = node.exposed_ms.ci95 / inflation if math.isfinite(node.exposed_ms.ci95) else exposed
-    intra = node.intra_node_ms.p50 if node.intra_node_ms is not None and node.intra_node_ms.n else fallback_intra_ms
+    own = node.intra_node_ms is not None and node.intra_node_ms.n
+    intra = node.intra_node_ms.p50 if own else fallback_intra_ms
     excess = link - intra if intra is not None else math.inf
+    # Beyond the noise: the link's low end against the reference's slow calls. The reference is timed
+    # after the script, under another load; on a plain veth link under load its median alone let the
+    # network's part clear the threshold (tests/test_multinode.py).
+    link_ci = node.link_ms.ci95 / inflation if math.isfinite(node.link_ms.ci95) else link
+    intra_high = max(node.intra_node_ms.p90, intra) if own else intra
+    excess_low = link - link_ci - intra_high if intra is not None else math.inf
     return _Network(step, inflation, exposed, ci, link, intra, max(0.0, min(exposed, excess)),
-                    max(0.0, min(exposed - ci, excess)))
+                    max(0.0, min(exposed - ci, excess_low)))
 
 
 class _InterNodeLink:
