@@ -401,6 +401,21 @@ static int read_pid(Scanner *sc, const char **pp, const char *end, int64_t *out,
     return OK;
 }
 
+/* An object member's key and its colon: *pp ends on the value's first character. */
+static int scan_key(const char **pp, const char *end, const char **s, size_t *n, int *esc) {
+    const char *p = *pp;
+    int r;
+    if (*p != '"') return BAD;
+    if ((r = scan_string(&p, end, s, n, esc)) != OK) return r;
+    p = skip_ws(p, end);
+    if (p >= end) return MORE;
+    if (*p != ':') return BAD;
+    p = skip_ws(p + 1, end);
+    if (p >= end) return MORE;
+    *pp = p;
+    return OK;
+}
+
 #define KEY_IS(lit) (n == sizeof(lit) - 1 && memcmp(s, lit, sizeof(lit) - 1) == 0)
 
 /* args: device, stream, bytes kept; any of them not a plain integer makes the event slow. */
@@ -414,13 +429,7 @@ static int scan_args(const char **pp, const char *end, int64_t *vals, int *flags
     if (p >= end) return MORE;
     if (*p == '}') { *pp = p + 1; return OK; }
     for (;;) {
-        if (*p != '"') return BAD;
-        if ((r = scan_string(&p, end, &s, &n, &esc)) != OK) return r;
-        p = skip_ws(p, end);
-        if (p >= end) return MORE;
-        if (*p != ':') return BAD;
-        p = skip_ws(p + 1, end);
-        if (p >= end) return MORE;
+        if ((r = scan_key(&p, end, &s, &n, &esc)) != OK) return r;
         int which = esc ? -2 : KEY_IS("device") ? 0 : KEY_IS("stream") ? 1 : KEY_IS("bytes") ? 2 : -1;
         if (which == -2) *slow = 1;
         if (which >= 0 && !is_number_start(*p)) {  /* text, null, a container: the reference's _int decides */
@@ -547,13 +556,7 @@ static int scan_event(Scanner *sc, const char **pp, const char *end) {
     if (p >= end) return MORE;
     if (*p != '}') {
         for (;;) {
-            if (*p != '"') return BAD;
-            if ((r = scan_string(&p, end, &s, &n, &esc)) != OK) return r;
-            p = skip_ws(p, end);
-            if (p >= end) return MORE;
-            if (*p != ':') return BAD;
-            p = skip_ws(p + 1, end);
-            if (p >= end) return MORE;
+            if ((r = scan_key(&p, end, &s, &n, &esc)) != OK) return r;
             if ((r = event_field(sc, &ev, s, n, esc, &p, end)) != OK) return r;
             p = skip_ws(p, end);
             if (p >= end) return MORE;
