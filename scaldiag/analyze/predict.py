@@ -82,8 +82,9 @@ class Basis:
     interconnect: ic.Interconnect | None = None
     framework: str | None = None  # "pytorch" (DDP under torchrun: input per rank, buckets overlap backward), ...
     step_time_ci95_ms: float = 0.0
-    # the input-free measurement (analyze/input_cost.py): True where input paces the step, False where its
-    # cost is within the noise (its trace events are then the framework's per-step work), None unmeasured
+    # the input-free measurement (analyze/input_cost.py): True where the input's measured cost paces the step
+    # (all of it then grows with the global batch); False (within the noise) or None (unmeasured): only its
+    # bytes' part does (_input_scale)
     input_paces: bool | None = None
     input_bytes_per_step: float | None = None  # the batch's bytes copied to the devices each step (the trace)
     clock: str = "the steady step"  # which clock step_time_ms is (scaling.py: the user's, where the run has it)
