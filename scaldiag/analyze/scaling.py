@@ -137,8 +137,9 @@ def user_clock(runs: list[RunAnalysis]) -> tuple[float, float, str]:
         within = max((e.ms_per_step_ci95 for e in stats if not math.isnan(e.ms_per_step_ci95)), default=0.0)
         between = t95(len(means) - 1) * means.std(ddof=1) / math.sqrt(len(means)) if len(means) > 1 else 0.0
         epochs = sorted({i + 1 for e in stats for i in e.compared})
+        which = f"epoch {epochs[0]}" if len(epochs) == 1 else f"epochs {epochs[0]}-{epochs[-1]}"
         return float(means.mean()), float(max(within, between)), \
-            f"whole epochs' ms/step (epochs {epochs[0]}-{epochs[-1]}, as Keras's progress bar counts)"
+            f"whole epochs' ms/step ({which}, as Keras's progress bar counts)"
     t, ci = combine_repeats(runs)
     return t, ci, "the steady step"
 
