@@ -106,7 +106,8 @@ def test_sigint_to_the_whole_group_interrupts_the_script_once(tmp_path):
 @pytest.mark.parametrize(("target", "sig"), [("scaldiag", signal.SIGTERM), ("group", signal.SIGTERM),
                                              ("scaldiag", signal.SIGHUP), ("script", signal.SIGTERM)])
 def test_termination_leaves_a_finalised_run_with_its_samples(tmp_path, target, sig):
-    proc = profile(tmp_path, script(tmp_path, SLEEPER))
+    # As a terminal starts it: under nohup (SIGHUP ignored, and inherited) scaldiag rightly ignores SIGHUP too
+    proc = profile(tmp_path, script(tmp_path, SLEEPER), preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     wait_ready(proc)
     if target == "scaldiag":
         os.kill(proc.pid, sig)

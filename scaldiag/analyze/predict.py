@@ -195,7 +195,7 @@ def _dispatch_factor(m: int, n: int, growth: float, own_process: bool, assumptio
         return 1.0
     factor = (1 + growth * (n - 1)) / (1 + growth * (m - 1))
     beyond = " (measured at 2 devices; beyond, extrapolated)" if max(n, m) > 2 else ""
-    assumptions.append(f"one process drives every device: its host path x{factor:.2f} at {n} devices "
+    assumptions.append(f"one process drives every device: its host path x{factor:.2f} at {n} device{'s' * (n != 1)} "
                        f"({growth:.1%} a device, measured on two Keras/JAX runs, docs/scaling.md){beyond}")
     return factor
 
