@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 
 .PHONY: setup browser demo test bench bench-small bench-sampler bench-env fixtures clean
 
-$(BIN)/scaldiag: pyproject.toml setup.py scaldiag/readers/xplane/_wire.c scaldiag/analyze/_hoststate.c
+$(BIN)/scaldiag: pyproject.toml setup.py scaldiag/readers/xplane/_wire.c scaldiag/analyze/_hoststate.c scaldiag/readers/_kineto_scan.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,tensorflow,torch]'
