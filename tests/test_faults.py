@@ -159,7 +159,8 @@ def test_an_output_directory_under_a_file_runs_the_script_without_capture(tmp_pa
 def test_an_unusable_out_under_nproc_per_node_still_runs_torchrun(tmp_path):
     """The fallback is the same launch without capture: a DDP script needs torchrun's RANK (issue 22, item 8)."""
     pytest.importorskip("torch")
-    path = script(tmp_path, "import os; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], flush=True)")
+    # one write a line: two ranks share the pipe, and unbuffered print() writes each piece on its own
+    path = script(tmp_path, "import os; os.write(1, f\"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}\\n\".encode())")
     (tmp_path / "afile").write_text("")
     result = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "--nproc-per-node", "2",
                              "--out", str(tmp_path / "afile" / "runs"), str(path)],
