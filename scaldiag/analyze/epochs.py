@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scaldiag.analyze.runsteps import Period, mark_pairs
-from scaldiag.analyze.stats import t95
+from scaldiag.analyze.stats import ci95_half_width
 
 # Keras's own figure is read from the third epoch on (the first compiles, the second may recompile).
 FIRST_EPOCH_COMPARED = 2
@@ -69,7 +69,7 @@ def epoch_stats(found: list[Period], marks: list[dict]) -> EpochStats | None:
     chosen = later or epochs
     per_step = np.array([e.ms_per_step for e in chosen])
     after = [x for e in chosen if (x := e.ms_per_step_after_first) is not None]
-    ci = float(t95(len(per_step) - 1) * per_step.std(ddof=1) / math.sqrt(len(per_step))) if len(per_step) > 1 \
+    ci = ci95_half_width(per_step) if len(per_step) > 1 \
         else math.nan
     return EpochStats(epochs=epochs, compared=[e.epoch for e in chosen], ms_per_step=float(per_step.mean()),
                       ms_per_step_ci95=ci, ms_per_step_after_first=float(np.mean(after)) if after else None,

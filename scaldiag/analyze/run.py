@@ -17,7 +17,7 @@ from scaldiag.analyze.accounting import Accounting, account
 from scaldiag.analyze.epochs import EpochStats, epoch_stats
 from scaldiag.analyze.input_cost import InputCost, input_cost, with_input_cost
 from scaldiag.analyze.profile import ProfileAnalysis
-from scaldiag.analyze.stats import Summary, t95
+from scaldiag.analyze.stats import Summary, ci95_half_width
 from scaldiag.record.types import RunRecord
 
 # NVML clocks-event reasons (nvmlClocksEventReasons*, nvml.h): the bits that
@@ -177,7 +177,7 @@ def _between_epochs_ci95(steady: list[runsteps.Period]) -> float:
     means = np.array([ns / batches for ns, batches in epochs.values()]) / 1e6
     if len(means) < MIN_EPOCHS_FOR_SPREAD:
         return 0.0
-    return float(t95(len(means) - 1) * means.std(ddof=1) / math.sqrt(len(means)))
+    return ci95_half_width(means)
 
 
 def _traced_ms(found: list[runsteps.Period]) -> float | None:
@@ -278,7 +278,7 @@ def host_summary(samples: list[dict], window_ns: tuple[int, int] | None) -> Host
     rows = [r for r in rows if len(r["core_pct"]) == cores_seen]
     cores = np.array([r["core_pct"] for r in rows], float)
     per_sample = cores.mean(axis=1)
-    ci = float(t95(len(rows) - 1) * per_sample.std(ddof=1) / math.sqrt(len(rows))) if len(rows) > 1 else math.nan
+    ci = ci95_half_width(per_sample) if len(rows) > 1 else math.nan
     return HostSummary(samples=len(rows), cores=cores.shape[1], core_pct_mean=float(cores.mean()),
                        core_pct_mean_ci95=ci, processes_max=int(max(r.get("processes") or 1 for r in rows)),
                        busiest_core_pct=float(cores.max(axis=1).mean()),

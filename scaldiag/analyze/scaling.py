@@ -34,7 +34,7 @@ from scaldiag.analyze.forecast import SweepForecast, kept_batch, larger_batch_at
 from scaldiag.analyze.interconnect import Interconnect
 from scaldiag.analyze.predict import PER_STEP, Basis, Prediction, basis_extras, link_bytes_per_s, predict
 from scaldiag.analyze.run import RunAnalysis
-from scaldiag.analyze.stats import t95
+from scaldiag.analyze.stats import ci95_half_width
 
 UNEXPLAINED = "idle"  # the category of time that no trace event covers
 
@@ -118,7 +118,7 @@ def combine_repeats(runs: list[RunAnalysis]) -> tuple[float, float]:
     """
     means = np.array([r.steps.step_time_ms.mean for r in runs])
     within = max(r.steps.step_time_ms.ci95 for r in runs)
-    between = t95(len(means) - 1) * means.std(ddof=1) / math.sqrt(len(means)) if len(means) > 1 else 0.0
+    between = ci95_half_width(means) if len(means) > 1 else 0.0
     return float(means.mean()), float(max(within, between))
 
 
@@ -135,7 +135,7 @@ def user_clock(runs: list[RunAnalysis]) -> tuple[float, float, str]:
     if stats and all(e is not None and min(e.compared) >= FIRST_EPOCH_COMPARED for e in stats):
         means = np.array([e.ms_per_step for e in stats])
         within = max((e.ms_per_step_ci95 for e in stats if not math.isnan(e.ms_per_step_ci95)), default=0.0)
-        between = t95(len(means) - 1) * means.std(ddof=1) / math.sqrt(len(means)) if len(means) > 1 else 0.0
+        between = ci95_half_width(means) if len(means) > 1 else 0.0
         epochs = sorted({i + 1 for e in stats for i in e.compared})
         which = f"epoch {epochs[0]}" if len(epochs) == 1 else f"epochs {epochs[0]}-{epochs[-1]}"
         return float(means.mean()), float(max(within, between)), \
