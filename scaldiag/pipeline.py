@@ -10,24 +10,35 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from scaldiag.analyze import interconnect as ic
+from scaldiag.analyze import ranks
 from scaldiag.analyze.interconnect import Interconnect
-from scaldiag.analyze.profile import ProfileAnalysis, analyze_trace
+from scaldiag.analyze.profile import ProfileAnalysis, RankReduction, analyze_trace, assemble, reduce_rank
 from scaldiag.analyze.run import RunAnalysis, analyze_record
 from scaldiag.analyze.scaling import analyze_scaling
 from scaldiag.errors import TRACE_FAILURES, ScaldiagError, TraceError
+from scaldiag.readers import FORMATS, TraceFormat, files_notes, find_trace, other_formats
 from scaldiag.readers import read_trace as read_any_trace
 from scaldiag.record.reader import is_sweep, rank_dirs, read_record, sweep_runs
 from scaldiag.record.rundir import TRACE_DIR
 from scaldiag.rules.report import Report, RunReport, SweepReport, build_report, build_run_report, build_sweep_report
 from scaldiag.trace import INT_STATS, SparseStat, Trace
 
-__all__ = ["read_trace", "diagnose_trace", "diagnose_run", "diagnose_sweep", "diagnose"]
+
+class Engine(Protocol):
+    """Runs one function over items, in order (scaldiag/engines.py: worker processes, Dask)."""
+
+    def map(self, fn: Callable, items: list) -> list: ...
+
+
+__all__ = ["read_trace", "analyze_trace_at", "diagnose_trace", "diagnose_run", "diagnose_sweep", "diagnose"]
 
 
 
@@ -87,24 +98,75 @@ def _as_text(value):
     return value if isinstance(value, str) else None
 
 
-def diagnose_trace(path: str | os.PathLike, run: str | None = None) -> Report:
+def diagnose_trace(path: str | os.PathLike, run: str | None = None, engine: Engine | None = None) -> Report:
     """``scaldiag analyze``: a trace file or logdir, in any format a reader knows."""
-    name, trace = read_trace(path, run)
-    return build_report(_analyze(trace, name))
+    return build_report(analyze_trace_at(path, run, engine))
+
+
+def analyze_trace_at(path: str | os.PathLike, run: str | None = None, engine: Engine | None = None) -> ProfileAnalysis:
+    """The analysis of the trace at ``path``; a job's rank files one rank at a time, each on ``engine``
+    (scaldiag/engines.py; None: here, one after the other), so memory holds one rank's events, not the job's."""
+    fmt, name, files = find_trace(path, run)
+    if len(files) < 2 or fmt.read_rank is None:
+        name, trace = read_trace(path, run)
+        return _analyze(trace, name)
+    return _analyze_ranks(Path(path), fmt, name, files, engine)
 
 
 def _analyze(trace: Trace, name: str) -> ProfileAnalysis:
     """The trace's analysis, with what its reader noticed about the files first among its notes."""
-    analysis = analyze_trace(trace, name)
-    return replace(analysis, notes=[*trace.notes, *analysis.notes]) if trace.notes else analysis
+    return _with_notes(analyze_trace(trace, name), trace.notes)
 
 
-def diagnose_run(run_dir: str | os.PathLike) -> RunReport:
-    """A run directory written by ``profile``, the callback or the loop API."""
-    return build_run_report(str(run_dir), analyze_run_dir(Path(run_dir)))
+def _with_notes(analysis: ProfileAnalysis, notes: list[str]) -> ProfileAnalysis:
+    return replace(analysis, notes=[*notes, *analysis.notes]) if notes else analysis
 
 
-def diagnose_sweep(sweep_dir: str | os.PathLike, interconnect: str | None = None) -> SweepReport:
+def _analyze_ranks(root: Path, fmt: TraceFormat, name: str, files: list[Path], engine: Engine | None) -> ProfileAnalysis:
+    """A job's rank files: each rank's evidence, the job's clock and steps from them, then each rank reduced
+    (analyze/ranks.py); every pass reads one file at a time, wherever the engine runs it."""
+    run_map = engine.map if engine is not None else lambda fn, items: [fn(item) for item in items]
+    found = run_map(_rank_evidence, [(fmt.name, f) for f in files])
+    labels = fmt.rank_labels([facts for facts, _, _ in found], files)
+    evidence = [replace(e, label=label) for label, (_, e, _) in zip(labels, found)]
+    notes = other_formats(root, fmt) + files_notes({e.label: (e.host_stats, _span_of(e)) for e in evidence})
+    clock = ranks.job_clock(evidence)
+    reductions = run_map(_rank_reduction, [(fmt.name, f, label, clock.steps, clock.shift_ns(i))
+                                           for i, (f, label) in enumerate(zip(files, labels))])
+    analysis = assemble(name, [str(f) for f in files], labels, sum(count for _, _, count in found), reductions, clock)
+    return _with_notes(analysis, notes)
+
+
+def _span_of(evidence: ranks.RankEvidence) -> tuple[int, int] | None:
+    return None if evidence.first_ns is None else (evidence.first_ns, evidence.last_ns)
+
+
+def _format(name: str) -> TraceFormat:
+    return next(f for f in FORMATS if f.name == name)
+
+
+def _rank_evidence(item: tuple[str, Path]) -> tuple[object, ranks.RankEvidence, int]:
+    """One rank's file read alone: its facts for the labels, its evidence, its event count (runs in a worker)."""
+    fmt_name, file = item
+    facts, trace = _format(fmt_name).read_rank(file)
+    return facts, ranks.evidence(typed_stats(trace), ""), trace.event_count
+
+
+def _rank_reduction(item: tuple) -> RankReduction:
+    """One rank's file read again and reduced on the job's clock and steps (runs in a worker)."""
+    fmt_name, file, label, steps, shift_ns = item
+    fmt = _format(fmt_name)
+    _, trace = fmt.read_rank(file)
+    return reduce_rank(typed_stats(fmt.labelled(trace, label)), steps, shift_ns)
+
+
+def diagnose_run(run_dir: str | os.PathLike, engine: Engine | None = None) -> RunReport:
+    """A run directory written by ``profile``, the callback or the loop API (``engine``: analyze_trace_at's)."""
+    return build_run_report(str(run_dir), analyze_run_dir(Path(run_dir), engine))
+
+
+def diagnose_sweep(sweep_dir: str | os.PathLike, interconnect: str | None = None,
+                   engine: Engine | None = None) -> SweepReport:
     """A sweep directory (``profile --gpus``): one run per device count and repeat.
 
     ``interconnect``: the machine to predict for (``nvlink4x18``, ``pcie5x16``: analyze/interconnect.parse).
@@ -113,7 +175,7 @@ def diagnose_sweep(sweep_dir: str | os.PathLike, interconnect: str | None = None
     runs: dict[int, list[RunAnalysis]] = {}
     excluded, reports = [], []
     for gpus, run_dir in found:
-        analysis = analyze_run_dir(run_dir)
+        analysis = analyze_run_dir(run_dir, engine)
         reports.append((gpus, build_run_report(str(run_dir), analysis)))
         failure = run_failure(analysis.run)
         if failure:  # a crashed or killed point measures the crash, not the scaling: never a speedup
@@ -146,25 +208,25 @@ def run_failure(run: dict) -> str | None:
     return None
 
 
-def diagnose(path: str | os.PathLike, interconnect: str | None = None) -> RunReport | SweepReport:
+def diagnose(path: str | os.PathLike, interconnect: str | None = None,
+             engine: Engine | None = None) -> RunReport | SweepReport:
     """A run or a sweep directory, whichever ``path`` is (``interconnect``: diagnose_sweep's)."""
-    return diagnose_sweep(path, interconnect) if is_sweep(Path(path)) else diagnose_run(path)
+    return diagnose_sweep(path, interconnect, engine) if is_sweep(Path(path)) else diagnose_run(path, engine)
 
 
-def analyze_run_dir(run_dir: Path) -> RunAnalysis:
-    trace, trace_missing = _run_trace(run_dir)
+def analyze_run_dir(run_dir: Path, engine: Engine | None = None) -> RunAnalysis:
+    trace, trace_missing = _run_trace(run_dir, engine)
     others = {rank: read_record(path) for rank, path in rank_dirs(run_dir).items()}
     return analyze_record(read_record(run_dir), trace, trace_missing, others)
 
 
-def _run_trace(run_dir: Path) -> tuple[ProfileAnalysis | None, list[str]]:
+def _run_trace(run_dir: Path, engine: Engine | None = None) -> tuple[ProfileAnalysis | None, list[str]]:
     """The analysis of the run's trace window, or why there is none."""
     logdir = Path(run_dir) / TRACE_DIR
     if not logdir.exists():
         return None, ["trace: no profiler trace in this run (too few steps, or the profiler failed)"]
     try:
-        name, trace = read_trace(logdir)
-        return _analyze(trace, name), []
+        return analyze_trace_at(logdir, None, engine), []
     except TraceError as exc:
         return None, [f"trace: {exc}"]
     except TRACE_FAILURES as exc:

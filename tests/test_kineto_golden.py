@@ -37,7 +37,8 @@ CASES = {
 
 
 def report(path: str, out: Path) -> str:
-    assert main(["analyze", path, "--json", str(out)]) == 0
+    # In this process (local:1), where the readers are watched; worker processes run the same code.
+    assert main(["analyze", path, "--json", str(out), "--engine", "local:1"]) == 0
     return out.read_text()
 
 

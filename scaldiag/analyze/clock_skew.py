@@ -22,13 +22,13 @@ clock would decide the verdict; otherwise it is merged as recorded, and said.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from scaldiag.analyze.device import DeviceEvents
-from scaldiag.errors import TraceError
-from scaldiag.trace import Plane, Trace
+from scaldiag.trace import Plane
 
 MAX_INDEX_SHIFT = 3  # collectives a rank's window may hold more or fewer of, at its start
 # An offset under this is left as recorded: the collectives' own spread on one node is microseconds.
@@ -44,39 +44,26 @@ class Offset:
     corrected: bool
 
 
-def align(trace: Trace, events: list[DeviceEvents]) -> tuple[Trace, list[DeviceEvents], list[Offset]]:
-    """``trace`` and its device ``events`` (one per ``trace.device_planes``, in order) with every rank on
-    the first rank's clock, and each rank's offset.
-
-    Raises TraceError where a rank's offset cannot be estimated and its steps start more than a
-    step away from the first rank's."""
-    ranks = _ranks(trace)
-    if len(ranks) < 2:
-        return trace, events, []
-    by_host: dict[str, list[DeviceEvents]] = {}
-    for plane, found in zip(trace.device_planes, events):
-        by_host.setdefault(plane.host, []).append(found)
-    names = list(ranks)
-    reference = _collective_ends(by_host.get(names[0], []))
-    offsets = [Offset(names[0], 0, 0, len(reference), False)]
-    shifts: dict[str, int] = {}
-    for name in names[1:]:
-        estimate = _estimate(reference, _collective_ends(by_host.get(name, [])))
-        if estimate is None:
-            _refuse_if_far(trace, ranks, names[0], name)
+def estimate(ranks: list[tuple[str, np.ndarray]], refuse_if_far: Callable[[str, str], None]) -> list[Offset]:
+    """Each rank's offset against the first, from its collective kernels' ends (``ranks``: (label, sorted
+    ends), in order). ``refuse_if_far(first, name)`` is asked of a rank that cannot be estimated; it raises
+    where merging that rank as recorded would let the clocks decide the verdict."""
+    (first, reference), rest = ranks[0], ranks[1:]
+    offsets = [Offset(first, 0, 0, len(reference), False)]
+    for name, ends in rest:
+        found = _estimate(reference, ends)
+        if found is None:
+            refuse_if_far(first, name)
             offsets.append(Offset(name, None, None, 0, False))
             continue
-        offset, spread, count = estimate
-        corrected = abs(offset) >= NEGLIGIBLE_NS
-        if corrected:
-            shifts[name] = offset
-        offsets.append(Offset(name, offset, spread, count, corrected))
-    if not shifts:
-        return trace, events, offsets
-    moved = [replace(found, start_ns=found.start_ns - shifts[plane.host], end_ns=found.end_ns - shifts[plane.host])
-             if plane.host in shifts else found for plane, found in zip(trace.device_planes, events)]
-    planes = [_shifted(p, shifts[p.host]) if p.host in shifts else p for p in trace.planes]
-    return replace(trace, planes=planes), moved, offsets
+        offset, spread, count = found
+        offsets.append(Offset(name, offset, spread, count, abs(offset) >= NEGLIGIBLE_NS))
+    return offsets
+
+
+def shift_of(offset: Offset) -> int:
+    """What is taken off the rank's times to put them on the first rank's clock (0: left as recorded)."""
+    return offset.offset_ns if offset.corrected else 0
 
 
 def describe(offsets: list[Offset]) -> list[str]:
@@ -91,15 +78,8 @@ def describe(offsets: list[Offset]) -> list[str]:
     return notes
 
 
-def _ranks(trace: Trace) -> dict[str, list[Plane]]:
-    out: dict[str, list[Plane]] = {}
-    for plane in trace.planes:
-        if plane.host:
-            out.setdefault(plane.host, []).append(plane)
-    return out
-
-
-def _collective_ends(events: list[DeviceEvents]) -> np.ndarray:
+def collective_ends(events: list[DeviceEvents]) -> np.ndarray:
+    """The ends of the collective kernels of one rank's devices, sorted."""
     found = [e.end_ns[e.of("collective")] for e in events]
     return np.sort(np.concatenate(found)) if found else np.empty(0, np.int64)
 
@@ -140,24 +120,7 @@ def densest(diffs: np.ndarray) -> tuple[int, int]:
     return centre, int(np.median(np.abs(d - centre)))
 
 
-def _refuse_if_far(trace: Trace, ranks: dict[str, list[Plane]], first: str, name: str) -> None:
-    """Without collectives, a rank whose work starts more than a step from the first rank's is refused."""
-    from scaldiag.analyze.steps import find_steps
-
-    steps = find_steps(Trace(planes=ranks[first], sources=trace.sources, hostnames=trace.hostnames))
-    if steps.count < 1 or steps.method == "none":
-        return
-    step_ns = float(np.median(steps.end_ns - steps.start_ns))
-    starts = [min((int(line.start_ns.min()) for p in ranks[r] for line in p.lines if len(line)), default=0)
-              for r in (first, name)]
-    if abs(starts[1] - starts[0]) > step_ns:
-        raise TraceError(f"{name}'s clock cannot be aligned with {first}'s (no collective kernel ends on both to "
-                         f"align on) and its trace starts {abs(starts[1] - starts[0]) / 1e6:.1f} ms away, more than "
-                         f"a step ({step_ns / 1e6:.1f} ms): merging them would decide the verdict by the clocks. "
-                         "Analyze each rank's file alone")
-
-
-def _shifted(plane: Plane, offset_ns: int) -> Plane:
+def shifted(plane: Plane, offset_ns: int) -> Plane:
     """The plane's events (and its device step markers) moved onto the reference clock."""
     lines = [replace(line, start_ns=line.start_ns - offset_ns, end_ns=line.end_ns - offset_ns) for line in plane.lines]
     marks = getattr(plane, "step_marks", None)

@@ -7,18 +7,18 @@ Pure function of a :class:`Trace`; no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from scaldiag.analyze import clock_skew, tracer_cost
+from scaldiag.analyze import clock_skew, ranks, tracer_cost
 from scaldiag.analyze import intervals as iv
 from scaldiag.analyze.breakdown import breakdown
 from scaldiag.analyze.categories import CATEGORIES, DEVICE_CATEGORIES
 from scaldiag.analyze.device import DeviceEvents, device_events
 from scaldiag.analyze.hoststate import HostTimeline, host_states, host_states_during
 from scaldiag.analyze.stats import Summary, ci95_half_width
-from scaldiag.analyze.steps import Steps, device_steps, find_steps
+from scaldiag.analyze.steps import Steps, device_steps, find_steps, with_device_tail
 from scaldiag.analyze.transfers import copies_per_step, per_step
 from scaldiag.trace import Trace
 
@@ -101,19 +101,47 @@ class ProfileAnalysis:
     tracer_ms_per_step: float | None = None
 
 
+@dataclass(frozen=True)
+class RankReduction:
+    """One rank's trace reduced to what the job's analysis keeps of it (``reduce_rank``)."""
+
+    units: list[UnitAnalysis]
+    own_steps: list[tuple[str, float] | None]  # per unit: (how, mean step ns) of its device's own steps; None: the host's
+    steps_method: str             # the steps it was measured in (the job's, for a job's rank)
+    steps_description: str
+    host_step_ms: float           # their mean span (the last running on while the rank's devices are busy)
+    host_events_per_step: float   # host events that start inside the steps, per step (the tracer's cost)
+    framework: str
+    input_stages: list[str]
+    has_devices: bool
+    event_count: int
+
+
 def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
+    """The trace's analysis; a job's ranks (planes of several hosts) one at a time (analyze/ranks.py)."""
+    found = ranks.split(trace)
+    if len(found) == 1:
+        return assemble(run, trace.sources, trace.hostnames, trace.event_count, [reduce_rank(trace)])
+    clock = ranks.job_clock([ranks.evidence(rank, label) for label, rank in found])
+    reductions = [reduce_rank(rank, clock.steps, clock.shift_ns(i)) for i, (_, rank) in enumerate(found)]
+    return assemble(run, trace.sources, trace.hostnames, trace.event_count, reductions, clock)
+
+
+def reduce_rank(trace: Trace, steps: Steps | None = None, shift_ns: int = 0) -> RankReduction:
+    """One rank's units: each device against the rank's own host threads.
+
+    ``steps``: the job's (ranks.job_clock), each rank's last step running on while its own devices
+    are busy; None: found from this trace. ``shift_ns``: taken off every time, onto the job's clock."""
+    if shift_ns:
+        trace = replace(trace, planes=[clock_skew.shifted(p, shift_ns) for p in trace.planes])
     events = [device_events(plane) for plane in trace.device_planes]
-    # The ranks' files on one clock (raises where it cannot be); the events read above move with them.
-    trace, events, offsets = clock_skew.align(trace, events)
     devices = [(plane.label, found) for plane, found in zip(trace.device_planes, events)]
     all_device = (np.concatenate([d.start_ns for _, d in devices]),
                   np.concatenate([d.end_ns for _, d in devices])) if devices else None
-    steps = find_steps(trace, all_device)
-    notes = clock_skew.describe(offsets)
+    steps = find_steps(trace, all_device) if steps is None else with_device_tail(steps, all_device)
     # Each device's own steps where it has step markers of its own (analyze/steps.py, device_steps).
     unit_steps = [device_steps(plane, events.start_ns, events.end_ns, steps) or steps
                   for plane, (_, events) in zip(trace.device_planes, devices)]
-    steps_description = _device_steps_note(steps, unit_steps, notes)
     if devices:
         # The devices' idle gaps do not depend on the host, so the host threads are measured
         # against all of them as each is done, without keeping every thread's segments.
@@ -131,33 +159,53 @@ def analyze_trace(trace: Trace, run: str = "") -> ProfileAnalysis:
                  for (name, events), sets, found, unit in zip(devices, device_sets, activity, unit_steps)]
     else:
         host = host_states(trace.host_planes, ops_are_compute=True)
-        notes.append("no device planes in the trace: the host ran the model (a CPU run); "
-                     "its op execution is reported as compute, and there are no host-to-device copies")
         name = trace.host_planes[0].label if trace.host_planes else "/host:CPU"
         sets = {c: host.get(c) for c in ("compute", "layout", "collective", "input", "host_overhead")}
         units = [_unit(name, "host", sets, ("compute", "layout", "collective"), steps, host)]
-    if steps.method == "none":
+    own = [(unit.description, float(np.mean(unit.end_ns - unit.start_ns))) if unit is not steps else None
+           for unit in unit_steps] if devices else [None]
+    return RankReduction(units, own, steps.method, steps.description,
+                         float(np.mean(steps.end_ns - steps.start_ns)) / NS_PER_MS,
+                         tracer_cost.host_events_per_step(trace, steps), detect_framework(trace),
+                         input_stages(trace), bool(devices), trace.event_count)
+
+
+def assemble(run: str, sources: list[str], hosts: list[str], event_count: int, reductions: list[RankReduction],
+             clock: ranks.JobClock | None = None) -> ProfileAnalysis:
+    """The job's analysis from its ranks' reductions (one, for a trace of one process)."""
+    first = reductions[0]
+    notes = list(clock.notes) if clock is not None else []
+    units = [u for r in reductions for u in r.units]
+    own = [o for r in reductions for o in r.own_steps]
+    method = first.steps_method
+    description = _device_steps_note(first.steps_description, own, first.host_step_ms, notes)
+    if not any(r.has_devices for r in reductions):
+        notes.append("no device planes in the trace: the host ran the model (a CPU run); "
+                     "its op execution is reported as compute, and there are no host-to-device copies")
+    if method == "none":
         notes.append("steps could not be found: figures are for the whole trace as one window")
     notes.append(INFLATION_UNKNOWN)
-    framework = detect_framework(trace)
-    tracer_ms = tracer_cost.tracer_ms_per_step(framework, tracer_cost.host_events_per_step(trace, steps))
-    return ProfileAnalysis(run=run, sources=trace.sources, hosts=trace.hostnames, event_count=trace.event_count,
-                           steps_method=steps.method, steps_description=steps_description,
-                           units=units, framework=framework, notes=notes,
-                           input_stages=input_stages(trace), tracer_ms_per_step=tracer_ms)
+    framework = next((r.framework for r in reductions if r.framework in ("jax", "pytorch")), None) or \
+        ("tensorflow" if any(r.framework == "tensorflow" for r in reductions) else first.framework)
+    # Each rank's tracer runs in the rank's own process: the busiest rank's cost bounds a step's.
+    tracer_ms = tracer_cost.tracer_ms_per_step(framework, max(r.host_events_per_step for r in reductions))
+    return ProfileAnalysis(run=run, sources=sources, hosts=hosts, event_count=event_count,
+                           steps_method=method, steps_description=description, units=units, framework=framework,
+                           notes=notes, input_stages=sorted({s for r in reductions for s in r.input_stages}),
+                           tracer_ms_per_step=tracer_ms)
 
 
-def _device_steps_note(steps: Steps, unit_steps: list[Steps], notes: list[str]) -> str:
+def _device_steps_note(description: str, own: list[tuple[str, float] | None], host_ms: float,
+                       notes: list[str]) -> str:
     """The steps' description; a note where devices have steps of their own, with both step times."""
-    own = [unit for unit in unit_steps if unit is not steps]
-    if not own:
-        return steps.description
-    host_ms = float(np.mean(steps.end_ns - steps.start_ns)) / NS_PER_MS
-    device_ms = float(np.mean([np.mean(unit.end_ns - unit.start_ns) for unit in own])) / NS_PER_MS
-    notes.append(f"steps on the device: {len(own)} of {len(unit_steps)} devices have their own step markers, "
+    mine = [o for o in own if o is not None]
+    if not mine:
+        return description
+    device_ms = float(np.mean([mean_ns for _, mean_ns in mine])) / NS_PER_MS
+    notes.append(f"steps on the device: {len(mine)} of {len(own)} devices have their own step markers, "
                  f"and their step times are the device's ({device_ms:.3f} ms a step on average) where the host's "
                  f"step spans average {host_ms:.3f} ms; host-side shares are measured in each device's steps")
-    return own[0].description if len(own) == len(unit_steps) else f"{steps.description}; {own[0].description}"
+    return mine[0][0] if len(mine) == len(own) else f"{description}; {mine[0][0]}"
 
 
 def input_stages(trace: Trace) -> list[str]:

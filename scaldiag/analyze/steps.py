@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from scaldiag.analyze import intervals as iv
-from scaldiag.trace import Plane, Trace
+from scaldiag.trace import Line, Plane, SparseStat, Trace
 
 # Names Keras 3 gives its compiled train functions (keras/src/backend/*/trainer.py),
 # and the generic names TF/JAX users give theirs.
@@ -151,11 +151,63 @@ def _arrays(spans):
 def _windows(starts, ends, method, how, marker, device_events, numbers=None) -> Steps:
     window_end = np.empty_like(starts)
     window_end[:-1] = starts[1:]
-    last_end = int(ends[-1])
-    if device_events is not None and len(device_events[0]):
-        last_end = max(last_end, _busy_until(*device_events, last_end))
-    window_end[-1] = last_end
-    return Steps(starts, window_end, method, how, marker, numbers)
+    window_end[-1] = ends[-1]
+    return with_device_tail(Steps(starts, window_end, method, how, marker, numbers), device_events)
+
+
+def with_device_tail(steps: Steps, device_events: tuple[np.ndarray, np.ndarray] | None) -> Steps:
+    """``steps`` (their last ending where the host's last step did) with the last running on while
+    ``device_events`` (starts, ends) keep the devices busy past it (``_busy_until``)."""
+    if steps.method == "none" or device_events is None or not len(device_events[0]):
+        return steps
+    host_end = int(steps.end_ns[-1])
+    last_end = max(host_end, _busy_until(*device_events, host_end))
+    if last_end == host_end:
+        return steps
+    ends = steps.end_ns.copy()
+    ends[-1] = last_end
+    return replace(steps, end_ns=ends)
+
+
+def step_evidence(planes: list[Plane]) -> list[Plane]:
+    """``planes`` (one rank's) cut to what ``find_steps`` reads: the host events with a step_num or a
+    group_id, the calls of train functions, and one event spanning all of the planes' events (the
+    window of a trace without steps). A job's steps are found from every rank's evidence, while only
+    one rank's events are held at a time (analyze/ranks.py)."""
+    spans = [(int(line.start_ns.min()), int(line.end_ns.max())) for p in planes for line in p.lines if len(line)]
+    cut = []
+    for plane in planes:
+        if not plane.is_host:
+            continue
+        is_step_function = np.array([bool(_STEP_FUNCTION.match(n)) for n in plane.event_names], bool)
+        lines = []
+        for line in plane.lines:
+            keep = is_step_function[line.name_id] if len(line) else np.zeros(0, bool)
+            for stat in ("step_num", "group_id"):
+                if stat in line.stats:
+                    keep[line.stat_rows(stat)[0]] = True
+            if keep.any():
+                lines.append(_rows(line, np.flatnonzero(keep)))
+        cut.append(replace(plane, lines=lines))
+    if spans:  # a plane of neither kind: only the window of a trace without steps reads it
+        span = Line("span", np.array([min(s for s, _ in spans)], np.int64), np.array([max(e for _, e in spans)], np.int64),
+                    np.zeros(1, np.int32), stats_typed=True)
+        cut.append(Plane("span", [""], [span]))
+    return cut
+
+
+def _rows(line: Line, rows: np.ndarray) -> Line:
+    """The line with only ``rows`` (ascending), its stats with them."""
+    stats = {}
+    for name, column in line.stats.items():
+        if isinstance(column, SparseStat):
+            at = np.searchsorted(rows, column.rows)
+            found = (at < len(rows)) & (rows[np.minimum(at, len(rows) - 1)] == column.rows)
+            stats[name] = SparseStat(at[found].astype(np.int64), column.values[found])
+        else:
+            stats[name] = column[rows]
+    return replace(line, start_ns=line.start_ns[rows], end_ns=line.end_ns[rows], name_id=line.name_id[rows],
+                   stats=stats)
 
 
 def _busy_until(dev_s: np.ndarray, dev_e: np.ndarray, host_end: int) -> int:

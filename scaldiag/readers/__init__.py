@@ -24,6 +24,11 @@ class TraceFormat:
     find: Callable[[Path, str | None], tuple[str, list[Path]]]  # (run name, files); raises TraceError
     read: Callable[[list[Path]], Trace]
     claim: Callable[[Path], bool] | None = None  # replaces the suffix test (a format with several endings)
+    # A format whose files are a job's ranks, one each, read one at a time (pipeline.py): a file alone
+    # (its facts for the labels, its trace); the labels ``read`` would give the files; a rank's trace so named.
+    read_rank: Callable[[Path], tuple[object, Trace]] | None = None
+    rank_labels: Callable[[list, list[Path]], list[str]] | None = None
+    labelled: Callable[[Trace, str], Trace] | None = None
 
     def claims(self, root: Path) -> bool:
         if self.claim is not None:
@@ -42,7 +47,8 @@ def _xplane() -> TraceFormat:
 def _kineto() -> TraceFormat:
     from scaldiag.readers import kineto
 
-    return TraceFormat("kineto", kineto.KINETO_SUFFIX, kineto.find_run, kineto.read_trace, kineto.claims)
+    return TraceFormat("kineto", kineto.KINETO_SUFFIX, kineto.find_run, kineto.read_trace, kineto.claims,
+                       kineto.read_rank, kineto.rank_labels, kineto.labelled)
 
 
 FORMATS: list[TraceFormat] = [_xplane(), _kineto()]
@@ -65,11 +71,11 @@ def read_trace(path: str | os.PathLike, run: str | None = None) -> tuple[str, Tr
     directory with files of two formats (one is read), a rank twice, ranks that are not one run's."""
     fmt, name, files = find_trace(path, run)
     trace = fmt.read(files)
-    notes = _other_formats(Path(path), fmt) + rank_notes(trace)
+    notes = other_formats(Path(path), fmt) + rank_notes(trace)
     return name, replace(trace, notes=[*trace.notes, *notes]) if notes else trace
 
 
-def _other_formats(root: Path, read: TraceFormat) -> list[str]:
+def other_formats(root: Path, read: TraceFormat) -> list[str]:
     """A directory holding traces of another format too: which one was read, what was left out."""
     if not root.is_dir():
         return []
@@ -86,8 +92,7 @@ _RANK, _WORLD, _BACKEND = "distributed_rank", "distributed_world_size", "distrib
 
 
 def rank_notes(trace: Trace) -> list[str]:
-    """Files merged as ranks of one run that may not be: the same rank twice, different world sizes
-    or backends, or files whose events do not overlap in time (one run's ranks trace the same steps)."""
+    """Files merged as ranks of one run that may not be (``files_notes``), from the merged trace."""
     files = {}  # label (one per file) -> (its host plane's stats, (first ns, last ns) of its events)
     for plane in trace.planes:
         if not plane.host:
@@ -96,6 +101,14 @@ def rank_notes(trace: Trace) -> list[str]:
         if plane.is_host:
             stats = plane.stats
         files[plane.host] = (stats, _span(plane, span))
+    return files_notes(files)
+
+
+def files_notes(files: dict[str, tuple[dict, tuple[int, int] | None]]) -> list[str]:
+    """Files merged as ranks of one run that may not be: the same rank twice, different world sizes
+    or backends, or files whose events do not overlap in time (one run's ranks trace the same steps).
+
+    ``files``: per file's label, its host plane's stats and the (first ns, last ns) of its events."""
     if len(files) < 2:
         return []
     notes = []

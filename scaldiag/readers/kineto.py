@@ -138,10 +138,7 @@ def read_trace(files: list[str | os.PathLike]) -> Trace:
     """Read and merge the Kineto traces of one run (one file per rank)."""
     files = [Path(f) for f in files]
     parsed = [_read_file(f) for f in files]  # one at a time: what a file's reading takes is freed before the next
-    # A file without host_name (torch 2.11's CUDA traces have none) names no host: files from one
-    # torchrun job would otherwise each look like a host of their own ("rank0/rank0").
-    hosts = {p.host_name for p in parsed if p.host_name}
-    labels = _labels(parsed, files, several_hosts=len(hosts) > 1)
+    labels = rank_labels([(p.host_name, p.rank) for p in parsed], files)
     planes = []
     for label, p in zip(labels, parsed):
         planes += [_with_host(plane, label) for plane in p.planes] if len(files) > 1 else p.planes
@@ -149,13 +146,31 @@ def read_trace(files: list[str | os.PathLike]) -> Trace:
     return Trace(planes=planes, sources=[str(f) for f in files], hostnames=hostnames)
 
 
-def _labels(parsed, files: list[Path], several_hosts: bool) -> list[str]:
-    """``rank0``... per file (``host/rank0`` across hosts); the file's name where ranks are unknown or repeat."""
+def read_rank(file: Path) -> tuple[tuple[str, int | None], Trace]:
+    """One rank's file alone: ((host name, rank) for ``rank_labels``, its trace, planes unlabelled)."""
+    p = _read_file(Path(file))
+    return (p.host_name, p.rank), Trace(planes=p.planes, sources=[str(file)],
+                                        hostnames=[p.host_name or Path(file).name.split(".")[0]])
+
+
+def labelled(trace: Trace, label: str) -> Trace:
+    """A rank's trace (``read_rank``) with its planes named by its label, as ``read_trace`` merges them."""
+    return Trace(planes=[_with_host(plane, label) for plane in trace.planes], sources=trace.sources,
+                 hostnames=[label], notes=trace.notes)
+
+
+def rank_labels(found: list[tuple[str, int | None]], files: list[Path]) -> list[str]:
+    """``rank0``... per file (``host/rank0`` across hosts); the file's name where ranks are unknown or repeat.
+
+    ``found``: each file's (host name, rank). A file without host_name (torch 2.11's CUDA traces have
+    none) names no host: files from one torchrun job would otherwise each look like a host of their
+    own ("rank0/rank0")."""
+    several_hosts = len({host for host, _ in found if host}) > 1
     ranks = []
-    for i, (p, f) in enumerate(zip(parsed, files)):
+    for i, ((_, rank), f) in enumerate(zip(found, files)):
         m = _RANK_IN_NAME.search(f.name)
-        ranks.append(p.rank if p.rank is not None else int(m.group(1)) if m else i)
-    labels = [f"{p.host_name or 'unknown-host'}/rank{r}" if several_hosts else f"rank{r}" for p, r in zip(parsed, ranks)]
+        ranks.append(rank if rank is not None else int(m.group(1)) if m else i)
+    labels = [f"{host or 'unknown-host'}/rank{r}" if several_hosts else f"rank{r}" for (host, _), r in zip(found, ranks)]
     if len(set(labels)) < len(labels):
         labels = [f.name.removesuffix(".gz").removesuffix(".json") for f in files]
     return labels

@@ -1,0 +1,101 @@
+"""A job's ranks: what needs all of them is found from a little of each, the rest rank by rank.
+
+Each rank of a job writes its own trace (torchrun: one Kineto file per rank). Two things need
+every rank: one clock (the ends of the collectives they share, analyze/clock_skew.py) and the
+steps (each step from the first rank to start it). Both come from a rank's *evidence*: its
+collective ends, the host events that mark steps, the span of its events, a few kilobytes
+(``evidence``). Everything else is the rank's own, and is reduced from its trace alone
+(profile.reduce_rank): each device against its own process's host threads, never another
+rank's, whose Python cannot be why this GPU waits.
+
+So a job can be read one rank at a time, twice (evidence, then the reduction), with one
+rank's events in memory at once: pipeline.py does it from files, in worker processes;
+profile.analyze_trace does the same with a trace already in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from scaldiag.analyze import clock_skew
+from scaldiag.analyze.clock_skew import Offset
+from scaldiag.analyze.device import device_events
+from scaldiag.analyze.steps import Steps, find_steps, step_evidence
+from scaldiag.errors import TraceError
+from scaldiag.trace import Trace
+
+
+@dataclass(frozen=True)
+class RankEvidence:
+    """What the job's clock and steps need of one rank, on the rank's own clock."""
+
+    label: str                     # the rank's planes' host ("rank0", "host/rank0")
+    collective_ends_ns: np.ndarray  # its devices' collective kernels' ends, sorted
+    step_planes: list              # its planes cut to what finds steps (steps.step_evidence)
+    first_ns: int | None           # its first event's start, its last event's end
+    last_ns: int | None
+    host_stats: dict = field(default_factory=dict)  # its host plane's stats (readers.rank_notes)
+
+
+def evidence(trace: Trace, label: str) -> RankEvidence:
+    """One rank's evidence (``trace`` holds that rank's planes only)."""
+    ends = clock_skew.collective_ends([device_events(p) for p in trace.device_planes])
+    spans = [(int(line.start_ns.min()), int(line.end_ns.max())) for p in trace.planes for line in p.lines if len(line)]
+    stats = next((p.stats for p in trace.planes if p.is_host), {})
+    return RankEvidence(label, ends, step_evidence(trace.planes), min((s for s, _ in spans), default=None),
+                        max((e for _, e in spans), default=None), dict(stats))
+
+
+@dataclass(frozen=True)
+class JobClock:
+    """The ranks on the first rank's clock, and the job's steps on it."""
+
+    offsets: list[Offset]
+    steps: Steps       # each one's last ends where the host's last step does: each rank runs it on (with_device_tail)
+    notes: list[str]
+
+    def shift_ns(self, rank: int) -> int:
+        return clock_skew.shift_of(self.offsets[rank]) if self.offsets else 0
+
+
+def job_clock(ranks: list[RankEvidence]) -> JobClock:
+    """Offsets from the collectives, then the steps from every rank's step evidence on the one clock.
+
+    Raises TraceError where a rank cannot be put on the clock and its trace starts more than a step
+    away from the first rank's."""
+    by_label = {r.label: r for r in ranks}
+
+    def refuse_if_far(first: str, name: str) -> None:
+        _refuse_if_far(by_label[first], by_label[name])
+
+    offsets = clock_skew.estimate([(r.label, r.collective_ends_ns) for r in ranks], refuse_if_far)
+    planes = []
+    for rank, offset in zip(ranks, offsets):
+        shift = clock_skew.shift_of(offset)
+        planes += [clock_skew.shifted(p, shift) for p in rank.step_planes] if shift else rank.step_planes
+    steps = find_steps(Trace(planes=planes, sources=[]))
+    return JobClock(offsets, steps, clock_skew.describe(offsets))
+
+
+def _refuse_if_far(first: RankEvidence, other: RankEvidence) -> None:
+    """Without collectives, a rank whose work starts more than a step from the first rank's is refused."""
+    steps = find_steps(Trace(planes=first.step_planes, sources=[]))
+    if steps.count < 1 or steps.method == "none" or first.first_ns is None or other.first_ns is None:
+        return
+    step_ns = float(np.median(steps.end_ns - steps.start_ns))
+    apart_ns = abs(other.first_ns - first.first_ns)
+    if apart_ns > step_ns:
+        raise TraceError(f"{other.label}'s clock cannot be aligned with {first.label}'s (no collective kernel ends "
+                         f"on both to align on) and its trace starts {apart_ns / 1e6:.1f} ms away, more than a step "
+                         f"({step_ns / 1e6:.1f} ms): merging them would decide the verdict by the clocks. "
+                         "Analyze each rank's file alone")
+
+
+def split(trace: Trace) -> list[tuple[str, Trace]]:
+    """The trace's ranks (planes by host, in order of first appearance); one, unlabelled, for one process."""
+    labels = list(dict.fromkeys(p.host for p in trace.planes))
+    if len(labels) < 2:
+        return [(labels[0] if labels else "", trace)]
+    return [(label, replace(trace, planes=[p for p in trace.planes if p.host == label])) for label in labels]
