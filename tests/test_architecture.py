@@ -29,7 +29,7 @@ ALLOWED = {
     "commands": {"base", "record", "readers", "collect", "analyze", "rules", "render", "pipeline"},
 }
 TOP_LEVEL = {"scaldiag": "base", "scaldiag.errors": "base", "scaldiag.trace": "base", "scaldiag.native": "base",
-             "scaldiag.sanitize": "base",
+             "scaldiag.sanitize": "base", "scaldiag.engines": "base",
              "scaldiag.pipeline": "pipeline", "scaldiag.keras": "api", "scaldiag.loop": "api", "scaldiag.torch": "api",
              "scaldiag.cli": "commands", "scaldiag.__main__": "commands"}
 

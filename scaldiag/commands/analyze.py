@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scaldiag.commands.output import add_verbose, emit
+from scaldiag.commands.output import add_engine, add_verbose, emit, engine_of
 from scaldiag.pipeline import diagnose_trace
 
 
@@ -18,9 +18,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--run", help="run name under plugins/profile/ (default: the latest)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-' for stdout only)")
     add_verbose(p)
+    add_engine(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    emit(diagnose_trace(args.path, args.run), args.json, args.verbose)
+    with engine_of(args) as engine:
+        report = diagnose_trace(args.path, args.run, engine)
+    emit(report, args.json, args.verbose)
     return 0

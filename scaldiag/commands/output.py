@@ -22,6 +22,20 @@ def add_verbose(parser) -> None:
                         help="the whole report: every finding's fix (and every framework's), every table and note")
 
 
+def add_engine(parser) -> None:
+    parser.add_argument("--engine", metavar="SPEC", default=None,
+                        help="where a job's rank traces are reduced, one rank at a time each: local (default: "
+                             "worker processes, one per core), local:N, local:1 (in this process, the least "
+                             "memory), dask or dask://HOST:PORT (docs/engines.md)")
+
+
+def engine_of(args):
+    """The engine ``--engine`` names, as a context manager (scaldiag/engines.py, imported only here)."""
+    from scaldiag.engines import open_engine
+
+    return open_engine(args.engine)
+
+
 def emit(report, json_path: str | None, verbose: bool = False) -> None:
     """``--json -``: JSON on stdout only; else the terminal report, and JSON to ``json_path`` if given.
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from scaldiag.analyze.timeline import RunTimeline, run_timeline
 from scaldiag.commands import job
-from scaldiag.commands.output import add_interconnect, add_verbose, emit, write_text
+from scaldiag.commands.output import add_engine, add_interconnect, add_verbose, emit, engine_of, write_text
 from scaldiag.errors import TRACE_FAILURES, ScaldiagError
 from scaldiag.pipeline import diagnose, read_trace
 from scaldiag.record.reader import read_record
@@ -43,6 +43,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-' for stdout only)")
     add_verbose(p)
     add_interconnect(p)
+    add_engine(p)
     p.set_defaults(func=run)
 
 
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     fmt = FORMAT_NAMES[args.format]
     if job.is_job(args.run_dir):
         return _job(args, fmt)
-    report = diagnose(args.run_dir[0], args.interconnect)
+    with engine_of(args) as engine:
+        report = diagnose(args.run_dir[0], args.interconnect, engine)
     if fmt == "terminal" and args.output in (None, "-"):
         emit(report, args.json, args.verbose)
         return 0
