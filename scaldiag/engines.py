@@ -1,0 +1,227 @@
+"""Run one function over many items: in worker processes here, or on a Dask cluster.
+
+``open_engine(spec)`` gives an :class:`Engine`; ``engine.map(fn, items)`` returns ``fn(item)`` for
+every item, in the items' order. The per-rank reduction of a job's traces runs through it, so that
+memory is bounded per rank (a worker holds one rank at a time), not per job, and a job whose traces
+outgrow one machine runs the same reduction on a cluster. What was chosen and why, with the
+measurements: docs/engines.md (bench/results/engines.md).
+
+Specs: ``None``/``"local"`` (a worker process per core), ``"local:N"``, ``"local:1"`` (in this
+process, one item at a time), ``"dask"``/``"dask:N"`` (a Dask LocalCluster started here and closed
+on exit), ``"dask://HOST:PORT"``/``"tcp://HOST:PORT"`` (an existing scheduler). Ray was measured
+against Dask and is not supported (docs/engines.md): ``"ray..."`` says so.
+
+Imports nothing of scaldiag but ``scaldiag.errors``; Dask is imported only when asked for (the
+optional extra ``scaldiag[dask]``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import re
+import signal
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from typing import Any, Protocol
+
+from scaldiag.errors import ScaldiagError
+
+# How local workers start, chosen by measurement (bench/results/engines.md, docs/engines.md):
+# "spawn" gives a worker a fresh interpreter that inherits nothing of the caller's state (threads
+# such as `profile`'s samplers, locks held by them, open files); "fork" copies the caller
+# mid-flight and is unsafe with threads. forkserver would leave its server process running until
+# the caller exits.
+START_METHOD = "spawn"
+# Workers are reused for every item of one map call (CPython's max_tasks_per_child=None), chosen by
+# measurement on 8 ranks of 100 MB: a worker's peak is about one rank's either way (105 MiB reused,
+# 94 MiB fresh), and what a reused worker keeps of its heap between ranks is at most that peak, so
+# memory stays bounded by workers x the largest rank's peak; a fresh process per item (1) paid a
+# start-up per rank: +83% wall time (5.09 s against 2.78 s) for 12% less peak memory of the tree.
+# (CPython 3.11-3.13 can also deadlock with max_tasks_per_child > 1: CPython issue 115634.)
+# The pool ends with the call: no worker outlives map().
+ITEMS_PER_WORKER: int | None = None
+# Worker processes that do not stop within this after SIGTERM get SIGKILL.
+STOP_TIMEOUT_S = 5.0
+
+SPECS_ACCEPTED = ("local", "local:N", "dask", "dask:N", "dask://HOST:PORT", "tcp://HOST:PORT")
+
+
+class Engine(Protocol):
+    name: str  # "local", "dask": shown in reports ("7 ranks reduced in 2 local worker processes")
+    workers: int  # how many items run at once
+
+    def map(self, fn: Callable[[Any], Any], items: list) -> list: ...
+
+
+def default_workers() -> int:
+    """The cores this process may run on (an affinity mask or a container's cpuset can be fewer than the machine's)."""
+    counted = getattr(os, "process_cpu_count", None)  # Python 3.13
+    if counted is not None:
+        return counted() or 1
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+# --- local worker processes -----------------------------------------------------------------------
+
+class LocalEngine:
+    """Worker processes of this machine; ``workers == 1`` runs the items here, one at a time."""
+
+    name = "local"
+
+    def __init__(self, workers: int, start_method: str = START_METHOD, items_per_worker: int | None = ITEMS_PER_WORKER):
+        self.workers = workers
+        self.start_method = start_method
+        self.items_per_worker = items_per_worker
+
+    def map(self, fn: Callable[[Any], Any], items: list) -> list:
+        items = list(items)
+        processes = min(self.workers, len(items))
+        if processes <= 1:  # no pool: a pool for one item costs a start-up and gives nothing
+            return [fn(item) for item in items]
+        return self._pool_map(fn, items, processes)
+
+    def _pool_map(self, fn, items: list, processes: int) -> list:
+        executor = self._executor(processes)
+        try:
+            futures = [executor.submit(fn, item) for item in items]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            failed = _first_failed(futures)
+            if failed is not None:
+                raise failed
+            return [f.result() for f in futures]
+        except BaseException:  # an item's error, KeyboardInterrupt: the other items stop now, not when done
+            _stop_workers(executor)
+            raise
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+    def _executor(self, processes: int) -> ProcessPoolExecutor:
+        context = multiprocessing.get_context(self.start_method)
+        # Passed only when set: Python 3.10 has no max_tasks_per_child, and CPython refuses it with fork.
+        per_worker = {} if self.items_per_worker is None else {"max_tasks_per_child": self.items_per_worker}
+        return ProcessPoolExecutor(processes, mp_context=context, initializer=_ignore_sigint, **per_worker)
+
+
+def _ignore_sigint() -> None:
+    """Ctrl-C reaches every process of the terminal's group: the caller stops the workers itself, so
+    they do not each print a KeyboardInterrupt traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _first_failed(futures: list[Future]) -> BaseException | None:
+    """The exception of the first item (in the items' order) that raised one, if any did."""
+    for f in futures:
+        if f.done() and not f.cancelled() and f.exception() is not None:
+            return f.exception()
+    return None
+
+
+def _stop_workers(executor: ProcessPoolExecutor) -> None:
+    """Cancel the items not started and end the running ones: SIGTERM, then SIGKILL after STOP_TIMEOUT_S."""
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    executor.shutdown(wait=False, cancel_futures=True)
+    for p in processes:
+        with contextlib.suppress(Exception):
+            p.terminate()
+    for p in processes:
+        with contextlib.suppress(Exception):
+            p.join(STOP_TIMEOUT_S)
+            if p.is_alive():
+                p.kill()
+                p.join(STOP_TIMEOUT_S)
+
+
+# --- Dask ------------------------------------------------------------------------------------------
+
+class DaskEngine:
+    """A Dask client; its workers must import scaldiag and see the items' paths (a shared file system)."""
+
+    name = "dask"
+
+    def __init__(self, client):
+        self.client = client
+        self.workers = max(1, sum(client.nthreads().values()))
+
+    def map(self, fn: Callable[[Any], Any], items: list) -> list:
+        import distributed
+
+        items = list(items)
+        if not items:
+            return []
+        # pure=False: the same path given twice is two tasks, as it is locally (no cached result from an earlier call).
+        futures = self.client.map(fn, items, pure=False)
+        try:
+            # loop=: this client's, not a default one (the engine never installs itself as the default client).
+            for done in distributed.as_completed(futures, loop=self.client.loop):
+                if done.status == "error":
+                    done.result()  # raises the item's exception, its own type and message (Dask ships it with tblib)
+            return self.client.gather(futures)
+        except BaseException:
+            self.client.cancel(futures)
+            raise
+
+
+@contextlib.contextmanager
+def _dask(distributed, workers: int | None, address: str | None) -> Iterator[DaskEngine]:
+    if address is not None:
+        with distributed.Client(address, set_as_default=False) as client:
+            yield DaskEngine(client)
+        return
+    # One thread per worker process: the reduction holds the GIL, so threads would not run at once.
+    # memory_limit=0: no per-worker cap, as local workers have none; Dask's default (the machine's
+    # memory / N) would restart a worker reducing one large rank while the others sit idle.
+    with distributed.LocalCluster(n_workers=workers or default_workers(), threads_per_worker=1, processes=True,
+                                  memory_limit=0, dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as client:
+        yield DaskEngine(client)
+
+
+# --- the spec --------------------------------------------------------------------------------------
+
+def _import_optional(module: str, extra: str):
+    try:
+        return __import__(module)
+    except ImportError as e:
+        raise ScaldiagError(f"the {extra} engine needs the optional extra: pip install 'scaldiag[{extra}]' "
+                            f"({module} cannot be imported: {str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+
+
+_WITH_COUNT = re.compile(r"^(?P<kind>local|dask)(?::(?P<n>[0-9]+))?$")
+_ADDRESS = re.compile(r"^(?:dask|tcp)://(?P<where>[^/\s]+)$")
+_RAY = re.compile(r"^ray(:[0-9]+|://.*)?$")
+
+
+def parse_spec(spec: str | None) -> tuple[str, int | None, str | None]:
+    """``(kind, workers or None for the default, address or None to start a cluster here)``."""
+    text = "local" if spec is None else spec.strip()
+    if m := _WITH_COUNT.match(text):
+        workers = int(m["n"]) if m["n"] is not None else None
+        if workers == 0:
+            raise _bad_spec(text, "no workers")
+        return m["kind"], workers, None
+    if m := _ADDRESS.match(text):
+        return "dask", None, f"tcp://{m['where']}"  # Dask's own form is tcp://; dask:// is ours
+    if _RAY.match(text):
+        raise _bad_spec(text, "Ray is not supported (measured against Dask: docs/engines.md); a Ray cluster's "
+                              "machines can run a Dask scheduler and workers instead")
+    raise _bad_spec(text)
+
+
+def _bad_spec(spec: str, why: str = "") -> ScaldiagError:
+    return ScaldiagError(f"engine {spec!r}{': ' + why if why else ''}; accepted: {', '.join(SPECS_ACCEPTED)} "
+                         f"(N workers, N >= 1)")
+
+
+def open_engine(spec: str | None = None) -> contextlib.AbstractContextManager[Engine]:
+    """The engine ``spec`` names; a cluster it starts here is closed on exit. A bad spec or a missing
+    optional package raises ScaldiagError now, before anything starts."""
+    kind, workers, address = parse_spec(spec)
+    if kind == "local":
+        return contextlib.nullcontext(LocalEngine(workers or default_workers()))
+    return _dask(_import_optional("distributed", "dask"), workers, address)
