@@ -6,7 +6,8 @@ the real 2-GPU DDP rank traces of fixtures/x2_devset by make_trace.py, in a temp
 directory (never committed):
 
 - one rank of 100 MB to 1 GB, ``--repeats`` times each: time and memory against size;
-- 8 ranks of 100 MB each in one directory: peak memory against one 100 MB rank's;
+- 8 ranks of 100 MB each in one directory, one rank at a time in one process and in worker
+  processes: peak memory (all the processes', and the largest one's) against one 100 MB rank's;
 - the 100 MB rank through revision 088b4d0 (the json.loads reader, built from git in
   the temporary directory) and through HolisticTraceAnalysis 0.5 (its load plus temporal
   and idle-time breakdowns, in its own venv: bench/.venv-hta), side by side.
@@ -39,19 +40,27 @@ from bench.common import machine, write_result  # noqa: E402
 
 CLAIM = (__doc__ or "").strip().splitlines()[0]
 BEFORE_REV = "088b4d0"
+# A job's ranks through the engines (scaldiag/engines.py): in the analyzing process one rank at a time, and in
+# worker processes, one per core (the default).
+ENGINES = [("local:1", "one rank at a time in one process (--engine local:1)"),
+           ("local", "worker processes, one per core (the default)")]
 HTA_PYTHON = ROOT / "bench" / ".venv-hta" / "bin" / "python"
 
 
 def measure(cmd: list[str], cwd: Path, env: dict | None = None, timeout_s: float | None = None) -> dict:
-    """Wall s, CPU s (user + system) and peak RSS MiB of one process; the 1-minute load when it started.
-    Past ``timeout_s`` the process is stopped and RuntimeError says so."""
+    """Wall s, CPU s (user + system, the process and the workers it waited for) and peak RSS MiB of one process
+    (wait4), the peak of its process tree's summed RSS and of any one process in it (sampled every 20 ms:
+    worker processes); the 1-minute load when it started. Past ``timeout_s`` the process is stopped and
+    RuntimeError says so."""
     load = os.getloadavg()[0]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     timer = threading.Timer(timeout_s, proc.kill) if timeout_s else None
     if timer:
         timer.start()
+    tree = TreeRss(proc.pid)
     _, status, usage = os.wait4(proc.pid, 0)
+    tree.stop()
     wall = time.perf_counter() - start
     if timer:
         timer.cancel()
@@ -61,11 +70,59 @@ def measure(cmd: list[str], cwd: Path, env: dict | None = None, timeout_s: float
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({os.waitstatus_to_exitcode(status)}): {err[-2000:]}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024, "load": load}
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024, "load": load,
+            "tree_rss_mib": max(tree.peak_sum_mib, usage.ru_maxrss / 1024),
+            "one_rss_mib": max(tree.peak_one_mib, usage.ru_maxrss / 1024)}
 
 
-def analyze(path: Path, out: Path, root: Path, env: dict | None = None) -> dict:
-    return measure([sys.executable, "-m", "scaldiag", "analyze", str(path), "--json", str(out)], cwd=root, env=env)
+class TreeRss:
+    """Samples the summed RSS of a process and its descendants (from /proc) until stopped."""
+
+    def __init__(self, pid: int, every_s: float = 0.02):
+        self.pid, self.every_s = pid, every_s
+        self.peak_sum_mib = self.peak_one_mib = 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        page_mib = os.sysconf("SC_PAGE_SIZE") / 2**20
+        while not self._done.wait(self.every_s):
+            rss = [pages * page_mib for pages in _tree_pages(self.pid)]
+            if rss:
+                self.peak_sum_mib = max(self.peak_sum_mib, sum(rss))
+                self.peak_one_mib = max(self.peak_one_mib, max(rss))
+
+
+def _tree_pages(root: int) -> list[int]:
+    """Resident pages of ``root`` and every descendant now alive."""
+    parent, pages = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/statm") as f:
+                pages[int(entry)] = int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found, frontier = [], [root]
+    while frontier:
+        pid = frontier.pop()
+        if pid in pages:
+            found.append(pages[pid])
+        frontier += [child for child, p in parent.items() if p == pid]
+    return found
+
+
+def analyze(path: Path, out: Path, root: Path, env: dict | None = None, engine: str | None = None) -> dict:
+    return measure([sys.executable, "-m", "scaldiag", "analyze", str(path), "--json", str(out),
+                    *(["--engine", engine] if engine else [])], cwd=root, env=env)
 
 
 def spread(runs: list[dict], key: str, fmt: str = "{:.1f}") -> str:
@@ -138,18 +195,20 @@ def _run(args, tmp: Path) -> str:
     job.mkdir()
     for r in range(args.ranks):
         make(job / f"rank{r}.pt.trace.json", args.rank_mb, rank=r, world=args.ranks)
-    job_runs = [analyze(job, tmp / "out.json", args.scaldiag_root) for _ in range(args.repeats)]
     one_size, one_runs = by_size.get(args.rank_mb, (None, None))
-    table.append(f"| {args.ranks} ranks x {args.rank_mb:g} MB | {spread(job_runs, 'wall_s')} | {spread(job_runs, 'cpu_s')} | "
-                 f"{spread(job_runs, 'rss_mib', '{:,.0f}')} | | | {loads(job_runs)} |")
     ratio = ""
-    if one_runs:
-        one_rss = statistics.median(r["rss_mib"] for r in one_runs)
-        job_rss = statistics.median(r["rss_mib"] for r in job_runs)
-        ratio = (f"\n{args.ranks} ranks' peak RSS is {job_rss / one_rss:.2f}x one {args.rank_mb:g} MB rank's "
-                 f"({job_rss:,.0f} MiB against {one_rss:,.0f} MiB). Ranks are read one at a time (a file's scanning "
-                 "buffers are freed before the next is read); what grows with ranks is the planes each keeps for the "
-                 "analysis of the whole job, and that analysis.\n")
+    for engine, how in ENGINES:
+        job_runs = [analyze(job, tmp / "out.json", args.scaldiag_root, engine=engine) for _ in range(args.repeats)]
+        table.append(f"| {args.ranks} ranks x {args.rank_mb:g} MB, {how} | {spread(job_runs, 'wall_s')} | "
+                     f"{spread(job_runs, 'cpu_s')} | {spread(job_runs, 'tree_rss_mib', '{:,.0f}')} (largest process "
+                     f"{spread(job_runs, 'one_rss_mib', '{:,.0f}')}) | | | {loads(job_runs)} |")
+        if one_runs:
+            one_rss = statistics.median(r["rss_mib"] for r in one_runs)
+            job_rss = statistics.median(r["tree_rss_mib"] for r in job_runs)
+            largest = statistics.median(r["one_rss_mib"] for r in job_runs)
+            ratio += (f"\n{args.ranks} ranks, {how}: peak RSS of all processes {job_rss / one_rss:.2f}x one "
+                      f"{args.rank_mb:g} MB rank's ({job_rss:,.0f} MiB against {one_rss:,.0f} MiB); the largest process "
+                      f"{largest / one_rss:.2f}x.\n")
     shutil.rmtree(job)
 
     side = _side_by_side(args, tmp, one_runs)

@@ -106,7 +106,7 @@ class RankReduction:
     """One rank's trace reduced to what the job's analysis keeps of it (``reduce_rank``)."""
 
     units: list[UnitAnalysis]
-    own_steps: list[tuple[str, float] | None]  # per unit: (how, mean step ns) of its device's own steps; None: the host's
+    own_steps: list[tuple[str, float] | None]  # per device: (how, mean step ns) of its own steps; None: the host's
     steps_method: str             # the steps it was measured in (the job's, for a job's rank)
     steps_description: str
     host_step_ms: float           # their mean span (the last running on while the rank's devices are busy)
@@ -163,7 +163,7 @@ def reduce_rank(trace: Trace, steps: Steps | None = None, shift_ns: int = 0) -> 
         sets = {c: host.get(c) for c in ("compute", "layout", "collective", "input", "host_overhead")}
         units = [_unit(name, "host", sets, ("compute", "layout", "collective"), steps, host)]
     own = [(unit.description, float(np.mean(unit.end_ns - unit.start_ns))) if unit is not steps else None
-           for unit in unit_steps] if devices else [None]
+           for unit in unit_steps]
     return RankReduction(units, own, steps.method, steps.description,
                          float(np.mean(steps.end_ns - steps.start_ns)) / NS_PER_MS,
                          tracer_cost.host_events_per_step(trace, steps), detect_framework(trace),
