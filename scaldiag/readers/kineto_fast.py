@@ -195,6 +195,10 @@ class _Rows:
                 builder.add(event)
         self.thread_names = builder.thread_names
         host, device, steps = builder.rows
+        # The builder and its planes point at each other, and at these rows: left to the cycle collector,
+        # every column of the file would stay in memory until its next full pass (ranks read one after
+        # another kept ~1 MB a rank more, 70 -> 139 MiB over 32 ranks of 25 MB).
+        builder.host, builder.devices, builder._owner = None, {}, None
         if host:
             seq, key, start, end, name, step = zip(*host)
             ok = [_fits(s, e) for s, e in zip(start, end)]
