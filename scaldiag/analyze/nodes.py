@@ -1,12 +1,24 @@
 """A job over several machines: every node's ranks on one clock, reduced per node.
 
 Each node's run directory holds its ranks' traces, each on its node's clock.
-Per rank, the trace gives its steps (``ProfilerStep#N``, numbered by the
-capture the same way on every rank), its collectives (the process group's
-work: ``gloo:all_reduce``... on host threads, ``nccl`` kernels on devices)
-and its input (the DataLoader's fetches). Collectives are matched across
-ranks by step number and order within the step, never by time, so a clock
-off by a whole step still pairs the right ones.
+Per rank, the trace gives its steps, its collectives and its input:
+
+- PyTorch (Kineto): steps are ``ProfilerStep#N`` (numbered by the capture the
+  same way on every rank); collectives the process group's work
+  (``gloo:all_reduce``... on host threads, ``nccl`` kernels on devices),
+  handed over by c10d's ``c10d::allreduce_``; input the DataLoader's fetches.
+- TensorFlow (XPlane, e.g. ``MultiWorkerMirroredStrategy``): steps as the
+  trace analysis finds them (``analyze/steps.py``: scaldiag's own ``train``
+  markers with their ``step_num``, else the train function's calls numbered
+  in order); collectives TF's collective ops (``scope/name:CollectiveReduceV2``
+  on the collective executor's ``collective_ops`` threads), handed over by
+  ``CollectiveOpV2Kernel::Run`` on the executor's thread; input the step's
+  waits for its next batch (tf.data's get_next threads, ``IteratorGetNext``).
+  XPlane stores times from the profiler session's start: the session's start
+  (``profile_start_time``) is added back, so the rank is on its machine's clock.
+
+Collectives are matched across ranks by step number and order within the
+step, never by time, so a clock off by a whole step still pairs the right ones.
 
 - Clock: an all-reduce ends on every rank at nearly the same instant (no rank
   finishes before the last one's data arrived), so each node's offset against
@@ -15,7 +27,10 @@ off by a whole step still pairs the right ones.
 - Arrival: where a rank starts a collective against the others (after the
   clocks are aligned). A node whose ranks start late at the collectives makes
   every other rank wait that long: ``lateness_ms`` per step, signed (early is
-  negative), so jitter averages out instead of counting as lateness.
+  negative), so jitter averages out instead of counting as lateness; over the
+  step's collectives weighted by how far apart their ranks arrived, so that a
+  step that waits once (TF) reads that wait, and one whose collectives all
+  carry it (DDP's buckets) reads their mean.
 - Link: what a collective takes after its last rank arrived (handed it to
   the backend) is the transfer and the reduction, not a wait for a peer:
   ``link_ms`` per step. What no rank's work hides is ``exposed_ms``: from the
@@ -26,22 +41,33 @@ off by a whole step still pairs the right ones.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from scaldiag.analyze import intervals
+from scaldiag.analyze import categories, intervals
 from scaldiag.analyze.clock_skew import densest
 from scaldiag.analyze.stats import Summary
-from scaldiag.trace import Line, Plane
+from scaldiag.analyze.steps import find_steps
+from scaldiag.trace import Line, Plane, Trace
 
 STEP = re.compile(r"^ProfilerStep(#\d+)?$")
 # The process group's work (c10d's record_function of the backend, e.g. gloo:all_reduce), not c10d::allreduce_,
 # which only enqueues it; on a GPU, NCCL's kernels.
 HOST_COLLECTIVE = re.compile(r"^(gloo|mpi|ucc|xccl):\w")
-ENQUEUE = re.compile(r"^c10d::\w+_$")  # c10d's op on the calling thread: hands the collective to the backend
+# The hand-over of a collective: c10d's op on the calling thread (to the backend); TF's kernel on the executor's
+# thread, which passes it to the collective executor's threads (tensorflow/core/kernels/collective_ops.cc traces
+# it as "CollectiveOpV2Kernel::Run").
+ENQUEUE = re.compile(r"^c10d::\w+_$|^CollectiveOpV\d+Kernel::Run$")
 DEVICE_COLLECTIVE = re.compile(r"^nccl", re.I)
 INPUT = re.compile(r"^scaldiag_input$|^enumerate\(DataLoader\)")
+# TF's collective ops that exchange data, as the executor names op events ("scope/name:Type"), on the collective
+# executor's threads: from the work's start there to the reduction's end. (CollectiveAssignGroupV2 and
+# CollectiveInitializeCommunicator set a group up and exchange nothing a step.)
+TF_COLLECTIVE = re.compile(r":Collective(Reduce|Gather|BcastSend|BcastRecv|AllToAll|ReduceScatter)(V\d+)?$")
+# The profiler session's start in the machine's clock (ns), a stat of XPlane's "Task Environment" plane
+# (TF and JAX write it): XPlane events are stored from it.
+SESSION_START = "profile_start_time"
 
 
 @dataclass(frozen=True)
@@ -61,6 +87,9 @@ class RankEvents:
     # collectives one after another, so the work of the k-th may start long after the rank was ready
     # for it, behind the ones still waiting for a late peer. None: the work's start.
     coll_arrive_ns: np.ndarray | None = None
+    # How the steps were numbered where no marker carried a number (the train function's calls, in order):
+    # pairing by step then assumes every rank's trace window began at the same step. None: numbered by markers.
+    steps_numbered_by: str | None = None
 
     @property
     def arrive_ns(self) -> np.ndarray:
@@ -70,10 +99,10 @@ class RankEvents:
         if not offset_ns:
             return self
         s = offset_ns
-        return RankEvents(self.node, self.rank, self.step_num, self.step_start_ns - s, self.step_end_ns - s,
-                          self.coll_start_ns - s, self.coll_end_ns - s, self.coll_key,
-                          (self.input[0] - s, self.input[1] - s),
-                          None if self.coll_arrive_ns is None else self.coll_arrive_ns - s)
+        return replace(self, step_start_ns=self.step_start_ns - s, step_end_ns=self.step_end_ns - s,
+                       coll_start_ns=self.coll_start_ns - s, coll_end_ns=self.coll_end_ns - s,
+                       input=(self.input[0] - s, self.input[1] - s),
+                       coll_arrive_ns=None if self.coll_arrive_ns is None else self.coll_arrive_ns - s)
 
 
 @dataclass(frozen=True)
@@ -94,6 +123,7 @@ class NodeSummary:
     link_ms: Summary       # per step: collectives after their last rank arrived
     exposed_ms: Summary    # per step: from the step's last hand-over on any rank to the rank's last collective's end
     lateness_ms: Summary   # per step: how much later than the others' mean this node's ranks start collectives
+                           # (weighted by each collective's spread of arrivals: where the step waited)
     last_pct: float        # collectives at which this node's ranks arrived last
     bytes_per_step: int | None = None
     steady_step_ms: Summary | None = None  # every steady step of the node's first rank (its record)
@@ -117,7 +147,7 @@ def rank_events(node: str, rank: str, planes: list[Plane]) -> RankEvents | None:
     """A rank's evidence from its planes; None where it has no steps (nothing to compare)."""
     step_line, step_sel, nums = _step_line(planes)
     if step_line is None:
-        return None
+        return _rank_events_of_found_steps(node, rank, planes)
     order = np.argsort(step_line.start_ns[step_sel], kind="stable")
     starts, ends, nums = step_line.start_ns[step_sel][order], step_line.end_ns[step_sel][order], nums[order]
     cs, ce = _collectives(planes)
@@ -127,6 +157,54 @@ def rank_events(node: str, rank: str, planes: list[Plane]) -> RankEvents | None:
     input_sel = _match(step_line, names, INPUT)
     return RankEvents(node, rank, nums, starts, ends, cs, ce, keys,
                       intervals.union(step_line.start_ns[input_sel], step_line.end_ns[input_sel]), arrive)
+
+
+def _rank_events_of_found_steps(node: str, rank: str, planes: list[Plane]) -> RankEvents | None:
+    """A rank without ``ProfilerStep`` markers (TF, JAX: XPlane): its steps as the trace analysis finds them,
+    numbered by their markers' ``step_num``, else in order; None where it finds none."""
+    steps = find_steps(Trace(planes, []))
+    if steps.method == "none" or not steps.count:
+        return None
+    by_order = steps.numbers is None or len(steps.numbers) != steps.count
+    nums = np.arange(steps.count, dtype=np.int64) if by_order else steps.numbers.astype(np.int64)
+    cs, ce = _collectives(planes)
+    arrive = _arrivals_of(planes, cs)
+    keys = _keys(cs if arrive is None else arrive, steps.start_ns, nums)
+    found = RankEvents(node, rank, nums, steps.start_ns.astype(np.int64), steps.end_ns.astype(np.int64), cs, ce,
+                       keys, _input_waits(planes), arrive,
+                       f"in order: {steps.description}" if by_order else None)
+    return found.shifted(-_session_start_ns(planes))  # from the session's start to the machine's clock
+
+
+def _session_start_ns(planes: list[Plane]) -> int:
+    """The profiler session's start on the machine's clock, where the trace says it (0: as stored)."""
+    for plane in planes:
+        value = plane.stats.get(SESSION_START)
+        if isinstance(value, (int, np.integer)) and value > 0:
+            return int(value)
+    return 0
+
+
+def _input_waits(planes: list[Plane]) -> intervals.IntervalSet:
+    """Where the rank's steps wait for their next batch, as the trace analysis counts input
+    (analyze/categories.py): every event of tf.data's get_next threads (the consumer the step runs), input
+    events by name elsewhere (``IteratorGetNext``, ``scaldiag_input``), never tf.data's producers, which run
+    ahead of the step in the background."""
+    starts, ends = [], []
+    for plane in planes:
+        if not plane.is_host:
+            continue
+        by_name = [categories.host_category(n, False) == "input" for n in plane.event_names]
+        for line in plane.lines:
+            default = categories.host_line_default(line.name)
+            if not len(line) or default == categories.BACKGROUND:
+                continue
+            sel = np.ones(len(line), bool) if default == "input" else _selected(line, by_name)
+            starts.append(line.start_ns[sel])
+            ends.append(line.end_ns[sel])
+    if not starts:
+        return intervals.EMPTY
+    return intervals.union(np.concatenate(starts).astype(np.int64), np.concatenate(ends).astype(np.int64))
 
 
 def _arrivals_of(planes: list[Plane], work_start: np.ndarray) -> np.ndarray | None:
@@ -145,9 +223,16 @@ def _plane_of(planes: list[Plane], line: Line) -> Plane:
 
 
 def _match(line: Line, names: list[str], pattern: re.Pattern) -> np.ndarray:
-    wanted = np.array([bool(pattern.search(n)) for n in names] + [False])
-    ids = np.clip(line.name_id, -1, len(names)).astype(np.int64)
-    return wanted[np.where(ids < 0, len(names), ids)]
+    return _selected(line, [bool(pattern.search(n)) for n in names])
+
+
+def _selected(line: Line, wanted_by_name: list[bool]) -> np.ndarray:
+    """The line's events whose name is wanted (``wanted_by_name``: one flag per event name); an id out of
+    range is not."""
+    wanted = np.array(list(wanted_by_name) + [False])
+    n = len(wanted) - 1
+    ids = np.clip(line.name_id, -1, n).astype(np.int64)
+    return wanted[np.where(ids < 0, n, ids)]
 
 
 def _step_line(planes: list[Plane]):
@@ -182,11 +267,16 @@ def _step_numbers(line: Line, names: list[str], sel: np.ndarray) -> np.ndarray:
 
 def _collectives(planes: list[Plane]) -> tuple[np.ndarray, np.ndarray]:
     starts, ends = [], []
+    # A TF collective op whose work runs on a GPU (NCCL) is there as its kernels; its host op is the launch.
+    on_device = any(_match(line, p.event_names, DEVICE_COLLECTIVE).any()
+                    for p in planes if p.is_device for line in p.lines if len(line))
     for plane in planes:
         pattern = DEVICE_COLLECTIVE if plane.is_device else HOST_COLLECTIVE
         for line in plane.lines:
             if len(line):
                 sel = _match(line, plane.event_names, pattern)
+                if not plane.is_device and not on_device:
+                    sel |= _match(line, plane.event_names, TF_COLLECTIVE)
                 starts.append(line.start_ns[sel])
                 ends.append(line.end_ns[sel])
     if not starts:
@@ -323,8 +413,16 @@ def _tails_ms(r: RankEvents, arrivals: dict) -> list[float]:
 
 
 def _lateness(r: RankEvents, arrivals: dict) -> tuple[list[float], int, int]:
-    """Per step: the mean over its collectives of this rank's start minus the other ranks' mean start (ms)."""
-    per_step: dict[int, list[float]] = {}
+    """Per step: this rank's arrival minus the other ranks' mean arrival (ms), over the step's collectives
+    weighted by how far apart their ranks arrived (the last arrival minus the first).
+
+    The weight puts the step's wait where it happened. DDP's buckets all carry a late rank's delay (equal
+    weights: the mean); a TF step waits once, at its first all-reduce (the input's has-value check), and
+    the ones after it start together (the plain mean over its four collectives read a quarter of the
+    wait: 15 ms where the peer waited 60, tests/test_multinode_tf.py). Signed, so jitter still averages
+    out (a collective's weight is the same whichever rank was late); a step whose ranks all arrived
+    together at every collective is 0."""
+    per_step: dict[int, list[tuple[float, float]]] = {}
     last = n = 0
     for key in r.coll_key:
         seen = arrivals.get(key)
@@ -332,7 +430,13 @@ def _lateness(r: RankEvents, arrivals: dict) -> tuple[list[float], int, int]:
             continue
         mine = seen[r.rank]
         others = [v for k, v in seen.items() if k != r.rank]
-        per_step.setdefault(key[0], []).append((mine - sum(others) / len(others)) / 1e6)
+        spread_ns = max(seen.values()) - min(seen.values())
+        per_step.setdefault(key[0], []).append(((mine - sum(others) / len(others)) / 1e6, spread_ns))
         last += mine >= max(others)
         n += 1
-    return [float(np.mean(v)) for _, v in sorted(per_step.items())], last, n
+    return [_weighted_ms(v) for _, v in sorted(per_step.items())], last, n
+
+
+def _weighted_ms(late_and_spread: list[tuple[float, float]]) -> float:
+    total = sum(w for _, w in late_and_spread)
+    return float(sum(x * w for x, w in late_and_spread) / total) if total > 0 else 0.0

@@ -37,6 +37,7 @@ class JobReport:
     analysis: job_nodes.JobAnalysis
     findings: list[Finding]
     rank_files: list[tuple[str, str, str]] = ()  # (node, rank, trace file): for the merged trace
+    framework: str = "pytorch"  # whose fix the terminal shows: pytorch, tensorflow or jax (node 0's record)
 
 
 def node_dirs(paths: list[str]) -> list[Path]:
@@ -87,7 +88,8 @@ def diagnose_job(paths: list[str]) -> JobReport:
         label = _label(d)
         found = _rank_events(d, label, files)
         if not found:
-            raise ScaldiagError(f"{d}: no rank's trace with steps (ProfilerStep markers): nothing to merge")
+            raise ScaldiagError(f"{d}: no rank's trace with steps (PyTorch's ProfilerStep markers, scaldiag's "
+                                "step markers or the train function's calls): nothing to merge")
         ranks += found
         bytes_per_step[label], steady[label] = _record_facts(d)
         per_step = len(found[0].coll_key) / max(1, len(found[0].step_num))
@@ -98,13 +100,24 @@ def diagnose_job(paths: list[str]) -> JobReport:
         aligned, offsets, notes = job_nodes.align(ranks, step_ns)
     except job_nodes.MergeRefused as exc:
         raise ScaldiagError(f"the nodes are not merged: {exc}") from None
+    notes += [f"{r.rank}: steps numbered {r.steps_numbered_by}; paired with the other ranks' on the assumption "
+              "that every trace window began at the same step" for r in ranks if r.steps_numbered_by]
     nnodes = _node(dirs[0]).get("nnodes")
     if isinstance(nnodes, int) and nnodes > len(dirs):
         notes.append(f"{len(dirs)} of the job's {nnodes} nodes given: the others are not in this report")
     analysis = job_nodes.reduce_job(aligned, offsets, bytes_per_step, notes)
     analysis = replace(analysis, nodes=[replace(n, steady_step_ms=steady.get(n.node), intra_node_ms=intra.get(n.node))
                                         for n in analysis.nodes])
-    return JobReport([str(d) for d in dirs], analysis, rank(check_all(JOB_RULES, analysis)), files)
+    return JobReport([str(d) for d in dirs], analysis, rank(check_all(JOB_RULES, analysis)), files,
+                     _framework(dirs[0]))
+
+
+def _framework(run_dir: Path) -> str:
+    """The job's framework as its rules' fixes name it, from node 0's record (PyTorch where unsaid)."""
+    said = read_record(run_dir).training.get("framework")
+    if not isinstance(said, dict) or said.get("name") == "pytorch":
+        return "pytorch"
+    return said["backend"] if said.get("backend") in ("tensorflow", "jax") else "pytorch"
 
 
 def _label(run_dir: Path) -> str:
@@ -200,7 +213,8 @@ def write_terminal(report: JobReport, stream=None) -> None:
             out.append(f"    ceiling {f.predicted_speedup.value:.2f}x: {line(f.predicted_speedup.arithmetic)}")
         if f.forecast:
             out.append(f"    forecast {f.forecast.value:.2f}x: {line(f.forecast.arithmetic)}")
-        out.append(f"    fix (pytorch): {line(f.fix.get('pytorch', ''))}")
+        fw = report.framework if report.framework in f.fix else "pytorch"
+        out.append(f"    fix ({fw}): {line(f.fix.get(fw, ''))}")
     stream.write("\n".join(out) + "\n")
 
 
@@ -211,7 +225,8 @@ def write_merged_trace(report: JobReport, stream) -> None:
     events, base0, pids = [], None, {}
     for node, rank_name, path in report.rank_files:
         if not path.endswith(".json"):
-            raise ScaldiagError(f"{path}: only Kineto JSON traces are merged into one file")
+            raise ScaldiagError(f"{path}: only Kineto JSON traces (PyTorch) are merged into one file; report a "
+                                "TensorFlow or JAX node's directory alone for its trace")
         try:
             doc = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
@@ -242,6 +257,7 @@ def to_json(report: JobReport) -> str:
         if isinstance(value, (list, tuple)):
             return [clean(v) for v in value]
         return value
-    return json.dumps(clean({"kind": "job", "node_dirs": report.node_dirs, "analysis": asdict(report.analysis),
+    return json.dumps(clean({"kind": "job", "node_dirs": report.node_dirs, "framework": report.framework,
+                             "analysis": asdict(report.analysis),
                              "findings": [asdict(f) for f in report.findings],
                              "rank_files": [list(f) for f in report.rank_files]}), indent=1) + "\n"

@@ -1,0 +1,133 @@
+"""A TensorFlow job over two "nodes": two MultiWorkerMirroredStrategy workers on this machine, each under
+``scaldiag profile`` with its own TF_CONFIG (tests/multinode_tf_job.py: Keras 3 model.fit, RING collectives
+over gRPC on 127.0.0.1). Then ``scaldiag report NODE_DIR NODE_DIR`` merges them from their XPlane traces:
+
+1. a plain job: one job report with both nodes, worker 1's clock estimated within the collectives' spread of
+   worker 0's (one machine, one clock), no finding about the network or a straggler;
+2. worker 1's input slowed (its generator sleeps before each batch): SD210 names that node, its input as
+   the cause.
+
+The evidence is TF's own (analyze/nodes.py): scaldiag's ``train`` step markers, the ``:CollectiveReduceV2``
+ops on the collective executor's threads, their hand-over ``CollectiveOpV2Kernel::Run``, the tf.data get_next
+waits. The test only sets the input up.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+if importlib.util.find_spec("tensorflow") is None:  # found, not imported: only the workers run it
+    pytest.skip("the TF multi-node job needs TensorFlow (make test installs it)", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[1]
+JOB = ROOT / "tests" / "multinode_tf_job.py"
+STEPS = "12"  # 3 warm-up, the 5 traced steps (4 collectives each), and a few after
+SLOW_INPUT_MS = "80"  # twice a traced step here (30-40 ms): worker 1's input holds every step
+JOB_TIMEOUT_S = 180
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
+HOST = socket.gethostname()
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _job(out: Path, *job_args: str) -> list[Path]:
+    """Both workers' ``scaldiag profile``, at once, each with its TF_CONFIG; their run directories, node 0 first."""
+    started = time.monotonic()
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    procs = []
+    for k in range(2):
+        config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": k}})
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(out), str(JOB), "--",
+             "--steps", STEPS, *job_args], cwd=ROOT, env={**ENV, "TF_CONFIG": config},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    logs = [p.communicate(timeout=JOB_TIMEOUT_S)[0] for p in procs]
+    for k, p in enumerate(procs):
+        assert p.returncode == 0, f"worker {k}:\n{logs[k][-3000:]}"
+    print(f"{out.name}: both workers profiled in {time.monotonic() - started:.0f} s")
+    dirs = sorted(out.iterdir(), key=lambda d: d.name[-1])  # by node rank
+    assert [d.name.endswith(f"-node{k}") for k, d in enumerate(dirs)] == [True, True], dirs
+    return dirs
+
+
+def _report(*paths: Path, fmt: str = "json") -> str:
+    done = subprocess.run([sys.executable, "-m", "scaldiag", "report", *map(str, paths), "--format", fmt],
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _ids(report: dict) -> list[str]:
+    return [f["id"] for f in report["findings"]]
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    return _job(tmp_path_factory.mktemp("tf_plain"))
+
+
+@pytest.fixture(scope="module")
+def slow_input(tmp_path_factory):
+    return _job(tmp_path_factory.mktemp("tf_slow_input"), "--slow-input-worker", "1",
+                "--slow-input-ms", SLOW_INPUT_MS)
+
+
+def test_a_plain_tf_job_is_one_report_on_one_clock_without_findings(plain):
+    report = json.loads(_report(plain[0].parent))  # the shared --out: both node directories
+    analysis = report["analysis"]
+    assert [n["node"] for n in analysis["nodes"]] == [f"{HOST}/node0", f"{HOST}/node1"]
+    assert report["framework"] == "tensorflow"
+    assert analysis["matched_collectives"] >= 10, analysis  # 4 a step (has-value, gradients, 2 metrics) x 5
+    assert all(n["bytes_per_step"] > 0 and n["step_ms"]["n"] >= 5 for n in analysis["nodes"])
+    offset = analysis["offsets"][1]
+    # One machine, one clock: the estimate is 0 within how far apart the same collectives' ends are.
+    assert offset["collectives"] >= 10 and abs(offset["offset_ns"]) <= 2 * offset["spread_ns"], offset
+    assert "SD209" not in _ids(report) and "SD210" not in _ids(report), report["findings"]
+
+
+def test_each_workers_trace_is_on_the_machines_clock_with_tfs_own_collectives(plain):
+    """XPlane stores times from the profiler session's start; with it added back the traced steps begin when
+    the recorder (time.time_ns, another clock reading of the same machine) says they did."""
+    from scaldiag.analyze import nodes
+    from scaldiag.pipeline import read_trace
+    from scaldiag.record.reader import read_steps
+
+    keys = []
+    for d in plain:
+        (trace_file,) = (d / "trace").rglob("*.xplane.pb")
+        _, trace = read_trace(trace_file)
+        rank = nodes.rank_events("n", "r", trace.planes)
+        begins = {s["step"]: s["begin_ns"] for s in read_steps(d / "steps.jsonl")}
+        lag_ms = [(int(t) - begins[int(n)]) / 1e6 for n, t in zip(rank.step_num, rank.step_start_ns)]
+        assert len(lag_ms) == 5 and all(abs(x) < 1.0 for x in lag_ms), lag_ms
+        assert rank.steps_numbered_by is None and rank.coll_arrive_ns is not None  # markers; hand-overs paired
+        assert (rank.coll_arrive_ns <= rank.coll_start_ns).all() and (rank.coll_start_ns < rank.coll_end_ns).all()
+        keys.append(rank.coll_key)
+    assert keys[0] == keys[1]  # the same collectives a step on both workers
+
+
+def test_one_workers_slow_input_names_that_node(slow_input):
+    report = json.loads(_report(*slow_input))
+    assert _ids(report)[:1] == ["SD210"], report["findings"]
+    finding = report["findings"][0]
+    assert finding["category"] == "input" and f"{HOST}/node1" in finding["summary"], finding["summary"]
+    assert "SD209" not in _ids(report), report["findings"]
+    assert "fix (tensorflow):" in _report(*slow_input, fmt="term")
