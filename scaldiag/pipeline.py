@@ -124,12 +124,19 @@ def _with_notes(analysis: ProfileAnalysis, notes: list[str]) -> ProfileAnalysis:
 
 def _analyze_ranks(root: Path, fmt: TraceFormat, name: str, files: list[Path], engine: Engine | None) -> ProfileAnalysis:
     """A job's rank files: each rank's evidence, the job's clock and steps from them, then each rank reduced
-    (analyze/ranks.py); every pass reads one file at a time, wherever the engine runs it."""
+    (analyze/ranks.py); every pass reads one file at a time, wherever the engine runs it. A file that cannot
+    be read is left out and named: the other ranks are reported (all unreadable: the first one's error)."""
     run_map = engine.map if engine is not None else lambda fn, items: [fn(item) for item in items]
-    found = run_map(_rank_evidence, [(fmt.name, f) for f in files])
-    labels = fmt.rank_labels([facts for facts, _, _ in found], files)
+    read = run_map(_rank_evidence, [(fmt.name, f) for f in files])
+    unreadable = [(f, r) for f, r in zip(files, read) if isinstance(r, str)]
+    if len(unreadable) == len(files):
+        raise TraceError(unreadable[0][1] + (
+            f" (and the {len(files) - 1} other rank files: none can be read)" if len(files) > 1 else ""))
+    files, found = zip(*[(f, r) for f, r in zip(files, read) if not isinstance(r, str)])
+    labels = fmt.rank_labels([facts for facts, _, _ in found], list(files))
     evidence = [replace(e, label=label) for label, (_, e, _) in zip(labels, found)]
-    notes = other_formats(root, fmt) + files_notes({e.label: (e.host_stats, _span_of(e)) for e in evidence})
+    notes = [f"{why}: this rank file is left out, the report is of the other {len(files)}" for _, why in unreadable]
+    notes += other_formats(root, fmt) + files_notes({e.label: (e.host_stats, _span_of(e)) for e in evidence})
     clock = ranks.job_clock(evidence)
     reductions = run_map(_rank_reduction, [(fmt.name, f, label, clock.steps, clock.shift_ns(i))
                                            for i, (f, label) in enumerate(zip(files, labels))])
@@ -145,11 +152,17 @@ def _format(name: str) -> TraceFormat:
     return next(f for f in FORMATS if f.name == name)
 
 
-def _rank_evidence(item: tuple[str, Path]) -> tuple[object, ranks.RankEvidence, int]:
-    """One rank's file read alone: its facts for the labels, its evidence, its event count (runs in a worker)."""
+def _rank_evidence(item: tuple[str, Path]) -> tuple[object, ranks.RankEvidence, int] | str:
+    """One rank's file read alone: its facts for the labels, its evidence, its event count; or why it
+    cannot be read (runs in a worker)."""
     fmt_name, file = item
-    facts, trace = _format(fmt_name).read_rank(file)
-    return facts, ranks.evidence(typed_stats(trace), ""), trace.event_count
+    try:
+        facts, trace = _format(fmt_name).read_rank(file)
+        return facts, ranks.evidence(typed_stats(trace), ""), trace.event_count
+    except TraceError as exc:
+        return str(exc)
+    except TRACE_FAILURES as exc:
+        return f"{file} cannot be read ({type(exc).__name__}: {exc})"
 
 
 def _rank_reduction(item: tuple) -> RankReduction:

@@ -15,6 +15,7 @@ import pytest
 from scaldiag.analyze import ranks
 from scaldiag.analyze.steps import find_steps, step_evidence
 from scaldiag.engines import open_engine
+from scaldiag.errors import TraceError
 from scaldiag.pipeline import _analyze, analyze_trace_at, read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,3 +56,22 @@ def test_a_trace_without_steps_keeps_its_window():
     whole, cut = find_steps(devices), find_steps(replace(devices, planes=step_evidence(devices.planes)))
     assert whole.method == cut.method == "none"
     assert (whole.start_ns.tolist(), whole.end_ns.tolist()) == (cut.start_ns.tolist(), cut.end_ns.tolist())
+
+
+def test_a_rank_file_that_cannot_be_read_is_left_out_and_named(tmp_path):
+    job = ROOT / "fixtures/x2_devset/torch_ddp_sync_2gpu"
+    (tmp_path / "rank0.pt.trace.json.gz").write_bytes((job / "rank0.pt.trace.json.gz").read_bytes())
+    (tmp_path / "rank1.pt.trace.json.gz").write_bytes((job / "rank1.pt.trace.json.gz").read_bytes()[:20000])
+    alone = analyze_trace_at(job / "rank0.pt.trace.json.gz")
+    with open_engine("local:2") as engine:
+        found = analyze_trace_at(tmp_path, None, engine)
+    assert [u.name for u in found.units] == ["rank0:/device:GPU:0"]
+    assert found.units[0].categories == alone.units[0].categories
+    assert any("rank1.pt.trace.json.gz" in n and "truncated" in n and "left out" in n for n in found.notes)
+
+
+def test_a_job_none_of_whose_files_can_be_read_is_refused(tmp_path):
+    for rank in (0, 1):
+        (tmp_path / f"rank{rank}.pt.trace.json").write_text('{"traceEvents": [')
+    with pytest.raises(TraceError, match="rank0.pt.trace.json.*none can be read"):
+        analyze_trace_at(tmp_path)
