@@ -78,6 +78,23 @@ def write_result(name: str, claim: str, argv: list[str], body: str, machine_befo
     return path
 
 
+def in_temporary(name: str, claim: str, argv: list[str], body: Callable[[Path], str], parent: Path | None = None,
+                 out: Path | None = None) -> int:
+    """``body(tmp)`` in a new temporary directory (under ``parent``; removed after), its text written as the
+    result file under the header of the machine as it was before: for benchmarks that grow their inputs."""
+    import shutil
+    import tempfile
+
+    before = machine()
+    tmp = Path(tempfile.mkdtemp(prefix=f"{name}_bench_", dir=parent))
+    try:
+        text = body(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    write_result(name, claim, argv, text, machine_before=before, out=out)
+    return 0
+
+
 class _Tee(io.TextIOBase):
     """stdout as it is, and a copy kept for the result file."""
 

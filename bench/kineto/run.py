@@ -25,7 +25,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -36,7 +35,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 
 from make_trace import make  # noqa: E402
 
-from bench.common import machine, write_result  # noqa: E402
+from bench.common import in_temporary  # noqa: E402
 
 CLAIM = (__doc__ or "").strip().splitlines()[0]
 BEFORE_REV = "088b4d0"
@@ -161,14 +160,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tmp", type=Path, help="where traces are grown (default: a new temporary directory)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/kineto.md)")
     args = parser.parse_args(argv)
-    machine_before = machine()
-    tmp = Path(tempfile.mkdtemp(prefix="kineto_bench_", dir=args.tmp))
-    try:
-        body = _run(args, tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    write_result("kineto", CLAIM, argv, body, machine_before=machine_before, out=args.out)
-    return 0
+    return in_temporary("kineto", CLAIM, argv, lambda tmp: _run(args, tmp), args.tmp, args.out)
 
 
 def _run(args, tmp: Path) -> str:

@@ -21,7 +21,6 @@ import filecmp
 import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -31,7 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench" / "kineto")]
 from make_trace import make  # noqa: E402
 from run import analyze, loads, spread  # noqa: E402 (bench/kineto/run.py)
 
-from bench.common import machine, write_result  # noqa: E402
+from bench.common import in_temporary  # noqa: E402
 
 CLAIM = (__doc__ or "").strip().splitlines()[0]
 
@@ -45,14 +44,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tmp", type=Path, help="where traces are grown (default: a new temporary directory)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/ranks.md)")
     args = parser.parse_args(argv)
-    before = machine()
-    tmp = Path(tempfile.mkdtemp(prefix="ranks_bench_", dir=args.tmp))
-    try:
-        body = _run(args, tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    write_result("ranks", CLAIM, argv, body, machine_before=before, out=args.out)
-    return 0
+    return in_temporary("ranks", CLAIM, argv, lambda tmp: _run(args, tmp), args.tmp, args.out)
 
 
 def _run(args, tmp: Path) -> str:
