@@ -81,12 +81,16 @@ def _node(run_dir: Path) -> dict | None:
     return node if isinstance(node, dict) else None
 
 
-def diagnose_job(paths: list[str]) -> JobReport:
+def diagnose_job(paths: list[str], engine=None) -> JobReport:
+    """The job's report; each rank's trace reduced to its evidence on ``engine`` (scaldiag/engines.py; None:
+    here, one after the other), so that one rank's events are in a process's memory at a time."""
     dirs = node_dirs(paths)
+    by_node = _rank_events(dirs, engine)
     ranks, bytes_per_step, steady, intra, files = [], {}, {}, {}, []
     for d in dirs:
         label = _label(d)
-        found = _rank_events(d, label, files)
+        found = [r for r, _ in by_node[d]]
+        files += [(label, r.rank, path) for r, path in by_node[d]]
         if not found:
             raise ScaldiagError(f"{d}: no rank's trace with steps (PyTorch's ProfilerStep markers, scaldiag's "
                                 "step markers or the train function's calls): nothing to merge")
@@ -125,19 +129,26 @@ def _label(run_dir: Path) -> str:
     return f"{node.get('host') or 'host'}/node{node.get('node_rank', '?')}"
 
 
-def _rank_events(run_dir: Path, label: str, files_seen: list) -> list[job_nodes.RankEvents]:
-    files = sorted({f for pattern in TRACE_PATTERNS for f in (run_dir / TRACE_DIR).rglob(pattern)})
-    out = []
-    for f in files:
-        try:
-            _, trace = read_trace(f)
-        except TRACE_FAILURES as exc:
-            raise ScaldiagError(f"{f}: cannot read this rank's trace ({exc})") from None
-        found = job_nodes.rank_events(label, f"{label}/{f.name.split('.')[0]}", trace.planes)
-        if found is not None:
-            out.append(found)
-            files_seen.append((label, found.rank, str(f)))
-    return out
+def _rank_events(dirs: list[Path], engine) -> dict[Path, list[tuple[job_nodes.RankEvents, str]]]:
+    """Per node directory, each of its ranks' evidence with its trace file (ranks without steps left out)."""
+    where = [(d, f) for d in dirs for f in sorted({f for pattern in TRACE_PATTERNS for f in (d / TRACE_DIR).rglob(pattern)})]
+    items = [(_label(d), f) for d, f in where]
+    found = engine.map(_rank_events_of, items) if engine is not None else [_rank_events_of(i) for i in items]
+    by_node: dict[Path, list] = {d: [] for d in dirs}
+    for (d, f), events in zip(where, found):
+        if events is not None:
+            by_node[d].append((events, str(f)))
+    return by_node
+
+
+def _rank_events_of(item: tuple[str, Path]) -> job_nodes.RankEvents | None:
+    """One rank's trace read and reduced to its evidence (runs in a worker)."""
+    label, f = item
+    try:
+        _, trace = read_trace(f)
+    except TRACE_FAILURES as exc:
+        raise ScaldiagError(f"{f}: cannot read this rank's trace ({exc})") from None
+    return job_nodes.rank_events(label, f"{label}/{f.name.split('.')[0]}", trace.planes)
 
 
 def _intra_node(run_dir: Path, per_step: float):

@@ -74,7 +74,8 @@ def _job(args: argparse.Namespace, fmt: str) -> int:
     if fmt not in ("terminal", "json", "perfetto"):
         raise ScaldiagError(f"a job over several nodes is reported as term, json or perfetto (the merged trace), "
                             f"not {args.format}; report each node's directory alone for HTML")
-    report = job.diagnose_job(args.run_dir)
+    with engine_of(args) as engine:
+        report = job.diagnose_job(args.run_dir, engine)
     if fmt == "perfetto":
         output = args.output or DEFAULT_FILE["perfetto"]
         if output == "-":
