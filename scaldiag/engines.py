@@ -41,7 +41,7 @@ START_METHOD = "spawn"
 # memory stays bounded by workers x the largest rank's peak; a fresh process per item (1) paid a
 # start-up per rank: +83% wall time (5.09 s against 2.78 s) for 12% less peak memory of the tree.
 # (CPython 3.11-3.13 can also deadlock with max_tasks_per_child > 1: CPython issue 115634.)
-# The pool ends with the call: no worker outlives map().
+# The pool lasts the engine's life (open_engine closes it): no worker outlives the engine.
 ITEMS_PER_WORKER: int | None = None
 # Worker processes that do not stop within this after SIGTERM get SIGKILL.
 STOP_TIMEOUT_S = 5.0
@@ -78,6 +78,16 @@ class LocalEngine:
         self.workers = workers
         self.start_method = start_method
         self.items_per_worker = items_per_worker
+        # One pool for every map of the engine's life (open_engine closes it): a job is read in two passes,
+        # and a spawned worker's start (its imports) cost ~1.8 s a pass on a 2-rank job (1.3 s in-process).
+        self._executor: ProcessPoolExecutor | None = None
+        self._size = 0
+
+    def close(self) -> None:
+        """Stop the pool's workers (each has finished its items)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
 
     def map(self, fn: Callable[[Any], Any], items: list) -> list:
         items = list(items)
@@ -87,7 +97,7 @@ class LocalEngine:
         return self._pool_map(fn, items, processes)
 
     def _pool_map(self, fn, items: list, processes: int) -> list:
-        executor = self._executor(processes)
+        executor = self._pool(processes)
         try:
             futures = [executor.submit(fn, item) for item in items]
             wait(futures, return_when=FIRST_EXCEPTION)
@@ -96,12 +106,18 @@ class LocalEngine:
                 raise failed
             return [f.result() for f in futures]
         except BaseException:  # an item's error, KeyboardInterrupt: the other items stop now, not when done
+            self._executor = None
             _stop_workers(executor)
             raise
-        finally:
-            executor.shutdown(wait=True, cancel_futures=True)
 
-    def _executor(self, processes: int) -> ProcessPoolExecutor:
+    def _pool(self, processes: int) -> ProcessPoolExecutor:
+        """The engine's pool, started on first use (or again, larger, where a map has more items to spread)."""
+        if self._executor is None or processes > self._size:
+            self.close()
+            self._executor, self._size = self._new_executor(processes), processes
+        return self._executor
+
+    def _new_executor(self, processes: int) -> ProcessPoolExecutor:
         context = multiprocessing.get_context(self.start_method)
         # Passed only when set: Python 3.10 has no max_tasks_per_child, and CPython refuses it with fork.
         per_worker = {} if self.items_per_worker is None else {"max_tasks_per_child": self.items_per_worker}
@@ -223,5 +239,5 @@ def open_engine(spec: str | None = None) -> contextlib.AbstractContextManager[En
     optional package raises ScaldiagError now, before anything starts."""
     kind, workers, address = parse_spec(spec)
     if kind == "local":
-        return contextlib.nullcontext(LocalEngine(workers or default_workers()))
+        return contextlib.closing(LocalEngine(workers or default_workers()))
     return _dask(_import_optional("distributed", "dask"), workers, address)
