@@ -16,6 +16,10 @@ Per rank, the trace gives its steps, its collectives and its input:
   waits for its next batch (tf.data's get_next threads, ``IteratorGetNext``).
   XPlane stores times from the profiler session's start: the session's start
   (``profile_start_time``) is added back, so the rank is on its machine's clock.
+- JAX (XPlane, ``jax.distributed.initialize``): steps as TF's; collectives XLA's thunks on its CPU threads,
+  named by their HLO instruction (``all-reduce.7``), each from when the rank reaches it (no separate
+  hand-over) to its end; input scaldiag's ``scaldiag_input`` annotations of Python batches; the session's
+  start added back as TF's.
 
 Collectives are matched across ranks by step number and order within the
 step, never by time, so a clock off by a whole step still pairs the right ones.
@@ -65,6 +69,15 @@ INPUT = re.compile(r"^scaldiag_input$|^enumerate\(DataLoader\)")
 # executor's threads: from the work's start there to the reduction's end. (CollectiveAssignGroupV2 and
 # CollectiveInitializeCommunicator set a group up and exchange nothing a step.)
 TF_COLLECTIVE = re.compile(r":Collective(Reduce|Gather|BcastSend|BcastRecv|AllToAll|ReduceScatter)(V\d+)?$")
+# JAX's (XLA's) collectives on CPU: each HLO instruction runs as a thunk on XLA's threads (the CPU client's,
+# ``tf_XLAPjRtCpuClient/*``, or its Eigen pool's, ``tf_XLAEigen/*``, on larger steps), traced by its
+# instruction name (``all-reduce.7``), from when the rank reaches it to its end (a zero-length
+# ``end: all-reduce.7`` marks the end; it is not matched). No separate hand-over: the thunk's start is the
+# rank's arrival. On GPUs they are NCCL's kernels on the device planes. Matched by name on any host thread.
+XLA_COLLECTIVE = re.compile(r"^(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast)"
+                            r"(\.\d+)?$")
+# TF's and JAX's collectives on host threads (a trace holds one framework's: one pattern over both).
+HOST_FRAMEWORK_COLLECTIVE = re.compile(f"{TF_COLLECTIVE.pattern}|{XLA_COLLECTIVE.pattern}")
 # The profiler session's start in the machine's clock (ns), a stat of XPlane's "Task Environment" plane
 # (TF and JAX write it): XPlane events are stored from it.
 SESSION_START = "profile_start_time"
@@ -267,7 +280,7 @@ def _step_numbers(line: Line, names: list[str], sel: np.ndarray) -> np.ndarray:
 
 def _collectives(planes: list[Plane]) -> tuple[np.ndarray, np.ndarray]:
     starts, ends = [], []
-    # A TF collective op whose work runs on a GPU (NCCL) is there as its kernels; its host op is the launch.
+    # A TF or JAX collective whose work runs on a GPU (NCCL) is there as its kernels; its host op is the launch.
     on_device = any(_match(line, p.event_names, DEVICE_COLLECTIVE).any()
                     for p in planes if p.is_device for line in p.lines if len(line))
     for plane in planes:
@@ -276,7 +289,7 @@ def _collectives(planes: list[Plane]) -> tuple[np.ndarray, np.ndarray]:
             if len(line):
                 sel = _match(line, plane.event_names, pattern)
                 if not plane.is_device and not on_device:
-                    sel |= _match(line, plane.event_names, TF_COLLECTIVE)
+                    sel |= _match(line, plane.event_names, HOST_FRAMEWORK_COLLECTIVE)
                 starts.append(line.start_ns[sel])
                 ends.append(line.end_ns[sel])
     if not starts:

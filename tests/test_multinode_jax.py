@@ -1,0 +1,159 @@
+"""A JAX job over two "nodes": two processes joined by ``jax.distributed.initialize`` on this machine, each under
+``scaldiag profile`` with its own JAX_PROCESS_ID (tests/multinode_jax_job.py: Keras 3 on JAX, DataParallel over
+one CPU device a process, XLA's all-reduce through gloo on 127.0.0.1). Then ``scaldiag report NODE_DIR NODE_DIR``
+merges them from their XPlane traces:
+
+1. a plain job: one job report with both nodes, process 1's clock estimated within a millisecond of process 0's
+   (one machine, one clock), no finding about the network or a straggler;
+2. process 1's input slowed (its generator sleeps before each batch): SD210 names that node, its input as the
+   cause.
+
+The evidence is JAX's own (analyze/nodes.py): scaldiag's ``train`` step markers, XLA's ``all-reduce.N`` thunks on
+its CPU threads, scaldiag's ``scaldiag_input`` annotations of the Python batches. The test only sets the
+input up.
+
+The step is sized so that the network cannot be the finding on a plain job: XLA's all-reduce of the 0.5 MB of
+gradients through gloo over loopback took 13-31 ms here after both processes reached it, and a step of ~500 ms
+keeps it under SD209's 10% of the step (at batch 4096, 48 ms steps, it was 43%: SD209 fired, rightly, on
+this machine's loopback).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+if importlib.util.find_spec("jax") is None:  # found, not imported: only the processes run it
+    pytest.skip("the JAX multi-node job needs JAX (make test installs the jax extra)", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[1]
+JOB = ROOT / "tests" / "multinode_jax_job.py"
+STEPS = "12"  # 3 warm-up, the 5 traced steps (one all-reduce each), and a few after
+SIZE = ["--batch", "32768", "--width", "256"]  # ~500 ms steps on two processes sharing two cores
+SLOW_INPUT_MS = "200"  # ~40% of a step: process 1's input holds every step
+JOB_TIMEOUT_S = 180
+# No input-free measurement after training: each process would time its own clone for as many steps as its
+# own time budget allows, and a step count that differs between the processes leaves one waiting at an
+# all-reduce the other never reaches (a try with it on hung there: docs/multinode.md, "JAX").
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "jax", "SCALDIAG_INPUT_FREE": "0"}
+HOST = socket.gethostname()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _job(out: Path, *job_args: str) -> list[Path]:
+    """Both processes' ``scaldiag profile``, at once; their run directories, node 0 first."""
+    started = time.monotonic()
+    coordinator = f"127.0.0.1:{_free_port()}"
+    procs = []
+    for k in range(2):
+        env = {**ENV, "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(k), "JAX_COORDINATOR_ADDRESS": coordinator}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(out), str(JOB), "--",
+             "--steps", STEPS, *SIZE, *job_args], cwd=ROOT, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    try:
+        logs = [p.communicate(timeout=JOB_TIMEOUT_S)[0] for p in procs]
+    finally:
+        for p in procs:  # one process stuck at a collective its peer left: do not leave it behind
+            if p.poll() is None:
+                p.kill()
+    for k, p in enumerate(procs):
+        assert p.returncode == 0, f"process {k}:\n{logs[k][-3000:]}"
+    print(f"{out.name}: both processes profiled in {time.monotonic() - started:.0f} s")
+    dirs = sorted(out.iterdir(), key=lambda d: d.name[-1])  # by node rank
+    assert [d.name.endswith(f"-node{k}") for k, d in enumerate(dirs)] == [True, True], dirs
+    return dirs
+
+
+def _report(*paths: Path, fmt: str = "json") -> str:
+    done = subprocess.run([sys.executable, "-m", "scaldiag", "report", *map(str, paths), "--format", fmt],
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _ids(report: dict) -> list[str]:
+    return [f["id"] for f in report["findings"]]
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    return _job(tmp_path_factory.mktemp("jax_plain"))
+
+
+@pytest.fixture(scope="module")
+def slow_input(tmp_path_factory):
+    return _job(tmp_path_factory.mktemp("jax_slow_input"), "--slow-input-process", "1",
+                "--slow-input-ms", SLOW_INPUT_MS)
+
+
+def test_a_plain_jax_job_is_one_report_on_one_clock_without_findings(plain):
+    report = json.loads(_report(plain[0].parent))  # the shared --out: both node directories
+    analysis = report["analysis"]
+    assert [n["node"] for n in analysis["nodes"]] == [f"{HOST}/node0", f"{HOST}/node1"]
+    assert report["framework"] == "jax"
+    assert analysis["matched_collectives"] == 5, analysis  # one all-reduce (the gradients) a traced step
+    assert all(n["bytes_per_step"] > 0 and n["step_ms"]["n"] == 5 for n in analysis["nodes"])
+    offset = analysis["offsets"][1]
+    # One machine, one clock: the estimate is 0 within a millisecond. (Process 1's ends trail process 0's by
+    # 0.2-0.3 ms, about one message of gloo's, so the estimate reads that much, several times the ends' median
+    # absolute deviation; each rank's clock is checked against the recorder's in the next test.)
+    assert offset["collectives"] == 5 and abs(offset["offset_ns"]) < 1_000_000, offset
+    assert "SD209" not in _ids(report) and "SD210" not in _ids(report), report["findings"]
+
+
+def test_each_processs_trace_is_on_the_machines_clock_with_xlas_own_collectives(plain):
+    """XPlane stores times from the profiler session's start; with it added back the traced steps begin when
+    the recorder (time.time_ns, another clock reading of the same machine) says they did. The collectives are
+    XLA's thunks on its CPU threads, one a step, inside it (the step reads its loss)."""
+    from scaldiag.analyze import nodes
+    from scaldiag.pipeline import read_trace
+    from scaldiag.record.reader import read_steps
+
+    keys = []
+    for d in plain:
+        (trace_file,) = (d / "trace").rglob("*.xplane.pb")
+        _, trace = read_trace(trace_file)
+        rank = nodes.rank_events("n", "r", trace.planes)
+        begins = {s["step"]: s["begin_ns"] for s in read_steps(d / "steps.jsonl")}
+        lag_ms = [(int(t) - begins[int(n)]) / 1e6 for n, t in zip(rank.step_num, rank.step_start_ns)]
+        assert len(lag_ms) == 5 and all(abs(x) < 1.0 for x in lag_ms), lag_ms
+        assert rank.steps_numbered_by is None and rank.coll_arrive_ns is None  # markers; the thunk's start
+        assert (rank.step_start_ns <= rank.coll_start_ns).all() and (rank.coll_end_ns <= rank.step_end_ns).all()
+        # XLA's CPU threads: the client's (small steps), its Eigen pool's (this step's size)
+        assert _collective_threads(trace) and _collective_threads(trace) <= {"tf_XLAPjRtCpuClient", "tf_XLAEigen"}
+        keys.append(rank.coll_key)
+    assert keys[0] == keys[1] == [(n, 0) for n in range(3, 8)]  # the same collective a step on both processes
+
+
+def _collective_threads(trace) -> set[str]:
+    """The threads (less their ids) that ran XLA's collectives."""
+    from scaldiag.analyze.nodes import XLA_COLLECTIVE
+
+    found = set()
+    for plane in trace.planes:
+        wanted = {i for i, name in enumerate(plane.event_names) if XLA_COLLECTIVE.match(name)}
+        found |= {line.name.split("/")[0] for line in plane.lines if wanted & set(line.name_id.tolist())}
+    return found
+
+
+def test_one_processs_slow_input_names_that_node(slow_input):
+    report = json.loads(_report(*slow_input))
+    assert _ids(report)[:1] == ["SD210"], report["findings"]
+    finding = report["findings"][0]
+    assert finding["category"] == "input" and f"{HOST}/node1" in finding["summary"], finding["summary"]
+    assert "SD209" not in _ids(report), report["findings"]
+    assert "fix (jax):" in _report(*slow_input, fmt="term")
