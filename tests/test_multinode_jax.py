@@ -40,10 +40,9 @@ STEPS = "12"  # 3 warm-up, the 5 traced steps (one all-reduce each), and a few a
 SIZE = ["--batch", "32768", "--width", "256"]  # ~500 ms steps on two processes sharing two cores
 SLOW_INPUT_MS = "200"  # ~40% of a step: process 1's input holds every step
 JOB_TIMEOUT_S = 180
-# No input-free measurement after training: each process would time its own clone for as many steps as its
-# own time budget allows, and a step count that differs between the processes leaves one waiting at an
-# all-reduce the other never reaches (a try with it on hung there: docs/multinode.md, "JAX").
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "jax", "SCALDIAG_INPUT_FREE": "0"}
+# scaldiag's input-free measurement after training is left on: in a process of several it must skip itself
+# (a try that ran it hung: each process's clone all-reduced for its own number of steps; docs/multinode.md).
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "jax"}
 HOST = socket.gethostname()
 
 
@@ -113,6 +112,12 @@ def test_a_plain_jax_job_is_one_report_on_one_clock_without_findings(plain):
     # absolute deviation; each rank's clock is checked against the recorder's in the next test.)
     assert offset["collectives"] == 5 and abs(offset["offset_ns"]) < 1_000_000, offset
     assert "SD209" not in _ids(report) and "SD210" not in _ids(report), report["findings"]
+
+
+def test_scaldiag_s_input_free_measurement_skips_itself_in_a_process_of_several(plain):
+    for node in plain:
+        training = json.loads((node / "training.json").read_text())
+        assert "one of 2 (jax) of a job" in training.get("input_free_skipped", ""), training
 
 
 def test_each_processs_trace_is_on_the_machines_clock_with_xlas_own_collectives(plain):

@@ -4,6 +4,7 @@ arithmetic on hand-built ranks with known answers (tests/test_multinode.py runs 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -196,3 +197,20 @@ def test_a_gpu_node_records_no_gloo_reference_and_says_why(tmp_path):
 def test_without_gradient_bytes_no_reference_is_measured(tmp_path):
     (tmp_path / "run.json").write_text("{}")
     assert "no gradient bytes" in multinode.record_intra_node(tmp_path)
+
+
+@pytest.mark.parametrize("environ, one_of", [
+    ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}})}, "2 (tf_config)"),
+    ({"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"}, "2 (jax)"),
+    ({"WORLD_SIZE": "4"}, "4 (WORLD_SIZE)"),
+])
+def test_the_input_free_measurement_is_not_run_in_a_process_of_several(monkeypatch, environ, one_of):
+    from scaldiag.collect.frameworks import input_free, keras_callback
+
+    for key in ("TF_CONFIG", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "WORLD_SIZE", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"):
+        monkeypatch.delenv(key, raising=False)
+    keras_callback._not_one_of_several()  # one process: measured
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(input_free.Skipped, match=f"one of {re.escape(one_of)} of a job"):
+        keras_callback._not_one_of_several()

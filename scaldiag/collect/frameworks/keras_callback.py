@@ -251,6 +251,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
             periods = sorted((b - a) / 1e9 for a, b in zip(begins, begins[1:]))
             if len(periods) < input_free.MIN_FIT_STEPS:
                 raise input_free.Skipped(f"this fit ran {len(periods) + 1} steps: too few to compare with")
+            _not_one_of_several()
             step_s = periods[len(periods) // 2]
             result = input_free.measure(self.model, self._a_batch(), keras_info.backend(), step_s,
                                         keras_info.parameter_bytes(self.model),
@@ -288,3 +289,17 @@ def _first_rows(data, rows: int):
     if isinstance(data, (list, tuple)):
         return type(data)(_first_rows(v, rows) for v in data)
     return data[:rows]
+
+
+def _not_one_of_several() -> None:
+    """Raises Skipped in a process that is one of several of a job (TF_CONFIG, JAX's processes, SLURM,
+    WORLD_SIZE): the measurement re-runs training steps, whose all-reduces wait for every process, and
+    the processes reach it at different times or not at all; a two-process JAX job hung there (issue 26)."""
+    from scaldiag.collect import multinode
+
+    node = multinode.detect(os.environ)
+    world = os.environ.get("WORLD_SIZE", "1")
+    if node is not None or (world.isdigit() and int(world) > 1):
+        who = f"{node.nnodes} ({node.launcher})" if node is not None else f"{world} (WORLD_SIZE)"
+        raise input_free.Skipped(f"this process is one of {who} of a job: its steps' all-reduces would wait on "
+                                 "processes that are not measuring, so it is not measured (it could hang the job)")
