@@ -73,7 +73,7 @@ def _typed_column(name: str, column: np.ndarray | SparseStat) -> np.ndarray | Sp
         return column
     present_values = column[present]
     kinds = set(map(type, present_values))  # a pass at C speed; a trace's values are of one or two types
-    if kinds <= ({int} if name in INT_STATS else {str}):
+    if kinds <= ({int} if name in INT_STATS else {str}) and (name not in INT_STATS or _fits_int64(present_values)):
         return column
     check = _as_int if name in INT_STATS else _as_text
     values = [check(v) for v in present_values]
@@ -84,14 +84,21 @@ def _typed_column(name: str, column: np.ndarray | SparseStat) -> np.ndarray | Sp
     return out
 
 
+_INT64 = (-2**63, 2**63)  # the analysis keeps step numbers and group ids in int64 columns
+
+
+def _fits_int64(values: np.ndarray) -> bool:
+    return _INT64[0] <= min(values) and max(values) < _INT64[1]
+
+
 def _as_int(value):
     if isinstance(value, (bool, np.bool_)):
         return None
-    if isinstance(value, (int, np.integer)):
-        return value
     if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
-        return int(value)
-    return None
+        value = int(value)
+    if isinstance(value, (int, np.integer)) and _INT64[0] <= value < _INT64[1]:
+        return value
+    return None  # a step_num of 2**63 (a double's) crashed the step finder: such a stat is absent, as text is
 
 
 def _as_text(value):

@@ -24,12 +24,11 @@ import importlib.util
 import json
 import os
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+import multinode_local as local
 import pytest
+from multinode_local import free_ports, ids, profile_two
 
 if importlib.util.find_spec("jax") is None:  # found, not imported: only the processes run it
     pytest.skip("the JAX multi-node job needs JAX (make test installs the jax extra)", allow_module_level=True)
@@ -46,46 +45,20 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "jax"}
 HOST = socket.gethostname()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+
+
+
+
+
+
 
 
 def _job(out: Path, *job_args: str) -> list[Path]:
     """Both processes' ``scaldiag profile``, at once; their run directories, node 0 first."""
-    started = time.monotonic()
-    coordinator = f"127.0.0.1:{_free_port()}"
-    procs = []
-    for k in range(2):
-        env = {**ENV, "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(k), "JAX_COORDINATOR_ADDRESS": coordinator}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(out), str(JOB), "--",
-             "--steps", STEPS, *SIZE, *job_args], cwd=ROOT, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    try:
-        logs = [p.communicate(timeout=JOB_TIMEOUT_S)[0] for p in procs]
-    finally:
-        for p in procs:  # one process stuck at a collective its peer left: do not leave it behind
-            if p.poll() is None:
-                p.kill()
-    for k, p in enumerate(procs):
-        assert p.returncode == 0, f"process {k}:\n{logs[k][-3000:]}"
-    print(f"{out.name}: both processes profiled in {time.monotonic() - started:.0f} s")
-    dirs = sorted(out.iterdir(), key=lambda d: d.name[-1])  # by node rank
-    assert [d.name.endswith(f"-node{k}") for k, d in enumerate(dirs)] == [True, True], dirs
-    return dirs
-
-
-def _report(*paths: Path, fmt: str = "json") -> str:
-    done = subprocess.run([sys.executable, "-m", "scaldiag", "report", *map(str, paths), "--format", fmt],
-                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def _ids(report: dict) -> list[str]:
-    return [f["id"] for f in report["findings"]]
+    coordinator = f"127.0.0.1:{free_ports(1)[0]}"
+    envs = [{**ENV, "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(k), "JAX_COORDINATOR_ADDRESS": coordinator}
+            for k in range(2)]
+    return profile_two(out, envs, JOB, ["--steps", STEPS, *SIZE, *job_args], JOB_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +73,7 @@ def slow_input(tmp_path_factory):
 
 
 def test_a_plain_jax_job_is_one_report_on_one_clock_without_findings(plain):
-    report = json.loads(_report(plain[0].parent))  # the shared --out: both node directories
+    report = json.loads(local.report(ENV, plain[0].parent))  # the shared --out: both node directories
     analysis = report["analysis"]
     assert [n["node"] for n in analysis["nodes"]] == [f"{HOST}/node0", f"{HOST}/node1"]
     assert report["framework"] == "jax"
@@ -111,7 +84,7 @@ def test_a_plain_jax_job_is_one_report_on_one_clock_without_findings(plain):
     # 0.2-0.3 ms, about one message of gloo's, so the estimate reads that much, several times the ends' median
     # absolute deviation; each rank's clock is checked against the recorder's in the next test.)
     assert offset["collectives"] == 5 and abs(offset["offset_ns"]) < 1_000_000, offset
-    assert "SD209" not in _ids(report) and "SD210" not in _ids(report), report["findings"]
+    assert "SD209" not in ids(report) and "SD210" not in ids(report), report["findings"]
 
 
 def test_scaldiag_s_input_free_measurement_skips_itself_in_a_process_of_several(plain):
@@ -156,9 +129,9 @@ def _collective_threads(trace) -> set[str]:
 
 
 def test_one_processs_slow_input_names_that_node(slow_input):
-    report = json.loads(_report(*slow_input))
-    assert _ids(report)[:1] == ["SD210"], report["findings"]
+    report = json.loads(local.report(ENV, *slow_input))
+    assert ids(report)[:1] == ["SD210"], report["findings"]
     finding = report["findings"][0]
     assert finding["category"] == "input" and f"{HOST}/node1" in finding["summary"], finding["summary"]
-    assert "SD209" not in _ids(report), report["findings"]
-    assert "fix (jax):" in _report(*slow_input, fmt="term")
+    assert "SD209" not in ids(report), report["findings"]
+    assert "fix (jax):" in local.report(ENV, *slow_input, fmt="term")

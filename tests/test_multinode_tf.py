@@ -18,12 +18,11 @@ import importlib.util
 import json
 import os
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+import multinode_local as local
 import pytest
+from multinode_local import free_ports, ids, profile_two
 
 if importlib.util.find_spec("tensorflow") is None:  # found, not imported: only the workers run it
     pytest.skip("the TF multi-node job needs TensorFlow (make test installs it)", allow_module_level=True)
@@ -37,46 +36,20 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3", "KERA
 HOST = socket.gethostname()
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+
+
+
+
+
+
 
 
 def _job(out: Path, *job_args: str) -> list[Path]:
     """Both workers' ``scaldiag profile``, at once, each with its TF_CONFIG; their run directories, node 0 first."""
-    started = time.monotonic()
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
-    procs = []
-    for k in range(2):
-        config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": k}})
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(out), str(JOB), "--",
-             "--steps", STEPS, *job_args], cwd=ROOT, env={**ENV, "TF_CONFIG": config},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    logs = [p.communicate(timeout=JOB_TIMEOUT_S)[0] for p in procs]
-    for k, p in enumerate(procs):
-        assert p.returncode == 0, f"worker {k}:\n{logs[k][-3000:]}"
-    print(f"{out.name}: both workers profiled in {time.monotonic() - started:.0f} s")
-    dirs = sorted(out.iterdir(), key=lambda d: d.name[-1])  # by node rank
-    assert [d.name.endswith(f"-node{k}") for k, d in enumerate(dirs)] == [True, True], dirs
-    return dirs
-
-
-def _report(*paths: Path, fmt: str = "json") -> str:
-    done = subprocess.run([sys.executable, "-m", "scaldiag", "report", *map(str, paths), "--format", fmt],
-                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def _ids(report: dict) -> list[str]:
-    return [f["id"] for f in report["findings"]]
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    configs = [json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": k}}) for k in range(2)]
+    return profile_two(out, [{**ENV, "TF_CONFIG": c} for c in configs], JOB, ["--steps", STEPS, *job_args],
+                       JOB_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +64,7 @@ def slow_input(tmp_path_factory):
 
 
 def test_a_plain_tf_job_is_one_report_on_one_clock_without_findings(plain):
-    report = json.loads(_report(plain[0].parent))  # the shared --out: both node directories
+    report = json.loads(local.report(ENV, plain[0].parent))  # the shared --out: both node directories
     analysis = report["analysis"]
     assert [n["node"] for n in analysis["nodes"]] == [f"{HOST}/node0", f"{HOST}/node1"]
     assert report["framework"] == "tensorflow"
@@ -100,7 +73,7 @@ def test_a_plain_tf_job_is_one_report_on_one_clock_without_findings(plain):
     offset = analysis["offsets"][1]
     # One machine, one clock: the estimate is 0 within how far apart the same collectives' ends are.
     assert offset["collectives"] >= 10 and abs(offset["offset_ns"]) <= 2 * offset["spread_ns"], offset
-    assert "SD209" not in _ids(report) and "SD210" not in _ids(report), report["findings"]
+    assert "SD209" not in ids(report) and "SD210" not in ids(report), report["findings"]
 
 
 def test_each_workers_trace_is_on_the_machines_clock_with_tfs_own_collectives(plain):
@@ -125,9 +98,9 @@ def test_each_workers_trace_is_on_the_machines_clock_with_tfs_own_collectives(pl
 
 
 def test_one_workers_slow_input_names_that_node(slow_input):
-    report = json.loads(_report(*slow_input))
-    assert _ids(report)[:1] == ["SD210"], report["findings"]
+    report = json.loads(local.report(ENV, *slow_input))
+    assert ids(report)[:1] == ["SD210"], report["findings"]
     finding = report["findings"][0]
     assert finding["category"] == "input" and f"{HOST}/node1" in finding["summary"], finding["summary"]
-    assert "SD209" not in _ids(report), report["findings"]
-    assert "fix (tensorflow):" in _report(*slow_input, fmt="term")
+    assert "SD209" not in ids(report), report["findings"]
+    assert "fix (tensorflow):" in local.report(ENV, *slow_input, fmt="term")

@@ -214,3 +214,17 @@ def test_the_input_free_measurement_is_not_run_in_a_process_of_several(monkeypat
         monkeypatch.setenv(key, value)
     with pytest.raises(input_free.Skipped, match=f"one of {re.escape(one_of)} of a job"):
         keras_callback._not_one_of_several()
+
+
+def test_arrivals_pair_in_order_and_survive_a_collective_cut_at_the_window_s_edge():
+    work = np.array([100, 200, 300, 400], np.int64)
+    # equal counts: in order, an enqueue stamped after its work arrives when the work began
+    assert nodes.pair_arrivals(np.array([90, 195, 305, 390]), work).tolist() == [90, 195, 300, 390]
+    # one hand-over more, after the window closed on its work (TF under load: 20 hand-overs, 19 ops)
+    assert nodes.pair_arrivals(np.array([90, 195, 290, 390, 480]), work).tolist() == [90, 195, 290, 390]
+    # ... or before it opened
+    assert nodes.pair_arrivals(np.array([5, 90, 195, 290, 390]), work).tolist() == [90, 195, 290, 390]
+    # one work more than hand-overs: that work arrives when it starts
+    assert nodes.pair_arrivals(np.array([195, 290, 390]), work).tolist() == [100, 195, 290, 390]
+    # far apart counts: no pairing is safe
+    assert nodes.pair_arrivals(np.arange(10) * 50, work) is None

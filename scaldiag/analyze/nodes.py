@@ -222,13 +222,43 @@ def _input_waits(planes: list[Plane]) -> intervals.IntervalSet:
 
 def _arrivals_of(planes: list[Plane], work_start: np.ndarray) -> np.ndarray | None:
     """The enqueue of each collective, paired in order with its work (a backend runs them in the order
-    given); None where the counts differ (no pairing is safe) or there are no enqueue events."""
+    given: ``pair_arrivals``); None where no pairing is safe or there are no enqueue events."""
     found = [line.start_ns[_match(line, p.event_names, ENQUEUE)] for p in planes if not p.is_device
              for line in p.lines if len(line)]
     enqueue = np.sort(np.concatenate(found)) if found else np.empty(0, np.int64)
-    if len(enqueue) != len(work_start) or not len(enqueue):
+    return pair_arrivals(enqueue.astype(np.int64), np.asarray(work_start, np.int64))
+
+
+# Collectives a trace window may cut at its edges: an enqueue whose work ran after the window closed (or
+# work whose enqueue came before it opened). Under load a TF worker's window ended between the two (19 ops
+# against 20 hand-overs), and dropping every arrival for it read the peer's wait as lateness: a false SD210.
+MAX_EDGE_UNPAIRED = 3
+
+
+def pair_arrivals(enqueue: np.ndarray, work_start: np.ndarray) -> np.ndarray | None:
+    """Each collective's arrival: its enqueue, paired in order with the work it handed over (an enqueue
+    stamped after its work began arrives when the work began). Where the counts differ by a few (cut at the
+    window's edges), the run of enqueues (or of works) with the fewest enqueues after their work, then the
+    tightest in total, is paired; a work left without an enqueue arrives when it starts. None where the
+    counts differ by more: no pairing is safe."""
+    n, m = len(work_start), len(enqueue)
+    if not n or not m or abs(m - n) > MAX_EDGE_UNPAIRED:
         return None
-    return np.minimum(enqueue.astype(np.int64), work_start)
+    k = min(n, m)
+
+    def runs(shift: int) -> tuple[np.ndarray, np.ndarray]:
+        return (enqueue[shift:shift + k], work_start[:k]) if m >= n else (enqueue, work_start[shift:shift + k])
+
+    def cost(shift: int) -> tuple[int, int]:
+        e, w = runs(shift)
+        return int((e > w).sum()), int((w - np.minimum(e, w)).sum())
+
+    shift = min(range(abs(m - n) + 1), key=cost)
+    e, w = runs(shift)
+    arrive = work_start.copy()
+    paired = slice(0, n) if m >= n else slice(shift, shift + m)
+    arrive[paired] = np.minimum(e, w)
+    return arrive
 
 
 def _plane_of(planes: list[Plane], line: Line) -> Plane:
