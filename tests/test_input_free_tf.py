@@ -70,8 +70,9 @@ def test_the_models_own_step_is_timed_within_the_budget_and_its_state_and_random
     assert result["steps_per_epoch"] > 3 and result["steps_per_epoch"] % steps_per_execution == 0
     assert result["budget_s"] == input_free.BUDGET_S
     assert result["seconds"] <= input_free.BUDGET_S
-    # The budget is used for timing, not left idle: the epochs add up to most of it.
-    assert result["seconds"] > 0.5 * input_free.BUDGET_S
+    # The budget is used for timing, not left idle: the epochs add up to most of it, unless each one reached
+    # its MAX_STEPS first (a quiet machine ran 4-step executions fast enough to time 3 x 1000 steps in 1.49 s).
+    assert result["seconds"] > 0.5 * input_free.BUDGET_S or result["steps_per_epoch"] >= input_free.MAX_STEPS
 
 
 def test_a_clone_compiles_once_and_its_epochs_share_what_is_left_of_the_budget(monkeypatch):
