@@ -98,14 +98,15 @@ def check_sd207(report, recipe):
 
 
 def check_input_share(report, recipe):
-    """"from none beyond the noise to 34%": a measured share whose noise reaches 34% or below; where its
-    budget ran out, the report says so."""
+    """"from none beyond the noise to 49%": a measured share whose noise reaches 49% or below; where its
+    budget ran out, the report says so. (Under other work the share was 0-34%: busy cores slow the step, not
+    the wait; on the idle machine 49%, its low end 42-44%.)"""
     cost = report.get("input_cost")
     if cost is None:
         assert report["training"].get("input_free_skipped"), "no input cost and no reason given"
         return
     low_pct = 100 * (cost["cost_ms"] - cost["noise_ms"]) / cost["step_ms"]
-    assert not cost["significant"] or low_pct <= 34, cost
+    assert not cost["significant"] or low_pct <= 49, cost
 
 
 def check_sd101(report, recipe):
@@ -120,7 +121,7 @@ def check_sd101(report, recipe):
 
 
 CLAIMS = {"60 steps": check_steps, "64 samples": check_batch, "150 ms": check_wait,
-          "427 samples/s": check_ceiling_rate, "SD207": check_sd207, "34%": check_input_share,
+          "427 samples/s": check_ceiling_rate, "SD207": check_sd207, "49%": check_input_share,
           "SD101": check_sd101, "5%": check_sd101, "60": check_steps}
 # Claims in words, found by their phrase.
 PHRASES = {"under twice what training consumed, SD207": check_sd207}
