@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,14 +31,10 @@ from scaldiag.record.rundir import TRACE_DIR
 from scaldiag.rules.report import Report, RunReport, SweepReport, build_report, build_run_report, build_sweep_report
 from scaldiag.trace import INT_STATS, SparseStat, Trace
 
+if TYPE_CHECKING:  # the engines are opened by the commands; the pipeline only maps over them
+    from scaldiag.engines import Engine
 
-class Engine(Protocol):
-    """Runs one function over items, in order (scaldiag/engines.py: worker processes, Dask)."""
-
-    def map(self, fn: Callable, items: list) -> list: ...
-
-
-__all__ = ["read_trace", "analyze_trace_at", "diagnose_trace", "diagnose_run", "diagnose_sweep", "diagnose"]
+__all__ = ["read_trace", "analyze_trace_at", "map_on", "diagnose_trace", "diagnose_run", "diagnose_sweep", "diagnose"]
 
 
 
@@ -133,8 +129,7 @@ def _analyze_ranks(root: Path, fmt: TraceFormat, name: str, files: list[Path], e
     """A job's rank files: each rank's evidence, the job's clock and steps from them, then each rank reduced
     (analyze/ranks.py); every pass reads one file at a time, wherever the engine runs it. A file that cannot
     be read is left out and named: the other ranks are reported (all unreadable: the first one's error)."""
-    run_map = engine.map if engine is not None else lambda fn, items: [fn(item) for item in items]
-    read = run_map(_rank_evidence, [(fmt.name, f) for f in files])
+    read = map_on(engine, _rank_evidence, [(fmt.name, f) for f in files])
     unreadable = [(f, r) for f, r in zip(files, read) if isinstance(r, str)]
     if len(unreadable) == len(files):
         raise TraceError(unreadable[0][1] + (
@@ -145,10 +140,15 @@ def _analyze_ranks(root: Path, fmt: TraceFormat, name: str, files: list[Path], e
     notes = [f"{why}: this rank file is left out, the report is of the other {len(files)}" for _, why in unreadable]
     notes += other_formats(root, fmt) + files_notes({e.label: (e.host_stats, _span_of(e)) for e in evidence})
     clock = ranks.job_clock(evidence)
-    reductions = run_map(_rank_reduction, [(fmt.name, f, label, clock.steps, clock.shift_ns(i))
+    reductions = map_on(engine, _rank_reduction, [(fmt.name, f, label, clock.steps, clock.shift_ns(i))
                                            for i, (f, label) in enumerate(zip(files, labels))])
     analysis = assemble(name, [str(f) for f in files], labels, sum(count for _, _, count in found), reductions, clock)
     return _with_notes(analysis, notes)
+
+
+def map_on(engine: Engine | None, fn: Callable, items: list) -> list:
+    """``fn`` over ``items`` on ``engine``, results in order; None: here, one item after the other."""
+    return engine.map(fn, items) if engine is not None else [fn(item) for item in items]
 
 
 def _span_of(evidence: ranks.RankEvidence) -> tuple[int, int] | None:

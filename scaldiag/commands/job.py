@@ -21,7 +21,7 @@ from scaldiag.analyze import nodes as job_nodes
 from scaldiag.analyze.run import step_stats
 from scaldiag.analyze.stats import Summary
 from scaldiag.errors import TRACE_FAILURES, ScaldiagError
-from scaldiag.pipeline import read_trace
+from scaldiag.pipeline import map_on, read_trace
 from scaldiag.record.reader import rank_dirs, read_record
 from scaldiag.record.rundir import TRACE_DIR, read_json
 from scaldiag.rules import JOB_RULES, check_all, rank
@@ -133,7 +133,7 @@ def _rank_events(dirs: list[Path], engine) -> dict[Path, list[tuple[job_nodes.Ra
     """Per node directory, each of its ranks' evidence with its trace file (ranks without steps left out)."""
     where = [(d, f) for d in dirs for f in sorted({f for pattern in TRACE_PATTERNS for f in (d / TRACE_DIR).rglob(pattern)})]
     items = [(_label(d), f) for d, f in where]
-    found = engine.map(_rank_events_of, items) if engine is not None else [_rank_events_of(i) for i in items]
+    found = map_on(engine, _rank_events_of, items)
     by_node: dict[Path, list] = {d: [] for d in dirs}
     for (d, f), events in zip(where, found):
         if events is not None:
