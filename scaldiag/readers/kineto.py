@@ -137,13 +137,12 @@ def _latest_per_worker(files: list[Path]) -> list[Path]:
 def read_trace(files: list[str | os.PathLike]) -> Trace:
     """Read and merge the Kineto traces of one run (one file per rank)."""
     files = [Path(f) for f in files]
-    parsed = [_read_file(f) for f in files]  # one at a time: what a file's reading takes is freed before the next
-    labels = rank_labels([(p.host_name, p.rank) for p in parsed], files)
-    planes = []
-    for label, p in zip(labels, parsed):
-        planes += [_with_host(plane, label) for plane in p.planes] if len(files) > 1 else p.planes
-    hostnames = labels if len(files) > 1 else [parsed[0].host_name or files[0].name.split(".")[0]]
-    return Trace(planes=planes, sources=[str(f) for f in files], hostnames=hostnames)
+    found = [read_rank(f) for f in files]  # one at a time: what a file's reading takes is freed before the next
+    if len(found) == 1:
+        return found[0][1]
+    labels = rank_labels([facts for facts, _ in found], files)
+    planes = [plane for label, (_, trace) in zip(labels, found) for plane in labelled(trace, label).planes]
+    return Trace(planes=planes, sources=[str(f) for f in files], hostnames=labels)
 
 
 def read_rank(file: Path) -> tuple[tuple[str, int | None], Trace]:
