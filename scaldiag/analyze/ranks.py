@@ -22,7 +22,7 @@ import numpy as np
 from scaldiag.analyze import clock_skew
 from scaldiag.analyze.clock_skew import Offset
 from scaldiag.analyze.device import device_events
-from scaldiag.analyze.steps import Steps, find_steps, step_evidence
+from scaldiag.analyze.steps import SPAN_PLANE, Steps, find_steps, step_evidence
 from scaldiag.errors import TraceError
 from scaldiag.trace import Trace
 
@@ -42,10 +42,12 @@ class RankEvidence:
 def evidence(trace: Trace, label: str) -> RankEvidence:
     """One rank's evidence (``trace`` holds that rank's planes only)."""
     ends = clock_skew.collective_ends([device_events(p) for p in trace.device_planes])
-    spans = [(int(line.start_ns.min()), int(line.end_ns.max())) for p in trace.planes for line in p.lines if len(line)]
+    cut = step_evidence(trace.planes)
+    # The span of all the rank's events: step_evidence's one event of its "span" plane (none: no events).
+    span = next((p.lines[0] for p in cut if p.name == SPAN_PLANE), None)
     stats = next((p.stats for p in trace.planes if p.is_host), {})
-    return RankEvidence(label, ends, step_evidence(trace.planes), min((s for s, _ in spans), default=None),
-                        max((e for _, e in spans), default=None), dict(stats))
+    return RankEvidence(label, ends, cut, None if span is None else int(span.start_ns[0]),
+                        None if span is None else int(span.end_ns[0]), dict(stats))
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ _STEP_FUNCTION = re.compile(
 
 
 STEP_ANNOTATION = "ProfilerStep#N"
+SPAN_PLANE = "span"  # step_evidence's plane of one event: the span of all of a rank's events
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,7 @@ def step_evidence(planes: list[Plane]) -> list[Plane]:
     if spans:  # a plane of neither kind: only the window of a trace without steps reads it
         span = Line("span", np.array([min(s for s, _ in spans)], np.int64), np.array([max(e for _, e in spans)], np.int64),
                     np.zeros(1, np.int32), stats_typed=True)
-        cut.append(Plane("span", [""], [span]))
+        cut.append(Plane(SPAN_PLANE, [""], [span]))
     return cut
 
 
