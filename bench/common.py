@@ -95,6 +95,54 @@ def in_temporary(name: str, claim: str, argv: list[str], body: Callable[[Path], 
     return 0
 
 
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """A process's ``VmRSS`` (now) or ``VmHWM`` (its peak so far) in MiB, from /proc; 0 where it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return 0.0
+
+
+def descendants(pid: int) -> list[int]:
+    """The live (not zombie) descendants of ``pid``."""
+    import psutil
+
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+    except psutil.Error:
+        return []
+
+
+class TreeRss:
+    """Samples a process and its descendants every ``every_s`` until stopped: the peak of their summed RSS,
+    and each process's own peak (VmHWM) by pid. Worker processes' memory, which wait4 of the root misses."""
+
+    def __init__(self, pid: int, every_s: float = 0.02):
+        import threading
+
+        self.pid, self.every_s = pid, every_s
+        self.peak_sum_mib = 0.0
+        self.peak_by_pid: dict[int, float] = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._done.wait(self.every_s):
+            tree = [self.pid, *descendants(self.pid)]
+            self.peak_sum_mib = max(self.peak_sum_mib, sum(rss_mib(p) for p in tree))
+            for p in tree:
+                self.peak_by_pid[p] = max(self.peak_by_pid.get(p, 0.0), rss_mib(p, "VmHWM"))
+
+
 class _Tee(io.TextIOBase):
     """stdout as it is, and a copy kept for the result file."""
 

@@ -41,7 +41,8 @@ ROOT = HERE.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.engines.task import count_events, rss_mib  # noqa: E402
+from bench.common import TreeRss, descendants, rss_mib  # noqa: E402
+from bench.engines.task import count_events  # noqa: E402
 
 SAMPLE_PERIOD_S = 0.05
 WORKERS = 2
@@ -84,27 +85,18 @@ def one(name: str, paths: list[str]) -> dict:
     elif start_method is None:
         context = engines.open_engine(spec)
     else:
-        context = contextlib.nullcontext(engines.LocalEngine(WORKERS, start_method, per_worker))
+        context = contextlib.closing(engines.LocalEngine(WORKERS, start_method, per_worker))  # its pool ends here
     with context as engine:
         t2 = time.perf_counter()
         results = engine.map(count_events, paths)
         t3 = time.perf_counter()
     t4 = time.perf_counter()
     time.sleep(0.5)  # what an engine stops asynchronously has had time to go
-    left = _descendants(os.getpid())
+    left = descendants(os.getpid())
     return {"config": name, "import_s": t1 - t0, "start_s": t2 - t1, "map_s": t3 - t2, "close_s": t4 - t3,
             "total_s": t4 - t0, "events": [r[0] for r in results], "worker_pids": len({r[1] for r in results}),
             "kept_rss_mib": max(r[2] for r in results), "parent_hwm_mib": rss_mib(os.getpid(), "VmHWM"),
             "engine_workers": engine.workers, "left_after_close": [_name(p) for p in left]}
-
-
-def _descendants(pid: int) -> list[int]:
-    import psutil
-
-    try:
-        return [p.pid for p in psutil.Process(pid).children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
-    except psutil.Error:
-        return []
 
 
 def _name(pid: int) -> str:
@@ -122,16 +114,16 @@ def measure(name: str, paths: list[str], timeout_s: float = 600) -> dict:
     cmd = [sys.executable, str(HERE / "run.py"), "--one", name, *paths]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak_by_pid, tree_peak_mib = {}, 0.0
-    while proc.poll() is None and time.perf_counter() - start < timeout_s:
-        tree = [proc.pid, *_descendants(proc.pid)]
-        tree_peak_mib = max(tree_peak_mib, sum(rss_mib(p) for p in tree))
-        for p in tree[1:]:
-            peak_by_pid[p] = max(peak_by_pid.get(p, 0.0), rss_mib(p, "VmHWM"))
-        time.sleep(SAMPLE_PERIOD_S)
-    if proc.poll() is None:
+    tree = TreeRss(proc.pid, SAMPLE_PERIOD_S)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
         proc.kill()
-    out, err = proc.communicate()
+        out, err = proc.communicate()
+    finally:
+        tree.stop()
+    peak_by_pid = {p: mib for p, mib in tree.peak_by_pid.items() if p != proc.pid}  # the workers
+    tree_peak_mib = tree.peak_sum_mib
     rows = [line for line in out.splitlines() if line.startswith("{")]
     if proc.returncode or not rows:
         raise RuntimeError(f"{name}: exit {proc.returncode}: {err.strip()[-2000:]}")

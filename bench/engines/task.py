@@ -9,6 +9,8 @@ from __future__ import annotations
 import gc
 import os
 
+from bench.common import rss_mib
+
 
 def count_events(path: str) -> tuple[int, int, float]:
     """``(events, worker pid, the worker's RSS in MiB once the trace is freed)``: what a worker keeps of its heap."""
@@ -19,15 +21,3 @@ def count_events(path: str) -> tuple[int, int, float]:
     del trace
     gc.collect()
     return events, os.getpid(), rss_mib(os.getpid())
-
-
-def rss_mib(pid: int, field: str = "VmRSS") -> float:
-    """A process's ``VmRSS`` (now) or ``VmHWM`` (its peak so far) in MiB, from /proc; 0 where it is gone."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError):
-        pass
-    return 0.0

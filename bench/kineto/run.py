@@ -35,7 +35,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 
 from make_trace import make  # noqa: E402
 
-from bench.common import in_temporary  # noqa: E402
+from bench.common import TreeRss, in_temporary  # noqa: E402
 
 CLAIM = (__doc__ or "").strip().splitlines()[0]
 BEFORE_REV = "088b4d0"
@@ -48,8 +48,8 @@ HTA_PYTHON = ROOT / "bench" / ".venv-hta" / "bin" / "python"
 
 def measure(cmd: list[str], cwd: Path, env: dict | None = None, timeout_s: float | None = None) -> dict:
     """Wall s, CPU s (user + system, the process and the workers it waited for) and peak RSS MiB of one process
-    (wait4), the peak of its process tree's summed RSS and of any one process in it (sampled every 20 ms:
-    worker processes); the 1-minute load when it started. Past ``timeout_s`` the process is stopped and
+    (wait4), the peak of its process tree's summed RSS and the largest peak (VmHWM) of any one process in it
+    (bench.common.TreeRss, every 20 ms: worker processes); the 1-minute load when it started. Past ``timeout_s`` the process is stopped and
     RuntimeError says so."""
     load = os.getloadavg()[0]
     start = time.perf_counter()
@@ -71,52 +71,7 @@ def measure(cmd: list[str], cwd: Path, env: dict | None = None, timeout_s: float
         raise RuntimeError(f"{' '.join(cmd)} failed ({os.waitstatus_to_exitcode(status)}): {err[-2000:]}")
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024, "load": load,
             "tree_rss_mib": max(tree.peak_sum_mib, usage.ru_maxrss / 1024),
-            "one_rss_mib": max(tree.peak_one_mib, usage.ru_maxrss / 1024)}
-
-
-class TreeRss:
-    """Samples the summed RSS of a process and its descendants (from /proc) until stopped."""
-
-    def __init__(self, pid: int, every_s: float = 0.02):
-        self.pid, self.every_s = pid, every_s
-        self.peak_sum_mib = self.peak_one_mib = 0.0
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        page_mib = os.sysconf("SC_PAGE_SIZE") / 2**20
-        while not self._done.wait(self.every_s):
-            rss = [pages * page_mib for pages in _tree_pages(self.pid)]
-            if rss:
-                self.peak_sum_mib = max(self.peak_sum_mib, sum(rss))
-                self.peak_one_mib = max(self.peak_one_mib, max(rss))
-
-
-def _tree_pages(root: int) -> list[int]:
-    """Resident pages of ``root`` and every descendant now alive."""
-    parent, pages = {}, {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/statm") as f:
-                pages[int(entry)] = int(f.read().split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    found, frontier = [], [root]
-    while frontier:
-        pid = frontier.pop()
-        if pid in pages:
-            found.append(pages[pid])
-        frontier += [child for child, p in parent.items() if p == pid]
-    return found
+            "one_rss_mib": max([*tree.peak_by_pid.values(), usage.ru_maxrss / 1024])}
 
 
 def analyze(path: Path, out: Path, root: Path, env: dict | None = None, engine: str | None = None) -> dict:

@@ -2,7 +2,7 @@
 
 What it measures (issue 26), each a fresh ``python -m scaldiag analyze JOB --json OUT --engine E``:
 wall time, CPU time (the process and the workers it waited for), the peak of the process tree's
-summed RSS and of its largest process (sampled from /proc every 20 ms, bench/kineto/run.py's
+summed RSS and its largest process's peak (bench.common.TreeRss through bench/kineto/run.py's
 ``measure``), for jobs of 8, 32 and 64 ranks of ``--rank-mb`` MB each, grown from the real 2-GPU
 DDP rank traces of fixtures/x2_devset (bench/kineto/make_trace.py) in a temporary directory, and
 for one rank alone: the reference "one rank's memory". Engines: ``local:1`` (one rank at a time in
