@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 $(BIN)/scaldiag: pyproject.toml setup.py scaldiag/readers/xplane/_wire.c scaldiag/analyze/_hoststate.c scaldiag/readers/_kineto_scan.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,tensorflow,torch,dask,jax]'
+	$(BIN)/pip install -q -e '.[test,tensorflow,torch,dask,jax,lightning,transformers,flax]'
 	touch $@
 
 setup: $(BIN)/scaldiag
