@@ -1,0 +1,236 @@
+"""Hostile inputs and faults, round 3 (issue 34): the job merge, outputs, environment.
+
+Each case failed before (a lost file, exit 70, a traceback, a silent wrong merge) and is one clear
+line (exit 2), or a report that leaves the bad part out and names it, now. Jobs are built from the
+two ranks of a real CPU DDP run (fixtures/kineto/cpu_ddp_gloo), one rank a "node".
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+
+from scaldiag.cli import main
+
+GLOO = FIXTURES / "kineto" / "cpu_ddp_gloo" / "plugins" / "profile" / "torch"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_job(tmp_path: Path, nodes: int = 2, **node_fields) -> list[Path]:
+    """``nodes`` node directories (rank r's trace in node r, the two ranks alternating)."""
+    dirs = []
+    for k in range(nodes):
+        d = tmp_path / f"node{k}"
+        (d / "trace").mkdir(parents=True)
+        node = {"nnodes": nodes, "node_rank": k, "host": f"h{k}", **node_fields}
+        (d / "run.json").write_text(json.dumps({"node": node, "status": "finished", "exit_code": 0}))
+        shutil.copy(GLOO / f"rank{k % 2}.pt.trace.json.gz", d / "trace" / f"rank{k}.pt.trace.json.gz")
+        if k >= 2:  # another rank, not a copy: its clock 1 ms further off
+            shift_base(d, (k // 2) * 10**6)
+        dirs.append(d)
+    return dirs
+
+
+def cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([*map(str, argv)])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err and "internal error" not in out.err, out.err
+    return code, out.out, out.err
+
+
+# -- 1. lose nothing on -o -------------------------------------------------------------------------
+
+
+def test_a_failing_merge_leaves_an_existing_output_as_it_was(tmp_path, capsys):
+    dirs = make_job(tmp_path)
+    for d in dirs:  # no rank with steps: the merge fails
+        next((d / "trace").iterdir()).unlink()
+    out = tmp_path / "report.txt"
+    out.write_text("yesterday's report\n")
+    code, _, err = cli(capsys, "report", *dirs, "-o", out)
+    assert code == 2 and "nothing to merge" in err
+    assert out.read_text() == "yesterday's report\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+
+
+@pytest.mark.parametrize("fmt", ["term", "json", "perfetto"])
+def test_an_output_naming_a_rank_trace_is_refused_before_it_is_touched(tmp_path, capsys, fmt):
+    dirs = make_job(tmp_path)
+    trace = dirs[1] / "trace" / "rank1.pt.trace.json.gz"
+    before = trace.read_bytes()
+    code, _, err = cli(capsys, "report", *dirs, "--format", fmt, "-o", trace, "--engine", "local:1")
+    assert code == 2 and "is an input of this report" in err
+    assert trace.read_bytes() == before
+
+
+def test_an_output_naming_a_run_record_is_refused(tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "runs" / "sweep" / "gpus1", run, ignore=shutil.ignore_patterns("trace"))
+    before = (run / "steps.jsonl").read_bytes()
+    code, _, err = cli(capsys, "report", run, "--json", run / "steps.jsonl")
+    assert code == 2 and "is an input" in err
+    assert (run / "steps.jsonl").read_bytes() == before
+
+
+def test_a_job_report_replaces_its_output_whole_and_keeps_its_mode(tmp_path, capsys):
+    dirs = make_job(tmp_path)
+    out = tmp_path / "merged.json"
+    out.write_text("old")
+    out.chmod(0o640)
+    code, _, err = cli(capsys, "report", *dirs, "--format", "perfetto", "-o", out, "--engine", "local:1")
+    assert code == 0, err
+    assert json.loads(out.read_text())["traceEvents"]
+    assert out.stat().st_mode & 0o777 == 0o640
+
+
+def test_a_full_device_as_output_is_one_line(tmp_path, capsys):
+    dirs = make_job(tmp_path)
+    code, _, err = cli(capsys, "report", *dirs, "--format", "json", "-o", "/dev/full", "--engine", "local:1")
+    assert code == 2 and "cannot write /dev/full: No space left on device" in err
+    assert Path("/dev/full").is_char_device()  # written in place, never renamed over
+
+
+# -- 3. never merge what is not one job ------------------------------------------------------------
+
+
+def edit_trace(path: Path, edit) -> None:
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    edit(doc)
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+
+
+def shift_base(node: Path, shift_ns: int) -> None:
+    def edit(doc):
+        doc["baseTimeNanoseconds"] += shift_ns
+    edit_trace(next((node / "trace").iterdir()), edit)
+
+
+@pytest.mark.parametrize("shift_ns, said", [
+    (55 * 60 * 10**9, "55.0 minutes from"),
+    (86400 * 10**9, "1.0 days from"),
+    (-100 * 365 * 86400 * 10**9, "years from"),
+])
+def test_another_jobs_node_far_off_in_time_is_refused(tmp_path, capsys, shift_ns, said):
+    dirs = make_job(tmp_path)
+    shift_base(dirs[1], shift_ns)
+    code, _, err = cli(capsys, "report", *dirs, "--engine", "local:1")
+    assert code == 2 and said in err and "another job" in err, err
+
+
+def test_an_unreadable_base_time_is_not_taken_as_a_clock(tmp_path, capsys):
+    dirs = make_job(tmp_path)
+    edit_trace(next((dirs[1] / "trace").iterdir()), lambda doc: doc.update(baseTimeNanoseconds="soon"))
+    code, _, err = cli(capsys, "report", *dirs, "--engine", "local:1")
+    assert code == 2 and "years from" in err, err
+
+
+def test_the_same_rank_trace_in_two_nodes_is_refused(tmp_path, capsys):
+    dirs = make_job(tmp_path)
+    shutil.copy(next((dirs[0] / "trace").iterdir()), next((dirs[1] / "trace").iterdir()))
+    code, _, err = cli(capsys, "report", *dirs, "--engine", "local:1")
+    assert code == 2 and "are the same trace" in err, err
+
+
+def test_runs_that_do_not_overlap_are_not_one_job(tmp_path, capsys):
+    dirs = make_job(tmp_path)
+    hour_ns = 3600 * 10**9
+    for k, d in enumerate(dirs):
+        record = json.loads((d / "run.json").read_text())
+        record.update(started_ns=1_790_857_000 * 10**9 + k * hour_ns, ended_ns=1_790_857_100 * 10**9 + k * hour_ns)
+        (d / "run.json").write_text(json.dumps(record))
+    code, _, err = cli(capsys, "report", *dirs, "--engine", "local:1")
+    assert code == 2 and "do not overlap (3,500 s apart" in err, err
+
+
+def test_nodes_of_two_rendezvous_are_not_one_job(tmp_path, capsys):
+    dirs = make_job(tmp_path)
+    for k, d in enumerate(dirs):
+        record = json.loads((d / "run.json").read_text())
+        record["node"].update(launcher="torchrun", rdzv_endpoint=f"10.0.0.{k}:29500")
+        (d / "run.json").write_text(json.dumps(record))
+    code, _, err = cli(capsys, "report", *dirs, "--engine", "local:1")
+    assert code == 2 and "rdzv_endpoint differ" in err, err
+
+
+# -- 4. a bad node is left out and named, not the job -----------------------------------------------
+
+
+@pytest.mark.parametrize("damage, said", [
+    ("truncated", "(truncated?)): this rank is left out"),
+    ("no steps", "no rank's trace with steps"),
+    ("node_rank", 'node_rank is "one", not a node number: this node is left out'),
+])
+def test_one_bad_node_of_four_is_left_out_and_named(tmp_path, capsys, damage, said):
+    dirs = make_job(tmp_path, nodes=4)
+    trace = next((dirs[2] / "trace").iterdir())
+    if damage == "truncated":
+        trace.write_bytes(trace.read_bytes()[:5000])
+    elif damage == "no steps":
+        edit_trace(trace, lambda doc: doc.update(traceEvents=[e for e in doc["traceEvents"]
+                                                              if "ProfilerStep" not in str(e.get("name"))]))
+    else:
+        record = json.loads((dirs[2] / "run.json").read_text())
+        record["node"]["node_rank"] = "one"
+        (dirs[2] / "run.json").write_text(json.dumps(record))
+    code, out, err = cli(capsys, "report", *dirs, "--engine", "local:1", "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert [n["node"] for n in report["analysis"]["nodes"]] == ["h0/node0", "h1/node1", "h3/node3"]
+    assert said in report["analysis"]["notes"][0]
+    assert "3 of the job's 4 nodes merged" in " ".join(report["analysis"]["notes"])
+
+
+# -- 8. job merge fields ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("node_fields", [{"node_rank": "one"}, {"node_rank": None}, {"node_rank": [1]},
+                                         {"node_rank": True}, {"node_rank": 10**400}, {"nnodes": [2]}])
+def test_a_node_field_of_another_type_is_one_line(tmp_path, capsys, node_fields):
+    dirs = make_job(tmp_path)
+    record = json.loads((dirs[1] / "run.json").read_text())
+    record["node"].update(node_fields)
+    (dirs[1] / "run.json").write_text(json.dumps(record))
+    code, _, err = cli(capsys, "report", *dirs, "--engine", "local:1")
+    assert code == 2 and "this node is left out" in err, err
+
+
+@pytest.mark.parametrize("table", [{"²": [5]}, {"1": [10**400]}, {"1": [1e400]}, {"1" * 5000: [5]},
+                                   {"1": "x"}, [10**400]])
+def test_an_intra_node_reference_of_another_shape_is_absent(tmp_path, capsys, table):
+    dirs = make_job(tmp_path)
+    record = json.loads((dirs[0] / "run.json").read_text())
+    record["intra_node_allreduce"] = {"times_ns": table}
+    (dirs[0] / "run.json").write_text(json.dumps(record))
+    code, out, err = cli(capsys, "report", *dirs, "--engine", "local:1", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["analysis"]["nodes"][0]["intra_node_ms"] is None
+
+
+@pytest.mark.parametrize("base", ["1" + "0" * 400, "1e400", "NaN"])
+def test_a_huge_base_time_or_nan_never_reaches_the_merged_trace(tmp_path, capsys, base):
+    dirs = make_job(tmp_path)
+    for d in dirs:  # the merged file is written from the traces as given: the job's own base time is read
+        path = next((d / "trace").iterdir())
+        text = gzip.decompress(path.read_bytes()).decode()
+        text = text.replace('"ts": 5251', f'"ts": {base}, "x": 5251', 1)  # one event's ts
+        path.write_bytes(gzip.compress(text.encode()))
+    out = tmp_path / "merged.json"
+    code, _, err = cli(capsys, "report", *dirs, "--format", "perfetto", "-o", out, "--engine", "local:1")
+    assert code in (0, 2), err
+    if code == 0:
+        json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the merged trace"))
+
+
+def test_a_job_without_collectives_says_no_share_not_nan(tmp_path, capsys):
+    dirs = make_job(tmp_path)
+    for d in dirs:
+        edit_trace(next((d / "trace").iterdir()), lambda doc: doc.update(traceEvents=[
+            e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith(("gloo:", "c10d::"))]))
+    code, out, err = cli(capsys, "report", *dirs, "--engine", "local:1")
+    assert code == 0, err
+    assert "nan" not in out.lower()
