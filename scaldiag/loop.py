@@ -18,6 +18,7 @@ import contextlib
 import sys
 from collections.abc import Callable
 
+from scaldiag.collect.frameworks.guard import attempt, say
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS
 from scaldiag.collect.session import Session
 
@@ -50,11 +51,11 @@ class LoopRun:
     def _safely(self, action) -> None:
         if self.session is None or self.error:
             return
-        try:
-            action()
-        except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
-            print(f"scaldiag: capture disabled, training continues ({self.error})", file=sys.stderr)
+        attempt(action, self._failed)
+
+    def _failed(self, why: str) -> None:
+        self.error = why
+        say(f"capture disabled, training continues ({why})")
 
 
 @contextlib.contextmanager

@@ -5,12 +5,14 @@
 The script runs as ``python SCRIPT ARGS`` would run it: as ``__main__``, with
 ``sys.argv = [SCRIPT, *ARGS]``, the script's directory first on ``sys.path``,
 the same working directory, its exit code and exceptions unchanged. Before
-it starts, an import hook waits for Keras; once ``keras.Model`` exists, its
-``fit`` adds a ScaldiagCallback. Nothing else of the program is touched,
-except under emulation (``SCALDIAG_EMULATE_DEVICES=N``, set by ``profile
---emulate``): once TensorFlow is imported, its CPU is split into N logical
-devices and ``MirroredStrategy()`` without arguments uses all of them. The
-patches themselves are the framework adapter's (``frameworks/keras_hooks.py``).
+it starts, an import hook waits for the frameworks the adapters follow
+(``frameworks/adapters.py``: Keras, PyTorch, Lightning, transformers, JAX);
+each adapter patches its framework's module once the program has imported it
+(Keras's ``fit`` adds a ScaldiagCallback, torch.optim's global step hooks,
+a Lightning or transformers callback, ``jax.jit``). Nothing else of the
+program is touched, except under emulation (``SCALDIAG_EMULATE_DEVICES=N``,
+set by ``profile --emulate``): once TensorFlow is imported, its CPU is split
+into N logical devices and ``MirroredStrategy()`` uses all of them.
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ import os
 import runpy
 import sys
 
-from scaldiag.collect.env import EMULATE_ENV, RUN_DIR_ENV
-from scaldiag.collect.frameworks import torch_hooks
-from scaldiag.collect.frameworks.keras_hooks import import_patches
+from scaldiag.collect.env import RUN_DIR_ENV
+from scaldiag.collect.frameworks import adapters, torch_hooks
 from scaldiag.record.rundir import append_mark
 
 
@@ -58,8 +59,7 @@ def main() -> None:
     torch_hooks.enter_rank_dir()
     sys.argv = sys.argv[1:]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
-    emulate = int(os.environ.get(EMULATE_ENV, "0") or 0)
-    sys.meta_path.insert(0, _PatchAfterImport({**import_patches(emulate), **torch_hooks.import_patches()}))
+    sys.meta_path.insert(0, _PatchAfterImport(adapters.import_patches()))
     append_mark(os.environ.get(RUN_DIR_ENV), "script_begin")
     ended: BaseException | None = None
     try:

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from scaldiag.collect import host_costs
+from scaldiag.collect import host_costs, torchrun
 from scaldiag.collect.env import RUN_DIR_ENV
 from scaldiag.collect.samplers import Samplers
 from scaldiag.collect.session import start_run_json
@@ -47,8 +47,7 @@ def uncaptured_command(script: str, script_args: list[str], nproc_per_node: int 
     """The launch ``profile`` would have made, without capture: ``python SCRIPT ARGS``, or under
     ``--nproc-per-node N`` the same ``torchrun --standalone`` (a DDP script needs RANK and its peers)."""
     if nproc_per_node:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}",
-                script, *script_args]
+        return torchrun.command(script, script_args, nproc_per_node, capture=False)
     return [sys.executable, script, *script_args]
 
 

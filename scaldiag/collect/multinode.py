@@ -27,10 +27,8 @@ import socket
 import sys
 from dataclasses import asdict, dataclass
 
-# torchrun's static rendezvous: node rank 0 hosts the store at the endpoint, the others connect. With the
-# node rank given, no elastic matching of the endpoint to this machine's names is needed (c10d's matching
-# fails where the host has a name of its own but no resolver entry, as in a network namespace).
-RDZV_BACKEND = "static"
+from scaldiag.collect import torchrun
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -112,18 +110,12 @@ def run_dir_label(stem: str, node: Node) -> str:
 
 def torchrun_command(node: Node, script: str, script_args: list[str]) -> list[str]:
     """torchrun's multi-node launch, each rank running the bootstrap (rank R > 0 records in RUN_DIR/rank<R>)."""
-    return [sys.executable, "-m", "torch.distributed.run", f"--nnodes={node.nnodes}", f"--node-rank={node.node_rank}",
-            f"--rdzv-backend={RDZV_BACKEND}", f"--rdzv-endpoint={node.rdzv_endpoint}",
-            f"--master-addr={node.rdzv_endpoint.rpartition(':')[0]}",
-            f"--master-port={node.rdzv_endpoint.rpartition(':')[2]}",
-            f"--nproc-per-node={node.nproc_per_node}", "-m", "scaldiag.collect.bootstrap", script, *script_args]
+    return torchrun.command(script, script_args, node.nproc_per_node, node)
 
 
 def uncaptured_torchrun(node: Node, script: str, script_args: list[str]) -> list[str]:
     """The same launch without capture (the run directory could not be made)."""
-    command = torchrun_command(node, script, script_args)
-    at = command.index("scaldiag.collect.bootstrap")
-    return command[:at - 1] + command[at + 1:]
+    return torchrun.command(script, script_args, node.nproc_per_node, node, capture=False)
 
 
 # The intra-node reference: gloo all-reduces of the job's gradient bytes between two local processes,

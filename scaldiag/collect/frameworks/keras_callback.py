@@ -21,6 +21,7 @@ import keras
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, INPUT_FREE_ENV
 from scaldiag.collect.frameworks import compile_marks, input_ceiling, input_free, keras_info
+from scaldiag.collect.frameworks.guard import attempt
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS
 from scaldiag.collect.session import Session, capture_failed
 
@@ -33,11 +34,8 @@ def _guarded(method):
     def hook(self, *args, **kwargs):
         if self._failed:
             return None
-        try:
-            return method(self, *args, **kwargs)
-        except Exception as exc:
-            self._capture_off(f"{method.__name__.lstrip('_')}: {type(exc).__name__}: {exc}")
-            return None
+        name = method.__name__.lstrip("_")
+        return attempt(lambda: method(self, *args, **kwargs), lambda why: self._capture_off(f"{name}: {why}"))
     return hook
 
 

@@ -12,19 +12,21 @@ import functools
 import os
 import sys
 
-from scaldiag.collect.env import RUN_DIR_ENV
+from scaldiag.collect.env import EMULATE_ENV, RUN_DIR_ENV
 from scaldiag.record.rundir import append_mark
 
 MODEL_MODULE = "keras.src.models.model"  # where Keras 3 defines Model (both backends)
 _FIT_CALLBACKS_POSITION = 5  # fit(x, y, batch_size, epochs, verbose, callbacks, ...)
 
 
-def import_patches(emulate: int) -> dict:
-    """Module name -> function(module), applied right after the module executes."""
-    patches = {MODEL_MODULE: _on_keras_import}
+def patches() -> dict:
+    """Module name -> function(module), applied right after the module executes (adapters.py);
+    TensorFlow's only under emulation (``profile --emulate``)."""
+    emulate = int(os.environ.get(EMULATE_ENV, "0") or 0)
+    found = {MODEL_MODULE: _on_keras_import}
     if emulate > 1:
-        patches["tensorflow"] = _emulate_devices(emulate)
-    return patches
+        found["tensorflow"] = _emulate_devices(emulate)
+    return found
 
 
 def _on_keras_import(module) -> None:

@@ -35,6 +35,7 @@ import time
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, RUN_DIR_ENV
 from scaldiag.collect.frameworks import input_ceiling, torch_device_clock
+from scaldiag.collect.frameworks.guard import attempt
 from scaldiag.collect.frameworks.torch_trace import BACKEND, rank
 
 HOW_TO_GIVE_BATCH = "give it with `scaldiag profile --global-batch N`"
@@ -105,6 +106,10 @@ class TorchCapture:
         self.compile_error: str | None = None
         self._compile_begin_ns: int | None = None
         self._early_compiles: list[tuple[int, int]] = []  # compiles before the session started
+        # A loop adapter (Lightning, transformers) that says itself where epochs and evaluation are:
+        # the DataLoader passes and mode switches are then not read as such (``owned_by``).
+        self.loop_owner: str | None = None
+        self.aside = 0  # depth of the adapter's loops that are not training (validation, sanity check)
 
     @property
     def tracing(self) -> bool:
@@ -114,21 +119,17 @@ class TorchCapture:
     def _guard(self, action):
         if self.failed or self.finished:
             return None
-        try:
-            return action()
-        except Exception as exc:
-            self._step_failed(f"{type(exc).__name__}: {exc}")
-            return None
+        return attempt(action, self._step_failed)
 
     # --- hooks ---------------------------------------------------------------
     # Every batch and every step pays for these: past the first ones, each is a test or two and, at a
     # step's end, the recorder's ``begin`` (whose failures go to ``_step_failed``, not into the loop).
     def before_fetch(self, loader) -> None:
-        if self.session is None or self.loader is None:
+        if (self.session is None or self.loader is None) and not self.aside:
             self._guard(lambda: self._start(loader=loader))
 
     def after_fetch(self, batch) -> None:
-        if self.batch is None and not self.failed:
+        if self.batch is None and not self.failed and not self.aside:
             self._guard(lambda: self._learn_batch(input_ceiling.batch_size(batch), "the first batch the DataLoader gave"))
 
     def pre_step(self, optimizer, args=None, kwargs=None) -> None:
@@ -206,6 +207,8 @@ class TorchCapture:
         followed = self.loader
         if followed is None or self.session is None or self.failed or not self._epochs_open:
             return
+        if self.loop_owner is not None:  # the adapter marks epochs (``adapter_epoch``)
+            return
         if loader is not followed and getattr(loader, "dataset", None) is not getattr(followed, "dataset", followed):
             return
         self.loader = loader
@@ -213,8 +216,47 @@ class TorchCapture:
 
     def exhausted(self, loader) -> None:
         """The followed loader's iterator raised StopIteration: its epoch's data has run out."""
-        if loader is self.loader and self.session is not None and not self.failed and self._epochs_open:
+        if (loader is self.loader and self.session is not None and not self.failed and self._epochs_open
+                and self.loop_owner is None):
             self._guard(lambda: self.session.recorder.mark("epoch_end", epoch=self.epoch))
+
+    # --- a loop adapter's evidence (lightning_adapter, hf_adapter) ----------
+    def owned_by(self, adapter: str) -> None:
+        """From here a loop adapter says where epochs and evaluation are (its framework's callbacks)."""
+        self.loop_owner = adapter
+        if self.session is not None:
+            from scaldiag.collect.frameworks import adapters
+
+            self.adapter_facts(**adapters.evidence_facts(["pytorch", adapter]))
+
+    def adapter_start(self) -> None:
+        """The adapter's loop begins (Lightning's on_fit_start): the run starts here, before its first
+        step, so that what comes before the first step (a sanity check) is marked too."""
+        if self.session is None:
+            self._guard(self._start)
+
+    def adapter_epoch(self, epoch: int, begins: bool) -> None:
+        if self.session is not None and not self.failed and not self.finished and self._epochs_open:
+            if begins:
+                self._guard(lambda: self._epoch_begins(epoch))
+            else:
+                self._guard(lambda: self.session.recorder.mark("epoch_end", epoch=epoch))
+
+    def adapter_part(self, kind: str, begins: bool, source: str) -> None:
+        """A part of the loop that is not a training step (``kind``: validation, sanity check,
+        evaluation), written as the marks Keras's validation writes: ``test_begin``/``test_end``."""
+        self.aside = self.aside + 1 if begins else max(0, self.aside - 1)
+        if self.session is not None and not self.failed and not self.finished:
+            mark = "test_begin" if begins else "test_end"
+            self._guard(lambda: self.session.recorder.mark(mark, kind=kind, source=source))
+
+    def adapter_mark(self, mark: str, **fields) -> None:
+        if self.session is not None and not self.failed and not self.finished:
+            self._guard(lambda: self.session.recorder.mark(mark, **fields))
+
+    def adapter_facts(self, **facts) -> None:
+        if self.session is not None and not self.failed:
+            self._guard(lambda: self.session.describe(**facts))
 
     def _epoch_begins(self, epoch: int) -> None:
         recorder = self.session.recorder
@@ -289,10 +331,11 @@ class TorchCapture:
             if self.session is not None:
                 self.session.describe(parameter_bytes=parameter_bytes(optimizer))
         follow = loader is not None and self.loader is None
+        mark_epoch = follow and self.loop_owner is None  # else the loop's adapter marks epochs
         if follow:
             self.loader = loader
         if self.session is not None:
-            if follow:  # a loop that stepped before its first fetch: epoch 0's data begins here
+            if mark_epoch:  # a loop that stepped before its first fetch: epoch 0's data begins here
                 self.session.recorder.mark("epoch_begin", epoch=self.epoch)
             return
         from scaldiag.collect.session import Session
@@ -307,8 +350,11 @@ class TorchCapture:
             recorder.mark("compile", t_ns=begin, end_ns=end, source=COMPILE_SOURCE)
         self._early_compiles = []
         recorder.mark("fit_begin")
-        if follow:
+        if mark_epoch:
             recorder.mark("epoch_begin", epoch=self.epoch)
+        from scaldiag.collect.frameworks import adapters
+
+        self.session.describe(**adapters.evidence_facts(["pytorch", *filter(None, [self.loop_owner])]))
         self.session.describe(framework={"name": "pytorch", "backend": BACKEND, "versions": versions()},
                               replicas=world_size(), steps_per_execution=1, rank=rank(),
                               step_source="torch.optim global step hooks: a step ends at optimizer.step()",

@@ -29,7 +29,9 @@ import sys
 from pathlib import Path
 
 from scaldiag.collect.env import RUN_DIR_ENV
+from scaldiag.collect.frameworks.guard import on_import
 from scaldiag.collect.frameworks.torch_trace import RUN_ROOT_ENV, rank
+from scaldiag.collect.torchrun import arguments as torchrun_arguments
 
 TORCHRUN_ENV = "SCALDIAG_TORCHRUN"  # nproc-per-node: the child re-runs the bootstrap under torchrun
 OPTIMIZER_MODULE = "torch.optim.optimizer"
@@ -38,8 +40,8 @@ MODULE_MODULE = "torch.nn.modules.module"
 DYNAMO_CALLBACK_MODULE = "torch._dynamo.callback"
 
 
-def import_patches() -> dict:
-    """Module name -> function(module), applied right after the module executes."""
+def patches() -> dict:
+    """Module name -> function(module), applied right after the module executes (adapters.py)."""
     return {OPTIMIZER_MODULE: _on_optimizer_import, DATALOADER_MODULE: _on_dataloader_import,
             MODULE_MODULE: _on_module_import, DYNAMO_CALLBACK_MODULE: _on_dynamo_callback_import}
 
@@ -54,14 +56,7 @@ def _capture():
     return _capture_module().CAPTURE
 
 
-def _safely(patch):
-    @functools.wraps(patch)
-    def guarded(module) -> None:
-        try:
-            patch(module)
-        except Exception as exc:  # an unknown torch version: no capture, the script runs as it would
-            print(f"scaldiag: cannot hook {module.__name__} ({type(exc).__name__}: {exc})", file=sys.stderr)
-    return guarded
+_safely = on_import("torch")
 
 
 @_safely
@@ -192,7 +187,7 @@ def exec_torchrun(script: str, args: list[str]) -> None:
         raise SystemExit("scaldiag: --nproc-per-node needs PyTorch (torchrun), which this Python cannot import")
     sys.stdout.flush()
     sys.stderr.flush()
-    argv = ["--standalone", f"--nproc-per-node={nproc}", "-m", "scaldiag.collect.bootstrap", script, *args]
+    argv = torchrun_arguments(script, args, int(nproc))
     from torch.distributed import run as torchrun
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

@@ -58,6 +58,8 @@ class ModeMarks:
                 return
             self._training[key] = training
             capture = self._capture
+            if capture.loop_owner is not None:  # the loop's adapter marks evaluation itself
+                return
             if capture.session is None or capture.failed or capture.finished or not self._holds_optimized(module):
                 return
             recorder = capture.session.recorder

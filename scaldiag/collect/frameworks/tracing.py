@@ -15,6 +15,7 @@ import weakref
 from pathlib import Path
 
 from scaldiag.collect.env import HOST_TRACER_LEVEL_ENV
+from scaldiag.collect.frameworks.guard import attempt
 
 MARKER = "train"
 
@@ -84,11 +85,11 @@ class TraceWindow:
             self._guard(lambda: marker.__exit__(None, None, None))
 
     def _guard(self, action) -> None:
-        try:
-            action()
-        except Exception as exc:  # a profiler failure is missing evidence, not a crash
-            self.error = f"{self.backend} profiler: {type(exc).__name__}: {exc}"
-            self.active = False
+        attempt(action, self._failed)  # a profiler failure is missing evidence, not a crash
+
+    def _failed(self, why: str) -> None:
+        self.error = f"{self.backend} profiler: {why}"
+        self.active = False
 
     def _start(self) -> None:
         raise RuntimeError("no profiler for this framework")

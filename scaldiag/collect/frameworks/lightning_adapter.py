@@ -1,0 +1,100 @@
+"""The PyTorch Lightning adapter: ``Trainer.fit``'s own Callback hooks say what each part of its loop is.
+
+Lightning trains with torch.optim optimizers, so the PyTorch adapter's step
+hooks record its steps (one per optimizer step). What they cannot see, this
+adapter's Callback, added to every ``Trainer`` at its construction, tells:
+
+- the sanity check (``on_sanity_check_start``/``_end``) and each validation
+  loop (``on_validation_start``/``_end``) are not training: they are marked as
+  the loop's evaluation (``test_begin``/``test_end``, kind ``sanity check`` or
+  ``validation``), and their DataLoader's batches are not the training input
+  (Lightning puts the model back in training mode by setting ``.training``
+  directly, so ``model.train()`` never says that validation ended);
+- epochs are Lightning's (``on_train_epoch_start``/``_end``), not passes over a
+  DataLoader;
+- a checkpoint save is a point (``on_save_checkpoint``, before its write);
+- the run begins at ``on_fit_start``, so a sanity check before the first step
+  is marked too.
+
+Both packages are followed: ``lightning.pytorch`` and ``pytorch_lightning``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+from scaldiag.collect.frameworks.guard import attempt, on_import, say
+
+TRAINERS = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
+SOURCE = "Lightning Callback"
+
+
+def patches() -> dict:
+    return {name: _on_trainer_import for name in TRAINERS}
+
+
+@on_import("lightning")
+def _on_trainer_import(module) -> None:
+    trainer_class = module.Trainer
+    original = trainer_class.__init__
+    if getattr(original, "_scaldiag", False):
+        return
+    package = module.__name__.rsplit(".trainer.trainer", 1)[0]
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        attempt(lambda: _attach(self, package), lambda why: say(f"not following this Trainer ({why})"))
+
+    __init__._scaldiag = True
+    trainer_class.__init__ = __init__
+
+
+def _capture():
+    from scaldiag.collect.frameworks import torch_capture
+
+    return torch_capture.CAPTURE
+
+
+def _attach(trainer, package: str) -> None:
+    callback_class = importlib.import_module(package + ".callbacks").Callback
+    if not any(getattr(c, "_scaldiag", False) for c in trainer.callbacks):
+        trainer.callbacks.append(_callback_class(callback_class)())
+        _capture().owned_by("lightning")
+
+
+@functools.cache
+def _callback_class(base):
+    """A Callback subclass of the package's own ``Callback`` (Lightning checks the type)."""
+
+    class ScaldiagLightningCallback(base):
+        _scaldiag = True
+
+        def on_fit_start(self, trainer, pl_module):
+            _capture().adapter_start()
+
+        def on_sanity_check_start(self, trainer, pl_module):
+            _capture().adapter_part("sanity check", True, SOURCE)
+
+        def on_sanity_check_end(self, trainer, pl_module):
+            _capture().adapter_part("sanity check", False, SOURCE)
+
+        def on_validation_start(self, trainer, pl_module):
+            if not getattr(trainer, "sanity_checking", False):
+                _capture().adapter_part("validation", True, SOURCE)
+
+        def on_validation_end(self, trainer, pl_module):
+            if not getattr(trainer, "sanity_checking", False):
+                _capture().adapter_part("validation", False, SOURCE)
+
+        def on_train_epoch_start(self, trainer, pl_module):
+            _capture().adapter_epoch(int(trainer.current_epoch), True)
+
+        def on_train_epoch_end(self, trainer, pl_module):
+            _capture().adapter_epoch(int(trainer.current_epoch), False)
+
+        def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+            _capture().adapter_mark("checkpoint", source=SOURCE)
+
+    return ScaldiagLightningCallback
