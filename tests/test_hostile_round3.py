@@ -10,6 +10,8 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -234,3 +236,29 @@ def test_a_job_without_collectives_says_no_share_not_nan(tmp_path, capsys):
     code, out, err = cli(capsys, "report", *dirs, "--engine", "local:1")
     assert code == 0, err
     assert "nan" not in out.lower()
+
+
+# -- 2. the recorder's descriptors stay above 2 -----------------------------------------------------
+
+
+def test_a_script_that_closes_its_stdout_prints_nothing_into_the_step_file(tmp_path):
+    script = f"""
+import os, sys
+from scaldiag.collect.recorder import StepRecorder
+os.close(1)  # the script closes its stdout, then training starts
+recorder = StepRecorder({str(tmp_path)!r}, None, warmup_steps=0, trace_steps=0)
+for _ in range(3):
+    recorder.begin()
+try:
+    os.write(1, b"the script's print\\n")
+    sys.stderr.write("fd 1 took the print\\n")
+except OSError:
+    pass
+recorder.end()
+recorder.close()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "fd 1 took" not in done.stderr
+    lines = (tmp_path / "steps.jsonl").read_text().splitlines()
+    assert lines and all(json.loads(x) for x in lines)

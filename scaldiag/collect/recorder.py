@@ -25,6 +25,8 @@ each: they are few, or their ends are not the next beginnings.
 from __future__ import annotations
 
 import collections
+import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -62,6 +64,31 @@ def block_line(step: int, epoch: int, bounds_ns: list[int], batches: list) -> st
     return f'{{"step":{step:d},"epoch":{epoch:d},"bounds_ns":[{bounds}],"batch":[{indices}]}}\n'
 
 
+@contextlib.contextmanager
+def standard_descriptors_held():
+    """While the record's files open, a closed stdin, stdout or stderr (0-2) is held by /dev/null, so that
+    no file of ours takes its number: a script that closed its stdout had its later ``print`` written
+    into steps.jsonl (the step file got descriptor 1), and ``check`` then failed a run that exited 0.
+    Released after: the script's descriptors are as it left them."""
+    held = []
+    try:
+        for fd in (0, 1, 2):
+            if not _is_open(fd):
+                held.append(os.open(os.devnull, os.O_RDWR))  # the lowest free number: this one
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+
+
 class _StepFile:
     """steps.jsonl, appended a flush at a time."""
 
@@ -83,8 +110,9 @@ class StepRecorder:
     def __init__(self, run_dir: Path, window: TraceWindow | None,
                  warmup_steps: int = WARMUP_STEPS, trace_steps: int = TRACE_STEPS):
         self.run_dir = Path(run_dir)
-        self._steps = _StepFile(self.run_dir / STEPS)
-        self._marks = JsonlWriter(self.run_dir / MARKS)
+        with standard_descriptors_held():
+            self._steps = _StepFile(self.run_dir / STEPS)
+            self._marks = JsonlWriter(self.run_dir / MARKS)
         self._lines: list[str] = []  # steps ended since the last flush, as lines, in the order they ran
         self._rows: list[tuple] = []  # ... the last of them as rows (the window's, or ended by ``end``)
         self._window = window
