@@ -262,3 +262,48 @@ recorder.close()
     assert "fd 1 took" not in done.stderr
     lines = (tmp_path / "steps.jsonl").read_text().splitlines()
     assert lines and all(json.loads(x) for x in lines)
+
+
+# -- 5. the calibration cache -------------------------------------------------------------------------
+
+SWEEP = FIXTURES / "runs" / "sweep"  # two H200 runs: the sweep's predictions read the saved curves
+
+
+def _saved_calibration(ranks=2, gpu_count=2, rows=None) -> dict:
+    rows = rows or [{"bytes": m, "median_s": t, "min_s": t, "max_s": t, "repeats": 7}
+                    for m, t in ((8, 15e-6), (2 ** 20, 25e-6), (2 ** 26, 200e-6), (2 ** 30, 2.9e-3))]
+    return {"schema": "scaldiag.calibration/1", "measured_at": "2026-12-02T04:00:00Z", "device": "gpu",
+            "framework": "torch", "backend": "nccl", "ranks": ranks,
+            "machine": {"gpu_name": "NVIDIA H200", "gpu_count": gpu_count, "link": {"kind": "nvlink"}},
+            "allreduce": rows}
+
+
+CRAFTED = {
+    "ranks Infinity": json.dumps(_saved_calibration()).replace('"ranks": 2', '"ranks": Infinity'),
+    "gpu_count Infinity": json.dumps(_saved_calibration()).replace('"gpu_count": 2', '"gpu_count": Infinity'),
+    "ranks 1e400": json.dumps(_saved_calibration()).replace('"ranks": 2', '"ranks": 1e400'),
+    "a time of 1e400": json.dumps(_saved_calibration()).replace('0.0029', '1e400'),
+    "nested 3,000 deep": json.dumps(_saved_calibration()).replace('"backend": "nccl"',
+                                                                  '"backend": ' + "[" * 3000 + "]" * 3000),
+    "a time of 1e-300": json.dumps(_saved_calibration()).replace('0.0029', '1e-300'),
+    "a time of an hour": json.dumps(_saved_calibration()).replace('0.0029', '3600'),
+    "ranks 10**9": json.dumps(_saved_calibration(ranks=10**9)),
+    "a row a list": json.dumps(_saved_calibration(rows=[[8, 1e-5]])),
+    "a JSON array": "[1, 2]",
+    "not JSON": "\x00\xff",
+}
+
+
+@pytest.mark.parametrize("case", list(CRAFTED))
+def test_a_crafted_calibration_is_noted_and_the_defaults_stand(tmp_path, capsys, monkeypatch, case):
+    folder = tmp_path / "cache" / "scaldiag" / "interconnect"
+    folder.mkdir(parents=True)
+    (folder / "crafted.json").write_text(CRAFTED[case])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    code, out, err = cli(capsys, "report", SWEEP, "--format", "json")
+    assert code == 0, err
+    assert "not a scaldiag calibration" in out or "cannot read it" in out, case
+    code, out, err = cli(capsys, "check", SWEEP, "--max-step-ms", "100000")
+    assert code in (0, 1), err
+    code, _, err = cli(capsys, "compare", SWEEP / "gpus1", SWEEP / "gpus2")
+    assert code in (0, 1), err

@@ -322,37 +322,101 @@ def calibration_paths(env: dict | None = None) -> list[Path]:
     return sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
+# What a calibration file may hold (docs/reliability.md): `calibrate` writes ~5 KB, one row per power of
+# two from 8 B (40 rows reach 4 TiB), ranks of one machine. A file past these is not ours, and is noted.
+MAX_CALIBRATION_BYTES = 1 << 20
+MAX_CALIBRATION_ROWS = 64
+MAX_CALIBRATION_RANKS = 1024  # the GPUs (or CPU processes) of one machine
+MAX_MESSAGE_BYTES = 1 << 44
+# An all-reduce call takes more than 100 ns (a kernel launch alone is ~2 us) and less than a minute (2 GiB
+# over PCIe 3 x1 takes 4 s); its bus bandwidth is under 20 TB/s (NVLink 5 is 1.8 TB/s). A crafted curve
+# past these printed "0 samples/s, -100%".
+MIN_CALL_S, MAX_CALL_S = 1e-7, 60.0
+MAX_BUS_BYTES_PER_S = 2e13
+
+
 def load_calibration(path: str | os.PathLike) -> Calibration:
     """One saved calibration; a missing, unreadable or malformed file is a ScaldiagError saying why."""
     try:
-        text = Path(path).read_text()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CALIBRATION_BYTES + 1)
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ScaldiagError(f"calibration {path}: cannot read it ({type(exc).__name__}: {exc})") from None
     try:
-        return calibration_from_dict(json.loads(text), str(path))
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        if len(raw) > MAX_CALIBRATION_BYTES:
+            raise ValueError(f"over {MAX_CALIBRATION_BYTES >> 20} MiB")
+        data = json.loads(text, parse_constant=_no_constant)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return calibration_from_dict(data, str(path))
+    except (ValueError, TypeError, KeyError, AttributeError, ArithmeticError, RecursionError) as exc:
         raise ScaldiagError(f"calibration {path}: not a scaldiag calibration ({type(exc).__name__}: {exc}); "
                             "run `scaldiag calibrate` again") from None
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is no number")
+
+
+def _count(value, what: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{what} is {str(value)[:40]}, not a count in {low}..{high}")
+    return value
+
+
+def _number(value, what: str, low: float, high: float) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"{what} is not a number")
+    if isinstance(value, int) and abs(value) > 2 ** 62 or not low <= float(value) <= high:
+        raise ValueError(f"{what} is {str(value)[:40]}, not a positive number in {low:g}..{high:g}")
+    return float(value)
+
+
+def _text(value, what: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{what} is not text")
+    return value
+
+
 def calibration_from_dict(data: dict, path: str = "") -> Calibration:
     if data.get("schema") != CALIBRATION_SCHEMA:
-        raise ValueError(f"schema {data.get('schema')!r}, expected {CALIBRATION_SCHEMA!r}")
+        raise ValueError(f"schema {str(data.get('schema'))[:40]!r}, expected {CALIBRATION_SCHEMA!r}")
     machine = data["machine"]
+    if not isinstance(machine, dict):
+        raise ValueError("machine is not an object")
     rows = data.get("allreduce") or []
-    ranks = int(data["ranks"])
+    if not isinstance(rows, list) or len(rows) > MAX_CALIBRATION_ROWS:
+        raise ValueError(f"allreduce is not a list of at most {MAX_CALIBRATION_ROWS} rows")
+    ranks = _count(data["ranks"], "ranks", 1, MAX_CALIBRATION_RANKS)
+    link = machine.get("link") or {}
+    if not isinstance(link, dict) or link.get("kind") not in (None, "nvlink", "pcie"):
+        raise ValueError("machine.link.kind is not nvlink, pcie or null")
     curve = None
     if rows and ranks >= 2:
-        sizes = tuple(float(r["bytes"]) for r in rows)
-        times = tuple(float(r["median_s"]) for r in rows)
+        sizes, times = _rows(rows)
         # the fixed cost of a call: no more than the fastest call measured (on a busy host the smallest
         # size is not always the fastest)
         latency = min(times) if sizes[0] <= SMALL_MESSAGE_BYTES else min(NCCL_LATENCY_S, min(times))
         tail = ring_volume(ranks) * sizes[-1] / times[-1]
+        if any(ring_volume(ranks) * m / t > MAX_BUS_BYTES_PER_S for m, t in zip(sizes, times)):
+            raise ValueError(f"a row's bus bandwidth is over {MAX_BUS_BYTES_PER_S / 1e12:g} TB/s")
         curve = Curve(sizes, times, ranks, latency, tail, _calibration_source(data, sizes, times, ranks, path))
-    return Calibration(path, str(data["device"]), machine.get("gpu_name"), int(machine.get("gpu_count") or 0),
-                       (machine.get("link") or {}).get("kind"), str(data.get("framework")),
-                       str(data.get("measured_at")), curve)
+    device = data["device"]
+    if device not in ("gpu", "cpu"):
+        raise ValueError("device is not gpu or cpu")
+    gpu_count = _count(machine.get("gpu_count") or 0, "machine.gpu_count", 0, MAX_CALIBRATION_RANKS)
+    return Calibration(path, device, _text(machine.get("gpu_name"), "machine.gpu_name"), gpu_count,
+                       link.get("kind"), str(_text(data.get("framework"), "framework")),
+                       str(_text(data.get("measured_at"), "measured_at")), curve)
+
+
+def _rows(rows: list) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    if not all(isinstance(r, dict) for r in rows):
+        raise ValueError("an allreduce row is not an object")
+    sizes = tuple(_number(r["bytes"], "a row's bytes", 1, MAX_MESSAGE_BYTES) for r in rows)
+    times = tuple(_number(r["median_s"], "a row's median_s", MIN_CALL_S, MAX_CALL_S) for r in rows)
+    return sizes, times
 
 
 def _calibration_source(data: dict, sizes: tuple, times: tuple, ranks: int, path: str) -> str:
