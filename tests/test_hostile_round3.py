@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -307,3 +308,35 @@ def test_a_crafted_calibration_is_noted_and_the_defaults_stand(tmp_path, capsys,
     assert code in (0, 1), err
     code, _, err = cli(capsys, "compare", SWEEP / "gpus1", SWEEP / "gpus2")
     assert code in (0, 1), err
+
+
+# -- 9. Kineto: a lone surrogate, an exponent of 19 digits ---------------------------------------------
+
+HEALTHY = FIXTURES / "kineto" / "h200_healthy_run"
+
+
+def _every_name(text: str, suffix: str) -> str:
+    return re.sub(r'"name": "([^"]*)"', lambda m: f'"name": "{m.group(1)}{suffix}"', text)
+
+
+@pytest.mark.parametrize("command", ["analyze", "report"])
+def test_a_lone_surrogate_in_names_is_shown_escaped_not_exit_70(tmp_path, command):
+    run = shutil.copytree(HEALTHY, tmp_path / "run")
+    path = next((run / "trace").rglob("*.gz"))
+    text = _every_name(gzip.decompress(path.read_bytes()).decode(), "\\ud800")
+    path.write_bytes(gzip.compress(text.encode()))
+    target = run / "trace" if command == "analyze" else run
+    done = subprocess.run([sys.executable, "-m", "scaldiag", command, str(target)], capture_output=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr.decode()
+    assert b"\\ud800" in done.stdout and b"Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("field", ["ts", "dur", "pid", "tid", "baseTimeNanoseconds"])
+def test_an_exponent_of_19_digits_is_no_number(tmp_path, capsys, field):
+    text = gzip.decompress((GLOO / "rank0.pt.trace.json.gz").read_bytes()).decode()
+    text = re.sub(f'"{field}": [0-9.]+', f'"{field}": 1e9999999999999999999', text, count=20)
+    path = tmp_path / "rank0.pt.trace.json"
+    path.write_text(text)
+    code, _, err = cli(capsys, "analyze", path)
+    assert code in (0, 2), err

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from scaldiag.errors import TraceError
@@ -148,8 +149,32 @@ def read_trace(files: list[str | os.PathLike]) -> Trace:
 def read_rank(file: Path) -> tuple[tuple[str, int | None], Trace]:
     """One rank's file alone: ((host name, rank) for ``rank_labels``, its trace, planes unlabelled)."""
     p = _read_file(Path(file))
-    return (p.host_name, p.rank), Trace(planes=p.planes, sources=[str(file)],
-                                        hostnames=[p.host_name or Path(file).name.split(".")[0]])
+    host = encodable(p.host_name) if isinstance(p.host_name, str) else p.host_name
+    return (host, p.rank), Trace(planes=[_encodable_plane(plane) for plane in p.planes], sources=[str(file)],
+                                 hostnames=[host or Path(file).name.split(".")[0]])
+
+
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate (JSON's ``"\\ud800"``: no character, and no UTF-8 encodes it)
+    written as its escape: a name holding one printed half the report, then UnicodeEncodeError (exit 70)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _encodable_plane(plane: Plane) -> Plane:
+    """The plane with its event, thread and text stat names encodable (the usual plane is returned as is)."""
+    names = [encodable(n) if isinstance(n, str) else n for n in plane.event_names]
+    lines = [line if encodable(line.name) == line.name else replace(line, name=encodable(line.name))
+             for line in plane.lines]
+    stats = {k: encodable(v) if isinstance(v, str) else v for k, v in plane.stats.items()}
+    if names == plane.event_names and all(a is b for a, b in zip(lines, plane.lines)) and stats == plane.stats:
+        return plane
+    return replace(plane, event_names=names, lines=lines, stats=stats)
 
 
 def labelled(trace: Trace, label: str) -> Trace:

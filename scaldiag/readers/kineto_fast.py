@@ -14,7 +14,6 @@ where the scanner gives up; the caller then reads the file with kineto_json.
 from __future__ import annotations
 
 import json
-from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -47,9 +46,9 @@ def read_file(file: Path):
     scanner = scan_module.Scanner()
     try:
         scan(file, scanner)
-        doc = {key: json.loads(raw, parse_float=Decimal) for key, raw in scanner.meta().items()}
+        doc = {key: json.loads(raw, parse_float=ref.decimal_or_none) for key, raw in scanner.meta().items()}
         strings = _Strings(scanner.strings())
-        slow = [(seq, json.loads(raw, parse_float=Decimal)) for seq, raw in scanner.slow()]
+        slow = [(seq, json.loads(raw, parse_float=ref.decimal_or_none)) for seq, raw in scanner.slow()]
     except (GiveUp, ValueError, RecursionError):  # json's errors (an int of 4,301 digits too): the reference decides
         return None
     columns = {k: np.frombuffer(v, _COLUMNS[k]) for k, v in scanner.take_columns().items()}

@@ -42,6 +42,15 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 MAX_DEVICES_PER_FILE = 256
 
 
+def decimal_or_none(text: str) -> Decimal | None:
+    """A JSON number as a Decimal; None (no number) where Decimal cannot hold it: an exponent of 19 digits
+    (``1e9999999999999999999``) is past Decimal's own bounds and raised InvalidOperation (exit 70)."""
+    try:
+        return Decimal(text)
+    except DecimalException:
+        return None
+
+
 class _File:
     """One file read: its planes, the host it names and its rank (distributedInfo)."""
 
@@ -57,7 +66,7 @@ def _load(file: Path):
         raw = gunzip(raw, file)  # refused past its caps (readers/files.py)
     try:
         # Decimals stay exact: ts are microseconds with nanosecond decimals on a large base.
-        return json.loads(raw, parse_float=Decimal)
+        return json.loads(raw, parse_float=decimal_or_none)
     except UnicodeDecodeError as exc:
         raise TraceError(f"{file} is not a Kineto trace: not UTF-8 text (byte {exc.start})") from exc
     except json.JSONDecodeError as exc:
