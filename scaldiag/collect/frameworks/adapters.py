@@ -66,14 +66,16 @@ LIGHTNING = Adapter("lightning", _FW + "lightning_adapter", (
     "clock": "Lightning's progress bar: batches per second of an epoch's training batches",
 })
 TRANSFORMERS = Adapter("transformers", _FW + "hf_adapter", ("transformers.trainer",), {
-    "step": "torch.optim step hooks (the Trainer's optimizer steps)",
+    "step": "torch.optim step hooks: the Trainer's optimizer steps (gradient_accumulation_steps "
+            "micro-batches each)",
     "epoch": "TrainerCallback on_epoch_begin / on_epoch_end",
-    "evaluation": "Trainer.evaluate, begin to end",
+    "evaluation": "Trainer.evaluate (and Trainer.predict), begin to end",
     "checkpoint": "Trainer._save_checkpoint, begin to end",
-    "logging": "Trainer.log",
+    "logging": "TrainerCallback on_log",
     "compile": "torch._dynamo compile callbacks",
-    "batch": "TrainingArguments: per-device batch x gradient accumulation",
-    "clock": "the Trainer's train_steps_per_second (optimizer steps over train_runtime)",
+    "batch": "TrainingArguments: per-device batch x gradient accumulation x world size",
+    "clock": "the Trainer's train_runtime and train_steps_per_second (optimizer steps over "
+             "train_runtime, in-training evaluation and checkpoints included)",
 })
 JAX = Adapter("jax", _FW + "jax_loop", ("jax",), {
     "step": "a jax.jit function whose trace takes a gradient (jax.grad, jax.value_and_grad)",
