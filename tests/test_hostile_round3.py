@@ -340,3 +340,54 @@ def test_an_exponent_of_19_digits_is_no_number(tmp_path, capsys, field):
     path.write_text(text)
     code, _, err = cli(capsys, "analyze", path)
     assert code in (0, 2), err
+
+
+# -- 13. check vouches only for one clean run ------------------------------------------------------
+
+
+def _checked_run(tmp_path, **fields) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(SWEEP / "gpus1", run, ignore=shutil.ignore_patterns("trace"))
+    record = json.loads((run / "run.json").read_text())
+    record.update(fields)
+    (run / "run.json").write_text(json.dumps(record))
+    return run
+
+
+def _another_runs_steps(run: Path) -> None:
+    day_ns = 86400 * 10**9
+    rows = [json.loads(x) for x in (run / "steps.jsonl").read_text().splitlines()]
+    (run / "steps.jsonl").write_text("".join(
+        json.dumps({**r, "begin_ns": r["begin_ns"] + day_ns, "end_ns": r["end_ns"] + day_ns}) + "\n" for r in rows))
+
+
+def _rank_killed(run: Path) -> None:
+    (run / "rank1").mkdir()
+    (run / "rank1" / "run.json").write_text(json.dumps({"status": "killed by signal 9", "exit_code": -9}))
+
+
+def _capture_stopped(run: Path) -> None:
+    training = json.loads((run / "training.json").read_text())
+    training["capture_error"] = "OSError: [Errno 28] No space left on device"
+    (run / "training.json").write_text(json.dumps(training))
+
+
+@pytest.mark.parametrize("fields, damage, said", [
+    ({}, _another_runs_steps, "steps lie outside the run's start and end"),
+    ({"ended_ns": 1795999999000000000}, None, "ended before it started"),
+    ({"schema_version": 99}, None, "record schema 99"),
+    ({"scaldiag_version": "99.0.0"}, None, "written by scaldiag 99.0.0"),
+    ({}, _capture_stopped, "the capture stopped during the run (OSError: [Errno 28]"),
+    ({}, _rank_killed, "rank 1 did not finish cleanly (status killed by signal 9, exit code -9)"),
+])
+def test_check_fails_a_record_that_is_not_one_clean_run(tmp_path, capsys, fields, damage, said):
+    run = _checked_run(tmp_path, **fields)
+    if damage is not None:
+        damage(run)
+    code, out, err = cli(capsys, "check", run, "--max-step-ms", "100000")
+    assert code == 1 and said in out, out + err
+
+
+def test_check_still_passes_the_clean_run(tmp_path, capsys):
+    code, out, err = cli(capsys, "check", _checked_run(tmp_path), "--max-step-ms", "100000")
+    assert code == 0, out + err

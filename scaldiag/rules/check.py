@@ -21,8 +21,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from scaldiag import __version__
 from scaldiag.errors import ScaldiagError
-from scaldiag.record.reader import RECORD_NOTE
+from scaldiag.record.reader import RECORD_NOTE, rank_dirs
+from scaldiag.record.rundir import RECORD_SCHEMA_VERSION, read_json
 from scaldiag.rules.compare import ratio_noise
 from scaldiag.rules.report import RunReport, SweepReport
 
@@ -83,11 +85,64 @@ def vouch(report: RunReport | SweepReport, label: str = "") -> list[Result]:
     if not runs:
         return [Result("record", False, f"{prefix}sweep: no run was found in it")]
     failed = [Result("record", False, f"{prefix}{name}: {why}") for name, r in runs
-              for why in [run_problem(r.analysis.run)] if why]
+              for why in [report_problem(r)] if why]
     if failed:
         return failed
     what = "run" if len(runs) == 1 else f"all {len(runs)} runs"
     return [Result("record", True, f"{prefix}{what} finished with exit code 0, the record reads clean")]
+
+
+# A steady step this far outside the run's started..ended is no step of this run (the recorder and the
+# launcher read the same clock; a second covers the launcher's own start and finalising).
+RUN_EDGE_SLACK_NS = 10**9
+
+
+def report_problem(report: RunReport) -> str | None:
+    """Why the run behind ``report`` cannot be vouched for: its run.json (``run_problem``), then a record
+    that is not one clean run's (``one_run_problem``), then a rank that did not finish."""
+    a = report.analysis
+    return (run_problem(a.run) or one_run_problem(a.run, a.training, a.steps.window_ns if a.steps else None)
+            or rank_problem(Path(report.run_dir)))
+
+
+def one_run_problem(run: dict, training: dict, steps_ns: tuple[int, int] | None) -> str | None:
+    """A record of another scaldiag, times that are not one run's, or a capture that stopped mid-run."""
+    schema = run.get("schema_version")
+    if isinstance(schema, int) and schema > RECORD_SCHEMA_VERSION:
+        return (f"run.json is of record schema {schema}, this scaldiag ({__version__}) reads "
+                f"{RECORD_SCHEMA_VERSION}: read it with the scaldiag that wrote it")
+    if _major(run.get("scaldiag_version")) > _major(__version__):
+        return (f"run.json was written by scaldiag {str(run['scaldiag_version'])[:20]}, newer than this "
+                f"{__version__}: read it with the scaldiag that wrote it")
+    started, ended = run.get("started_ns"), run.get("ended_ns")
+    if started is not None and ended is not None and ended < started:
+        return "run.json says the run ended before it started: the record is not one run's"
+    if steps_ns is not None and started is not None and ended is not None and (
+            steps_ns[0] < started - RUN_EDGE_SLACK_NS or steps_ns[1] > ended + RUN_EDGE_SLACK_NS):
+        return ("its steps lie outside the run's start and end (steps.jsonl of another run?): the record is "
+                "not one run's")
+    error = training.get("capture_error")
+    if error:
+        return f"the capture stopped during the run ({str(error)[:200]}): its steps are not all recorded"
+    return None
+
+
+def _major(version) -> int:
+    head = version.split(".")[0] if isinstance(version, str) else ""
+    return int(head) if head.isascii() and head.isdigit() and len(head) < 6 else 0
+
+
+def rank_problem(run_dir: Path) -> str | None:
+    """The first rank (> 0) of a multi-process run whose own run.json says it did not finish cleanly."""
+    for rank, path in rank_dirs(run_dir).items():
+        said = read_json(path, "run.json")
+        status, code = said.get("status"), said.get("exit_code")
+        if status is None and code is None:
+            continue  # a rank that records no ending of its own: rank 0's record is the job's
+        if status != "finished" or code not in (None, 0):
+            exited = f", exit code {code}" if isinstance(code, int) else ""
+            return f"rank {rank} did not finish cleanly (status {str(status)[:60]}{exited})"
+    return None
 
 
 def run_problem(run: dict) -> str | None:
