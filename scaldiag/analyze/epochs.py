@@ -80,10 +80,16 @@ def _spans(marks: list[dict]) -> list[tuple[dict, dict]]:
     """Each epoch's (begin, end) marks, in order: an ``epoch_begin`` to the next one, or to its own
     ``epoch_end`` for the last (a last epoch that never ended is no whole epoch). What a script does
     between its epochs (a checkpoint save after the DataLoader ran out, in PyTorch) is its epoch's: a
-    stopwatch around the epochs counts it."""
+    stopwatch around the epochs counts it. A ``fit_begin`` closes the epoch before it at its own end."""
     out, opened, ended = [], None, None
     for m in marks:
-        if m.get("mark") == "epoch_begin":
+        if m.get("mark") == "fit_begin" and opened is not None:
+            # Another fit (fit called in a loop): what ran between the fits is the script's, not
+            # the epoch's (Keras's bar of that epoch ended at its on_epoch_end).
+            if ended is not None:
+                out.append((opened, ended))
+            opened, ended = None, None
+        elif m.get("mark") == "epoch_begin":
             if opened is not None:  # (a loop that breaks out of its DataLoader early writes no epoch_end)
                 out.append((opened, {**m, "epoch": opened.get("epoch")}))
             opened, ended = m, None

@@ -14,6 +14,7 @@ import numpy as np
 
 from scaldiag.analyze import inflation, runsteps
 from scaldiag.analyze.accounting import Accounting, account
+from scaldiag.analyze.clock import Clock, clock
 from scaldiag.analyze.epochs import EpochStats, epoch_stats
 from scaldiag.analyze.input_cost import InputCost, input_cost, with_input_cost
 from scaldiag.analyze.profile import ProfileAnalysis
@@ -94,6 +95,7 @@ class RunAnalysis:
     ranks: dict[int, StepStats] = field(default_factory=dict)  # every rank's steady steps, rank 0 included
     input_cost: InputCost | None = None  # the steady step against the input-free step (analyze/input_cost.py)
     epochs: EpochStats | None = None  # whole epochs as Keras's progress bar times them (analyze/epochs.py)
+    clock: Clock | None = None  # a step at each scope, the user's own first (analyze/clock.py)
 
 
 # One rank's steady step this much slower than the fastest rank's, beyond both intervals, is named
@@ -309,11 +311,14 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
     if not record.gpu_samples and not any(m.startswith("nvml") for m in missing):
         missing.append("nvml: no GPU samples")
     training_ns = (record.steps[0]["begin_ns"], record.steps[-1]["end_ns"]) if record.steps else None
+    epochs = epoch_stats(found, record.marks)
+    scopes = clock(found, record.marks, record.training, epochs,
+                   steps.step_time_ms.mean if steps else None, steps.step_time_ms.ci95 if steps else math.nan)
     return RunAnalysis(run=record.run, training=record.training, inventory=record.inventory, steps=steps,
                        gpus=gpu_summaries(record.gpu_samples, record.inventory, window, training_ns),
                        host=host_summary(record.host_samples, window), trace=trace, missing=missing,
                        accounting=account(record.run, record.marks, found), input_cost=cost,
-                       epochs=epoch_stats(found, record.marks),
+                       epochs=epochs, clock=scopes,
                        ranks={0: steps, **{r: _record_steps(rec) for r, rec in other_ranks.items()}} if other_ranks else {})
 
 

@@ -96,14 +96,31 @@ def trace_dict(report: Report) -> dict:
 def _steps(steps) -> dict | None:
     if steps is None:
         return None
-    return {**_pick(steps, _STEPS[:3]), "step_time_ms": _pick(steps.step_time_ms, _SUMMARY), **_pick(steps, _STEPS[3:])}
+    return {"scope": "steady_step", **_pick(steps, _STEPS[:3]), "step_time_ms": _pick(steps.step_time_ms, _SUMMARY),
+            **_pick(steps, _STEPS[3:])}
+
+
+_SCOPE = ("ms", "ms_ci95", "steps", "what", "ms_after_first")
+
+
+def _clock(c, samples_per_step) -> dict | None:
+    """A step's time at each scope, the user's own first (analyze/clock.py)."""
+    if c is None:
+        return None
+    scopes = {}
+    for name, scope in c.scopes.items():
+        scopes[name] = {**_pick(scope, _SCOPE), "user_ms": scope.user_ms}
+        if samples_per_step and scope.ms > 0:
+            scopes[name]["samples_per_s"] = samples_per_step / (scope.ms / 1e3)
+    return {"user_scope": c.user_scope, "user_clock": c.user_clock, "scopes": scopes,
+            "parts_ms": [{"part": part, "ms": ms} for part, ms in c.parts_ms], "reported": c.reported}
 
 
 def _epochs(e) -> dict | None:
     """Whole epochs as Keras's progress bar times them (analyze/epochs.py)."""
     if e is None:
         return None
-    return {"count": len(e.epochs), "compared": e.compared, "ms_per_step": e.ms_per_step,
+    return {"scope": "whole_epoch", "count": len(e.epochs), "compared": e.compared, "ms_per_step": e.ms_per_step,
             "ms_per_step_ci95": e.ms_per_step_ci95, "ms_per_step_after_first": e.ms_per_step_after_first,
             "validation_s_per_epoch": e.validation_s_per_epoch}
 
@@ -122,6 +139,7 @@ def run_dict(report: RunReport) -> dict:
         "inventory": a.inventory,
         "steps": steps,
         "epochs": _epochs(a.epochs),
+        "clock": _clock(a.clock, a.steps.samples_per_step if a.steps else None),
         "input_cost": _pick(a.input_cost, _INPUT_COST) if a.input_cost else None,
         "gpus": [_pick(g, _GPU) for g in a.gpus],
         "host": _pick(a.host, _HOST) if a.host else None,

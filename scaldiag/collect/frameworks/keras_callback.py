@@ -19,7 +19,7 @@ import sys
 
 import keras
 
-from scaldiag.collect.env import GLOBAL_BATCH_ENV, INPUT_FREE_ENV
+from scaldiag.collect.env import GLOBAL_BATCH_ENV, INPUT_FREE_ENV, RUN_DIR_ENV
 from scaldiag.collect.frameworks import compile_marks, input_ceiling, input_free, keras_info
 from scaldiag.collect.frameworks.guard import attempt
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS
@@ -118,12 +118,19 @@ class ScaldiagCallback(keras.callbacks.Callback):
     @_guarded
     def _start_fit(self) -> None:
         name = keras_info.backend()
-        self.session = Session(backend=name, **self._options)
+        options = dict(self._options)
+        where = options.get("run_dir") or os.environ.get(RUN_DIR_ENV)
+        if where and _run_epochs(where)["fits"]:
+            options["trace_steps"] = 0  # fit again into the same run: its first fit's trace stands
+        self.session = Session(backend=name, **options)
         self._in_fit = True  # from here a session is open: on_train_end or fit_raised closes it
         recorder = self.session.recorder
         recorder.on_error = self._step_hook_failed
         self._replicas = keras_info.replicas(self.model, name)
         self.session.recorder.mark("fit_begin")
+        run = _run_epochs(self._run_key())
+        run["before"], run["fits"] = run["seen"], run["fits"] + 1
+        self.session.describe(fits=run["fits"])
         self.session.describe(
             compile_evidence=compile_marks.listen(name),
             framework={"name": "keras", "backend": name, "versions": keras_info.versions(name)},
@@ -135,10 +142,18 @@ class ScaldiagCallback(keras.callbacks.Callback):
         # usual step cannot fail; its other steps report to ``_step_hook_failed``.
         self.on_train_batch_begin = recorder.begin
 
+    def _run_key(self) -> str:
+        return str(self._options.get("run_dir") or os.environ.get(RUN_DIR_ENV) or self.session.run_dir)
+
     @_guarded
     def on_epoch_begin(self, epoch, logs=None):
-        self.session.recorder.epoch = epoch
-        self.session.recorder.mark("epoch_begin", epoch=epoch)
+        # Epochs are numbered over the run: a script that calls fit(epochs=1) in a loop trains one
+        # epoch a fit, and each fit's Keras counts from 0 (the run's first epochs compile).
+        run = _run_epochs(self._run_key())
+        number = run["before"] + epoch
+        run["seen"] = max(run["seen"], number + 1)
+        self.session.recorder.epoch = number
+        self.session.recorder.mark("epoch_begin", epoch=number, fit=run["fits"] - 1, fit_epoch=epoch)
 
     def on_train_batch_begin(self, batch, logs=None):
         """Outside a fit, or once capture has failed: nothing (in a fit, ``on_train_begin`` puts the
@@ -177,7 +192,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         self.session.recorder.end()
         compile_marks.LOG.drain(self.session.recorder)
-        self.session.recorder.mark("epoch_end", epoch=epoch)
+        self.session.recorder.mark("epoch_end", epoch=_run_epochs(self._run_key())["before"] + epoch)
 
     def on_train_end(self, logs=None):
         self._in_fit = False
@@ -276,6 +291,13 @@ class ScaldiagCallback(keras.callbacks.Callback):
             parts = [x, self._y, self._sample_weight]
             return tuple(_first_rows(p, rows) for p in parts[:3 if self._sample_weight is not None else 2])
         return None
+
+
+_EPOCHS: dict = {}  # run directory -> {"fits": fits begun, "before": epochs before this fit, "seen"}
+
+
+def _run_epochs(run_dir) -> dict:
+    return _EPOCHS.setdefault(str(run_dir), {"fits": 0, "before": 0, "seen": 0})
 
 
 def _first_rows(data, rows: int):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from scaldiag.analyze.accounting import OWN, STEADY, part_name
+from scaldiag.analyze.clock import STEADY_STEP, WORDS
 from scaldiag.analyze.input_cost import describe
 from scaldiag.analyze.run import RunAnalysis, slow_rank
 from scaldiag.analyze.runsteps import COMPILE
@@ -43,6 +44,8 @@ SMALL_PART = 0.01
 def render(report: RunReport, console: Console, framework: str | None = None, verbose: bool = False) -> None:
     a = report.analysis
     _header(report, console)
+    if a.clock is not None:
+        say(console, _user_clock_line(a.clock))
     if report.trace_report is not None:
         console.print()
         headline(console, report.trace_report)
@@ -86,6 +89,16 @@ def _header(report: RunReport, console: Console) -> None:
     say(console, Keep(f"status: {status};"), Keep(f"framework: {framework_words(training.get('framework', {}))};"),
         Keep(f"replicas: {training.get('replicas', '?')};"), Keep(f"global batch: {training.get('global_batch', '?')};"),
         Keep(f"per-replica batch: {training.get('per_replica_batch', '?')}"))
+
+
+def _user_clock_line(c) -> str:
+    """The figure the user already reads first, at its scope, as the steady step plus named parts."""
+    ms = c.scopes[c.user_scope].user_ms
+    line = f"{c.user_clock[:1].upper()}{c.user_clock[1:]} ({WORDS[c.user_scope]}): {ms:.3g} ms a step"
+    parts = " + ".join(f"{part} {part_ms:.3g}" for part, part_ms in c.parts_ms if abs(part_ms) >= 0.005 * ms)
+    if not parts:
+        return f"{line}, the training step alone."
+    return f"{line} = training step {c.scopes[STEADY_STEP].ms:.3g} + {parts}."
 
 
 def _accounting(a: RunAnalysis, console: Console, verbose: bool) -> None:

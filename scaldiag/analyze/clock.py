@@ -1,0 +1,142 @@
+"""The user's own clock first: one step's time at each scope a training loop is timed at.
+
+- *steady step*: a training step alone (runsteps: evaluation, epoch edges and
+  compiles cut out, by the framework's evidence);
+- *loop iteration*: from one steady step's end to the next one's, in the same
+  epoch: the step plus what the loop does between steps (evaluation inside
+  the loop, logging, a checkpoint): what a timer around a loop's body reads;
+- *whole epoch*: an epoch's begin to its end over its steps, validation and
+  edges in (analyze/epochs.py): Keras's progress bar, most per-epoch timers;
+- *whole training*: the first recorded step's begin to the last one's end,
+  everything inside (compiles, warm-up, evaluation), over every step: what a
+  stopwatch around a trainer's ``train()`` reads (transformers' train_runtime).
+
+Which one the user reads comes from the loop's adapter (``USER_SCOPE``); the
+report leads with it and names the parts between it and the steady step.
+Pure: periods, marks and training.json in, plain data out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from scaldiag.analyze import runsteps
+from scaldiag.analyze.epochs import EpochStats
+from scaldiag.analyze.stats import ci95_half_width
+
+STEADY_STEP, LOOP_ITERATION, WHOLE_EPOCH, WHOLE_TRAINING = (
+    "steady_step", "loop_iteration", "whole_epoch", "whole_training")
+WORDS = {STEADY_STEP: "a training step alone", LOOP_ITERATION: "a loop iteration",
+         WHOLE_EPOCH: "whole epochs", WHOLE_TRAINING: "the whole training loop"}
+# The clock each loop family's users read, and where it is printed.
+USER_SCOPE = {
+    "keras": (WHOLE_EPOCH, "Keras's progress bar"),
+    "lightning": (WHOLE_EPOCH, "Lightning's progress bar"),
+    "transformers": (WHOLE_TRAINING, "the Trainer's train_runtime"),
+    "pytorch": (LOOP_ITERATION, "your loop's timer"),
+    "jax": (LOOP_ITERATION, "your loop's timer"),
+}
+
+
+@dataclass(frozen=True)
+class Scope:
+    scope: str
+    ms: float        # per training step (one batch)
+    ms_ci95: float   # nan where one figure only
+    steps: int
+    what: str
+    ms_after_first: float | None = None  # whole epochs from each one's first step's end (Keras verbose=1)
+
+    @property
+    def user_ms(self) -> float:
+        """The figure as the user reads it: Keras's bar (verbose=1) leaves each epoch's first step out."""
+        return self.ms_after_first if self.ms_after_first is not None else self.ms
+
+
+@dataclass(frozen=True)
+class Clock:
+    user_scope: str
+    user_clock: str                      # where the user reads it
+    scopes: dict[str, Scope]
+    parts_ms: list[tuple[str, float]]    # the user's scope = steady step + these, per step
+    reported: dict | None = None         # the framework's own figure, where it wrote one
+
+
+def clock(found: list[runsteps.Period], marks: list[dict], training: dict,
+          epochs: EpochStats | None, steady_ms: float | None, steady_ci95: float) -> Clock | None:
+    if steady_ms is None:
+        return None
+    scopes = {STEADY_STEP: Scope(STEADY_STEP, steady_ms, steady_ci95,
+                                 sum(p.batches for p in found if p.kind == runsteps.STEADY),
+                                 "steady steps: evaluation, epoch edges, compiles left out")}
+    evaluation = runsteps.mark_pairs(marks, "test_begin", "test_end")
+    iteration = _loop_iteration(found, evaluation)
+    if iteration is not None:
+        scopes[LOOP_ITERATION] = iteration[0]
+    if epochs is not None:
+        scopes[WHOLE_EPOCH] = Scope(WHOLE_EPOCH, epochs.ms_per_step, epochs.ms_per_step_ci95,
+                                    sum(e.batches for e in epochs.epochs if e.epoch in epochs.compared),
+                                    f"epochs {epochs.compared[0] + 1}-{epochs.compared[-1] + 1}: each "
+                                    "epoch's begin to its end, validation and edges in",
+                                    epochs.ms_per_step_after_first)
+    if found:
+        span_ns = found[-1].end_ns - found[0].begin_ns
+        batches = sum(p.batches for p in found)
+        scopes[WHOLE_TRAINING] = Scope(WHOLE_TRAINING, span_ns / batches / 1e6, math.nan, batches,
+                                       "the first step's begin to the last one's end, all inside")
+    family = _family(training)
+    user, where = USER_SCOPE.get(family, (STEADY_STEP, "the steady step"))
+    if user not in scopes:
+        user = LOOP_ITERATION if LOOP_ITERATION in scopes else STEADY_STEP
+    parts = _parts(scopes, user, iteration[1] if iteration else 0.0, epochs)
+    return Clock(user, where, scopes, parts, training.get("user_clock"))
+
+
+def _family(training: dict) -> str:
+    adapters = training.get("loop_adapters") or []
+    if adapters:
+        return adapters[-1]  # the most specific: Lightning over the torch hooks under it
+    return (training.get("framework") or {}).get("name") or ""
+
+
+def _loop_iteration(found: list[runsteps.Period],
+                    evaluation: list[tuple[int, int]]) -> tuple[Scope, float] | None:
+    """Each steady step's end to the previous step's end, where both are in one epoch; with the
+    evaluation inside those iterations, in ms per step."""
+    totals_ns, batches, eval_ns = [], 0, 0
+    for before, p in zip(found, found[1:]):
+        if p.kind != runsteps.STEADY or before.epoch != p.epoch:
+            continue
+        totals_ns.append((p.end_ns - before.end_ns) / p.batches)
+        batches += p.batches
+        eval_ns += sum(max(0, min(e, p.end_ns) - max(b, before.end_ns)) for b, e in evaluation)
+    if not totals_ns:
+        return None
+    per = np.array(totals_ns) / 1e6
+    ci = ci95_half_width(per) if len(per) > 1 else math.nan
+    scope = Scope(LOOP_ITERATION, float(per.mean()), ci, batches,
+                  "a steady step's end to the next one's in the same epoch: the loop's own work in")
+    return scope, eval_ns / batches / 1e6
+
+
+def _parts(scopes: dict[str, Scope], user: str, eval_ms: float,
+           epochs: EpochStats | None) -> list[tuple[str, float]]:
+    """The user's scope as the steady step plus named parts, per step (the rest is 'other')."""
+    step = scopes[STEADY_STEP].ms
+    total = scopes[user].user_ms
+    if user == STEADY_STEP:
+        return []
+    parts: list[tuple[str, float]] = []
+    if user == LOOP_ITERATION:
+        parts.append(("evaluation inside the loop", eval_ms))
+    elif user == WHOLE_EPOCH and epochs is not None:
+        compared = [e for e in epochs.epochs if e.epoch in epochs.compared]
+        batches = sum(e.batches for e in compared) or 1
+        parts.append(("validation", sum(e.validation_ns for e in compared) / batches / 1e6))
+    rest = total - step - sum(ms for _, ms in parts)
+    parts.append(("epoch edges, compiles and the loop's other work" if user != LOOP_ITERATION
+                  else "the loop's other work between steps", rest))
+    return parts

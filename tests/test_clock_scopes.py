@@ -1,0 +1,69 @@
+"""The user's clock first (analyze/clock.py): a step at each scope, and the parts between them."""
+
+import math
+
+from scaldiag.analyze import runsteps
+from scaldiag.analyze.clock import LOOP_ITERATION, STEADY_STEP, WHOLE_EPOCH, WHOLE_TRAINING, clock
+from scaldiag.analyze.epochs import epoch_stats
+
+MS = 1_000_000
+
+
+def _loop(steps: int, step_ms: int, eval_ms: int):
+    """A PyTorch-shaped loop: each iteration a step of step_ms, then eval_ms of evaluation marked
+    test_begin/test_end (as model.eval()/model.train() mark it); the step after it begins at test_end."""
+    found, marks, t = [], [{"mark": "epoch_begin", "t_ns": 0, "epoch": 0}], 0
+    for i in range(steps):
+        begin = t
+        t += step_ms * MS
+        found.append(runsteps.Period(step=i, epoch=0, first_batch=i, batches=1, begin_ns=begin, end_ns=t,
+                                     ends_epoch=False, traced=False, kind=runsteps.STEADY))
+        marks += [{"mark": "test_begin", "t_ns": t}, {"mark": "test_end", "t_ns": t + eval_ms * MS}]
+        t += eval_ms * MS
+    marks.append({"mark": "epoch_end", "t_ns": t, "epoch": 0})
+    return found, marks
+
+
+def test_a_loop_with_evaluation_in_every_iteration_reads_as_step_plus_evaluation():
+    found, marks = _loop(steps=10, step_ms=4, eval_ms=3)
+    c = clock(found, marks, {"loop_adapters": ["pytorch"]}, None, 4.0, 0.0)
+    assert c.user_scope == LOOP_ITERATION
+    # From the second step on, each iteration is its evaluation and its step: 7 ms.
+    assert math.isclose(c.scopes[LOOP_ITERATION].ms, 7.0)
+    assert c.scopes[STEADY_STEP].ms == 4.0
+    parts = dict(c.parts_ms)
+    assert math.isclose(parts["evaluation inside the loop"], 3.0)
+    assert abs(parts["the loop's other work between steps"]) < 1e-9
+
+
+def test_keras_reads_whole_epochs_and_names_validation():
+    found, marks = [], []
+    t = 0
+    for epoch in range(4):
+        marks.append({"mark": "epoch_begin", "t_ns": t, "epoch": epoch})
+        for i in range(5):
+            found.append(runsteps.Period(step=epoch * 5 + i, epoch=epoch, first_batch=epoch * 5 + i, batches=1,
+                                         begin_ns=t, end_ns=t + 2 * MS, ends_epoch=i == 4, traced=False,
+                                         kind=runsteps.STEADY))
+            t += 2 * MS
+        marks += [{"mark": "test_begin", "t_ns": t}, {"mark": "test_end", "t_ns": t + 5 * MS},
+                  {"mark": "epoch_end", "t_ns": t + 5 * MS, "epoch": epoch}]
+        t += 5 * MS
+    epochs = epoch_stats(found, marks)
+    c = clock(found, marks, {"framework": {"name": "keras"}, "loop_adapters": ["keras"]}, epochs, 2.0, 0.0)
+    assert c.user_scope == WHOLE_EPOCH
+    # Keras's verbose=1 figure leaves each epoch's first step out: (4 steps + 5 ms validation) / 4.
+    assert math.isclose(c.scopes[WHOLE_EPOCH].user_ms, (4 * 2 + 5) / 4)
+    assert math.isclose(dict(c.parts_ms)["validation"], 5 / 5)
+    assert WHOLE_TRAINING in c.scopes
+
+
+def test_a_loop_without_known_clock_leads_with_the_steady_step():
+    found, marks = _loop(steps=3, step_ms=4, eval_ms=0)
+    c = clock(found, marks, {}, None, 4.0, 0.0)
+    assert c.user_scope == STEADY_STEP
+    assert c.parts_ms == []
+
+
+def test_no_steady_step_no_clock():
+    assert clock([], [], {}, None, None, math.nan) is None
