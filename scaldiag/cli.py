@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import errno
 import sys
 
 from scaldiag import __version__
@@ -44,12 +45,31 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of our output went away (| head): not an error, nothing more to say
         stdout_gone()
         return 0
+    except OSError as exc:  # the environment, not scaldiag: a directory it may not read, a full disk
+        if args.debug:
+            raise
+        return _environment_error(exc)
     except Exception as exc:  # scaldiag's own bug: one line, not a traceback (--debug shows it)
         if args.debug:
             raise
         print(f"scaldiag: internal error: {type(exc).__name__}: {line(exc)} (rerun with --debug for the traceback, "
               "and please report it)", file=sys.stderr)
         return INTERNAL_ERROR
+
+
+# Where an output cannot take more (stdout on /dev/full, a disk filling): what is still buffered for it is
+# dropped, or Python's flush at exit raises again.
+_OUTPUT_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def _environment_error(exc: OSError) -> int:
+    """One line for what the file system refused (``cannot read /run: Permission denied``), exit 2."""
+    if exc.errno in _OUTPUT_FULL:
+        stdout_gone()
+    where = f" {exc.filename}" if exc.filename else " the output" if exc.errno in _OUTPUT_FULL else ""
+    verb = "write" if exc.errno in _OUTPUT_FULL else "read"
+    print(f"scaldiag: error: cannot {verb}{line(where)}: {exc.strerror or type(exc).__name__}", file=sys.stderr)
+    return ScaldiagError.exit_code
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -391,3 +392,36 @@ def test_check_fails_a_record_that_is_not_one_clean_run(tmp_path, capsys, fields
 def test_check_still_passes_the_clean_run(tmp_path, capsys):
     code, out, err = cli(capsys, "check", _checked_run(tmp_path), "--max-step-ms", "100000")
     assert code == 0, out + err
+
+
+# -- 10. the environment: a directory it may not read, a full disk -------------------------------------
+
+
+# Root reads any file: without its two capabilities that bypass permissions, it is refused as a user is.
+WITHOUT_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None, reason="root without setpriv")
+@pytest.mark.parametrize("argv", [["report", "{run}"], ["check", "{run}", "--max-step-ms", "1000"],
+                                  ["analyze", "{run}/trace"], ["compare", "{run}", str(SWEEP / "gpus2")]])
+def test_a_run_directory_without_read_permission_is_one_line(tmp_path, argv):
+    run = shutil.copytree(SWEEP / "gpus1", tmp_path / "run")
+    run.chmod(0)
+    done = subprocess.run([*WITHOUT_DAC, sys.executable, "-m", "scaldiag", *(a.format(run=run) for a in argv)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    run.chmod(0o755)
+    assert done.returncode == 2 and "Permission denied" in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, code", [
+    (["check", str(SWEEP / "gpus1"), "--max-step-ms", "100000"], 0),
+    (["check", str(SWEEP / "gpus1"), "--max-step-ms", "0.001"], 1),
+    (["analyze", str(FIXTURES / "kineto" / "h200_cuda")], 2),
+])
+def test_stdout_on_a_full_device_keeps_checks_verdict_and_is_one_line(argv, code):
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "scaldiag", *argv], cwd=ROOT, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == code, done.stderr
+    assert "No space left on device" in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr

@@ -40,4 +40,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     except BrokenPipeError:
         stdout_gone()
+    except OSError as exc:  # stdout on a full disk (or /dev/full): the lines are lost, never the verdict
+        stdout_gone()
+        print(f"scaldiag: check's lines could not be written ({exc.strerror or exc}): the verdict is the exit "
+              f"code, {1 if failed else 0}", file=sys.stderr)
     return 1 if failed else 0

@@ -87,7 +87,8 @@ def _abandoned(run: dict) -> list[str]:
         return []
     except ProcessLookupError:
         return [f"run.json says running, but its launcher (pid {pid}) has ended without finalising it: "
-                "scaldiag was killed (SIGKILL, out of memory); the steps and samples up to then are kept"]
+                "scaldiag was killed (SIGKILL, out of memory) or could not write run.json (a full disk); the steps "
+                "and samples up to then are kept"]
     except (PermissionError, OverflowError, ValueError, OSError):
         return []
 
