@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup browser demo test bench bench-small bench-sampler bench-env fixtures clean
+.PHONY: setup browser demo test test-quick bench bench-small bench-sampler bench-env fixtures clean
 
 $(BIN)/scaldiag: pyproject.toml setup.py scaldiag/readers/xplane/_wire.c scaldiag/analyze/_hoststate.c scaldiag/readers/_kineto_scan.c
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ browser:
 test: setup browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# A change's first check, in under 2 minutes: ruff and every test not marked slow (the end-to-end runs:
+# real trainings, their subprocesses, the browser). `make test` is still the one that must pass.
+test-quick: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -m "not slow"
 
 # xprof lives in its own venv: it is a benchmark opponent, not a dependency.
 bench/.venv-xprof/bin/python:

@@ -34,3 +34,23 @@ def _no_saved_calibration(tmp_path_factory, monkeypatch):
     $XDG_CACHE_HOME/scaldiag/interconnect and $SCALDIAG_CALIBRATION): an empty cache of their own."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.delenv("SCALDIAG_CALIBRATION", raising=False)
+
+
+def lines_run(fn, *args, **kwargs) -> tuple[object, int]:
+    """``fn(*args, **kwargs)`` and the number of Python lines it ran (its callees' included): a measure of
+    work that does not depend on the machine's load, for tests that an algorithm is not quadratic."""
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: local)
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        sys.settrace(previous)
+    return result, count

@@ -11,7 +11,6 @@ import gzip
 import json
 import os
 import shutil
-import time
 
 import pytest
 from conftest import FIXTURES
@@ -72,12 +71,10 @@ def test_every_command_reports_a_damaged_run_or_says_why(tmp_path, capsys, damag
                  ["report", run, "--format", "html", "-o", tmp_path / "r.html"],
                  ["report", run, "--format", "perfetto", "-o", tmp_path / "r.trace.json"],
                  ["compare", run, HEALTHY], ["check", run, "--max-step-ms", "100000"]):
-        began = time.perf_counter()
         code = main([str(a) for a in argv])
         err = capsys.readouterr().err
         assert code in (0, 1, 2) and "internal error" not in err, (argv[0], argv[-1], code, err)
         assert argv[0] == "check" or code == 0, (argv, code, err)  # the report is made, the damage named in it
-        assert time.perf_counter() - began < 30, argv
     # check fails where the record itself is damaged; a stray directory, large but valid numbers, a sample's
     # one value dropped (the sample kept) and a trace the report goes without (a gap in the evidence, named)
     # leave the steps, which check measures, clean

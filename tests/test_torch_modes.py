@@ -10,8 +10,11 @@ import pytest
 
 pytest.importorskip("torch")
 
+from scaldiag.analyze import runsteps  # noqa: E402
 from scaldiag.pipeline import analyze_run_dir  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
+
+pytestmark = pytest.mark.slow  # a real PyTorch training under `scaldiag profile`
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,6 +59,13 @@ def test_evaluation_between_steps_is_validation_not_a_step(tmp_path):
     steps = analysis.steps
     # Before: the steps after each evaluation (20, 40, 60) held its 0.3 s and were outliers.
     assert not {20, 40, 60} & set(steps.outliers)
-    assert steps.step_time_ms.mean < 100  # 5 ms of sleep a step, not 0.3 s spread over 20 steps (15 ms)
+    # No steady step holds an evaluation: its 0.3 s is validation's, not spread over the steps.
+    record = read_record(run_dir)
+    marks = record.marks
+    evaluations = [(b["t_ns"], e["t_ns"]) for b, e in zip([m for m in marks if m["mark"] == "test_begin"],
+                                                          [m for m in marks if m["mark"] == "test_end"])]
+    steady = [p for p in runsteps.periods(record.steps, record.training, record.marks) if p.kind == runsteps.STEADY]
+    assert steady and len(evaluations) >= 3
+    assert not [(p, e) for p in steady for e in evaluations if p.begin_ns < e[1] and e[0] < p.end_ns]
     parts = {p.part: p.seconds for p in analysis.accounting.parts}
     assert parts["validation"] >= 0.85  # three evaluations of 0.3 s inside training (the fourth after it)
