@@ -78,10 +78,12 @@ TRANSFORMERS = Adapter("transformers", _FW + "hf_adapter", ("transformers.traine
              "train_runtime, in-training evaluation and checkpoints included)",
 })
 JAX = Adapter("jax", _FW + "jax_loop", ("jax",), {
-    "step": "a jax.jit function whose trace takes a gradient (jax.grad, jax.value_and_grad)",
-    "evaluation": "other jitted functions called between training steps",
+    "step": "a jax.jit function whose trace takes a gradient (jax.grad, value_and_grad, vjp): "
+            "one step per call",
+    "evaluation": "other jitted functions called between training steps (after a sync with the "
+                  "last step's outputs)",
     "compile": "JAX compile events (jax.monitoring)",
-    "batch": "the leading dimension of the step's first array argument",
+    "batch": "the leading dimension of the step's first array argument it does not give back",
 })
 ADAPTERS = (KERAS, PYTORCH, LIGHTNING, TRANSFORMERS, JAX)
 

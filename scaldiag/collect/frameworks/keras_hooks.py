@@ -17,6 +17,9 @@ from scaldiag.record.rundir import append_mark
 
 MODEL_MODULE = "keras.src.models.model"  # where Keras 3 defines Model (both backends)
 _FIT_CALLBACKS_POSITION = 5  # fit(x, y, batch_size, epochs, verbose, callbacks, ...)
+# Keras fits running now: Keras 3 on JAX jits and differentiates its own train step, which the JAX
+# loop adapter (jax_loop) must then leave to this adapter (read per jitted call: a plain int).
+FITS_RUNNING = 0
 
 
 def patches() -> dict:
@@ -71,7 +74,9 @@ def patch_fit(model_class, add_callback: bool) -> None:
 
     @functools.wraps(original)
     def fit(self, *args, **kwargs):
+        global FITS_RUNNING
         args, kwargs, ours = _with_callback(self, args, kwargs, fit._scaldiag_adds_callback)
+        FITS_RUNNING += 1
         try:
             return original(self, *args, **kwargs)
         except BaseException as exc:
@@ -80,6 +85,8 @@ def patch_fit(model_class, add_callback: bool) -> None:
             for callback in ours:
                 callback.fit_raised(exc)
             raise
+        finally:
+            FITS_RUNNING -= 1
 
     fit._scaldiag_adds_callback = add_callback
     model_class.fit = fit
