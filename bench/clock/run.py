@@ -50,7 +50,7 @@ def _has(mod: str) -> bool:
 
 def _missing_needs(entry: dict) -> list[str]:
     out = []
-    for need in entry.get("needs", []):
+    for need in _needs(entry):
         if need == "cuda":
             try:
                 import torch  # noqa: PLC0415
@@ -60,14 +60,85 @@ def _missing_needs(entry: dict) -> list[str]:
                 ok = False
             if not ok:
                 out.append("cuda")
-        elif not _has(need):
+        elif not _has(NEED_MODULE.get(need, need)):
             out.append(need)
     return out
 
 
-def _prepare(kind: str | None, work: Path) -> None:
+# a manifest framework kind -> the modules that must import for it (added to the entry's needs)
+FRAMEWORK_NEEDS = {"lightning": ["torch", "lightning"], "hf": ["torch", "transformers", "accelerate", "datasets"],
+                   "jax": ["jax"], "torch": ["torch"]}
+NEED_MODULE = {"lightning": "lightning.pytorch"}
+
+
+def _needs(entry: dict) -> list[str]:
+    return list(dict.fromkeys([*FRAMEWORK_NEEDS.get(entry["framework"], []), *entry.get("needs", [])]))
+
+
+def _mnist_arrays(n_train: int, n_test: int):
+    import numpy as np  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    return [(rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8), rng.integers(0, 10, size=n, dtype=np.uint8))
+            for n in (n_train, n_test)]
+
+
+def _mnist_idx(d: Path, n_train: int, n_test: int, gz: bool) -> None:
+    """Synthetic MNIST in its own idx format (big-endian headers, uint8 pixels and labels)."""
+    import gzip  # noqa: PLC0415
+    import struct  # noqa: PLC0415
+
+    d.mkdir(parents=True, exist_ok=True)
+    (tx, ty), (vx, vy) = _mnist_arrays(n_train, n_test)
+    for name, x, y in (("train", tx, ty), ("t10k", vx, vy)):
+        files = {f"{name}-images-idx3-ubyte": struct.pack(">IIII", 2051, len(x), 28, 28) + x.tobytes(),
+                 f"{name}-labels-idx1-ubyte": struct.pack(">II", 2049, len(y)) + y.tobytes()}
+        for fname, data in files.items():
+            if gz:
+                with gzip.open(d / (fname + ".gz"), "wb") as fh:
+                    fh.write(data)
+            else:
+                (d / fname).write_bytes(data)
+
+
+def _mnist_pt(d: Path, n_train: int, n_test: int) -> None:
+    """Lightning's demo MNIST files: torch.save((uint8 [N, 28, 28], int64 [N]))."""
+    import torch  # noqa: PLC0415
+
+    d.mkdir(parents=True, exist_ok=True)
+    for fname, (x, y) in zip(("training.pt", "test.pt"), _mnist_arrays(n_train, n_test)):
+        torch.save((torch.from_numpy(x), torch.from_numpy(y.astype("int64"))), d / fname)
+
+
+def _cora(d: Path) -> None:
+    """Synthetic Cora as the LINQS files: 2,708 papers x 1,433 binary words + one of 7 labels
+    (cora.content: id, 1,433 0/1, label), 5,429 citations (cora.cites: cited citing)."""
+    import numpy as np  # noqa: PLC0415
+
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    ids = rng.choice(np.arange(1, 1_200_000), size=2708, replace=False)
+    labels = ["Case_Based", "Genetic_Algorithms", "Neural_Networks", "Probabilistic_Methods",
+              "Reinforcement_Learning", "Rule_Learning", "Theory"]
+    feats = (rng.random((2708, 1433)) < 0.0127).astype(np.int8)  # ~18 words a paper, as Cora's
+    feats[np.arange(2708), rng.integers(0, 1433, size=2708)] = 1
+    with open(d / "cora.content", "w") as fh:
+        for i in range(2708):
+            fh.write(f"{ids[i]}\t" + "\t".join(map(str, feats[i])) + f"\t{labels[rng.integers(0, 7)]}\n")
+    pairs = set()
+    while len(pairs) < 5429:
+        a, b = rng.integers(0, 2708, size=2)
+        if a != b:
+            pairs.add((int(ids[a]), int(ids[b])))
+    (d / "cora.cites").write_text("".join(f"{a}\t{b}\n" for a, b in sorted(pairs)))
+
+
+def _prepare(kind: str | None, work: Path, entry: dict | None = None, machine: str = "cpu") -> None:
     if not kind:
         return
+    entry = entry or {}
+    n_train = int(entry.get(f"mnist_n_{machine}", entry.get("mnist_n", 60000)))
+    n_test = int(entry.get("mnist_test_n", 10000))
     if kind == "wikitext_valid_as_train":
         src = work / "data" / "wikitext-2"
         dst = work / "data" / "clock"
@@ -83,6 +154,28 @@ def _prepare(kind: str | None, work: Path) -> None:
         rng = np.random.default_rng(0)
         rng.integers(0, 50257, size=2_000_000, dtype=np.uint16).tofile(d / "train.bin")
         rng.integers(0, 50257, size=200_000, dtype=np.uint16).tofile(d / "val.bin")
+    elif kind == "wikitext2_lightning":
+        # lightning.pytorch.demos.WikiText2 reads ./data/wikitext-2.txt before it would download
+        # pytorch/examples' word_language_model/data/wikitext-2/train.txt: the same corpus's valid.txt
+        # (upstream, stored with pytorch/examples) stands in for it
+        (work / "data").mkdir(parents=True, exist_ok=True)
+        shutil.copy(HERE / "scripts" / "pytorch-examples" / "word_language_model" / "data" / "wikitext-2" / "valid.txt",
+                    work / "data" / "wikitext-2.txt")
+    elif kind == "jax_mnist_gz":
+        # jax examples/datasets.py reads /tmp/jax_example_data/*-idx?-ubyte.gz before it would download
+        _mnist_idx(Path("/tmp/jax_example_data"), n_train, n_test, gz=True)
+    elif kind == "mnist_raw_parent":
+        # torchvision.datasets.MNIST('../data'): raw idx files in ../data/MNIST/raw are what it checks first
+        _mnist_idx(work.parent / "data" / "MNIST" / "raw", n_train, n_test, gz=False)
+    elif kind == "mnist_lightning":
+        # Lightning's demo MNIST: torchvision's MNIST at ./data (its _DATASETS_PATH) and at the script's
+        # DATASETS_PATH (examples/Datasets) when torchvision imports; else the demo's own processed
+        # files (MNIST/complete/{training,test}.pt)
+        for root in (work / "data", work / "examples" / "Datasets"):
+            _mnist_idx(root / "MNIST" / "raw", n_train, n_test, gz=False)
+            _mnist_pt(root / "MNIST" / "complete", n_train, n_test)
+    elif kind == "cora":
+        _cora(work / "cora")
     elif kind == "sine_wave":
         subprocess.run([sys.executable, "generate_sine_wave.py"], cwd=work, check=True)
     else:
@@ -96,7 +189,7 @@ def _scaldiag_cmd() -> list[str]:
 
 def _run(entry: dict, machine: str, work: Path, timeout: float) -> dict:
     """Run one entry under scaldiag; return stdout segments with arrival times and the report."""
-    script = work / Path(entry["path"]).name
+    script = work / (entry["path"] if entry.get("copy_root") else Path(entry["path"]).name)
     args = entry.get(f"args_{machine}", entry.get("args", []))
     runs = work / "runs"
     report = work / "report.json"
@@ -107,6 +200,9 @@ def _run(entry: dict, machine: str, work: Path, timeout: float) -> dict:
         env.setdefault("KERAS_BACKEND", "jax" if machine == "gpu" else "tensorflow")
     elif entry["framework"] == "keras-tf":
         env["KERAS_BACKEND"] = "tensorflow"
+    if entry.get("copy_root"):  # a script that imports its repository's package (`from examples import datasets`)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(work), env.get("PYTHONPATH")) if p)
+    env.update(entry.get("env", {}))
     if entry.get("shim"):
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE / "shim"), env.get("PYTHONPATH")) if p)
         env["SCALDIAG_CLOCK_SHIM"] = entry["shim"]
@@ -148,7 +244,7 @@ def _run(entry: dict, machine: str, work: Path, timeout: float) -> dict:
             for text, term in zip(parts[0::2], parts[1::2]):
                 clean = ANSI.sub("", text).replace("\b", "")
                 segments.append((now, clean, term))
-                if stop_re and stopped is None and term == "\n" and stop_re.search(clean):
+                if stop_re and stopped is None and (term == "\n" or entry.get("stop_any_term")) and stop_re.search(clean):
                     matched += 1
                     if matched >= stop_n:
                         stopped = f"stopped by SIGINT after {matched} lines matching the stop pattern"
@@ -177,8 +273,11 @@ def _keras_clock(segments, spec) -> dict:
     """Keras's per-epoch final Progbar line: the last '\\n'-terminated line at cur == tot after 'Epoch i/N'."""
     epochs: dict[int, dict] = {}
     epoch = 0
+    # fit(epochs=1) called in a loop prints no "Epoch i/N": the script's own line before each fit
+    # (epoch_regex, group 1 its count) marks the epochs instead
+    marker = re.compile(spec.get("epoch_regex", r"^Epoch (\d+)/(\d+)\s*$"))
     for t, text, term in segments:
-        m = re.match(r"^Epoch (\d+)/(\d+)\s*$", text.strip())
+        m = marker.match(text.strip())
         if m:
             epoch = int(m.group(1))
             continue
@@ -213,7 +312,9 @@ def _regex_mean(segments, spec) -> dict:
             continue
         if "iter" in g and int(g["iter"]) < spec.get("min_iter", 0):
             continue
-        vals.append(float(g["value"]) * UNIT_MS[spec.get("unit", "ms")])
+        # a per-epoch timer (seconds an epoch) over the epoch's steps: ms a step
+        per = spec.get(f"steps_per_value_{spec.get('machine')}", spec.get("steps_per_value", 1))
+        vals.append(float(g["value"]) * UNIT_MS[spec.get("unit", "ms")] / per)
     if not vals:
         return {"error": "no steady clock line found"}
     return {"ms_per_step": statistics.fmean(vals), "n": len(vals), "median_ms": statistics.median(vals),
@@ -258,7 +359,42 @@ def _line_times(segments, spec) -> dict:
             "what": "arrival times of a line printed each epoch/step (the script prints no clock)"}
 
 
-CLOCKS = {"keras_progbar": _keras_clock, "regex_mean": _regex_mean, "meter_avg": _meter_avg,
+TQDM_BAR = re.compile(r"(?P<desc>Epoch (?P<epoch>\d+)):.*?\|\s*(?P<n>\d+)/(?P<tot>\d+) \[[\d:]+<[\d:?]+,\s*"
+                      r"(?P<rate>[\d.]+)(?P<u>it/s|s/it)")
+
+
+def _tqdm_bar(segments, spec) -> dict:
+    """Lightning's TQDMProgressBar (tqdm, smoothing=0, reset at each train epoch's start): every redraw
+    shows n / (now - epoch start). Per epoch: `first_full`, the redraw at n == total right after the
+    last training batch (its on_train_batch_end: the epoch's start, every batch and its hooks), and
+    `last`, the epoch's final redraw (on_validation_end / on_train_epoch_end set_postfix: validation
+    in too). spec.which picks the clock (default last: what the bar reads when the epoch is over)."""
+    per: dict[int, dict] = {}
+    for t, text, _term in segments:
+        for m in TQDM_BAR.finditer(text):
+            n, tot = int(m.group("n")), int(m.group("tot"))
+            if n != tot or tot == 0:
+                continue
+            rate = float(m.group("rate"))
+            ms = 1000.0 / rate if m.group("u") == "it/s" else 1000.0 * rate
+            e = per.setdefault(int(m.group("epoch")), {"steps": tot})
+            e.setdefault("first_full_ms", ms)
+            e["last_ms"], e["t"] = ms, t
+    steady = [e for e in sorted(per) if e >= spec.get("min_epoch", 2)]
+    if not steady:
+        return {"error": f"no full epoch bar at epoch >= {spec.get('min_epoch', 2)} (epochs seen: {sorted(per)})"}
+    which = spec.get("which", "last")
+    ms = statistics.fmean(per[e][f"{which}_ms"] for e in steady)
+    wall = [(per[e]["t"] - per[e - 1]["t"]) * 1000 / per[e]["steps"] for e in steady if e - 1 in per]
+    return {"ms_per_step": ms, "epochs": steady, "per_epoch": [per[e][f"{which}_ms"] for e in steady],
+            "first_full_ms_per_step": statistics.fmean(per[e]["first_full_ms"] for e in steady),
+            "last_ms_per_step": statistics.fmean(per[e]["last_ms"] for e in steady),
+            "line_ms_per_step": statistics.fmean(wall) if wall else None,
+            "what": f"Lightning bar's it/s at each epoch's {'final redraw' if which == 'last' else 'n == total'}, "
+                    "epochs " + ",".join(map(str, steady))}
+
+
+CLOCKS = {"tqdm_bar": _tqdm_bar, "keras_progbar": _keras_clock, "regex_mean": _regex_mean, "meter_avg": _meter_avg,
           "line_times": _line_times}
 
 
@@ -287,7 +423,7 @@ def _scaldiag_side(rep: dict | None) -> dict:
 
 
 def run_entry(entry: dict, machine: str, timeout: float, keep: Path) -> dict:
-    row = {k: entry.get(k) for k in ("name", "source", "commit", "path", "framework", "notes")}
+    row = {k: entry.get(k) for k in ("name", "source", "commit", "path", "framework", "shape", "notes")}
     row["machine"] = machine
     missing = _missing_needs(entry)
     if missing:
@@ -295,10 +431,12 @@ def run_entry(entry: dict, machine: str, timeout: float, keep: Path) -> dict:
         return row
     work = keep / entry["name"]
     shutil.rmtree(work, ignore_errors=True)
-    src = HERE / "scripts" / entry["dir"] / Path(entry["path"]).parent
+    src = HERE / "scripts" / entry["dir"]
+    if not entry.get("copy_root"):
+        src = src / Path(entry["path"]).parent
     shutil.copytree(src, work)
-    _prepare(entry.get("prepare"), work)
-    res = _run(entry, machine, work, timeout)
+    _prepare(entry.get("prepare"), work, entry, machine)
+    res = _run(entry, machine, work, float(entry.get("timeout", timeout)))
     row.update(rc=res["rc"], wall_s=round(res["wall_s"], 1), stopped=res["stopped"], work=str(work),
                args=entry.get(f"args_{machine}", entry.get("args", [])))
     return _compare(entry, machine, row, res)
@@ -332,14 +470,36 @@ def reanalyze(saved: Path, work_root: Path) -> None:
 
 def _compare(entry: dict, machine: str, row: dict, res: dict) -> dict:
     """The script's clock read from its output, scaldiag's figure of the same scope, and the error."""
-    row["clock"] = CLOCKS[entry["clock"]["kind"]](res["segments"], entry["clock"])
+    row["clock"] = CLOCKS[entry["clock"]["kind"]](res["segments"], {**entry["clock"], "machine": machine})
     row["scaldiag"] = _scaldiag_side(res["report"])
     batch = entry.get(f"batch_{machine}", entry.get("batch"))
     row["batch"] = batch
     c, s = row["clock"].get("ms_per_step"), row["scaldiag"].get("ms_per_step")
     row["scope"] = "steady steps"
     kind = entry["clock"]["kind"]
-    if kind == "keras_progbar" and s and c:
+    scope = entry["clock"].get("scope")
+    scopes = ((res["report"] or {}).get("clock") or {}).get("scopes") or {}
+    if scope and (scopes.get(scope) or {}).get("ms"):
+        # the report names each figure's scope (issue 32): the figure of the clock's own scope
+        row["scope"] = scope
+        row["scaldiag"]["user_scope"] = (res["report"].get("clock") or {}).get("user_scope")
+        row["scaldiag"]["scopes_ms"] = {k: (v or {}).get("ms") for k, v in scopes.items()}
+        if s and c:
+            row["steady_error_pct"] = 100.0 * (c / s - 1.0)
+        s = row["scaldiag"]["ms_per_step_compared"] = scopes[scope]["ms"]
+    elif scope:
+        # a report without `clock` (before issue 32): today's figures, the whole-epoch one for a
+        # whole-epoch clock where the report has it, else the steady step
+        whole = row["scaldiag"]["epochs_ms_per_step"].get(2)
+        row["scope"] = scope + " (report has no clock scopes: "
+        if scope == "whole_epoch" and whole:
+            row["steady_error_pct"] = 100.0 * (c / s - 1.0) if c and s else None
+            row["scope"] += "scaldiag's whole-epoch figure)"
+            s = row["scaldiag"]["ms_per_step_compared"] = whole
+        else:
+            row["scope"] += "scaldiag's steady step)"
+            row["scaldiag"]["ms_per_step_compared"] = s
+    elif kind == "keras_progbar" and s and c:
         # Keras's ms/step times whole epochs (validation and the epoch's edges in): compare it with
         # scaldiag's whole-epoch figure of the same scope (analyze/epochs.py), the steady one beside it.
         verbose = int(entry.get("keras_verbose", 1))  # fit's verbose="auto" is 1
@@ -410,14 +570,14 @@ def write(rows: list[dict], meta: dict, out_md: Path) -> None:
          "Keras clock prints whole ms (or us) per step: `res` is half its last digit as a share; "
          "`line clock` is the same epochs timed by the arrival of Keras's epoch lines (epoch "
          "edges and validation included, as in Keras's own ms/step).", "",
-         "| script | source @ commit | framework | clock | scope | script's ms/step | scaldiag ms/step | error "
+         "| script | source @ commit | framework | loop shape | clock | scope | script's ms/step | scaldiag ms/step | error "
          "| scaldiag steady ms/step (error) | res "
          "| line clock ms/step (error) | scaldiag steady/recorded, excluded | inflation |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         src = f"{r['source']} `{r['path']}` @ {r['commit'][:10]}"
         if r.get("skipped"):
-            L.append(f"| {r['name']} | {src} | {r['framework']} | not run: {r['skipped']} | | | | | | | | | |")
+            L.append(f"| {r['name']} | {src} | {r['framework']} | {r.get('shape') or ''} | not run: {r['skipped']} | | | | | | | | | |")
             continue
         c, s = r["clock"], r["scaldiag"]
         err = f"{r['error_pct']:+.1f}%" if "error_pct" in r else (c.get("error") or s.get("error") or "")
@@ -428,7 +588,7 @@ def write(rows: list[dict], meta: dict, out_md: Path) -> None:
         infl = s.get("profiler_inflation")
         steady = (f"{_fmt(s.get('ms_per_step'), 2)} ({r['steady_error_pct']:+.1f}%)"
                   if r.get("steady_error_pct") is not None else "")
-        L.append(f"| {r['name']} | {src} | {r['framework']} | {c.get('what', '')} | {r.get('scope', 'steady steps')} | "
+        L.append(f"| {r['name']} | {src} | {r['framework']} | {r.get('shape') or ''} | {c.get('what', '')} | {r.get('scope', 'steady steps')} | "
                  f"{_fmt(c.get('ms_per_step'), 2)} | {_fmt(s.get('ms_per_step_compared', s.get('ms_per_step')), 2)} | {err} | "
                  f"{steady} | {res} | {lcs} | {s.get('steady')}/{s.get('recorded')}; {exc} | "
                  f"{_fmt(infl, 2) if isinstance(infl, (int, float)) else infl} |")
@@ -438,7 +598,8 @@ def write(rows: list[dict], meta: dict, out_md: Path) -> None:
             L.append(f"- **{r['name']}**: not run ({r['skipped']}). {r.get('notes') or ''}")
         else:
             L.append(f"- **{r['name']}**: exit {r['rc']}, {r['wall_s']} s{', ' + r['stopped'] if r.get('stopped') else ''}; "
-                     f"args `{' '.join(r['args'])}`; batch {r['batch']}. {r.get('notes') or ''}")
+                     f"args `{' '.join(r['args'])}`; batch {r['batch']}. {r.get('notes') or ''}"
+                     + (f" **Seen:** {r['seen']}" if r.get("seen") else ""))
     out_md.write_text("\n".join(L) + "\n")
 
 
@@ -507,7 +668,7 @@ def main() -> None:
         for e in todo:
             if a.machine not in e.get("machines", []):
                 why = e.get("notes") if not e.get("machines") else f"not on the {a.machine} machine"
-                rows.append({**{k: e.get(k) for k in ("name", "source", "commit", "path", "framework", "notes")},
+                rows.append({**{k: e.get(k) for k in ("name", "source", "commit", "path", "framework", "shape", "notes")},
                              "machine": a.machine, "skipped": why})
                 continue
             print(f"== {e['name']}", flush=True)

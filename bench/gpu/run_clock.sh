@@ -9,7 +9,21 @@
 # rewritten after every script, so a stop keeps what was done. Results: $OUT/gpu_<date>.md and .json
 # (copy them to bench/results/clock/), $OUT/clock_runs.tgz (stdout with arrival times, stderr, run
 # directories without traces).
+#
+# Only some entries (each call stays inside the device's 10-minute limit): CLOCK_ONLY=NAME,NAME, or
+# CLOCK_SET=new_loops_a | new_loops_b (issue 32's loop shapes, in two calls of about 7 minutes each):
+#   CLOCK_SET=new_loops_a bash bench/gpu/run_clock.sh   # Lightning x2, addition_rnn
+#   CLOCK_SET=new_loops_b bash bench/gpu/run_clock.sh   # gat, vae, JAX x2
+# The table is then $OUT/gpu_<date>_<names>.md/.json (copy to bench/results/clock/gpu_new_loops_before*.md).
 set -u
+case "${CLOCK_SET:-}" in
+  new_loops_a) CLOCK_ONLY="lightning_transformer,lightning_gan,kio3_addition_rnn" ;;
+  new_loops_b) CLOCK_ONLY="gat_cora,vae_workers,jax_mnist_fromscratch,jax_mnist_stax" ;;
+  "") ;;
+  *) echo "unknown CLOCK_SET=$CLOCK_SET"; exit 2 ;;
+esac
+ONLY_ARGS=()
+[ -n "${CLOCK_ONLY:-}" ] && ONLY_ARGS=(--only "$CLOCK_ONLY")
 source bench/gpu/setup.sh /tmp/gpu_clock
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0 CUDA_DEVICE_ORDER=PCI_BUS_ID KERAS_BACKEND=jax
@@ -19,7 +33,7 @@ export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0 CUDA_DEVICE_ORDER=PCI_BUS_ID KE
   python3 -c "import torchvision; print('torchvision', torchvision.__version__)" || echo "no torchvision"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
-timeout -s INT -k 20 "${CLOCK_BUDGET_S:-510}" python3 bench/clock/run.py --machine gpu --timeout 100 \
+timeout -s INT -k 20 "${CLOCK_BUDGET_S:-510}" python3 bench/clock/run.py --machine gpu --timeout 100 "${ONLY_ARGS[@]}" \
   --machine-desc "one NVIDIA H200 (device tool nvidia-h200), Keras 3 on JAX, PyTorch; $(nproc) CPUs" \
   --out-dir "$OUT" --keep /tmp/gpu_clock/work
 echo "runner exit $?"
