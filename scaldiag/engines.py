@@ -23,8 +23,10 @@ import multiprocessing
 import os
 import re
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 from scaldiag.errors import ScaldiagError
@@ -45,6 +47,12 @@ START_METHOD = "spawn"
 ITEMS_PER_WORKER: int | None = None
 # Worker processes that do not stop within this after SIGTERM get SIGKILL.
 STOP_TIMEOUT_S = 5.0
+
+# How long a Dask scheduler named by its address may take to answer (Dask's default: 30 s, then exit 70).
+SCHEDULER_TIMEOUT_S = 10.0
+# The signals that end a command (a scheduler's, `timeout`'s, a closed terminal's): while an engine is
+# open they stop its workers first; the command then exits 128 + N, as the signal's default would.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 SPECS_ACCEPTED = ("local", "local:N", "dask", "dask:N", "dask://HOST:PORT", "tcp://HOST:PORT")
 
@@ -105,6 +113,12 @@ class LocalEngine:
             if failed is not None:
                 raise failed
             return [f.result() for f in futures]
+        except BrokenProcessPool:  # a worker killed (the OOM killer) or unable to start
+            self._executor = None
+            _stop_workers(executor)
+            raise ScaldiagError("a worker process of the local engine ended before its rank was reduced "
+                                "(killed, out of memory, or it could not start); --engine local:1 reduces "
+                                "one rank at a time in this process, with the least memory") from None
         except BaseException:  # an item's error, KeyboardInterrupt: the other items stop now, not when done
             self._executor = None
             _stop_workers(executor)
@@ -186,7 +200,7 @@ class DaskEngine:
 @contextlib.contextmanager
 def _dask(distributed, workers: int | None, address: str | None) -> Iterator[DaskEngine]:
     if address is not None:
-        with distributed.Client(address, set_as_default=False) as client:
+        with _client(distributed, address) as client:
             yield DaskEngine(client)
         return
     # One thread per worker process: the reduction holds the GIL, so threads would not run at once.
@@ -196,6 +210,46 @@ def _dask(distributed, workers: int | None, address: str | None) -> Iterator[Das
                                   memory_limit=0, dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:
         yield DaskEngine(client)
+
+
+def _client(distributed, address: str):
+    try:
+        return distributed.Client(address, set_as_default=False, timeout=SCHEDULER_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        raise ScaldiagError(f"no Dask scheduler answered at {address} within {SCHEDULER_TIMEOUT_S:g} s "
+                            f"({type(exc).__name__}); start one (dask scheduler) or use --engine local") from None
+
+
+class Stopped(ScaldiagError):
+    """The command was sent SIGTERM or SIGHUP while an engine was open: its workers were stopped."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by {signal.Signals(signum).name}: the engine's workers were stopped first")
+        self.exit_code = 128 + signum
+
+
+@contextlib.contextmanager
+def _workers_stop_with_the_command() -> Iterator[None]:
+    """While the engine is open, SIGTERM and SIGHUP raise ``Stopped`` in the main thread, so that the
+    engine closes (its workers terminated) before the command ends: the signals' default ended the
+    command at once and left every spawned worker and the resource tracker running under PID 1."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread; a caller elsewhere keeps its own
+        return
+    def stop(signum, frame):
+        raise Stopped(signum)
+    before = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _closing_on_signals(engine_cm) -> Iterator[Engine]:
+    with _workers_stop_with_the_command(), engine_cm as engine:
+        yield engine
 
 
 # --- the spec --------------------------------------------------------------------------------------
@@ -239,5 +293,5 @@ def open_engine(spec: str | None = None) -> contextlib.AbstractContextManager[En
     optional package raises ScaldiagError now, before anything starts."""
     kind, workers, address = parse_spec(spec)
     if kind == "local":
-        return contextlib.closing(LocalEngine(workers or default_workers()))
-    return _dask(_import_optional("distributed", "dask"), workers, address)
+        return _closing_on_signals(contextlib.closing(LocalEngine(workers or default_workers())))
+    return _closing_on_signals(_dask(_import_optional("distributed", "dask"), workers, address))

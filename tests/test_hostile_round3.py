@@ -12,10 +12,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import FIXTURES
 
@@ -425,3 +428,50 @@ def test_stdout_on_a_full_device_keeps_checks_verdict_and_is_one_line(argv, code
                               stderr=subprocess.PIPE, text=True, timeout=120)
     assert done.returncode == code, done.stderr
     assert "No space left on device" in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+
+
+# -- 6, 7. the engines: a killed worker, an unreachable scheduler, SIGTERM ------------------------------
+
+
+def _kill_myself(item):
+    if item == "killed":
+        os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
+    return item
+
+
+def test_a_local_worker_killed_is_one_line_and_no_worker_is_left():
+    from scaldiag.engines import open_engine
+    from scaldiag.errors import ScaldiagError
+
+    with pytest.raises(ScaldiagError, match="a worker process of the local engine ended"):
+        with open_engine("local:2") as engine:
+            engine.map(_kill_myself, ["a", "killed", "b"])
+    assert [c for c in psutil.Process().children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE
+            and "resource_tracker" not in " ".join(c.cmdline())] == []
+
+
+def test_an_unreachable_scheduler_is_one_line_within_its_timeout(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    dirs = make_job(tmp_path)
+    started = time.monotonic()
+    code, _, err = cli(capsys, "report", *dirs, "--engine", "tcp://127.0.0.1:9")
+    assert code == 2 and "no Dask scheduler answered at tcp://127.0.0.1:9" in err, err
+    assert time.monotonic() - started < 25
+
+
+def test_sigterm_to_report_leaves_no_worker(tmp_path):
+    dirs = make_job(tmp_path, nodes=4)
+    proc = subprocess.Popen([sys.executable, "-m", "scaldiag", "report", *map(str, dirs), "--engine", "local:2"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    me = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(me.children(recursive=True)) < 2:  # the pool has started
+        time.sleep(0.05)
+    workers = me.children(recursive=True)
+    assert workers, "no worker started"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode in (0, 143), err  # 0: it had finished first
+    assert "Traceback" not in err
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert alive == [], [p.pid for p in alive]
