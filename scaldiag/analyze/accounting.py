@@ -31,7 +31,9 @@ PARTS = (  # (part, what it covers), highest priority first
     ("profiler window", "steps traced, and the profiler starting and stopping"),
     ("compilation and warm-up", "the first steps and any retrace"),
     (STEADY, "steady steps, the device's catch-up at each epoch's end included"),
-    ("validation", "validation inside fit"),
+    ("sanity check", "the loop's sanity check before training (Lightning's)"),
+    ("checkpoints", "checkpoint saves inside the loop (the loop's adapter marks them)"),
+    ("validation", "validation inside fit, evaluation inside the loop"),
     ("input-ceiling measurement", "scaldiag iterating the input alone after training"),
     ("input-free measurement", "scaldiag timing a clone of the model on one cached batch after training"),
     ("fit start-up", "from fit's start to its first step"),
@@ -125,8 +127,11 @@ def _spans(name: str, start: int, end: int, marks: list[dict], found: list[runst
         if name == "profiler window":
             pairs += runsteps.mark_pairs(marks, "trace_start", "trace_started") + runsteps.mark_pairs(marks, "trace_stop", "trace_stopped")
         return _arrays(pairs)
-    if name == "validation":
-        return _arrays(runsteps.mark_pairs(marks, "test_begin", "test_end"))
+    if name in _TEST_KINDS:
+        kind = _TEST_KINDS[name]
+        tests = [m for m in marks if m.get("mark") in ("test_begin", "test_end")
+                 and (kind is None or m.get("kind") == kind)]
+        return _arrays(runsteps.mark_pairs(tests, "test_begin", "test_end"))
     if name == "input-ceiling measurement":
         return _arrays(runsteps.mark_pairs(marks, "ceiling_begin", "ceiling_end"))
     if name == "input-free measurement":
@@ -152,6 +157,11 @@ def _spans(name: str, start: int, end: int, marks: list[dict], found: list[runst
     if name == "script outside fit":
         return _arrays([(script_begin, script_end or end)] if script_begin else [])
     raise ValueError(name)
+
+
+# The parts of the loop's ``test_begin``/``test_end`` marks by their kind (an adapter's): the ones
+# named here first, the rest (Keras's validation, PyTorch's model.eval()) validation.
+_TEST_KINDS = {"sanity check": "sanity check", "checkpoints": "checkpoint", "validation": None}
 
 
 def _last(marks: list[dict], name: str) -> int | None:

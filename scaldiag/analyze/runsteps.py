@@ -26,7 +26,9 @@ step's time before an ``epoch_begin`` that falls inside it, as PyTorch's new
 DataLoader iterator does) are not any step's: the accounting counts them as
 epoch boundaries, and the steady clock never holds them. So is evaluation
 inside a PyTorch step (``model.eval()`` to ``model.train()``, marked
-``test_begin``/``test_end``): the step begins at ``test_end``.
+``test_begin``/``test_end``): the step begins at ``test_end``; and the wait
+for a new DataLoader pass's first batch from worker processes (its workers
+starting: ``input_ready``): the step begins when that batch arrived.
 
 Where the device was timed (``device_steps.jsonl``: CUDA events at each step
 boundary), a step's duration is the device's; its place on the run's
@@ -40,6 +42,9 @@ from dataclasses import dataclass
 import numpy as np
 
 STEADY, WARMUP, COMPILE, TRACED = "steady", "warm-up", "compile or retrace", "profiler window"
+# Where a step's time stops being an edge: an epoch's begin, evaluation's end, and a new DataLoader
+# pass's first batch from its workers (they were starting: ``input_ready``).
+EDGE_MARKS = ("epoch_begin", "test_end", "input_ready")
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,7 @@ def periods(steps: list[dict], training: dict, marks: list[dict] = (),
     warmup = int(training.get("warmup_steps") or 0)
     per_execution = int(training.get("steps_per_execution") or 1)
     per_epoch = training.get("steps_per_epoch")
-    # Where a step's time stops being an edge: an epoch's begin, evaluation's end (PyTorch model.train()).
-    edges = np.array(sorted(m["t_ns"] for m in marks if m.get("mark") in ("epoch_begin", "test_end")), np.int64)
+    edges = np.array(sorted(m["t_ns"] for m in marks if m.get("mark") in EDGE_MARKS), np.int64)
     compiles = compile_spans(marks)
     profiler = _profiler_spans(marks)
     device_ns = device_ns or {}

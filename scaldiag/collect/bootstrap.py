@@ -69,7 +69,7 @@ def main() -> None:
         ended = exc
         raise
     finally:
-        torch_hooks.finish()
+        adapters.finish()
         append_mark(os.environ.get(RUN_DIR_ENV), "script_end")
         torch_hooks.record_rank_outcome(torch_hooks.rank_outcome(ended))  # a torchrun rank > 0: its own end
 

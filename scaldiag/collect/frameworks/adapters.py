@@ -121,6 +121,18 @@ def _lazy(adapter: Adapter, trigger: str):
     return patch
 
 
+def finish() -> None:
+    """The script ended (bootstrap's ``finally``): each armed adapter whose module has a ``finish``
+    closes its run (the torch capture, the JAX loop), in the order they were armed."""
+    from scaldiag.collect.frameworks.guard import attempt, say
+
+    for name in armed():
+        module = importlib.import_module(by_name(name).module)
+        end = getattr(module, "finish", None)
+        if end is not None:
+            attempt(end, lambda why, n=name: say(f"could not finish the {n} capture ({why})"))
+
+
 def evidence_facts(names: list[str]) -> dict:
     """What training.json says of the loop: the adapters that followed it, their evidence, and
     what none of them knows (the generic fallback's gaps)."""

@@ -386,3 +386,8 @@ def _replicas(leaf) -> tuple[int, str]:
 
 
 LOOP = JaxLoop()
+
+
+def finish() -> None:
+    """The script ended (adapters.finish, from bootstrap's ``finally``; atexit too, for the loop API)."""
+    LOOP.finish()

@@ -214,6 +214,15 @@ class TorchCapture:
         self.loader = loader
         self._guard(lambda: self._epoch_begins(self.epoch + 1))
 
+    def first_batch_of_pass(self, loader, workers: int) -> None:
+        """A new pass's first batch from worker processes: until it arrived the workers were starting
+        (or, persistent, restarting the pass's prefetch). That wait is the epoch's edge, as the
+        iterator starting is: ``input_ready`` (runsteps), the step begins there."""
+        if (workers > 0 and loader is self.loader and self.session is not None and not self.failed
+                and not self.finished and self._epochs_open and not self.aside):
+            self._guard(lambda: self.session.recorder.mark("input_ready", workers=int(workers),
+                                                           source="DataLoader: a new iterator's first batch"))
+
     def exhausted(self, loader) -> None:
         """The followed loader's iterator raised StopIteration: its epoch's data has run out."""
         if (loader is self.loader and self.session is not None and not self.failed and self._epochs_open

@@ -93,6 +93,8 @@ def _on_dataloader_import(module) -> None:
             capture.exhausted(_loader_of(self))
             raise
         capture.after_fetch(batch)
+        if self.__dict__.pop("_scaldiag_fresh", False):
+            capture.first_batch_of_pass(_loader_of(self), getattr(self, "_num_workers", 0))
         return batch
 
     __next__._scaldiag = True
@@ -114,6 +116,7 @@ def _wrap_iter(loader_class, capture) -> None:
         iterator = original(self)
         try:
             iterator._scaldiag_loader = self
+            iterator._scaldiag_fresh = True  # its first batch waits for the pipeline to (re)start
         except Exception:
             pass
         capture.new_iter(self)

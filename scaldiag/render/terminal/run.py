@@ -11,7 +11,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from scaldiag.analyze.accounting import OWN, STEADY, part_name
-from scaldiag.analyze.clock import STEADY_STEP, WORDS
+from scaldiag.analyze.clock import LOOP_ITERATION, STEADY_STEP, WHOLE_EPOCH, WORDS
 from scaldiag.analyze.input_cost import describe
 from scaldiag.analyze.run import RunAnalysis, slow_rank
 from scaldiag.analyze.runsteps import COMPILE
@@ -96,9 +96,13 @@ def _user_clock_line(c) -> str:
     ms = c.scopes[c.user_scope].user_ms
     line = f"{c.user_clock[:1].upper()}{c.user_clock[1:]} ({WORDS[c.user_scope]}): {ms:.3g} ms a step"
     parts = " + ".join(f"{part} {part_ms:.3g}" for part, part_ms in c.parts_ms if abs(part_ms) >= 0.005 * ms)
-    if not parts:
-        return f"{line}, the training step alone."
-    return f"{line} = training step {c.scopes[STEADY_STEP].ms:.3g} + {parts}."
+    line = f"{line}, the training step alone." if not parts else \
+        f"{line} = training step {c.scopes[STEADY_STEP].ms:.3g} + {parts}."
+    epoch = c.scopes.get(WHOLE_EPOCH)
+    if c.user_scope == LOOP_ITERATION and epoch is not None and abs(epoch.ms / ms - 1) > 0.05:
+        # Which clock a plain loop prints is the script's: a timer around its epochs reads this.
+        line += f" Whole epochs: {epoch.ms:.3g} ms a step (their edges in)."
+    return line
 
 
 def _accounting(a: RunAnalysis, console: Console, verbose: bool) -> None:

@@ -1,0 +1,56 @@
+"""Short epochs whose DataLoader workers start every epoch: the wait for a new pass's first batch is
+the epoch's edge (``input_ready``, from the iterator being new), not the first step's time."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from scaldiag.analyze import runsteps  # noqa: E402
+from scaldiag.record.reader import read_record  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCRIPT = textwrap.dedent("""
+    import time, torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Data(Dataset):
+        def __len__(self): return 4 * 16
+        def __getitem__(self, i):
+            return torch.randn(8), torch.randint(0, 2, ()).item()
+
+    if __name__ == "__main__":
+        torch.set_num_threads(1)
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(Data(), batch_size=16, num_workers=1)  # workers start at each iter()
+        for epoch in range(4):
+            for x, y in loader:
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                opt.zero_grad(); loss.backward(); opt.step()
+""")
+
+
+def test_the_workers_start_is_the_epochs_edge(tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(tmp_path / "runs"),
+                             str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    record = read_record(run_dir)
+    ready = [m for m in record.marks if m["mark"] == "input_ready"]
+    # Every pass of the training loop, and not the input-ceiling's own pass after training.
+    begins = [m["t_ns"] for m in record.marks if m["mark"] == "epoch_begin"]
+    assert len(ready) == len(begins) == 4
+    waits = list(zip(begins, [m["t_ns"] for m in ready]))
+    for period in runsteps.periods(record.steps, record.training, record.marks):
+        for begin, arrived in waits:
+            assert period.end_ns <= begin or period.begin_ns >= arrived, (period, begin, arrived)
