@@ -359,6 +359,26 @@ def _line_times(segments, spec) -> dict:
             "what": "arrival times of a line printed each epoch/step (the script prints no clock)"}
 
 
+RICH_BAR = re.compile(r"Epoch (?P<epoch>\d+)/(?P<last>\d+) .*?(?P<n>\d+)/(?P<tot>\d+) [\d:]+ \S [\d:-]+ "
+                      r"(?P<rate>[\d.]+)it/s")
+
+
+def _rich_bar(segments) -> dict | None:
+    """Lightning's RichProgressBar (the default where `rich` imports): on a stdout that is no terminal,
+    rich's Live does not redraw and prints the bar once, when the run ends. Its it/s is rich's
+    `task.speed`: completed batches over the time between the train task's progress samples of the last
+    30 s (`speed_estimate_period`); validation updates its own task, so the figure is the training
+    batches (and their hooks) of that window: loop_iteration, one reading."""
+    hits = [m for _, text, _ in segments for m in [RICH_BAR.search(text)] if m]
+    if not hits:
+        return None
+    m = hits[-1]
+    return {"ms_per_step": 1000.0 / float(m.group("rate")), "scope": "loop_iteration",
+            "epochs": [int(m.group("epoch"))], "batches_done": f"{m.group('n')}/{m.group('tot')}",
+            "what": f"Lightning RichProgressBar's it/s, printed once at exit (epoch {m.group('epoch')}, "
+                    f"{m.group('n')}/{m.group('tot')} batches; rich's speed over the last 30 s of training batches)"}
+
+
 TQDM_BAR = re.compile(r"(?P<desc>Epoch (?P<epoch>\d+)):.*?\|\s*(?P<n>\d+)/(?P<tot>\d+) \[[\d:]+<[\d:?]+,\s*"
                       r"(?P<rate>[\d.]+)(?P<u>it/s|s/it)")
 
@@ -382,6 +402,9 @@ def _tqdm_bar(segments, spec) -> dict:
             e["last_ms"], e["t"] = ms, t
     steady = [e for e in sorted(per) if e >= spec.get("min_epoch", 2)]
     if not steady:
+        rich = _rich_bar(segments)
+        if rich:
+            return rich
         return {"error": f"no full epoch bar at epoch >= {spec.get('min_epoch', 2)} (epochs seen: {sorted(per)})"}
     which = spec.get("which", "last")
     ms = statistics.fmean(per[e][f"{which}_ms"] for e in steady)
@@ -477,7 +500,7 @@ def _compare(entry: dict, machine: str, row: dict, res: dict) -> dict:
     c, s = row["clock"].get("ms_per_step"), row["scaldiag"].get("ms_per_step")
     row["scope"] = "steady steps"
     kind = entry["clock"]["kind"]
-    scope = entry["clock"].get("scope")
+    scope = row["clock"].get("scope") or entry["clock"].get("scope")
     scopes = ((res["report"] or {}).get("clock") or {}).get("scopes") or {}
     if scope and (scopes.get(scope) or {}).get("ms"):
         # the report names each figure's scope (issue 32): the figure of the clock's own scope

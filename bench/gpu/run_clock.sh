@@ -13,12 +13,12 @@
 # Only some entries (each call stays inside the device's 10-minute limit): CLOCK_ONLY=NAME,NAME, or
 # CLOCK_SET=new_loops_a | new_loops_b (issue 32's loop shapes, in two calls of about 7 minutes each):
 #   CLOCK_SET=new_loops_a bash bench/gpu/run_clock.sh   # Lightning x2, addition_rnn
-#   CLOCK_SET=new_loops_b bash bench/gpu/run_clock.sh   # gat, vae, JAX x2
+#   CLOCK_SET=new_loops_b bash bench/gpu/run_clock.sh   # gat, vae, JAX x3
 # The table is then $OUT/gpu_<date>_<names>.md/.json (copy to bench/results/clock/gpu_new_loops_before*.md).
 set -u
 case "${CLOCK_SET:-}" in
   new_loops_a) CLOCK_ONLY="lightning_transformer,lightning_gan,kio3_addition_rnn" ;;
-  new_loops_b) CLOCK_ONLY="gat_cora,vae_workers,jax_mnist_fromscratch,jax_mnist_stax" ;;
+  new_loops_b) CLOCK_ONLY="gat_cora,vae_workers,jax_mnist_fromscratch,jax_mnist_stax,jax_spmd_mnist" ;;
   "") ;;
   *) echo "unknown CLOCK_SET=$CLOCK_SET"; exit 2 ;;
 esac
