@@ -15,6 +15,8 @@ from conftest import ROOT
 from scaldiag.record.reader import read_steps
 from scaldiag.record.rundir import read_json, read_jsonl
 
+pytestmark = pytest.mark.slow  # real TensorFlow trainings, most under `scaldiag profile` in a subprocess
+
 pytest.importorskip("tensorflow", reason="capture tests need TensorFlow (make test installs it)")
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow",
@@ -48,9 +50,15 @@ def test_profile_the_bundled_example(tmp_path):
     assert report["run"]["status"] == "finished" and report["run"]["exit_code"] == 0
     assert report["training"]["global_batch"] == 64 and report["training"]["replicas"] == 1
     assert report["steps"]["recorded"] == 40
-    # Throughput agrees with the script's own timing (it prints its median step).
+    # The record agrees with the script's own stopwatch over the same interval: from batch 10's begin to the
+    # end of training (the script's figure holds the traced steps, which the report's steady figure leaves
+    # out: how far those two differ depends on the load, so they are not compared).
     own = float(re.search(r"(\d+) samples/s", result.stdout).group(1))
-    assert report["steps"]["samples_per_s"] == pytest.approx(own, rel=0.15)
+    steps = read_steps(run_dir / "steps.jsonl")
+    (end_ns,) = [m["t_ns"] for m in read_jsonl(run_dir / "marks.jsonl") if m["mark"] == "epoch_end"][-1:]
+    ours = 64 * (len(steps) - 10) / ((end_ns - steps[10]["begin_ns"]) / 1e9)
+    assert ours == pytest.approx(own, rel=0.02, abs=1)
+    assert report["steps"]["samples_per_s"] > 0
     trace = report["trace_report"]
     assert trace["steps"]["method"] == "markers" and trace["steps"]["count"] == 5
     assert any("nvml" in m for m in report["missing"])  # no GPU here: said, not hidden

