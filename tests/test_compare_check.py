@@ -185,3 +185,17 @@ def test_compare_states_a_range_as_the_run_report_does(capsys, reports):
     reported = " ".join(capsys.readouterr().out.split())
     assert said in compared and said in reported
     assert "[" not in compared.split("changed most:")[1]  # no bracketed range of another format
+
+
+def test_compare_reads_categories_per_batch_under_steps_per_execution(reports):
+    """A traced step is one call of the train function: with steps_per_execution=K, K batches. compare
+    reads each category per batch, so that a fused run is not read as K times the compute (issue 32)."""
+    from dataclasses import replace
+
+    fast = reports["fast"]
+    fused = replace(fast, analysis=replace(fast.analysis,
+                                           training={**fast.analysis.training, "steps_per_execution": 4}))
+    plain = {c.metric: c.before for c in compare(fast, fast).categories}
+    per_batch = {c.metric: c.after for c in compare(fast, fused).categories}
+    assert plain.keys() == per_batch.keys()
+    assert all(per_batch[m] == pytest.approx(plain[m] / 4) for m in plain)

@@ -35,6 +35,7 @@ class Epoch:
     batches: int
     first_step_end_ns: int  # where Keras's verbose=1 clock starts
     validation_ns: int
+    first_step_batches: int = 1  # batches of the epoch's first recorded step (steps_per_execution)
 
     @property
     def ms_per_step(self) -> float:
@@ -42,7 +43,10 @@ class Epoch:
 
     @property
     def ms_per_step_after_first(self) -> float | None:
-        if self.batches < 2:
+        """Keras's verbose=1 figure: the first step left out. Only where that step is one batch:
+        with steps_per_execution K > 1 the bar's first update is at batch K, never 1, and Keras
+        prints the whole epoch over its steps (keras/src/utils/progbar.py)."""
+        if self.batches < 2 or self.first_step_batches != 1:
             return None
         return (self.end_ns - self.first_step_end_ns) / (self.batches - 1) / 1e6
 
@@ -108,4 +112,5 @@ def _epoch(found: list[Period], begins: np.ndarray, validation: list[tuple[int, 
         return None
     in_epoch = sum(max(0, min(b, end["t_ns"]) - max(a, begin["t_ns"])) for a, b in validation)
     return Epoch(epoch=int(begin.get("epoch") or 0), begin_ns=begin["t_ns"], end_ns=end["t_ns"],
-                 batches=sum(p.batches for p in inside), first_step_end_ns=inside[0].end_ns, validation_ns=in_epoch)
+                 batches=sum(p.batches for p in inside), first_step_end_ns=inside[0].end_ns, validation_ns=in_epoch,
+                 first_step_batches=inside[0].batches)

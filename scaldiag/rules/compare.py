@@ -143,14 +143,23 @@ def _categories(a: RunReport, b: RunReport) -> list[Change]:
             or not b.trace_report.analysis.units:
         return []
     ua, ub = a.trace_report.analysis.units[0], b.trace_report.analysis.units[0]
+    # A traced step is one call of the train function: steps_per_execution batches. Per batch, so that
+    # a run with steps_per_execution=32 is not read as 32 times the compute of one without.
+    ka, kb = _batches_per_call(a), _batches_per_call(b)
     out = []
     for c in CATEGORIES:
         ca, cb = ua.categories[c], ub.categories[c]
         if ca.busy_ms or cb.busy_ms:
             # The share's spread, as ms of each run's step.
-            noise = _hypot(ca.exclusive_pct_ci95 * ua.step_time_ms.mean / 100, cb.exclusive_pct_ci95 * ub.step_time_ms.mean / 100)
-            out.append(Change(c, "ms/step", ca.exclusive_ms, cb.exclusive_ms, noise=noise))
+            noise = _hypot(ca.exclusive_pct_ci95 * ua.step_time_ms.mean / 100 / ka,
+                           cb.exclusive_pct_ci95 * ub.step_time_ms.mean / 100 / kb)
+            out.append(Change(c, "ms/step", ca.exclusive_ms / ka, cb.exclusive_ms / kb, noise=noise))
     return out
+
+
+def _batches_per_call(r: RunReport) -> int:
+    value = (r.analysis.training or {}).get("steps_per_execution") if r.analysis else None
+    return value if isinstance(value, int) and value > 0 else 1
 
 
 def _sweeps(a: SweepReport, b: SweepReport) -> Comparison:
