@@ -28,6 +28,7 @@ def own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
+@pytest.mark.slow
 def test_two_cpu_ranks_measure_save_and_print_a_cpu_calibration(tmp_path, capsys):
     assert calibrate.run(_args("--device", "cpu", "--framework", "torch", "--sizes", "8,4K,256K")) == 0
     saved = tmp_path / "cache" / "scaldiag" / "interconnect" / "cpu-x2-torch.json"

@@ -10,6 +10,8 @@ from scaldiag.analyze.run import step_stats  # noqa: E402
 from scaldiag.keras import ScaldiagCallback  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real TensorFlow trainings under `scaldiag profile`
+
 
 class Retrace(keras.callbacks.Callback):
     """Makes the train function anew at an epoch's end, as a script that changes what is trainable

@@ -23,6 +23,8 @@ from conftest import ROOT
 from scaldiag.record.reader import read_steps
 from scaldiag.record.rundir import read_json, read_jsonl
 
+pytestmark = pytest.mark.slow  # real trainings killed, signalled or starved in subprocesses
+
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow",
        "COLUMNS": "100", "PYTHONUNBUFFERED": "1"}
 

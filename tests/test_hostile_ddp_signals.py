@@ -23,7 +23,8 @@ from scaldiag.record.rundir import read_json
 pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="no gloo")
+pytestmark = [pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="no gloo"),
+              pytest.mark.slow]  # torchrun jobs signalled in subprocesses
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
 START_S = 90  # two ranks importing torch on two shared cores (often busy with other tests)

@@ -253,6 +253,7 @@ def open_in_chromium(path: Path, profile: Path) -> tuple[list[dict], list[dict],
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (apt-get install chromium)")
 @pytest.mark.parametrize("name", ["sweep/gpus2", "sweep"])
+@pytest.mark.slow
 def test_the_report_opens_in_headless_chromium_without_errors(name, tmp_path):
     path = tmp_path / "report.html"
     path.write_text(render(RUNS / name), encoding="utf-8")
@@ -263,6 +264,7 @@ def test_the_report_opens_in_headless_chromium_without_errors(name, tmp_path):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (apt-get install chromium)")
+@pytest.mark.slow
 def test_the_browser_check_sees_a_console_error_and_an_empty_chart(tmp_path):
     """Guard the guard: a broken page fails it."""
     path = tmp_path / "broken.html"
@@ -275,6 +277,7 @@ def test_the_browser_check_sees_a_console_error_and_an_empty_chart(tmp_path):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium installed (apt-get install chromium)")
+@pytest.mark.slow
 def test_the_overlap_check_sees_a_legend_text_over_the_next_swatch(tmp_path):
     """Guard the guard: the legend as it was laid out before (6.2 px a character) put a long name's
     text over the next entry's swatch; drawn so here, the check names the pair."""

@@ -130,6 +130,7 @@ def test_sd209_weighs_the_link_against_the_same_all_reduce_inside_a_node():
      "tf_config", 1),
     ({"JAX_NUM_PROCESSES": "3", "JAX_PROCESS_ID": "2"}, "jax", 2),
 ])
+@pytest.mark.slow
 def test_under_another_launcher_the_nodes_run_directory_is_named_by_host_and_node_rank(tmp_path, env, launcher,
                                                                                       rank):
     import os
@@ -175,6 +176,7 @@ def test_the_merge_takes_one_directory_a_node_of_one_job(tmp_path):
     (["--nnodes", "2", "--node-rank", "0"], "together"),
     (["--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "h:1", "--nproc-per-node", "1"], "not one of"),
 ])
+@pytest.mark.slow
 def test_profile_says_what_is_wrong_with_a_multi_node_launch(tmp_path, flags, said):
     import subprocess
     import sys

@@ -40,6 +40,7 @@ def _report(job: Path, engine: str, out: Path) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_every_engine_gives_the_same_report(job, tmp_path, capsys):
     reports = {engine: _report(job, engine, tmp_path / f"{engine.replace(':', '_')}.json")
                for engine in ("local:1", "local:2", "dask:2")}

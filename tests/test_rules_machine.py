@@ -104,6 +104,7 @@ OVERSUBSCRIBED = textwrap.dedent("""
 
 
 @pytest.mark.skipif(os.cpu_count() > 4, reason="needs a machine with fewer cores than the job's 9 processes can fill")
+@pytest.mark.slow
 def test_a_copied_worker_count_on_two_cores_is_a_finding_with_this_machines_count(tmp_path):
     pytest.importorskip("torch")
     script = tmp_path / "train.py"

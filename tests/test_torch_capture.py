@@ -17,6 +17,8 @@ torch = pytest.importorskip("torch")
 from scaldiag.pipeline import diagnose_run  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real PyTorch trainings under `scaldiag profile`
+
 ROOT = Path(__file__).resolve().parent.parent
 
 TRAIN = textwrap.dedent("""

@@ -16,6 +16,8 @@ torch = pytest.importorskip("torch")
 from scaldiag.record.reader import read_record  # noqa: E402
 from scaldiag.record.rundir import DEVICE_STEPS  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real PyTorch trainings under `scaldiag profile`
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Epochs of a DataLoader of 4 batches, a validation DataLoader after each; the script prints whether our
