@@ -69,3 +69,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name.startswith(SLOW_MODULE_PREFIXES) or getattr(item, "originalname", item.name) in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def emulated_sweep(tmp_path_factory):
+    """`scaldiag profile --emulate --gpus 1,2` of the bundled example, run once for the sweep tests
+    (test_capture_tf, test_forecast_sweep): strong scaling, global batch 64 at 1 and 2 replicas (per-replica
+    64 -> 32: SD201). (its JSON report, its --out directory, the finished process)."""
+    import json
+    import subprocess
+
+    pytest.importorskip("tensorflow", reason="capture tests need TensorFlow (make test installs it)")
+    tmp = tmp_path_factory.mktemp("emulated_sweep")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow",
+           "COLUMNS": "120"}
+    result = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "--emulate", "--gpus", "1,2", "--out",
+                             str(tmp / "sweep"), "--json", str(tmp / "s.json"), str(ROOT / "examples" / "train_cnn.py"),
+                             "--", "--steps", "32", "--batch", "64", "--distribute"],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads((tmp / "s.json").read_text()), tmp / "sweep", result

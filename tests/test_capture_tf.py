@@ -199,15 +199,12 @@ def test_the_callback_keeps_keras_asynchronous_dispatch(monkeypatch):
     assert ScaldiagCallback.on_train_batch_end is keras.callbacks.Callback.on_train_batch_end
 
 
-def test_emulated_sweep_gives_the_table_and_an_attribution_that_adds_up(tmp_path):
-    # An unmodified script calling MirroredStrategy() with no arguments gets N replicas.
-    result = scaldiag("profile", "--emulate", "--gpus", "1,2", "--out", tmp_path, "--json", tmp_path / "s.json",
-                      ROOT / "examples" / "train_cnn.py", "--", "--steps", "40", "--batch", "64", "--distribute")
-    assert result.returncode == 0, result.stderr[-3000:]
-    sweep_dir = only_run_dir(tmp_path)
+def test_emulated_sweep_gives_the_table_and_an_attribution_that_adds_up(emulated_sweep):
+    # An unmodified script calling MirroredStrategy() with no arguments gets N replicas (conftest's sweep).
+    report, out, result = emulated_sweep
+    sweep_dir = only_run_dir(out)
     assert read_json(sweep_dir / "gpus2", "training.json")["replicas"] == 2
     assert read_json(sweep_dir / "gpus1", "training.json")["replicas"] == 1
-    report = json.loads((tmp_path / "s.json").read_text())
     assert report["emulated"] and report["mode"] == "strong"  # --batch is the global batch here
     one, two = report["scaling"]
     assert (one["gpus"], two["gpus"]) == (1, 2) and one["speedup"] == 1.0

@@ -1,8 +1,6 @@
 """Batch-size forecasts in a sweep: known answers on hand-made runs, and what a real emulated TF sweep's
 forecasts are made of (whether they come true against a twin is `python -m bench accuracy`'s)."""
 
-import json
-
 import pytest
 from test_scaling import run
 
@@ -51,22 +49,7 @@ def test_sd203_forecasts_a_larger_per_replica_batch_beside_its_ceiling():
 # twin, the same script with the fix): on this 2-core machine, shared with other work, the same twin
 # (2 replicas x 64) measured 215 and 322 samples/s an hour apart, and SD201's forecast read -12% to +59% of
 # it. That claim is guarded by `python -m bench accuracy` (the zoo's planted scripts and their fixed twins,
-# docs/scaling.md); here, on a real emulated sweep, what the forecast is made of.
-
-
-@pytest.fixture(scope="module")
-def emulated_sweep(tmp_path_factory):
-    pytest.importorskip("tensorflow", reason="capture tests need TensorFlow (make test installs it)")
-    from conftest import ROOT
-    from test_capture_tf import scaldiag
-
-    tmp = tmp_path_factory.mktemp("sweep")
-    script = ROOT / "examples" / "train_cnn.py"
-    # Strong scaling: global batch 64 at 1 and 2 replicas (per-replica 64 -> 32): SD201.
-    sweep = scaldiag("profile", "--emulate", "--gpus", "1,2", "--out", tmp / "sweep", "--json", tmp / "s.json",
-                     script, "--", "--steps", "32", "--batch", "64", "--distribute")
-    assert sweep.returncode == 0, sweep.stderr[-3000:]
-    return json.loads((tmp / "s.json").read_text()), tmp
+# docs/scaling.md); here, on a real emulated sweep (conftest's emulated_sweep), what the forecast is made of.
 
 
 @pytest.mark.slow
@@ -75,13 +58,13 @@ def test_sd201_forecasts_the_one_replica_runs_batch_on_an_emulated_tf_sweep(emul
     from scaldiag.analyze.scaling import _parts_ms
     from scaldiag.pipeline import analyze_run_dir
 
-    report, tmp = emulated_sweep
+    report, out, _ = emulated_sweep
     (finding,) = [f for f in report["findings"] if f["id"] == "SD201"]
     assert finding["forecast"]["kind"] == "forecast" and "per-replica batch 64" in finding["forecast"]["arithmetic"]
     one_point, two_point = report["scaling"]
     assert (one_point["per_replica_batch"], two_point["per_replica_batch"]) == (64, 32)
     # The forecast is the 1-replica run's device work and the 2-replica run's rest, at per-replica 64.
-    (sweep_dir,) = [p for p in (tmp / "sweep").iterdir() if p.is_dir()]
+    (sweep_dir,) = [p for p in out.iterdir() if p.is_dir()]
     one, two = analyze_run_dir(sweep_dir / "gpus1"), analyze_run_dir(sweep_dir / "gpus2")
     f = kept_batch(_parts_ms([one]), _parts_ms([two]), two.trace.units[0], 1, 64, 2, two_point["global_batch"],
                    two_point["samples_per_s"], True)
@@ -97,8 +80,8 @@ def test_larger_batch_forecast_on_an_emulated_tf_sweep(emulated_sweep):
     from scaldiag.analyze.scaling import _parts_ms
     from scaldiag.pipeline import analyze_run_dir
 
-    report, tmp = emulated_sweep
-    (sweep_dir,) = [p for p in (tmp / "sweep").iterdir() if p.is_dir()]
+    report, out, _ = emulated_sweep
+    (sweep_dir,) = [p for p in out.iterdir() if p.is_dir()]
     two = analyze_run_dir(sweep_dir / "gpus2")
     measured = report["scaling"][1]["samples_per_s"]
     f = larger_batch_at(_parts_ms([two]), two.trace.units[0], 2, 32, measured, 2)
