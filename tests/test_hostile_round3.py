@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 from conftest import FIXTURES
@@ -475,3 +476,51 @@ def test_sigterm_to_report_leaves_no_worker(tmp_path):
     assert "Traceback" not in err
     _, alive = psutil.wait_procs(workers, timeout=10)
     assert alive == [], [p.pid for p in alive]
+
+
+# -- 11. hash flooding the Kineto scanner's string table ---------------------------------------------
+
+
+def _unseeded_slot(w: np.ndarray) -> np.ndarray:
+    """The scanner's string hash of an 8-byte name before it was seeded (readers/_kineto_scan.c)."""
+    with np.errstate(over="ignore"):
+        h = (np.uint64(1469598103934665603 ^ 8) ^ w) * np.uint64(0x9E3779B97F4A7C15)
+    h ^= h >> np.uint64(29)
+    return h ^ (h >> np.uint64(32))
+
+
+def _names(n: int, crafted: bool) -> list[bytes]:
+    """``n`` distinct 8-byte names; crafted: each one's home slot among the table's first 256."""
+    rng = np.random.default_rng(34)
+    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", np.uint8)
+    found: set[bytes] = set()
+    while len(found) < n:
+        w = alphabet[rng.integers(0, len(alphabet), (4_000_000 if crafted else n, 8))].view("<u8").ravel()
+        if crafted:
+            w = w[(_unseeded_slot(w) & np.uint64(0xFFFF)) < 256]
+        raw = w.tobytes()
+        found.update(raw[i:i + 8] for i in range(0, len(raw), 8))
+    return sorted(found)[:n]
+
+
+def _read_cpu_s(path: Path, names: list[bytes]) -> float:
+    from scaldiag.readers import kineto_fast
+
+    events = [{"ph": "X", "name": x.decode(), "ts": 1000 + i, "dur": 1, "pid": 1, "tid": 1, "cat": "cpu_op"}
+              for i, x in enumerate(names)]
+    path.write_text(json.dumps({"traceEvents": events}))
+    started = time.process_time()
+    assert kineto_fast.read_file(path) is not None
+    return time.process_time() - started
+
+
+def test_names_built_to_share_a_slot_read_as_fast_as_random_ones(tmp_path):
+    """50,000 names in one cluster of the unseeded table: 0.97 s against 0.09 s for random names (11x,
+    quadratic in the names); seeded, 0.09 s against 0.07 s."""
+    from scaldiag.readers import kineto_fast
+
+    if kineto_fast._kineto_scan is None:
+        pytest.skip("the C scanner is not built")
+    crafted = _read_cpu_s(tmp_path / "crafted.pt.trace.json", _names(50_000, True))
+    plain = _read_cpu_s(tmp_path / "random.pt.trace.json", _names(50_000, False))
+    assert crafted < 3 * plain + 0.1, (crafted, plain)
