@@ -36,9 +36,18 @@ class FailingNvml(FakeNvml):
 
 
 def test_nvml_failing_mid_run_keeps_the_earlier_samples_and_says_why(tmp_path):
-    samplers = Samplers(tmp_path, os.getpid(), nvml=FailingNvml(healthy_calls=80), env={})
+    nvml = FailingNvml(healthy_calls=80)
+    samplers = Samplers(tmp_path, os.getpid(), nvml=nvml, env={})
     samplers.start()
-    time.sleep(1.5)
+    # Until the GPU has failed and both samplers ticked a few times more: counted, not timed (a loaded
+    # machine ticks later, not differently). The deadline only ends a hang.
+    deadline = time.monotonic() + 60
+    while nvml.calls <= nvml.healthy_calls and time.monotonic() < deadline:
+        time.sleep(0.05)
+    failed_at = samplers.nvml.sampler.ticks
+    while (samplers.nvml.sampler.ticks < failed_at + 3 or samplers.host.sampler.ticks <= 5) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
     stats = samplers.stop()  # no exception reaches the caller: the training's thread
     gpu_rows = read_jsonl(tmp_path / GPU_SAMPLES)
     with_clock = [r for r in gpu_rows if "sm_clock_mhz" in r]

