@@ -67,3 +67,16 @@ def test_a_loop_without_known_clock_leads_with_the_steady_step():
 
 def test_no_steady_step_no_clock():
     assert clock([], [], {}, None, None, math.nan) is None
+
+
+def test_jax_leads_with_the_hosts_dispatch_and_names_the_backlog_a_sync_waits_for():
+    """JAX's own examples stop their timers before any sync: the adapter's wait at each sync
+    (``device_wait``) is the device's backlog, which their clock leaves out and the step holds."""
+    found, marks = _loop(steps=10, step_ms=4, eval_ms=0)
+    last = found[-1]
+    marks.append({"mark": "device_wait", "t_ns": last.end_ns - 10 * MS, "end_ns": last.end_ns})
+    c = clock(found, marks, {"loop_adapters": ["jax"]}, None, 4.0, 0.0)
+    assert c.user_scope == "host_dispatch"
+    assert math.isclose(c.scopes["host_dispatch"].ms, (40 - 10) / 10)
+    ((part, ms),) = c.parts_ms
+    assert "backlog" in part and math.isclose(ms, 1.0)

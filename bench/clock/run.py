@@ -509,7 +509,8 @@ def _compare(entry: dict, machine: str, row: dict, res: dict) -> dict:
         row["scaldiag"]["scopes_ms"] = {k: (v or {}).get("ms") for k, v in scopes.items()}
         if s and c:
             row["steady_error_pct"] = 100.0 * (c / s - 1.0)
-        s = row["scaldiag"]["ms_per_step_compared"] = scopes[scope]["ms"]
+        # user_ms: the figure as that clock reads it (Keras's bar leaves each epoch's first step out)
+        s = row["scaldiag"]["ms_per_step_compared"] = scopes[scope].get("user_ms") or scopes[scope]["ms"]
     elif scope:
         # a report without `clock` (before issue 32): today's figures, the whole-epoch one for a
         # whole-epoch clock where the report has it, else the steady step
@@ -611,7 +612,8 @@ def write(rows: list[dict], meta: dict, out_md: Path) -> None:
         infl = s.get("profiler_inflation")
         steady = (f"{_fmt(s.get('ms_per_step'), 2)} ({r['steady_error_pct']:+.1f}%)"
                   if r.get("steady_error_pct") is not None else "")
-        L.append(f"| {r['name']} | {src} | {r['framework']} | {r.get('shape') or ''} | {c.get('what', '')} | {r.get('scope', 'steady steps')} | "
+        L.append(f"| {r['name']} | {src} | {r['framework']} | {r.get('shape') or ''} | {c.get('what', '')} | "
+                 f"{r.get('scope', 'steady steps')} | "
                  f"{_fmt(c.get('ms_per_step'), 2)} | {_fmt(s.get('ms_per_step_compared', s.get('ms_per_step')), 2)} | {err} | "
                  f"{steady} | {res} | {lcs} | {s.get('steady')}/{s.get('recorded')}; {exc} | "
                  f"{_fmt(infl, 2) if isinstance(infl, (int, float)) else infl} |")

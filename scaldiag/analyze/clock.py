@@ -27,10 +27,11 @@ from scaldiag.analyze import runsteps
 from scaldiag.analyze.epochs import EpochStats
 from scaldiag.analyze.stats import ci95_half_width
 
-STEADY_STEP, LOOP_ITERATION, WHOLE_EPOCH, WHOLE_TRAINING = (
-    "steady_step", "loop_iteration", "whole_epoch", "whole_training")
+STEADY_STEP, LOOP_ITERATION, WHOLE_EPOCH, WHOLE_TRAINING, HOST_DISPATCH = (
+    "steady_step", "loop_iteration", "whole_epoch", "whole_training", "host_dispatch")
 WORDS = {STEADY_STEP: "a training step alone", LOOP_ITERATION: "a loop iteration",
-         WHOLE_EPOCH: "whole epochs", WHOLE_TRAINING: "the whole training loop"}
+         WHOLE_EPOCH: "whole epochs", WHOLE_TRAINING: "the whole training loop",
+         HOST_DISPATCH: "the host's dispatch, before any sync"}
 # The clock each loop family's users read, and where it is printed.
 USER_SCOPE = {
     "keras": (WHOLE_EPOCH, "Keras's progress bar"),
@@ -76,19 +77,24 @@ def clock(found: list[runsteps.Period], marks: list[dict], training: dict,
     iteration = _loop_iteration(found, evaluation)
     if iteration is not None:
         scopes[LOOP_ITERATION] = iteration[0]
+    family = _family(training)
     if epochs is not None:
         scopes[WHOLE_EPOCH] = Scope(WHOLE_EPOCH, epochs.ms_per_step, epochs.ms_per_step_ci95,
                                     sum(e.batches for e in epochs.epochs if e.epoch in epochs.compared),
                                     f"epochs {epochs.compared[0] + 1}-{epochs.compared[-1] + 1}: each "
                                     "epoch's begin to its end, validation and edges in",
-                                    epochs.ms_per_step_after_first)
+                                    epochs.ms_per_step_after_first if family == "keras" else None)
     if found:
         span_ns = found[-1].end_ns - found[0].begin_ns
         batches = sum(p.batches for p in found)
         scopes[WHOLE_TRAINING] = Scope(WHOLE_TRAINING, span_ns / batches / 1e6, math.nan, batches,
                                        "the first step's begin to the last one's end, all inside")
-    family = _family(training)
+    dispatch = _host_dispatch(found, marks)
+    if dispatch is not None:
+        scopes[HOST_DISPATCH] = dispatch
     user, where = USER_SCOPE.get(family, (STEADY_STEP, "the steady step"))
+    if family == "jax" and HOST_DISPATCH in scopes:
+        user = HOST_DISPATCH  # JAX's own examples stop their timers before any sync
     if user not in scopes:
         user = LOOP_ITERATION if LOOP_ITERATION in scopes else STEADY_STEP
     parts = _parts(scopes, user, iteration[1] if iteration else 0.0, epochs)
@@ -122,6 +128,20 @@ def _loop_iteration(found: list[runsteps.Period],
     return scope, eval_ns / batches / 1e6
 
 
+def _host_dispatch(found: list[runsteps.Period], marks: list[dict]) -> Scope | None:
+    """The steady steps less the waits for the device's backlog the adapter made at each sync
+    (``device_wait`` marks, JAX): what a timer around the loop reads when it stops before a sync."""
+    waits = [(m["t_ns"], m.get("end_ns", m["t_ns"])) for m in marks if m.get("mark") == "device_wait"]
+    steady = [p for p in found if p.kind == runsteps.STEADY]
+    if not waits or not steady:
+        return None
+    total_ns = sum(p.duration_ns for p in steady)
+    waited_ns = sum(max(0, min(e, p.end_ns) - max(b, p.begin_ns)) for p in steady for b, e in waits)
+    batches = sum(p.batches for p in steady)
+    return Scope(HOST_DISPATCH, (total_ns - waited_ns) / batches / 1e6, math.nan, batches,
+                 "the steady steps less the device's backlog waited for at each sync")
+
+
 def _parts(scopes: dict[str, Scope], user: str, eval_ms: float,
            epochs: EpochStats | None) -> list[tuple[str, float]]:
     """The user's scope as the steady step plus named parts, per step (the rest is 'other')."""
@@ -129,6 +149,8 @@ def _parts(scopes: dict[str, Scope], user: str, eval_ms: float,
     total = scopes[user].user_ms
     if user == STEADY_STEP:
         return []
+    if user == HOST_DISPATCH:  # the step is the dispatch and the device's backlog after it
+        return [("the device's backlog at each sync (after your timer stops)", step - total)]
     parts: list[tuple[str, float]] = []
     if user == LOOP_ITERATION:
         parts.append(("evaluation inside the loop", eval_ms))

@@ -94,8 +94,27 @@ def _on_jax_import(jax) -> None:
     for name in GRADIENTS:
         setattr(jax, name, _noting(getattr(jax, name), returns_function=name != "vjp"))
     jax.jit = jit
+    _follow_eager_ops()
     compile_marks.listen("jax")  # from now: the first step's compile precedes the run's start
     atexit.register(LOOP.finish)
+
+
+def _follow_eager_ops() -> None:
+    """JAX ops run outside any jitted call (JAX's eager ``EvalTrace``: an un-jitted accuracy pass, as
+    JAX's own MNIST examples evaluate) are the loop's other work too, as a jitted call without a
+    gradient is: between two steps they are evaluation, unless they run in every gap (``EAGER``)."""
+    from jax._src import core
+
+    trace_class = core.EvalTrace
+    original = trace_class.process_primitive
+
+    @functools.wraps(original)
+    def process_primitive(self, primitive, args, params, /):
+        if LOOP.session is not None and _TRACING.get() is None and not LOOP.quiet:
+            LOOP.eager_op()
+        return original(self, primitive, args, params)
+
+    trace_class.process_primitive = process_primitive
 
 
 def _noting(real, returns_function: bool):
@@ -176,6 +195,18 @@ class JaxLoop:
         self.last_out = None  # the last step's outputs, waited for where the loop leaves the steps
         self.in_step_run = False  # a step was called since the last synchronisation
         self.evaluating = False
+        self._syncing = False  # in block_until_ready: the ops it may run are scaldiag's
+
+    @property
+    def quiet(self) -> bool:
+        """Not following: done, failed, inside its own synchronisation, or inside a Keras fit."""
+        return self.finished or bool(self.failed) or self._syncing or bool(keras_hooks.FITS_RUNNING)
+
+    def eager_op(self) -> None:
+        """An op dispatched eagerly, outside every jitted call (``_follow_eager_ops``)."""
+        if self.evaluating or EAGER.last_gap == self.steps:  # this gap is already known
+            return
+        attempt(lambda: self._other_call(EAGER), self._fail)
 
     def call(self, jitted, info: _Info, args, kwargs):
         if self.failed or self.finished:
@@ -237,8 +268,16 @@ class JaxLoop:
         if out is not None:
             import jax
 
-            # (outputs donated since: nothing is left to wait for)
-            attempt(lambda: jax.block_until_ready(out), lambda why: None)
+            self._syncing = True
+            begin_ns = time.time_ns()
+            try:  # (outputs donated since: nothing is left to wait for)
+                attempt(lambda: jax.block_until_ready(out), lambda why: None)
+            finally:
+                self._syncing = False
+            # The device's backlog, waited for here: a timer the script stops before any sync
+            # reads the host's dispatch without it (analyze/clock.py, "host dispatch").
+            self.session.recorder.mark("device_wait", t_ns=begin_ns, end_ns=time.time_ns(),
+                                       source="jax.block_until_ready on the last step's outputs")
 
     # --- the run -------------------------------------------------------------
     def _start(self, args, out, begin_ns: int) -> None:
@@ -386,6 +425,7 @@ def _replicas(leaf) -> tuple[int, str]:
 
 
 LOOP = JaxLoop()
+EAGER = _Info()  # every eagerly dispatched op: one kind of the loop's other work
 
 
 def finish() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from scaldiag.analyze.accounting import OWN, STEADY, part_name
-from scaldiag.analyze.clock import LOOP_ITERATION, STEADY_STEP, WHOLE_EPOCH, WORDS
+from scaldiag.analyze.clock import HOST_DISPATCH, LOOP_ITERATION, STEADY_STEP, WHOLE_EPOCH, WORDS
 from scaldiag.analyze.input_cost import describe
 from scaldiag.analyze.run import RunAnalysis, slow_rank
 from scaldiag.analyze.runsteps import COMPILE
@@ -96,8 +96,12 @@ def _user_clock_line(c) -> str:
     ms = c.scopes[c.user_scope].user_ms
     line = f"{c.user_clock[:1].upper()}{c.user_clock[1:]} ({WORDS[c.user_scope]}): {ms:.3g} ms a step"
     parts = " + ".join(f"{part} {part_ms:.3g}" for part, part_ms in c.parts_ms if abs(part_ms) >= 0.005 * ms)
+    step = c.scopes[STEADY_STEP].ms
+    if c.user_scope == HOST_DISPATCH:
+        return (f"{line}; the training step takes {step:.3g} ms with the device's backlog a sync waits "
+                f"for ({c.parts_ms[0][1]:.3g} ms a step).")
     line = f"{line}, the training step alone." if not parts else \
-        f"{line} = training step {c.scopes[STEADY_STEP].ms:.3g} + {parts}."
+        f"{line} = training step {step:.3g} + {parts}."
     epoch = c.scopes.get(WHOLE_EPOCH)
     if c.user_scope == LOOP_ITERATION and epoch is not None and abs(epoch.ms / ms - 1) > 0.05:
         # Which clock a plain loop prints is the script's: a timer around its epochs reads this.
