@@ -331,7 +331,8 @@ def test_a_lone_surrogate_in_names_is_shown_escaped_not_exit_70(tmp_path, comman
     text = _every_name(gzip.decompress(path.read_bytes()).decode(), "\\ud800")
     path.write_bytes(gzip.compress(text.encode()))
     target = run / "trace" if command == "analyze" else run
-    done = subprocess.run([sys.executable, "-m", "scaldiag", command, str(target)], capture_output=True,
+    verbose = ["-v"] if command == "report" else []  # the short run report names no event
+    done = subprocess.run([sys.executable, "-m", "scaldiag", command, str(target), *verbose], capture_output=True,
                           timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr.decode()
     assert b"\\ud800" in done.stdout and b"Traceback" not in done.stderr
@@ -524,3 +525,15 @@ def test_names_built_to_share_a_slot_read_as_fast_as_random_ones(tmp_path):
     crafted = _read_cpu_s(tmp_path / "crafted.pt.trace.json", _names(50_000, True))
     plain = _read_cpu_s(tmp_path / "random.pt.trace.json", _names(50_000, False))
     assert crafted < 3 * plain + 0.1, (crafted, plain)
+
+
+# -- smaller: bidi overrides in the HTML heading -------------------------------------------------------
+
+
+def test_bidi_overrides_in_a_run_name_do_not_reorder_the_html_heading(tmp_path, capsys):
+    run = shutil.copytree(SWEEP / "gpus1", tmp_path / "run\u202egnp.exe", ignore=shutil.ignore_patterns("trace"))
+    out = tmp_path / "r.html"
+    code, _, err = cli(capsys, "report", run, "--format", "html", "-o", out)
+    assert code == 0, err
+    heading = re.search(r"<h1>(.*?)</h1>", out.read_text()).group(1)
+    assert "\u202e" not in heading and "\\u202e" in heading

@@ -24,6 +24,7 @@ from scaldiag.render.terminal.common import framework_words, speedup_line
 from scaldiag.render.terminal.run import TENSORBOARD_PIP
 from scaldiag.rules import Finding
 from scaldiag.rules.report import Report, RunReport, SweepReport, top_cause
+from scaldiag.sanitize import line
 
 FRAMEWORK_LABEL = {"tensorflow": "TensorFlow / Keras", "jax": "JAX / Keras on JAX"}
 MAX_STEP_MARKS = 200  # more step boundaries than this are not drawn (they would be a solid bar)
@@ -54,6 +55,7 @@ def render(report: Report | RunReport | SweepReport, timelines: list[RunTimeline
         title, body = f"scaldiag run: {report.run_dir}", _run(report, timelines[0] if timelines else None)
     else:
         title, body = f"scaldiag analyze: {report.analysis.run}", _trace(report, report.analysis.framework)
+    title = line(title)  # a run's name with bidi overrides (U+202E) reordered the heading: shown as escapes
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
             f'<body><h1>{esc(title)}</h1>{"".join(body)}</body></html>\n')
