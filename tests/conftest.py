@@ -58,8 +58,8 @@ def lines_run(fn, *args, **kwargs) -> tuple[object, int]:
 
 # `make test-quick` leaves out the tests marked slow: this project's end-to-end modules mark themselves
 # (``pytestmark = pytest.mark.slow``); these modules, the framework adapters' capture tests kept by their
-# own authors, each run a real training under `scaldiag profile`, and are marked here by name, as are
-# single tests of theirs that wait out a timeout.
+# own authors (and any test_*_adapter*.py), each run a real training under `scaldiag profile`, and are
+# marked here by name, as are single tests of theirs that wait out a timeout.
 SLOW_MODULE_PREFIXES = ("test_adapter", "test_lightning", "test_hf", "test_jax_loop", "test_keras_repeated_fit",
                         "test_torch_loader_workers")
 SLOW_TESTS = {"test_an_unreachable_scheduler_is_one_line_within_its_timeout"}  # a 10 s connect timeout
@@ -67,7 +67,8 @@ SLOW_TESTS = {"test_an_unreachable_scheduler_is_one_line_within_its_timeout"}  #
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name.startswith(SLOW_MODULE_PREFIXES) or getattr(item, "originalname", item.name) in SLOW_TESTS:
+        name = item.path.name
+        if name.startswith(SLOW_MODULE_PREFIXES) or "_adapter" in name or getattr(item, "originalname", item.name) in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
 
 
