@@ -3,13 +3,10 @@ checkpoints inside training are parts of the loop, not slow training steps; epoc
 Trainer's; the batch is one optimizer step's (micro-batch x gradient accumulation), not the first
 DataLoader batch; the Trainer's own speed metrics are kept as the user's clock."""
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from loops import intervals, profile
 
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
@@ -20,7 +17,6 @@ from scaldiag.collect.frameworks import hf_adapter  # noqa: E402
 from scaldiag.pipeline import analyze_run_dir  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 STEPS_PER_EPOCH = 8  # 128 samples, micro-batches of 8, 2 of them a step
 
 # A 2-layer GPT-2 built from its config (nothing downloaded). Evaluation every 5 optimizer steps (5,
@@ -61,33 +57,19 @@ def hf_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hf")
     script = tmp / "train.py"
     script.write_text(f"OUTPUT = {str(tmp / 'out')!r}\n" + SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env.pop(GLOBAL_BATCH_ENV, None)
-    result = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "-q",
-                             "--out", str(tmp / "runs"), str(script)],
-                            capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (run_dir,) = list((tmp / "runs").iterdir())
-    return run_dir, result.stdout
-
-
-def _intervals(marks, kind):
-    begins = [m["t_ns"] for m in marks if m["mark"] == "test_begin" and m.get("kind") == kind]
-    ends = [m["t_ns"] for m in marks if m["mark"] == "test_end" and m.get("kind") == kind]
-    assert len(begins) == len(ends)
-    return list(zip(begins, ends))
+    return profile(script, env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                                "TOKENIZERS_PARALLELISM": "false"})
 
 
 def test_evaluation_checkpoints_epochs_and_logs_are_the_trainers(hf_run):
     run_dir, _ = hf_run
     record = read_record(run_dir)
     assert record.training["loop_adapters"] == ["pytorch", "transformers"]
-    evaluations = _intervals(record.marks, "evaluation")
+    evaluations = intervals(record.marks, "evaluation")
     assert len(evaluations) == 4  # steps 5, 10, 15 and 16 (the last)
     assert {m.get("source") for m in record.marks if m.get("kind") == "evaluation"} == {
         "Trainer.evaluate"}
-    assert len(_intervals(record.marks, "checkpoint")) == 2  # steps 10 and 16
+    assert len(intervals(record.marks, "checkpoint")) == 2  # steps 10 and 16
     assert [m["epoch"] for m in record.marks if m["mark"] == "epoch_begin"] == [0, 1]
     assert [m["epoch"] for m in record.marks if m["mark"] == "epoch_end"] == [0, 1]
     # logging_steps=4 (4, 8, 12, 16), each evaluation's metrics, and train()'s own metrics
@@ -102,7 +84,7 @@ def test_steps_are_optimizer_steps_and_none_holds_an_evaluation(hf_run):
     assert len(found) == 2 * STEPS_PER_EPOCH  # one per optimizer step, not per micro-batch
     assert any(p.kind == runsteps.STEADY for p in found)
     for period in found:
-        for begin, end in _intervals(record.marks, "evaluation"):
+        for begin, end in intervals(record.marks, "evaluation"):
             assert period.end_ns <= begin or period.begin_ns >= end, (period, begin, end)
     parts = {p.part: p.seconds for p in analyze_run_dir(run_dir).accounting.parts}
     # 16 samples x 20 ms an evaluation: 3 inside training, the 4th after the last step

@@ -1,20 +1,15 @@
 """Keras's fit called in a loop (keras-io's addition_rnn trains so): epochs numbered over the run, one
 trace window (the first fit's), and each whole epoch ends at its own on_epoch_end, not at the next fit."""
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from loops import profile
 
 pytest.importorskip("tensorflow")
 
 from scaldiag.pipeline import analyze_run_dir  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent("""
     import time
@@ -32,11 +27,7 @@ SCRIPT = textwrap.dedent("""
 def test_repeated_fit(tmp_path):
     script = tmp_path / "fits.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SCALDIAG_INPUT_FREE": "0"}
-    result = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(tmp_path / "runs"),
-                             str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (run_dir,) = list((tmp_path / "runs").iterdir())
+    run_dir, _ = profile(script, env={"SCALDIAG_INPUT_FREE": "0"})
     record = read_record(run_dir)
     begins = [m for m in record.marks if m["mark"] == "epoch_begin"]
     assert [m["epoch"] for m in begins] == [0, 1, 2, 3]

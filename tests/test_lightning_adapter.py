@@ -2,21 +2,16 @@
 loop are evaluation, not a slow training step; epochs are Lightning's; the batch is the training
 loader's (not the sanity check's, which Lightning runs first)."""
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from loops import intervals, profile
 
 pytest.importorskip("lightning")
 
 from scaldiag.analyze import runsteps  # noqa: E402
 from scaldiag.pipeline import analyze_run_dir  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # Validation batches of 16 against training batches of 32: the batch must come from training's loader.
 # Lightning puts the model back in training mode by setting ``.training`` (no model.train() call), so
@@ -59,21 +54,9 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def lightning_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("lightning")
-    script = tmp / "fit.py"
+    script = tmp_path_factory.mktemp("lightning") / "fit.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(tmp / "runs"),
-                             str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (run_dir,) = list((tmp / "runs").iterdir())
-    return run_dir, result.stdout
-
-
-def _intervals(marks, kind):
-    begins = [m["t_ns"] for m in marks if m["mark"] == "test_begin" and m.get("kind") == kind]
-    ends = [m["t_ns"] for m in marks if m["mark"] == "test_end" and m.get("kind") == kind]
-    return list(zip(begins, ends))
+    return profile(script)
 
 
 def test_sanity_check_and_validation_are_marked_by_lightnings_callbacks(lightning_run):
@@ -81,8 +64,8 @@ def test_sanity_check_and_validation_are_marked_by_lightnings_callbacks(lightnin
     record = read_record(run_dir)
     assert record.training["loop_adapters"] == ["pytorch", "lightning"]
     assert "logging" in record.training["loop_evidence_lacking"]
-    assert len(_intervals(record.marks, "sanity check")) == 1
-    assert len(_intervals(record.marks, "validation")) == 3
+    assert len(intervals(record.marks, "sanity check")) == 1
+    assert len(intervals(record.marks, "validation")) == 3
     epochs = [m["epoch"] for m in record.marks if m["mark"] == "epoch_begin"]
     assert epochs == [0, 1, 2]  # Lightning's epochs, once each (not also the DataLoader's passes)
 
@@ -93,7 +76,7 @@ def test_no_steady_step_holds_a_validation_loop(lightning_run):
     found = runsteps.periods(record.steps, record.training, record.marks)
     assert len(found) == 3 * 20  # one per optimizer step: the first begins at on_fit_start
     assert f"global_step {3 * 20}" in stdout
-    validation = _intervals(record.marks, "validation")
+    validation = intervals(record.marks, "validation")
     for period in found:
         for begin, end in validation:
             assert period.end_ns <= begin or period.begin_ns >= end, (period, begin, end)

@@ -1,20 +1,15 @@
 """Short epochs whose DataLoader workers start every epoch: the wait for a new pass's first batch is
 the epoch's edge (``input_ready``, from the iterator being new), not the first step's time."""
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from loops import profile
 
 pytest.importorskip("torch")
 
 from scaldiag.analyze import runsteps  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent("""
     import time, torch
@@ -40,11 +35,7 @@ SCRIPT = textwrap.dedent("""
 def test_the_workers_start_is_the_epochs_edge(tmp_path):
     script = tmp_path / "loop.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(tmp_path / "runs"),
-                             str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (run_dir,) = list((tmp_path / "runs").iterdir())
+    run_dir, _ = profile(script)
     record = read_record(run_dir)
     ready = [m for m in record.marks if m["mark"] == "input_ready"]
     # Every pass of the training loop, and not the input-ceiling's own pass after training.

@@ -167,6 +167,9 @@ def _prepare(kind: str | None, work: Path, entry: dict | None = None, machine: s
     elif kind == "mnist_raw_parent":
         # torchvision.datasets.MNIST('../data'): raw idx files in ../data/MNIST/raw are what it checks first
         _mnist_idx(work.parent / "data" / "MNIST" / "raw", n_train, n_test, gz=False)
+        # vae saves images into results/, which the script does not create (its run on the H200 of
+        # 2026-12-04 failed there after its first epoch): made here, as its user would
+        (work / "results").mkdir(exist_ok=True)
     elif kind == "mnist_lightning":
         # Lightning's demo MNIST: torchvision's MNIST at ./data (its _DATASETS_PATH) and at the script's
         # DATASETS_PATH (examples/Datasets) when torchvision imports; else the demo's own processed

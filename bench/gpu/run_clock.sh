@@ -40,4 +40,8 @@ echo "runner exit $?"
 cp "$OUT"/gpu_*.md "$OUT"/gpu_*.json "$OUT/env.txt" "$FINAL_OUT"/ 2>/dev/null
 tar czf "$FINAL_OUT/clock_runs.tgz" -C /tmp/gpu_clock/work --exclude='*.bin' --exclude='*.pt' --exclude='*.pb' \
   --exclude='*.json.gz' --exclude='data' --exclude='out' --exclude='trace' . 2>/dev/null
+# What a script printed, alone (the tarball of run directories can pass what comes back from $OUT).
+(cd /tmp/gpu_clock/work && tar czf "$FINAL_OUT/clock_stdout.tgz" ./*/stdout_times.jsonl ./*/stderr.txt 2>/dev/null)
+if [ "$(stat -c %s "$FINAL_OUT/clock_runs.tgz" 2>/dev/null || echo 0)" -gt 8000000 ]; then
+  rm -f "$FINAL_OUT/clock_runs.tgz"; fi
 ls -la "$FINAL_OUT"

@@ -43,3 +43,20 @@ def on_import(what: str):
                     lambda why: say(f"cannot hook {getattr(module, '__name__', what)} ({why})"))
         return guarded
     return wrap
+
+
+def after_init(cls, attach: Callable, on_error: Callable[[str], object]) -> bool:
+    """``cls.__init__`` then ``attach(instance)`` (a trainer gets the adapter's callback), once per
+    class; False where it was wrapped already."""
+    original = cls.__init__
+    if getattr(original, "_scaldiag", False):
+        return False
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        attempt(lambda: attach(self), on_error)
+
+    __init__._scaldiag = True
+    cls.__init__ = __init__
+    return True

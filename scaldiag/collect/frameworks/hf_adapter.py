@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import os
 
-from scaldiag.collect.frameworks.guard import attempt, on_import, say
+from scaldiag.collect.frameworks.guard import after_init, attempt, on_import, say
 
 TRAINER = "transformers.trainer"
 SOURCE = "TrainerCallback"
@@ -64,17 +64,8 @@ def _quiet(what: str):
 @on_import("transformers")
 def _on_trainer_import(module) -> None:
     trainer_class = module.Trainer
-    original = trainer_class.__init__
-    if getattr(original, "_scaldiag", False):
+    if not after_init(trainer_class, _attach, _quiet("this Trainer")):
         return
-
-    @functools.wraps(original)
-    def __init__(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        attempt(lambda: _attach(self), _quiet("this Trainer"))
-
-    __init__._scaldiag = True
-    trainer_class.__init__ = __init__
     for method, kind in PARTS:
         if hasattr(trainer_class, method):
             setattr(trainer_class, method, _part(getattr(trainer_class, method), kind))

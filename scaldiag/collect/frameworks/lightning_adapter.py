@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import importlib
 
-from scaldiag.collect.frameworks.guard import attempt, on_import, say
+from scaldiag.collect.frameworks.guard import after_init, on_import, say
 
 TRAINERS = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
 SOURCE = "Lightning Callback"
@@ -36,19 +36,9 @@ def patches() -> dict:
 
 @on_import("lightning")
 def _on_trainer_import(module) -> None:
-    trainer_class = module.Trainer
-    original = trainer_class.__init__
-    if getattr(original, "_scaldiag", False):
-        return
     package = module.__name__.rsplit(".trainer.trainer", 1)[0]
-
-    @functools.wraps(original)
-    def __init__(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        attempt(lambda: _attach(self, package), lambda why: say(f"not following this Trainer ({why})"))
-
-    __init__._scaldiag = True
-    trainer_class.__init__ = __init__
+    after_init(module.Trainer, lambda trainer: _attach(trainer, package),
+               lambda why: say(f"not following this Trainer ({why})"))
 
 
 def _capture():
