@@ -51,6 +51,23 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _from_the_script(path: str, hook):
+    """An uncaught exception's traceback as ``python SCRIPT`` prints it: from the script's first
+    frame, without the bootstrap's and runpy's before it. A hook the script installs replaces this."""
+    def excepthook(kind, value, tb):
+        first = tb
+        while first is not None and first.tb_frame.f_code.co_filename != path:
+            first = first.tb_next
+        if first is None:
+            return hook(kind, value, tb)
+        try:
+            value = value.with_traceback(first)  # Python prints the exception's own traceback
+        except Exception:
+            pass
+        hook(kind, value, first)
+    return excepthook
+
+
 def main() -> None:
     if len(sys.argv) < 2:
         raise SystemExit("usage: python -m scaldiag.collect.bootstrap SCRIPT [ARGS...]")
@@ -60,6 +77,7 @@ def main() -> None:
     sys.argv = sys.argv[1:]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     sys.meta_path.insert(0, _PatchAfterImport(adapters.import_patches()))
+    sys.excepthook = _from_the_script(os.path.abspath(script), sys.excepthook)
     append_mark(os.environ.get(RUN_DIR_ENV), "script_begin")
     ended: BaseException | None = None
     try:

@@ -1,0 +1,22 @@
+"""A script that raises under ``scaldiag profile`` shows its own traceback, as ``python SCRIPT``
+prints it: from its first frame, none of scaldiag's bootstrap or runpy's before it (issue 34)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_users_traceback_starts_at_the_users_script(tmp_path):
+    script = tmp_path / "bad.py"
+    script.write_text("def f():\n    raise ValueError('boom')\n\nf()\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    profiled = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(tmp_path / "runs"),
+                               str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert profiled.returncode == plain.returncode == 1
+    traceback = profiled.stderr[profiled.stderr.index("Traceback"):profiled.stderr.index("ValueError: boom")]
+    assert "bootstrap" not in traceback and "runpy" not in traceback
+    assert traceback == plain.stderr[:plain.stderr.index("ValueError: boom")]
