@@ -1,6 +1,7 @@
 """A script that raises under ``scaldiag profile`` shows its own traceback, as ``python SCRIPT``
 prints it: from its first frame, none of scaldiag's bootstrap or runpy's before it (issue 34)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -20,3 +21,17 @@ def test_the_users_traceback_starts_at_the_users_script(tmp_path):
     traceback = profiled.stderr[profiled.stderr.index("Traceback"):profiled.stderr.index("ValueError: boom")]
     assert "bootstrap" not in traceback and "runpy" not in traceback
     assert traceback == plain.stderr[:plain.stderr.index("ValueError: boom")]
+
+
+def test_a_kineto_trace_saved_under_a_name_of_the_users_is_read_as_kineto(tmp_path, capsys):
+    """Read by its content where its name says nothing (it was read as XPlane and refused)."""
+    from scaldiag.cli import main
+
+    source = ROOT / "fixtures" / "kineto" / "synthetic_gpu" / "rank0.pt.trace.json"
+    renamed = tmp_path / "trace_of_tuesday"
+    renamed.write_bytes(source.read_bytes())
+    assert main(["analyze", "--engine", "local:1", "--json", str(tmp_path / "a.json"), str(renamed)]) == 0
+    assert main(["analyze", "--engine", "local:1", "--json", str(tmp_path / "b.json"), str(source)]) == 0
+    a, b = (json.loads((tmp_path / name).read_text()) for name in ("a.json", "b.json"))
+    assert a["framework"] == b["framework"] == "pytorch" and a["event_count"] == b["event_count"]
+    assert a["devices"] == b["devices"] and a["findings"] == b["findings"]

@@ -50,11 +50,14 @@ _RANK_IN_NAME = re.compile(r"rank[_-]?([0-9]{1,9})", re.I)
 
 
 def claims(root: Path) -> bool:
-    """Whether ``root`` holds Kineto traces: a ``.json``/``.json.gz`` file, or a directory with
+    """Whether ``root`` holds Kineto traces: a ``.json``/``.json.gz`` file (or a file whose start
+    names ``traceEvents``), or a directory with
     ``*.pt.trace.json`` files or, by their content, Chrome trace JSON of any name (what
     ``prof.export_chrome_trace("trace_rank0.json")`` writes)."""
     if root.is_file():
-        return root.name.endswith(FILE_SUFFIXES)
+        # By name, else by content: a Chrome trace saved under a name of the user's (trace.txt, no
+        # suffix at all) was read as XPlane and refused as a bad protobuf.
+        return root.name.endswith(FILE_SUFFIXES) or _looks_like_trace(root)
     return any(next(iter(root.rglob(f"*{s}")), None) is not None for s in SUFFIXES) or bool(_by_content(root))
 
 
