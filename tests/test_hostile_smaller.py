@@ -1,5 +1,6 @@
-"""A script that raises under ``scaldiag profile`` shows its own traceback, as ``python SCRIPT``
-prints it: from its first frame, none of scaldiag's bootstrap or runpy's before it (issue 34)."""
+"""Issue 34's smaller items: a script's own traceback under ``profile`` as ``python SCRIPT`` prints
+it (none of scaldiag's bootstrap or runpy's frames before it); a Kineto trace of any name read as
+one, by its content."""
 
 import json
 import os
