@@ -199,3 +199,19 @@ def test_compare_reads_categories_per_batch_under_steps_per_execution(reports):
     per_batch = {c.metric: c.after for c in compare(fast, fused).categories}
     assert plain.keys() == per_batch.keys()
     assert all(per_batch[m] == pytest.approx(plain[m] / 4) for m in plain)
+
+
+def test_compare_says_when_the_runs_are_not_one_script_before_and_after(reports):
+    """Other frameworks, another batch, a run that did not finish: each said (issue 34)."""
+    from dataclasses import replace
+
+    fast = reports["fast"]
+    other = replace(fast, run_dir="other", analysis=replace(
+        fast.analysis, run={**fast.analysis.run, "status": "interrupted"},
+        training={**fast.analysis.training, "framework": {"name": "pytorch"},
+                  "global_batch": (fast.analysis.training.get("global_batch") or 1) * 2}))
+    notes = compare(fast, other).notes
+    assert any("different frameworks" in n for n in notes)
+    assert any("global batch differs" in n for n in notes)
+    assert any("other did not finish (interrupted)" in n for n in notes)
+    assert not [n for n in compare(fast, fast).notes if "framework" in n or "finish" in n or "batch" in n]

@@ -106,7 +106,7 @@ def compare(a: RunReport | SweepReport, b: RunReport | SweepReport) -> Compariso
 
 def _runs(a: RunReport, b: RunReport) -> Comparison:
     sa, sb = a.analysis.steps, b.analysis.steps
-    notes = []
+    notes = _unlike(a, b)
     changes = []
     if sa and sb:
         noise = ratio_noise(sa.step_time_ms.mean, sa.step_time_ms.ci95, sb.step_time_ms.mean, sb.step_time_ms.ci95)
@@ -130,6 +130,30 @@ def _runs(a: RunReport, b: RunReport) -> Comparison:
                         sa.step_time_ms.mean if sa else None, sb.step_time_ms.mean if sb else None)
     findings = list(a.findings) + (list(a.trace_report.findings) if a.trace_report else [])
     return Comparison(a.run_dir, b.run_dir, "run", changes, categories, _forecasts(findings, measured), notes)
+
+
+def _unlike(a: RunReport, b: RunReport) -> list[str]:
+    """What makes the two runs more than one script before and after a change: other frameworks, other
+    batches, a run that did not finish (its figures cover the part that ran)."""
+    notes = []
+    fa, fb = (_framework(r) for r in (a, b))
+    if fa and fb and fa != fb:
+        notes.append(f"the runs are of different frameworks ({fa} and {fb}): the figures compare two "
+                     "programs, not a change to one")
+    ba, bb = (r.analysis.training.get("global_batch") for r in (a, b))
+    if isinstance(ba, int) and isinstance(bb, int) and ba != bb:
+        notes.append(f"the global batch differs ({ba} and {bb}): compare samples/s, not step times")
+    for r in (a, b):
+        status = (r.analysis.run or {}).get("status")
+        if status and status != "finished":
+            notes.append(f"{r.run_dir} did not finish ({status}): its figures cover the part that ran")
+    return notes
+
+
+def _framework(r: RunReport) -> str | None:
+    framework = (r.analysis.training or {}).get("framework") or {}
+    name, backend = framework.get("name"), framework.get("backend")
+    return f"{name} on {backend}" if name and backend and name == "keras" else name
 
 
 def _goodput(r: RunReport) -> float | None:
