@@ -36,3 +36,27 @@ def test_a_kineto_trace_saved_under_a_name_of_the_users_is_read_as_kineto(tmp_pa
     a, b = (json.loads((tmp_path / name).read_text()) for name in ("a.json", "b.json"))
     assert a["framework"] == b["framework"] == "pytorch" and a["event_count"] == b["event_count"]
     assert a["devices"] == b["devices"] and a["findings"] == b["findings"]
+
+
+def test_a_file_that_is_not_json_text_is_refused_at_its_first_bad_byte(tmp_path, monkeypatch):
+    """A sparse file (zeros after a JSON start): refused where the scanner stops, without the reference
+    reader loading the whole file to say so (a 2 GiB one took 4.25 GB; issue 34, item 12)."""
+    import pytest
+
+    from scaldiag import native
+    from scaldiag.errors import TraceError
+    from scaldiag.readers import kineto, kineto_fast, kineto_json
+
+    if native.enabled(kineto_fast._kineto_scan) is None:
+        pytest.skip("the compiled scanner is not built here")
+    sparse = tmp_path / "sparse.json"
+    with open(sparse, "wb") as f:
+        f.write(b'{"traceEvents": [')
+        f.truncate(64 << 20)
+
+    def whole_file(file):
+        raise AssertionError("the reference reader loaded the whole file")
+
+    monkeypatch.setattr(kineto_json, "read_file", whole_file)
+    with pytest.raises(TraceError, match=r"not JSON text \(byte 17 is 0x00\)"):
+        kineto._read_file(sparse)

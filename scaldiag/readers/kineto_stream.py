@@ -13,6 +13,7 @@ the reference reader (kineto_json.py), which says what is wrong in its words.
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,25 +37,47 @@ def scan(file: Path, scanner) -> None:
             head = f.read(2)
             f.seek(0)
             if is_gzip(head):
-                _feed(_Gunzipped(_gunzipped(f, file)), scanner, PIECE_BYTES)
+                _feed(_Gunzipped(_gunzipped(f, file)), scanner, PIECE_BYTES, file)
             else:  # a small file gets a buffer of its size (+1: a full buffer is not known to be the end)
-                _feed(f, scanner, min(PIECE_BYTES, os.fstat(f.fileno()).st_size + 1))
+                _feed(f, scanner, min(PIECE_BYTES, os.fstat(f.fileno()).st_size + 1), file)
         except (OSError, zlib.error, ValueError) as exc:  # ScanError is a ValueError
             raise GiveUp(str(exc)) from exc
 
 
-def _feed(source, scanner, buffer_bytes: int) -> None:
+# Where the scanner stops it stands at a JSON value's or a separator's first byte: a control byte
+# there (a NUL of a sparse file, binary data) is in no JSON text, and the reference reader would load
+# the whole file only to say so (a 2 GiB sparse file: 4.25 GB). Other bytes it still judges, in its
+# words (not UTF-8, not valid JSON).
+_CONTROL = frozenset(range(0x20)) - frozenset(b"\t\r\n") | {0x7F}
+_STOPPED_AT = re.compile(r"near byte (\d+) of the piece")
+
+
+def _not_json(exc: ValueError, piece, have: int, before: int, file: Path | None) -> None:
+    """Raise TraceError where the scanner stopped at a byte no JSON text has there."""
+    found = _STOPPED_AT.search(str(exc))
+    at = int(found.group(1)) if found else -1
+    if 0 <= at < have and piece[at] in _CONTROL:
+        raise TraceError(f"{file or 'the file'} is not a Kineto trace: not JSON text (byte {before + at:,} is "
+                         f"0x{piece[at]:02x})") from exc
+
+
+def _feed(source, scanner, buffer_bytes: int, file: Path | None = None) -> None:
     """Whole units to the scanner from one buffer that ``source.readinto`` fills; the unfinished rest moves to
     its front. The buffer is scanned only when full (or at the end), so a unit longer than it (a huge event)
     makes it double, and is scanned again only then: linear time still."""
     buf = bytearray(buffer_bytes)
-    have = 0
+    have = done = 0
     while True:
         view = memoryview(buf)
         while have < len(buf) and (n := source.readinto(view[have:])):
             have += n
         final = have < len(buf)
-        used = scanner.feed(view[:have], final)
+        try:
+            used = scanner.feed(view[:have], final)
+        except ValueError as exc:  # the scanner's ScanError
+            view.release()
+            _not_json(exc, buf, have, done, file)
+            raise
         view.release()
         if final:
             return
@@ -62,6 +85,7 @@ def _feed(source, scanner, buffer_bytes: int) -> None:
             buf += bytes(len(buf))
         buf[:have - used] = buf[used:have]
         have -= used
+        done += used
 
 
 class _Gunzipped:
