@@ -116,6 +116,7 @@ class StepRecorder:
         self._lines: list[str] = []  # steps ended since the last flush, as lines, in the order they ran
         self._rows: list[tuple] = []  # ... the last of them as rows (the window's, or ended by ``end``)
         self._window = window
+        self.traced_whole = False
         self._window_due = window is not None  # a step of the window is still to come
         self._trace_first = warmup_steps
         self._trace_last = warmup_steps + trace_steps - 1
@@ -289,6 +290,7 @@ class StepRecorder:
         self._flush_if_due(end_ns)
         if self._traced and self._step >= self._trace_last:
             self.stop_trace()
+            self.traced_whole = True  # every step of the window was traced
 
     def stop_trace(self) -> None:
         window = self._window

@@ -120,8 +120,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
         name = keras_info.backend()
         options = dict(self._options)
         where = options.get("run_dir") or os.environ.get(RUN_DIR_ENV)
-        if where and _run_epochs(where)["fits"]:
-            options["trace_steps"] = 0  # fit again into the same run: its first fit's trace stands
+        if where and _run_epochs(where)["traced"]:
+            options["trace_steps"] = 0  # fit again into the same run: an earlier fit's whole trace stands
         self.session = Session(backend=name, **options)
         self._in_fit = True  # from here a session is open: on_train_end or fit_raised closes it
         recorder = self.session.recorder
@@ -196,6 +196,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         self._in_fit = False
+        if self.session is not None and self.session.recorder.traced_whole:
+            _run_epochs(self._run_key())["traced"] = True
         self._stop_compile_marks()
         self.__dict__.pop("on_train_batch_begin", None)  # this fit's recorder is closed below
         self._end_of_fit()
@@ -293,11 +295,13 @@ class ScaldiagCallback(keras.callbacks.Callback):
         return None
 
 
-_EPOCHS: dict = {}  # run directory -> {"fits": fits begun, "before": epochs before this fit, "seen"}
+# run directory -> {"fits": fits begun, "before": epochs before this fit, "seen": epochs seen,
+# "traced": a fit traced its whole window (a fit that raised inside it leaves the next one to trace)}
+_EPOCHS: dict = {}
 
 
 def _run_epochs(run_dir) -> dict:
-    return _EPOCHS.setdefault(str(run_dir), {"fits": 0, "before": 0, "seen": 0})
+    return _EPOCHS.setdefault(str(run_dir), {"fits": 0, "before": 0, "seen": 0, "traced": False})
 
 
 def _first_rows(data, rows: int):
