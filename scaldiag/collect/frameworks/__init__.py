@@ -1,5 +1,12 @@
-"""Framework adapters: everything that imports Keras, TensorFlow or JAX, imported lazily.
+"""The loop adapters: everything that imports a framework (Keras, TensorFlow, JAX, PyTorch,
+Lightning, transformers), imported lazily.
 
-A new framework (PyTorch) gets its own modules here: a profiler window
-(``tracing.py``), what a run is (``keras_info.py``), a capture hook.
+``adapters.py`` is the registry: each loop family's adapter, the framework modules whose import
+arms it, and the evidence it brings (docs/profile.md, "The user's clock first"). ``guard.py`` is
+the one guard of every hook. The rest are the adapters' parts: Keras (``keras_hooks``,
+``keras_callback``, ``keras_info``), PyTorch (``torch_hooks``, ``torch_capture``, ``torch_modes``,
+``torch_trace``, ``torch_device_clock``, ``torch_allreduce``), Lightning (``lightning_adapter``),
+transformers (``hf_adapter``), JAX loops (``jax_loop``), and what several share: profiler windows
+(``tracing``), compile evidence (``compile_marks``), the input (``input_marks``,
+``input_ceiling``, ``input_free``).
 """
