@@ -80,3 +80,20 @@ def test_jax_leads_with_the_hosts_dispatch_and_names_the_backlog_a_sync_waits_fo
     assert math.isclose(c.scopes["host_dispatch"].ms, (40 - 10) / 10)
     ((part, ms),) = c.parts_ms
     assert "backlog" in part and math.isclose(ms, 1.0)
+
+
+def test_lightning_reads_the_last_epochs_iterations():
+    """Lightning's bar shows the rate of the epoch running: at the end, the last epoch's batches after
+    its first. The line gives that figure and, beside it, every epoch's."""
+    found, t = [], 0
+    for epoch, step_ms in enumerate((4, 4, 6)):
+        for i in range(5):
+            found.append(runsteps.Period(step=epoch * 5 + i, epoch=epoch, first_batch=epoch * 5 + i, batches=1,
+                                         begin_ns=t, end_ns=t + step_ms * MS, ends_epoch=i == 4, traced=False,
+                                         kind=runsteps.STEADY))
+            t += step_ms * MS
+    c = clock(found, [], {"loop_adapters": ["pytorch", "lightning"]}, None, 14 * 5 / 15, 0.0)
+    scope = c.scopes[LOOP_ITERATION]
+    assert c.user_scope == LOOP_ITERATION and scope.reads_last_epoch
+    assert math.isclose(scope.ms_last_epoch, 6.0) and math.isclose(scope.user_ms, 6.0)
+    assert math.isclose(scope.ms, (4 * 4 + 4 * 4 + 4 * 6) / 12)

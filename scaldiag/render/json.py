@@ -100,7 +100,7 @@ def _steps(steps) -> dict | None:
             **_pick(steps, _STEPS[3:])}
 
 
-_SCOPE = ("ms", "ms_ci95", "steps", "what", "ms_after_first")
+_SCOPE = ("ms", "ms_ci95", "steps", "what", "ms_after_first", "ms_last_epoch")
 
 
 def _clock(c, samples_per_step) -> dict | None:

@@ -93,8 +93,12 @@ def _header(report: RunReport, console: Console) -> None:
 
 def _user_clock_line(c) -> str:
     """The figure the user already reads first, at its scope, as the steady step plus named parts."""
-    ms = c.scopes[c.user_scope].user_ms
-    line = f"{c.user_clock[:1].upper()}{c.user_clock[1:]} ({WORDS[c.user_scope]}): {ms:.3g} ms a step"
+    scope = c.scopes[c.user_scope]
+    ms = scope.user_ms
+    where = f"{c.user_clock[:1].upper()}{c.user_clock[1:]}"
+    if scope.reads_last_epoch and scope.ms_last_epoch is not None:  # Lightning's bar: the last epoch's
+        where, ms = f"{where} ({scope.ms_last_epoch:.3g} ms a step in the last epoch); every epoch", scope.ms
+    line = f"{where} ({WORDS[c.user_scope]}): {ms:.3g} ms a step"
     parts = " + ".join(f"{part} {part_ms:.3g}" for part, part_ms in c.parts_ms if abs(part_ms) >= 0.005 * ms)
     step = c.scopes[STEADY_STEP].ms
     if c.user_scope == HOST_DISPATCH:
