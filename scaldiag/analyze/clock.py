@@ -35,8 +35,9 @@ WORDS = {STEADY_STEP: "a training step alone", LOOP_ITERATION: "a loop iteration
 # The clock each loop family's users read, and where it is printed.
 USER_SCOPE = {
     "keras": (WHOLE_EPOCH, "Keras's progress bar"),
-    # Its bar's it/s is rich's (or tqdm's) rate over the epoch's batch ends: at the end of training,
-    # the last epoch's batches after its first (an H200 run: 26.25 ms both).
+    # Its bar's it/s is the rate of the epoch running: rich's (the default where rich imports) over
+    # the epoch's batch ends, so at the end of training the last epoch's batches after its first
+    # (an H200 run: 26.25 ms both); tqdm's counts from the epoch's start, its first batch in.
     "lightning": (LOOP_ITERATION, "Lightning's progress bar"),
     "transformers": (WHOLE_TRAINING, "the Trainer's train_runtime"),
     "pytorch": (LOOP_ITERATION, "your loop's timer"),
