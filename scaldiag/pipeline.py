@@ -136,7 +136,7 @@ def _analyze_ranks(root: Path, fmt: TraceFormat, name: str, files: list[Path], e
             f" (and the {len(files) - 1} other rank files: none can be read)" if len(files) > 1 else ""))
     files, found = zip(*[(f, r) for f, r in zip(files, read) if not isinstance(r, str)])
     labels = fmt.rank_labels([facts for facts, _, _ in found], list(files))
-    evidence = [replace(e, label=label) for label, (_, e, _) in zip(labels, found)]
+    evidence = [replace(e, label=label, host=_host_of(facts)) for label, (facts, e, _) in zip(labels, found)]
     notes = [f"{why}: this rank file is left out, the report is of the other {len(files)}" for _, why in unreadable]
     notes += other_formats(root, fmt) + files_notes({e.label: (e.host_stats, _span_of(e)) for e in evidence})
     clock = ranks.job_clock(evidence)
@@ -144,6 +144,12 @@ def _analyze_ranks(root: Path, fmt: TraceFormat, name: str, files: list[Path], e
                                            for i, (f, label) in enumerate(zip(files, labels))])
     analysis = assemble(name, [str(f) for f in files], labels, sum(count for _, _, count in found), reductions, clock)
     return _with_notes(analysis, notes)
+
+
+def _host_of(facts) -> str | None:
+    """The machine a rank file names: Kineto's facts are (host name, rank)."""
+    host = facts[0] if isinstance(facts, tuple) and facts else None
+    return host if isinstance(host, str) and host else None
 
 
 def map_on(engine: Engine | None, fn: Callable, items: list) -> list:

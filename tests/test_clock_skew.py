@@ -72,3 +72,28 @@ def test_the_tightest_half_of_the_end_differences_is_the_offset_where_a_few_ends
     assert abs(centre - shift_ns) <= 120_000  # the cluster at -0.04..0.29 ms
     assert spread == int(np.median(np.abs(np.array(diffs_ms) * 1e6 + shift_ns - centre)))
     assert densest(np.array([7], np.int64)) == (7, 0)
+
+
+def _on_host(source, target, host: str, us: float, rank: int) -> None:
+    shifted_copy(source, target, us)
+    data = json.load(gzip.open(target))
+    data["host_name"] = host
+    data["distributedInfo"] = {**(data.get("distributedInfo") or {}), "rank": rank}
+    with gzip.open(target, "wt") as out:
+        json.dump(data, out)
+
+
+@pytest.mark.parametrize("hosts,merged", [(("vm", "vm"), True), (("vm", "other"), False)])
+def test_ranks_far_apart_on_one_machine_read_one_clock(tmp_path, hosts, merged):
+    """Two files that name the same machine (Kineto's host_name) are on its one clock: started far
+    apart without collectives they are merged, not refused (two CPU ranks of one torchrun under load
+    began 3.8 ms apart, a step being 3.2). Files of two machines are still refused."""
+    from scaldiag.pipeline import analyze_trace_at
+
+    for rank, (host, us) in enumerate(zip(hosts, (0.0, 1_000_000.0))):
+        _on_host(PLAIN, tmp_path / f"rank{rank}.pt.trace.json.gz", host, us, rank)
+    if merged:
+        assert analyze_trace_at(tmp_path).hosts == ["rank0", "rank1"]
+    else:
+        with pytest.raises(TraceError, match="cannot be aligned"):
+            analyze_trace_at(tmp_path)
