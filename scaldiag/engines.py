@@ -107,7 +107,7 @@ class LocalEngine:
     def _pool_map(self, fn, items: list, processes: int) -> list:
         executor = self._pool(processes)
         try:
-            futures = [executor.submit(fn, item) for item in items]
+            futures = _submitted(executor, fn, items)
             wait(futures, return_when=FIRST_EXCEPTION)
             failed = _first_failed(futures)
             if failed is not None:
@@ -138,10 +138,25 @@ class LocalEngine:
         return ProcessPoolExecutor(processes, mp_context=context, initializer=_ignore_sigint, **per_worker)
 
 
+def _submitted(executor: ProcessPoolExecutor, fn, items: list) -> list:
+    """The items submitted with the stop signals held in this thread: the first submits spawn the
+    workers, and a SIGTERM handled inside a spawn (its preparation data half written) left that worker
+    to print multiprocessing's EOFError traceback. A signal held is handled once they are started."""
+    held = threading.current_thread() is threading.main_thread()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS) if held else None
+    try:
+        return [executor.submit(fn, item) for item in items]
+    finally:
+        if held:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _ignore_sigint() -> None:
     """Ctrl-C reaches every process of the terminal's group: the caller stops the workers itself, so
-    they do not each print a KeyboardInterrupt traceback."""
+    they do not each print a KeyboardInterrupt traceback. The stop signals, held while the caller
+    spawned this worker (``_submitted``), are its own again: SIGTERM ends it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def _first_failed(futures: list[Future]) -> BaseException | None:
