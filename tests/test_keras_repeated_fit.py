@@ -38,3 +38,5 @@ def test_repeated_fit(tmp_path):
     assert [e.end_ns for e in analysis.epochs.epochs] == [ends[e.epoch] for e in analysis.epochs.epochs]
     assert analysis.epochs.compared == [2, 3]  # the third fit on: the first fits compile
     assert analysis.clock.user_scope == "whole_epoch"
+    assert record.training["loop_adapters"] == ["keras"]
+    assert "sanity check" in record.training["loop_evidence_lacking"]

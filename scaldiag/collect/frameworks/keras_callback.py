@@ -130,7 +130,9 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self.session.recorder.mark("fit_begin")
         run = _run_epochs(self._run_key())
         run["before"], run["fits"] = run["seen"], run["fits"] + 1
-        self.session.describe(fits=run["fits"])
+        from scaldiag.collect.frameworks import adapters
+
+        self.session.describe(fits=run["fits"], **adapters.evidence_facts(["keras"]))
         self.session.describe(
             compile_evidence=compile_marks.listen(name),
             framework={"name": "keras", "backend": name, "versions": keras_info.versions(name)},
