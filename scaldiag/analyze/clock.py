@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scaldiag.analyze import intervals as iv
 from scaldiag.analyze import runsteps
 from scaldiag.analyze.epochs import EpochStats
 from scaldiag.analyze.stats import ci95_half_width
@@ -120,17 +121,18 @@ def _loop_iteration(found: list[runsteps.Period], evaluation: list[tuple[int, in
                     reads_last_epoch: bool = False) -> tuple[Scope, float] | None:
     """Each steady step's end to the previous step's end, where both are in one epoch; with the
     evaluation inside those iterations, in ms per step."""
-    totals_ns, epochs, batches, eval_ns = [], [], 0, 0
-    for before, p in zip(found, found[1:]):
-        if p.kind != runsteps.STEADY or before.epoch != p.epoch:
-            continue
-        totals_ns.append((p.end_ns - before.end_ns) / p.batches)
-        epochs.append(p.epoch)
-        batches += p.batches
-        eval_ns += sum(max(0, min(e, p.end_ns) - max(b, before.end_ns)) for b, e in evaluation)
-    if not totals_ns:
+    pairs = [(before, p) for before, p in zip(found, found[1:])
+             if p.kind == runsteps.STEADY and before.epoch == p.epoch]
+    if not pairs:
         return None
-    per = np.array(totals_ns) / 1e6
+    begins = np.array([before.end_ns for before, _ in pairs], np.int64)
+    ends = np.array([p.end_ns for _, p in pairs], np.int64)
+    counts = np.array([p.batches for _, p in pairs])
+    epochs = [p.epoch for _, p in pairs]
+    batches = int(counts.sum())
+    # (one pass over the evaluation intervals: evaluation inside every iteration is a pair each)
+    eval_ns = float(iv.measure_in_windows(iv.of_pairs(evaluation), begins, ends).sum())
+    per = (ends - begins) / counts / 1e6
     ci = ci95_half_width(per) if len(per) > 1 else math.nan
     last = per[np.array(epochs) == epochs[-1]]
     scope = Scope(LOOP_ITERATION, float(per.mean()), ci, batches,
@@ -147,7 +149,8 @@ def _host_dispatch(found: list[runsteps.Period], marks: list[dict]) -> Scope | N
     if not waits or not steady:
         return None
     total_ns = sum(p.duration_ns for p in steady)
-    waited_ns = sum(max(0, min(e, p.end_ns) - max(b, p.begin_ns)) for p in steady for b, e in waits)
+    waited_ns = float(iv.measure_in_windows(iv.of_pairs(waits), np.array([p.begin_ns for p in steady], np.int64),
+                                            np.array([p.end_ns for p in steady], np.int64)).sum())
     batches = sum(p.batches for p in steady)
     return Scope(HOST_DISPATCH, (total_ns - waited_ns) / batches / 1e6, math.nan, batches,
                  "the steady steps less the device's backlog waited for at each sync")

@@ -29,6 +29,11 @@ def union(starts: np.ndarray, ends: np.ndarray) -> IntervalSet:
     return starts[begins], reach[group_end]
 
 
+def of_pairs(pairs) -> IntervalSet:
+    """The disjoint set covering ``(start, end)`` pairs (marks' begin and end, say)."""
+    return union(np.array([a for a, _ in pairs], np.int64), np.array([b for _, b in pairs], np.int64))
+
+
 def merge(*sets: IntervalSet) -> IntervalSet:
     """Union of several sets."""
     if not sets:
