@@ -119,7 +119,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
     def _start_fit(self) -> None:
         name = keras_info.backend()
         options = dict(self._options)
-        where = options.get("run_dir") or os.environ.get(RUN_DIR_ENV)
+        where = self._given_run_dir()
         if where and _run_epochs(where)["traced"]:
             options["trace_steps"] = 0  # fit again into the same run: an earlier fit's whole trace stands
         self.session = Session(backend=name, **options)
@@ -144,8 +144,12 @@ class ScaldiagCallback(keras.callbacks.Callback):
         # usual step cannot fail; its other steps report to ``_step_hook_failed``.
         self.on_train_batch_begin = recorder.begin
 
+    def _given_run_dir(self):
+        """The run this fit records into, where fits share one: the callback's or profile's."""
+        return self._options.get("run_dir") or os.environ.get(RUN_DIR_ENV)
+
     def _run_key(self) -> str:
-        return str(self._options.get("run_dir") or os.environ.get(RUN_DIR_ENV) or self.session.run_dir)
+        return str(self._given_run_dir() or self.session.run_dir)
 
     @_guarded
     def on_epoch_begin(self, epoch, logs=None):
