@@ -26,9 +26,12 @@ def attempt(action: Callable, on_error: Callable[[str], object]):
 
 
 def say(line: str) -> None:
-    """One line on stderr, where there still is one (a closed stderr loses only the line)."""
+    """One line on stderr, where there still is one (a closed stderr loses only the line); what it
+    quotes of the program (an exception's text) is shown inertly (sanitize.line: no escapes)."""
+    from scaldiag.sanitize import line as shown
+
     try:
-        print(f"scaldiag: {line}", file=sys.stderr)
+        print(f"scaldiag: {shown(line)}", file=sys.stderr)
     except Exception:
         pass
 
