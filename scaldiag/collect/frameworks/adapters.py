@@ -32,9 +32,6 @@ class Adapter:
     triggers: tuple[str, ...]  # framework modules whose import arms it
     evidence: dict[str, str] = field(default_factory=dict)  # EVIDENCE key -> its signal
 
-    def lacks(self) -> list[str]:
-        return [what for what in EVIDENCE if not self.evidence.get(what)]
-
 
 _FW = "scaldiag.collect.frameworks."
 KERAS = Adapter("keras", _FW + "keras_hooks", ("keras.src.models.model", "tensorflow"), {
