@@ -8,5 +8,6 @@ the one guard of every hook. The rest are the adapters' parts: Keras (``keras_ho
 ``torch_trace``, ``torch_device_clock``, ``torch_allreduce``), Lightning (``lightning_adapter``),
 transformers (``hf_adapter``), JAX loops (``jax_loop``), and what several share: profiler windows
 (``tracing``), compile evidence (``compile_marks``), the input (``input_marks``,
-``input_ceiling``, ``input_free``).
+``input_ceiling``, ``input_free``). ``calibration`` is ``scaldiag calibrate``'s part inside PyTorch
+and JAX (``collect/calibrate.py`` imports it when a measurement runs).
 """
