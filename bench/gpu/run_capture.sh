@@ -23,6 +23,6 @@ case " $PARTS " in *" profiles "*)
   tail -n 5 "$OUT/check_nvml_real.txt";;
 esac
 # Capture overhead is measured inside one process now (bash bench/gpu/run_overhead.sh: python -m bench
-# overhead); the whole-process rounds that made results/gpu_h200x2/overhead_gpu-jax-h200*.md were
-# bench/bench_overhead.py, kept in git: git show 227e679:bench/bench_overhead.py.
+# overhead); the whole-process rounds (bench/bench_overhead.py: git show 227e679:bench/bench_overhead.py) and
+# their results (git show 8678b07:bench/results/gpu_h200x2/overhead_gpu-jax-h200.md) are in git.
 tar czf "$FINAL_OUT/gpu_results.tgz" -C /tmp gpu_results

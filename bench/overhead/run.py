@@ -47,7 +47,7 @@ annotation or around it). Not measured here (outside the steady steps by design,
 the profiler window (``trace_steps=0``; its inflation is reported per run), start-up and the end
 (input-ceiling and input-free passes). With ``--block-steps`` > 0 the epoch-edge marks are outside
 the blocks: ``python -m bench step_hook`` times a mark. The whole-process cross-check was
-``git show 227e679:bench/bench_capture_overhead.py`` (results: bench/results/gpu_h200/capture_overhead.md).
+``git show 227e679:bench/bench_capture_overhead.py`` (results: ``git show 8678b07:bench/results/gpu_h200/capture_overhead.md``).
 """
 
 from __future__ import annotations
