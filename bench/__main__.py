@@ -5,6 +5,11 @@ line of its module docstring is the claim of the README or docs it guards; ``DEV
 its top marks one that needs a GPU (the rest are "cpu": ``make bench`` runs them). Each writes one
 result file, ``bench/results/NAME.md`` (``bench.common.write_result``: date, machine, versions,
 command). The list is read from the files (``ast``), so listing imports no framework.
+
+The GPU runners, ``bench/gpu/run_NAME.sh``, go through the same entry point: ``python -m bench gpu``
+lists them (what each measures, the machine kind, the results folder), ``python -m bench gpu NAME
+[ARGS]`` runs one with bash from the project root (on the GPU machine, with the Keras wheels in
+``.whl/``: bench/README.md).
 """
 
 from __future__ import annotations
@@ -42,6 +47,73 @@ def benchmarks() -> list[Benchmark]:
     return [_describe(p) for p in sorted(HERE.glob("*/run.py")) if not p.parent.name.startswith((".", "_"))]
 
 
+@dataclass(frozen=True)
+class GpuRunner:
+    what: str
+    kind: str  # the device machine it needs
+    results: str  # under bench/results/
+
+
+# What each GPU runner measures; a runner missing here is listed as "(not described)".
+GPU_RUNNERS = {
+    "accounting": GpuRunner("samples/s against each script's synchronized stopwatch; the accounting, profiler "
+                            "inflation", "nvidia-h200", "gpu_h200/accounting/"),
+    "calibrate": GpuRunner("`scaldiag calibrate` (torch, JAX, the default save and read-back, the CPU label)",
+                           "nvidia-h200 (x2: the link)", "gpu_h200/calibrate/"),
+    "capture": GpuRunner("NVML read for real (probe) and the example profiled on 1 and 2 GPUs (profiles)",
+                         "nvidia-h200-x2", "gpu_h200x2/"),
+    "clock": GpuRunner("`python -m bench clock` on the GPU: the public scripts against their own clocks",
+                       "nvidia-h200", "clock/"),
+    "host_and_fit_checks": GpuRunner("the host tick against psutil on the H200 host, its CPU in place, a fit "
+                                     "that raises in the trace window", "nvidia-h200", "gpu_h200/host_and_fit_checks/"),
+    "host_tick_probe": GpuRunner("the host sampler's tick piece by piece beside a training (host_tree in place)",
+                                 "nvidia-h200", "gpu_h200/host_and_fit_checks/"),
+    "input_free": GpuRunner("the input cost measured against twins fed without the slow input", "nvidia-h200",
+                            "gpu_h200/input_free/"),
+    "overhead": GpuRunner("`python -m bench step_hook`, `overhead` (convnet, tiny) and, SAMPLER=1, `sampler` "
+                          "with real NVML", "nvidia-h200", "gpu_h200/overhead_pieces/, gpu_h200/sampler_cpu.md"),
+    "overhead_rerun": GpuRunner("`python -m bench overhead_torch` at width 4096, `overhead` tiny full/steady, "
+                                "`host_tree`", "nvidia-h200", "gpu_h200/overhead_pieces/rerun_2026-12-01/"),
+    "sampler_beside_training": GpuRunner("`python -m bench sampler` with real NVML beside a training",
+                                         "nvidia-h200", "gpu_h200/sampler_beside_training/"),
+    "sweeps": GpuRunner("sweeps of 1 and 2 GPUs on three variants of examples/train_cnn.py", "nvidia-h200-x2",
+                        "gpu_h200x2/sweeps/"),
+    "torch": GpuRunner("PyTorch: ARG zoo (fixture, bench/torch/ scripts and twins) or open (SD105's twins, DDP "
+                       "on one GPU, capture overhead)", "nvidia-h200", "gpu_h200/torch/"),
+    "zoo": GpuRunner("`python -m bench accuracy` over the zoo and bench/torch/ on one GPU", "nvidia-h200",
+                     "gpu_h200/accuracy/, accuracy/"),
+}
+
+
+def gpu_runners() -> list[str]:
+    """Every bench/gpu/run_NAME.sh, by NAME."""
+    return sorted(p.name[len("run_"):-len(".sh")] for p in (HERE / "gpu").glob("run_*.sh"))
+
+
+def gpu(argv: list[str]) -> int:
+    """``python -m bench gpu``: the GPU runners; ``python -m bench gpu NAME [ARGS]``: run one with bash."""
+    names = gpu_runners()
+    if not argv or argv[0] in ("-h", "--help", "list"):
+        print("python -m bench gpu NAME [ARGS]   (bash bench/gpu/run_NAME.sh ARGS, from the project root, on the GPU "
+              "machine with .whl/ carried)\n")
+        width = max((len(n) for n in names), default=4)
+        for n in names:
+            r = GPU_RUNNERS.get(n)
+            print(f"{n:<{width}}  {r.kind}: {r.what} -> bench/results/{r.results}" if r else f"{n:<{width}}  (not described)")
+        return 0
+    name, args = argv[0], argv[1:]
+    if name not in names:
+        print(f"no GPU runner {name!r} (bench/gpu/run_{name}.sh); known: {', '.join(names)}", file=sys.stderr)
+        return 2
+    root = HERE.parent
+    if not (root / ".whl").is_dir():
+        print("note: no .whl/ here; bench/gpu/setup.sh installs the Keras wheels from it (bench/README.md)",
+              file=sys.stderr)
+    import subprocess
+
+    return subprocess.run(["bash", str(HERE / "gpu" / f"run_{name}.sh"), *args], cwd=root).returncode
+
+
 def run(name: str, argv: list[str]) -> int:
     if not (HERE / name / "run.py").is_file():
         known = ", ".join(b.name for b in benchmarks())
@@ -63,6 +135,7 @@ def _list() -> int:
     print("python -m bench NAME [ARGS]   (NAME --help for its arguments)\n")
     for b in rows:
         print(f"{b.name:<{width}}  {b.device}  {b.claim}")
+    print(f"\nGPU runners (python -m bench gpu NAME; `python -m bench gpu` says what each runs): {', '.join(gpu_runners())}")
     return 0
 
 
@@ -73,6 +146,8 @@ def main(argv: list[str]) -> int:
         kind = argv[1] if len(argv) > 1 else "cpu"
         print(" ".join(b.name for b in benchmarks() if b.device == kind))
         return 0
+    if argv[0] == "gpu":
+        return gpu(argv[1:])
     if argv[0] == "--all":  # make bench: each of one kind with its defaults, the failures summed up at the end
         return run_all(argv[1] if len(argv) > 1 else "cpu")
     return run(argv[0], argv[1:])
