@@ -18,25 +18,37 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scaldiag.analyze import interconnect as ic
-from scaldiag.analyze import ranks
+from scaldiag.analyze import job_merge, ranks
+from scaldiag.analyze import nodes as job_nodes
 from scaldiag.analyze.interconnect import Interconnect
 from scaldiag.analyze.profile import ProfileAnalysis, RankReduction, analyze_trace, assemble, reduce_rank
-from scaldiag.analyze.run import RunAnalysis, analyze_record
+from scaldiag.analyze.run import RunAnalysis, analyze_record, step_stats
 from scaldiag.analyze.scaling import analyze_scaling
 from scaldiag.errors import TRACE_FAILURES, ScaldiagError, TraceError
-from scaldiag.readers import FORMATS, TraceFormat, files_notes, find_trace, other_formats
+from scaldiag.readers import FORMATS, TraceFormat, files_notes, find_trace, format_of, other_formats, trace_files
 from scaldiag.readers import read_trace as read_any_trace
+from scaldiag.readers.kineto import read_document
+from scaldiag.record import nodes as job_dirs
 from scaldiag.record.reader import is_sweep, rank_dirs, read_record, sweep_runs
 from scaldiag.record.rundir import TRACE_DIR
-from scaldiag.rules.report import Report, RunReport, SweepReport, build_report, build_run_report, build_sweep_report
+from scaldiag.rules.report import (
+    JobReport,
+    Report,
+    RunReport,
+    SweepReport,
+    build_job_report,
+    build_report,
+    build_run_report,
+    build_sweep_report,
+)
+from scaldiag.sanitize import line
 from scaldiag.trace import INT_STATS, SparseStat, Trace
 
 if TYPE_CHECKING:  # the engines are opened by the commands; the pipeline only maps over them
     from scaldiag.engines import Engine
 
-__all__ = ["read_trace", "analyze_trace_at", "map_on", "diagnose_trace", "diagnose_run", "diagnose_sweep", "diagnose"]
-
-
+__all__ = ["read_trace", "analyze_trace_at", "map_on", "diagnose_trace", "diagnose_run", "diagnose_sweep",
+           "diagnose_job", "job_trace", "diagnose"]
 
 
 def read_trace(path: str | os.PathLike, run: str | None = None) -> tuple[str, Trace]:
@@ -234,9 +246,14 @@ def run_failure(run: dict) -> str | None:
     return None
 
 
-def diagnose(path: str | os.PathLike, interconnect: str | None = None,
-             engine: Engine | None = None) -> RunReport | SweepReport:
-    """A run or a sweep directory, whichever ``path`` is (``interconnect``: diagnose_sweep's)."""
+def diagnose(path: str | os.PathLike | list[str | os.PathLike], interconnect: str | None = None,
+             engine: Engine | None = None) -> RunReport | SweepReport | JobReport:
+    """A run, a sweep or a job, whichever ``path`` is: a directory, or a list of them (a job's nodes' run
+    directories, or one directory holding them); ``interconnect``: diagnose_sweep's."""
+    paths = [str(p) for p in path] if isinstance(path, (list, tuple)) else [str(path)]
+    if job_dirs.is_job(paths):
+        return diagnose_job(paths, engine)
+    path = paths[0]
     return diagnose_sweep(path, interconnect, engine) if is_sweep(Path(path)) else diagnose_run(path, engine)
 
 
@@ -258,3 +275,110 @@ def _run_trace(run_dir: Path, engine: Engine | None = None) -> tuple[ProfileAnal
     except TRACE_FAILURES as exc:
         # A trace this decoder cannot take is a gap in the run's evidence; the steps and samples still report.
         return None, [f"trace: cannot be analysed ({type(exc).__name__}: {exc})"]
+
+
+# -- a job over several nodes: each node's run directory and its ranks' trace files ------------------------
+
+
+def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
+    """The job's report; each rank's trace reduced to its evidence on ``engine`` (scaldiag/engines.py; None:
+    here, one after the other), so that one rank's events are in a process's memory at a time. A node
+    that cannot be merged (no place in the job, no rank's trace with steps) is left out and named; one
+    rank file that cannot be read is left out of its node and named."""
+    left_out: list[str] = []
+    dirs = job_dirs.node_dirs(paths, left_out)
+    job_dirs.refuse_other_jobs(dirs)
+    by_node = _rank_events(dirs, engine, left_out)
+    for d in [d for d in dirs if not by_node[d]]:
+        left_out.append(f"{d}: no rank's trace with steps (PyTorch's ProfilerStep markers, scaldiag's step "
+                        "markers or the train function's calls): this node is left out")
+    dirs = [d for d in dirs if by_node[d]]
+    if len(dirs) < 2:
+        raise ScaldiagError(f"{len(dirs)} node of the job can be merged, nothing to merge: " + "; ".join(left_out))
+    found_ranks, bytes_per_step, steady, intra, files = [], {}, {}, {}, []
+    for d in dirs:
+        label = job_dirs.label(d)
+        found = [r for r, _ in by_node[d]]
+        files += [(label, r.rank, path) for r, path in by_node[d]]
+        found_ranks += found
+        bytes_per_step[label], steady[label] = _record_facts(d)
+        per_step = len(found[0].coll_key) / max(1, len(found[0].step_num))
+        intra[label] = job_merge.intra_node_ms(job_dirs.intra_node_times_ns(d), per_step)
+    job_merge.refuse_copies(found_ranks)
+    ref = found_ranks[0]
+    step_ns = float(np.median(ref.step_end_ns - ref.step_start_ns))
+    try:
+        aligned, offsets, notes = job_nodes.align(found_ranks, step_ns)
+    except job_nodes.MergeRefused as exc:
+        raise ScaldiagError(f"the nodes are not merged: {exc}") from None
+    job_merge.refuse_far_clocks(offsets)
+    notes = left_out + notes + job_merge.uncertain_clocks(offsets, step_ns)
+    notes += [f"{r.rank}: steps numbered {r.steps_numbered_by}; paired with the other ranks' on the assumption "
+              "that every trace window began at the same step" for r in found_ranks if r.steps_numbered_by]
+    nnodes = job_dirs.place(dirs[0])[1]
+    if nnodes is not None and nnodes > len(dirs):
+        notes.append(f"{len(dirs)} of the job's {nnodes} nodes merged: the others are not in this report")
+    one_stack = job_nodes.shared_network_stack([job_dirs.node_of(d) for d in dirs])
+    notes += [one_stack] if one_stack else []
+    analysis = job_nodes.reduce_job(aligned, offsets, bytes_per_step, notes)
+    analysis = replace(analysis, nodes=[replace(n, steady_step_ms=steady.get(n.node), intra_node_ms=intra.get(n.node))
+                                        for n in analysis.nodes], one_network_stack=one_stack is not None)
+    return build_job_report([str(d) for d in dirs], analysis, files, job_dirs.framework(dirs[0]))
+
+
+def _rank_events(dirs: list[Path], engine: Engine | None,
+                 left_out: list[str]) -> dict[Path, list[tuple[job_nodes.RankEvents, str]]]:
+    """Per node directory, each of its ranks' evidence with its trace file (ranks without steps left out;
+    a file that cannot be read left out, its reason added to ``left_out``)."""
+    where = [(d, f) for d in dirs for f in trace_files(d / TRACE_DIR)]
+    found = map_on(engine, _rank_events_of, [(job_dirs.label(d), f) for d, f in where])
+    by_node: dict[Path, list] = {d: [] for d in dirs}
+    for (d, f), events in zip(where, found):
+        if isinstance(events, str):
+            left_out.append(f"{events}: this rank is left out")
+        elif events is not None:
+            by_node[d].append((events, str(f)))
+    return by_node
+
+
+def _rank_events_of(item: tuple[str, Path]) -> job_nodes.RankEvents | str | None:
+    """One rank's trace read and reduced to its evidence, or why it cannot be read (runs in a worker: a
+    reason, not an exception, so that no engine prints its own traceback for a damaged file)."""
+    label, f = item
+    try:
+        _, trace = read_trace(f)
+        return job_nodes.rank_events(label, f"{label}/{f.name.split('.')[0]}", trace.planes)
+    except TRACE_FAILURES as exc:
+        return f"{f}: cannot read this rank's trace ({line(exc) or type(exc).__name__})"
+
+
+def _record_facts(run_dir: Path):
+    """Bytes all-reduced a step (the optimizer's parameters: DDP reduces each gradient once a step) and
+    the node's steady step time from its first rank's record (every step, not only the traced ones)."""
+    parameter_bytes, steady = None, None
+    for d in [run_dir, *rank_dirs(run_dir).values()]:
+        record = read_record(d)
+        value = record.training.get("parameter_bytes")
+        if parameter_bytes is None and isinstance(value, int) and value > 0:
+            parameter_bytes = value
+        if steady is None and record.steps:
+            stats = step_stats(record.steps, record.training, record.marks)
+            steady = stats.step_time_ms if stats is not None else None
+    return parameter_bytes, steady
+
+
+def job_trace(report: JobReport) -> dict:
+    """The job's merged trace (``report --format perfetto``): every rank's Kineto events read again, whole,
+    by the Kineto reader (its caps), on node 0's clock (analyze/job_merge.merged_trace). Every rank is
+    read before anything is written."""
+    docs = []
+    for node, rank_name, path in report.rank_files:
+        fmt = format_of(Path(path))
+        if fmt is None or fmt.name != "kineto":
+            raise ScaldiagError(f"{path}: only Kineto JSON traces (PyTorch) are merged into one file; report a "
+                                "TensorFlow or JAX node's directory alone for its trace")
+        try:
+            docs.append((node, rank_name, read_document(Path(path))))
+        except TraceError as exc:
+            raise ScaldiagError(f"cannot read this rank's trace again: {exc}") from None
+    return job_merge.merged_trace(docs, report.analysis.offsets)

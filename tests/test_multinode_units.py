@@ -157,8 +157,8 @@ def _node_dir(path, host: str, rank: int, nnodes: int = 2):
 
 
 def test_the_merge_takes_one_directory_a_node_of_one_job(tmp_path):
-    from scaldiag.commands import job
     from scaldiag.errors import ScaldiagError
+    from scaldiag.record import nodes as job
 
     a, b = _node_dir(tmp_path / "out" / "t-b-node1", "b", 1), _node_dir(tmp_path / "out" / "t-a-node0", "a", 0)
     assert job.node_dirs([str(tmp_path / "out")]) == [b, a]  # node 0 first

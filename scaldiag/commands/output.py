@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -36,16 +38,70 @@ def engine_of(args):
     return open_engine(args.engine)
 
 
-def emit(report, json_path: str | None, verbose: bool = False) -> None:
-    """``--json -``: JSON on stdout only; else the terminal report, and JSON to ``json_path`` if given.
-
-    ``verbose``: the whole terminal report, every fix of every framework (the JSON always holds it all)."""
-    if json_path == "-":
+def emit(report, json_path: str | None = None, verbose: bool = False, fmt: str = "terminal",
+         output: str | None = None, **views) -> None:
+    """Every command's report, through the render table: ``fmt`` (render.FORMATS) to ``output`` (None or
+    ``-``: stdout; a file: replaced only once written whole, ``replacing``), and JSON to ``json_path`` too
+    (``-``: stdout; the terminal report on stdout then gives way to it). ``views``: the timeline formats'
+    (render.VIEW_FORMATS). ``verbose``: the whole terminal report, every fix of every framework (the JSON
+    always holds it all)."""
+    to_stdout = output in (None, "-")
+    if json_path == "-" and to_stdout and fmt in ("terminal", "json"):
         write(report, "json")
         return
-    write(report, "terminal", all_fixes=verbose)
-    if json_path:
-        write_text(Path(json_path), json.render(report))
+    if to_stdout:
+        write(report, fmt, all_fixes=verbose, **views)
+    else:
+        with replacing(Path(output)) as stream:
+            write(report, fmt, stream, all_fixes=verbose, **views)
+    if json_path == "-":
+        write(report, "json")
+    elif json_path:
+        with replacing(Path(json_path)) as stream:
+            stream.write(json.render(report))
+
+
+@contextlib.contextmanager
+def replacing(path: Path):
+    """A stream whose text replaces ``path`` only once all of it is written: a report that fails (or a
+    disk that fills) leaves the file as it was, never empty or cut. A device or a FIFO (``/dev/full``,
+    ``/dev/stdout``) is written in place: renaming over it would replace the device."""
+    target = path.resolve() if path.is_symlink() else path
+    if _is_special(target):
+        with _failing_as_error(path):
+            with target.open("w", encoding="utf-8") as stream:
+                yield stream
+        return
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with _failing_as_error(path):
+            with tmp.open("w", encoding="utf-8") as stream:
+                yield stream
+            _keep_mode(target, tmp)
+            os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _is_special(path: Path) -> bool:
+    try:
+        return not stat.S_ISREG(path.stat().st_mode) and not path.is_dir()
+    except OSError:  # absent (a new file) or unreachable (said when it is opened)
+        return False
+
+
+def _keep_mode(target: Path, tmp: Path) -> None:
+    with contextlib.suppress(OSError):  # a new file keeps the umask's mode
+        os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))
+
+
+@contextlib.contextmanager
+def _failing_as_error(path: Path):
+    try:
+        yield
+    except OSError as exc:
+        raise ScaldiagError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def stdout_gone() -> None:

@@ -4,22 +4,17 @@ in any format of the render table: the terminal, JSON, HTML, a Perfetto timeline
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import stat
 import sys
 from pathlib import Path
 
 from scaldiag.analyze.timeline import RunTimeline, run_timeline
-from scaldiag.commands import job
 from scaldiag.commands.output import add_engine, add_interconnect, add_verbose, emit, engine_of
 from scaldiag.errors import TRACE_FAILURES, ScaldiagError
-from scaldiag.pipeline import diagnose, read_trace
+from scaldiag.pipeline import diagnose, job_trace, read_trace
 from scaldiag.record.reader import read_record
-from scaldiag.record.rundir import JSON_FILES, SWEEP_JSON, TRACE_DIR
-from scaldiag.render import VIEW_FORMATS, write
-from scaldiag.render import json as json_format
-from scaldiag.rules.report import RunReport, SweepReport
+from scaldiag.record.rundir import RECORD_FILES, TRACE_DIR
+from scaldiag.render import VIEW_FORMATS
+from scaldiag.rules.report import JobReport, RunReport, SweepReport
 from scaldiag.sanitize import line
 
 # --format names: "term" is the terminal renderer.
@@ -53,72 +48,14 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     fmt = FORMAT_NAMES[args.format]
     refuse_inputs_as_outputs(args.run_dir, [args.output, args.json])
-    if job.is_job(args.run_dir):
-        return _job(args, fmt)
     with engine_of(args) as engine:
-        report = diagnose(args.run_dir[0], args.interconnect, engine)
-    if fmt == "terminal" and args.output in (None, "-"):
-        emit(report, "-" if args.json == "-" else None, args.verbose)
-        _also_json(args.json, lambda: json_format.render(report))
-        return 0
+        report = diagnose(args.run_dir, args.interconnect, engine)
     output = args.output or DEFAULT_FILE.get(fmt, "-")
     views = report_views(Path(args.run_dir[0]), report, fmt) if fmt in VIEW_FORMATS else {}
-    if output == "-":
-        write(report, fmt, sys.stdout, **views)
-    else:
-        with replacing(Path(output)) as stream:
-            write(report, fmt, stream, **views)
+    emit(report, args.json, args.verbose, fmt, output, **views)
+    if output != "-":
         print(line(f"scaldiag: {args.format} report written to {output}"), file=sys.stderr)
-    if args.json == "-":
-        write(report, "json")
-    _also_json(args.json, lambda: json_format.render(report))
     return 0
-
-
-def _also_json(json_path: str | None, render) -> None:
-    """``--json FILE``: the JSON report written there too (``-`` is stdout, written by the caller)."""
-    if json_path and json_path != "-":
-        with replacing(Path(json_path)) as stream:
-            stream.write(render())
-
-
-def _job(args: argparse.Namespace, fmt: str) -> int:
-    """Several nodes' run directories: the merged job report (terminal or JSON), or its merged trace."""
-    if fmt not in ("terminal", "json", "perfetto"):
-        raise ScaldiagError(f"a job over several nodes is reported as term, json or perfetto (the merged trace), "
-                            f"not {args.format}; report each node's directory alone for HTML")
-    with engine_of(args) as engine:
-        report = job.diagnose_job(args.run_dir, engine)
-    if fmt == "perfetto":
-        output = args.output or DEFAULT_FILE["perfetto"]
-        if output == "-":
-            job.write_merged_trace(report, sys.stdout)
-        else:
-            with replacing(Path(output)) as stream:
-                job.write_merged_trace(report, stream)
-            print(line(f"scaldiag: the merged trace of {len(report.rank_files)} ranks written to {output}"),
-                  file=sys.stderr)
-        return 0
-    text = job.to_json(report)
-    if fmt == "json" or args.json == "-":
-        if args.output not in (None, "-"):
-            with replacing(Path(args.output)) as stream:
-                stream.write(text)
-        else:
-            sys.stdout.write(text)
-        return 0
-    if args.output not in (None, "-"):
-        with replacing(Path(args.output)) as stream:
-            job.write_terminal(report, stream)
-    else:
-        job.write_terminal(report)
-    _also_json(args.json, lambda: text)
-    return 0
-
-
-# What a run or node directory holds that a report reads: an output there would replace an input.
-_READ_NAMES = frozenset((*JSON_FILES, SWEEP_JSON, "steps.jsonl", "marks.jsonl", "device_steps.jsonl",
-                         "gpu_samples.jsonl", "host_samples.jsonl"))
 
 
 def refuse_inputs_as_outputs(inputs: list[str], outputs: list[str | None]) -> None:
@@ -136,55 +73,15 @@ def refuse_inputs_as_outputs(inputs: list[str], outputs: list[str | None]) -> No
 
 
 def _is_read(inside: Path) -> bool:
-    return TRACE_DIR in inside.parts or inside.name in _READ_NAMES
+    return TRACE_DIR in inside.parts or inside.name in RECORD_FILES
 
 
-@contextlib.contextmanager
-def replacing(path: Path):
-    """A stream whose text replaces ``path`` only once all of it is written: a report that fails (or a
-    disk that fills) leaves the file as it was, never empty or cut. A device or a FIFO (``/dev/full``,
-    ``/dev/stdout``) is written in place: renaming over it would replace the device."""
-    target = path.resolve() if path.is_symlink() else path
-    if _is_special(target):
-        with _failing_as_error(path):
-            with target.open("w", encoding="utf-8") as stream:
-                yield stream
-        return
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with _failing_as_error(path):
-            with tmp.open("w", encoding="utf-8") as stream:
-                yield stream
-            _keep_mode(target, tmp)
-            os.replace(tmp, target)
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-
-
-def _is_special(path: Path) -> bool:
-    try:
-        return not stat.S_ISREG(path.stat().st_mode) and not path.is_dir()
-    except OSError:  # absent (a new file) or unreachable (said when it is opened)
-        return False
-
-
-def _keep_mode(target: Path, tmp: Path) -> None:
-    with contextlib.suppress(OSError):  # a new file keeps the umask's mode
-        os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))
-
-
-@contextlib.contextmanager
-def _failing_as_error(path: Path):
-    try:
-        yield
-    except OSError as exc:
-        raise ScaldiagError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def report_views(path: Path, report: RunReport | SweepReport, fmt: str) -> dict:
-    """What the timeline views need beyond the report, read from the record."""
+def report_views(path: Path, report: RunReport | SweepReport | JobReport, fmt: str) -> dict:
+    """What the timeline views need beyond the report, read from the record (a job's: its ranks' merged
+    trace, for the Perfetto export)."""
     with_trace = fmt == "perfetto"  # the HTML plots samples; the Perfetto export every trace event
+    if isinstance(report, JobReport):
+        return {"merged": job_trace(report)} if with_trace else {}
     if isinstance(report, SweepReport):
         runs = report.runs  # analysed once, by diagnose_sweep
         timelines = [timeline(Path(r.run_dir), f"{gpus} devices ({Path(r.run_dir).name})", r, with_trace)

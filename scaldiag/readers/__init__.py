@@ -20,7 +20,7 @@ from scaldiag.trace import Trace
 @dataclass(frozen=True)
 class TraceFormat:
     name: str
-    suffix: str
+    suffix: str | tuple[str, ...]  # the file ending(s) that identify it (Kineto's: plain and .gz)
     find: Callable[[Path, str | None], tuple[str, list[Path]]]  # (run name, files); raises TraceError
     read: Callable[[list[Path]], Trace]
     claim: Callable[[Path], bool] | None = None  # replaces the suffix test (a format with several endings)
@@ -34,8 +34,12 @@ class TraceFormat:
         if self.claim is not None:
             return self.claim(root)
         if root.is_file():
-            return root.name.endswith(self.suffix)
-        return next(iter(root.rglob(f"*{self.suffix}")), None) is not None
+            return root.name.endswith(self.endings)
+        return any(next(iter(root.rglob(f"*{e}")), None) is not None for e in self.endings)
+
+    @property
+    def endings(self) -> tuple[str, ...]:
+        return (self.suffix,) if isinstance(self.suffix, str) else tuple(self.suffix)
 
 
 def _xplane() -> TraceFormat:
@@ -47,7 +51,7 @@ def _xplane() -> TraceFormat:
 def _kineto() -> TraceFormat:
     from scaldiag.readers import kineto
 
-    return TraceFormat("kineto", kineto.KINETO_SUFFIX, kineto.find_run, kineto.read_trace, kineto.claims,
+    return TraceFormat("kineto", kineto.SUFFIXES, kineto.find_run, kineto.read_trace, kineto.claims,
                        kineto.read_rank, kineto.rank_labels, kineto.labelled)
 
 
@@ -62,6 +66,20 @@ def find_trace(path: str | os.PathLike, run: str | None = None) -> tuple[TraceFo
     fmt = next((f for f in FORMATS if f.claims(root)), FORMATS[0])  # unknown: the first reader says why not
     name, files = fmt.find(root, run)
     return fmt, name, files
+
+
+def trace_files(root: Path) -> list[Path]:
+    """Every file under ``root`` with an ending of a format (a job node's rank files, one a rank),
+    sorted; none where the directory cannot be listed."""
+    try:
+        return sorted({f for fmt in FORMATS for e in fmt.endings for f in Path(root).rglob(f"*{e}")})
+    except OSError:
+        return []
+
+
+def format_of(file: Path) -> TraceFormat | None:
+    """The format whose ending ``file``'s name has, or None."""
+    return next((f for f in FORMATS if file.name.endswith(f.endings)), None)
 
 
 def read_trace(path: str | os.PathLike, run: str | None = None) -> tuple[str, Trace]:

@@ -216,3 +216,33 @@ def _read_file(file: Path):
 
     found = kineto_fast.read_file(file)
     return found if found is not None else kineto_json.read_file(file)
+
+
+def read_document(file: Path) -> dict:
+    """A file's whole Chrome trace document, its events as given (the merged trace of a job's ranks,
+    pipeline.job_trace), read as the reference reader reads it: a regular file only, gzip under the
+    readers' caps (readers/files.py). NaN, Infinity and numbers past a double's or int64's range read
+    as absent: JSON has no such numbers, and they broke the merged file."""
+    import json
+    import math
+
+    from scaldiag.readers.files import gunzip, is_gzip, read_bytes
+
+    def finite_or_none(text: str) -> float | None:
+        value = float(text)
+        return value if math.isfinite(value) else None
+
+    def int64_or_none(text: str) -> int | None:  # a longer one is no Kineto number (10**400 overflowed)
+        return int(text) if len(text.lstrip("-")) <= 18 else None
+
+    data = read_bytes(file)
+    try:
+        doc = json.loads(gunzip(data, file) if is_gzip(data) else data, parse_constant=lambda _: None,
+                         parse_float=finite_or_none, parse_int=int64_or_none)
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(f"{file}: not a Chrome trace ({type(exc).__name__})") from None
+    if isinstance(doc, list):  # the Chrome trace "JSON array" form
+        doc = {"traceEvents": doc}
+    if not isinstance(doc, dict):
+        raise TraceError(f"{file}: not a Chrome trace (not a JSON object)")
+    return doc

@@ -31,12 +31,16 @@ import time
 from pathlib import Path
 
 RECORD_SCHEMA_VERSION = 1  # the layout of run.json and friends (not the report's JSON)
-JSON_FILES = ("run.json", "training.json", "inventory.json")
+# The file names of the contract, spelled here only: every other module imports them.
+RUN_JSON, TRAINING_JSON, INVENTORY_JSON = "run.json", "training.json", "inventory.json"
+JSON_FILES = (RUN_JSON, TRAINING_JSON, INVENTORY_JSON)
 STEPS, GPU_SAMPLES, HOST_SAMPLES = "steps.jsonl", "gpu_samples.jsonl", "host_samples.jsonl"
 MARKS = "marks.jsonl"
 DEVICE_STEPS = "device_steps.jsonl"  # {"step": S, "device_ms": [...]}: the device's time of steps S, S+1...
 TRACE_DIR = "trace"
 SWEEP_JSON = "sweep.json"
+# Every file of a record a report reads (an output there would replace an input: commands/report.py).
+RECORD_FILES = frozenset((*JSON_FILES, SWEEP_JSON, STEPS, MARKS, DEVICE_STEPS, GPU_SAMPLES, HOST_SAMPLES))
 
 # Reading caps (docs/reliability.md): a record someone damaged or crafted is read within these.
 # run.json and friends hold kilobytes; 16 MiB is no record of ours.

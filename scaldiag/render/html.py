@@ -23,7 +23,7 @@ from scaldiag.render.svg import esc
 from scaldiag.render.terminal.common import framework_words, speedup_line
 from scaldiag.render.terminal.run import TENSORBOARD_PIP
 from scaldiag.rules import Finding
-from scaldiag.rules.report import Report, RunReport, SweepReport, top_cause
+from scaldiag.rules.report import JobReport, Report, RunReport, SweepReport, top_cause
 from scaldiag.sanitize import line
 
 FRAMEWORK_LABEL = {"tensorflow": "TensorFlow / Keras", "jax": "JAX / Keras on JAX"}
@@ -48,8 +48,11 @@ def write(report, stream: TextIO | None = None, width: int | None = None,
     (stream or sys.stdout).write(render(report, timelines or [], runs or []))
 
 
-def render(report: Report | RunReport | SweepReport, timelines: list[RunTimeline] = (), runs: list = ()) -> str:
-    if isinstance(report, SweepReport):
+def render(report: Report | RunReport | SweepReport | JobReport, timelines: list[RunTimeline] = (),
+           runs: list = ()) -> str:
+    if isinstance(report, JobReport):
+        title, body = f"scaldiag job: {len(report.node_dirs)} nodes", _job(report)
+    elif isinstance(report, SweepReport):
         title, body = f"scaldiag sweep: {report.sweep_dir}", _sweep(report, list(runs))
     elif isinstance(report, RunReport):
         title, body = f"scaldiag run: {report.run_dir}", _run(report, timelines[0] if timelines else None)
@@ -149,6 +152,36 @@ def _trace(report: Report, framework: str) -> list[str]:
                             _num(u.step_time_ms.p50), _num(u.step_time_ms.p90), f"{u.busy_pct:.1f}"]
                            for u in a.units]))
     return out + _findings(report.findings, framework, "Trace findings")
+
+
+# --- a job over several nodes ----------------------------------------------------
+
+def _summary_ms(s) -> str:
+    if s is None or s.n == 0 or not math.isfinite(s.mean):
+        return "-"
+    return f"{s.mean:.1f} ±{s.ci95:.1f}" if math.isfinite(s.ci95) else f"{s.mean:.1f} (one step)"
+
+
+def _job(report: JobReport) -> list[str]:
+    a = report.analysis
+    out = [_p(f"{len(a.nodes)} nodes, {a.ranks_per_node} rank(s) a node, {a.matched_collectives} collectives "
+              "matched on every rank", "meta")]
+    out += [_p(d, "meta") for d in report.node_dirs]
+    out.append(f"<h2>Clocks (against {esc(line(a.offsets[0].node))})</h2>")
+    out.append(_table(["node", "offset ms", "spread µs", "collective ends"],
+                      [[o.node, _num(o.offset_ns / 1e6 if o.offset_ns is not None else None, "{:+.3f}", "not estimated"),
+                        _num(o.spread_ns / 1e3 if o.spread_ns is not None else None, "{:.1f}"), o.collectives]
+                       for o in a.offsets[1:]]))
+    out += [_p(f"note: {n}", "dim") for n in a.notes]
+    out.append("<h2>Per node, ms per step, mean ±95% (traced steps)</h2>")
+    out.append(_table(["node", "steady step", "traced step", "input", "all-reduce", "link", "exposed", "in-node",
+                       "late", "last at"],
+                      [[n.node, _summary_ms(n.steady_step_ms), _summary_ms(n.step_ms), _summary_ms(n.input_ms),
+                        _summary_ms(n.collective_ms), _summary_ms(n.link_ms), _summary_ms(n.exposed_ms),
+                        _summary_ms(n.intra_node_ms), _summary_ms(n.lateness_ms), _num(n.last_pct, "{:.0f}%")]
+                       for n in a.nodes]))
+    out.append(_p("ranks: " + ", ".join(r for n in a.nodes for r in n.ranks), "meta"))
+    return out + _findings(report.findings, report.framework, "Job findings")
 
 
 # --- a run -------------------------------------------------------------------

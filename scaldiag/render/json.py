@@ -15,7 +15,7 @@ from typing import TextIO
 
 from scaldiag.analyze.profile import UnitAnalysis
 from scaldiag.rules import Finding
-from scaldiag.rules.report import Report, RunReport, SweepReport
+from scaldiag.rules.report import JobReport, Report, RunReport, SweepReport
 
 SCHEMA_VERSION = 1
 
@@ -167,10 +167,36 @@ def sweep_dict(report: SweepReport) -> dict:
     }
 
 
-_BY_KIND = {Report: trace_dict, RunReport: run_dict, SweepReport: sweep_dict}
+_NODE = ("node", "ranks", "step_ms", "input_ms", "collective_ms", "link_ms", "exposed_ms", "lateness_ms",
+         "last_pct", "bytes_per_step", "steady_step_ms", "intra_node_ms")
+_OFFSET = ("node", "offset_ns", "spread_ns", "collectives")
 
 
-def to_dict(report: Report | RunReport | SweepReport) -> dict:
+def _node(n) -> dict:
+    """A node's figures; each ``*_ms`` a summary over steps (None: not measured)."""
+    return {k: _pick(v, _SUMMARY) if k.endswith("_ms") and v is not None else v for k, v in _pick(n, _NODE).items()}
+
+
+def job_dict(report: JobReport) -> dict:
+    """A job over several nodes (analyze/nodes.py): its nodes on node 0's clock, each node's figures."""
+    a = report.analysis
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "job",
+        "node_dirs": report.node_dirs,
+        "framework": report.framework,
+        "analysis": {"nodes": [_node(n) for n in a.nodes], "offsets": [_pick(o, _OFFSET) for o in a.offsets],
+                     "matched_collectives": a.matched_collectives, "notes": a.notes,
+                     "ranks_per_node": a.ranks_per_node, "one_network_stack": a.one_network_stack},
+        "findings": [finding(f) for f in report.findings],
+        "rank_files": [list(f) for f in report.rank_files],
+    }
+
+
+_BY_KIND = {Report: trace_dict, RunReport: run_dict, SweepReport: sweep_dict, JobReport: job_dict}
+
+
+def to_dict(report: Report | RunReport | SweepReport | JobReport) -> dict:
     return _BY_KIND[type(report)](report)
 
 
@@ -179,11 +205,13 @@ def dumps(data: dict) -> str:
     return json.dumps(clean(data), indent=2, allow_nan=False) + "\n"
 
 
-def render(report: Report | RunReport | SweepReport) -> str:
+def render(report: Report | RunReport | SweepReport | JobReport) -> str:
     return dumps(to_dict(report))
 
 
-def write(report: Report | RunReport | SweepReport, stream: TextIO, width: int | None = None) -> None:
+def write(report: Report | RunReport | SweepReport | JobReport, stream: TextIO | None = None,
+          width: int | None = None, **_views) -> None:
+    """The report as JSON (``width`` and the views: the other formats'; the JSON holds everything)."""
     (stream or sys.stdout).write(render(report))
 
 

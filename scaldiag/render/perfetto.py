@@ -23,6 +23,7 @@ import numpy as np
 from scaldiag import __version__
 from scaldiag.analyze.timeline import WINDOW_MARGIN_NS, RunTimeline
 from scaldiag.errors import ScaldiagError
+from scaldiag.rules.report import JobReport
 
 # Trace events carry floating-point microseconds; three decimals keep nanoseconds.
 _US_DIGITS = 3
@@ -33,7 +34,19 @@ NESTING_LANES = 16
 
 
 def write(report, stream: TextIO | None = None, width: int | None = None,
-          timelines: list[RunTimeline] | None = None, **_views) -> None:
+          timelines: list[RunTimeline] | None = None, merged: dict | None = None, **_views) -> None:
+    """``timelines``: a run's or a sweep's (analyze/timeline.py); ``merged``: a job's ranks' events on one
+    clock (pipeline.job_trace), written as they are."""
+    if isinstance(report, JobReport):
+        if merged is None:
+            raise ScaldiagError("the Perfetto export of a job needs its ranks' merged trace: "
+                                "give `scaldiag report` the job's node directories")
+        try:  # a number that is not finite left in (the parse refuses them): not written
+            text = json.dumps(merged, allow_nan=False)
+        except ValueError as exc:
+            raise ScaldiagError(f"the merged trace cannot be written as JSON ({exc})") from None
+        (stream or sys.stdout).write(text)
+        return
     if not timelines:
         raise ScaldiagError("the Perfetto export needs a run's recorded steps and samples: "
                             "give `scaldiag report` a run or sweep directory")

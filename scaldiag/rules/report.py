@@ -1,8 +1,9 @@
 """The reports: an analysis, the findings the rules raise on it, and a verdict.
 
-Three kinds, one per thing scaldiag diagnoses: a trace (``Report``), a
+Four kinds, one per thing scaldiag diagnoses: a trace (``Report``), a
 captured run (``RunReport``: its steps and samples, and its trace's
-report), a sweep (``SweepReport``: the scaling analysis). Which rules see
+report), a sweep (``SweepReport``: the scaling analysis), a job over
+several nodes (``JobReport``: its nodes merged on one clock). Which rules see
 what, and which findings a sweep shows, is decided here and nowhere else.
 Renderers take these objects and only format them.
 """
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from scaldiag.analyze.nodes import JobAnalysis
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.analyze.scaling import ScalingAnalysis
-from scaldiag.rules import RUN_RULES, SWEEP_RULES, Finding, check_all, run_rules
+from scaldiag.rules import JOB_RULES, RUN_RULES, SWEEP_RULES, Finding, check_all, rank, run_rules
 from scaldiag.rules.machine import fit_trace_report
 from scaldiag.rules.sd106_low_utilisation import LOW_BUSY_PCT, busy_text
 
@@ -49,6 +51,15 @@ class SweepReport:
     runs: list[tuple[int, RunReport]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class JobReport:
+    node_dirs: list[str]
+    analysis: JobAnalysis
+    findings: list[Finding]  # job rules (SD209, SD210)
+    rank_files: list[tuple[str, str, str]] = ()  # (node, rank, trace file): the merged trace's sources
+    framework: str = "pytorch"  # whose fix is shown: pytorch, tensorflow or jax (node 0's record)
+
+
 def build_report(analysis: ProfileAnalysis) -> Report:
     findings = run_rules(analysis)
     return Report(analysis=analysis, findings=findings, verdict=verdict(analysis, findings))
@@ -67,6 +78,11 @@ def build_sweep_report(sweep_dir: str, analysis: ScalingAnalysis,
     reports = list(reports or [])
     return SweepReport(sweep_dir, analysis, check_all(SWEEP_RULES, analysis) + _largest_run_findings(runs, reports),
                        framework, reports)
+
+
+def build_job_report(node_dirs: list[str], analysis: JobAnalysis, rank_files: list[tuple[str, str, str]],
+                     framework: str) -> JobReport:
+    return JobReport(node_dirs, analysis, rank(check_all(JOB_RULES, analysis)), rank_files, framework)
 
 
 def _largest_run_findings(runs: dict[int, list[RunAnalysis]], reports: list[tuple[int, RunReport]]) -> list[Finding]:
