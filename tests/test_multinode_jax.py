@@ -141,4 +141,4 @@ def test_one_processs_slow_input_names_that_node(slow_input):
     finding = report["findings"][0]
     assert finding["category"] == "input" and f"{HOST}/node1" in finding["summary"], finding["summary"]
     assert "SD209" not in ids(report), report["findings"]
-    assert "fix (jax):" in local.report(ENV, *slow_input, fmt="term")
+    assert "fix (JAX / Keras on JAX):" in local.report(ENV, *slow_input, fmt="term")

@@ -119,4 +119,4 @@ def test_one_workers_slow_input_names_that_node(slow_input):
     finding = report["findings"][0]
     assert finding["category"] == "input" and f"{HOST}/node1" in finding["summary"], finding["summary"]
     assert "SD209" not in ids(report), report["findings"]
-    assert "fix (tensorflow):" in local.report(ENV, *slow_input, fmt="term")
+    assert "fix (TensorFlow / Keras):" in local.report(ENV, *slow_input, fmt="term")
