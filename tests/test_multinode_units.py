@@ -18,7 +18,7 @@ MS = 1_000_000
 
 def test_the_flags_make_a_torchrun_node_and_its_launch():
     node = multinode.detect({}, 2, 1, "10.0.0.1:29500", 8, host="gpu-b")
-    assert node == multinode.Node(2, 1, "gpu-b", "torchrun", "10.0.0.1:29500", 8)
+    assert node == multinode.Node(2, 1, "gpu-b", "torchrun", "10.0.0.1:29500", 8, **multinode.kernel())
     command = multinode.torchrun_command(node, "train.py", ["--lr", "1"])
     assert command[1:3] == ["-m", "torch.distributed.run"]
     assert {"--nnodes=2", "--node-rank=1", "--rdzv-endpoint=10.0.0.1:29500", "--nproc-per-node=8",
@@ -41,9 +41,9 @@ def test_an_inconsistent_multi_node_launch_is_refused_with_the_reason(args, said
 
 def test_slurm_tf_config_and_jax_say_the_nodes_place():
     assert multinode.detect({"SLURM_NNODES": "4", "SLURM_NODEID": "3"}, host="n3") == \
-        multinode.Node(4, 3, "n3", "slurm")
+        multinode.Node(4, 3, "n3", "slurm", **multinode.kernel())
     config = {"cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"]}, "task": {"type": "worker", "index": 1}}
-    assert multinode.detect({"TF_CONFIG": json.dumps(config)}, host="c") == multinode.Node(3, 2, "c", "tf_config")
+    assert multinode.detect({"TF_CONFIG": json.dumps(config)}, host="c") == multinode.Node(3, 2, "c", "tf_config", **multinode.kernel())
     assert multinode.detect({"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"}, host="a").launcher == "jax"
     assert multinode.detect({"SLURM_NNODES": "1", "SLURM_NODEID": "0"}) is None  # one machine
     assert multinode.detect({"TF_CONFIG": "{not json"}) is None
@@ -122,6 +122,21 @@ def test_sd209_weighs_the_link_against_the_same_all_reduce_inside_a_node():
     spread = [link - 15.0] * 8 + [link + 5.0] * 2
     noisy = replace(job, nodes=[replace(n, intra_node_ms=Summary.of(spread)) for n in job.nodes])
     assert sd209_internode_link.RULE.check(noisy) is None
+
+
+def test_nodes_on_one_kernel_in_one_network_namespace_have_no_network_to_judge():
+    ranks = [_rank("a/node0", 0), _rank("b/node1", 0)]
+    job = nodes.reduce_job(*nodes.align(ranks, 100 * MS)[:2], {"a/node0": 8_000_000, "b/node1": 8_000_000})
+    assert sd209_internode_link.RULE.check(job).id == "SD209"  # as above: the exposed time counts whole
+    here = multinode.detect({"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"}).fields()
+    assert here["boot_id"] and here["net_ns"].startswith("net:[")  # this machine's kernel says both
+    note = nodes.shared_network_stack([here, dict(here, node_rank=0)])
+    assert "one network namespace" in note and here["net_ns"] in note
+    from dataclasses import replace
+    assert sd209_internode_link.RULE.check(replace(job, one_network_stack=True)) is None
+    # another namespace (a veth pair between them: a network), another kernel, or a record that does not say
+    for other in (dict(here, net_ns="net:[1]"), dict(here, boot_id="another"), dict(here, net_ns=None), None):
+        assert nodes.shared_network_stack([here, other]) is None
 
 
 @pytest.mark.parametrize("env, launcher, rank", [

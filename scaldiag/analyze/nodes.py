@@ -150,6 +150,8 @@ class JobAnalysis:
     matched_collectives: int
     notes: list[str] = field(default_factory=list)
     ranks_per_node: int = 1
+    # Every node on one kernel in one network namespace (shared_network_stack): no network between them.
+    one_network_stack: bool = False
 
 
 class MergeRefused(ValueError):
@@ -399,6 +401,20 @@ def reduce_job(ranks: list[RankEvents], offsets: list[NodeOffset], bytes_per_ste
                  for node in nodes]
     per_node = max(1, max(len(s.ranks) for s in summaries))
     return JobAnalysis(summaries, offsets, len(arrivals), list(notes or []), ranks_per_node=per_node)
+
+
+def shared_network_stack(nodes: list[dict | None]) -> str | None:
+    """The note that every node ran on one kernel in one network namespace, where each node's record
+    (run.json's ``node``) says which: their collectives cross that kernel's loopback, no network. None where
+    any node differs or does not say (a record made before scaldiag wrote them, a kernel other than Linux)."""
+    said = {(n.get("boot_id"), n.get("net_ns")) if isinstance(n, dict) else (None, None) for n in nodes}
+    if len(said) != 1:
+        return None
+    boot_id, net_ns = next(iter(said))
+    if not (isinstance(boot_id, str) and boot_id and isinstance(net_ns, str) and net_ns):
+        return None
+    return (f"every node ran on one machine (kernel boot id {boot_id[:8]}...) in one network namespace ({net_ns}): "
+            "their all-reduce crosses no network, so the network between nodes (SD209) is not judged")
 
 
 def _arrivals(ranks: list[RankEvents]) -> dict[tuple[int, int], dict[str, int]]:

@@ -25,7 +25,8 @@ import os
 import re
 import socket
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 from scaldiag.collect import torchrun
 
@@ -40,6 +41,10 @@ class Node:
     launcher: str                      # where nnodes and node_rank came from: torchrun, slurm, tf_config, jax
     rdzv_endpoint: str | None = None   # torchrun only: HOST:PORT
     nproc_per_node: int | None = None  # torchrun only
+    # The kernel this node runs on (its boot id) and its network stack (the network namespace): nodes
+    # that share both talk through that kernel's loopback, over no network (SD209 is not judged then).
+    boot_id: str | None = None
+    net_ns: str | None = None
 
     def fields(self) -> dict:
         """What run.json says of the node (``node``), read back by the merge."""
@@ -55,12 +60,25 @@ def detect(environ, nnodes: int | None = None, node_rank: int | None = None, rdz
     """This node's place in a multi-node job, or None for a job on one machine."""
     host = host or socket.gethostname()
     if nnodes is not None or node_rank is not None or rdzv_endpoint is not None:
-        return _torchrun(nnodes, node_rank, rdzv_endpoint, nproc_per_node, host)
+        return replace(_torchrun(nnodes, node_rank, rdzv_endpoint, nproc_per_node, host), **kernel())
     for found in (_slurm(environ), _tf_config(environ), _jax(environ)):
         if found is not None:
             nodes, rank, launcher = found
-            return Node(nodes, rank, host, launcher) if nodes > 1 else None
+            return Node(nodes, rank, host, launcher, **kernel()) if nodes > 1 else None
     return None
+
+
+def kernel() -> dict:
+    """This process's kernel and network namespace, where Linux says (None elsewhere)."""
+    try:
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:64] or None
+    except OSError:
+        boot_id = None
+    try:
+        net_ns = os.readlink("/proc/self/ns/net")[:64]  # "net:[4026531840]"
+    except OSError:
+        net_ns = None
+    return {"boot_id": boot_id, "net_ns": net_ns}
 
 
 def _torchrun(nnodes, node_rank, endpoint, nproc, host) -> Node:
@@ -130,9 +148,9 @@ def record_intra_node(run_dir, timeout_s: float = INTRA_NODE_TIMEOUT_S) -> str |
     import subprocess
     from pathlib import Path
 
-    from scaldiag.record.rundir import read_json, update_json
+    from scaldiag.record.rundir import INVENTORY_JSON, read_json, update_run
 
-    gpus = read_json(Path(run_dir), "inventory.json").get("gpus")
+    gpus = read_json(Path(run_dir), INVENTORY_JSON).get("gpus")
     if isinstance(gpus, list) and gpus:  # NCCL over NVLink/PCIe inside the node, not gloo over loopback
         return "a GPU node: its intra-node link is NVLink or PCIe, not measured here (docs/multinode.md)"
     nbytes = _parameter_bytes(Path(run_dir))
@@ -149,18 +167,18 @@ def record_intra_node(run_dir, timeout_s: float = INTRA_NODE_TIMEOUT_S) -> str |
     if not isinstance(result, dict) or not result.get("times_ns"):
         return "the intra-node all-reduce could not be measured (gloo over loopback failed)"
     try:
-        update_json(Path(run_dir), "run.json", intra_node_allreduce=result)
+        update_run(Path(run_dir), intra_node_allreduce=result)
     except OSError as exc:
         return f"cannot write run.json ({exc.strerror or exc})"
     return None
 
 
 def _parameter_bytes(run_dir) -> int | None:
-    from scaldiag.record.rundir import read_json
+    from scaldiag.record.rundir import TRAINING_JSON, read_json
 
     for d in [run_dir, *sorted(run_dir.glob("rank*"))]:
         try:
-            value = read_json(d, "training.json").get("parameter_bytes")
+            value = read_json(d, TRAINING_JSON).get("parameter_bytes")
         except (OSError, ValueError):
             continue
         if isinstance(value, int) and value > 0:

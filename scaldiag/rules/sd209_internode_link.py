@@ -7,6 +7,8 @@ the collectives' time after their last rank arrived (the transfer, not a wait
 for a late peer: SD210 names those) and the *exposed* time the step pays for
 it: from the last rank's last hand-over (its backward done) to the end of the
 step's collectives, when no rank can compute.
+Nodes whose records say they ran on one kernel in one network namespace talk
+over its loopback: no network, nothing to judge (analyze/nodes.shared_network_stack).
 The slowest hop is the node whose link time is longest. Fixes move fewer
 bytes over the network (compression, a larger batch per all-reduce), reduce
 inside each node first (hierarchical all-reduce), or tune the transport.
@@ -89,7 +91,7 @@ class _InterNodeLink:
     id = "SD209"
 
     def check(self, job: JobAnalysis) -> Finding | None:
-        if len(job.nodes) < 2 or not job.matched_collectives:
+        if len(job.nodes) < 2 or not job.matched_collectives or job.one_network_stack:
             return None
         own = [n.intra_node_ms.p50 for n in job.nodes if n.intra_node_ms is not None and n.intra_node_ms.n]
         fallback = float(sorted(own)[len(own) // 2]) if own else None  # a node that measured none: the others'
