@@ -106,3 +106,33 @@ def test_the_check_sees_real_imports():
     assert "scaldiag.analyze.profile" in g["scaldiag.pipeline"]
     assert "scaldiag.record.rundir" in g["scaldiag.collect.recorder"]
     assert "scaldiag.collect.frameworks.keras_callback" in g["scaldiag.collect.frameworks.keras_hooks"]
+
+
+def _string_constants(path: Path) -> set[str]:
+    """The string constants of ``path``'s code, docstrings left out (prose may name a file)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings}
+
+
+def test_the_run_directorys_file_names_are_spelled_in_one_module():
+    """run.json and the other files of a run directory: named in record/rundir.py, imported everywhere else."""
+    from scaldiag.record import rundir
+
+    names = {*rundir.JSON_FILES, rundir.STEPS, rundir.MARKS, rundir.DEVICE_STEPS, rundir.GPU_SAMPLES,
+             rundir.HOST_SAMPLES, rundir.SWEEP_JSON}
+    spelled = {str(p.relative_to(ROOT)): sorted(_string_constants(p) & names) for p in PACKAGE.rglob("*.py")}
+    assert {p: n for p, n in spelled.items() if n and p != "scaldiag/record/rundir.py"} == {}
+
+
+def test_capture_s_environment_variables_are_named_in_collect_env():
+    """Every SCALDIAG_ variable is named in collect/env.py, but the knobs of the layers below capture
+    (which may not import it), each named once where it is read."""
+    below = {"scaldiag/native.py": {"SCALDIAG_NATIVE"}, "scaldiag/readers/xplane/read.py": {"SCALDIAG_DECODE_WORKERS"},
+             "scaldiag/analyze/interconnect.py": {"SCALDIAG_CALIBRATION"}}
+    spelled = {str(p.relative_to(ROOT)): {s for s in _string_constants(p) if s.startswith("SCALDIAG_")}
+               for p in PACKAGE.rglob("*.py")}
+    assert {p: s for p, s in spelled.items() if s and p != "scaldiag/collect/env.py" and s != below.get(p)} == {}

@@ -32,7 +32,7 @@ from scaldiag.collect import host_costs, torchrun
 from scaldiag.collect.env import RUN_DIR_ENV
 from scaldiag.collect.samplers import Samplers
 from scaldiag.collect.session import start_run_json
-from scaldiag.record.rundir import STEPS, read_json, update_json
+from scaldiag.record.rundir import RUN_JSON, STEPS, update_run
 from scaldiag.sanitize import line as shown
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -66,9 +66,9 @@ def launch(run_dir: Path, script: str, script_args: list[str], nvml=None, env: d
     death signal follows the thread that started it.
     """
     command = command or [sys.executable, "-m", "scaldiag.collect.bootstrap", script, *script_args]
-    recording = _try(lambda: start_run_json(run_dir, [sys.executable, script, *script_args]), "run.json")
+    recording = _try(lambda: start_run_json(run_dir, [sys.executable, script, *script_args]), RUN_JSON)
     if recording:
-        _try(lambda: update_json(run_dir, "run.json", launcher_pid=os.getpid(), **(run_fields or {})), "run.json")
+        _try(lambda: update_run(run_dir, launcher_pid=os.getpid(), **(run_fields or {})), RUN_JSON)
     env = {**os.environ, **(env or {})}
     if recording:
         env[RUN_DIR_ENV] = str(run_dir)
@@ -135,9 +135,10 @@ def _finalise(run_dir: Path, code: int, received: list[int], samplers: Samplers 
         fields["signals_received"] = [_signal_name(s) for s in received]
 
     def write():
-        run = read_json(run_dir, "run.json")
-        old = run.get("missing") if isinstance(run.get("missing"), list) else []
-        update_json(run_dir, "run.json", missing=old + missing, **fields)
+        def ended(run: dict) -> dict:
+            old = run.get("missing") if isinstance(run.get("missing"), list) else []
+            return {**run, "missing": old + missing, **fields}
+        update_run(run_dir, ended)
 
     _try(write, f"run.json (the run stays marked 'running'; exit code {code})")
 

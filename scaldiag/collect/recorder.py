@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scaldiag.collect.frameworks.tracing import TraceWindow
-from scaldiag.record.rundir import MARKS, STEPS, TRACE_DIR, JsonlWriter, close_quietly, update_json
+from scaldiag.record.rundir import MARKS, STEPS, TRACE_DIR, TRAINING_JSON, JsonlWriter, close_quietly, update_json
 
 WARMUP_STEPS = 3  # compile and first-run effects (allocator growth, autotuning)
 TRACE_STEPS = 5   # steady-state steps in the profiler window
@@ -135,7 +135,7 @@ class StepRecorder:
         self._recent = collections.deque(maxlen=RECENT_STEPS)  # beginnings before the block's
         self.on_error: Callable[[str], None] | None = None  # see _begin
         self._set_flushed(time.time_ns())
-        update_json(self.run_dir, "training.json", warmup_steps=warmup_steps, trace_steps=trace_steps)
+        update_json(self.run_dir, TRAINING_JSON, warmup_steps=warmup_steps, trace_steps=trace_steps)
 
     # -- the step hook ---------------------------------------------------------------------------
     def begin(self, batch: int | None = None, logs=None) -> None:
@@ -270,7 +270,7 @@ class StepRecorder:
             self.mark("trace_start")
             window.start()
             self.mark("trace_started")
-            update_json(self.run_dir, "training.json", trace={"logdir": TRACE_DIR, "first_step": self._step,
+            update_json(self.run_dir, TRAINING_JSON, trace={"logdir": TRACE_DIR, "first_step": self._step,
                                                                 "backend": window.backend, "error": window.error})
         self._traced = bool(window.active)
         if self._traced:
@@ -304,7 +304,7 @@ class StepRecorder:
             finally:  # a mark that cannot be written (a full disk) must not leave the profiler tracing
                 window.stop()
             self.mark("trace_stopped")
-            update_json(self.run_dir, "training.json", trace={"logdir": TRACE_DIR, "first_step": self._trace_first,
+            update_json(self.run_dir, TRAINING_JSON, trace={"logdir": TRACE_DIR, "first_step": self._trace_first,
                                                                 "last_step": self._step, "backend": window.backend,
                                                                 "error": window.error})
 

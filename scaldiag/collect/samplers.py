@@ -7,7 +7,7 @@ from pathlib import Path
 
 from scaldiag.collect.host import HostSampler
 from scaldiag.collect.nvml import NvmlSampler, load_nvml
-from scaldiag.record.rundir import GPU_SAMPLES, HOST_SAMPLES, JsonlWriter, write_json
+from scaldiag.record.rundir import GPU_SAMPLES, HOST_SAMPLES, INVENTORY_JSON, JsonlWriter, write_json
 
 # Rows reach the disk every FLUSH_EVERY_ROWS rows or every FLUSH_MAX_DELAY_S, whichever comes
 # first: a killed run loses at most a second of samples, with few syscalls at 100 Hz.
@@ -46,7 +46,7 @@ class Samplers:
             self.nvml = NvmlSampler(nvml, self._writers[1], visible_gpu_indices(env))
             # Logical device i of the framework is the i-th sampled GPU when
             # CUDA_VISIBLE_DEVICES lists NVML indices (with CUDA_DEVICE_ORDER=PCI_BUS_ID).
-            write_json(self.run_dir, "inventory.json", {
+            write_json(self.run_dir, INVENTORY_JSON, {
                 "gpus": self.nvml.inventory(), "topology": self.nvml.topology(),
                 "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES"),
                 "logical_to_nvml_index": self.nvml.indices})

@@ -20,7 +20,7 @@ from scaldiag.collect.env import RUN_DIR_ENV
 from scaldiag.collect.frameworks.tracing import trace_window
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS, StepRecorder
 from scaldiag.collect.samplers import Samplers
-from scaldiag.record.rundir import RECORD_SCHEMA_VERSION, TRACE_DIR, read_json, update_json, write_json
+from scaldiag.record.rundir import RECORD_SCHEMA_VERSION, RUN_JSON, TRACE_DIR, TRAINING_JSON, read_json, update_json, update_run, write_json
 from scaldiag.sanitize import line as shown
 
 
@@ -37,7 +37,7 @@ def new_run_dir(base: str | os.PathLike = "scaldiag_runs", label: str = "run") -
 
 
 def start_run_json(run_dir: Path, command: list[str]) -> None:
-    write_json(run_dir, "run.json", {
+    write_json(run_dir, RUN_JSON, {
         "schema_version": RECORD_SCHEMA_VERSION, "scaldiag_version": __version__, "status": "running",
         "command": command, "cwd": os.getcwd(), "host": platform.node(), "python": sys.version.split()[0],
         "started_ns": time.time_ns(), "missing": []})
@@ -54,7 +54,7 @@ class Session:
         launched = os.environ.get(RUN_DIR_ENV)
         self.run_dir = Path(run_dir or launched or new_run_dir(label=Path(sys.argv[0] or "run").stem))
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        started_before = read_json(self.run_dir, "run.json")
+        started_before = read_json(self.run_dir, RUN_JSON)
         # A run this process started (a callback given a run_dir, fitting again) is this session's
         # again: it samples, and its status is this fit's. A launcher's run is the launcher's.
         self.owns_run = not started_before or self.run_dir.resolve() in _RUNS_STARTED_HERE
@@ -62,7 +62,7 @@ class Session:
             start_run_json(self.run_dir, [sys.executable, *sys.argv])
             _RUNS_STARTED_HERE.add(self.run_dir.resolve())
         elif self.owns_run:  # running again: the earlier fit's end is not the run's end any more
-            write_json(self.run_dir, "run.json", {**{k: v for k, v in started_before.items() if k != "ended_ns"},
+            update_run(self.run_dir, lambda run: {**{k: v for k, v in run.items() if k != "ended_ns"},
                                                   "status": "running"})
         if sample is None:  # sample here unless a launcher already samples this run
             sample = self.owns_run
@@ -78,7 +78,7 @@ class Session:
         return self._closed
 
     def describe(self, **training) -> None:
-        update_json(self.run_dir, "training.json", **training)
+        update_json(self.run_dir, TRAINING_JSON, **training)
 
     def close(self, status: str = "finished") -> None:
         """Close the run (once: a capture that failed may be closed again on its way out)."""
@@ -91,10 +91,13 @@ class Session:
         if self.window is not None and self.window.error:
             self.describe(trace_error=self.window.error)
         if self.owns_run:
-            missing = read_json(self.run_dir, "run.json").get("missing", [])
-            missing += [m for m in (self.samplers.missing if self.samplers else []) if m not in missing]
-            update_json(self.run_dir, "run.json", status=status, ended_ns=time.time_ns(), missing=missing,
-                        **host_costs.run_fields())  # training is over: it competes with nothing
+            gaps = self.samplers.missing if self.samplers else []
+
+            def ended(run: dict) -> dict:
+                missing = run.get("missing", [])
+                return {**run, "missing": missing + [m for m in gaps if m not in missing]}
+            update_run(self.run_dir, ended, status=status, ended_ns=time.time_ns(),
+                       **host_costs.run_fields())  # training is over: it competes with nothing
 
 
 def capture_failed(session: Session | None, reason: str) -> None:

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from scaldiag.collect.env import EMULATE_ENV, NUM_GPUS_ENV
+from scaldiag.collect.env import EMULATE_ENV, NUM_GPUS_ENV, TORCHRUN_ENV
 from scaldiag.collect.launcher import launch
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.rundir import SWEEP_JSON, write_json
@@ -35,8 +35,6 @@ def run_env(n: int, emulate: bool, gpus: list[str], env: dict, torchrun: bool = 
     """The environment of the run with ``n`` devices (``torchrun``: under torchrun, one process per device)."""
     extra = {NUM_GPUS_ENV: str(n)}
     if torchrun:
-        from scaldiag.collect.frameworks.torch_hooks import TORCHRUN_ENV
-
         extra[TORCHRUN_ENV] = str(n)
     if emulate:
         extra.update({EMULATE_ENV: str(n), "CUDA_VISIBLE_DEVICES": ""})

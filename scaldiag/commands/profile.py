@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 from scaldiag.collect import multinode
-from scaldiag.collect.env import GLOBAL_BATCH_ENV
-from scaldiag.collect.frameworks.torch_hooks import TORCHRUN_ENV
+from scaldiag.collect.env import GLOBAL_BATCH_ENV, TORCHRUN_ENV
 from scaldiag.collect.launcher import launch, uncaptured_command
 from scaldiag.collect.session import new_run_dir
 from scaldiag.collect.sweep import gpus_for, sweep

@@ -12,9 +12,12 @@ from scaldiag.record.rundir import (
     DEVICE_STEPS,
     GPU_SAMPLES,
     HOST_SAMPLES,
+    INVENTORY_JSON,
     MARKS,
+    RUN_JSON,
     STEPS,
     SWEEP_JSON,
+    TRAINING_JSON,
     load_json,
     load_jsonl,
 )
@@ -29,13 +32,13 @@ def read_record(run_dir: Path) -> RunRecord:
     if not run_dir.is_dir():
         raise ScaldiagError(f"no such run directory: {run_dir}")
     notes: list[str] = []
-    run = _object(run_dir, "run.json", validate.RUN_FIELDS, notes)
+    run = _object(run_dir, RUN_JSON, validate.RUN_FIELDS, notes)
     if not run:
-        if not (run_dir / "run.json").exists():
+        if not (run_dir / RUN_JSON).exists():
             raise ScaldiagError(f"{run_dir} is not a scaldiag run directory (no run.json)")
         run = {"status": "unknown"}  # damaged: report what the other files hold
-    training = _object(run_dir, "training.json", validate.TRAINING_FIELDS, notes)
-    inventory = _object(run_dir, "inventory.json", validate.INVENTORY_FIELDS, notes)
+    training = _object(run_dir, TRAINING_JSON, validate.TRAINING_FIELDS, notes)
+    inventory = _object(run_dir, INVENTORY_JSON, validate.INVENTORY_FIELDS, notes)
     steps = read_steps(run_dir / STEPS, notes)
     gpu_samples = _rows(run_dir / GPU_SAMPLES, validate.GPU_ROW, True, "t_ns", notes)
     host_samples = _rows(run_dir / HOST_SAMPLES, validate.HOST_ROW, True, "t_ns", notes)
@@ -99,7 +102,7 @@ def rank_dirs(run_dir: Path) -> dict[int, Path]:
     for path in sorted(Path(run_dir).glob("rank*")):
         suffix = path.name.removeprefix("rank")
         # ASCII digits only: "rank²" is digits to str.isdigit, not to int()
-        if suffix.isascii() and suffix.isdigit() and len(suffix) <= 9 and path.is_dir() and (path / "run.json").exists():
+        if suffix.isascii() and suffix.isdigit() and len(suffix) <= 9 and path.is_dir() and (path / RUN_JSON).exists():
             found[int(suffix)] = path
     return found
 
@@ -115,7 +118,7 @@ def sweep_runs(sweep_dir: Path) -> tuple[dict, list[tuple[int, Path]]]:
         raise ScaldiagError(f"{sweep_dir}: damaged sweep record: {problem}")
     listed = spec.get("runs") if isinstance(spec.get("runs"), list) else []
     runs = [(run["gpus"], Path(sweep_dir) / run["dir"]) for run in listed if _sweep_entry(run)
-            and (Path(sweep_dir) / run["dir"] / "run.json").exists()]
+            and (Path(sweep_dir) / run["dir"] / RUN_JSON).exists()]
     return spec, runs
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from scaldiag import __version__
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.reader import RECORD_NOTE, rank_dirs
-from scaldiag.record.rundir import RECORD_SCHEMA_VERSION, read_json
+from scaldiag.record.rundir import RECORD_SCHEMA_VERSION, RUN_JSON, read_json
 from scaldiag.rules.compare import ratio_noise
 from scaldiag.rules.report import RunReport, SweepReport
 
@@ -135,7 +135,7 @@ def _major(version) -> int:
 def rank_problem(run_dir: Path) -> str | None:
     """The first rank (> 0) of a multi-process run whose own run.json says it did not finish cleanly."""
     for rank, path in rank_dirs(run_dir).items():
-        said = read_json(path, "run.json")
+        said = read_json(path, RUN_JSON)
         status, code = said.get("status"), said.get("exit_code")
         if status is None and code is None:
             continue  # a rank that records no ending of its own: rank 0's record is the job's

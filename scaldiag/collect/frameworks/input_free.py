@@ -69,9 +69,9 @@ def budget_s(run_elapsed_s: float) -> float:
 def run_budget_s(run_dir) -> float:
     """``budget_s`` of the run recorded in ``run_dir``, from its start (run.json's ``started_ns``: the launch
     under ``scaldiag profile``, else the first fit) to now; 3 s when the start cannot be read."""
-    from scaldiag.record.rundir import read_json
+    from scaldiag.record.rundir import RUN_JSON, read_json
 
-    started_ns = read_json(run_dir, "run.json").get("started_ns")
+    started_ns = read_json(run_dir, RUN_JSON).get("started_ns")
     elapsed = (time.time_ns() - started_ns) / 1e9 if isinstance(started_ns, int) else 0.0
     return budget_s(elapsed)
 

@@ -28,12 +28,11 @@ import os
 import sys
 from pathlib import Path
 
-from scaldiag.collect.env import RUN_DIR_ENV
+from scaldiag.collect.env import RUN_DIR_ENV, RUN_ROOT_ENV, TORCHRUN_ENV
 from scaldiag.collect.frameworks.guard import on_import
-from scaldiag.collect.frameworks.torch_trace import RUN_ROOT_ENV, rank
+from scaldiag.collect.frameworks.torch_trace import rank
 from scaldiag.collect.torchrun import arguments as torchrun_arguments
 
-TORCHRUN_ENV = "SCALDIAG_TORCHRUN"  # nproc-per-node: the child re-runs the bootstrap under torchrun
 OPTIMIZER_MODULE = "torch.optim.optimizer"
 DATALOADER_MODULE = "torch.utils.data.dataloader"
 MODULE_MODULE = "torch.nn.modules.module"
@@ -261,7 +260,7 @@ def _finalise_ranks(exits: dict[int, int], nproc: int, sig: int | None) -> None:
     """``rank<R>/run.json`` still 'running' (the rank was killed): its end, from what torchrun saw."""
     import time
 
-    from scaldiag.record.rundir import read_json, update_json
+    from scaldiag.record.rundir import RUN_JSON, update_run
 
     run_dir = os.environ.get(RUN_DIR_ENV)
     if not run_dir:
@@ -269,8 +268,6 @@ def _finalise_ranks(exits: dict[int, int], nproc: int, sig: int | None) -> None:
     for r in range(1, nproc):
         rank_dir = Path(run_dir) / f"rank{r}"
         try:
-            if read_json(rank_dir, "run.json").get("status") != "running":
-                continue  # the rank said how it ended (bootstrap.py)
             code = exits.get(r)
             fields: dict = {"ended_ns": time.time_ns(), "exit_code": code}
             if code is None:
@@ -282,9 +279,10 @@ def _finalise_ranks(exits: dict[int, int], nproc: int, sig: int | None) -> None:
                 fields["status"] = "finished" if code == 0 else "failed"
             if sig:
                 fields["signals_received"] = [_signal_name(sig)]  # torchrun's, sent on to every rank
-            update_json(rank_dir, "run.json", **fields)
+            # the rank that said how it ended (bootstrap.py) is left as it said
+            update_run(rank_dir, lambda run, fields=fields: {**run, **fields} if run.get("status") == "running" else None)
         except Exception as exc:  # the record only: never the job's exit code
-            print(f"scaldiag: rank {r}: cannot finalise its run.json ({type(exc).__name__}: {exc})", file=sys.stderr)
+            print(f"scaldiag: rank {r}: cannot finalise its {RUN_JSON} ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
 def _signal_name(sig: int) -> str:
@@ -315,13 +313,13 @@ def record_rank_outcome(outcome: dict) -> None:
     closes a run as 'finished'; the launcher finalises rank 0's, the job's)."""
     import time
 
-    from scaldiag.record.rundir import read_json, update_json
+    from scaldiag.record.rundir import update_run
 
     root, run_dir = os.environ.get(RUN_ROOT_ENV), os.environ.get(RUN_DIR_ENV)
     if not root or not run_dir or Path(run_dir) == Path(root):
         return
     try:
-        if read_json(Path(run_dir), "run.json"):  # a rank whose capture never began has no record to correct
-            update_json(Path(run_dir), "run.json", ended_ns=time.time_ns(), **outcome)
+        # a rank whose capture never began has no record to correct
+        update_run(Path(run_dir), lambda run: {**run, "ended_ns": time.time_ns(), **outcome} if run else None)
     except Exception as exc:
         print(f"scaldiag: cannot write how rank {rank()} ended ({type(exc).__name__}: {exc})", file=sys.stderr)

@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from scaldiag.collect.env import RUN_ROOT_ENV, TEARDOWN_ENV
 from scaldiag.collect.frameworks import tracing
 from scaldiag.record.rundir import TRACE_DIR
 
 BACKEND = "pytorch"
-RUN_ROOT_ENV = "SCALDIAG_RUN_ROOT"  # a torchrun job's run directory; ranks > 0 record in RUN_ROOT/rank<R>
 TRACE_RUN = "torch"                  # plugins/profile/<run>: the same for every rank, so they merge
 
 
@@ -35,7 +35,6 @@ def trace_file(logdir: Path) -> Path:
     return base / "plugins" / "profile" / TRACE_RUN / f"rank{rank()}.pt.trace.json"
 
 
-TEARDOWN_ENV = "TEARDOWN_CUPTI"  # read by Kineto when the profiler stops
 CUPTI_TEARDOWN_SAFE_CUDA = (12, 6)
 
 
