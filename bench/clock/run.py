@@ -179,6 +179,8 @@ def _prepare(kind: str | None, work: Path, entry: dict | None = None, machine: s
             _mnist_pt(root / "MNIST" / "complete", n_train, n_test)
     elif kind == "cora":
         _cora(work / "cora")
+    elif kind in ("plot_stub", "hf_mnist_dir"):
+        _prepare_d(kind, work, n_train, n_test)
     elif kind == "sine_wave":
         subprocess.run([sys.executable, "generate_sine_wave.py"], cwd=work, check=True)
     else:
@@ -715,6 +717,32 @@ def main() -> None:
                 os.killpg(proc.pid, signal.SIGKILL)
     write(rows, meta, out_md)
     print(f"wrote {out_md} and {out_md.with_suffix('.json')}")
+
+
+# ---------------------------------------------------------------- issue 32 (d): Flax examples' inputs
+def _prepare_d(kind: str, work: Path, n_train: int, n_test: int) -> None:
+    """Flax's nnx toy examples. `plot_stub`: they import matplotlib.pyplot and plot once training is
+    over (plt.show() on a pipe draws nothing); matplotlib is not installed here nor among the GPU
+    machine's packages, so the working copy gets a `matplotlib` package whose pyplot answers every name with a function that does nothing
+    (the script's folder is first on sys.path). Nothing it times runs through it.
+    `hf_mnist_dir` (and the stub): 05_vae's `datasets.load_dataset('mnist')` reads a local folder
+    named `mnist` before it would go to the hub: synthetic MNIST as the hub's layout
+    (`mnist/{train,test}-00000-of-00001.parquet`, an `image` column of 28x28 uint8 images, `label`)."""
+    pkg = work / "matplotlib"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text('"""clock run: a stand-in, plotting only (bench/clock/run.py _prepare_d)."""\n')
+    (pkg / "pyplot.py").write_text("def _nothing(*args, **kwargs):\n    return None\n\n\n"
+                                   "def __getattr__(name):\n    return _nothing\n")
+    if kind != "hf_mnist_dir":
+        return
+    import datasets  # noqa: PLC0415
+
+    feats = datasets.Features({"image": datasets.Image(),
+                               "label": datasets.ClassLabel(names=[str(i) for i in range(10)])})
+    (work / "mnist").mkdir(exist_ok=True)
+    for split, (x, y) in zip(("train", "test"), _mnist_arrays(n_train, n_test)):
+        ds = datasets.Dataset.from_dict({"image": list(x), "label": y.astype(int).tolist()}, features=feats)
+        ds.to_parquet(str(work / "mnist" / f"{split}-00000-of-00001.parquet"))
 
 
 if __name__ == "__main__":
