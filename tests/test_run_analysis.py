@@ -218,10 +218,14 @@ def test_ranks_of_a_multi_process_job_each_get_their_steps_and_the_slow_one_is_n
     terminal.render(report, Console(file=out, width=100))
     assert "rank 1 is 20% slower than the fastest" in out.getvalue()
     assert set(json_render.to_dict(report)["ranks"]) == {"0", "1"}
+    # what the terminal says is the analysis's, so the JSON says it too
+    assert json_render.to_dict(report)["slow_rank"] == {"rank": 1, "excess_pct": pytest.approx(20, abs=0.5)}
     record(tmp_path / "rank1", 10.0)  # the same speed: no rank is named
     out = io.StringIO()
-    terminal.render(diagnose_run(tmp_path), Console(file=out, width=100))
+    again = diagnose_run(tmp_path)
+    terminal.render(again, Console(file=out, width=100))
     assert "no rank slower than another beyond the noise" in out.getvalue()
+    assert again.analysis.slow_rank is None and json_render.to_dict(again)["slow_rank"] is None
 
 
 def test_a_host_sample_row_with_another_number_of_cores_is_left_out():

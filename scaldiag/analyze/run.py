@@ -96,6 +96,8 @@ class RunAnalysis:
     input_cost: InputCost | None = None  # the steady step against the input-free step (analyze/input_cost.py)
     epochs: EpochStats | None = None  # whole epochs as Keras's progress bar times them (analyze/epochs.py)
     clock: Clock | None = None  # a step at each scope, the user's own first (analyze/clock.py)
+    # (rank, excess over the fastest rank as a fraction): the rank slower than the others beyond the noise
+    slow_rank: tuple[int, float] | None = None
 
 
 # One rank's steady step this much slower than the fastest rank's, beyond both intervals, is named
@@ -314,12 +316,12 @@ def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missi
     epochs = epoch_stats(found, record.marks)
     scopes = clock(found, record.marks, record.training, epochs,
                    steps.step_time_ms.mean if steps else None, steps.step_time_ms.ci95 if steps else math.nan)
+    ranks = {0: steps, **{r: _record_steps(rec) for r, rec in other_ranks.items()}} if other_ranks else {}
     return RunAnalysis(run=record.run, training=record.training, inventory=record.inventory, steps=steps,
                        gpus=gpu_summaries(record.gpu_samples, record.inventory, window, training_ns),
                        host=host_summary(record.host_samples, window), trace=trace, missing=missing,
                        accounting=account(record.run, record.marks, found), input_cost=cost,
-                       epochs=epochs, clock=scopes,
-                       ranks={0: steps, **{r: _record_steps(rec) for r, rec in other_ranks.items()}} if other_ranks else {})
+                       epochs=epochs, clock=scopes, ranks=ranks, slow_rank=slow_rank(ranks))
 
 
 def _periods(record: RunRecord) -> list[runsteps.Period]:

@@ -20,8 +20,7 @@ from scaldiag.analyze.scaling import UNEXPLAINED
 from scaldiag.analyze.timeline import RunTimeline
 from scaldiag.render import ranges, svg
 from scaldiag.render.svg import esc
-from scaldiag.render.terminal.common import framework_words, speedup_line
-from scaldiag.render.terminal.run import TENSORBOARD_PIP
+from scaldiag.render.words import TENSORBOARD_PIP, framework_words, speedup_words
 from scaldiag.rules import Finding
 from scaldiag.rules.report import JobReport, Report, RunReport, SweepReport, top_cause
 from scaldiag.sanitize import line
@@ -134,7 +133,7 @@ def _breakdown(units: list[UnitAnalysis]) -> list[str]:
 def _verdict(report: Report) -> str:
     """The verdict, and what fixing its cause gives, as the terminal's headline says it."""
     top = top_cause(report.findings)
-    gain = f"<br>{esc(' '.join(getattr(x, 'text', x) for x in speedup_line(top.predicted_speedup)))}" \
+    gain = f"<br>{esc(' '.join(speedup_words(top.predicted_speedup)))}" \
         if top is not None and top.predicted_speedup is not None else ""
     return f'<p class="verdict">{esc(report.verdict)}{gain}</p>'
 

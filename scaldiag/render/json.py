@@ -145,6 +145,7 @@ def run_dict(report: RunReport) -> dict:
         "host": _pick(a.host, _HOST) if a.host else None,
         "missing": a.missing,
         "ranks": {str(r): _steps(st) for r, st in sorted(a.ranks.items())},
+        "slow_rank": {"rank": a.slow_rank[0], "excess_pct": 100 * a.slow_rank[1]} if a.slow_rank else None,
         "findings": [finding(f) for f in report.findings],
         "trace_report": trace_dict(report.trace_report) if report.trace_report else None,
     }

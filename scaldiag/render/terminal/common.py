@@ -24,7 +24,8 @@ from rich.table import Table
 from rich.text import Text
 
 from scaldiag import sanitize
-from scaldiag.render import ranges
+from scaldiag.render.words import framework_words as framework_words  # noqa: PLC0414 (the terminal's modules take it here)
+from scaldiag.render.words import speedup_words
 from scaldiag.rules import Finding
 from scaldiag.rules.report import top_cause
 
@@ -194,23 +195,6 @@ def columns(table, names, left=(), whole=()) -> None:
         table.add_column(name, justify="left" if name in left else "right", overflow="fold", no_wrap=name in whole)
 
 
-def framework_words(fw: dict) -> str:
-    """The framework as its users name it, in every view (the HTML may use it too): "Keras 3.15.1 on
-    JAX 0.11.2", "PyTorch 2.11.0 (CUDA 13.0)"."""
-    name, backend, versions = fw.get("name", "?"), fw.get("backend", "?"), fw.get("versions", {})
-    label = {"keras": "Keras", "pytorch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX"}
-
-    def named(key: str) -> str:
-        # The version under the package's name: tensorflow-cpu and tensorflow are one framework.
-        version = next((v for k, v in versions.items() if k == key or k.startswith(f"{key}-")), None)
-        return f"{label.get(key, key)} {version}" if version else label.get(key, key)
-
-    if name == "pytorch":
-        cuda = f" (CUDA {versions['cuda']})" if versions.get("cuda") else " (CPU)"
-        return named("torch").replace("torch", "PyTorch") + cuda
-    return named(name) if name == backend else f"{named(name)} on {named(backend)}"
-
-
 def exit_text(code: int, signal: str | None = None) -> str:
     """An exit status as a shell reports it: a run killed by SIGKILL exited 137, not -9."""
     if code < 0:
@@ -218,24 +202,11 @@ def exit_text(code: int, signal: str | None = None) -> str:
     return f"exit code {code}"
 
 
-# The arithmetic of a speed-up won back in a sweep, "(S + lost) / S = G", and the device count it
-# names (rules/base.py recovery_speedup).
-_RECOVERY = re.compile(r"\([\d.]+ \+ [\d.]+\) / [\d.]+ = [\d.]+x")
-_AT_DEVICES = re.compile(r" at (\d+) devices$")
-
-
 def speedup_line(s) -> list[str | Keep]:
     """What a finding's number bounds, in words, and the number with its range (render/ranges.py),
     as parts for ``say``: the number and its range are never split."""
-    at = _AT_DEVICES.search(s.arithmetic)
-    if s.kind == "forecast":
-        # A forecast's arithmetic opens with the change it forecasts ("per-replica batch x4: ...").
-        change = s.arithmetic.split(":", 1)[0] if ":" in s.arithmetic else ""
-        of = f" of {change}" if 0 < len(change) <= 50 else ""
-        return [f"forecast{of}:", Keep(ranges.speedup_of(s))]
-    what = (f"the speedup at {at[1]} devices" if at else "the sweep's speedup") if _RECOVERY.search(s.arithmetic) \
-        else "this step's speed-up"
-    return [f"{what} if fixed:", Keep(ranges.speedup_of(s))]  # "at most": a ceiling
+    what, number = speedup_words(s)
+    return [what, Keep(number)]
 
 
 def headline(console: Console, report) -> None:

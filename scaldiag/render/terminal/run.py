@@ -13,7 +13,7 @@ from rich.console import Console
 from scaldiag.analyze.accounting import OWN, STEADY, part_name
 from scaldiag.analyze.clock import HOST_DISPATCH, LOOP_ITERATION, STEADY_STEP, WHOLE_EPOCH, WORDS
 from scaldiag.analyze.input_cost import describe
-from scaldiag.analyze.run import RunAnalysis, slow_rank
+from scaldiag.analyze.run import RunAnalysis
 from scaldiag.analyze.runsteps import COMPILE
 from scaldiag.render import ranges
 from scaldiag.render.terminal import trace
@@ -32,10 +32,10 @@ from scaldiag.render.terminal.common import (
     table,
     text,
 )
+from scaldiag.render.words import TENSORBOARD_PIP
 from scaldiag.rules.report import RunReport, top_cause
 
 # How to read a trace where it was suggested: neither viewer comes with scaldiag.
-TENSORBOARD_PIP = "pip install tensorboard tensorboard-plugin-profile"
 XPROF_PIP = "pip install xprof"
 # The accounting's parts under this share of the wall time are one row in the default report.
 SMALL_PART = 0.01
@@ -226,7 +226,7 @@ def _open_the_trace(report: RunReport, console: Console, verbose: bool) -> None:
 
 
 def _ranks_table(a: RunAnalysis):
-    slow = slow_rank(a.ranks)
+    slow = a.slow_rank
     caption = (f"rank {slow[0]} is {100 * slow[1]:.0f}% slower than the fastest: every collective waits for it"
                if slow else "no rank slower than another beyond the noise")
     t = table(f"Ranks ({len(a.ranks)} processes)", caption=text(caption))
