@@ -39,8 +39,10 @@ def profile_two(out: Path, envs: list[dict], job: Path, job_args: list[str], tim
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    for k, p in enumerate(procs):
-        assert p.returncode == 0, f"process {k}:\n{logs[k][-3000:]}"
+    # Both logs: the one that failed first is often the peer of the one whose error shows (a TF worker
+    # reports its peer's missed heartbeats).
+    assert [p.returncode for p in procs] == [0] * len(procs), "\n".join(
+        f"process {k} (exit {p.returncode}):\n{logs[k][-2500:]}" for k, p in enumerate(procs))
     print(f"{out.name}: both processes profiled in {time.monotonic() - started:.0f} s")
     dirs = sorted(out.iterdir(), key=lambda d: d.name[-1])  # by node rank
     assert [d.name.endswith(f"-node{k}") for k, d in enumerate(dirs)] == [True, True], dirs

@@ -105,6 +105,27 @@ def test_a_node_with_slow_input_is_late_and_named_by_sd210_not_sd209():
     assert finding.category == "input" and "b/node1" in finding.summary
 
 
+def test_sd210_fires_only_where_the_low_end_of_the_lateness_clears_5_percent_of_the_step():
+    ranks = [_rank("a/node0", 0, end_delay_ns=15 * MS, link_ns=2 * MS),
+             _rank("b/node1", 0, start_delay_ns=15 * MS, end_delay_ns=15 * MS, input_ns=15 * MS, link_ns=2 * MS)]
+    job = nodes.reduce_job(*nodes.align(ranks, 100 * MS)[:2], {})
+    from dataclasses import replace
+
+    from scaldiag.analyze.stats import Summary
+
+    def late(values):
+        return replace(job, nodes=[job.nodes[0], replace(job.nodes[1], lateness_ms=Summary.of(values))])
+    step = min(n.step_ms.mean for n in job.nodes)
+    assert step == pytest.approx(100.0)
+    # 10 ms late a step on average, +-5.6 ms: the low end (4.4% of the step) is within the noise of 5%
+    noisy = late([5.0, 15.0, 5.0, 15.0, 10.0])
+    s = noisy.nodes[1].lateness_ms
+    assert (s.mean - s.ci95) / step < sd210_straggler_node.MIN_STEP_SHARE < s.mean / step
+    assert sd210_straggler_node.RULE.check(noisy) is None
+    steady = late([9.0, 11.0, 9.0, 11.0, 10.0])  # the same mean, +-1.1 ms: the low end at 8.9%
+    assert sd210_straggler_node.RULE.check(steady).id == "SD210"
+
+
 def test_sd209_weighs_the_link_against_the_same_all_reduce_inside_a_node():
     ranks = [_rank("a/node0", 0), _rank("b/node1", 0)]
     job = nodes.reduce_job(*nodes.align(ranks, 100 * MS)[:2], {"a/node0": 8_000_000, "b/node1": 8_000_000})
