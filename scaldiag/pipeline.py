@@ -8,7 +8,6 @@ joins them. Renderers take what it returns.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,8 +24,18 @@ from scaldiag.analyze.profile import ProfileAnalysis, RankReduction, analyze_tra
 from scaldiag.analyze.run import RunAnalysis, analyze_record, step_stats
 from scaldiag.analyze.scaling import analyze_scaling
 from scaldiag.errors import TRACE_FAILURES, ScaldiagError, TraceError
-from scaldiag.readers import FORMATS, TraceFormat, files_notes, find_trace, format_of, other_formats, trace_files
-from scaldiag.readers import read_trace as read_any_trace
+from scaldiag.readers import (
+    FORMATS,
+    TraceFormat,
+    files_notes,
+    find_trace,
+    format_of,
+    other_formats,
+    read_found,
+    read_rank,
+    read_trace,
+    trace_files,
+)
 from scaldiag.readers.kineto import read_document
 from scaldiag.record import nodes as job_dirs
 from scaldiag.record.reader import is_sweep, rank_dirs, read_record, sweep_runs
@@ -42,75 +51,13 @@ from scaldiag.rules.report import (
     build_sweep_report,
 )
 from scaldiag.sanitize import line
-from scaldiag.trace import INT_STATS, SparseStat, Trace
+from scaldiag.trace import Trace
 
 if TYPE_CHECKING:  # the engines are opened by the commands; the pipeline only maps over them
     from scaldiag.engines import Engine
 
 __all__ = ["read_trace", "analyze_trace_at", "map_on", "diagnose_trace", "diagnose_run", "diagnose_sweep",
            "diagnose_job", "job_trace", "diagnose"]
-
-
-def read_trace(path: str | os.PathLike, run: str | None = None) -> tuple[str, Trace]:
-    """A trace in any format a reader knows, its stats of the types the analysis reads (see ``typed_stats``)."""
-    name, trace = read_any_trace(path, run)
-    return name, typed_stats(trace)
-
-
-def typed_stats(trace: Trace) -> Trace:
-    """The trace with each wanted stat of the type its producers write, else None (absent).
-
-    A producer may write ``step_num`` as text or ``hlo_op`` as a number; the
-    analysis then sees the stat as missing rather than crashing on it.
-    """
-    planes = []
-    for plane in trace.planes:
-        lines = [replace(line, stats={k: _typed_column(k, v) for k, v in line.stats.items()}, stats_typed=True)
-                 if line.stats and not line.stats_typed else line for line in plane.lines]
-        planes.append(replace(plane, lines=lines))
-    return replace(trace, planes=planes)
-
-
-def _typed_column(name: str, column: np.ndarray | SparseStat) -> np.ndarray | SparseStat:
-    if isinstance(column, SparseStat):
-        values = _typed_column(name, column.values)
-        keep = np.flatnonzero(values != None)  # noqa: E711
-        return column if values is column.values else SparseStat(column.rows[keep], values[keep])
-    present = np.flatnonzero(column != None)  # noqa: E711 (element-wise on an object array)
-    if not len(present):
-        return column
-    present_values = column[present]
-    kinds = set(map(type, present_values))  # a pass at C speed; a trace's values are of one or two types
-    if kinds <= ({int} if name in INT_STATS else {str}) and (name not in INT_STATS or _fits_int64(present_values)):
-        return column
-    check = _as_int if name in INT_STATS else _as_text
-    values = [check(v) for v in present_values]
-    if all(a is b for a, b in zip(values, present_values)):
-        return column
-    out = column.copy()
-    out[present] = values
-    return out
-
-
-_INT64 = (-2**63, 2**63)  # the analysis keeps step numbers and group ids in int64 columns
-
-
-def _fits_int64(values: np.ndarray) -> bool:
-    return _INT64[0] <= min(values) and max(values) < _INT64[1]
-
-
-def _as_int(value):
-    if isinstance(value, (bool, np.bool_)):
-        return None
-    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
-        value = int(value)
-    if isinstance(value, (int, np.integer)) and _INT64[0] <= value < _INT64[1]:
-        return value
-    return None  # a step_num of 2**63 (a double's) crashed the step finder: such a stat is absent, as text is
-
-
-def _as_text(value):
-    return value if isinstance(value, str) else None
 
 
 def diagnose_trace(path: str | os.PathLike, run: str | None = None, engine: Engine | None = None) -> Report:
@@ -121,9 +68,9 @@ def diagnose_trace(path: str | os.PathLike, run: str | None = None, engine: Engi
 def analyze_trace_at(path: str | os.PathLike, run: str | None = None, engine: Engine | None = None) -> ProfileAnalysis:
     """The analysis of the trace at ``path``; a job's rank files one rank at a time, each on ``engine``
     (scaldiag/engines.py; None: here, one after the other), so memory holds one rank's events, not the job's."""
-    fmt, name, files = find_trace(path, run)
+    fmt, name, files = find_trace(path, run)  # the tree searched once
     if len(files) < 2 or fmt.read_rank is None:
-        name, trace = read_trace(path, run)
+        name, trace = read_found(Path(path), fmt, name, files)
         return _analyze(trace, name)
     return _analyze_ranks(Path(path), fmt, name, files, engine)
 
@@ -182,8 +129,8 @@ def _rank_evidence(item: tuple[str, Path]) -> tuple[object, ranks.RankEvidence, 
     cannot be read (runs in a worker)."""
     fmt_name, file = item
     try:
-        facts, trace = _format(fmt_name).read_rank(file)
-        return facts, ranks.evidence(typed_stats(trace), ""), trace.event_count
+        facts, trace = read_rank(_format(fmt_name), file)
+        return facts, ranks.evidence(trace, ""), trace.event_count
     except TraceError as exc:
         return str(exc)
     except TRACE_FAILURES as exc:
@@ -194,8 +141,8 @@ def _rank_reduction(item: tuple) -> RankReduction:
     """One rank's file read again and reduced on the job's clock and steps (runs in a worker)."""
     fmt_name, file, label, steps, shift_ns = item
     fmt = _format(fmt_name)
-    _, trace = fmt.read_rank(file)
-    return reduce_rank(typed_stats(fmt.labelled(trace, label)), steps, shift_ns)
+    _, trace = read_rank(fmt, file)
+    return reduce_rank(fmt.labelled(trace, label), steps, shift_ns)
 
 
 def diagnose_run(run_dir: str | os.PathLike, engine: Engine | None = None) -> RunReport:

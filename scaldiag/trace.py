@@ -38,7 +38,7 @@ class Line:
     # on few of the line's events (step markers on a thread of millions), a SparseStat.
     stats: dict[str, np.ndarray | SparseStat] = field(default_factory=dict)
     # True where the reader knows every stat value is already of the type the analysis
-    # reads (int for INT_STATS, str for the others): pipeline.typed_stats then skips the line.
+    # reads (int for INT_STATS, str for the others): readers/typed.py then skips the line.
     stats_typed: bool = False
 
     def __len__(self) -> int:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scaldiag.errors import TraceError
+from scaldiag.readers.typed import typed_stats
 from scaldiag.trace import Trace
 
 
@@ -83,14 +84,27 @@ def format_of(file: Path) -> TraceFormat | None:
 
 
 def read_trace(path: str | os.PathLike, run: str | None = None) -> tuple[str, Trace]:
-    """Find the trace under ``path`` and read it, whatever its format: (run name, trace).
+    """Find the trace under ``path`` and read it, whatever its format: (run name, trace), its stats
+    of the types the analysis reads (readers/typed.py).
 
     What the files as given make doubtful is said in ``Trace.notes``, never passed over: a
     directory with files of two formats (one is read), a rank twice, ranks that are not one run's."""
     fmt, name, files = find_trace(path, run)
-    trace = fmt.read(files)
-    notes = other_formats(Path(path), fmt) + rank_notes(trace)
+    return read_found(Path(path), fmt, name, files)
+
+
+def read_found(root: Path, fmt: TraceFormat, name: str, files: list[Path]) -> tuple[str, Trace]:
+    """The files ``find_trace`` found under ``root`` read (``read_trace`` without searching again)."""
+    trace = typed_stats(fmt.read(files))
+    notes = other_formats(Path(root), fmt) + rank_notes(trace)
     return name, replace(trace, notes=[*trace.notes, *notes]) if notes else trace
+
+
+def read_rank(fmt: TraceFormat, file: Path) -> tuple[object, Trace]:
+    """One rank's file of a per-rank format read alone: its facts for ``fmt.rank_labels``, its trace
+    (stats typed, planes unlabelled)."""
+    facts, trace = fmt.read_rank(file)
+    return facts, typed_stats(trace)
 
 
 def other_formats(root: Path, read: TraceFormat) -> list[str]:

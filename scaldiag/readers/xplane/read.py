@@ -306,7 +306,7 @@ def _stat_column(parts: list[tuple[np.ndarray, list, int]], n: int) -> np.ndarra
     return SparseStat(rows[last], values[last])
 
 
-# The XStat value fields whose values are already of the type the analysis reads (pipeline.typed_stats):
+# The XStat value fields whose values are already of the type the analysis reads (readers/typed.py):
 # integers for INT_STATS, text for the other wanted stats (ref_value: an interned text).
 _INT_FIELDS = (STAT_UINT64, STAT_INT64)
 _TEXT_FIELDS = (STAT_STR, STAT_BYTES, STAT_REF)
