@@ -179,12 +179,39 @@ def _prepare(kind: str | None, work: Path, entry: dict | None = None, machine: s
             _mnist_pt(root / "MNIST" / "complete", n_train, n_test)
     elif kind == "cora":
         _cora(work / "cora")
+    elif kind == "hf_clm":
+        _hf_clm(work)
     elif kind in ("plot_stub", "hf_mnist_dir"):
         _prepare_d(kind, work, n_train, n_test)
     elif kind == "sine_wave":
         subprocess.run([sys.executable, "generate_sine_wave.py"], cwd=work, check=True)
     else:
         raise SystemExit(f"unknown prepare step {kind!r}")
+
+
+def _hf_clm(work: Path) -> None:
+    """transformers' run_clm.py offline: text files, a tokenizer directory, and the `accuracy` metric where
+    evaluate.load looks first. Text: upstream wikitext-2 valid.txt (training) and test.txt (validation),
+    stored with pytorch/examples; the tokenizer: a byte-level BPE of 2,000 tokens trained on that training
+    text with the `tokenizers` library, saved as transformers' PreTrainedTokenizerFast (./tokenizer, passed
+    with --tokenizer_name: the script builds no tokenizer itself); evaluate.load("accuracy") reads
+    ./accuracy/accuracy.py before it would download: huggingface/evaluate's own metric script, stored
+    byte-identical (scripts/evaluate-087d5cf)."""
+    from tokenizers import ByteLevelBPETokenizer  # noqa: PLC0415
+    from transformers import PreTrainedTokenizerFast  # noqa: PLC0415
+
+    wiki = HERE / "scripts" / "pytorch-examples" / "word_language_model" / "data" / "wikitext-2"
+    data = work / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    shutil.copy(wiki / "valid.txt", data / "train.txt")
+    shutil.copy(wiki / "test.txt", data / "validation.txt")
+    bpe = ByteLevelBPETokenizer()
+    bpe.train([str(data / "train.txt")], vocab_size=2000, min_frequency=2, special_tokens=["<|endoftext|>"],
+              show_progress=False)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>",
+                                  eos_token="<|endoftext|>", unk_token="<|endoftext|>", model_max_length=1024)
+    tok.save_pretrained(str(work / "tokenizer"))
+    shutil.copytree(HERE / "scripts" / "evaluate-087d5cf" / "metrics" / "accuracy", work / "accuracy")
 
 
 def _scaldiag_cmd() -> list[str]:
@@ -422,8 +449,36 @@ def _tqdm_bar(segments, spec) -> dict:
                     "epochs " + ",".join(map(str, steady))}
 
 
+HF_METRIC = re.compile(r"^\s*train_(?P<key>runtime|steps_per_second|samples_per_second)\s*=\s*(?P<v>[\d:.]+)\s*$")
+
+
+def _hf_train_metrics(segments, spec) -> dict:
+    """transformers' Trainer.train() metrics as its examples print them at the end (`trainer.log_metrics("train",
+    ...)`: `***** train metrics *****`, then `train_runtime = h:mm:ss.cc`, `train_steps_per_second = x`):
+    speed_metrics' time.time() from just before on_train_begin to the end of the last epoch (evaluation,
+    logging and checkpoints inside training in), over the optimizer steps run. ms per optimizer step =
+    runtime / steps, steps = runtime x steps/s rounded (each printed figure is rounded: runtime to 10 ms,
+    steps/s to 3 decimals)."""
+    got: dict[str, str] = {}
+    for _, text, term in segments:
+        m = HF_METRIC.match(text)
+        if m and term == "\n":
+            got[m.group("key")] = m.group("v")
+    if "runtime" not in got or "steps_per_second" not in got:
+        return {"error": f"no train metrics block (seen: {sorted(got)})"}
+    h, mnt, sec = got["runtime"].split(":")
+    runtime = 3600 * int(h) + 60 * int(mnt) + float(sec)
+    sps = float(got["steps_per_second"])
+    steps = round(runtime * sps)
+    if not steps:
+        return {"error": f"no steps in the train metrics ({got})"}
+    return {"ms_per_step": 1000.0 * runtime / steps, "runtime_s": runtime, "steps": steps,
+            "steps_per_second": sps, "samples_per_second": float(got["samples_per_second"]) if "samples_per_second" in got else None,
+            "what": spec.get("what", "the Trainer's train_runtime over its optimizer steps (train metrics printed at the end)")}
+
+
 CLOCKS = {"tqdm_bar": _tqdm_bar, "keras_progbar": _keras_clock, "regex_mean": _regex_mean, "meter_avg": _meter_avg,
-          "line_times": _line_times}
+          "line_times": _line_times, "hf_train_metrics": _hf_train_metrics}
 
 
 # ---------------------------------------------------------------- one row
