@@ -26,10 +26,12 @@ not the line rate: docs/calibrate.md cites each default.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -338,7 +340,10 @@ MAX_BUS_BYTES_PER_S = 2e13
 def load_calibration(path: str | os.PathLike) -> Calibration:
     """One saved calibration; a missing, unreadable or malformed file is a ScaldiagError saying why."""
     try:
-        with open(path, "rb") as f:
+        # O_NONBLOCK and a regular file only: a FIFO named by $SCALDIAG_CALIBRATION blocked the open forever
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file (a device, a FIFO or a socket)")
             raw = f.read(MAX_CALIBRATION_BYTES + 1)
         text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
