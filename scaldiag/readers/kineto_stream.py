@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from scaldiag.errors import TraceError
-from scaldiag.readers.files import GZIP_MAX_BYTES, GZIP_MAX_RATIO, gzip_cap_bytes, is_gzip, open_regular
+from scaldiag.readers.files import GZIP_MAX_BYTES, GZIP_MAX_PADDING_BYTES, GZIP_MAX_RATIO, gzip_cap_bytes, is_gzip, open_regular
 
 PIECE_BYTES = 16 << 20  # JSON per scanner call: large enough that the per-call cost vanishes, small next to the columns
 _READ_BYTES = 1 << 20   # compressed bytes per read
@@ -117,7 +117,7 @@ def _gunzipped(f, path: Path) -> Iterator[bytes]:
             if not data:
                 return
             if not is_gzip(data):
-                _only_padding(data, f)  # zeros after the last member are padding (tapes, some writers)
+                _only_padding(data, f, path)  # zeros after the last member are padding (tapes, some writers)
                 return
             d = zlib.decompressobj(_GZIP_WBITS)
         if not data:
@@ -136,8 +136,13 @@ def _gunzipped(f, path: Path) -> Iterator[bytes]:
             yield piece
 
 
-def _only_padding(rest: bytes, f) -> None:
+def _only_padding(rest: bytes, f, path: Path) -> None:
+    seen = 0
     while rest:
         if rest.strip(b"\0"):
             raise GiveUp("bytes after the gzip stream's end that are not gzip")
+        seen += len(rest)
+        if seen > GZIP_MAX_PADDING_BYTES:  # a sparse file: checking 2 GiB of zeros took 40 s
+            raise TraceError(f"{path} is not a readable gzip file: more than {GZIP_MAX_PADDING_BYTES >> 20} MiB of "
+                             "zeros after its end (a sparse or damaged file)")
         rest = f.read(_READ_BYTES)
