@@ -5,6 +5,8 @@ The long fuzz run: 10,000+ damaged traces, run and sweep directories; 0 uncaught
     python -m bench fuzz [--cases N]
     python -m bench fuzz --mode kineto --cases 10000 [--jobs J]
     python -m bench fuzz --mode rundir --cases 10000 [--jobs J]
+    python -m bench fuzz --mode job --cases 10000 [--jobs J]
+    python -m bench fuzz --mode calibration --cases 10000 [--jobs J]
     python -m bench fuzz --mode kineto --only N       (case N again, alone)
 
 ``--mode kineto``: the real Kineto fixtures (fixtures/kineto, fixtures/x2_devset/torch_ddp_sync_*)
@@ -16,8 +18,12 @@ two ranks, through ``analyze``. ``--mode rundir``: copies of fixtures/runs/* and
 a field or a JSONL row set to such values, a directory, a FIFO, a link to /dev/zero, /dev/urandom or
 /dev/null, a 2 MB line, duplicated lines, rank directories named rank1, rank², rank-1, ...) through
 ``report`` (terminal, JSON, HTML, Perfetto), ``check`` (also as ``--baseline``), ``compare`` and
-``analyze``. Both call the CLI's ``main(argv)`` in process; an exit 70 is run again with ``--debug``
-for its traceback. Case N is drawn from (seed, mode, N) alone: the same under any ``--jobs``.
+``analyze``. ``--mode job``: damaged node directories of a multi-node job through ``report NODE_DIR...``
+(bench/fuzz/job_cases.py), checking also that an existing ``-o`` file is never lost when the merge fails.
+``--mode calibration``: damaged saved calibrations (the cache folder, $SCALDIAG_CALIBRATION) through
+report, check and compare of the GPU sweep (bench/fuzz/calibration_cases.py). All call the CLI's
+``main(argv)`` in process; an exit 70 is run again with ``--debug`` for its traceback. Case N is drawn
+from (seed, mode, N) alone: the same under any ``--jobs``.
 
 The generators are tests/test_fuzz.py's (hypothesis strategies, drawn here
 with a fixed seed per target so a run is reproducible). Seeds: the
@@ -75,9 +81,10 @@ def _main(argv: list[str]) -> int | None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", type=int, default=10_000, help="total cases over the four targets")
     parser.add_argument("--out", type=Path, help="write the result as markdown here")
-    parser.add_argument("--mode", choices=["xplane", "kineto", "rundir"], default="xplane",
+    parser.add_argument("--mode", choices=["xplane", *CLI_MODES], default="xplane",
                         help="xplane: the hypothesis generators (default); kineto: mutated Kineto traces through "
-                             "`analyze`; rundir: damaged run directories through report, check, compare")
+                             "`analyze`; rundir: damaged run directories through report, check, compare; job: damaged "
+                             "node directories through `report NODE_DIR...`; calibration: damaged calibration files")
     parser.add_argument("--seed", type=int, default=0, help="kineto, rundir: case N draws from (seed, mode, N)")
     parser.add_argument("--only", type=int, metavar="N", help="kineto, rundir: run case N alone (to reproduce it)")
     parser.add_argument("--jobs", type=int, default=1, help="kineto, rundir: worker processes (case N is the same)")
@@ -169,6 +176,7 @@ def report(results, failures, wall, rss_mb, slowest, cases) -> str:
 
 # --- --mode kineto / --mode rundir: the CLI itself, in process ------------------------------------------------
 
+CLI_MODES = ("kineto", "rundir", "job", "calibration")
 SLOW_S = 10  # a case over this is a failure ("a hang")
 ABORT_S = 30  # and one still running here is stopped, so the run goes on
 INTERNAL_ERROR = 70
@@ -569,7 +577,7 @@ def run_cli_mode(mode: str, cases: int, seed: int, out: Path | None, only: int |
     print(text)
     if out and only is None:
         out.write_text(text)
-    bad = counts["uncaught"] + counts["exit 70"] + counts["over 10 s"] + sum(
+    bad = counts["uncaught"] + counts["exit 70"] + counts["over 10 s"] + counts["lost output"] + sum(
         v for k, v in counts.items() if k.startswith("exit ") and k not in ("exit 0", "exit 1", "exit 2", "exit 70"))
     return 1 if bad or rss_mb >= 1024 else 0
 
@@ -590,7 +598,8 @@ def _revision() -> str:
 def _shard(task) -> dict:
     """Cases ``indices`` in this process; its counts, failures, case times and peak RSS."""
     mode, indices, seed, deadline = task
-    maker = KinetoCases() if mode == "kineto" else RunDirCases()
+    maker = _maker(mode)
+    verify = getattr(maker, "verify", None)  # job: what the command lost or left (an -o file, a temporary)
     signal.signal(signal.SIGALRM, _abort)
     counts = collections.Counter()
     failures: list[str] = []
@@ -610,16 +619,23 @@ def _shard(task) -> dict:
         try:
             what, (argv,) = maker.make(rng, work)
             t0 = time.perf_counter()  # scaldiag's time, not the harness' building of the case
-            result, err = _run_cli(argv)
+            with _environ(getattr(maker, "env", None)):
+                result, err = _run_cli(argv)
             signal.alarm(0)
             elapsed = time.perf_counter() - t0
+            lost = verify(work, argv, result) if verify and not isinstance(result, BaseException) else None
+            if lost:
+                counts["lost output"] += 1
+                failures.append(_failure(n, what, argv, f"lost output: {lost}"))
             if isinstance(result, BaseException):
                 counts["uncaught"] += 1
                 failures.append(_failure(n, what, argv, "uncaught " + "".join(
                     traceback.format_exception(result))))
             elif result == INTERNAL_ERROR:
                 counts["exit 70"] += 1
-                failures.append(_failure(n, what, argv, err.strip() + "\n" + _debug_traceback(argv)))
+                with _environ(getattr(maker, "env", None)):
+                    again = _debug_traceback(argv)
+                failures.append(_failure(n, what, argv, err.strip() + "\n" + again))
             else:
                 counts[f"exit {result}"] += 1
                 if result not in (0, 1, 2):
@@ -640,7 +656,42 @@ def _shard(task) -> dict:
             print(f"{mode}: {ran} cases in this worker: {dict(counts)}", file=sys.stderr, flush=True)
     _rmtree(tmp_root)
     return {"counts": counts, "failures": failures, "times": sorted(times, reverse=True)[:20], "ran": ran,
-            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "rss_mb": max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+            / 1024}  # children: an engine's worker processes (job mode's --engine local:2)
+
+
+def _maker(mode: str):
+    if mode == "job":
+        from bench.fuzz.job_cases import JobCases
+
+        return JobCases()
+    if mode == "calibration":
+        from bench.fuzz.calibration_cases import CalibrationCases
+
+        return CalibrationCases()
+    return KinetoCases() if mode == "kineto" else RunDirCases()
+
+
+@contextlib.contextmanager
+def _environ(env: dict | None):
+    """The case's environment variables (None: unset) for the command, then the harness' again."""
+    if not env:
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in env}
+    try:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _rmtree(path: Path) -> None:
@@ -668,7 +719,9 @@ def _debug_traceback(argv: list[str]) -> str:
 def cli_report(mode, counts, failures, times, wall, rss_mb, cases, seed, partial: int | None = None,
                revision: str = "?", jobs: int = 1) -> str:
     title = {"kineto": "mutated Kineto traces through `analyze`",
-             "rundir": "damaged run directories through `report`, `check`, `compare`, `analyze`"}[mode]
+             "rundir": "damaged run directories through `report`, `check`, `compare`, `analyze`",
+             "job": "damaged node directories of a multi-node job through `report NODE_DIR...`",
+             "calibration": "damaged calibration files through `report`, `check`, `compare` of a GPU sweep"}[mode]
     total = sum(v for k, v in counts.items() if k.startswith("exit ") or k == "uncaught" or k == "aborted at 30 s")
     lines = [f"# Long fuzz run: {title}", "",
              *([f"**Partial: {partial} of {cases} cases (stopped at the time limit).**", ""] if partial else []),
@@ -682,14 +735,16 @@ def cli_report(mode, counts, failures, times, wall, rss_mb, cases, seed, partial
              "is a failure",
              f"- wall time: {wall:.0f} s over {jobs} worker process{'es' if jobs > 1 else ''}; peak RSS "
              f"{rss_mb:.0f} MiB (the largest of any one process: each worker runs its cases in one process)", "",
-             "| cases | exit 0 | exit 1 | exit 2 | exit 70 | uncaught | other exit | over 10 s |",
-             "|---|---|---|---|---|---|---|---|",
+             "| cases | exit 0 | exit 1 | exit 2 | exit 70 | uncaught | other exit | over 10 s | lost output |",
+             "|---|---|---|---|---|---|---|---|---|",
              f"| {total} | {counts['exit 0']} | {counts['exit 1']} | {counts['exit 2']} | {counts['exit 70']} | "
              f"{counts['uncaught']} | "
              f"{sum(v for k, v in counts.items() if k.startswith('exit ') and k not in ('exit 0', 'exit 1', 'exit 2', 'exit 70'))}"
-             f" | {counts['over 10 s']} |", "",
+             f" | {counts['over 10 s']} | {counts['lost output']} |", "",
              "Exit 0: a report; 1: `check` failed (or a run that cannot be vouched for); 2: one line, a refused "
-             "input. A case is reproduced with `--only N`.", "", "## Slowest cases", "",
+             "input. Lost output (job mode): an existing `-o`/`--json` file changed or removed by a command that failed, "
+             "an input named as output changed, a temporary left, or an output not written by a command that exited 0. "
+             "A case is reproduced with `--only N`.", "", "## Slowest cases", "",
              "| case | seconds | input | command |", "|---|---|---|---|"]
     for elapsed, n, what, argv in sorted(times, reverse=True)[:10]:
         lines.append(f"| {n} | {elapsed:.2f} | {what.replace('|', '/')[:300]} | `{argv}` |")
