@@ -97,3 +97,34 @@ def test_lightning_reads_the_last_epochs_iterations():
     assert c.user_scope == LOOP_ITERATION and scope.reads_last_epoch
     assert math.isclose(scope.ms_last_epoch, 6.0) and math.isclose(scope.user_ms, 6.0)
     assert math.isclose(scope.ms, (4 * 4 + 4 * 4 + 4 * 6) / 12)
+
+
+def test_transformers_train_runtime_reaches_the_epochs_end_past_the_last_steps_evaluation():
+    """The Trainer's train_runtime runs from before on_train_begin to the end of the last epoch: the
+    evaluation (and checkpoint) due at the last step come after that step's end and are in it (a CPU run
+    of transformers' run_clm.py with eval_strategy steps: scaldiag's figure was 4.7% short without them)."""
+    found, t = [], 2 * MS  # fit_begin (on_train_begin) at 0, the first step 2 ms later
+    marks = [{"mark": "fit_begin", "t_ns": 0}, {"mark": "epoch_begin", "t_ns": MS, "epoch": 0}]
+    for i in range(10):
+        found.append(runsteps.Period(step=i, epoch=0, first_batch=i, batches=1, begin_ns=t, end_ns=t + 4 * MS,
+                                     ends_epoch=i == 9, traced=False, kind=runsteps.STEADY))
+        t += 4 * MS
+        if i in (4, 9):  # eval_steps 5: after steps 5 and 10, before the epoch ends
+            marks += [{"mark": "test_begin", "t_ns": t, "kind": "evaluation"},
+                      {"mark": "test_end", "t_ns": t + 3 * MS, "kind": "evaluation"}]
+            t += 3 * MS
+    marks += [{"mark": "epoch_end", "t_ns": t, "epoch": 0}, {"mark": "fit_end", "t_ns": t + 5 * MS}]
+    c = clock(found, marks, {"loop_adapters": ["pytorch", "transformers"]}, None, 4.0, 0.0)
+    assert c.user_scope == WHOLE_TRAINING
+    # 2 ms before the first step, 10 steps of 4 ms, two evaluations of 3 ms: 48 ms over 10 steps.
+    assert math.isclose(c.scopes[WHOLE_TRAINING].ms, 4.8)
+    parts = dict(c.parts_ms)
+    assert math.isclose(parts["evaluation and checkpoints inside training"], 0.6)
+    assert math.isclose(parts["epoch edges, compiles and the loop's other work"], 0.2)
+
+
+def test_whole_training_without_loop_marks_is_the_steps_span():
+    found, marks = _loop(steps=4, step_ms=4, eval_ms=0)
+    marks = [m for m in marks if m["mark"] != "epoch_end"]
+    c = clock(found, marks, {}, None, 4.0, 0.0)
+    assert math.isclose(c.scopes[WHOLE_TRAINING].ms, 4.0)

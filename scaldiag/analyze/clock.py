@@ -7,9 +7,11 @@
   the loop, logging, a checkpoint): what a timer around a loop's body reads;
 - *whole epoch*: an epoch's begin to its end over its steps, validation and
   edges in (analyze/epochs.py): Keras's progress bar, most per-epoch timers;
-- *whole training*: the first recorded step's begin to the last one's end,
-  everything inside (compiles, warm-up, evaluation), over every step: what a
-  stopwatch around a trainer's ``train()`` reads (transformers' train_runtime).
+- *whole training*: the loop's start (``fit_begin``, or the first recorded
+  step's begin) to the end of the epoch its last step is in, everything inside
+  (compiles, warm-up, evaluation, the evaluation and checkpoint due at the last
+  step), over every step: what a stopwatch around a trainer's ``train()`` reads
+  (transformers' train_runtime).
 
 Which one the user reads comes from the loop's adapter (``USER_SCOPE``); the
 report leads with it and names the parts between it and the steady step.
@@ -93,11 +95,15 @@ def clock(found: list[runsteps.Period], marks: list[dict], training: dict,
                                     f"epochs {epochs.compared[0] + 1}-{epochs.compared[-1] + 1}: each "
                                     "epoch's begin to its end, validation and edges in",
                                     epochs.ms_per_step_after_first if family == "keras" else None)
+    eval_ns_per_step = 0.0
     if found:
-        span_ns = found[-1].end_ns - found[0].begin_ns
+        begin_ns, end_ns = _training_span(found, marks)
         batches = sum(p.batches for p in found)
-        scopes[WHOLE_TRAINING] = Scope(WHOLE_TRAINING, span_ns / batches / 1e6, math.nan, batches,
-                                       "the first step's begin to the last one's end, all inside")
+        eval_ns_per_step = float(iv.measure_in_windows(iv.of_pairs(evaluation), np.array([begin_ns], np.int64),
+                                                       np.array([end_ns], np.int64)).sum()) / batches
+        scopes[WHOLE_TRAINING] = Scope(WHOLE_TRAINING, (end_ns - begin_ns) / batches / 1e6, math.nan, batches,
+                                       "the training loop's start to the end of the epoch its last step is in, "
+                                       "all inside, over every step")
     dispatch = _host_dispatch(found, marks)
     if dispatch is not None:
         scopes[HOST_DISPATCH] = dispatch
@@ -106,7 +112,7 @@ def clock(found: list[runsteps.Period], marks: list[dict], training: dict,
         user = HOST_DISPATCH  # JAX's own examples stop their timers before any sync
     if user not in scopes:
         user = LOOP_ITERATION if LOOP_ITERATION in scopes else STEADY_STEP
-    parts = _parts(scopes, user, iteration[1] if iteration else 0.0, epochs)
+    parts = _parts(scopes, user, iteration[1] if iteration else 0.0, epochs, eval_ns_per_step / 1e6)
     return Clock(user, where, scopes, parts, training.get("user_clock"))
 
 
@@ -115,6 +121,19 @@ def _family(training: dict) -> str:
     if adapters:
         return adapters[-1]  # the most specific: Lightning over the torch hooks under it
     return (training.get("framework") or {}).get("name") or ""
+
+
+def _training_span(found: list[runsteps.Period], marks: list[dict]) -> tuple[int, int]:
+    """What a stopwatch around the training call reads (transformers' train_runtime: from just before
+    on_train_begin to the end of the last epoch): from the loop's start (its ``fit_begin`` at or before
+    the first step, where the adapter marks one) to the end of the epoch the last step is in (its first
+    ``epoch_end`` at or after that step's end), so what the loop does after its last step and before the
+    epoch ends (the evaluation and the checkpoint due at that step) is in; the steps' own span where
+    those marks are missing."""
+    begin_ns, end_ns = found[0].begin_ns, found[-1].end_ns
+    starts = [m["t_ns"] for m in marks if m.get("mark") == "fit_begin" and m["t_ns"] <= begin_ns]
+    ends = [m["t_ns"] for m in marks if m.get("mark") == "epoch_end" and m["t_ns"] >= end_ns]
+    return (max(starts) if starts else begin_ns), (min(ends) if ends else end_ns)
 
 
 def _loop_iteration(found: list[runsteps.Period], evaluation: list[tuple[int, int]],
@@ -157,7 +176,7 @@ def _host_dispatch(found: list[runsteps.Period], marks: list[dict]) -> Scope | N
 
 
 def _parts(scopes: dict[str, Scope], user: str, eval_ms: float,
-           epochs: EpochStats | None) -> list[tuple[str, float]]:
+           epochs: EpochStats | None, training_eval_ms: float = 0.0) -> list[tuple[str, float]]:
     """The user's scope as the steady step plus named parts, per step (the rest is 'other')."""
     step = scopes[STEADY_STEP].ms
     total = scopes[user].ms if scopes[user].reads_last_epoch else scopes[user].user_ms  # over every epoch
@@ -172,6 +191,8 @@ def _parts(scopes: dict[str, Scope], user: str, eval_ms: float,
         compared = [e for e in epochs.epochs if e.epoch in epochs.compared]
         batches = sum(e.batches for e in compared) or 1
         parts.append(("validation", sum(e.validation_ns for e in compared) / batches / 1e6))
+    elif user == WHOLE_TRAINING:
+        parts.append(("evaluation and checkpoints inside training", training_eval_ms))
     rest = total - step - sum(ms for _, ms in parts)
     parts.append(("epoch edges, compiles and the loop's other work" if user != LOOP_ITERATION
                   else "the loop's other work between steps", rest))
