@@ -136,3 +136,49 @@ def test_capture_s_environment_variables_are_named_in_collect_env():
     spelled = {str(p.relative_to(ROOT)): {s for s in _string_constants(p) if s.startswith("SCALDIAG_")}
                for p in PACKAGE.rglob("*.py")}
     assert {p: s for p, s in spelled.items() if s and p != "scaldiag/collect/env.py" and s != below.get(p)} == {}
+
+
+def _module_table() -> tuple[set[str], dict[str, set[str]]]:
+    """docs/architecture.md's module table: the paths each row's first cell names (a bare file name after a
+    path names a file beside it: "`collect/frameworks/adapters.py`, `guard.py`"), and for a folder's row the
+    file names its second cell names."""
+    import re
+
+    rows = [line for line in (ROOT / "docs" / "architecture.md").read_text().splitlines() if line.startswith("| `")]
+    named, in_folder = set(), {}
+    for row in rows:
+        first, rest = row.split("|")[1], "|".join(row.split("|")[2:])
+        folder = ""
+        for path in re.findall(r"`([^`]+)`", first):
+            path = path if "/" in path or not folder else folder + path
+            folder = path if path.endswith("/") else path.rpartition("/")[0] + "/" if "/" in path else ""
+            named.add(path)
+            if path.endswith("/"):
+                in_folder[path] = {n.rpartition("/")[2] for n in re.findall(r"`([\w./]+\.(?:py|c))`", rest)}
+    return named, in_folder
+
+
+def _defines_something(path: Path) -> bool:
+    return path.suffix == ".c" or any(not isinstance(n, (ast.Expr, ast.Import, ast.ImportFrom))
+                                      for n in ast.parse(path.read_text()).body)
+
+
+def test_the_module_table_names_every_module_and_only_modules_that_exist():
+    """A newcomer reads docs/architecture.md's table to find a module: every module that defines anything is
+    in it (a package's ``__init__.py`` through its folder's row), and every path it names exists."""
+    from fnmatch import fnmatch
+
+    named, in_folder = _module_table()
+
+    def listed(rel: str) -> bool:
+        folder, _, name = rel.rpartition("/")
+        folder = folder + "/" if folder else ""
+        return (rel in named or any("*" in n and fnmatch(rel, n) for n in named)
+                or name in in_folder.get(folder, ()) or (name == "__init__.py" and folder in named))
+
+    sources = [p for p in PACKAGE.rglob("*") if p.suffix in (".py", ".c") and "__pycache__" not in p.parts]
+    unlisted = sorted(str(p.relative_to(PACKAGE)) for p in sources
+                      if _defines_something(p) and not listed(str(p.relative_to(PACKAGE))))
+    assert unlisted == [], "add these to docs/architecture.md's module table"
+    gone = sorted(n for n in named if "*" not in n and not (PACKAGE / n).exists())
+    assert gone == [], "docs/architecture.md's module table names modules that do not exist"
