@@ -554,6 +554,14 @@ def reanalyze(saved: Path, work_root: Path) -> None:
 def _compare(entry: dict, machine: str, row: dict, res: dict) -> dict:
     """The script's clock read from its output, scaldiag's figure of the same scope, and the error."""
     row["clock"] = CLOCKS[entry["clock"]["kind"]](res["segments"], {**entry["clock"], "machine": machine})
+    per = int(entry["clock"].get("batches_per_step", 1))
+    if per > 1 and row["clock"].get("ms_per_step"):
+        # a clock that counts batches (Lightning's bar: it/s of batches) where an optimizer step takes `per`
+        # of them (accumulate_grad_batches): its figure per optimizer step, scaldiag's step
+        for key in ("ms_per_step", "line_ms_per_step", "first_full_ms_per_step", "last_ms_per_step"):
+            if row["clock"].get(key):
+                row["clock"][key] *= per
+        row["clock"]["what"] += f" (x {per} batches an optimizer step)"
     row["scaldiag"] = _scaldiag_side(res["report"])
     batch = entry.get(f"batch_{machine}", entry.get("batch"))
     row["batch"] = batch

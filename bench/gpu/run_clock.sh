@@ -19,6 +19,7 @@ set -u
 case "${CLOCK_SET:-}" in
   new_loops_a) CLOCK_ONLY="lightning_transformer,lightning_gan,kio3_addition_rnn" ;;
   new_loops_b) CLOCK_ONLY="gat_cora,vae_workers,jax_mnist_fromscratch,jax_mnist_stax,jax_spmd_mnist" ;;
+  new_loops_c) CLOCK_ONLY="hf_clm_accum,hf_clm_eval,lightning_autoencoder_cli" ;;  # transformers Trainer x2, LightningCLI (about 5 min)
   new_loops_d) CLOCK_ONLY="flax_train_state,flax_nnx_sharded,flax_vae" ;;  # Flax + optax (about 2 min)
   "") ;;
   *) echo "unknown CLOCK_SET=$CLOCK_SET"; exit 2 ;;
