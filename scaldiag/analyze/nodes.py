@@ -348,12 +348,15 @@ def align(ranks: list[RankEvents], step_ns: float) -> tuple[list[RankEvents], li
 
     Raises MergeRefused where a node's offset cannot be estimated and its steps start more than
     ``step_ns`` from node 0's: a wrong clock would then decide who is late."""
-    nodes = list(dict.fromkeys(r.node for r in ranks))
-    ref = next(r for r in ranks if r.node == nodes[0])
+    first_rank: dict[str, RankEvents] = {}
+    for r in ranks:
+        first_rank.setdefault(r.node, r)
+    nodes = list(first_rank)
+    ref = first_rank[nodes[0]]
     offsets, notes, moved = [NodeOffset(nodes[0], 0, 0, len(ref.coll_key))], [], []
     shift = {nodes[0]: 0}
     for node in nodes[1:]:
-        other = next(r for r in ranks if r.node == node)
+        other = first_rank[node]
         a, b = _matched_ends(ref, other)
         if not len(a):
             gap = _first_common_step_gap(ref, other)
@@ -394,13 +397,20 @@ def _first_common_step_gap(a: RankEvents, b: RankEvents) -> int | None:
 
 def reduce_job(ranks: list[RankEvents], offsets: list[NodeOffset], bytes_per_step: dict[str, int | None],
                notes: list[str] | None = None) -> JobAnalysis:
-    """Per node: steps, input, collectives, the link's time, lateness at the collectives (ranks aligned)."""
-    arrivals = _arrivals(ranks)
-    nodes = list(dict.fromkeys(r.node for r in ranks))
-    summaries = [_node_summary(node, [r for r in ranks if r.node == node], arrivals, bytes_per_step.get(node))
-                 for node in nodes]
+    """Per node: steps, input, collectives, the link's time, lateness at the collectives (ranks aligned).
+
+    Linear in ranks x collectives: every rank's arrival at every collective matched on every rank is one
+    table (``_arrivals``), each collective's last and first arrival and their sum computed once, and each
+    rank's figures from them (``_per_rank``)."""
+    table = _arrivals(ranks)
+    per_rank = _per_rank(ranks, table)
+    by_node: dict[str, list[int]] = {}
+    for i, r in enumerate(ranks):
+        by_node.setdefault(r.node, []).append(i)
+    summaries = [_node_summary(node, [ranks[i] for i in at], [per_rank[i] for i in at], bytes_per_step.get(node))
+                 for node, at in by_node.items()]
     per_node = max(1, max(len(s.ranks) for s in summaries))
-    return JobAnalysis(summaries, offsets, len(arrivals), list(notes or []), ranks_per_node=per_node)
+    return JobAnalysis(summaries, offsets, table.count, list(notes or []), ranks_per_node=per_node)
 
 
 def shared_network_stack(nodes: list[dict | None]) -> str | None:
@@ -417,63 +427,157 @@ def shared_network_stack(nodes: list[dict | None]) -> str | None:
             "their all-reduce crosses no network, so the network between nodes (SD209) is not judged")
 
 
-def _arrivals(ranks: list[RankEvents]) -> dict[tuple[int, int], dict[str, int]]:
-    """Per collective matched on every rank: each rank's arrival."""
-    table: dict[tuple[int, int], dict[str, int]] = {}
-    for r in ranks:
-        for key, start in zip(r.coll_key, r.arrive_ns.tolist()):
-            if key[0] >= 0:
-                table.setdefault(key, {})[r.rank] = start
-    everyone = {r.rank for r in ranks}
-    return {k: v for k, v in table.items() if set(v) == everyone}
+@dataclass(frozen=True)
+class _Cells:
+    """Every rank's own collectives that were matched on every rank, in rank order and, within a rank, in
+    the rank's own order: its index in the job (``rank``), the collective's column of the table, the
+    rank's own arrival and end."""
+
+    rank: np.ndarray
+    col: np.ndarray
+    arrive_ns: np.ndarray
+    end_ns: np.ndarray
 
 
-def _node_summary(node: str, ranks: list[RankEvents], arrivals: dict, bytes_per_step: int | None) -> NodeSummary:
+@dataclass(frozen=True)
+class _Table:
+    """The arrivals at the collectives matched on every rank: one row a rank name (a later rank of the
+    same name replaces an earlier one's arrival), one column a collective; per column its step, its last
+    and first arrival and the sum of its arrivals' distances from the first (integer ns: the mean of the
+    others is exact)."""
+
+    count: int               # collectives matched on every rank (columns)
+    names: int               # rank names (rows)
+    at_ns: np.ndarray        # (names, count): each name's arrival
+    step: np.ndarray         # (count,)
+    last_ns: np.ndarray
+    first_ns: np.ndarray
+    above_first_ns: np.ndarray  # sum over the names of (arrival - first arrival)
+    cells: _Cells
+    name_of_cell: np.ndarray   # each cell's row
+
+
+_EMPTY_I64 = np.empty(0, np.int64)
+
+
+def _arrivals(ranks: list[RankEvents]) -> _Table:
+    """The table of every rank's arrival at each collective matched on every rank (steps numbered >= 0)."""
+    name_ids: dict[str, int] = {}
+    rank_of, name_of, steps, ks, arrive, end = [], [], [], [], [], []
+    for i, r in enumerate(ranks):
+        u = name_ids.setdefault(r.rank, len(name_ids))
+        m = min(len(r.coll_key), len(r.arrive_ns), len(r.coll_end_ns))
+        key = np.array(r.coll_key[:m], np.int64).reshape(-1, 2)
+        rank_of.append(np.full(m, i, np.int64))
+        name_of.append(np.full(m, u, np.int64))
+        steps.append(key[:, 0])
+        ks.append(key[:, 1])
+        arrive.append(np.asarray(r.arrive_ns[:m], np.int64))
+        end.append(np.asarray(r.coll_end_ns[:m], np.int64))
+    rank_of, name_of, steps, ks, arrive, end = (np.concatenate(a) if a else _EMPTY_I64
+                                                for a in (rank_of, name_of, steps, ks, arrive, end))
+    numbered = steps >= 0
+    rank_of, name_of, steps, ks, arrive, end = (a[numbered] for a in (rank_of, name_of, steps, ks, arrive, end))
+    names = len(name_ids)
+    if len(steps):
+        keys, key_of = np.unique(np.stack([steps, ks]), axis=1, return_inverse=True)
+        key_of = key_of.reshape(-1)
+    else:
+        keys, key_of = np.empty((2, 0), np.int64), _EMPTY_I64
+    # Each (name, collective) once: its last rank's arrival (as a dict filled in rank order keeps).
+    cell = name_of * max(1, keys.shape[1]) + key_of
+    last_of_cell = len(cell) - 1 - np.unique(cell[::-1], return_index=True)[1]
+    named = np.zeros(len(cell), bool)
+    named[last_of_cell] = True
+    on_every = np.bincount(key_of[named], minlength=keys.shape[1]) == names
+    col_of_key = np.cumsum(on_every) - 1
+    count = int(on_every.sum())
+    at = np.zeros((names, count), np.int64)
+    keep = named & on_every[key_of]
+    at[name_of[keep], col_of_key[key_of[keep]]] = arrive[keep]
+    matched = on_every[key_of]
+    cells = _Cells(rank_of[matched], col_of_key[key_of[matched]], arrive[matched], end[matched])
+    first = at.min(axis=0) if names else _EMPTY_I64
+    return _Table(count, names, at, keys[0][on_every], at.max(axis=0) if names else _EMPTY_I64, first,
+                  (at - first).sum(axis=0) if names else _EMPTY_I64, cells, name_of[matched])
+
+
+@dataclass(frozen=True)
+class _RankFigures:
+    """One rank's figures at the matched collectives: its collectives after their last arrival, per step
+    its tail after the step's last hand-over and its lateness, and at how many it arrived last."""
+
+    after_last: intervals.IntervalSet
+    tails_ms: list[float]
+    late_ms: list[float]
+    last: int
+    n: int
+
+
+def _per_rank(ranks: list[RankEvents], t: _Table) -> list[_RankFigures]:
+    c = t.cells
+    n_ranks = len(ranks)
+    after_start = np.maximum(c.arrive_ns, t.last_ns[c.col]) if len(c.col) else _EMPTY_I64
+    # Groups: a rank's cells of one step, by rank then step, each in the rank's own order (a stable sort).
+    step = t.step[c.col] if len(c.col) else _EMPTY_I64
+    order = np.lexsort((step, c.rank))
+    g_rank, g_step = c.rank[order], step[order]
+    new = np.ones(len(order), bool)
+    new[1:] = (g_rank[1:] != g_rank[:-1]) | (g_step[1:] != g_step[:-1])
+    starts = np.flatnonzero(new)
+    group = np.cumsum(new) - 1
+    tails = _tails_ms(t, g_step, c.end_ns[order], starts)
+    late, last, n = _lateness(t, order, group, starts, n_ranks)
+    group_rank = g_rank[starts]
+    bounds = np.searchsorted(group_rank, np.arange(n_ranks + 1))
+    cell_bounds = np.searchsorted(c.rank, np.arange(n_ranks + 1))
+    out = []
+    for i in range(n_ranks):
+        a, b = cell_bounds[i], cell_bounds[i + 1]
+        g0, g1 = bounds[i], bounds[i + 1]
+        out.append(_RankFigures(intervals.union(after_start[a:b], c.end_ns[a:b]), tails[g0:g1].tolist(),
+                                late[g0:g1].tolist() if late is not None else [], int(last[i]), int(n[i])))
+    return out
+
+
+def _node_summary(node: str, ranks: list[RankEvents], figures: list[_RankFigures],
+                  bytes_per_step: int | None) -> NodeSummary:
     step, inp, coll, link, exposed, late = [], [], [], [], [], []
     last = total = 0
-    for r in ranks:
+    for r, f in zip(ranks, figures):
         step.extend(((r.step_end_ns - r.step_start_ns) / 1e6).tolist())
         w0, w1 = r.step_start_ns, r.step_end_ns
         inp.extend((intervals.measure_in_windows(r.input, w0, w1) / 1e6).tolist())
         own = intervals.union(r.arrive_ns, r.coll_end_ns)
         coll.extend((intervals.measure_in_windows(own, w0, w1) / 1e6).tolist())
-        after = _after_last_arrival(r, arrivals)
-        link.extend((intervals.measure_in_windows(after, w0, w1) / 1e6).tolist())
-        exposed.extend(_tails_ms(r, arrivals))
-        lat, n_last, n = _lateness(r, arrivals)
-        late.extend(lat)
-        last, total = last + n_last, total + n
+        link.extend((intervals.measure_in_windows(f.after_last, w0, w1) / 1e6).tolist())
+        exposed.extend(f.tails_ms)
+        late.extend(f.late_ms)
+        last, total = last + f.last, total + f.n
     return NodeSummary(node, [r.rank for r in ranks], Summary.of(step), Summary.of(inp), Summary.of(coll),
                        Summary.of(link), Summary.of(exposed), Summary.of(late),
                        100.0 * last / total if total else float("nan"), bytes_per_step)
 
 
-def _after_last_arrival(r: RankEvents, arrivals: dict) -> intervals.IntervalSet:
-    starts, ends = [], []
-    for key, start, end in zip(r.coll_key, r.arrive_ns.tolist(), r.coll_end_ns.tolist()):
-        if key in arrivals:
-            starts.append(max(start, max(arrivals[key].values())))
-            ends.append(end)
-    return intervals.union(np.array(starts, np.int64), np.array(ends, np.int64))
+def _tails_ms(t: _Table, g_step: np.ndarray, g_end: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per group (a rank's step): from the last hand-over of any rank at the step's collectives (the last
+    backward done) to the end of this rank's last collective of the step. Before it some rank still
+    computes; after it none can (the optimizer waits for every bucket): the collectives' time nobody's
+    work hides."""
+    if not len(starts):
+        return np.empty(0)
+    steps, step_of_col = np.unique(t.step, return_inverse=True)
+    last_arrival = np.full(len(steps), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(last_arrival, step_of_col.reshape(-1), t.last_ns)
+    last_end = np.maximum.reduceat(g_end, starts)
+    return np.maximum(0, last_end - last_arrival[np.searchsorted(steps, g_step[starts])]) / 1e6
 
 
-def _tails_ms(r: RankEvents, arrivals: dict) -> list[float]:
-    """Per step: from the last hand-over of any rank (the last backward done) to the end of this rank's last
-    collective of the step. Before it some rank still computes; after it none can (the optimizer waits for
-    every bucket): the collectives' time nobody's work hides."""
-    last_arrival: dict[int, int] = {}
-    for (step, _), seen in arrivals.items():
-        last_arrival[step] = max(last_arrival.get(step, seen_max := max(seen.values())), seen_max)
-    last_end: dict[int, int] = {}
-    for key, end in zip(r.coll_key, r.coll_end_ns.tolist()):
-        if key in arrivals:
-            last_end[key[0]] = max(last_end.get(key[0], end), end)
-    return [max(0, last_end[n] - last_arrival[n]) / 1e6 for n in sorted(last_end)]
-
-
-def _lateness(r: RankEvents, arrivals: dict) -> tuple[list[float], int, int]:
-    """Per step: this rank's arrival minus the other ranks' mean arrival (ms), over the step's collectives
-    weighted by how far apart their ranks arrived (the last arrival minus the first).
+def _lateness(t: _Table, order: np.ndarray, group: np.ndarray, starts: np.ndarray,
+              n_ranks: int) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """Per group (a rank's step): this rank's arrival minus the other ranks' mean arrival (ms), over the
+    step's collectives weighted by how far apart their ranks arrived (the last arrival minus the first);
+    per rank, at how many collectives it arrived last, and at how many it was compared.
 
     The weight puts the step's wait where it happened. DDP's buckets all carry a late rank's delay (equal
     weights: the mean); a TF step waits once, at its first all-reduce (the input's has-value check), and
@@ -481,21 +585,49 @@ def _lateness(r: RankEvents, arrivals: dict) -> tuple[list[float], int, int]:
     wait: 15 ms where the peer waited 60, tests/test_multinode_tf.py). Signed, so jitter still averages
     out (a collective's weight is the same whichever rank was late); a step whose ranks all arrived
     together at every collective is 0."""
-    per_step: dict[int, list[tuple[float, float]]] = {}
-    last = n = 0
-    for key in r.coll_key:
-        seen = arrivals.get(key)
-        if seen is None or len(seen) < 2:
-            continue
-        mine = seen[r.rank]
-        others = [v for k, v in seen.items() if k != r.rank]
-        spread_ns = max(seen.values()) - min(seen.values())
-        per_step.setdefault(key[0], []).append(((mine - sum(others) / len(others)) / 1e6, spread_ns))
-        last += mine >= max(others)
-        n += 1
-    return [_weighted_ms(v) for _, v in sorted(per_step.items())], last, n
+    c = t.cells
+    if t.names < 2 or not len(c.col):
+        return None, np.zeros(n_ranks, np.int64), np.zeros(n_ranks, np.int64)
+    mine = t.at_ns[t.name_of_cell, c.col]
+    others = _mean_of_others_ns(t, mine, c.col)
+    late_ms = (mine.astype(np.float64) - others) / 1e6
+    spread = t.last_ns[c.col] - t.first_ns[c.col]
+    # Summed in each rank's own order within a step (bincount adds in its input's order), as the plain sum.
+    weighted = np.bincount(group, weights=(late_ms * spread.astype(np.float64))[order], minlength=len(starts))
+    total = np.add.reduceat(spread[order], starts)
+    late = np.where(total > 0, weighted / np.where(total > 0, total, 1).astype(np.float64), 0.0)
+    last = np.bincount(c.rank[mine == t.last_ns[c.col]], minlength=n_ranks)
+    return late, last, np.bincount(c.rank, minlength=n_ranks)
 
 
-def _weighted_ms(late_and_spread: list[tuple[float, float]]) -> float:
-    total = sum(w for _, w in late_and_spread)
-    return float(sum(x * w for x, w in late_and_spread) / total) if total > 0 else 0.0
+# Integers of this size or less are all exact as floats (2**53), with room for the rounding rule below.
+_EXACT_BELOW = 2**53 + 4
+# Beyond this an int64 sum of the arrivals' distances could overflow: the mean is taken with Python's ints.
+_INT64_ROOM = 2**62
+
+
+def _mean_of_others_ns(t: _Table, mine: np.ndarray, col: np.ndarray) -> np.ndarray:
+    """Per cell: the mean arrival of the other rank names at its collective, as a float correctly rounded
+    from the exact integer mean (the sum of the others over their count, as Python's ints divide)."""
+    d = t.names - 1
+    first = t.first_ns[col]
+    spread_ok = len(t.last_ns) == 0 or (float(t.last_ns.max()) < _INT64_ROOM and float(t.first_ns.min()) > -_INT64_ROOM
+                                       and float((t.last_ns - t.first_ns).max()) * t.names < _INT64_ROOM)
+    if not spread_ok:
+        sums = [sum(v) for v in t.at_ns.T.tolist()]
+        return np.array([(sums[k] - m) / d for k, m in zip(col.tolist(), mine.tolist())], np.float64)
+    rest = t.above_first_ns[col] - (mine - first)  # the others' sum, less d times the first arrival
+    q, rem = np.divmod(rest, d)
+    whole = first + q  # the mean is whole + rem / d, 0 <= rem < d
+    out = whole.astype(np.float64)
+    exact = out.astype(np.int64)
+    # Past 2**53 the floats about ``whole`` are integers at least 2 apart: whole + rem / d rounds as whole
+    # does, except where whole lies halfway between two of them: a fraction above it rounds up.
+    below = (rem > 0) & (exact < whole)
+    up = np.nextafter(out[below], np.inf)
+    halfway = (whole[below] - exact[below]) == (up.astype(np.int64) - whole[below])
+    out[np.flatnonzero(below)[halfway]] = up[halfway]
+    small = np.flatnonzero((rem > 0) & (np.abs(whole) <= _EXACT_BELOW))
+    if len(small):
+        out[small] = [(w * d + r) / d for w, r in zip(whole[small].tolist(), rem[small].tolist())]
+    return out
