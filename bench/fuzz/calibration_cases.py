@@ -79,7 +79,8 @@ class CalibrationCases:
                 elif how == "one":
                     del rows[1:]
                 elif how in ("65", "64"):
-                    rows[:] = [{**rows[0], "bytes": 8 * 2 ** i} for i in range(int(how))]
+                    first = rows[0] if isinstance(rows[0], dict) else {"median_s": 1e-5}
+                    rows[:] = [{**first, "bytes": 8 * 2 ** i} for i in range(int(how))]
                 elif how == "drop":
                     del rows[rng.randrange(len(rows))]
                 else:

@@ -307,7 +307,10 @@ class JobCases:
             path.unlink()
             path.mkdir()
         else:
-            plain = gzip.decompress(data) if path.name.endswith(".gz") and data[:2] == b"\x1f\x8b" else data
+            try:
+                plain = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+            except (OSError, EOFError):  # damaged already (a mutated byte in its header)
+                plain = data
             sub: list[str] = []
             plain = self.fuzz._mutate_bytes(plain, rng, sub)
             path.write_bytes(gzip.compress(plain, compresslevel=1) if path.name.endswith(".gz") else plain)

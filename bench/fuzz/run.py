@@ -577,7 +577,7 @@ def run_cli_mode(mode: str, cases: int, seed: int, out: Path | None, only: int |
     print(text)
     if out and only is None:
         out.write_text(text)
-    bad = counts["uncaught"] + counts["exit 70"] + counts["over 10 s"] + counts["lost output"] + sum(
+    bad = counts["uncaught"] + counts["exit 70"] + counts["over 10 s"] + counts["lost output"] + counts["harness error"] + sum(
         v for k, v in counts.items() if k.startswith("exit ") and k not in ("exit 0", "exit 1", "exit 2", "exit 70"))
     return 1 if bad or rss_mb >= 1024 else 0
 
@@ -617,7 +617,12 @@ def _shard(task) -> dict:
         t0 = time.perf_counter()
         signal.alarm(ABORT_S)
         try:
-            what, (argv,) = maker.make(rng, work)
+            try:
+                what, (argv,) = maker.make(rng, work)
+            except Exception:  # the harness' own bug: said, and the run goes on
+                counts["harness error"] += 1
+                failures.append(_failure(n, what, argv, "building the case: " + traceback.format_exc(limit=-3)))
+                continue
             t0 = time.perf_counter()  # scaldiag's time, not the harness' building of the case
             with _environ(getattr(maker, "env", None)):
                 result, err = _run_cli(argv)
@@ -741,6 +746,8 @@ def cli_report(mode, counts, failures, times, wall, rss_mb, cases, seed, partial
              f"{counts['uncaught']} | "
              f"{sum(v for k, v in counts.items() if k.startswith('exit ') and k not in ('exit 0', 'exit 1', 'exit 2', 'exit 70'))}"
              f" | {counts['over 10 s']} | {counts['lost output']} |", "",
+             *([f"**{counts['harness error']} cases could not be built (the harness' own error, not counted above).**",
+                ""] if counts["harness error"] else []),
              "Exit 0: a report; 1: `check` failed (or a run that cannot be vouched for); 2: one line, a refused "
              "input. Lost output (job mode): an existing `-o`/`--json` file changed or removed by a command that failed, "
              "an input named as output changed, a temporary left, or an output not written by a command that exited 0. "
