@@ -67,7 +67,10 @@ def budget(run: RunAnalysis) -> CpuBudget | None:
     training = host.process_cpu_pct / 100
     busy = host.core_pct_mean * host.cores / 100
     ranks = max(1, len(run.ranks)) if (run.training.get("framework") or {}).get("name") == "pytorch" else 1
-    return CpuBudget(cores=host.cores, training_cores=training, other_cores=max(0.0, busy - training), ranks=ranks)
+    # The cores the training process may use (its affinity: a cpuset or taskset), where it recorded them.
+    usable = (run.training.get("knobs") or {}).get("cores_usable")
+    cores = min(host.cores, usable) if isinstance(usable, int) and usable > 0 else host.cores
+    return CpuBudget(cores=cores, training_cores=training, other_cores=max(0.0, busy - training), ranks=ranks)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.analyze.scaling import ScalingAnalysis
 from scaldiag.rules import JOB_RULES, RUN_RULES, SWEEP_RULES, Finding, check_all, rank, run_rules
+from scaldiag.rules.knobs import agree
 from scaldiag.rules.machine import fit_trace_report
 from scaldiag.rules.sd106_low_utilisation import LOW_BUSY_PCT, busy_text
 
@@ -68,7 +69,13 @@ def build_report(analysis: ProfileAnalysis) -> Report:
 def build_run_report(run_dir: str, analysis: RunAnalysis) -> RunReport:
     # the trace's findings with the run's machine: its worker count, its cores' bound (rules/machine.py)
     trace_report = fit_trace_report(build_report(analysis.trace) if analysis.trace else None, analysis)
-    return RunReport(run_dir, analysis, check_all(RUN_RULES, analysis), trace_report)
+    # one value per knob over the run's and the trace's findings, fitted to the machine (rules/knobs.py)
+    found = check_all(RUN_RULES, analysis)
+    traced = trace_report.findings if trace_report else []
+    agreed = agree(found + traced, analysis)
+    if trace_report is not None:
+        trace_report = replace(trace_report, findings=agreed[len(found):])
+    return RunReport(run_dir, analysis, agreed[:len(found)], trace_report)
 
 
 def build_sweep_report(sweep_dir: str, analysis: ScalingAnalysis,

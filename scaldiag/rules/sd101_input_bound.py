@@ -46,7 +46,9 @@ FIX = {
         "Load batches in parallel worker processes, ahead of the step:\n"
         "  loader = DataLoader(ds, batch_size=b, num_workers=8,       # about cores / ranks per node\n"
         "                      pin_memory=True, persistent_workers=True, prefetch_factor=4)\n"
-        "num_workers=0 (the default) loads and augments every batch on the training thread. Decode once "
+        # (no "num_workers=0" here: rules/knobs.py reads every "num_workers=" as advice, one value a report)
+        "Without workers (the default) the DataLoader loads and augments every batch on the training thread. "
+        "Decode once "
         "and cache what does not change; move random augmentation onto the GPU (torchvision.transforms.v2 "
         "on the batched tensor after .to(device))."),
 }

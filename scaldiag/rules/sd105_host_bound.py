@@ -108,10 +108,8 @@ _TORCH_CPU = (
 
 
 def _advise(analysis: ProfileAnalysis, unit: UnitAnalysis) -> tuple[dict[str, str], list[str]]:
-    if unit.kind == "host" and analysis.framework in ("tensorflow", "unknown"):
-        return {**FIX, "tensorflow": _TF_CPU}, []
-    if unit.kind == "host":
-        return {**FIX, "pytorch": _TORCH_CPU}, []
+    if unit.kind == "host":  # no GPU: every framework's fix without CUDA graphs or XLA on the CPU
+        return {**FIX, "tensorflow": _TF_CPU, "pytorch": _TORCH_CPU}, []
     busy = device_busy_pct(unit)
     if unit.kind == "gpu" and busy >= BUSY_DEVICE_PCT:
         return {**FIX, "pytorch": _TORCH_BUSY.format(busy=busy)}, []

@@ -1,17 +1,21 @@
-"""SD211 CPU oversubscribed: the training job runs more busy processes than the machine has cores.
+"""SD211 CPU oversubscribed: the training job wants more busy threads than the cores it has.
 
-When every core is busy through the steady steps and the training process
-tree holds more processes than there are cores (DataLoader or PyDataset
-workers, ranks), the processes take turns on the cores: the training loop
-waits for a core as much as for data. A worker count copied from another
-machine does this (``num_workers=8`` on a 2-core machine ran 0.47x, issue
-23), and then no trace share names it: the step is slower everywhere.
+When every core is busy through the steady steps and the training job's busy threads (each rank's
+intra-op threads, plus its DataLoader or PyDataset worker processes) outnumber the cores left to it
+(the cores it may use, less what the rest of the machine used meanwhile, in whole cores), they take
+turns on the cores: the training loop waits for a core as much as for data, and an intra-op pool waits
+at every op for its slowest thread. A worker count copied from another machine does this
+(``num_workers=8`` on a 2-core machine ran 0.47x, issue 23), and so do PyTorch's default intra-op
+threads (one per core) on cores that other work keeps busy: a PyTorch CPU script with a slow Python
+``__getitem__`` on the shared 2-core machine ran several times faster with ``OMP_NUM_THREADS=1``
+(docs/rules.md). No trace share names it: the step is slower everywhere.
 
-Evidence: the host samples of the steady window (collect/host.py): the
-all-core busy share, with its 95% interval over the samples, and the
-process tree's size. Busy means the interval's low end is at or above
-``BUSY_PCT``: Linux accounts a core busy when any task runs on it, so a
-core shared by many processes reads 100% however they wait.
+Evidence: the host samples of the steady window (collect/host.py): the all-core busy share, with its
+95% interval over the samples; the training tree's and the rest of the machine's CPU; the process
+tree's size; and what the script set (training.json ``knobs``: the intra-op threads, the DataLoader's
+workers, the cores the process may use). Busy means the interval's low end is at or above
+``BUSY_PCT``: Linux accounts a core busy when any task runs on it, so a core shared by many threads
+reads 100% however they wait.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import math
 
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.rules.base import Evidence, Finding, same_fix
+from scaldiag.rules.knobs import machine as machine_of
+from scaldiag.rules.knobs import script_workers
 from scaldiag.rules.machine import budget
 
 BUSY_PCT = 90.0  # all cores busy, less the sampler's own jitter (10 Hz /proc/stat ticks: +-10% a sample)
@@ -30,26 +36,59 @@ class _Oversubscribed:
 
     def check(self, run: RunAnalysis) -> Finding | None:
         host, cpu = run.host, budget(run)
-        if host is None or cpu is None or host.processes_max <= host.cores:
+        if host is None or cpu is None:
             return None
         spread = 0.0 if math.isnan(host.core_pct_mean_ci95) else host.core_pct_mean_ci95
         if host.core_pct_mean - spread < BUSY_PCT:
             return None
-        fix = (f"Run at most as many busy processes as cores: here {cpu.cores} cores and {cpu.ranks} rank(s), so "
-               f"{cpu.workers} input worker(s) per rank (DataLoader(num_workers={cpu.workers}), "
-               f"keras.utils.PyDataset(workers={cpu.workers}), tf.data's AUTOTUNE sizes itself); compare the "
-               "steady samples/s with the run before the change.")
+        m = machine_of(run)
+        threads = m.script.get("intra_op_threads")
+        per_rank = threads if isinstance(threads, int) and threads > 0 else 1  # unknown: one a rank, as before
+        recorded = script_workers(m)
+        workers = max(recorded * m.ranks if recorded is not None else 0, host.processes_max - m.ranks)
+        demand = m.ranks * per_rank + workers
+        # The rest of the machine holds whole cores: half a core or more of its use is a core the job waits for.
+        left = max(0, m.cores - round(m.other_cores))
+        if demand <= max(left, m.ranks):
+            return None
+        keep = min(workers // m.ranks, m.workers)  # workers a rank keeps (SD101's count where it advises them)
+        fix_threads = m.threads(keep)
+        parts = []
+        if per_rank > fix_threads:
+            parts.append(f"Give each rank {fix_threads} intra-op thread(s): OMP_NUM_THREADS={fix_threads} in the "
+                         f"environment before the script starts (PyTorch: torch.set_num_threads({fix_threads}) at "
+                         f"its top; TensorFlow: tf.config.threading.set_intra_op_parallelism_threads({fix_threads}) "
+                         "before any op runs).")
+        if workers // m.ranks > m.workers:
+            parts.append(f"Run at most {m.workers} input worker(s) per rank (DataLoader(num_workers={m.workers}), "
+                         f"keras.utils.PyDataset(workers={m.workers}); tf.data's AUTOTUNE sizes itself).")
+        if not parts:  # the script's own counts fit: the rest of the machine takes the cores
+            parts.append("The job's threads fit the cores; the rest of the machine takes them: run it where "
+                         "nothing else computes, or pin the job to cores of its own (taskset, a cpuset).")
+        fix = " ".join(parts) + (f" Here {m.cores} cores the job may use, {m.other_cores:.1f} of them used by the "
+                                 "rest of the machine; compare the steady samples/s with the run before the change.")
+        wants = (f"{m.ranks} rank(s) x {per_rank} intra-op thread(s)" + (f" + {workers} worker process(es)"
+                                                                        if workers else ""))
+        notes = [f"the training processes used {cpu.training_cores:.1f} cores, the rest of the machine "
+                 f"{cpu.other_cores:.1f} ({host.samples} host samples)"]
+        if not isinstance(threads, int):
+            notes.append("the intra-op threads were not recorded (a run captured before scaldiag read them): "
+                         "counted as one a rank")
+        elif m.script.get("intra_op_source"):
+            notes.append(f"intra-op threads from {m.script['intra_op_source']}"
+                         + (f"; the environment set {m.script['env']}" if m.script.get("env") else
+                            "; no OMP_NUM_THREADS in the environment"))
         return Finding(
-            id=self.id, title="CPU oversubscribed: more busy processes than cores", severity="high",
+            id=self.id, title="CPU oversubscribed: more busy threads than cores", severity="high",
             category="host_overhead",
-            summary=f"{host.processes_max} processes of the training job on {host.cores} cores, every core "
-                    f"{host.core_pct_mean:.0f}% busy: the training loop waits for a core",
+            summary=f"the training job runs {demand} busy threads ({wants}) where {left} of the {m.cores} "
+                    f"cores are left to it, every core {host.core_pct_mean:.0f}% busy: its threads wait for a core",
             evidence=[Evidence("cores busy (mean over the steady window)", round(host.core_pct_mean, 1), "%",
                                threshold=BUSY_PCT, spread=round(spread, 1)),
-                      Evidence("processes of the training job", host.processes_max, "", threshold=host.cores)],
-            fix=same_fix(fix), predicted_speedup=None,
-            notes=[f"the training processes used {cpu.training_cores:.1f} cores, the rest of the machine "
-                   f"{cpu.other_cores:.1f} ({host.samples} host samples)"])
+                      Evidence("busy threads of the training job", demand, "", threshold=max(left, m.ranks)),
+                      Evidence("cores used by the rest of the machine", round(m.other_cores, 2), "cores"),
+                      Evidence("processes of the training job", host.processes_max, "")],
+            fix=same_fix(fix), predicted_speedup=None, notes=notes)
 
 
 RULE = _Oversubscribed()

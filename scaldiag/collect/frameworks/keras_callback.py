@@ -20,7 +20,7 @@ import sys
 import keras
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, INPUT_FREE_ENV, RUN_DIR_ENV
-from scaldiag.collect.frameworks import compile_marks, input_ceiling, input_free, keras_info
+from scaldiag.collect.frameworks import compile_marks, input_ceiling, input_free, keras_info, knob_facts
 from scaldiag.collect.frameworks.guard import attempt
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS
 from scaldiag.collect.session import Session, capture_failed
@@ -138,7 +138,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
             framework={"name": "keras", "backend": name, "versions": keras_info.versions(name)},
             replicas=self._replicas, steps_per_execution=keras_info.steps_per_execution(self.model),
             steps_per_epoch=(self.params or {}).get("steps"),
-            parameter_bytes=keras_info.parameter_bytes(self.model), **self._batch_facts())
+            parameter_bytes=keras_info.parameter_bytes(self.model), **self._batch_facts(),
+            **knob_facts.keras_facts(self._x, name))
         # The step hook is the recorder's ``begin`` itself, in this instance (it shadows the method
         # below): every step pays for it, and this way it pays for one Python call, not two. Its
         # usual step cannot fail; its other steps report to ``_step_hook_failed``.

@@ -34,7 +34,7 @@ import sys
 import time
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, RUN_DIR_ENV
-from scaldiag.collect.frameworks import input_ceiling, torch_device_clock
+from scaldiag.collect.frameworks import input_ceiling, knob_facts, torch_device_clock
 from scaldiag.collect.frameworks.guard import attempt
 from scaldiag.collect.frameworks.torch_trace import BACKEND, rank
 
@@ -344,6 +344,8 @@ class TorchCapture:
         if follow:
             self.loader = loader
         if self.session is not None:
+            if follow:  # the DataLoader's own arguments: what the advice may call in place (knob_facts)
+                self.session.describe(**knob_facts.torch_facts(loader))
             if mark_epoch:  # a loop that stepped before its first fetch: epoch 0's data begins here
                 self.session.recorder.mark("epoch_begin", epoch=self.epoch)
             return
@@ -368,7 +370,8 @@ class TorchCapture:
                               replicas=world_size(), steps_per_execution=1, rank=rank(),
                               step_source="torch.optim global step hooks: a step ends at optimizer.step()",
                               parameter_bytes=parameter_bytes(optimizer) if optimizer is not None else None,
-                              **self._batch_facts(), **self._compile_facts())
+                              **self._batch_facts(), **self._compile_facts(),
+                              **knob_facts.torch_facts(self.loader))
         recorder.begin()
 
     def _learn_batch(self, size: int, source: str) -> None:
