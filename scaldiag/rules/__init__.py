@@ -33,9 +33,11 @@ from scaldiag.rules.base import Evidence, Finding, Rule, Speedup
 RULES: list[Rule[ProfileAnalysis]] = [
     m.RULE for m in (sd101_input_bound, sd102_host_to_device, sd103_collective_bound, sd104_layout,
                      sd105_host_bound, sd106_low_utilisation, sd206_straggler)]
+# SD211 before SD207: oversubscription slows this run's step (a cause, its fix shown first), the input
+# ceiling bounds what more devices could give (issue 35: SD207's fix was printed first, SD211's not at all).
 RUN_RULES: list[Rule[RunAnalysis]] = [
-    sd202_logical_devices.RULE, sd204_throttled_clocks.RULE, sd207_input_ceiling.RULE, sd208_pcie_link.RULE,
-    sd211_cpu_oversubscribed.RULE]
+    sd202_logical_devices.RULE, sd204_throttled_clocks.RULE, sd211_cpu_oversubscribed.RULE,
+    sd207_input_ceiling.RULE, sd208_pcie_link.RULE]
 JOB_RULES = [sd209_internode_link.RULE, sd210_straggler_node.RULE]  # a job over nodes (analyze/nodes.py)
 SWEEP_RULES: list[Rule[ScalingAnalysis]] = [
     sd201_per_replica_batch.RULE, sd203_collective_growth.RULE, sd205_host_growth.RULE]

@@ -81,11 +81,11 @@ class _Oversubscribed:
         return Finding(
             id=self.id, title="CPU oversubscribed: more busy threads than cores", severity="high",
             category="host_overhead",
-            summary=f"the training job runs {demand} busy threads ({wants}) where {left} of the {m.cores} "
+            summary=f"the training job runs {demand} busy threads ({wants}) where {left} of its {m.cores} "
                     f"cores are left to it, every core {host.core_pct_mean:.0f}% busy: its threads wait for a core",
             evidence=[Evidence("cores busy (mean over the steady window)", round(host.core_pct_mean, 1), "%",
                                threshold=BUSY_PCT, spread=round(spread, 1)),
-                      Evidence("busy threads of the training job", demand, "", threshold=max(left, m.ranks)),
+                      Evidence("busy threads of the training job", demand, "threads", threshold=max(left, m.ranks)),
                       Evidence("cores used by the rest of the machine", round(m.other_cores, 2), "cores"),
                       Evidence("processes of the training job", host.processes_max, "")],
             fix=same_fix(fix), predicted_speedup=None, notes=notes)
