@@ -42,7 +42,9 @@ class _Oversubscribed:
         if host.core_pct_mean - spread < BUSY_PCT:
             return None
         m = machine_of(run)
-        threads = m.script.get("intra_op_threads")
+        # Counted where measured: PyTorch's pool (OMP_NUM_THREADS=1 3.4-7.3x, docs/rules.md). TensorFlow's is
+        # recorded (knob_facts) but its cost on busy cores is not measured yet: one a rank, as before.
+        threads = m.script.get("intra_op_threads") if (run.training.get("framework") or {}).get("name") == "pytorch" else None
         per_rank = threads if isinstance(threads, int) and threads > 0 else 1  # unknown: one a rank, as before
         recorded = script_workers(m)
         workers = max(recorded * m.ranks if recorded is not None else 0, host.processes_max - m.ranks)
@@ -72,8 +74,8 @@ class _Oversubscribed:
         notes = [f"the training processes used {cpu.training_cores:.1f} cores, the rest of the machine "
                  f"{cpu.other_cores:.1f} ({host.samples} host samples)"]
         if not isinstance(threads, int):
-            notes.append("the intra-op threads were not recorded (a run captured before scaldiag read them): "
-                         "counted as one a rank")
+            notes.append("intra-op threads counted as one a rank (not recorded, or not PyTorch's, whose cost on "
+                         "busy cores is the one measured)")
         elif m.script.get("intra_op_source"):
             notes.append(f"intra-op threads from {m.script['intra_op_source']}"
                          + (f"; the environment set {m.script['env']}" if m.script.get("env") else
