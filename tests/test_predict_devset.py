@@ -47,7 +47,7 @@ CASES = {
 WITHIN_PCT = 10  # issue 23's bar for every case
 
 
-H200X2 = Path(__file__).resolve().parents[1] / "bench" / "results" / "gpu_h200x2"
+GPU = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 
 
 def _basis_from_report(path: Path) -> Basis:
@@ -63,8 +63,8 @@ def _basis_from_report(path: Path) -> Basis:
 
 
 def test_two_gpu_prediction_of_the_bundled_example_from_its_one_gpu_report():
-    measured = json.loads((H200X2 / "profile_2gpu.json").read_text())["steps"]["samples_per_s"]
-    p = predict(_basis_from_report(H200X2 / "profile_1gpu.json"), 2, "weak")
+    measured = json.loads((GPU / "h200x2_train_cnn_profile_2gpu.json").read_text())["steps"]["samples_per_s"]
+    p = predict(_basis_from_report(GPU / "h200x2_train_cnn_profile_1gpu.json"), 2, "weak")
     assert abs(100 * (p.samples_per_s - measured) / measured) < WITHIN_PCT
     assert any("move the batch's 3.15 MB" in a for a in p.assumptions)  # its input grows with the batch's bytes
 

@@ -67,8 +67,8 @@ def test_a_heavy_batch_that_is_computed_on_stays_input(tmp_path):
     assert all("uint8" in text for text in found[0].fix.values())  # still: fewer bytes help
 
 
-# --- the real H200 runs of the zoo (bench/results/gpu_h200/accuracy, run 5, round 0) ------------------
-PLANTED = "bench/results/gpu_h200/accuracy/run5_planted_runs.tgz"
+# --- the real H200 runs of the zoo (bench/results/gpu_h200/accuracy/accuracy.md, run 5, round 0) -------
+PLANTED = "fixtures/gpu/h200_zoo_run5_planted_runs.tgz"
 
 
 def planted_run(tmp_path, case: str):
@@ -165,7 +165,7 @@ def test_the_uint8_forecast_on_the_real_h200_run_against_its_twins(tmp_path):
     report = diagnose_run(planted_run(tmp_path, "host_to_device"))
     top = report.trace_report.findings[0]
     assert top.forecast.kind == "forecast" and "fresh pages" in top.forecast.arithmetic
-    (case,) = [c for c in json.loads((ROOT / "bench/results/gpu_h200/accuracy/run5_keras.json").read_text())
+    (case,) = [c for c in json.loads((ROOT / "fixtures/gpu/h200_zoo_run5_keras.json").read_text())
                if c["case"] == "host_to_device"]
     twins = sorted(r["measured"] for r in case["rounds"])
     assert abs(top.forecast.value / twins[len(twins) // 2] - 1) < 0.15
@@ -178,8 +178,8 @@ def test_the_real_python_augmentation_on_an_h200_stays_input(tmp_path):
     assert report.trace_report.findings[0].id == "SD101"
 
 
-# --- run 6 (bench/results/gpu_h200/accuracy/accuracy_run6.md): the planted run and its uint8 twin, traces both ----
-RUN6 = "bench/results/gpu_h200/accuracy/run6_planted_runs.tgz"
+# --- run 6 (bench/results/gpu_h200/accuracy/accuracy.md#accuracy_run6md): the planted run, its uint8 twin ---
+RUN6 = "fixtures/gpu/h200_zoo_run6_planted_runs.tgz"
 
 
 def run6(tmp_path, name: str):

@@ -1,6 +1,6 @@
 """Rules on a host-only trace (PyTorch on the CPU): the inflation correction scales the ops with the gaps.
 
-bench/results/accuracy/cpu_run1_torch_launch_bound_runs.tgz: bench/torch/launch_bound.py (24 tiny layers at
+fixtures/runs/cpu_accuracy_run1_torch_launch_bound_runs.tgz: bench/torch/launch_bound.py (24 tiny layers at
 batch 32) on the 2-core development machine, round 1 of the CPU accuracy run. The trace: ops 26.5 ms and
 host overhead 10.5 ms of a 37.1 ms traced step; the untraced step 27.8 ms (inflation 1.34x). Keeping the
 ops as traced put all 9.3 ms of the inflation between them (host overhead 4.5%, no finding); the tracer
@@ -16,7 +16,7 @@ import pytest
 from scaldiag.analyze.profile import analyze_trace
 from scaldiag.pipeline import diagnose_run, read_trace
 
-RUNS = Path(__file__).resolve().parent.parent / "bench" / "results" / "accuracy" / "cpu_run1_torch_launch_bound_runs.tgz"
+RUNS = Path(__file__).resolve().parent.parent / "fixtures" / "runs" / "cpu_accuracy_run1_torch_launch_bound_runs.tgz"
 
 
 @pytest.fixture(scope="module")

@@ -80,7 +80,7 @@ def test_tiny_kernels_lead_with_torch_compile():
 
 
 # --- noise is no finding: the CPU accuracy run's torch_healthy (bench/results/accuracy, run 1) -------------
-CPU_RUNS = Path(__file__).resolve().parent.parent / "bench" / "results" / "accuracy" / "cpu_run1_torch_healthy_runs.tgz"
+CPU_RUNS = Path(__file__).resolve().parent.parent / "fixtures" / "runs" / "cpu_accuracy_run1_torch_healthy_runs.tgz"
 
 
 def _cpu_run(tmp_path, name):
