@@ -71,9 +71,9 @@ GPU_RUNNERS = {
     "input_free": GpuRunner("the input cost measured against twins fed without the slow input", "nvidia-h200",
                             "gpu_h200/input_free/"),
     "overhead": GpuRunner("`python -m bench step_hook`, `overhead` (convnet, tiny) and, SAMPLER=1, `sampler` "
-                          "with real NVML", "nvidia-h200", "gpu_h200/overhead_pieces/, gpu_h200/sampler_cpu.md"),
+                          "with real NVML", "nvidia-h200", "gpu_h200/overhead_pieces/, gpu_h200/sampler.md"),
     "overhead_rerun": GpuRunner("`python -m bench overhead_torch` at width 4096, `overhead` tiny full/steady, "
-                                "`host_tree`", "nvidia-h200", "gpu_h200/overhead_pieces/rerun_2026-12-01/"),
+                                "`host_tree`", "nvidia-h200", "gpu_h200/overhead_pieces/"),
     "sampler_beside_training": GpuRunner("`python -m bench sampler` with real NVML beside a training",
                                          "nvidia-h200", "gpu_h200/sampler_beside_training/"),
     "sweeps": GpuRunner("sweeps of 1 and 2 GPUs on three variants of examples/train_cnn.py", "nvidia-h200-x2",

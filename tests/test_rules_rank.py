@@ -1,13 +1,14 @@
 """Findings are ranked by their ceilings, never on noise: where two ranges overlap, the trace orders them.
 
 The case: bench/zoo/host_launch.py on an H200 (bench/results/gpu_h200/accuracy run 6, round 2, its JSON
-report in run6_reports_keras.tgz). The input-free step measured the input at 0.78 ms of a 1.56 ms step
+report in run6_reports_keras.tgz, `git show a155845:bench/results/gpu_h200/accuracy/run6_reports_keras.tgz`).
+The input-free step measured the input at 0.78 ms of a 1.56 ms step
 (clone 0.777 ms, its epochs 0.723-0.787), above the trace's own input (DevicePutWithSharding, 0.21 ms a
 step); raised, input read 50.2% +-5.0 and host overhead 44.0% +-4.7, and SD101 ranked first on a script
 whose planted cause is host overhead. The trace's shares before the raise are rebuilt here from that
 report: every category but input scaled back by the raise's factor (input_cost._unit). The report does
 not give the trace's own input share; its host table names DevicePutWithSharding, 0.21 ms a step (13%),
-and run 7's traces of the same script showed 25.4% and 26.9% (run7_reports_keras.tgz): both are tried.
+and run 7's traces of the same script showed 25.4% and 26.9% (run7_reports_keras.tgz, in git at a155845 too): both are tried.
 """
 
 import pytest

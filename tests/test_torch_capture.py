@@ -125,7 +125,7 @@ def test_torch_api_for_custom_loops(tmp_path):
 
 def test_the_window_asks_kineto_to_tear_cupti_down_where_that_is_safe():
     """Kineto keeps CUPTI after a trace unless TEARDOWN_CUPTI=1, and the steps after it run ~17% slower
-    (bench/results/gpu_h200/torch/profiler_aftermath.md); the user's setting and old CUDA are left alone."""
+    (bench/results/gpu_h200/torch/torch.md#profiler_aftermathmd); the user's setting and old CUDA are left alone."""
     from scaldiag.collect.frameworks.torch_trace import TEARDOWN_ENV, teardown_cupti_at_stop
 
     for cuda, before, after in (("13.0", {}, "1"), ("12.6", {}, "1"), ("12.4", {}, None), (None, {}, None),

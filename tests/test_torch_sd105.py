@@ -1,7 +1,7 @@
 """SD105 on real H200 PyTorch traces: host overhead is only time with no device work, and the fix follows it.
 
 fixtures/kineto/h200_healthy_run is the run directory of `scaldiag profile bench/torch/healthy.py -- --steps 60`
-on an H200 (batch 1024, large bf16 matmuls); its twins (bench/results/gpu_h200/torch/sd105_twins.md) showed the
+on an H200 (batch 1024, large bf16 matmuls); its twins (bench/results/gpu_h200/torch/torch.md#sd105_twinsmd) showed the
 finding true: the same step replayed as one CUDA graph ran 1.31x faster. fixtures/kineto/h200_cuda is a tiny loop
 whose device is busy a few % of each step.
 """

@@ -89,7 +89,7 @@ CASES = [
          fix_words="torch.compile", quick=["--steps", "60"], stopwatch="stdout"),
     # bench/torch/healthy.py at batch 1024 was the zoo's healthy PyTorch script until run 6. On an H200 it is
     # host-bound: the same step replayed as one CUDA graph (the same kernels, no launches from Python) was
-    # 1.31x [1.24, 1.39] faster (bench/results/gpu_h200/torch/sd105_twins.md), the eager step waiting on the
+    # 1.31x [1.24, 1.39] faster (bench/results/gpu_h200/torch/torch.md#sd105_twinsmd), the eager step waiting on the
     # host about a quarter of its time, over SD105's high bound (20%). So on a GPU its planted cause is
     # host overhead and its twin that graph, SD105's PyTorch advice where the device is busy 40%+; on the
     # CPU (short arguments, no graphs there) it stays a script with no planted cause.
@@ -97,7 +97,7 @@ CASES = [
          quick=["--steps", "16", "--batch", "64", "--width", "512"], stopwatch="stdout",
          on_device={"planted": "host_overhead", "twin": ["--fixed", "graphs"]}),
     # The healthy PyTorch script: the same model at batch 4096 (2.4x the samples/s of batch 1024 on an H200,
-    # sd105_twins.md), its twin the same CUDA graph: a healthy script's graph twin measures no gain.
+    # gpu_h200/torch/torch.md), its twin the same CUDA graph: a healthy script's graph twin measures no gain.
     Case("torch_healthy", "bench/torch/healthy.py", None, ["--fixed", "graphs"], args=["--steps", "40", "--batch", "4096"],
          quick=["--steps", "16", "--batch", "64", "--width", "512"], stopwatch="stdout"),
 ]

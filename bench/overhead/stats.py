@@ -146,7 +146,7 @@ def batch_means(logs: np.ndarray, batches: int = BATCHES) -> tuple[float, float]
     Comparisons next to each other share drift (and an ``off`` block), which the per-comparison t
     interval takes as independent: on the H200 two runs of the same arm gave t intervals that did not
     overlap ([0.9894, 1.0025] and [1.0012, 1.0135]; batch means [0.9869, 1.0051] and [0.9993, 1.0154]:
-    bench/results/gpu_h200/capture_overhead_attribution.md). Batch means hold that correlation."""
+    bench/results/gpu_h200/overhead_pieces/overhead.md#capture_overhead_attributionmd). Batch means hold that correlation."""
     if len(logs) < 2 * batches:
         return float("nan"), float("nan")
     means = np.array([part.mean() for part in np.array_split(logs, batches)])

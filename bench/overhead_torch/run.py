@@ -24,7 +24,7 @@ steps, untimed, run everything, the profiler window (steps 3-7) included. Arms:
 
 ``off``: the hook table without ours, the iterator's own ``__next__``, the sampler stopped. Not measured
 here: the profiler window and what outlasts it process-wide (the CUPTI teardown:
-bench/results/gpu_h200/torch/profiler_aftermath.md), start-up and the input ceiling after training.
+bench/results/gpu_h200/torch/torch.md#profiler_aftermathmd), start-up and the input ceiling after training.
 """
 
 from __future__ import annotations

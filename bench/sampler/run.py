@@ -15,7 +15,7 @@ tests (it costs next to nothing per call, so what is left is the sampler's own P
 The sampler measured is scaldiag.collect.nvml.NvmlSampler with scaldiag.record.rundir.JsonlWriter.
 (The 100 Hz sampler and per-row writer before issue 12 ran beside it until the frozen copy was
 removed: ``git show 227e679:bench/sampler_previous.py``; its results, current against previous, are
-bench/results/gpu_h200/sampler_cpu.md and, on the fake NVML, ``git show 8678b07:bench/results/sampler_fake_nvml.md``.)
+bench/results/gpu_h200/sampler.md and, on the fake NVML, ``git show 8678b07:bench/results/sampler_fake_nvml.md``.)
 Reported per GPU count: the sampler thread's CPU time over its wall time
 (thread_time: user and system time of that thread alone), ticks and rows per second, the
 thread's context switches per second (its wake-ups; Linux /proc); then a least-squares line

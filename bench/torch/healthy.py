@@ -1,7 +1,7 @@
 """Wide matmuls under bf16 autocast, data already on the GPU: compute-heavy at a large enough batch.
 
 Not healthy at its default batch (1024) on an H200: the step replayed as one CUDA graph (--fixed graphs)
-was 1.31x [1.24, 1.39] faster with the same kernels (bench/results/gpu_h200/torch/sd105_twins.md), so the
+was 1.31x [1.24, 1.39] faster with the same kernels (bench/results/gpu_h200/torch/torch.md#sd105_twinsmd), so the
 eager step waits on the host about a quarter of its time; the accuracy benchmark calls it torch_wide_mlp,
 planted host overhead on a GPU, and runs it at batch 4096 as its healthy PyTorch script (torch_healthy).
 

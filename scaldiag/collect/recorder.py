@@ -16,7 +16,7 @@ step ending where the next begins, written as one ``steps.jsonl`` row
 (``bounds_ns``) that the reader expands. Measured on the H200 machine, where a
 host-bound step takes 1.1 ms: a file write per step cost ~5% of it (64-76 us);
 a row per step, formatted at the flush, still ~10 us a step inside a fit
-(bench/results/gpu_h200/capture_overhead_attribution.md), most of it Python
+(bench/results/gpu_h200/overhead_pieces/overhead.md#capture_overhead_attributionmd), most of it Python
 printing six fields a step. A block prints its integers with one ``str`` each.
 Steps in the trace window, and steps a loop ends itself (``end``), keep a row
 each: they are few, or their ends are not the next beginnings.

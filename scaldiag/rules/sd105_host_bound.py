@@ -7,7 +7,7 @@ small per-replica batches, eager loops, or per-step Python work.
 Only instants where no kernel or copy runs count (the exclusive share), so
 host work that overlaps device work already queued by CUDA's asynchronous
 launches is not host overhead. Checked against twins on an H200
-(bench/results/gpu_h200/torch/sd105_twins.md): on bench/torch/healthy.py at
+(bench/results/gpu_h200/torch/torch.md#sd105_twinsmd): on bench/torch/healthy.py at
 batch 1024 (large kernels, device busy 57% of the step) SD105 fired high and
 the step replayed as one CUDA graph, the same kernels, was 1.31x faster than
 eager; torch.compile(model, mode="reduce-overhead") was 1.03x (within the

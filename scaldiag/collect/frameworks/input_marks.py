@@ -155,7 +155,7 @@ class _Fetch:
     An iterator object, not a generator, so that nothing of ours holds a batch between fetches: a
     generator suspended at ``yield item`` keeps the batch it yielded alive until the next one is made.
     That cost 4% of a Keras-on-JAX convnet step on the H200 machine (3 MiB batches; the previous batch
-    alive while the next is sliced: bench/results/gpu_h200/capture_overhead_attribution.md).
+    alive while the next is sliced: bench/results/gpu_h200/overhead_pieces/overhead.md#capture_overhead_attributionmd).
     """
 
     def __init__(self, iterator, annotation, seen):

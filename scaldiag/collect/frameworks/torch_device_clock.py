@@ -79,7 +79,7 @@ class DeviceClock:
         Between reads at most ``read_every`` boundaries arrive, and a read leaves room for them (``_grow``),
         so a slot is never taken while its boundary is unread. The current stream is looked up at each read,
         not at each step: ``torch.cuda.current_stream`` costs more than the ``record`` itself (5.6 against
-        3.6 us on the H200 machine, bench/results/gpu_h200/torch/device_clock_check_1.txt)."""
+        3.6 us on the H200 machine, bench/results/gpu_h200/torch/torch.md#device_clock_check_1txt)."""
         w = self._w
         self._ring[w].record(self._current)
         w += 1

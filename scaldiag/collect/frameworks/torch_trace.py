@@ -43,7 +43,7 @@ def teardown_cupti_at_stop(cuda_version: str | None, environ) -> None:
 
     Kineto leaves CUPTI initialised after a trace unless TEARDOWN_CUPTI=1 (pytorch/pytorch#144455), and
     the steps after the window stay slower for the rest of the process: on one H200 (torch 2.11, CUDA
-    13.0; bench/results/gpu_h200/torch/profiler_aftermath.md) a host-bound eager step ran 1.23x slower
+    13.0; bench/results/gpu_h200/torch/torch.md#profiler_aftermathmd) a host-bound eager step ran 1.23x slower
     than in a plain process 1-55 steps after a 6-step window and 1.17x (1.07-1.32 in each of 4 rounds)
     135-375 steps after it; with TEARDOWN_CUPTI=1, 0.96-1.00x and 0.90x (0.68-1.12). The user's own
     setting stands, and torch itself sets 0 where CUDA graphs make teardown unsafe (inductor's
