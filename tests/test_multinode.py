@@ -5,7 +5,7 @@ job over gloo (tests/multinode_job.py, one process a node), each under a host na
 namespace), the rendezvous over the veth addresses. Then ``scaldiag report NODE_DIR NODE_DIR`` merges them:
 
 1. a plain link: no finding about the network;
-2. the link throttled (tbf to 300 Mbit/s, plus 1 ms of netem delay where the kernel has netem): SD209 is
+2. the link throttled (tbf to 100 Mbit/s, plus 1 ms of netem delay where the kernel has netem): SD209 is
    the top finding, with the exposed all-reduce per step and the bytes per step;
 3. one node's input slowed (its ranks only): SD210 names that node, its input as the cause;
 4. one node's recorded clock (its trace of case 1) shifted by 50 ms: the merge estimates the shift
@@ -46,7 +46,11 @@ NS = (f"sdmnA{SUFFIX}", f"sdmnB{SUFFIX}")
 DEV = (f"sdA{SUFFIX}", f"sdB{SUFFIX}")  # interface names: at most 15 characters
 ADDR = ("10.231.7.1", "10.231.7.2")
 PORT_BASE = 29600
-RATE = "300mbit"
+# 100 Mbit/s: the 8.4 MB a step take ~670 ms over it. At 300 Mbit/s (~220 ms) the all-reduce after the last
+# arrival was 264 ms of a 311 ms step, but with other processes on both cores the backward it overlaps ran
+# as long: 98 +-90 ms exposed, within SD209's noise, and no finding (a heavily loaded run of 2026-12-04).
+RATE = "100mbit"
+RATE_GBIT = 0.1
 SHIFT_NS = 50_000_000
 JOB_TIMEOUT_S = 240
 
@@ -180,7 +184,7 @@ def test_a_throttled_link_is_the_top_finding_with_its_time_and_bytes(throttled):
     assert exposed["unit"] == "ms" and exposed["value"] > 0 and exposed["spread"] is not None
     assert _evidence(top, "bytes all-reduced per step")["value"] > 4_000_000
     rate = _evidence(top, "achieved all-reduce rate over the slowest hop")["value"]
-    assert rate < 0.3 * 1.1, f"{rate} Gbit/s over a {RATE} link ({setting})"  # the link, not more
+    assert rate < RATE_GBIT * 1.1, f"{rate} Gbit/s over a {RATE} link ({setting})"  # the link, not more
 
 
 @pytest.fixture(scope="module")
