@@ -10,9 +10,17 @@ then read with json.loads (kineto_json.py), slower and in more memory.
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[
-    Extension("scaldiag.readers.xplane._wire", ["scaldiag/readers/xplane/_wire.c"], optional=True),
-    Extension("scaldiag.readers._kineto_scan", ["scaldiag/readers/_kineto_scan.c"], optional=True,
-              extra_compile_args=["-O3"]),
-    Extension("scaldiag.analyze._hoststate", ["scaldiag/analyze/_hoststate.c"], optional=True),
-])
+setup(
+    ext_modules=[
+        Extension(
+            "scaldiag.readers.xplane._wire", ["scaldiag/readers/xplane/_wire.c"], optional=True
+        ),
+        Extension(
+            "scaldiag.readers._kineto_scan",
+            ["scaldiag/readers/_kineto_scan.c"],
+            optional=True,
+            extra_compile_args=["-O3"],
+        ),
+        Extension("scaldiag.analyze._hoststate", ["scaldiag/analyze/_hoststate.c"], optional=True),
+    ]
+)

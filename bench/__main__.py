@@ -36,15 +36,24 @@ def _describe(run_py: Path) -> Benchmark:
     doc = (ast.get_docstring(tree) or "").strip()
     device = "cpu"
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "DEVICE" for t in node.targets) \
-                and isinstance(node.value, ast.Constant):
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "DEVICE" for t in node.targets)
+            and isinstance(node.value, ast.Constant)
+        ):
             device = str(node.value.value)
-    return Benchmark(run_py.parent.name, doc.splitlines()[0] if doc else "(no claim written)", device)
+    return Benchmark(
+        run_py.parent.name, doc.splitlines()[0] if doc else "(no claim written)", device
+    )
 
 
 def benchmarks() -> list[Benchmark]:
     """Every folder of bench/ with a run.py, by name."""
-    return [_describe(p) for p in sorted(HERE.glob("*/run.py")) if not p.parent.name.startswith((".", "_"))]
+    return [
+        _describe(p)
+        for p in sorted(HERE.glob("*/run.py"))
+        if not p.parent.name.startswith((".", "_"))
+    ]
 
 
 @dataclass(frozen=True)
@@ -56,62 +65,120 @@ class GpuRunner:
 
 # What each GPU runner measures; a runner missing here is listed as "(not described)".
 GPU_RUNNERS = {
-    "accounting": GpuRunner("samples/s against each script's synchronized stopwatch; the accounting, profiler "
-                            "inflation", "nvidia-h200", "gpu_h200/accounting/"),
-    "calibrate": GpuRunner("`scaldiag calibrate` (torch, JAX, the default save and read-back, the CPU label)",
-                           "nvidia-h200 (x2: the link)", "gpu_h200/calibrate/"),
-    "capture": GpuRunner("NVML read for real (probe) and the example profiled on 1 and 2 GPUs (profiles)",
-                         "nvidia-h200-x2", "gpu_h200x2/"),
-    "clock": GpuRunner("`python -m bench clock` on the GPU: the public scripts against their own clocks",
-                       "nvidia-h200", "clock/"),
-    "host_and_fit_checks": GpuRunner("the host tick against psutil on the H200 host, its CPU in place, a fit "
-                                     "that raises in the trace window", "nvidia-h200", "gpu_h200/host_and_fit_checks/"),
-    "host_tick_probe": GpuRunner("the host sampler's tick piece by piece beside a training (host_tree in place)",
-                                 "nvidia-h200", "gpu_h200/host_and_fit_checks/"),
-    "input_free": GpuRunner("the input cost measured against twins fed without the slow input", "nvidia-h200",
-                            "gpu_h200/input_free/"),
-    "overhead": GpuRunner("`python -m bench step_hook`, `overhead` (convnet, tiny) and, SAMPLER=1, `sampler` "
-                          "with real NVML", "nvidia-h200", "gpu_h200/overhead_pieces/, gpu_h200/sampler.md"),
-    "overhead_rerun": GpuRunner("`python -m bench overhead_torch` at width 4096, `overhead` tiny full/steady, "
-                                "`host_tree`", "nvidia-h200", "gpu_h200/overhead_pieces/"),
-    "sampler_beside_training": GpuRunner("`python -m bench sampler` with real NVML beside a training",
-                                         "nvidia-h200", "gpu_h200/sampler_beside_training/"),
-    "sweeps": GpuRunner("sweeps of 1 and 2 GPUs on three variants of examples/train_cnn.py", "nvidia-h200-x2",
-                        "gpu_h200x2/sweeps/"),
-    "torch": GpuRunner("PyTorch: ARG zoo (fixture, bench/torch/ scripts and twins) or open (SD105's twins, DDP "
-                       "on one GPU, capture overhead)", "nvidia-h200", "gpu_h200/torch/"),
-    "zoo": GpuRunner("`python -m bench accuracy` over the zoo and bench/torch/ on one GPU", "nvidia-h200",
-                     "gpu_h200/accuracy/, accuracy/"),
+    "accounting": GpuRunner(
+        "samples/s against each script's synchronized stopwatch; the accounting, profiler "
+        "inflation",
+        "nvidia-h200",
+        "gpu_h200/accounting/",
+    ),
+    "calibrate": GpuRunner(
+        "`scaldiag calibrate` (torch, JAX, the default save and read-back, the CPU label)",
+        "nvidia-h200 (x2: the link)",
+        "gpu_h200/calibrate/",
+    ),
+    "capture": GpuRunner(
+        "NVML read for real (probe) and the example profiled on 1 and 2 GPUs (profiles)",
+        "nvidia-h200-x2",
+        "gpu_h200x2/",
+    ),
+    "clock": GpuRunner(
+        "`python -m bench clock` on the GPU: the public scripts against their own clocks",
+        "nvidia-h200",
+        "clock/",
+    ),
+    "host_and_fit_checks": GpuRunner(
+        "the host tick against psutil on the H200 host, its CPU in place, a fit "
+        "that raises in the trace window",
+        "nvidia-h200",
+        "gpu_h200/host_and_fit_checks/",
+    ),
+    "host_tick_probe": GpuRunner(
+        "the host sampler's tick piece by piece beside a training (host_tree in place)",
+        "nvidia-h200",
+        "gpu_h200/host_and_fit_checks/",
+    ),
+    "input_free": GpuRunner(
+        "the input cost measured against twins fed without the slow input",
+        "nvidia-h200",
+        "gpu_h200/input_free/",
+    ),
+    "overhead": GpuRunner(
+        "`python -m bench step_hook`, `overhead` (convnet, tiny) and, SAMPLER=1, `sampler` "
+        "with real NVML",
+        "nvidia-h200",
+        "gpu_h200/overhead_pieces/, gpu_h200/sampler.md",
+    ),
+    "overhead_rerun": GpuRunner(
+        "`python -m bench overhead_torch` at width 4096, `overhead` tiny full/steady, `host_tree`",
+        "nvidia-h200",
+        "gpu_h200/overhead_pieces/",
+    ),
+    "sampler_beside_training": GpuRunner(
+        "`python -m bench sampler` with real NVML beside a training",
+        "nvidia-h200",
+        "gpu_h200/sampler_beside_training/",
+    ),
+    "sweeps": GpuRunner(
+        "sweeps of 1 and 2 GPUs on three variants of examples/train_cnn.py",
+        "nvidia-h200-x2",
+        "gpu_h200x2/sweeps/",
+    ),
+    "torch": GpuRunner(
+        "PyTorch: ARG zoo (fixture, bench/torch/ scripts and twins) or open (SD105's twins, DDP "
+        "on one GPU, capture overhead)",
+        "nvidia-h200",
+        "gpu_h200/torch/",
+    ),
+    "zoo": GpuRunner(
+        "`python -m bench accuracy` over the zoo and bench/torch/ on one GPU",
+        "nvidia-h200",
+        "gpu_h200/accuracy/, accuracy/",
+    ),
 }
 
 
 def gpu_runners() -> list[str]:
     """Every bench/gpu/run_NAME.sh, by NAME."""
-    return sorted(p.name[len("run_"):-len(".sh")] for p in (HERE / "gpu").glob("run_*.sh"))
+    return sorted(p.name[len("run_") : -len(".sh")] for p in (HERE / "gpu").glob("run_*.sh"))
 
 
 def gpu(argv: list[str]) -> int:
-    """``python -m bench gpu``: the GPU runners; ``python -m bench gpu NAME [ARGS]``: run one with bash."""
+    """``python -m bench gpu``: the GPU runners; ``python -m bench gpu NAME [ARGS]``: run one with
+    bash."""
     names = gpu_runners()
     if not argv or argv[0] in ("-h", "--help", "list"):
-        print("python -m bench gpu NAME [ARGS]   (bash bench/gpu/run_NAME.sh ARGS, from the project root, on the GPU "
-              "machine with .whl/ carried)\n")
+        print(
+            "python -m bench gpu NAME [ARGS]   (bash bench/gpu/run_NAME.sh ARGS, from the project"
+            " root, on the GPU machine with .whl/ carried)\n"
+        )
         width = max((len(n) for n in names), default=4)
         for n in names:
             r = GPU_RUNNERS.get(n)
-            print(f"{n:<{width}}  {r.kind}: {r.what} -> bench/results/{r.results}" if r else f"{n:<{width}}  (not described)")
+            print(
+                f"{n:<{width}}  {r.kind}: {r.what} -> bench/results/{r.results}"
+                if r
+                else f"{n:<{width}}  (not described)"
+            )
         return 0
     name, args = argv[0], argv[1:]
     if name not in names:
-        print(f"no GPU runner {name!r} (bench/gpu/run_{name}.sh); known: {', '.join(names)}", file=sys.stderr)
+        print(
+            f"no GPU runner {name!r} (bench/gpu/run_{name}.sh); known: {', '.join(names)}",
+            file=sys.stderr,
+        )
         return 2
     root = HERE.parent
     if not (root / ".whl").is_dir():
-        print("note: no .whl/ here; bench/gpu/setup.sh installs the Keras wheels from it (bench/README.md)",
-              file=sys.stderr)
+        print(
+            "note: no .whl/ here; bench/gpu/setup.sh installs the Keras wheels from it"
+            " (bench/README.md)",
+            file=sys.stderr,
+        )
     import subprocess
 
-    return subprocess.run(["bash", str(HERE / "gpu" / f"run_{name}.sh"), *args], cwd=root).returncode
+    return subprocess.run(
+        ["bash", str(HERE / "gpu" / f"run_{name}.sh"), *args], cwd=root
+    ).returncode
 
 
 def run(name: str, argv: list[str]) -> int:
@@ -135,7 +202,10 @@ def _list() -> int:
     print("python -m bench NAME [ARGS]   (NAME --help for its arguments)\n")
     for b in rows:
         print(f"{b.name:<{width}}  {b.device}  {b.claim}")
-    print(f"\nGPU runners (python -m bench gpu NAME; `python -m bench gpu` says what each runs): {', '.join(gpu_runners())}")
+    print(
+        "\nGPU runners (python -m bench gpu NAME; `python -m bench gpu` says what each runs):"
+        f" {', '.join(gpu_runners())}"
+    )
     return 0
 
 
@@ -148,7 +218,9 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[0] == "gpu":
         return gpu(argv[1:])
-    if argv[0] == "--all":  # make bench: each of one kind with its defaults, the failures summed up at the end
+    if (
+        argv[0] == "--all"
+    ):  # make bench: each of one kind with its defaults, the failures summed up at the end
         return run_all(argv[1] if len(argv) > 1 else "cpu")
     return run(argv[0], argv[1:])
 
@@ -159,7 +231,9 @@ def run_all(kind: str) -> int:
         print(f"== python -m bench {b.name}", flush=True)
         try:
             rc = run(b.name, [])
-        except SystemExit as exc:  # an argparse error: the benchmark needs arguments it has no default for
+        except (
+            SystemExit
+        ) as exc:  # an argparse error: the benchmark needs arguments it has no default for
             rc = exc.code if isinstance(exc.code, int) else 2
         if rc:
             failed.append(f"{b.name} (exit {rc})")

@@ -21,7 +21,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 # The packages whose version changes what a benchmark measures; absent ones are left out.
-PACKAGES = ("scaldiag", "numpy", "tensorflow", "tensorflow-cpu", "keras", "jax", "torch", "psutil", "xprof")
+PACKAGES = (
+    "scaldiag",
+    "numpy",
+    "tensorflow",
+    "tensorflow-cpu",
+    "keras",
+    "jax",
+    "torch",
+    "psutil",
+    "xprof",
+)
 
 
 def machine() -> str:
@@ -52,7 +62,9 @@ def versions(extra: tuple[str, ...] = ()) -> str:
 
 def _git(*args: str) -> str:
     try:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
 
@@ -63,25 +75,44 @@ def command(name: str, argv: list[str]) -> str:
 
 def header(name: str, claim: str, argv: list[str], machine_before: str | None = None) -> str:
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (f"# {name}: {claim}\n\n"
-            f"- date: {when}\n- machine: {machine_before or machine()}\n- versions: {versions()}\n"
-            f"- command: `{command(name, argv)}`\n\n")
+    return (
+        f"# {name}: {claim}\n\n"
+        f"- date: {when}\n- machine: {machine_before or machine()}\n- versions: {versions()}\n"
+        f"- command: `{command(name, argv)}`\n\n"
+    )
 
 
-def write_result(name: str, claim: str, argv: list[str], body: str, machine_before: str | None = None,
-                 out: Path | None = None) -> Path:
+def write_result(
+    name: str,
+    claim: str,
+    argv: list[str],
+    body: str,
+    machine_before: str | None = None,
+    out: Path | None = None,
+) -> Path:
     """The result file (``out``, or ``bench/results/NAME.md``); returns its path."""
     path = out or RESULTS / f"{name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(header(name, claim, argv, machine_before) + body.rstrip() + "\n", encoding="utf-8")
+    path.write_text(
+        header(name, claim, argv, machine_before) + body.rstrip() + "\n", encoding="utf-8"
+    )
     print(f"wrote {path}", file=sys.stderr)
     return path
 
 
-def in_temporary(name: str, claim: str, argv: list[str], body: Callable[[Path], str], parent: Path | None = None,
-                 out: Path | None = None) -> int:
-    """``body(tmp)`` in a new temporary directory (under ``parent``; removed after), its text written as the
-    result file under the header of the machine as it was before: for benchmarks that grow their inputs."""
+def in_temporary(
+    name: str,
+    claim: str,
+    argv: list[str],
+    body: Callable[[Path], str],
+    parent: Path | None = None,
+    out: Path | None = None,
+) -> int:
+    """``body(tmp)`` in a new temporary directory (under ``parent``; removed after), its text
+    written as the
+    result file under the header of the machine as it was before: for benchmarks that grow their
+    inputs.
+    """
     import shutil
     import tempfile
 
@@ -96,7 +127,8 @@ def in_temporary(name: str, claim: str, argv: list[str], body: Callable[[Path], 
 
 
 def rss_mib(pid: int, field: str = "VmRSS") -> float:
-    """A process's ``VmRSS`` (now) or ``VmHWM`` (its peak so far) in MiB, from /proc; 0 where it is gone."""
+    """A process's ``VmRSS`` (now) or ``VmHWM`` (its peak so far) in MiB, from /proc; 0 where it is
+    gone."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as f:
             for line in f:
@@ -112,14 +144,21 @@ def descendants(pid: int) -> list[int]:
     import psutil
 
     try:
-        return [p.pid for p in psutil.Process(pid).children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+        return [
+            p.pid
+            for p in psutil.Process(pid).children(recursive=True)
+            if p.status() != psutil.STATUS_ZOMBIE
+        ]
     except psutil.Error:
         return []
 
 
 class TreeRss:
-    """Samples a process and its descendants every ``every_s`` until stopped: the peak of their summed RSS,
-    and each process's own peak (VmHWM) by pid. Worker processes' memory, which wait4 of the root misses."""
+    """Samples a process and its descendants every ``every_s`` until stopped: the peak of their
+    summed RSS,
+    and each process's own peak (VmHWM) by pid. Worker processes' memory, which wait4 of the root
+    misses.
+    """
 
     def __init__(self, pid: int, every_s: float = 0.02):
         import threading
@@ -158,7 +197,8 @@ class _Tee(io.TextIOBase):
 
 
 def show(lines: list[str], out: str | None) -> None:
-    """A benchmark's table on stdout (kept for its result file by ``record``), and in ``out`` if given."""
+    """A benchmark's table on stdout (kept for its result file by ``record``), and in ``out`` if
+    given."""
     text = "\n".join(lines)
     if out:
         Path(out).write_text(text)
@@ -182,7 +222,9 @@ def record(name: str, doc: str | None, argv: list[str], body: Callable[[], int |
         sys.stdout = tee.stream
     text = _rows_last(tee.kept.getvalue())
     if rc:
-        text = f"**The run failed (exit status {rc}): the numbers below are not a result.**\n\n" + text
+        text = (
+            f"**The run failed (exit status {rc}): the numbers below are not a result.**\n\n" + text
+        )
     write_result(name, claim_of(doc), argv, text, before)
     return rc
 
@@ -193,9 +235,13 @@ def _rows_last(text: str) -> str:
     Markdown in it is kept as printed, in one block."""
     lines = text.splitlines()
     rows = [line for line in lines if line.startswith("{") and line.endswith("}")]
-    if not any(line.startswith(("|", "#")) for line in lines):  # plain lines, no Markdown: kept as printed
+    if not any(
+        line.startswith(("|", "#")) for line in lines
+    ):  # plain lines, no Markdown: kept as printed
         return "```\n" + text.rstrip() + "\n```\n"
     if not rows:
         return text
     rest = [line for line in lines if not (line.startswith("{") and line.endswith("}"))]
-    return "\n".join(rest).rstrip() + "\n\n## Every measurement\n\n```\n" + "\n".join(rows) + "\n```\n"
+    return (
+        "\n".join(rest).rstrip() + "\n\n## Every measurement\n\n```\n" + "\n".join(rows) + "\n```\n"
+    )

@@ -92,28 +92,34 @@ def main():
     x = rng.random((batches * args.batch, 32, 32, 3), dtype=np.float32)
     y = rng.integers(0, 10, len(x))
     with scope:
-        model = keras.Sequential([
-            keras.Input((32, 32, 3)),
-            keras.layers.Conv2D(32, 3, activation="relu"),
-            keras.layers.Conv2D(32, 3, activation="relu"),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Flatten(),
-            keras.layers.Dense(128, activation="relu"),
-            keras.layers.Dense(10),
-        ])
-        model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model = keras.Sequential(
+            [
+                keras.Input((32, 32, 3)),
+                keras.layers.Conv2D(32, 3, activation="relu"),
+                keras.layers.Conv2D(32, 3, activation="relu"),
+                keras.layers.MaxPooling2D(),
+                keras.layers.Flatten(),
+                keras.layers.Dense(128, activation="relu"),
+                keras.layers.Dense(10),
+            ]
+        )
+        model.compile(
+            optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        )
     timer = StepTimer(skip=10)
     if args.slow_input or args.slow_read:
         data = SlowBatches(x, y, args.batch, read_s=0.15 if args.slow_read else 0.0)
         model.fit(data, epochs=epochs, verbose=0, callbacks=[timer])
     else:
         model.fit(x, y, batch_size=args.batch, epochs=epochs, verbose=0, callbacks=[timer])
-    periods = np.diff(timer.times[timer.skip:])
+    periods = np.diff(timer.times[timer.skip :])
     steps = len(timer.times) - timer.skip
     mean_s = (timer.end - timer.times[timer.skip]) / steps if steps > 0 else float("nan")
-    print(f"train_cnn: {len(timer.times)} steps, own timing of steps {timer.skip}+: "
-          f"median {np.median(periods) * 1e3:.2f} ms/step (host begin to begin), "
-          f"mean {mean_s * 1e3:.2f} ms/step to the end of training, {args.batch / mean_s:.0f} samples/s")
+    print(
+        f"train_cnn: {len(timer.times)} steps, own timing of steps {timer.skip}+: median"
+        f" {np.median(periods) * 1e3:.2f} ms/step (host begin to begin), mean {mean_s * 1e3:.2f}"
+        f" ms/step to the end of training, {args.batch / mean_s:.0f} samples/s"
+    )
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ COMMANDS = (profile, analyze, report, compare, check, calibrate)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scaldiag", description="Why does training not scale with more GPUs?")
+    parser = argparse.ArgumentParser(
+        prog="scaldiag", description="Why does training not scale with more GPUs?"
+    )
     parser.add_argument("--version", action="version", version=f"scaldiag {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -32,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     _reuse_freed_memory()
     try:
         code = args.func(args)
-        flush_stdout()  # a reader gone (| head) is found here; the code stays the command's (check, profile)
+        # a reader gone (| head) is found here; the code stays the command's (check, profile)
+        flush_stdout()
         return code
     except ScaldiagError as exc:
         if args.debug:
@@ -42,33 +45,46 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("scaldiag: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # the reader of our output went away (| head): not an error, nothing more to say
+    except (
+        BrokenPipeError
+    ):  # the reader of our output went away (| head): not an error, nothing more to say
         stdout_gone()
         return 0
-    except OSError as exc:  # the environment, not scaldiag: a directory it may not read, a full disk
+    except (
+        OSError
+    ) as exc:  # the environment, not scaldiag: a directory it may not read, a full disk
         if args.debug:
             raise
         return _environment_error(exc)
     except Exception as exc:  # scaldiag's own bug: one line, not a traceback (--debug shows it)
         if args.debug:
             raise
-        print(f"scaldiag: internal error: {type(exc).__name__}: {line(exc)} (rerun with --debug for the traceback, "
-              "and please report it)", file=sys.stderr)
+        print(
+            f"scaldiag: internal error: {type(exc).__name__}: {line(exc)} (rerun with --debug for"
+            " the traceback, and please report it)",
+            file=sys.stderr,
+        )
         return INTERNAL_ERROR
 
 
-# Where an output cannot take more (stdout on /dev/full, a disk filling): what is still buffered for it is
-# dropped, or Python's flush at exit raises again.
+# Where an output cannot take more (stdout on /dev/full, a disk filling): what is still buffered for
+# it is dropped, or Python's flush at exit raises again.
 _OUTPUT_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
 def _environment_error(exc: OSError) -> int:
-    """One line for what the file system refused (``cannot read /run: Permission denied``), exit 2."""
+    """One line for what the file system refused (``cannot read /run: Permission denied``), exit 2.
+    """
     if exc.errno in _OUTPUT_FULL:
         stdout_gone()
-    where = f" {exc.filename}" if exc.filename else " the output" if exc.errno in _OUTPUT_FULL else ""
+    where = (
+        f" {exc.filename}" if exc.filename else " the output" if exc.errno in _OUTPUT_FULL else ""
+    )
     verb = "write" if exc.errno in _OUTPUT_FULL else "read"
-    print(f"scaldiag: error: cannot {verb}{line(where)}: {exc.strerror or type(exc).__name__}", file=sys.stderr)
+    print(
+        f"scaldiag: error: cannot {verb}{line(where)}: {exc.strerror or type(exc).__name__}",
+        file=sys.stderr,
+    )
     return ScaldiagError.exit_code
 
 

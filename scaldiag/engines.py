@@ -48,10 +48,12 @@ ITEMS_PER_WORKER: int | None = None
 # Worker processes that do not stop within this after SIGTERM get SIGKILL.
 STOP_TIMEOUT_S = 5.0
 
-# How long a Dask scheduler named by its address may take to answer (Dask's default: 30 s, then exit 70).
+# How long a Dask scheduler named by its address may take to answer (Dask's default: 30 s, then exit
+# 70).
 SCHEDULER_TIMEOUT_S = 10.0
-# The signals that end a command (a scheduler's, `timeout`'s, a closed terminal's): while an engine is
-# open they stop its workers first; the command then exits 128 + N, as the signal's default would.
+# The signals that end a command (a scheduler's, `timeout`'s, a closed terminal's): while an engine
+# is open they stop its workers first; the command then exits 128 + N, as the signal's default
+# would.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 SPECS_ACCEPTED = ("local", "local:N", "dask", "dask:N", "dask://HOST:PORT", "tcp://HOST:PORT")
@@ -65,7 +67,8 @@ class Engine(Protocol):
 
 
 def default_workers() -> int:
-    """The cores this process may run on (an affinity mask or a container's cpuset can be fewer than the machine's)."""
+    """The cores this process may run on (an affinity mask or a container's cpuset can be fewer than
+    the machine's)."""
     counted = getattr(os, "process_cpu_count", None)  # Python 3.13
     if counted is not None:
         return counted() or 1
@@ -77,17 +80,24 @@ def default_workers() -> int:
 
 # --- local worker processes -----------------------------------------------------------------------
 
+
 class LocalEngine:
     """Worker processes of this machine; ``workers == 1`` runs the items here, one at a time."""
 
     name = "local"
 
-    def __init__(self, workers: int, start_method: str = START_METHOD, items_per_worker: int | None = ITEMS_PER_WORKER):
+    def __init__(
+        self,
+        workers: int,
+        start_method: str = START_METHOD,
+        items_per_worker: int | None = ITEMS_PER_WORKER,
+    ):
         self.workers = workers
         self.start_method = start_method
         self.items_per_worker = items_per_worker
-        # One pool for every map of the engine's life (open_engine closes it): a job is read in two passes,
-        # and a spawned worker's start (its imports) cost ~1.8 s a pass on a 2-rank job (1.3 s in-process).
+        # One pool for every map of the engine's life (open_engine closes it): a job is read in two
+        # passes, and a spawned worker's start (its imports) cost ~1.8 s a pass on a 2-rank job (1.3
+        # s in-process).
         self._executor: ProcessPoolExecutor | None = None
         self._size = 0
 
@@ -116,16 +126,21 @@ class LocalEngine:
         except BrokenProcessPool:  # a worker killed (the OOM killer) or unable to start
             self._executor = None
             _stop_workers(executor)
-            raise ScaldiagError("a worker process of the local engine ended before its rank was reduced "
-                                "(killed, out of memory, or it could not start); --engine local:1 reduces "
-                                "one rank at a time in this process, with the least memory") from None
-        except BaseException:  # an item's error, KeyboardInterrupt: the other items stop now, not when done
+            raise ScaldiagError(
+                "a worker process of the local engine ended before its rank was reduced "
+                "(killed, out of memory, or it could not start); --engine local:1 reduces "
+                "one rank at a time in this process, with the least memory"
+            ) from None
+        except (
+            BaseException
+        ):  # an item's error, KeyboardInterrupt: the other items stop now, not when done
             self._executor = None
             _stop_workers(executor)
             raise
 
     def _pool(self, processes: int) -> ProcessPoolExecutor:
-        """The engine's pool, started on first use (or again, larger, where a map has more items to spread)."""
+        """The engine's pool, started on first use (or again, larger, where a map has more items to
+        spread)."""
         if self._executor is None or processes > self._size:
             self.close()
             self._executor, self._size = self._new_executor(processes), processes
@@ -133,15 +148,22 @@ class LocalEngine:
 
     def _new_executor(self, processes: int) -> ProcessPoolExecutor:
         context = multiprocessing.get_context(self.start_method)
-        # Passed only when set: Python 3.10 has no max_tasks_per_child, and CPython refuses it with fork.
-        per_worker = {} if self.items_per_worker is None else {"max_tasks_per_child": self.items_per_worker}
-        return ProcessPoolExecutor(processes, mp_context=context, initializer=_ignore_sigint, **per_worker)
+        # Passed only when set: Python 3.10 has no max_tasks_per_child, and CPython refuses it with
+        # fork.
+        per_worker = (
+            {} if self.items_per_worker is None else {"max_tasks_per_child": self.items_per_worker}
+        )
+        return ProcessPoolExecutor(
+            processes, mp_context=context, initializer=_ignore_sigint, **per_worker
+        )
 
 
 def _submitted(executor: ProcessPoolExecutor, fn, items: list) -> list:
     """The items submitted with the stop signals held in this thread: the first submits spawn the
-    workers, and a SIGTERM handled inside a spawn (its preparation data half written) left that worker
-    to print multiprocessing's EOFError traceback. A signal held is handled once they are started."""
+    workers, and a SIGTERM handled inside a spawn (its preparation data half written) left that
+    worker to print multiprocessing's EOFError traceback. A signal held is handled once they are
+    started.
+    """
     held = threading.current_thread() is threading.main_thread()
     before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS) if held else None
     try:
@@ -168,7 +190,8 @@ def _first_failed(futures: list[Future]) -> BaseException | None:
 
 
 def _stop_workers(executor: ProcessPoolExecutor) -> None:
-    """Cancel the items not started and end the running ones: SIGTERM, then SIGKILL after STOP_TIMEOUT_S."""
+    """Cancel the items not started and end the running ones: SIGTERM, then SIGKILL after
+    STOP_TIMEOUT_S."""
     processes = list((getattr(executor, "_processes", None) or {}).values())
     executor.shutdown(wait=False, cancel_futures=True)
     for p in processes:
@@ -182,10 +205,13 @@ def _stop_workers(executor: ProcessPoolExecutor) -> None:
                 p.join(STOP_TIMEOUT_S)
 
 
-# --- Dask ------------------------------------------------------------------------------------------
+# --- Dask
+# ------------------------------------------------------------------------------------------
+
 
 class DaskEngine:
-    """A Dask client; its workers must import scaldiag and see the items' paths (a shared file system)."""
+    """A Dask client; its workers must import scaldiag and see the items' paths (a shared file
+    system)."""
 
     name = "dask"
 
@@ -199,13 +225,17 @@ class DaskEngine:
         items = list(items)
         if not items:
             return []
-        # pure=False: the same path given twice is two tasks, as it is locally (no cached result from an earlier call).
+        # pure=False: the same path given twice is two tasks, as it is locally (no cached result
+        # from an earlier call).
         futures = self.client.map(fn, items, pure=False)
         try:
-            # loop=: this client's, not a default one (the engine never installs itself as the default client).
+            # loop=: this client's, not a default one (the engine never installs itself as the
+            # default client).
             for done in distributed.as_completed(futures, loop=self.client.loop):
                 if done.status == "error":
-                    done.result()  # raises the item's exception, its own type and message (Dask ships it with tblib)
+                    # raises the item's exception, its own type and message (Dask ships it with
+                    # tblib)
+                    done.result()
             return self.client.gather(futures)
         except BaseException:
             self.client.cancel(futures)
@@ -221,9 +251,17 @@ def _dask(distributed, workers: int | None, address: str | None) -> Iterator[Das
     # One thread per worker process: the reduction holds the GIL, so threads would not run at once.
     # memory_limit=0: no per-worker cap, as local workers have none; Dask's default (the machine's
     # memory / N) would restart a worker reducing one large rank while the others sit idle.
-    with distributed.LocalCluster(n_workers=workers or default_workers(), threads_per_worker=1, processes=True,
-                                  memory_limit=0, dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
-            distributed.Client(cluster, set_as_default=False) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=workers or default_workers(),
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=0,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        distributed.Client(cluster, set_as_default=False) as client,
+    ):
         yield DaskEngine(client)
 
 
@@ -231,28 +269,35 @@ def _client(distributed, address: str):
     try:
         return distributed.Client(address, set_as_default=False, timeout=SCHEDULER_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:
-        raise ScaldiagError(f"no Dask scheduler answered at {address} within {SCHEDULER_TIMEOUT_S:g} s "
-                            f"({type(exc).__name__}); start one (dask scheduler) or use --engine local") from None
+        raise ScaldiagError(
+            f"no Dask scheduler answered at {address} within {SCHEDULER_TIMEOUT_S:g} s "
+            f"({type(exc).__name__}); start one (dask scheduler) or use --engine local"
+        ) from None
 
 
 class Stopped(ScaldiagError):
     """The command was sent SIGTERM or SIGHUP while an engine was open: its workers were stopped."""
 
     def __init__(self, signum: int):
-        super().__init__(f"stopped by {signal.Signals(signum).name}: the engine's workers were stopped first")
+        super().__init__(
+            f"stopped by {signal.Signals(signum).name}: the engine's workers were stopped first"
+        )
         self.exit_code = 128 + signum
 
 
 @contextlib.contextmanager
 def _workers_stop_with_the_command() -> Iterator[None]:
-    """While the engine is open, SIGTERM and SIGHUP raise ``Stopped`` in the main thread, so that the
+    """While the engine is open, SIGTERM and SIGHUP raise ``Stopped`` in the main thread, so that
+    the
     engine closes (its workers terminated) before the command ends: the signals' default ended the
     command at once and left every spawned worker and the resource tracker running under PID 1."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers belong to the main thread; a caller elsewhere keeps its own
         return
+
     def stop(signum, frame):
         raise Stopped(signum)
+
     before = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
     try:
         yield
@@ -267,14 +312,19 @@ def _closing_on_signals(engine_cm) -> Iterator[Engine]:
         yield engine
 
 
-# --- the spec --------------------------------------------------------------------------------------
+# --- the spec
+# --------------------------------------------------------------------------------------
+
 
 def _import_optional(module: str, extra: str):
     try:
         return __import__(module)
     except ImportError as e:
-        raise ScaldiagError(f"the {extra} engine needs the optional extra: pip install 'scaldiag[{extra}]' "
-                            f"({module} cannot be imported: {str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        raise ScaldiagError(
+            f"the {extra} engine needs the optional extra: pip install 'scaldiag[{extra}]'"
+            f" ({module} cannot be imported:"
+            f" {str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        ) from None
 
 
 _WITH_COUNT = re.compile(r"^(?P<kind>local|dask)(?::(?P<n>[0-9]+))?$")
@@ -293,18 +343,24 @@ def parse_spec(spec: str | None) -> tuple[str, int | None, str | None]:
     if m := _ADDRESS.match(text):
         return "dask", None, f"tcp://{m['where']}"  # Dask's own form is tcp://; dask:// is ours
     if _RAY.match(text):
-        raise _bad_spec(text, "Ray is not supported (measured against Dask: docs/engines.md); a Ray cluster's "
-                              "machines can run a Dask scheduler and workers instead")
+        raise _bad_spec(
+            text,
+            "Ray is not supported (measured against Dask: docs/engines.md); a Ray cluster's "
+            "machines can run a Dask scheduler and workers instead",
+        )
     raise _bad_spec(text)
 
 
 def _bad_spec(spec: str, why: str = "") -> ScaldiagError:
-    return ScaldiagError(f"engine {spec!r}{': ' + why if why else ''}; accepted: {', '.join(SPECS_ACCEPTED)} "
-                         f"(N workers, N >= 1)")
+    return ScaldiagError(
+        f"engine {spec!r}{': ' + why if why else ''}; accepted: {', '.join(SPECS_ACCEPTED)} "
+        "(N workers, N >= 1)"
+    )
 
 
 def open_engine(spec: str | None = None) -> contextlib.AbstractContextManager[Engine]:
-    """The engine ``spec`` names; a cluster it starts here is closed on exit. A bad spec or a missing
+    """The engine ``spec`` names; a cluster it starts here is closed on exit. A bad spec or a
+    missing
     optional package raises ScaldiagError now, before anything starts."""
     kind, workers, address = parse_spec(spec)
     if kind == "local":

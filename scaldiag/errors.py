@@ -13,5 +13,13 @@ class TraceError(ScaldiagError):
 
 # What decoding or analysing a hostile trace can raise besides TraceError. Under a run the trace is
 # evidence among others: where it raises one of these the run reports without it, naming the gap.
-TRACE_FAILURES = (TraceError, ValueError, TypeError, KeyError, IndexError, ArithmeticError, MemoryError,
-                  RecursionError)
+TRACE_FAILURES = (
+    TraceError,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    ArithmeticError,
+    MemoryError,
+    RecursionError,
+)

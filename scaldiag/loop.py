@@ -66,7 +66,10 @@ def session_run(open_session: Callable[[], Session]):
         session = open_session()
         session.recorder.mark("fit_begin")
     except Exception as exc:
-        print(f"scaldiag: capture disabled, training continues ({type(exc).__name__}: {exc})", file=sys.stderr)
+        print(
+            f"scaldiag: capture disabled, training continues ({type(exc).__name__}: {exc})",
+            file=sys.stderr,
+        )
         session = None
     run = LoopRun(session)
     status = "failed"
@@ -82,19 +85,35 @@ def session_run(open_session: Callable[[], Session]):
                 session.recorder.mark("fit_end")
                 session.close(status)
             except Exception as exc:
-                print(f"scaldiag: could not close the run ({type(exc).__name__}: {exc})", file=sys.stderr)
+                print(
+                    f"scaldiag: could not close the run ({type(exc).__name__}: {exc})",
+                    file=sys.stderr,
+                )
 
 
-def capture(run_dir=None, global_batch: int | None = None, replicas: int | None = None, backend: str | None = None,
-            warmup_steps: int = WARMUP_STEPS, trace_steps: int = TRACE_STEPS, sample: bool | None = None):
+def capture(
+    run_dir=None,
+    global_batch: int | None = None,
+    replicas: int | None = None,
+    backend: str | None = None,
+    warmup_steps: int = WARMUP_STEPS,
+    trace_steps: int = TRACE_STEPS,
+    sample: bool | None = None,
+):
     name = backend or _imported_backend()
 
     def open_session() -> Session:
-        session = Session(run_dir, backend=name, warmup_steps=warmup_steps, trace_steps=trace_steps, sample=sample)
-        session.describe(framework={"name": "custom loop", "backend": name}, global_batch=global_batch,
-                         batch_source="capture(global_batch=)" if global_batch else "unknown: not given",
-                         replicas=replicas, steps_per_execution=1,
-                         per_replica_batch=global_batch // replicas if global_batch and replicas else None)
+        session = Session(
+            run_dir, backend=name, warmup_steps=warmup_steps, trace_steps=trace_steps, sample=sample
+        )
+        session.describe(
+            framework={"name": "custom loop", "backend": name},
+            global_batch=global_batch,
+            batch_source="capture(global_batch=)" if global_batch else "unknown: not given",
+            replicas=replicas,
+            steps_per_execution=1,
+            per_replica_batch=global_batch // replicas if global_batch and replicas else None,
+        )
         return session
 
     return session_run(open_session)

@@ -23,10 +23,14 @@ _told: set[str] = set()
 
 def tell_if_missing(module, what: str) -> None:
     """Once per process, on stderr: ``what`` runs in numpy because its compiled part was not built
-    (the install found no C compiler), so a user waiting on a large trace knows why and what to do."""
+    (the install found no C compiler), so a user waiting on a large trace knows why and what to do.
+    """
     if module is None and what not in _told and not _numpy_asked():
         _told.add(what)
-        print(f"scaldiag: {what} runs without its compiled part (not built: no C compiler at install?), "
-              "about 4x slower; with a C compiler (gcc, clang) installed, reinstall scaldiag so that pip "
-              f"builds it (in a checkout: make, or pip install -e .), or set {NATIVE_ENV}=0 to silence this",
-              file=sys.stderr)
+        print(
+            f"scaldiag: {what} runs without its compiled part (not built: no C compiler at"
+            " install?), about 4x slower; with a C compiler (gcc, clang) installed, reinstall"
+            " scaldiag so that pip builds it (in a checkout: make, or pip install -e .), or set"
+            f" {NATIVE_ENV}=0 to silence this",
+            file=sys.stderr,
+        )

@@ -20,7 +20,13 @@ from scaldiag.analyze import interconnect as ic
 from scaldiag.analyze import job_merge, ranks
 from scaldiag.analyze import nodes as job_nodes
 from scaldiag.analyze.interconnect import Interconnect
-from scaldiag.analyze.profile import ProfileAnalysis, RankReduction, analyze_trace, assemble, reduce_rank
+from scaldiag.analyze.profile import (
+    ProfileAnalysis,
+    RankReduction,
+    analyze_trace,
+    assemble,
+    reduce_rank,
+)
 from scaldiag.analyze.run import RunAnalysis, analyze_record, step_stats
 from scaldiag.analyze.scaling import analyze_scaling
 from scaldiag.errors import TRACE_FAILURES, ScaldiagError, TraceError
@@ -56,18 +62,34 @@ from scaldiag.trace import Trace
 if TYPE_CHECKING:  # the engines are opened by the commands; the pipeline only maps over them
     from scaldiag.engines import Engine
 
-__all__ = ["read_trace", "analyze_trace_at", "map_on", "diagnose_trace", "diagnose_run", "diagnose_sweep",
-           "diagnose_job", "job_trace", "diagnose"]
+__all__ = [
+    "read_trace",
+    "analyze_trace_at",
+    "map_on",
+    "diagnose_trace",
+    "diagnose_run",
+    "diagnose_sweep",
+    "diagnose_job",
+    "job_trace",
+    "diagnose",
+]
 
 
-def diagnose_trace(path: str | os.PathLike, run: str | None = None, engine: Engine | None = None) -> Report:
+def diagnose_trace(
+    path: str | os.PathLike, run: str | None = None, engine: Engine | None = None
+) -> Report:
     """``scaldiag analyze``: a trace file or logdir, in any format a reader knows."""
     return build_report(analyze_trace_at(path, run, engine))
 
 
-def analyze_trace_at(path: str | os.PathLike, run: str | None = None, engine: Engine | None = None) -> ProfileAnalysis:
-    """The analysis of the trace at ``path``; a job's rank files one rank at a time, each on ``engine``
-    (scaldiag/engines.py; None: here, one after the other), so memory holds one rank's events, not the job's."""
+def analyze_trace_at(
+    path: str | os.PathLike, run: str | None = None, engine: Engine | None = None
+) -> ProfileAnalysis:
+    """The analysis of the trace at ``path``; a job's rank files one rank at a time, each on
+    ``engine``
+    (scaldiag/engines.py; None: here, one after the other), so memory holds one rank's events, not
+    the job's.
+    """
     fmt, name, files = find_trace(path, run)  # the tree searched once
     if len(files) < 2 or fmt.read_rank is None:
         name, trace = read_found(Path(path), fmt, name, files)
@@ -84,24 +106,55 @@ def _with_notes(analysis: ProfileAnalysis, notes: list[str]) -> ProfileAnalysis:
     return replace(analysis, notes=[*notes, *analysis.notes]) if notes else analysis
 
 
-def _analyze_ranks(root: Path, fmt: TraceFormat, name: str, files: list[Path], engine: Engine | None) -> ProfileAnalysis:
-    """A job's rank files: each rank's evidence, the job's clock and steps from them, then each rank reduced
-    (analyze/ranks.py); every pass reads one file at a time, wherever the engine runs it. A file that cannot
-    be read is left out and named: the other ranks are reported (all unreadable: the first one's error)."""
+def _analyze_ranks(
+    root: Path, fmt: TraceFormat, name: str, files: list[Path], engine: Engine | None
+) -> ProfileAnalysis:
+    """A job's rank files: each rank's evidence, the job's clock and steps from them, then each rank
+    reduced
+    (analyze/ranks.py); every pass reads one file at a time, wherever the engine runs it. A file
+    that cannot be read is left out and named: the other ranks are reported (all unreadable: the
+    first one's error).
+    """
     read = map_on(engine, _rank_evidence, [(fmt.name, f) for f in files])
     unreadable = [(f, r) for f, r in zip(files, read) if isinstance(r, str)]
     if len(unreadable) == len(files):
-        raise TraceError(unreadable[0][1] + (
-            f" (and the {len(files) - 1} other rank files: none can be read)" if len(files) > 1 else ""))
+        raise TraceError(
+            unreadable[0][1]
+            + (
+                f" (and the {len(files) - 1} other rank files: none can be read)"
+                if len(files) > 1
+                else ""
+            )
+        )
     files, found = zip(*[(f, r) for f, r in zip(files, read) if not isinstance(r, str)])
     labels = fmt.rank_labels([facts for facts, _, _ in found], list(files))
-    evidence = [replace(e, label=label, host=_host_of(facts)) for label, (facts, e, _) in zip(labels, found)]
-    notes = [f"{why}: this rank file is left out, the report is of the other {len(files)}" for _, why in unreadable]
-    notes += other_formats(root, fmt) + files_notes({e.label: (e.host_stats, _span_of(e)) for e in evidence})
+    evidence = [
+        replace(e, label=label, host=_host_of(facts)) for label, (facts, e, _) in zip(labels, found)
+    ]
+    notes = [
+        f"{why}: this rank file is left out, the report is of the other {len(files)}"
+        for _, why in unreadable
+    ]
+    notes += other_formats(root, fmt) + files_notes(
+        {e.label: (e.host_stats, _span_of(e)) for e in evidence}
+    )
     clock = ranks.job_clock(evidence)
-    reductions = map_on(engine, _rank_reduction, [(fmt.name, f, label, clock.steps, clock.shift_ns(i))
-                                           for i, (f, label) in enumerate(zip(files, labels))])
-    analysis = assemble(name, [str(f) for f in files], labels, sum(count for _, _, count in found), reductions, clock)
+    reductions = map_on(
+        engine,
+        _rank_reduction,
+        [
+            (fmt.name, f, label, clock.steps, clock.shift_ns(i))
+            for i, (f, label) in enumerate(zip(files, labels))
+        ],
+    )
+    analysis = assemble(
+        name,
+        [str(f) for f in files],
+        labels,
+        sum(count for _, _, count in found),
+        reductions,
+        clock,
+    )
     return _with_notes(analysis, notes)
 
 
@@ -112,7 +165,8 @@ def _host_of(facts) -> str | None:
 
 
 def map_on(engine: Engine | None, fn: Callable, items: list) -> list:
-    """``fn`` over ``items`` on ``engine``, results in order; None: here, one item after the other."""
+    """``fn`` over ``items`` on ``engine``, results in order; None: here, one item after the other.
+    """
     return engine.map(fn, items) if engine is not None else [fn(item) for item in items]
 
 
@@ -125,7 +179,8 @@ def _format(name: str) -> TraceFormat:
 
 
 def _rank_evidence(item: tuple[str, Path]) -> tuple[object, ranks.RankEvidence, int] | str:
-    """One rank's file read alone: its facts for the labels, its evidence, its event count; or why it
+    """One rank's file read alone: its facts for the labels, its evidence, its event count; or why
+    it
     cannot be read (runs in a worker)."""
     fmt_name, file = item
     try:
@@ -146,15 +201,18 @@ def _rank_reduction(item: tuple) -> RankReduction:
 
 
 def diagnose_run(run_dir: str | os.PathLike, engine: Engine | None = None) -> RunReport:
-    """A run directory written by ``profile``, the callback or the loop API (``engine``: analyze_trace_at's)."""
+    """A run directory written by ``profile``, the callback or the loop API (``engine``:
+    analyze_trace_at's)."""
     return build_run_report(str(run_dir), analyze_run_dir(Path(run_dir), engine))
 
 
-def diagnose_sweep(sweep_dir: str | os.PathLike, interconnect: str | None = None,
-                   engine: Engine | None = None) -> SweepReport:
+def diagnose_sweep(
+    sweep_dir: str | os.PathLike, interconnect: str | None = None, engine: Engine | None = None
+) -> SweepReport:
     """A sweep directory (``profile --gpus``): one run per device count and repeat.
 
-    ``interconnect``: the machine to predict for (``nvlink4x18``, ``pcie5x16``: analyze/interconnect.parse).
+    ``interconnect``: the machine to predict for (``nvlink4x18``, ``pcie5x16``:
+    analyze/interconnect.parse).
     """
     spec, found = sweep_runs(Path(sweep_dir))
     runs: dict[int, list[RunAnalysis]] = {}
@@ -163,8 +221,13 @@ def diagnose_sweep(sweep_dir: str | os.PathLike, interconnect: str | None = None
         analysis = analyze_run_dir(run_dir, engine)
         reports.append((gpus, build_run_report(str(run_dir), analysis)))
         failure = run_failure(analysis.run)
-        if failure:  # a crashed or killed point measures the crash, not the scaling: never a speedup
-            excluded.append(f"the run with {gpus} device{'s' if gpus > 1 else ''} ({run_dir.name}) is left out: {failure}")
+        if (
+            failure
+        ):  # a crashed or killed point measures the crash, not the scaling: never a speedup
+            excluded.append(
+                f"the run with {gpus} device{'s' if gpus > 1 else ''} ({run_dir.name}) is left out:"
+                f" {failure}"
+            )
             continue
         runs.setdefault(gpus, []).append(analysis)
     scaling = analyze_scaling(runs, bool(spec.get("emulate")), parse_interconnect(interconnect))
@@ -174,7 +237,8 @@ def diagnose_sweep(sweep_dir: str | os.PathLike, interconnect: str | None = None
 
 
 def parse_interconnect(spec: str | None) -> Interconnect | None:
-    """The ``--interconnect`` option's machine, or None; a spec it cannot read is the user's error."""
+    """The ``--interconnect`` option's machine, or None; a spec it cannot read is the user's error.
+    """
     if spec is None:
         return None
     try:
@@ -187,21 +251,31 @@ def run_failure(run: dict) -> str | None:
     """Why a run's numbers are not a measurement of its configuration, or None if they are."""
     status, code = run.get("status"), run.get("exit_code")
     if status != "finished":
-        return f"it did not finish (status {status or 'unknown'}" + (f", exit code {code})" if code is not None else ")")
+        return f"it did not finish (status {status or 'unknown'}" + (
+            f", exit code {code})" if code is not None else ")"
+        )
     if code not in (None, 0):
         return f"the script exited with code {code}"
     return None
 
 
-def diagnose(path: str | os.PathLike | list[str | os.PathLike], interconnect: str | None = None,
-             engine: Engine | None = None) -> RunReport | SweepReport | JobReport:
-    """A run, a sweep or a job, whichever ``path`` is: a directory, or a list of them (a job's nodes' run
+def diagnose(
+    path: str | os.PathLike | list[str | os.PathLike],
+    interconnect: str | None = None,
+    engine: Engine | None = None,
+) -> RunReport | SweepReport | JobReport:
+    """A run, a sweep or a job, whichever ``path`` is: a directory, or a list of them (a job's
+    nodes' run
     directories, or one directory holding them); ``interconnect``: diagnose_sweep's."""
     paths = [str(p) for p in path] if isinstance(path, (list, tuple)) else [str(path)]
     if job_dirs.is_job(paths):
         return diagnose_job(paths, engine)
     path = paths[0]
-    return diagnose_sweep(path, interconnect, engine) if is_sweep(Path(path)) else diagnose_run(path, engine)
+    return (
+        diagnose_sweep(path, interconnect, engine)
+        if is_sweep(Path(path))
+        else diagnose_run(path, engine)
+    )
 
 
 def analyze_run_dir(run_dir: Path, engine: Engine | None = None) -> RunAnalysis:
@@ -210,38 +284,49 @@ def analyze_run_dir(run_dir: Path, engine: Engine | None = None) -> RunAnalysis:
     return analyze_record(read_record(run_dir), trace, trace_missing, others)
 
 
-def _run_trace(run_dir: Path, engine: Engine | None = None) -> tuple[ProfileAnalysis | None, list[str]]:
+def _run_trace(
+    run_dir: Path, engine: Engine | None = None
+) -> tuple[ProfileAnalysis | None, list[str]]:
     """The analysis of the run's trace window, or why there is none."""
     logdir = Path(run_dir) / TRACE_DIR
     if not logdir.exists():
-        return None, ["trace: no profiler trace in this run (too few steps, or the profiler failed)"]
+        return None, [
+            "trace: no profiler trace in this run (too few steps, or the profiler failed)"
+        ]
     try:
         return analyze_trace_at(logdir, None, engine), []
     except TraceError as exc:
         return None, [f"trace: {exc}"]
     except TRACE_FAILURES as exc:
-        # A trace this decoder cannot take is a gap in the run's evidence; the steps and samples still report.
+        # A trace this decoder cannot take is a gap in the run's evidence; the steps and samples
+        # still report.
         return None, [f"trace: cannot be analysed ({type(exc).__name__}: {exc})"]
 
 
-# -- a job over several nodes: each node's run directory and its ranks' trace files ------------------------
+# -- a job over several nodes: each node's run directory and its ranks' trace files
+# ------------------------
 
 
 def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
-    """The job's report; each rank's trace reduced to its evidence on ``engine`` (scaldiag/engines.py; None:
-    here, one after the other), so that one rank's events are in a process's memory at a time. A node
-    that cannot be merged (no place in the job, no rank's trace with steps) is left out and named; one
-    rank file that cannot be read is left out of its node and named."""
+    """The job's report; each rank's trace reduced to its evidence on ``engine``
+    (scaldiag/engines.py; None:
+    here, one after the other), so that one rank's events are in a process's memory at a time. A
+    node that cannot be merged (no place in the job, no rank's trace with steps) is left out and
+    named; one rank file that cannot be read is left out of its node and named."""
     left_out: list[str] = []
     dirs = job_dirs.node_dirs(paths, left_out)
     job_dirs.refuse_other_jobs(dirs)
     by_node = _rank_events(dirs, engine, left_out)
     for d in [d for d in dirs if not by_node[d]]:
-        left_out.append(f"{d}: no rank's trace with steps (PyTorch's ProfilerStep markers, scaldiag's step "
-                        "markers or the train function's calls): this node is left out")
+        left_out.append(
+            f"{d}: no rank's trace with steps (PyTorch's ProfilerStep markers, scaldiag's step "
+            "markers or the train function's calls): this node is left out"
+        )
     dirs = [d for d in dirs if by_node[d]]
     if len(dirs) < 2:
-        raise ScaldiagError(f"{len(dirs)} node of the job can be merged, nothing to merge: " + "; ".join(left_out))
+        raise ScaldiagError(
+            f"{len(dirs)} node of the job can be merged, nothing to merge: " + "; ".join(left_out)
+        )
     found_ranks, bytes_per_step, steady, intra, files = [], {}, {}, {}, []
     for d in dirs:
         label = job_dirs.label(d)
@@ -260,22 +345,36 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
         raise ScaldiagError(f"the nodes are not merged: {exc}") from None
     job_merge.refuse_far_clocks(offsets)
     notes = left_out + notes + job_merge.uncertain_clocks(offsets, step_ns)
-    notes += [f"{r.rank}: steps numbered {r.steps_numbered_by}; paired with the other ranks' on the assumption "
-              "that every trace window began at the same step" for r in found_ranks if r.steps_numbered_by]
+    notes += [
+        f"{r.rank}: steps numbered {r.steps_numbered_by}; paired with the other ranks' on the"
+        " assumption that every trace window began at the same step"
+        for r in found_ranks
+        if r.steps_numbered_by
+    ]
     nnodes = job_dirs.place(dirs[0])[1]
     if nnodes is not None and nnodes > len(dirs):
-        notes.append(f"{len(dirs)} of the job's {nnodes} nodes merged: the others are not in this report")
+        notes.append(
+            f"{len(dirs)} of the job's {nnodes} nodes merged: the others are not in this report"
+        )
     one_stack = job_nodes.shared_network_stack([job_dirs.node_of(d) for d in dirs])
     notes += [one_stack] if one_stack else []
     analysis = job_nodes.reduce_job(aligned, offsets, bytes_per_step, notes)
-    analysis = replace(analysis, nodes=[replace(n, steady_step_ms=steady.get(n.node), intra_node_ms=intra.get(n.node))
-                                        for n in analysis.nodes], one_network_stack=one_stack is not None)
+    analysis = replace(
+        analysis,
+        nodes=[
+            replace(n, steady_step_ms=steady.get(n.node), intra_node_ms=intra.get(n.node))
+            for n in analysis.nodes
+        ],
+        one_network_stack=one_stack is not None,
+    )
     return build_job_report([str(d) for d in dirs], analysis, files, job_dirs.framework(dirs[0]))
 
 
-def _rank_events(dirs: list[Path], engine: Engine | None,
-                 left_out: list[str]) -> dict[Path, list[tuple[job_nodes.RankEvents, str]]]:
-    """Per node directory, each of its ranks' evidence with its trace file (ranks without steps left out;
+def _rank_events(
+    dirs: list[Path], engine: Engine | None, left_out: list[str]
+) -> dict[Path, list[tuple[job_nodes.RankEvents, str]]]:
+    """Per node directory, each of its ranks' evidence with its trace file (ranks without steps left
+    out;
     a file that cannot be read left out, its reason added to ``left_out``)."""
     where = [(d, f) for d in dirs for f in trace_files(d / TRACE_DIR)]
     found = map_on(engine, _rank_events_of, [(job_dirs.label(d), f) for d, f in where])
@@ -289,7 +388,8 @@ def _rank_events(dirs: list[Path], engine: Engine | None,
 
 
 def _rank_events_of(item: tuple[str, Path]) -> job_nodes.RankEvents | str | None:
-    """One rank's trace read and reduced to its evidence, or why it cannot be read (runs in a worker: a
+    """One rank's trace read and reduced to its evidence, or why it cannot be read (runs in a
+    worker: a
     reason, not an exception, so that no engine prints its own traceback for a damaged file)."""
     label, f = item
     try:
@@ -300,8 +400,10 @@ def _rank_events_of(item: tuple[str, Path]) -> job_nodes.RankEvents | str | None
 
 
 def _record_facts(run_dir: Path):
-    """Bytes all-reduced a step (the optimizer's parameters: DDP reduces each gradient once a step) and
-    the node's steady step time from its first rank's record (every step, not only the traced ones)."""
+    """Bytes all-reduced a step (the optimizer's parameters: DDP reduces each gradient once a step)
+    and
+    the node's steady step time from its first rank's record (every step, not only the traced ones).
+    """
     parameter_bytes, steady = None, None
     for d in [run_dir, *rank_dirs(run_dir).values()]:
         record = read_record(d)
@@ -315,15 +417,18 @@ def _record_facts(run_dir: Path):
 
 
 def job_trace(report: JobReport) -> dict:
-    """The job's merged trace (``report --format perfetto``): every rank's Kineto events read again, whole,
-    by the Kineto reader (its caps), on node 0's clock (analyze/job_merge.merged_trace). Every rank is
-    read before anything is written."""
+    """The job's merged trace (``report --format perfetto``): every rank's Kineto events read again,
+    whole,
+    by the Kineto reader (its caps), on node 0's clock (analyze/job_merge.merged_trace). Every rank
+    is read before anything is written."""
     docs = []
     for node, rank_name, path in report.rank_files:
         fmt = format_of(Path(path))
         if fmt is None or fmt.name != "kineto":
-            raise ScaldiagError(f"{path}: only Kineto JSON traces (PyTorch) are merged into one file; report a "
-                                "TensorFlow or JAX node's directory alone for its trace")
+            raise ScaldiagError(
+                f"{path}: only Kineto JSON traces (PyTorch) are merged into one file; report a "
+                "TensorFlow or JAX node's directory alone for its trace"
+            )
         try:
             docs.append((node, rank_name, read_document(Path(path))))
         except TraceError as exc:

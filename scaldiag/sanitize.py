@@ -35,15 +35,20 @@ def _escape(match: re.Match) -> str:
 
 
 def shorten(value: str, limit: int = MAX_LINE_CHARS) -> str:
-    """``value`` whole if it has at most ``limit`` characters, else its head and tail around a count."""
+    """``value`` whole if it has at most ``limit`` characters, else its head and tail around a
+    count."""
     if len(value) <= limit:
         return value
     head, tail = HEAD_CHARS * limit // MAX_LINE_CHARS, TAIL_CHARS * limit // MAX_LINE_CHARS
-    return f"{value[:head]}...[{len(value) - head - tail:,} characters left out]...{value[len(value) - tail:]}"
+    return (
+        f"{value[:head]}...[{len(value) - head - tail:,} characters left"
+        f" out]...{value[len(value) - tail :]}"
+    )
 
 
 def line(value: object) -> str:
-    """``value`` as one terminal line: every control (newline and tab too) shown escaped, shortened."""
+    """``value`` as one terminal line: every control (newline and tab too) shown escaped, shortened.
+    """
     return _IN_LINE.sub(_escape, shorten(str(value)))
 
 

@@ -28,19 +28,40 @@ from scaldiag.loop import LoopRun, session_run
 __all__ = ["capture", "LoopRun"]
 
 
-def capture(run_dir=None, global_batch: int | None = None, per_replica_batch: int | None = None,
-            warmup_steps: int = WARMUP_STEPS, trace_steps: int = TRACE_STEPS, sample: bool | None = None):
-    """A capture session for the loop inside the ``with``; ``global_batch`` or ``per_replica_batch``: samples per step."""
+def capture(
+    run_dir=None,
+    global_batch: int | None = None,
+    per_replica_batch: int | None = None,
+    warmup_steps: int = WARMUP_STEPS,
+    trace_steps: int = TRACE_STEPS,
+    sample: bool | None = None,
+):
+    """A capture session for the loop inside the ``with``; ``global_batch`` or
+    ``per_replica_batch``: samples per step."""
 
     def open_session() -> Session:
         replicas = world_size()
-        batch = global_batch if global_batch is not None or not per_replica_batch else per_replica_batch * replicas
-        session = Session(run_dir, backend=torch_trace.BACKEND, warmup_steps=warmup_steps, trace_steps=trace_steps,
-                          sample=sample)
-        session.describe(framework={"name": "pytorch", "backend": torch_trace.BACKEND, "versions": versions()},
-                         global_batch=batch, replicas=replicas, steps_per_execution=1, rank=torch_trace.rank(),
-                         batch_source="capture(global_batch=)" if batch else "unknown: not given",
-                         per_replica_batch=batch // replicas if batch else None)
+        batch = (
+            global_batch
+            if global_batch is not None or not per_replica_batch
+            else per_replica_batch * replicas
+        )
+        session = Session(
+            run_dir,
+            backend=torch_trace.BACKEND,
+            warmup_steps=warmup_steps,
+            trace_steps=trace_steps,
+            sample=sample,
+        )
+        session.describe(
+            framework={"name": "pytorch", "backend": torch_trace.BACKEND, "versions": versions()},
+            global_batch=batch,
+            replicas=replicas,
+            steps_per_execution=1,
+            rank=torch_trace.rank(),
+            batch_source="capture(global_batch=)" if batch else "unknown: not given",
+            per_replica_batch=batch // replicas if batch else None,
+        )
         return session
 
     return session_run(open_session)

@@ -14,13 +14,13 @@ import numpy as np
 # Stats the analysis reads, by their XPlane stat names. Others are skipped at
 # read time, which keeps reading fast.
 WANTED_STATS = (
-    "step_num",        # step markers (JAX StepTraceAnnotation, TF TraceContext)
-    "_r",              # 1 on root events (step markers written by the profilers)
-    "group_id",        # TF: step grouping written by the profiler
+    "step_num",  # step markers (JAX StepTraceAnnotation, TF TraceContext)
+    "_r",  # 1 on root events (step markers written by the profilers)
+    "group_id",  # TF: step grouping written by the profiler
     "memcpy_details",  # CUPTI memcpy: "kind_src:pinned kind_dst:device size:N ..."
-    "hlo_op",          # XLA instruction that launched a kernel
-    "hlo_category",    # XLA's own category when present ("data formatting"...)
-    "tf_op",           # TF op "name:Type" that launched a kernel
+    "hlo_op",  # XLA instruction that launched a kernel
+    "hlo_category",  # XLA's own category when present ("data formatting"...)
+    "tf_op",  # TF op "name:Type" that launched a kernel
 )
 # The wanted stats the analysis reads as integers; the others are text.
 INT_STATS = ("step_num", "_r", "group_id")
@@ -32,8 +32,8 @@ class Line:
 
     name: str
     start_ns: np.ndarray  # int64
-    end_ns: np.ndarray    # int64, >= start_ns
-    name_id: np.ndarray   # int32 index into Plane.event_names
+    end_ns: np.ndarray  # int64, >= start_ns
+    name_id: np.ndarray  # int32 index into Plane.event_names
     # Each wanted stat found on this line: an object array, None where absent, or, for a stat
     # on few of the line's events (step markers on a thread of millions), a SparseStat.
     stats: dict[str, np.ndarray | SparseStat] = field(default_factory=dict)
@@ -69,7 +69,7 @@ class SparseStat:
     Keeps a reader from making, and the analysis from scanning, a column of millions of
     Nones: on a 270 MB JAX trace the host thread's 6.8 M events had 15,600 step markers."""
 
-    rows: np.ndarray    # int64
+    rows: np.ndarray  # int64
     values: np.ndarray  # object
 
     def dense(self, n: int) -> np.ndarray:
@@ -87,7 +87,7 @@ class StepMarks:
     apart from the plane's lines, so no busy time or category ever counts them."""
 
     start_ns: np.ndarray  # int64, in the order read (several per step where a step spans streams)
-    end_ns: np.ndarray    # int64
+    end_ns: np.ndarray  # int64
     step_num: np.ndarray  # int64
 
 

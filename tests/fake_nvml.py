@@ -27,14 +27,22 @@ NEAR_WRAP = 2**32 - 200_000_000  # with pcie_wraps, the 32-bit counters start he
 
 
 class FakeNvml:
-    def __init__(self, gpus: int = 2, unsupported: tuple[int, ...] = (), util_raises: bool = False,
-                 pcie_wraps: bool = False, pcie_bytes_per_s: float = PCIE_BYTES_PER_S):
+    def __init__(
+        self,
+        gpus: int = 2,
+        unsupported: tuple[int, ...] = (),
+        util_raises: bool = False,
+        pcie_wraps: bool = False,
+        pcie_bytes_per_s: float = PCIE_BYTES_PER_S,
+    ):
         self.gpus = gpus
         self.unsupported = set(unsupported)
         self.util_raises = util_raises
         self.pcie_wraps = pcie_wraps  # real H200 PCIe counters are 32-bit and wrap
         self.pcie_bytes_per_s = pcie_bytes_per_s
-        self.field_reads: list[tuple[int, list[int]]] = []  # (handle, field ids) of each field-values call
+        self.field_reads: list[
+            tuple[int, list[int]]
+        ] = []  # (handle, field ids) of each field-values call
         self.t0 = time.perf_counter()
         self.calls = 0
         for name, value in globals().items():
@@ -59,14 +67,25 @@ class FakeNvml:
         out = []
         for field_id, _scope in fields:
             ret = 3 if field_id in self.unsupported else 0  # 3: NVML_ERROR_NOT_SUPPORTED
-            value = int({197: rate * elapsed, 198: rate * elapsed / 2,
-                         138: 1e6 * elapsed, 139: 1e6 * elapsed, 186: 300_000, 74: 0.5e9 * elapsed}.get(field_id, 0))
+            value = int(
+                {
+                    197: rate * elapsed,
+                    198: rate * elapsed / 2,
+                    138: 1e6 * elapsed,
+                    139: 1e6 * elapsed,
+                    186: 300_000,
+                    74: 0.5e9 * elapsed,
+                }.get(field_id, 0)
+            )
             pcie = field_id in (197, 198)
             if pcie and self.pcie_wraps:
                 value = (value + NEAR_WRAP) % 2**32
             kind = 1 if pcie else 3  # uint32 counters, like the real ones; the rest 64-bit
-            out.append(SimpleNamespace(nvmlReturn=ret, valueType=kind,
-                                       value=SimpleNamespace(uiVal=value, ullVal=value)))
+            out.append(
+                SimpleNamespace(
+                    nvmlReturn=ret, valueType=kind, value=SimpleNamespace(uiVal=value, ullVal=value)
+                )
+            )
         return out
 
     def nvmlDeviceGetUtilizationRates(self, h):

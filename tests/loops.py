@@ -10,11 +10,28 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def profile(script: Path, *flags: str, env: dict | None = None, timeout_s: int = 300):
     """``scaldiag profile -q`` of ``script`` into ``script``'s folder / runs: (run_dir, stdout)."""
-    inherited = {k: v for k, v in os.environ.items() if k != "SCALDIAG_GLOBAL_BATCH"}  # the script's own
+    inherited = {
+        k: v for k, v in os.environ.items() if k != "SCALDIAG_GLOBAL_BATCH"
+    }  # the script's own
     env = {**inherited, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **(env or {})}
     runs = script.parent / "runs"
-    result = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(runs), *flags,
-                             str(script)], capture_output=True, text=True, env=env, timeout=timeout_s)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scaldiag",
+            "profile",
+            "-q",
+            "--out",
+            str(runs),
+            *flags,
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout_s,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = list(runs.iterdir())
     return run_dir, result.stdout

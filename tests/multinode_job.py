@@ -1,4 +1,5 @@
-"""A tiny DDP job over gloo for the multi-node tests: synthetic data, a model of a few MB of gradients.
+"""A tiny DDP job over gloo for the multi-node tests: synthetic data, a model of a few MB of
+gradients.
 
     torchrun ... multinode_job.py --steps 30 [--slow-input-node K --slow-input-ms MS]
 
@@ -18,7 +19,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-WIDTH = 512   # eight 512x512 layers: 2.1 M parameters, 8.4 MB of float32 gradients a step
+WIDTH = 512  # eight 512x512 layers: 2.1 M parameters, 8.4 MB of float32 gradients a step
 LAYERS = 8
 BUCKET_MB = 1
 
@@ -49,11 +50,16 @@ def main() -> None:
     node = int(os.environ.get("GROUP_RANK", "0"))
     delay_s = args.slow_input_ms / 1e3 if node == args.slow_input_node else 0.0
     data = Synthetic(args.batch * args.steps * dist.get_world_size(), delay_s, args.batch)
-    loader = DataLoader(data, batch_size=args.batch, sampler=DistributedSampler(data, shuffle=False), drop_last=True)
+    loader = DataLoader(
+        data, batch_size=args.batch, sampler=DistributedSampler(data, shuffle=False), drop_last=True
+    )
     # 1 MB buckets, a layer each: 8 all-reduces a step overlapping backward, as DDP does with larger
-    # models, and for the merge of the nodes' clocks more collective ends to agree on (40 in 5 traced steps).
+    # models, and for the merge of the nodes' clocks more collective ends to agree on (40 in 5
+    # traced steps).
     layers = [m for _ in range(LAYERS) for m in (torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU())]
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers), bucket_cap_mb=BUCKET_MB)
+    model = torch.nn.parallel.DistributedDataParallel(
+        torch.nn.Sequential(*layers), bucket_cap_mb=BUCKET_MB
+    )
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     for x, y in loader:
         loss = torch.nn.functional.mse_loss(model(x).sum(1), y)

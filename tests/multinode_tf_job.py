@@ -1,4 +1,5 @@
-"""A tiny Keras 3 (TensorFlow backend) job under MultiWorkerMirroredStrategy, for the TF multi-node tests.
+"""A tiny Keras 3 (TensorFlow backend) job under MultiWorkerMirroredStrategy, for the TF multi-node
+tests.
 
     TF_CONFIG='{"cluster": {"worker": [...]}, "task": {"type": "worker", "index": K}}' \
         scaldiag profile --out DIR multinode_tf_job.py -- --steps 12 [--slow-input-worker K --slow-input-ms MS]
@@ -6,7 +7,7 @@
 Each worker runs this with its own TF_CONFIG (tests/test_multinode_tf.py starts two on localhost).
 Synthetic data from a Python generator; ``--slow-input-worker K``: worker K's generator sleeps MS
 before each batch, as a slow disk or decoder on that machine would.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -37,14 +38,21 @@ def main() -> None:
     tf.config.threading.set_intra_op_parallelism_threads(1)
     # RING: gRPC between the workers, the one implementation on CPU (NCCL needs GPUs).
     options = tf.distribute.experimental.CommunicationOptions(
-        implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+        implementation=tf.distribute.experimental.CommunicationImplementation.RING
+    )
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     worker = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
     delay_s = args.slow_input_ms / 1e3 if worker == args.slow_input_worker else 0.0
 
     with strategy.scope():
-        model = MultiWorkerModel([keras.Input((WIDTH,)), keras.layers.Dense(WIDTH, activation="relu"),
-                                  keras.layers.Dense(WIDTH, activation="relu"), keras.layers.Dense(1)])
+        model = MultiWorkerModel(
+            [
+                keras.Input((WIDTH,)),
+                keras.layers.Dense(WIDTH, activation="relu"),
+                keras.layers.Dense(WIDTH, activation="relu"),
+                keras.layers.Dense(1),
+            ]
+        )
         model.compile(optimizer="sgd", loss="mse")
     model.fit(_dataset(delay_s), epochs=1, steps_per_epoch=args.steps, verbose=0)
 
@@ -53,8 +61,8 @@ class MultiWorkerModel(keras.Sequential):
     """Keras 3's fit under MultiWorkerMirroredStrategy, around its two known failures there
     (keras-team/keras#20585): it builds its state from the first batch reduced across the workers as
     one value, which the strategy cannot reduce (built from the batch's shapes instead: Keras's
-    _symbolic_build reads only shapes and dtypes); and it reduces each step's logs along axis 0, which
-    a scalar loss has not (each log given that axis)."""
+    _symbolic_build reads only shapes and dtypes); and it reduces each step's logs along axis 0,
+    which a scalar loss has not (each log given that axis)."""
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         with self.distribute_strategy.scope():
@@ -65,9 +73,10 @@ class MultiWorkerModel(keras.Sequential):
 
 
 def _dataset(delay_s: float) -> tf.data.Dataset:
-    """Synthetic global batches from Python. Sharded by data: each worker reads every global batch and
-    keeps its replica's half, so its generator runs once a step (unsharded, each worker would take both
-    halves of a global batch in turn, the generator running every other step)."""
+    """Synthetic global batches from Python. Sharded by data: each worker reads every global batch
+    and
+    keeps its replica's half, so its generator runs once a step (unsharded, each worker would take
+    both halves of a global batch in turn, the generator running every other step)."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((BATCH, WIDTH)).astype("float32")
     y = x.sum(1, keepdims=True)

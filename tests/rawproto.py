@@ -43,13 +43,18 @@ def events(space, plane_name: str):
         for line in plane.lines:
             for e in line.events:
                 start = line.timestamp_ns + e.offset_ps / 1000
-                out.append({
-                    "line": line.name,
-                    "name": plane.event_metadata[e.metadata_id].name,
-                    "start_ns": start,
-                    "end_ns": start + e.duration_ps / 1000,
-                    "stats": {plane.stat_metadata[s.metadata_id].name: stat_value(plane, s) for s in e.stats},
-                })
+                out.append(
+                    {
+                        "line": line.name,
+                        "name": plane.event_metadata[e.metadata_id].name,
+                        "start_ns": start,
+                        "end_ns": start + e.duration_ps / 1000,
+                        "stats": {
+                            plane.stat_metadata[s.metadata_id].name: stat_value(plane, s)
+                            for s in e.stats
+                        },
+                    }
+                )
     return out
 
 

@@ -3,9 +3,10 @@
     python tests/slow_getitem.py [--steps 24] [--batch 8] [--workers 0] [--work 30000] [--threads N]
 
 Plain PyTorch, unmodified for scaldiag: ``DataLoader(num_workers=0)`` by default, so every
-``__getitem__`` runs on the training thread between the model's ops; the model's ops run on PyTorch's
-intra-op threads (as many as the cores, unless OMP_NUM_THREADS or --threads says otherwise). On the
-shared 2-core development machine OMP_NUM_THREADS=1 made it several times faster (docs/rules.md, SD211).
+``__getitem__`` runs on the training thread between the model's ops; the model's ops run on
+PyTorch's intra-op threads (as many as the cores, unless OMP_NUM_THREADS or --threads says
+otherwise). On the shared 2-core development machine OMP_NUM_THREADS=1 made it several times faster
+(docs/rules.md, SD211).
 """
 
 import argparse
@@ -37,15 +38,31 @@ def main():
     p.add_argument("--steps", type=int, default=24)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--workers", type=int, default=0)
-    p.add_argument("--work", type=int, default=30000, help="Python loop iterations a sample (30,000: ~2 ms)")
-    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
+    p.add_argument(
+        "--work", type=int, default=30000, help="Python loop iterations a sample (30,000: ~2 ms)"
+    )
+    p.add_argument(
+        "--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)"
+    )
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
-    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2, padding=1),
-                          nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, 10),
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    loader = DataLoader(SlowItems(a.batch * a.steps, a.work), batch_size=a.batch, shuffle=True, num_workers=a.workers)
+    loader = DataLoader(
+        SlowItems(a.batch * a.steps, a.work),
+        batch_size=a.batch,
+        shuffle=True,
+        num_workers=a.workers,
+    )
     start, done = time.perf_counter(), 0
     for x, y in loader:
         loss = nn.functional.cross_entropy(model(x), y)
@@ -53,7 +70,10 @@ def main():
         loss.backward()
         opt.step()
         done += 1
-    print(f"{done} steps, {done * a.batch / (time.perf_counter() - start):.1f} samples/s (script's own stopwatch)")
+    print(
+        f"{done} steps, {done * a.batch / (time.perf_counter() - start):.1f} samples/s (script's"
+        " own stopwatch)"
+    )
 
 
 if __name__ == "__main__":

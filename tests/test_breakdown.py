@@ -22,7 +22,13 @@ def two_step_trace(tmp_path):
     gpu = PlaneBuilder(space, "/device:GPU:0")
     compute, copies = gpu.line("Stream #1(Compute)"), gpu.line("Stream #2(MemcpyH2D)")
     gpu.event(compute, "gemm_fusion", 10 * US, 40 * US)
-    gpu.event(copies, "MemcpyH2D", 40 * US, 30 * US, memcpy_details="kind_src:pageable kind_dst:device size:1000")
+    gpu.event(
+        copies,
+        "MemcpyH2D",
+        40 * US,
+        30 * US,
+        memcpy_details="kind_src:pageable kind_dst:device size:1000",
+    )
     gpu.event(compute, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 100 * US, 30 * US)
     host = PlaneBuilder(space, "/host:CPU")
     main = host.line("python")
@@ -41,9 +47,14 @@ def test_exclusive_and_busy_times(tmp_path):
     # The 'train' markers cover the step, so the host counts as busy
     # (host_overhead) wherever no finer event says otherwise.
     expected_exclusive_us = {
-        "compute": 40 / 2, "h2d": 20 / 2, "collective": 30 / 2, "input": 20 / 2,
-        "host_overhead": (10 + 5 + 20 + 15) / 2,  # marker-only time: [0,10) [90,95) [130,150) [180,195)
-        "idle": (5 + 30) / 2,                     # [95,100) and the wait [150,180)
+        "compute": 40 / 2,
+        "h2d": 20 / 2,
+        "collective": 30 / 2,
+        "input": 20 / 2,
+        "host_overhead": (
+            (10 + 5 + 20 + 15) / 2
+        ),  # marker-only time: [0,10) [90,95) [130,150) [180,195)
+        "idle": (5 + 30) / 2,  # [95,100) and the wait [150,180)
     }
     for category, us in expected_exclusive_us.items():
         assert gpu.categories[category].exclusive_ms == pytest.approx(us / 1000), category
@@ -69,7 +80,12 @@ def test_what_the_host_is_in_while_the_device_idles(tmp_path):
     # events there: train [0,10) [90,95) [180,195), IteratorGetNext [70,90),
     # python_work [130,150); the wait [150,180) is left out.
     got = {(h.name.split(" ")[0], h.state): h.ms_per_step for h in gpu.host_activity_while_idle}
-    assert got == pytest.approx({("train", "host_overhead"): 30 / 2 / 1000, ("IteratorGetNext", "input"): 20 / 2 / 1000,
-                                 ("python_work", "host_overhead"): 20 / 2 / 1000})
+    assert got == pytest.approx(
+        {
+            ("train", "host_overhead"): 30 / 2 / 1000,
+            ("IteratorGetNext", "input"): 20 / 2 / 1000,
+            ("python_work", "host_overhead"): 20 / 2 / 1000,
+        }
+    )
     # The step marker's own time is named for what it is.
     assert gpu.host_activity_while_idle[0].name.startswith("train (step itself")

@@ -1,4 +1,5 @@
-"""``scaldiag calibrate`` for real on two CPU processes (torch.distributed, gloo): the curve it saves, where, and
+"""``scaldiag calibrate`` for real on two CPU processes (torch.distributed, gloo): the curve it
+saves, where, and
 that GPU predictions leave it alone."""
 
 import argparse
@@ -30,15 +31,24 @@ def own_cache(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_two_cpu_ranks_measure_save_and_print_a_cpu_calibration(tmp_path, capsys):
-    assert calibrate.run(_args("--device", "cpu", "--framework", "torch", "--sizes", "8,4K,256K")) == 0
+    assert (
+        calibrate.run(_args("--device", "cpu", "--framework", "torch", "--sizes", "8,4K,256K")) == 0
+    )
     saved = tmp_path / "cache" / "scaldiag" / "interconnect" / "cpu-x2-torch.json"
     doc = json.loads(saved.read_text())
-    assert (doc["schema"], doc["device"], doc["backend"], doc["ranks"]) == (ic.CALIBRATION_SCHEMA, "cpu", "gloo", 2)
+    assert (doc["schema"], doc["device"], doc["backend"], doc["ranks"]) == (
+        ic.CALIBRATION_SCHEMA,
+        "cpu",
+        "gloo",
+        2,
+    )
     rows = doc["allreduce"]
     assert [r["bytes"] for r in rows] == [8, 4096, 262144]
     for r in rows:
         assert 0 < r["min_s"] <= r["median_s"] <= r["max_s"] and r["repeats"] == 7
-        assert r["busbw_bytes_per_s"] == pytest.approx(r["bytes"] / r["median_s"])  # 2 ranks: busbw = algbw
+        assert r["busbw_bytes_per_s"] == pytest.approx(
+            r["bytes"] / r["median_s"]
+        )  # 2 ranks: busbw = algbw
     out = capsys.readouterr().out
     assert "busbw GB/s" in out and "256 KiB" in out and f"saved: {saved}" in out
     assert "GPU predictions do not use it" in out
@@ -47,19 +57,32 @@ def test_two_cpu_ranks_measure_save_and_print_a_cpu_calibration(tmp_path, capsys
     assert (found.device, found.curve.ranks) == ("cpu", 2)
     assert found.curve.time_s(262144, 2) == pytest.approx(rows[-1]["median_s"])
     h200 = {"gpus": [{"name": "NVIDIA H200", "nvlink_active_links": 0}]}
-    assert ic.from_inventory(h200).curve is ic.NVLINK4_X18_CURVE  # a CPU calibration never replaces a GPU's
+    assert (
+        ic.from_inventory(h200).curve is ic.NVLINK4_X18_CURVE
+    )  # a CPU calibration never replaces a GPU's
 
 
 def test_ranks_past_the_timeout_are_stopped_with_a_clear_error(tmp_path):
-    # 0.1 s: less than any machine takes to start a rank that imports torch and joins its group, so the
-    # ranks are past it whatever the load (with 1 s, a fast machine could finish first).
+    # 0.1 s: less than any machine takes to start a rank that imports torch and joins its group, so
+    # the ranks are past it whatever the load (with 1 s, a fast machine could finish first).
     with pytest.raises(ScaldiagError, match="took over 0 s and were stopped"):
-        calibrate.run(_args("--device", "cpu", "--sizes", "8", "--timeout", "0.1", "--out", str(tmp_path / "c.json")))
+        calibrate.run(
+            _args(
+                "--device",
+                "cpu",
+                "--sizes",
+                "8",
+                "--timeout",
+                "0.1",
+                "--out",
+                str(tmp_path / "c.json"),
+            )
+        )
     assert not (tmp_path / "c.json").exists()
 
 
 def test_sizes_are_read_with_binary_suffixes_and_bad_ones_named():
-    assert calibrate.parse_sizes("1G, 8,64K,1MiB,64k,9,1.5K") == [8, 1536, 65536, 2 ** 20, 2 ** 30]
+    assert calibrate.parse_sizes("1G, 8,64K,1MiB,64k,9,1.5K") == [8, 1536, 65536, 2**20, 2**30]
     for bad in ("3", "1X", "", "-8"):
         with pytest.raises(ScaldiagError, match="--sizes"):
             calibrate.parse_sizes(bad)
@@ -67,16 +90,39 @@ def test_sizes_are_read_with_binary_suffixes_and_bad_ones_named():
 
 @pytest.mark.slow
 def test_jax_psum_over_two_xla_cpu_devices(tmp_path):
-    """JAX where it is installed (not in every environment here): psum over two XLA CPU devices, in a process
+    """JAX where it is installed (not in every environment here): psum over two XLA CPU devices, in
+    a process
     of its own because the device count is fixed when XLA starts."""
     pytest.importorskip("jax")
     out = tmp_path / "jax.json"
-    code = ("import argparse, sys\nfrom scaldiag.commands import calibrate\np = argparse.ArgumentParser()\n"
-            "calibrate.add_parser(p.add_subparsers())\nsys.exit(calibrate.run(p.parse_args(sys.argv[1:])))")
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, "-c", code, "calibrate", "--device", "cpu", "--framework", "jax",
-                           "--sizes", "8,64K", "--out", str(out)], env=env, capture_output=True, text=True,
-                          timeout=120)
+    code = (
+        "import argparse, sys\nfrom scaldiag.commands import calibrate\np ="
+        " argparse.ArgumentParser()\n"
+        "calibrate.add_parser(p.add_subparsers())\nsys.exit(calibrate.run(p.parse_args(sys.argv[1:])))"
+    )
+    env = dict(
+        os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "calibrate",
+            "--device",
+            "cpu",
+            "--framework",
+            "jax",
+            "--sizes",
+            "8,64K",
+            "--out",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     assert (doc["device"], doc["backend"], doc["ranks"]) == ("cpu", "xla-cpu", 2)
@@ -88,8 +134,13 @@ def test_jax_psum_over_two_xla_cpu_devices(tmp_path):
 def test_the_cli_runs_calibrate_and_a_bad_size_is_one_line_and_exit_2(tmp_path):
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
     env.pop(ic.CALIBRATION_ENV, None)
-    done = subprocess.run([sys.executable, "-m", "scaldiag", "calibrate", "--device", "cpu", "--sizes", "8,3"],
-                          env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "scaldiag", "calibrate", "--device", "cpu", "--sizes", "8,3"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr == "scaldiag: error: --sizes: '3' is under one float32 (4 B)\n"
     assert not (tmp_path / "cache").exists()

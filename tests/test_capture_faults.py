@@ -26,11 +26,13 @@ class FailingNvml(FakeNvml):
     def __getattribute__(self, name):
         attr = super().__getattribute__(name)
         if name.startswith("nvmlDevice") and callable(attr) and name != "nvmlDeviceGetCount":
+
             def guarded(*args, **kwargs):
                 self.calls += 1
                 if self.calls > self.healthy_calls:
                     raise RuntimeError("GPU has fallen off the bus")
                 return attr(*args, **kwargs)
+
             return guarded
         return attr
 
@@ -39,22 +41,27 @@ def test_nvml_failing_mid_run_keeps_the_earlier_samples_and_says_why(tmp_path):
     nvml = FailingNvml(healthy_calls=80)
     samplers = Samplers(tmp_path, os.getpid(), nvml=nvml, env={})
     samplers.start()
-    # Until the GPU has failed and both samplers ticked a few times more: counted, not timed (a loaded
-    # machine ticks later, not differently). The deadline only ends a hang.
+    # Until the GPU has failed and both samplers ticked a few times more: counted, not timed (a
+    # loaded machine ticks later, not differently). The deadline only ends a hang.
     deadline = time.monotonic() + 60
     while nvml.calls <= nvml.healthy_calls and time.monotonic() < deadline:
         time.sleep(0.05)
     failed_at = samplers.nvml.sampler.ticks
-    while (samplers.nvml.sampler.ticks < failed_at + 3 or samplers.host.sampler.ticks <= 5) \
-            and time.monotonic() < deadline:
+    while (
+        samplers.nvml.sampler.ticks < failed_at + 3 or samplers.host.sampler.ticks <= 5
+    ) and time.monotonic() < deadline:
         time.sleep(0.05)
     stats = samplers.stop()  # no exception reaches the caller: the training's thread
     gpu_rows = read_jsonl(tmp_path / GPU_SAMPLES)
     with_clock = [r for r in gpu_rows if "sm_clock_mhz" in r]
     assert with_clock, "the samples taken before the failure are kept"
-    assert with_clock[-1]["t_ns"] < gpu_rows[-1]["t_ns"], "the failure is visible: later rows lack the reads"
+    assert with_clock[-1]["t_ns"] < gpu_rows[-1]["t_ns"], (
+        "the failure is visible: later rows lack the reads"
+    )
     assert any("fallen off the bus" in m for m in samplers.missing)
-    assert stats["host"]["ticks"] > 5 and read_jsonl(tmp_path / HOST_SAMPLES)  # host sampling went on
+    assert stats["host"]["ticks"] > 5 and read_jsonl(
+        tmp_path / HOST_SAMPLES
+    )  # host sampling went on
 
 
 class _BrokenWindow(TraceWindow):
@@ -74,7 +81,9 @@ class _BrokenWindow(TraceWindow):
 
 
 def _record_steps(run_dir, window, steps=14):
-    write_json(run_dir, "run.json", {"status": "finished", "started_ns": time.time_ns(), "missing": []})
+    write_json(
+        run_dir, "run.json", {"status": "finished", "started_ns": time.time_ns(), "missing": []}
+    )
     recorder = StepRecorder(run_dir, window, warmup_steps=3, trace_steps=5)
     for _ in range(steps):
         recorder.begin()
@@ -102,20 +111,23 @@ def test_the_profiler_failing_to_stop_is_recorded_and_the_steps_go_on(tmp_path):
 
 
 def test_a_long_run_shows_signs_of_life_on_stderr(tmp_path, capfd):
-    """The launcher prints the steps recorded so far while the script runs (profile: every 30 s; --quiet: never)."""
+    """The launcher prints the steps recorded so far while the script runs (profile: every 30 s;
+    --quiet: never)."""
     import textwrap
 
     from scaldiag.collect.launcher import launch
 
     script = tmp_path / "loop.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import time
         from scaldiag.loop import capture
         with capture(global_batch=8, trace_steps=0) as run:
             for _ in range(60):
                 with run.step():
                     time.sleep(0.03)
-    """))
+    """)
+    )
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     env = {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
@@ -141,7 +153,8 @@ def test_steps_reach_the_disk_while_training_runs_and_tile_the_time(tmp_path):
     assert read_steps(tmp_path / "steps.jsonl"), "no step reached the disk within the flush delay"
     recorder.close()
     lines = (tmp_path / "steps.jsonl").read_text().splitlines()
-    # Valid compact JSON, as json writes it; several blocks (one a flush), each step ending where the next begins.
+    # Valid compact JSON, as json writes it; several blocks (one a flush), each step ending where
+    # the next begins.
     assert lines == [json.dumps(json.loads(line), separators=(",", ":")) for line in lines]
     assert len(lines) >= 3 and all('"bounds_ns"' in line for line in lines)
     rows = read_steps(tmp_path / "steps.jsonl")
@@ -151,7 +164,8 @@ def test_steps_reach_the_disk_while_training_runs_and_tile_the_time(tmp_path):
 
 
 def test_a_window_left_unfinished_leaves_when_it_is_garbage(tmp_path):
-    # A fit that raises never finishes its window; the input annotation must not wait for it forever.
+    # A fit that raises never finishes its window; the input annotation must not wait for it
+    # forever.
     import gc
 
     from scaldiag.collect.frameworks import tracing
@@ -181,8 +195,9 @@ def test_a_session_closed_twice_is_closed_once(tmp_path):
 
 
 def test_a_run_this_process_started_is_owned_again_and_a_launchers_never(tmp_path):
-    # A callback or loop given a run_dir, run again in the same process: the later session samples and
-    # sets the status, and the earlier end is not the run's end any more. A launcher's run is its own.
+    # A callback or loop given a run_dir, run again in the same process: the later session samples
+    # and sets the status, and the earlier end is not the run's end any more. A launcher's run is
+    # its own.
     from scaldiag.collect.session import Session, start_run_json
     from scaldiag.record.rundir import read_json
 
@@ -202,4 +217,6 @@ def test_a_run_this_process_started_is_owned_again_and_a_launchers_never(tmp_pat
     theirs = Session(tmp_path / "launched", trace_steps=0)
     assert not theirs.owns_run and theirs.samplers is None
     theirs.close()
-    assert read_json(tmp_path / "launched", "run.json")["status"] == "running"  # the launcher's to finish
+    assert (
+        read_json(tmp_path / "launched", "run.json")["status"] == "running"
+    )  # the launcher's to finish

@@ -15,17 +15,30 @@ from conftest import ROOT
 from scaldiag.record.reader import read_steps
 from scaldiag.record.rundir import read_json, read_jsonl
 
-pytestmark = pytest.mark.slow  # real TensorFlow trainings, most under `scaldiag profile` in a subprocess
+pytestmark = (
+    pytest.mark.slow
+)  # real TensorFlow trainings, most under `scaldiag profile` in a subprocess
 
 pytest.importorskip("tensorflow", reason="capture tests need TensorFlow (make test installs it)")
 
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow",
-       "COLUMNS": "120"}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": str(ROOT),
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+    "KERAS_BACKEND": "tensorflow",
+    "COLUMNS": "120",
+}
 
 
 def scaldiag(*args, cwd=None, **kwargs):
-    return subprocess.run([sys.executable, "-m", "scaldiag", *map(str, args)], capture_output=True, text=True,
-                          env=ENV, cwd=cwd, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "scaldiag", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=cwd,
+        **kwargs,
+    )
 
 
 def only_run_dir(out):
@@ -40,7 +53,9 @@ def report_json(run_dir):
 
 
 def test_profile_the_bundled_example(tmp_path):
-    result = scaldiag("profile", "--out", tmp_path, ROOT / "examples" / "train_cnn.py", "--", "--steps", "40")
+    result = scaldiag(
+        "profile", "--out", tmp_path, ROOT / "examples" / "train_cnn.py", "--", "--steps", "40"
+    )
     assert result.returncode == 0, result.stderr
     run_dir = only_run_dir(tmp_path)
     assert len(read_steps(run_dir / "steps.jsonl")) == 40
@@ -50,12 +65,15 @@ def test_profile_the_bundled_example(tmp_path):
     assert report["run"]["status"] == "finished" and report["run"]["exit_code"] == 0
     assert report["training"]["global_batch"] == 64 and report["training"]["replicas"] == 1
     assert report["steps"]["recorded"] == 40
-    # The record agrees with the script's own stopwatch over the same interval: from batch 10's begin to the
-    # end of training (the script's figure holds the traced steps, which the report's steady figure leaves
-    # out: how far those two differ depends on the load, so they are not compared).
+    # The record agrees with the script's own stopwatch over the same interval: from batch 10's
+    # begin to the end of training (the script's figure holds the traced steps, which the report's
+    # steady figure leaves out: how far those two differ depends on the load, so they are not
+    # compared).
     own = float(re.search(r"(\d+) samples/s", result.stdout).group(1))
     steps = read_steps(run_dir / "steps.jsonl")
-    (end_ns,) = [m["t_ns"] for m in read_jsonl(run_dir / "marks.jsonl") if m["mark"] == "epoch_end"][-1:]
+    (end_ns,) = [
+        m["t_ns"] for m in read_jsonl(run_dir / "marks.jsonl") if m["mark"] == "epoch_end"
+    ][-1:]
     ours = 64 * (len(steps) - 10) / ((end_ns - steps[10]["begin_ns"]) / 1e9)
     assert ours == pytest.approx(own, rel=0.02, abs=1)
     assert report["steps"]["samples_per_s"] > 0
@@ -69,15 +87,22 @@ def test_script_runs_as_python_would_run_it(tmp_path):
     script = tmp_path / "sub" / "prog.py"
     script.parent.mkdir()
     (script.parent / "helper.py").write_text("VALUE = 7\n")
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import os, sys
         import helper  # importable because the script's directory is first on sys.path
         print("NAME", __name__, "ARGV", sys.argv, "PATH0", sys.path[0], "CWD", os.getcwd(), helper.VALUE)
         sys.exit(3)
-    """))
-    result = scaldiag("profile", "--out", tmp_path / "runs", script, "--", "a", "--flag", cwd=tmp_path)
+    """)  # noqa: E501
+    )
+    result = scaldiag(
+        "profile", "--out", tmp_path / "runs", script, "--", "a", "--flag", cwd=tmp_path
+    )
     assert result.returncode == 3
-    assert f"NAME __main__ ARGV ['{script}', 'a', '--flag'] PATH0 {script.parent} CWD {tmp_path} 7" in result.stdout
+    assert (
+        f"NAME __main__ ARGV ['{script}', 'a', '--flag'] PATH0 {script.parent} CWD {tmp_path} 7"
+        in result.stdout
+    )
     run = read_json(only_run_dir(tmp_path / "runs"), "run.json")
     assert run["status"] == "failed" and run["exit_code"] == 3
     assert run["fresh_page_ns_per_byte"] >= 0  # the launcher measured the host after the script
@@ -95,12 +120,31 @@ def test_a_crashing_script_keeps_its_traceback_and_a_partial_run(tmp_path):
 
 def test_killing_the_training_leaves_a_readable_run(tmp_path):
     out = tmp_path / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "scaldiag", "profile", "--out", str(out),
-                             str(ROOT / "examples" / "train_cnn.py"), "--", "--steps", "2000"],
-                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scaldiag",
+            "profile",
+            "--out",
+            str(out),
+            str(ROOT / "examples" / "train_cnn.py"),
+            "--",
+            "--steps",
+            "2000",
+        ],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while time.time() < deadline:
-        if out.exists() and list(out.iterdir()) and len(read_steps(only_run_dir(out) / "steps.jsonl")) >= 15:
+        if (
+            out.exists()
+            and list(out.iterdir())
+            and len(read_steps(only_run_dir(out) / "steps.jsonl")) >= 15
+        ):
             break
         time.sleep(0.2)
     (child,) = psutil.Process(proc.pid).children()
@@ -131,11 +175,14 @@ model.fit(x, y, batch_size=32, epochs=2, verbose=0,
 
 
 def run_script_recording_into(tmp_path, source: str):
-    """Run ``source`` as a script with a run directory as its argument; returns the run directory."""
+    """Run ``source`` as a script with a run directory as its argument; returns the run directory.
+    """
     script = tmp_path / "script.py"
     script.write_text(source)
     run_dir = tmp_path / "run"
-    result = subprocess.run([sys.executable, str(script), str(run_dir)], capture_output=True, text=True, env=ENV)
+    result = subprocess.run(
+        [sys.executable, str(script), str(run_dir)], capture_output=True, text=True, env=ENV
+    )
     assert result.returncode == 0, result.stderr
     return run_dir
 
@@ -143,7 +190,9 @@ def run_script_recording_into(tmp_path, source: str):
 def test_callback_records_a_mirrored_run_in_process(tmp_path):
     run_dir = run_script_recording_into(tmp_path, CALLBACK_SCRIPT)
     run = read_json(run_dir, "run.json")
-    assert run["status"] == "finished" and run["fresh_page_ns_per_byte"] >= 0  # measured after training
+    assert (
+        run["status"] == "finished" and run["fresh_page_ns_per_byte"] >= 0
+    )  # measured after training
     training = read_json(run_dir, "training.json")
     assert training["replicas"] == 2 and training["per_replica_batch"] == 16
     steps = read_steps(run_dir / "steps.jsonl")
@@ -174,8 +223,11 @@ def test_custom_loop_api_marks_steps_in_the_trace(tmp_path):
     assert len(read_steps(run_dir / "steps.jsonl")) == 12
     report = report_json(run_dir)
     assert report["training"]["framework"]["backend"] == "tensorflow"
-    assert report["trace_report"]["steps"] == {"method": "markers", "count": 4,
-                                               "description": "step markers: host events 'train' with a step_num stat"}
+    assert report["trace_report"]["steps"] == {
+        "method": "markers",
+        "count": 4,
+        "description": "step markers: host events 'train' with a step_num stat",
+    }
 
 
 def test_the_callback_keeps_keras_asynchronous_dispatch(monkeypatch):
@@ -200,7 +252,8 @@ def test_the_callback_keeps_keras_asynchronous_dispatch(monkeypatch):
 
 
 def test_emulated_sweep_gives_the_table_and_an_attribution_that_adds_up(emulated_sweep):
-    # An unmodified script calling MirroredStrategy() with no arguments gets N replicas (conftest's sweep).
+    # An unmodified script calling MirroredStrategy() with no arguments gets N replicas (conftest's
+    # sweep).
     report, out, result = emulated_sweep
     sweep_dir = only_run_dir(out)
     assert read_json(sweep_dir / "gpus2", "training.json")["replicas"] == 2
@@ -224,14 +277,26 @@ def test_python_input_is_annotated_in_the_trace(tmp_path):
     # `profile` wraps each fetch in a `scaldiag_input` annotation.
     from scaldiag.readers.xplane.read import find_run, read_trace
 
-    result = scaldiag("profile", "--out", tmp_path, ROOT / "examples" / "train_cnn.py", "--", "--steps", "30",
-                      "--slow-input")
+    result = scaldiag(
+        "profile",
+        "--out",
+        tmp_path,
+        ROOT / "examples" / "train_cnn.py",
+        "--",
+        "--steps",
+        "30",
+        "--slow-input",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     run_dir = only_run_dir(tmp_path)
     assert read_json(run_dir, "training.json")["batch_source"] == "SlowBatches.batch_size"
     trace = read_trace(find_run(run_dir / "trace")[1])
-    marks = sum(plane.event_names[i] == "scaldiag_input" for plane in trace.host_planes
-                for line in plane.lines for i in line.name_id)
+    marks = sum(
+        plane.event_names[i] == "scaldiag_input"
+        for plane in trace.host_planes
+        for line in plane.lines
+        for i in line.name_id
+    )
     assert marks >= 5  # at least one per traced step
     # The input ceiling: the PyDataset iterated alone after training.
     ceiling = read_json(run_dir, "training.json")["input_ceiling"]
@@ -240,7 +305,8 @@ def test_python_input_is_annotated_in_the_trace(tmp_path):
 
 def test_a_python_generator_still_feeds_fit(tmp_path):
     script = tmp_path / "gen.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import numpy as np, keras
         def batches():
             rng = np.random.default_rng(0)
@@ -250,7 +316,8 @@ def test_a_python_generator_still_feeds_fit(tmp_path):
         model.compile("sgd", "mse")
         model.fit(batches(), steps_per_epoch=20, epochs=1, verbose=0)
         print("trained")
-    """))
+    """)
+    )
     result = scaldiag("profile", "--out", tmp_path / "runs", script)
     assert result.returncode == 0 and "trained" in result.stdout, result.stderr[-2000:]
     assert len(read_steps(only_run_dir(tmp_path / "runs") / "steps.jsonl")) == 20
@@ -260,13 +327,33 @@ def test_ctrl_c_stops_the_script_and_keeps_a_readable_run(tmp_path):
     import signal
 
     out = tmp_path / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "scaldiag", "profile", "--out", str(out),
-                             str(ROOT / "examples" / "train_cnn.py"), "--", "--steps", "2000"],
-                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scaldiag",
+            "profile",
+            "--out",
+            str(out),
+            str(ROOT / "examples" / "train_cnn.py"),
+            "--",
+            "--steps",
+            "2000",
+        ],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.time() + 120
     while time.time() < deadline:
-        if out.exists() and list(out.iterdir()) and len(read_steps(only_run_dir(out) / "steps.jsonl")) >= 15:
+        if (
+            out.exists()
+            and list(out.iterdir())
+            and len(read_steps(only_run_dir(out) / "steps.jsonl")) >= 15
+        ):
             break
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
@@ -320,7 +407,7 @@ model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
 model.compile("sgd", "mse")
 ours = ScaldiagCallback(run_dir=sys.argv[1], trace_steps=0, input_free=False, input_ceiling_s=0)
 model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=CallbackList([ours], add_history=True, model=model))
-"""
+"""  # noqa: E501
 
 
 def test_fit_given_a_callback_list_is_captured(tmp_path):
@@ -365,11 +452,19 @@ def test_a_failing_step_write_disables_capture_not_training(tmp_path):
     # The Keras step hook is the recorder's begin itself; its slow path (a write here) must report
     # to the callback, which stops recording and lets fit finish; the run is still closed.
     run_dir = tmp_path / "run"
-    result = subprocess.run([sys.executable, "-c", FAILING_DISK_SCRIPT, str(run_dir)], capture_output=True,
-                            text=True, env=ENV, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", FAILING_DISK_SCRIPT, str(run_dir)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "epochs trained 3" in result.stdout and "hook False" in result.stdout
-    assert result.stderr.count("capture disabled, training continues") == 1 and "No space left" in result.stderr
+    assert (
+        result.stderr.count("capture disabled, training continues") == 1
+        and "No space left" in result.stderr
+    )
     assert "No space left" in read_json(run_dir, "training.json")["capture_error"]
     assert read_json(run_dir, "run.json")["status"] == "finished"
     # a later fit with the same callback is captured again: its 10 steps are all on disk
@@ -392,7 +487,9 @@ def test_array_batches_are_annotated_only_while_a_trace_window_is_to_come(tmp_pa
 
     annotate, tracing_now = input_marks._annotation("tensorflow")
     asked = []
-    get_iterator = input_marks.annotating(Adapter._get_iterator, (annotate, lambda: asked.append(1) or tracing_now()))
+    get_iterator = input_marks.annotating(
+        Adapter._get_iterator, (annotate, lambda: asked.append(1) or tracing_now())
+    )
     plain = type(iter(range(3)))
     gc.collect()  # windows of earlier tests that were not finished leave as garbage
     assert not tracing.windows_to_come() and type(get_iterator(Adapter())) is plain
@@ -412,10 +509,14 @@ def test_array_batches_are_annotated_only_while_a_trace_window_is_to_come(tmp_pa
             pass
 
     (tmp_path / "second").mkdir()
-    recorder = StepRecorder(tmp_path / "second", Starts(tmp_path / "trace2"), warmup_steps=1, trace_steps=2)
+    recorder = StepRecorder(
+        tmp_path / "second", Starts(tmp_path / "trace2"), warmup_steps=1, trace_steps=2
+    )
     for step in range(4):
         recorder.begin()
-        assert tracing.windows_to_come() == (step < 3)  # steps 1 and 2 are traced; step 3 begins after the stop
+        assert tracing.windows_to_come() == (
+            step < 3
+        )  # steps 1 and 2 are traced; step 3 begins after the stop
     recorder.close()
 
 
@@ -426,8 +527,11 @@ def test_batches_wrapped_before_the_fit_makes_its_window_stay_annotated_until_it
 
     annotate, tracing_now = input_marks._annotation("tensorflow")
     asked = []
-    batches = input_marks._annotated_iterator(iter(range(6)), (annotate, lambda: asked.append(1) or tracing_now()),
-                                              input_marks._FirstBatch(None))
+    batches = input_marks._annotated_iterator(
+        iter(range(6)),
+        (annotate, lambda: asked.append(1) or tracing_now()),
+        input_marks._FirstBatch(None),
+    )
     assert next(batches) == 0 and len(asked) == 1  # no window yet
     window = tracing.TraceWindow(tmp_path / "trace")
     assert next(batches) == 1 and len(asked) == 2  # the window is to come
@@ -481,28 +585,41 @@ except KeyboardInterrupt:
     pass
 print("late", read_json(sys.argv[1] + "_late", "run.json")["status"], late.session.closed,
       late.session.samplers._writers[0]._file.closed)
-"""
+"""  # noqa: E501
 
 
 def test_a_fit_that_raises_closes_its_capture_and_the_next_fit_is_captured(tmp_path):
     # Keras calls no on_train_end when fit raises. A notebook's user who interrupts a fit (or whose
     # input fails) and fits again must not find the profiler still tracing and the run "running".
     run_dir = tmp_path / "run"
-    result = subprocess.run([sys.executable, "-c", RAISING_FIT_SCRIPT, str(run_dir)], capture_output=True,
-                            text=True, env=ENV, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", RAISING_FIT_SCRIPT, str(run_dir)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "status failed windows to come False hook False" in lines
     assert "status interrupted windows to come False hook False" in lines
     assert "sampled True" in lines  # the run this process started is the later fit's too
-    assert "late interrupted True True" in lines  # interrupted inside on_train_end: closed, samplers stopped
+    assert (
+        "late interrupted True True" in lines
+    )  # interrupted inside on_train_end: closed, samplers stopped
     last_fit = next(line for line in lines if line.startswith("status finished trace"))
     assert "'error': None" in last_fit, last_fit
     marks = [json.loads(line) for line in (run_dir / "marks.jsonl").read_text().splitlines()]
-    assert [m.get("raised") for m in marks if m["mark"] == "fit_end"] == ["ValueError", "KeyboardInterrupt", None]
+    assert [m.get("raised") for m in marks if m["mark"] == "fit_end"] == [
+        "ValueError",
+        "KeyboardInterrupt",
+        None,
+    ]
     assert sum(m["mark"] == "trace_stopped" for m in marks) == 3
     # the step each failed fit was in is not a step: it did not complete
-    assert [s["batch"] for s in read_steps(run_dir / "steps.jsonl")] == [0, 1, 2, 3] * 2 + list(range(10))
+    assert [s["batch"] for s in read_steps(run_dir / "steps.jsonl")] == [0, 1, 2, 3] * 2 + list(
+        range(10)
+    )
 
 
 def test_a_pydataset_is_annotated_until_the_window_is_over_then_its_own_getitem_runs(tmp_path):

@@ -11,8 +11,13 @@ from conftest import GPU_TRACE, ROOT, tf_cpu_trace
 
 
 def scaldiag(*args, env=None, cwd=None):
-    return subprocess.run([sys.executable, "-m", "scaldiag", *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120", **(env or {})}, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "scaldiag", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120", **(env or {})},
+        cwd=cwd,
+    )
 
 
 def test_gpu_trace_report_and_json(tmp_path):
@@ -28,13 +33,32 @@ def test_gpu_trace_report_and_json(tmp_path):
     for d in gpus:
         assert d["steps"] == 10
         assert set(d["step_time_ms"]) >= {"mean", "p50", "p90"}
-        assert set(d["categories"]) >= {"input", "h2d", "d2h", "compute", "collective", "layout",
-                                        "host_overhead", "idle"}
+        assert set(d["categories"]) >= {
+            "input",
+            "h2d",
+            "d2h",
+            "compute",
+            "collective",
+            "layout",
+            "host_overhead",
+            "idle",
+        }
         assert all(set(c) >= {"exclusive_ms", "busy_ms"} for c in d["categories"].values())
         assert d["h2d_bytes_per_step"] > 0 and d["d2h_bytes_per_step"] == 0
-        assert d["collective"]["count_per_step"] == 1.0 and d["categories"]["collective"]["busy_ms"] > 0
+        assert (
+            d["collective"]["count_per_step"] == 1.0
+            and d["categories"]["collective"]["busy_ms"] > 0
+        )
     for f in report["findings"]:
-        assert set(f) >= {"id", "title", "severity", "category", "evidence", "fix", "predicted_speedup"}
+        assert set(f) >= {
+            "id",
+            "title",
+            "severity",
+            "category",
+            "evidence",
+            "fix",
+            "predicted_speedup",
+        }
         assert f["predicted_speedup"]["value"] >= 1
 
 
@@ -75,20 +99,38 @@ def test_debug_shows_the_traceback(tmp_path):
 
 def test_tf_cpu_trace_is_analysed_where_tensorflow_cannot_be_imported(tmp_path):
     # A sitecustomize that makes every framework import fail, as on a machine without them.
-    (tmp_path / "sitecustomize.py").write_text(textwrap.dedent("""
+    (tmp_path / "sitecustomize.py").write_text(
+        textwrap.dedent("""
         import sys
         class _Block:
             def find_spec(self, name, path=None, target=None):
                 if name.split(".")[0] in ("tensorflow", "jax", "jaxlib", "keras", "torch"):
                     raise ImportError(f"{name} is blocked for this test")
         sys.meta_path.insert(0, _Block())
-    """))
+    """)
+    )
     env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
-    probe = subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True, text=True,
-                           env={**os.environ, **env})
+    probe = subprocess.run(
+        [sys.executable, "-c", "import tensorflow"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
     assert probe.returncode != 0 and "blocked" in probe.stderr
-    result = subprocess.run([sys.executable, "-m", "scaldiag", "analyze", str(tf_cpu_trace("input_bound").parent),
-                             "--json", "-"], capture_output=True, text=True, env={**os.environ, **env})
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scaldiag",
+            "analyze",
+            str(tf_cpu_trace("input_bound").parent),
+            "--json",
+            "-",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["framework"] == "tensorflow"
@@ -98,8 +140,15 @@ def test_tf_cpu_trace_is_analysed_where_tensorflow_cannot_be_imported(tmp_path):
 def test_a_gpu_sweep_without_gpus_says_so_before_starting(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("print('never runs')\n")
-    result = scaldiag("profile", "--gpus", "1,2", "--out", tmp_path / "runs", script,
-                      env={"CUDA_VISIBLE_DEVICES": ""})
+    result = scaldiag(
+        "profile",
+        "--gpus",
+        "1,2",
+        "--out",
+        tmp_path / "runs",
+        script,
+        env={"CUDA_VISIBLE_DEVICES": ""},
+    )
     assert result.returncode == 2 and "--emulate" in result.stderr
     assert not (tmp_path / "runs").exists()  # nothing was started or written
 
@@ -125,13 +174,18 @@ def test_the_detected_frameworks_fix_only_unless_verbose():
 
 
 def test_predictions_for_the_machine_the_user_names():
-    """``--interconnect``: the prediction curve for another link; the validation stays the measured machine's."""
+    """``--interconnect``: the prediction curve for another link; the validation stays the measured
+    machine's."""
     sweep = ROOT / "fixtures" / "runs" / "sweep"
     measured = json.loads(scaldiag("report", sweep, "--json", "-").stdout)
     named = scaldiag("report", sweep, "--interconnect", "pcie4x16", "--json", "-")
     assert named.returncode == 0, named.stderr
     report = json.loads(named.stdout)
-    assert all(any("PCIe Gen4 x16, given" in a for a in p["assumptions"]) for p in report["predictions"] if p["gpus"] > 1)
+    assert all(
+        any("PCIe Gen4 x16, given" in a for a in p["assumptions"])
+        for p in report["predictions"]
+        if p["gpus"] > 1
+    )
     assert report["validation"] == measured["validation"]
     bad = scaldiag("report", sweep, "--interconnect", "infiniband")
     assert bad.returncode == 2 and "nvlink<gen>x<links> or pcie<gen>x<width>" in bad.stderr

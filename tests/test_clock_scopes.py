@@ -11,13 +11,26 @@ MS = 1_000_000
 
 def _loop(steps: int, step_ms: int, eval_ms: int):
     """A PyTorch-shaped loop: each iteration a step of step_ms, then eval_ms of evaluation marked
-    test_begin/test_end (as model.eval()/model.train() mark it); the step after it begins at test_end."""
+    test_begin/test_end (as model.eval()/model.train() mark it); the step after it begins at
+    test_end.
+    """
     found, marks, t = [], [{"mark": "epoch_begin", "t_ns": 0, "epoch": 0}], 0
     for i in range(steps):
         begin = t
         t += step_ms * MS
-        found.append(runsteps.Period(step=i, epoch=0, first_batch=i, batches=1, begin_ns=begin, end_ns=t,
-                                     ends_epoch=False, traced=False, kind=runsteps.STEADY))
+        found.append(
+            runsteps.Period(
+                step=i,
+                epoch=0,
+                first_batch=i,
+                batches=1,
+                begin_ns=begin,
+                end_ns=t,
+                ends_epoch=False,
+                traced=False,
+                kind=runsteps.STEADY,
+            )
+        )
         marks += [{"mark": "test_begin", "t_ns": t}, {"mark": "test_end", "t_ns": t + eval_ms * MS}]
         t += eval_ms * MS
     marks.append({"mark": "epoch_end", "t_ns": t, "epoch": 0})
@@ -42,15 +55,30 @@ def test_keras_reads_whole_epochs_and_names_validation():
     for epoch in range(4):
         marks.append({"mark": "epoch_begin", "t_ns": t, "epoch": epoch})
         for i in range(5):
-            found.append(runsteps.Period(step=epoch * 5 + i, epoch=epoch, first_batch=epoch * 5 + i, batches=1,
-                                         begin_ns=t, end_ns=t + 2 * MS, ends_epoch=i == 4, traced=False,
-                                         kind=runsteps.STEADY))
+            found.append(
+                runsteps.Period(
+                    step=epoch * 5 + i,
+                    epoch=epoch,
+                    first_batch=epoch * 5 + i,
+                    batches=1,
+                    begin_ns=t,
+                    end_ns=t + 2 * MS,
+                    ends_epoch=i == 4,
+                    traced=False,
+                    kind=runsteps.STEADY,
+                )
+            )
             t += 2 * MS
-        marks += [{"mark": "test_begin", "t_ns": t}, {"mark": "test_end", "t_ns": t + 5 * MS},
-                  {"mark": "epoch_end", "t_ns": t + 5 * MS, "epoch": epoch}]
+        marks += [
+            {"mark": "test_begin", "t_ns": t},
+            {"mark": "test_end", "t_ns": t + 5 * MS},
+            {"mark": "epoch_end", "t_ns": t + 5 * MS, "epoch": epoch},
+        ]
         t += 5 * MS
     epochs = epoch_stats(found, marks)
-    c = clock(found, marks, {"framework": {"name": "keras"}, "loop_adapters": ["keras"]}, epochs, 2.0, 0.0)
+    c = clock(
+        found, marks, {"framework": {"name": "keras"}, "loop_adapters": ["keras"]}, epochs, 2.0, 0.0
+    )
     assert c.user_scope == WHOLE_EPOCH
     # Keras's verbose=1 figure leaves each epoch's first step out: (4 steps + 5 ms validation) / 4.
     assert math.isclose(c.scopes[WHOLE_EPOCH].user_ms, (4 * 2 + 5) / 4)
@@ -83,14 +111,25 @@ def test_jax_leads_with_the_hosts_dispatch_and_names_the_backlog_a_sync_waits_fo
 
 
 def test_lightning_reads_the_last_epochs_iterations():
-    """Lightning's bar shows the rate of the epoch running: at the end, the last epoch's batches after
+    """Lightning's bar shows the rate of the epoch running: at the end, the last epoch's batches
+    after
     its first. The line gives that figure and, beside it, every epoch's."""
     found, t = [], 0
     for epoch, step_ms in enumerate((4, 4, 6)):
         for i in range(5):
-            found.append(runsteps.Period(step=epoch * 5 + i, epoch=epoch, first_batch=epoch * 5 + i, batches=1,
-                                         begin_ns=t, end_ns=t + step_ms * MS, ends_epoch=i == 4, traced=False,
-                                         kind=runsteps.STEADY))
+            found.append(
+                runsteps.Period(
+                    step=epoch * 5 + i,
+                    epoch=epoch,
+                    first_batch=epoch * 5 + i,
+                    batches=1,
+                    begin_ns=t,
+                    end_ns=t + step_ms * MS,
+                    ends_epoch=i == 4,
+                    traced=False,
+                    kind=runsteps.STEADY,
+                )
+            )
             t += step_ms * MS
     c = clock(found, [], {"loop_adapters": ["pytorch", "lightning"]}, None, 14 * 5 / 15, 0.0)
     scope = c.scopes[LOOP_ITERATION]
@@ -101,17 +140,32 @@ def test_lightning_reads_the_last_epochs_iterations():
 
 def test_transformers_train_runtime_reaches_the_epochs_end_past_the_last_steps_evaluation():
     """The Trainer's train_runtime runs from before on_train_begin to the end of the last epoch: the
-    evaluation (and checkpoint) due at the last step come after that step's end and are in it (a CPU run
-    of transformers' run_clm.py with eval_strategy steps: scaldiag's figure was 4.7% short without them)."""
+    evaluation (and checkpoint) due at the last step come after that step's end and are in it (a CPU
+    run of transformers' run_clm.py with eval_strategy steps: scaldiag's figure was 4.7% short
+    without them).
+    """
     found, t = [], 2 * MS  # fit_begin (on_train_begin) at 0, the first step 2 ms later
     marks = [{"mark": "fit_begin", "t_ns": 0}, {"mark": "epoch_begin", "t_ns": MS, "epoch": 0}]
     for i in range(10):
-        found.append(runsteps.Period(step=i, epoch=0, first_batch=i, batches=1, begin_ns=t, end_ns=t + 4 * MS,
-                                     ends_epoch=i == 9, traced=False, kind=runsteps.STEADY))
+        found.append(
+            runsteps.Period(
+                step=i,
+                epoch=0,
+                first_batch=i,
+                batches=1,
+                begin_ns=t,
+                end_ns=t + 4 * MS,
+                ends_epoch=i == 9,
+                traced=False,
+                kind=runsteps.STEADY,
+            )
+        )
         t += 4 * MS
         if i in (4, 9):  # eval_steps 5: after steps 5 and 10, before the epoch ends
-            marks += [{"mark": "test_begin", "t_ns": t, "kind": "evaluation"},
-                      {"mark": "test_end", "t_ns": t + 3 * MS, "kind": "evaluation"}]
+            marks += [
+                {"mark": "test_begin", "t_ns": t, "kind": "evaluation"},
+                {"mark": "test_end", "t_ns": t + 3 * MS, "kind": "evaluation"},
+            ]
             t += 3 * MS
     marks += [{"mark": "epoch_end", "t_ns": t, "epoch": 0}, {"mark": "fit_end", "t_ns": t + 5 * MS}]
     c = clock(found, marks, {"loop_adapters": ["pytorch", "transformers"]}, None, 4.0, 0.0)

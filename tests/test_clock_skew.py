@@ -1,5 +1,8 @@
-"""The ranks' files on one clock: a 50 ms offset between a healthy 2-rank trace's ranks is estimated from
-the ends of their collectives, corrected, and said; it no longer flips the verdict (issue 22, item 7)."""
+"""The ranks' files on one clock: a 50 ms offset between a healthy 2-rank trace's ranks is estimated
+from
+the ends of their collectives, corrected, and said; it no longer flips the verdict (issue 22, item
+7).
+"""
 
 import gzip
 import json
@@ -41,15 +44,19 @@ def test_a_50_ms_offset_is_estimated_corrected_and_the_verdict_kept(tmp_path):
     (natural,) = [n for n in recorded.notes if n.startswith("rank1: clock offset")] or [None]
     (note,) = [n for n in skewed.notes if n.startswith("rank1: clock offset")]
     offset_ms = float(note.split("offset ")[1].split(" ms")[0])
-    assert offset_ms == pytest.approx(50.0, abs=1.0)  # (the recorded files differ by tens of microseconds)
+    assert offset_ms == pytest.approx(
+        50.0, abs=1.0
+    )  # (the recorded files differ by tens of microseconds)
     assert natural is None  # under 20 us: left as recorded
     assert found == expected
-    assert [u.step_time_ms.mean for u in skewed.units] == pytest.approx([u.step_time_ms.mean for u in recorded.units],
-                                                                         rel=0.02)
+    assert [u.step_time_ms.mean for u in skewed.units] == pytest.approx(
+        [u.step_time_ms.mean for u in recorded.units], rel=0.02
+    )
 
 
 def test_ranks_without_collectives_far_apart_are_refused(tmp_path):
-    """No collective to align on, and the second file starts a second away (over a step): refused."""
+    """No collective to align on, and the second file starts a second away (over a step): refused.
+    """
     (tmp_path / "rank0.pt.trace.json.gz").write_bytes(PLAIN.read_bytes())
     shifted_copy(PLAIN, tmp_path / "rank1.pt.trace.json.gz", 1_000_000.0)
     with pytest.raises(TraceError, match="cannot be aligned"):
@@ -65,7 +72,8 @@ def test_ranks_without_collectives_close_together_are_merged_and_said(tmp_path):
 
 def test_the_tightest_half_of_the_end_differences_is_the_offset_where_a_few_ends_are_late():
     # Ten paired all-reduce ends of two machines (ms, measured on two namespaces of one machine
-    # under a throttled link): most agree within 0.3 ms, a few ranks worked on after the last receive.
+    # under a throttled link): most agree within 0.3 ms, a few ranks worked on after the last
+    # receive.
     diffs_ms = [3.71, -0.04, 2.93, 0.29, -3.79, 0.12, -2.92, -0.04, 1.35, 0.85]
     shift_ns = 50_000_000
     centre, spread = densest(np.array([round(d * 1e6) + shift_ns for d in diffs_ms], np.int64))

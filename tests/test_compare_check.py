@@ -19,7 +19,9 @@ FAST, SLOW, SWEEP = RUNS / "sweep" / "gpus1", RUNS / "gpu1_slow", RUNS / "sweep"
 
 @pytest.fixture(scope="module")
 def reports():
-    return {name: diagnose(path) for name, path in (("fast", FAST), ("slow", SLOW), ("sweep", SWEEP))}
+    return {
+        name: diagnose(path) for name, path in (("fast", FAST), ("slow", SLOW), ("sweep", SWEEP))
+    }
 
 
 def test_compare_runs_side_by_side(reports):
@@ -28,15 +30,19 @@ def test_compare_runs_side_by_side(reports):
     step = by["step time (steady, mean)"]
     fast, slow = reports["fast"].analysis.steps, reports["slow"].analysis.steps
     assert (step.before, step.after) == (fast.step_time_ms.mean, slow.step_time_ms.mean)
-    assert step.delta_pct == pytest.approx(100 * (slow.step_time_ms.mean / fast.step_time_ms.mean - 1))
+    assert step.delta_pct == pytest.approx(
+        100 * (slow.step_time_ms.mean / fast.step_time_ms.mean - 1)
+    )
     assert step.verdict == "worse" and by["throughput"].verdict == "worse"
     assert 15 < step.delta_pct < 25  # the fixture's steady steps are 20% slower
     assert {c.metric for c in cmp.categories} >= {"compute", "input", "host_overhead"}
     assert cmp.most_changed is not None and not cmp.most_changed.within_noise
     forecasts = {f.finding: f for f in cmp.forecasts}
     assert "SD105" in forecasts and forecasts["SD105"].measured == pytest.approx(
-        slow.samples_per_s / fast.samples_per_s)
-    # SD105's number is a ceiling: a slower run does not pass it (a ceiling is broken only from above).
+        slow.samples_per_s / fast.samples_per_s
+    )
+    # SD105's number is a ceiling: a slower run does not pass it (a ceiling is broken only from
+    # above).
     assert forecasts["SD105"].kind == "ceiling" and forecasts["SD105"].held is True
 
 
@@ -57,6 +63,7 @@ def test_compare_sweeps_per_device_count(reports):
 
 def test_a_forecast_holds_in_its_range_a_ceiling_under_its_top():
     from scaldiag.rules.compare import Forecast
+
     assert Forecast("SD1", "t", 1.7, 1.4, 2.1, 1.2, kind="forecast").held is False
     assert Forecast("SD1", "t", 1.7, 1.4, 2.1, 1.5, kind="forecast").held is True
     assert Forecast("SD1", "t", 1.7, 1.4, 2.1, 1.2, kind="ceiling").held is True
@@ -86,17 +93,31 @@ def test_check_limits(reports):
 def test_check_regression_against_a_baseline(reports):
     slow, fast = reports["slow"], reports["fast"]
     drop = 100 * (1 - slow.analysis.steps.samples_per_s / fast.analysis.steps.samples_per_s)
+
     def regression(report, pct, baseline):
         results = check(report, Limits(max_regression_pct=pct), baseline)
-        assert [r.check for r in results] == ["record", "record", "regression"]  # the run's, the baseline's
+        assert [r.check for r in results] == [
+            "record",
+            "record",
+            "regression",
+        ]  # the run's, the baseline's
         assert "baseline" in results[1].reason
         return results[-1].passed
-    noise = ratio_noise(fast.analysis.steps.step_time_ms.mean, fast.analysis.steps.step_time_ms.ci95,
-                        slow.analysis.steps.step_time_ms.mean, slow.analysis.steps.step_time_ms.ci95)
-    low = 100 * (1 - slow.analysis.steps.samples_per_s / fast.analysis.steps.samples_per_s * math.exp(noise))
+
+    noise = ratio_noise(
+        fast.analysis.steps.step_time_ms.mean,
+        fast.analysis.steps.step_time_ms.ci95,
+        slow.analysis.steps.step_time_ms.mean,
+        slow.analysis.steps.step_time_ms.ci95,
+    )
+    low = 100 * (
+        1 - slow.analysis.steps.samples_per_s / fast.analysis.steps.samples_per_s * math.exp(noise)
+    )
     assert 0 < low < drop  # the drop's 95% low end
     assert not regression(slow, low - 0.1, fast)
-    assert regression(slow, low + 0.1, fast)  # over by less than the noise: not a regression a gate may fail on
+    assert regression(
+        slow, low + 0.1, fast
+    )  # over by less than the noise: not a regression a gate may fail on
     assert regression(fast, 0, slow)  # faster than the baseline
 
 
@@ -140,7 +161,8 @@ def test_a_killed_run_without_steps_compares_with_a_note(tmp_path, reports):
 
 
 def stretched(tmp_path, factor: float):
-    """A copy of the fast run whose every step takes ``factor`` times as long (one clock, end to end)."""
+    """A copy of the fast run whose every step takes ``factor`` times as long (one clock, end to
+    end)."""
     run = tmp_path / f"x{factor}"
     shutil.copytree(FAST, run)
     rows = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
@@ -155,7 +177,8 @@ def stretched(tmp_path, factor: float):
 
 @pytest.mark.parametrize("factor", [1.0005, 1.002, 1.004, 1.006, 1.02, 1.07])
 def test_one_noise_model_for_step_time_throughput_and_the_gate(tmp_path, reports, factor):
-    """compare's step time and throughput never disagree, and check fails only a pair compare calls worse."""
+    """compare's step time and throughput never disagree, and check fails only a pair compare calls
+    worse."""
     fast, slow = reports["fast"], stretched(tmp_path, factor)
     by = {c.metric: c for c in compare(fast, slow).changes}
     step, rate = by["step time (steady, mean)"], by["throughput"]
@@ -174,8 +197,10 @@ def test_the_noise_separates_the_stretched_runs(tmp_path, reports):
 
 
 def test_compare_states_a_range_as_the_run_report_does(capsys, reports):
-    """One wording of a speed-up and its range (render/ranges.py) in the run report and in compare."""
+    """One wording of a speed-up and its range (render/ranges.py) in the run report and in compare.
+    """
     from scaldiag.render import ranges
+
     sd105 = next(f for f in reports["fast"].trace_report.findings if f.id == "SD105")
     said = ranges.speedup_of(sd105.predicted_speedup)
     assert said.startswith("at most ") and "95% range" in said
@@ -188,13 +213,20 @@ def test_compare_states_a_range_as_the_run_report_does(capsys, reports):
 
 
 def test_compare_reads_categories_per_batch_under_steps_per_execution(reports):
-    """A traced step is one call of the train function: with steps_per_execution=K, K batches. compare
-    reads each category per batch, so that a fused run is not read as K times the compute (issue 32)."""
+    """A traced step is one call of the train function: with steps_per_execution=K, K batches.
+    compare
+    reads each category per batch, so that a fused run is not read as K times the compute (issue
+    32).
+    """
     from dataclasses import replace
 
     fast = reports["fast"]
-    fused = replace(fast, analysis=replace(fast.analysis,
-                                           training={**fast.analysis.training, "steps_per_execution": 4}))
+    fused = replace(
+        fast,
+        analysis=replace(
+            fast.analysis, training={**fast.analysis.training, "steps_per_execution": 4}
+        ),
+    )
     plain = {c.metric: c.before for c in compare(fast, fast).categories}
     per_batch = {c.metric: c.after for c in compare(fast, fused).categories}
     assert plain.keys() == per_batch.keys()
@@ -206,12 +238,23 @@ def test_compare_says_when_the_runs_are_not_one_script_before_and_after(reports)
     from dataclasses import replace
 
     fast = reports["fast"]
-    other = replace(fast, run_dir="other", analysis=replace(
-        fast.analysis, run={**fast.analysis.run, "status": "interrupted"},
-        training={**fast.analysis.training, "framework": {"name": "pytorch"},
-                  "global_batch": (fast.analysis.training.get("global_batch") or 1) * 2}))
+    other = replace(
+        fast,
+        run_dir="other",
+        analysis=replace(
+            fast.analysis,
+            run={**fast.analysis.run, "status": "interrupted"},
+            training={
+                **fast.analysis.training,
+                "framework": {"name": "pytorch"},
+                "global_batch": (fast.analysis.training.get("global_batch") or 1) * 2,
+            },
+        ),
+    )
     notes = compare(fast, other).notes
     assert any("different frameworks" in n for n in notes)
     assert any("global batch differs" in n for n in notes)
     assert any("other did not finish (interrupted)" in n for n in notes)
-    assert not [n for n in compare(fast, fast).notes if "framework" in n or "finish" in n or "batch" in n]
+    assert not [
+        n for n in compare(fast, fast).notes if "framework" in n or "finish" in n or "batch" in n
+    ]

@@ -24,15 +24,27 @@ from scaldiag.trace import Line, Plane, Trace
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 TWO = sorted((ROOT / "x2_devset" / "torch_ddp_sync_2gpu").glob("rank*.pt.trace.json.gz"))
 ONE = sorted((ROOT / "x2_devset" / "torch_ddp_sync_1gpu_plain").glob("rank*.pt.trace.json.gz"))
-HEALTHY = ROOT / "kineto" / "h200_healthy_run" / "trace" / "plugins" / "profile" / "torch" / "rank0.pt.trace.json.gz"
+HEALTHY = (
+    ROOT
+    / "kineto"
+    / "h200_healthy_run"
+    / "trace"
+    / "plugins"
+    / "profile"
+    / "torch"
+    / "rank0.pt.trace.json.gz"
+)
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
 def annotations(file: Path) -> tuple[dict, list[dict]]:
     """The document's baseTimeNanoseconds and its GPU-side ProfilerStep#N annotations, by start."""
     doc = json.loads(gzip.decompress(file.read_bytes()), parse_float=Decimal)
-    marks = [e for e in doc["traceEvents"] if e.get("cat") == "gpu_user_annotation"
-             and e["name"].startswith("ProfilerStep#")]
+    marks = [
+        e
+        for e in doc["traceEvents"]
+        if e.get("cat") == "gpu_user_annotation" and e["name"].startswith("ProfilerStep#")
+    ]
     return doc, sorted(marks, key=lambda e: e["ts"])
 
 
@@ -64,12 +76,14 @@ def test_the_reader_keeps_gpu_step_annotations_as_markers_not_work():
 
 
 def test_each_device_of_the_two_rank_trace_steps_at_its_own_annotations():
-    """Step N runs from the GPU-side annotation of step N to that of N+1: the windows before the last
+    """Step N runs from the GPU-side annotation of step N to that of N+1: the windows before the
+    last
     are the annotations' spacing exactly (rank0 3.815 ms, rank1 3.737 ms a step). The last step ends
     with its device work (no next annotation shows the idle after it), so the reported means are a
-    little lower: rank0 3.785 ms, rank1 3.699 ms (host step spans: 3.669 ms for both before this change,
-    the earliest rank's ProfilerStep spans). Untraced, the script's own stopwatch read 25,036 samples/s
-    at global batch 64, 2.556 ms a step: traced steps are 1.49x (rank0) and 1.46x (rank1) that."""
+    little lower: rank0 3.785 ms, rank1 3.699 ms (host step spans: 3.669 ms for both before this
+    change, the earliest rank's ProfilerStep spans). Untraced, the script's own stopwatch read
+    25,036 samples/s at global batch 64, 2.556 ms a step: traced steps are 1.49x (rank0) and 1.46x
+    (rank1) that."""
     trace = read_trace(TWO)
     analysis = analyze_trace(trace)
     assert "device's own GPU-side" in analysis.steps_description
@@ -78,10 +92,14 @@ def test_each_device_of_the_two_rank_trace_steps_at_its_own_annotations():
     for (plane, steps), file in zip(own_steps(trace), TWO):
         doc, marks = annotations(file)
         assert steps.start_ns.tolist() == [ns(doc, m["ts"]) for m in marks]
-        assert float(np.mean(steps.end_ns[:-1] - steps.start_ns[:-1])) / 1e6 == pytest.approx(spacing_ms(file))
+        assert float(np.mean(steps.end_ns[:-1] - steps.start_ns[:-1])) / 1e6 == pytest.approx(
+            spacing_ms(file)
+        )
         unit = units[plane.label]
         assert unit.steps == len(marks) == 5
-        assert unit.step_time_ms.mean == pytest.approx(float(np.mean(steps.end_ns - steps.start_ns)) / 1e6)
+        assert unit.step_time_ms.mean == pytest.approx(
+            float(np.mean(steps.end_ns - steps.start_ns)) / 1e6
+        )
         assert unit.step_time_ms.mean == pytest.approx(spacing_ms(file), rel=0.02)
     assert spacing_ms(TWO[0]) == pytest.approx(3.815, abs=0.001)
     assert spacing_ms(TWO[1]) == pytest.approx(3.737, abs=0.001)
@@ -92,9 +110,11 @@ def test_each_device_of_the_two_rank_trace_steps_at_its_own_annotations():
 
 
 def test_the_one_gpu_trace_device_step_against_the_untraced_stopwatch():
-    """The plain one-GPU trace's GPU-side annotations are 3.031 ms apart; the script's own stopwatch,
-    untraced, read 12,736 samples/s at batch 32: 2.513 ms a step. The traced step is 1.21x the untraced
-    one (the profiler's own cost; not asserted as a bound, it is what this trace measured)."""
+    """The plain one-GPU trace's GPU-side annotations are 3.031 ms apart; the script's own
+    stopwatch,
+    untraced, read 12,736 samples/s at batch 32: 2.513 ms a step. The traced step is 1.21x the
+    untraced one (the profiler's own cost; not asserted as a bound, it is what this trace measured).
+    """
     trace = read_trace(ONE)
     ((_, steps),) = own_steps(trace)
     assert steps is not None and steps.count == 5
@@ -118,11 +138,22 @@ def test_markers_that_miss_host_steps_leave_the_host_steps():
 def _trace(host_spans, device_spans) -> Trace:
     names = ["ProfilerStep", "kernel"]
     n = len(host_spans)
-    host = Line("main", np.array([s for s, _ in host_spans], np.int64), np.array([e for _, e in host_spans], np.int64),
-                np.zeros(n, np.int32), {"step_num": np.array(list(range(n)), object), "_r": np.array([1] * n, object)})
-    dev = Line("stream 7", np.array([s for s, _ in device_spans], np.int64),
-               np.array([e for _, e in device_spans], np.int64), np.ones(len(device_spans), np.int32))
-    return Trace([Plane("/device:GPU:0", names, [dev]), Plane("/host:CPU", names, [host])], ["hand-made"])
+    host = Line(
+        "main",
+        np.array([s for s, _ in host_spans], np.int64),
+        np.array([e for _, e in host_spans], np.int64),
+        np.zeros(n, np.int32),
+        {"step_num": np.array(list(range(n)), object), "_r": np.array([1] * n, object)},
+    )
+    dev = Line(
+        "stream 7",
+        np.array([s for s, _ in device_spans], np.int64),
+        np.array([e for _, e in device_spans], np.int64),
+        np.ones(len(device_spans), np.int32),
+    )
+    return Trace(
+        [Plane("/device:GPU:0", names, [dev]), Plane("/host:CPU", names, [host])], ["hand-made"]
+    )
 
 
 def test_the_last_host_step_runs_on_while_the_device_stays_busy():

@@ -1,5 +1,7 @@
-"""scaldiag.engines: the same results in the same order from every engine, an item's error reaching the
-caller as it was raised, no worker process left behind, and clear errors for specs and missing extras.
+"""scaldiag.engines: the same results in the same order from every engine, an item's error reaching
+the
+caller as it was raised, no worker process left behind, and clear errors for specs and missing
+extras.
 
 The functions mapped are real: each reads a Kineto fixture with scaldiag's reader. One Dask
 LocalCluster serves the whole module (its start takes seconds).
@@ -27,7 +29,8 @@ SLOW_S = 120  # how long the SLOW item sleeps: a map that returns sooner did not
 
 
 def events_of(path: str) -> tuple[int, int]:
-    """(events in one rank's file, the pid that read it): what a per-rank reduction returns, small."""
+    """(events in one rank's file, the pid that read it): what a per-rank reduction returns, small.
+    """
     from scaldiag.readers.kineto import read_trace
 
     return read_trace([path]).event_count, os.getpid()
@@ -84,7 +87,9 @@ def test_fixtures_found():
     assert len(RANK_FILES) >= 6, RANK_FILES
 
 
-# --- the same results, in order --------------------------------------------------------------------
+# --- the same results, in order
+# --------------------------------------------------------------------
+
 
 def test_local_one_runs_here():
     with open_engine("local:1") as engine:
@@ -117,7 +122,7 @@ def test_dask_gives_the_same_results_in_order(dask_engine):
 def test_empty_and_single_items():
     with open_engine("local:2") as engine:
         assert engine.map(events_of, []) == []
-        (n, pid), = engine.map(events_of, RANK_FILES[:1])
+        ((n, pid),) = engine.map(events_of, RANK_FILES[:1])
     assert n == _events_here()[0] and pid == os.getpid()  # one item: no pool started for it
 
 
@@ -128,7 +133,9 @@ def test_default_spec_is_local_with_a_worker_per_core():
     assert 1 <= default_workers() <= (os.cpu_count() or 1)
 
 
-# --- errors ------------------------------------------------------------------------------------------
+# --- errors
+# ------------------------------------------------------------------------------------------
+
 
 def _error_here(truncated: str) -> TraceError:
     with pytest.raises(TraceError) as here:
@@ -143,8 +150,8 @@ def test_an_items_error_reaches_the_caller_and_the_other_items_stop(truncated):
     with open_engine("local:2") as engine, pytest.raises(TraceError) as raised:
         engine.map(events_or_sleep, [SLOW, truncated, *RANK_FILES])
     assert str(raised.value) == str(expected) and "rank3.pt.trace.json" in str(raised.value)
-    # The SLOW item was stopped, not waited for: the map returned before it could have ended (a causal
-    # bound, not a budget: SLOW_S is what the item takes, whatever the machine's load).
+    # The SLOW item was stopped, not waited for: the map returned before it could have ended (a
+    # causal bound, not a budget: SLOW_S is what the item takes, whatever the machine's load).
     assert time.perf_counter() - started < SLOW_S
     assert not _workers_alive(before)
 
@@ -181,9 +188,14 @@ def test_keyboard_interrupt_stops_the_workers():
     assert not _workers_alive(before)
 
 
-# --- specs and extras --------------------------------------------------------------------------------
+# --- specs and extras
+# --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("spec", ["spark", "local:0", "local:two", "local:-1", "dask://", "http://host:1", "", "dask:2:3"])
+
+@pytest.mark.parametrize(
+    "spec",
+    ["spark", "local:0", "local:two", "local:-1", "dask://", "http://host:1", "", "dask:2:3"],
+)
 def test_a_bad_spec_names_the_accepted_forms(spec):
     with pytest.raises(ScaldiagError) as raised:
         open_engine(spec)
@@ -210,7 +222,9 @@ def test_specs_parse():
 
 @pytest.mark.parametrize("spec", ["dask", "dask:2", "tcp://127.0.0.1:1"])
 def test_a_missing_extra_says_which_to_install(monkeypatch, spec):
-    monkeypatch.setitem(sys.modules, "distributed", None)  # what an install without the extra has: no module
+    monkeypatch.setitem(
+        sys.modules, "distributed", None
+    )  # what an install without the extra has: no module
     with pytest.raises(ScaldiagError) as raised:
         open_engine(spec)
     message = str(raised.value)

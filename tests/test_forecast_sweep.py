@@ -1,4 +1,5 @@
-"""Batch-size forecasts in a sweep: known answers on hand-made runs, and what a real emulated TF sweep's
+"""Batch-size forecasts in a sweep: known answers on hand-made runs, and what a real emulated TF
+sweep's
 forecasts are made of (whether they come true against a twin is `python -m bench accuracy`'s)."""
 
 import pytest
@@ -9,20 +10,25 @@ from scaldiag.rules import SWEEP_RULES, check_all
 
 
 def test_kept_batch_takes_device_work_from_one_device_and_the_rest_from_n():
-    one = run(10.0, 256, 1, {"host_overhead": 20})                  # device work 8 ms for 256 samples
-    two = run(7.0, 256, 2, {"collective": 20, "host_overhead": 30})  # per-replica 128: 1.4 ms all-reduce, 2.1 host
+    one = run(10.0, 256, 1, {"host_overhead": 20})  # device work 8 ms for 256 samples
+    two = run(
+        7.0, 256, 2, {"collective": 20, "host_overhead": 30}
+    )  # per-replica 128: 1.4 ms all-reduce, 2.1 host
     s = analyze_scaling({1: [one], 2: [two]}, emulated=False)
     f = s.kept_batch
     assert (f.gpus, f.per_replica_batch, f.global_batch) == (2, 256, 512)
-    # One device's 8 ms of device work (a step's steady time is 1% off the trace's: both scaled to it)
-    # plus the two-device run's 3.5 ms of all-reduce and host.
+    # One device's 8 ms of device work (a step's steady time is 1% off the trace's: both scaled to
+    # it) plus the two-device run's 3.5 ms of all-reduce and host.
     t1, t2 = one.steps.step_time_ms.mean, two.steps.step_time_ms.mean
     assert f.step_time_ms == pytest.approx(0.8 * t1 + 0.5 * t2)
     assert f.samples_per_s == pytest.approx(512 / (f.step_time_ms / 1e3))
     assert f.speedup == pytest.approx(f.samples_per_s / (256 / (t2 / 1e3)))
     (finding,) = [f for f in check_all(SWEEP_RULES, s) if f.id == "SD201"]
     assert finding.forecast.kind == "forecast"
-    assert finding.forecast.value == pytest.approx(f.speedup) and "per-replica batch 256" in finding.forecast.arithmetic
+    assert (
+        finding.forecast.value == pytest.approx(f.speedup)
+        and "per-replica batch 256" in finding.forecast.arithmetic
+    )
 
 
 def test_emulated_devices_share_the_cores_so_device_work_grows_with_the_global_batch():
@@ -44,12 +50,13 @@ def test_sd203_forecasts_a_larger_per_replica_batch_beside_its_ceiling():
     assert finding.forecast.value == pytest.approx(4 * t / (4 * 0.6 * t + 0.4 * t))
 
 
-# --- real sweeps: TensorFlow on the CPU, emulated replicas -----------------------------------------
-# Whether a forecast comes true is a comparison of two runs' throughputs (the forecast against the measured
-# twin, the same script with the fix): on this 2-core machine, shared with other work, the same twin
-# (2 replicas x 64) measured 215 and 322 samples/s an hour apart, and SD201's forecast read -12% to +59% of
-# it. That claim is guarded by `python -m bench accuracy` (the zoo's planted scripts and their fixed twins,
-# docs/scaling.md); here, on a real emulated sweep (conftest's emulated_sweep), what the forecast is made of.
+# --- real sweeps: TensorFlow on the CPU, emulated replicas
+# ----------------------------------------- Whether a forecast comes true is a comparison of two
+# runs' throughputs (the forecast against the measured twin, the same script with the fix): on this
+# 2-core machine, shared with other work, the same twin (2 replicas x 64) measured 215 and 322
+# samples/s an hour apart, and SD201's forecast read -12% to +59% of it. That claim is guarded by
+# `python -m bench accuracy` (the zoo's planted scripts and their fixed twins, docs/scaling.md);
+# here, on a real emulated sweep (conftest's emulated_sweep), what the forecast is made of.
 
 
 @pytest.mark.slow
@@ -60,14 +67,27 @@ def test_sd201_forecasts_the_one_replica_runs_batch_on_an_emulated_tf_sweep(emul
 
     report, out, _ = emulated_sweep
     (finding,) = [f for f in report["findings"] if f["id"] == "SD201"]
-    assert finding["forecast"]["kind"] == "forecast" and "per-replica batch 64" in finding["forecast"]["arithmetic"]
+    assert (
+        finding["forecast"]["kind"] == "forecast"
+        and "per-replica batch 64" in finding["forecast"]["arithmetic"]
+    )
     one_point, two_point = report["scaling"]
     assert (one_point["per_replica_batch"], two_point["per_replica_batch"]) == (64, 32)
-    # The forecast is the 1-replica run's device work and the 2-replica run's rest, at per-replica 64.
+    # The forecast is the 1-replica run's device work and the 2-replica run's rest, at per-replica
+    # 64.
     (sweep_dir,) = [p for p in out.iterdir() if p.is_dir()]
     one, two = analyze_run_dir(sweep_dir / "gpus1"), analyze_run_dir(sweep_dir / "gpus2")
-    f = kept_batch(_parts_ms([one]), _parts_ms([two]), two.trace.units[0], 1, 64, 2, two_point["global_batch"],
-                   two_point["samples_per_s"], True)
+    f = kept_batch(
+        _parts_ms([one]),
+        _parts_ms([two]),
+        two.trace.units[0],
+        1,
+        64,
+        2,
+        two_point["global_batch"],
+        two_point["samples_per_s"],
+        True,
+    )
     assert (f.gpus, f.per_replica_batch, f.global_batch) == (2, 64, 128)
     assert finding["forecast"]["value"] == pytest.approx(f.speedup)
     assert f.samples_per_s == pytest.approx(128 / (f.step_time_ms / 1e3))

@@ -24,18 +24,23 @@ from scaldiag.rules.report import RunReport
 
 GOLDEN = Path(__file__).parent / "golden"
 # Relative paths, read from the project root: the reports name them, and a clone lives anywhere.
-CASES = {"sweep": lambda: diagnose(Path("fixtures/runs/sweep")),
-         "trace_gpu2": lambda: diagnose_trace(Path("fixtures/gpu/h200x2_jax_dataparallel.xplane.pb")),
-         # A real run: Keras on JAX on an H200, real NVML samples and device trace (bench/results/gpu_h200/accounting).
-         "run_gpu1": lambda: diagnose(Path("fixtures/runs/h200_keras_jax_tiny")),
-         # A real run: PyTorch on an H200, its Kineto trace (fixtures/README.md).
-         "run_torch_gpu1": lambda: diagnose(Path("fixtures/kineto/h200_healthy_run")),
-         # A real run: PyTorch on this machine's CPU (tests/test_vocabulary_pytorch.py says how it was made).
-         "run_torch_cpu": lambda: diagnose(Path("tests/golden/runs/torch_cpu_input_bound"))}
+CASES = {
+    "sweep": lambda: diagnose(Path("fixtures/runs/sweep")),
+    "trace_gpu2": lambda: diagnose_trace(Path("fixtures/gpu/h200x2_jax_dataparallel.xplane.pb")),
+    # A real run: Keras on JAX on an H200, real NVML samples and device trace
+    # (bench/results/gpu_h200/accounting).
+    "run_gpu1": lambda: diagnose(Path("fixtures/runs/h200_keras_jax_tiny")),
+    # A real run: PyTorch on an H200, its Kineto trace (fixtures/README.md).
+    "run_torch_gpu1": lambda: diagnose(Path("fixtures/kineto/h200_healthy_run")),
+    # A real run: PyTorch on this machine's CPU (tests/test_vocabulary_pytorch.py says how it was
+    # made).
+    "run_torch_cpu": lambda: diagnose(Path("tests/golden/runs/torch_cpu_input_bound")),
+}
 VERBOSE = ("run_gpu1", "run_torch_gpu1", "run_torch_cpu")
 WIDTHS = (80, 120)
-RENDERS = [(case, width, False) for case in sorted(CASES) for width in WIDTHS] + \
-          [(case, width, True) for case in VERBOSE for width in WIDTHS]
+RENDERS = [(case, width, False) for case in sorted(CASES) for width in WIDTHS] + [
+    (case, width, True) for case in VERBOSE for width in WIDTHS
+]
 
 
 def rendered(report, width: int, verbose: bool = False, **console) -> str:
@@ -69,20 +74,28 @@ def test_terminal_report_matches_golden(reports, case, width, verbose):
 
 
 def own_lines(report) -> list[str]:
-    """What a run report prints alone on its line, whole: its directory, its command, the commands to run."""
+    """What a run report prints alone on its line, whole: its directory, its command, the commands
+    to run."""
     if not isinstance(report, RunReport):
         return []
     command = " ".join(report.analysis.run.get("command", [])[1:])
     return [report.run_dir, command, f"scaldiag report {report.run_dir} --format perfetto"] + (
-        [f"tensorboard --logdir {report.run_dir}", "pip install tensorboard tensorboard-plugin-profile"]
-        if report.trace_report and any(str(s).endswith(".xplane.pb") for s in report.trace_report.analysis.sources)
-        else [])
+        [
+            f"tensorboard --logdir {report.run_dir}",
+            "pip install tensorboard tensorboard-plugin-profile",
+        ]
+        if report.trace_report
+        and any(str(s).endswith(".xplane.pb") for s in report.trace_report.analysis.sources)
+        else []
+    )
 
 
 def code_lines(report) -> list[str]:
-    """Every code line of every finding's fix (without its comment): a fix's lines that start indented."""
-    findings = list(report.findings) + (list(report.trace_report.findings) if getattr(report, "trace_report", None)
-                                        else [])
+    """Every code line of every finding's fix (without its comment): a fix's lines that start
+    indented."""
+    findings = list(report.findings) + (
+        list(report.trace_report.findings) if getattr(report, "trace_report", None) else []
+    )
     out = []
     for f in findings:
         for fix in f.fix.values():
@@ -96,14 +109,18 @@ def code_lines(report) -> list[str]:
 def test_no_token_is_broken_and_no_code_is_boxed(reports, case, width, verbose):
     text = rendered(reports[case], width, verbose)
     lines = text.splitlines()
-    for line in lines:  # wider than the console only as a path or a command alone on its line, indented
+    for (
+        line
+    ) in lines:  # wider than the console only as a path or a command alone on its line, indented
         assert len(line) <= width or (line.startswith("    ") and "  " not in line.strip()), line
     assert not re.search(r"\d…|…\d", text)  # no number cut short
     assert "None" not in text
     assert "Findings (" in text
     assert not set("│┃╭╰║") & set(text), "a box border: code in a box cannot be copied"
     assert not re.search(r":\n *\d", text), "a 'name: value' broken after its colon"
-    assert not re.search(r"\d *\n[ │]*(ms|s|%|x|samples/s|B|KiB|MiB|GiB|copies)\b", text), "a number broken from its unit"
+    assert not re.search(r"\d *\n[ │]*(ms|s|%|x|samples/s|B|KiB|MiB|GiB|copies)\b", text), (
+        "a number broken from its unit"
+    )
     stripped = {line.strip() for line in lines}
     for whole in own_lines(reports[case]):
         assert whole in stripped, f"not whole on its own line: {whole}"

@@ -30,7 +30,9 @@ def space(request):
 
 
 def markers(space):
-    return sorted((e["start_ns"], e["end_ns"]) for e in events(space, "/host:CPU") if "step_num" in e["stats"])
+    return sorted(
+        (e["start_ns"], e["end_ns"]) for e in events(space, "/host:CPU") if "step_num" in e["stats"]
+    )
 
 
 def test_both_gpus_with_ten_marked_steps(analysis, space):
@@ -46,22 +48,32 @@ def test_steps_span_marker_to_marker(space):
     assert len(starts) == 10
     assert np.allclose(steps.start_ns, starts, atol=1)
     assert np.allclose(steps.end_ns[:-1], starts[1:], atol=1)
-    assert steps.end_ns[-1] >= markers(space)[-1][1] - 1  # the last step ends no earlier than its marker
+    assert (
+        steps.end_ns[-1] >= markers(space)[-1][1] - 1
+    )  # the last step ends no earlier than its marker
 
 
 @pytest.mark.parametrize("gpu", [0, 1])
 def test_h2d_bytes_per_step_is_the_sum_of_memcpy_sizes(analysis, space, gpu):
     copies = [e for e in events(space, f"/device:GPU:{gpu}") if e["name"] == "MemcpyH2D"]
-    total = sum(int(re.search(r"size:(\d+)", e["stats"]["memcpy_details"]).group(1)) for e in copies)
+    total = sum(
+        int(re.search(r"size:(\d+)", e["stats"]["memcpy_details"]).group(1)) for e in copies
+    )
     unit = analysis.units[gpu]
     assert unit.h2d.bytes_per_step == pytest.approx(total / 10)
-    assert unit.h2d.bytes_by_host_kind == {"pinned": pytest.approx(total / 10)}  # the details say pinned
+    assert unit.h2d.bytes_by_host_kind == {
+        "pinned": pytest.approx(total / 10)
+    }  # the details say pinned
     assert unit.h2d.count_per_step == len(copies) / 10
 
 
 @pytest.mark.parametrize("gpu", [0, 1])
 def test_nccl_all_reduce_time_and_count(analysis, space, gpu):
-    nccl = [e for e in events(space, f"/device:GPU:{gpu}") if e["name"].startswith("ncclDevKernel_AllReduce")]
+    nccl = [
+        e
+        for e in events(space, f"/device:GPU:{gpu}")
+        if e["name"].startswith("ncclDevKernel_AllReduce")
+    ]
     assert len(nccl) == 10
     unit = analysis.units[gpu]
     assert unit.collective_count_per_step == 1.0
@@ -90,7 +102,7 @@ def test_report_names_the_host_as_the_bound(analysis):
     report = build_report(analysis)
     ids = [f.id for f in report.findings]
     assert ids[0] in ("SD105", "SD101")  # the devices wait on the host
-    assert "SD106" in ids                 # and are busy under a fifth of the step
+    assert "SD106" in ids  # and are busy under a fifth of the step
     assert all(f.predicted_speedup.value > 1 for f in report.findings)
 
 
@@ -107,7 +119,9 @@ def test_without_markers_steps_are_inferred_from_the_jitted_step_calls(tmp_path,
     path = tmp_path / "nomarkers.xplane.pb"
     path.write_bytes(space.SerializeToString())
     steps = find_steps(read_trace([path]))
-    calls = sorted({e["start_ns"] for e in events(space, "/host:CPU") if e["name"] == "PjitFunction(step)"})
+    calls = sorted(
+        {e["start_ns"] for e in events(space, "/host:CPU") if e["name"] == "PjitFunction(step)"}
+    )
     assert steps.method == "inferred" and "PjitFunction(step)" in steps.description
     assert steps.count == 10
     # Outermost of the two nested PjitFunction(step) events per step.

@@ -57,8 +57,10 @@ def hf_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hf")
     script = tmp / "train.py"
     script.write_text(f"OUTPUT = {str(tmp / 'out')!r}\n" + SCRIPT)
-    return profile(script, env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                                "TOKENIZERS_PARALLELISM": "false"})
+    return profile(
+        script,
+        env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
+    )
 
 
 def test_evaluation_checkpoints_epochs_and_logs_are_the_trainers(hf_run):
@@ -68,7 +70,8 @@ def test_evaluation_checkpoints_epochs_and_logs_are_the_trainers(hf_run):
     evaluations = intervals(record.marks, "evaluation")
     assert len(evaluations) == 4  # steps 5, 10, 15 and 16 (the last)
     assert {m.get("source") for m in record.marks if m.get("kind") == "evaluation"} == {
-        "Trainer.evaluate"}
+        "Trainer.evaluate"
+    }
     assert len(intervals(record.marks, "checkpoint")) == 2  # steps 10 and 16
     assert [m["epoch"] for m in record.marks if m["mark"] == "epoch_begin"] == [0, 1]
     assert [m["epoch"] for m in record.marks if m["mark"] == "epoch_end"] == [0, 1]

@@ -1,4 +1,5 @@
-"""``scaldiag check`` passes only a finished run (exit code 0) whose record reads clean (issue 22, item 3).
+"""``scaldiag check`` passes only a finished run (exit code 0) whose record reads clean (issue 22,
+item 3).
 
 A CI gate must not pass a run it cannot vouch for: killed, interrupted, still
 marked running with its launcher gone, failed, or with a damaged run.json;
@@ -23,7 +24,8 @@ LIMIT = ["--max-step-ms", "100000"]
 
 
 def _run(tmp_path, name="run", **fields):
-    """A copy of a recorded run without its trace (fast), run.json updated with ``fields`` (None: removed)."""
+    """A copy of a recorded run without its trace (fast), run.json updated with ``fields`` (None:
+    removed)."""
     run = tmp_path / name
     shutil.copytree(RUNS / "sweep" / "gpus1", run, ignore=shutil.ignore_patterns("trace"))
     record = json.loads((run / "run.json").read_text())
@@ -52,15 +54,30 @@ def test_a_finished_run_with_exit_code_0_passes(tmp_path, capsys):
     assert "ok   record: run finished with exit code 0, the record reads clean" in out
 
 
-@pytest.mark.parametrize("fields, reason", [
-    ({"status": "killed by signal 9", "exit_code": -9}, "did not finish (status killed by signal 9, exit code -9)"),
-    ({"status": "failed", "exit_code": 3}, "did not finish (status failed, exit code 3)"),
-    ({"status": "interrupted", "exit_code": -2}, "did not finish (status interrupted, exit code -2)"),
-    ({"status": "running", "exit_code": None}, "did not finish (status running)"),
-    ({"status": "finished", "exit_code": 3}, "the script exited with code 3"),
-    ({"status": "finished", "exit_code": None, "launcher_pid": 1}, "has no exit code in run.json"),
-    ({"status": "finished", "exit_code": "0"}, "the record is damaged: run.json: field 'exit_code' ignored"),
-])
+@pytest.mark.parametrize(
+    "fields, reason",
+    [
+        (
+            {"status": "killed by signal 9", "exit_code": -9},
+            "did not finish (status killed by signal 9, exit code -9)",
+        ),
+        ({"status": "failed", "exit_code": 3}, "did not finish (status failed, exit code 3)"),
+        (
+            {"status": "interrupted", "exit_code": -2},
+            "did not finish (status interrupted, exit code -2)",
+        ),
+        ({"status": "running", "exit_code": None}, "did not finish (status running)"),
+        ({"status": "finished", "exit_code": 3}, "the script exited with code 3"),
+        (
+            {"status": "finished", "exit_code": None, "launcher_pid": 1},
+            "has no exit code in run.json",
+        ),
+        (
+            {"status": "finished", "exit_code": "0"},
+            "the record is damaged: run.json: field 'exit_code' ignored",
+        ),
+    ],
+)
 def test_a_run_that_did_not_finish_cleanly_fails_with_its_reason(tmp_path, capsys, fields, reason):
     code, out = _check(capsys, _run(tmp_path, **fields))
     assert code == 1, out
@@ -74,7 +91,9 @@ def test_a_sigkilled_run_fails(capsys):
 
 
 def test_a_run_left_running_by_a_killed_launcher_fails(tmp_path, capsys):
-    run = _run(tmp_path, status="running", exit_code=None, launcher_pid=_dead_pid(), host=platform.node())
+    run = _run(
+        tmp_path, status="running", exit_code=None, launcher_pid=_dead_pid(), host=platform.node()
+    )
     code, out = _check(capsys, run)
     assert code == 1 and "status running" in out
     assert "has ended without finalising it" in out
@@ -83,10 +102,12 @@ def test_a_run_left_running_by_a_killed_launcher_fails(tmp_path, capsys):
 def _flip(data: bytes) -> bytes:
     """The byte of '"finished"' turned into another letter: still JSON, no longer the status."""
     i = data.index(b'"finished"') + 1
-    return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1:]
+    return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
 
 
-@pytest.mark.parametrize("damage", ["empty", "truncated", "bit-flipped", "array", "directory", "not utf-8"])
+@pytest.mark.parametrize(
+    "damage", ["empty", "truncated", "bit-flipped", "array", "directory", "not utf-8"]
+)
 def test_a_damaged_run_json_fails_and_says_what(tmp_path, capsys, damage):
     run = _run(tmp_path)
     path = run / "run.json"
@@ -95,8 +116,15 @@ def test_a_damaged_run_json_fails_and_says_what(tmp_path, capsys, damage):
         path.unlink()
         path.mkdir()
     else:
-        path.write_bytes({"empty": b"", "truncated": data[: len(data) // 2], "bit-flipped": _flip(data),
-                          "array": b"[1, 2]", "not utf-8": b"\xff" + data}[damage])
+        path.write_bytes(
+            {
+                "empty": b"",
+                "truncated": data[: len(data) // 2],
+                "bit-flipped": _flip(data),
+                "array": b"[1, 2]",
+                "not utf-8": b"\xff" + data,
+            }[damage]
+        )
     code, out = _check(capsys, run)
     assert code == 1, out
     assert "FAIL record: run: the run did not finish" in out
@@ -113,11 +141,16 @@ def test_a_damaged_steps_line_fails_the_check(tmp_path, capsys):
 def test_a_baseline_that_did_not_finish_fails_the_check(tmp_path, capsys):
     good, bad = _run(tmp_path, "good"), _run(tmp_path, "bad", status="failed", exit_code=3)
     code, out = _check(capsys, good, "--baseline", bad, "--max-regression", "50%")
-    assert code == 1 and "FAIL record: baseline run: the run did not finish (status failed, exit code 3)" in out
+    assert (
+        code == 1
+        and "FAIL record: baseline run: the run did not finish (status failed, exit code 3)" in out
+    )
     (bad / "run.json").write_text("")
     code, out = _check(capsys, good, "--baseline", bad, "--max-regression", "50%")
     assert code == 1 and "FAIL record: baseline run: the run did not finish (status unknown)" in out
-    code, out = _check(capsys, good, "--baseline", _run(tmp_path, "also_good"), "--max-regression", "50%")
+    code, out = _check(
+        capsys, good, "--baseline", _run(tmp_path, "also_good"), "--max-regression", "50%"
+    )
     assert code == 0, out
 
 
@@ -127,6 +160,11 @@ def test_a_sweep_with_a_run_that_did_not_finish_fails(tmp_path, capsys):
     code, out = _check(capsys, sweep)
     assert code == 0 and "ok   record: all 2 runs finished with exit code 0" in out
     record = json.loads((sweep / "gpus2" / "run.json").read_text())
-    (sweep / "gpus2" / "run.json").write_text(json.dumps({**record, "status": "interrupted", "exit_code": -15}))
+    (sweep / "gpus2" / "run.json").write_text(
+        json.dumps({**record, "status": "interrupted", "exit_code": -15})
+    )
     code, out = _check(capsys, sweep)
-    assert code == 1 and "FAIL record: 2 devices (gpus2): the run did not finish (status interrupted" in out
+    assert (
+        code == 1
+        and "FAIL record: 2 devices (gpus2): the run did not finish (status interrupted" in out
+    )

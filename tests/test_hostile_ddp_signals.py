@@ -23,10 +23,18 @@ from scaldiag.record.rundir import read_json
 pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 
-pytestmark = [pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="no gloo"),
-              pytest.mark.slow]  # torchrun jobs signalled in subprocesses
+pytestmark = [
+    pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="no gloo"),
+    pytest.mark.slow,
+]  # torchrun jobs signalled in subprocesses
 
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": str(ROOT),
+    "COLUMNS": "100",
+    "PYTHONUNBUFFERED": "1",
+    "OMP_NUM_THREADS": "1",
+}
 START_S = 90  # two ranks importing torch on two shared cores (often busy with other tests)
 END_S = 45
 
@@ -62,9 +70,27 @@ def start(tmp_path, mode):
     marks = tmp_path / "marks"
     marks.mkdir()
     log = open(tmp_path / "log.txt", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "scaldiag", "profile", "--nproc-per-node", "2", "--out",
-                             str(tmp_path / "runs"), "train.py", "--", mode, str(marks)],
-                            env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scaldiag",
+            "profile",
+            "--nproc-per-node",
+            "2",
+            "--out",
+            str(tmp_path / "runs"),
+            "train.py",
+            "--",
+            mode,
+            str(marks),
+        ],
+        env=ENV,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=tmp_path,
+    )
     return proc, marks
 
 
@@ -73,7 +99,9 @@ def wait_training(proc, marks, tmp_path):
     while not all((marks / f"training{r}").exists() for r in (0, 1)):
         if proc.poll() is not None or time.monotonic() > deadline:
             stop(proc)
-            pytest.fail(f"the ranks did not start training:\n{(tmp_path / 'log.txt').read_text()[-3000:]}")
+            pytest.fail(
+                f"the ranks did not start training:\n{(tmp_path / 'log.txt').read_text()[-3000:]}"
+            )
         time.sleep(0.1)
 
 
@@ -116,7 +144,8 @@ def test_sigterm_to_the_group_exits_143_and_rank1_is_not_left_running(tmp_path):
     assert finish(proc, tmp_path) == 143, (tmp_path / "log.txt").read_text()[-3000:]
     job, rank1 = records(tmp_path)
     assert (job["status"], job["exit_code"], job["signal"]) == ("interrupted", -15, "SIGTERM")
-    # Rank 1 died of torchrun's SIGTERM without its `finally:`: finalised from the exit code torchrun saw.
+    # Rank 1 died of torchrun's SIGTERM without its `finally:`: finalised from the exit code
+    # torchrun saw.
     assert (rank1["status"], rank1["exit_code"], rank1["signal"]) == ("interrupted", -15, "SIGTERM")
     assert rank1["signals_received"] == ["SIGTERM"] and rank1["ended_ns"] > rank1["started_ns"]
 
@@ -127,4 +156,6 @@ def test_a_ranks_exit_code_is_the_jobs_and_its_record_says_failed(tmp_path):
     job, rank1 = records(tmp_path)
     assert (job["status"], job["exit_code"]) == ("failed", 3)
     assert (rank1["status"], rank1["exit_code"]) == ("failed", 3)
-    assert "ChildFailedError" in (tmp_path / "log.txt").read_text()  # torchrun's report of the failed rank
+    assert (
+        "ChildFailedError" in (tmp_path / "log.txt").read_text()
+    )  # torchrun's report of the failed rank

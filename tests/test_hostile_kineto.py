@@ -1,4 +1,5 @@
-"""Hostile Kineto traces: bounded numbers, bounded gzip, bounded device ids (issue 22, items 1, 2, 4, 6).
+"""Hostile Kineto traces: bounded numbers, bounded gzip, bounded device ids (issue 22, items 1, 2,
+4, 6).
 
 A trace bundle is something people send each other. Each crafted file here
 either reads or is refused with one TraceError line (exit 2), in bounded time
@@ -24,19 +25,61 @@ KINETO = FIXTURES / "kineto"
 
 
 def _doc(base="1000", kernel=None, host=None) -> str:
-    """A small GPU trace as text: a step on the host, a copy on device 0; fields replaced by raw JSON text."""
-    kernel = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7,
-              "ts": 5, "dur": 1, "args": {"device": 0, "stream": 7, "bytes": 10}, **(kernel or {})}
-    host = {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 10,
-            **(host or {})}
-    return f'{{"baseTimeNanoseconds": {base}, "traceEvents": [{json.dumps(kernel)}, {json.dumps(host)}]}}'
+    """A small GPU trace as text: a step on the host, a copy on device 0; fields replaced by raw
+    JSON text."""
+    kernel = {
+        "ph": "X",
+        "cat": "gpu_memcpy",
+        "name": "Memcpy HtoD (Pageable -> Device)",
+        "pid": 0,
+        "tid": 7,
+        "ts": 5,
+        "dur": 1,
+        "args": {"device": 0, "stream": 7, "bytes": 10},
+        **(kernel or {}),
+    }
+    host = {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": "ProfilerStep#1",
+        "pid": 1,
+        "tid": 1,
+        "ts": 0,
+        "dur": 10,
+        **(host or {}),
+    }
+    return (
+        f'{{"baseTimeNanoseconds": {base}, "traceEvents": [{json.dumps(kernel)},'
+        f" {json.dumps(host)}]}}"
+    )
 
 
-# Raw JSON text for a number: exponents that int(Decimal) never finishes or that overflow the decimal
-# context, integers past int64 or past int's 4,300-digit limit, digits that are not ASCII, not numbers.
-HOSTILE = ["1e999999999", "1e999999", "-1e999999", "1e-999999999", str(2**70), str(-(2**70)), str(10**400),
-           "9" * 5000, '"1e999999"', '"\\u00b2"', '"\\u0661"', '"--5"', '"' + "1" * 100_000 + '"', "NaN",
-           "Infinity", "-Infinity", "1.5", "[1]", "{}", "true", "null"]
+# Raw JSON text for a number: exponents that int(Decimal) never finishes or that overflow the
+# decimal context, integers past int64 or past int's 4,300-digit limit, digits that are not ASCII,
+# not numbers.
+HOSTILE = [
+    "1e999999999",
+    "1e999999",
+    "-1e999999",
+    "1e-999999999",
+    str(2**70),
+    str(-(2**70)),
+    str(10**400),
+    "9" * 5000,
+    '"1e999999"',
+    '"\\u00b2"',
+    '"\\u0661"',
+    '"--5"',
+    '"' + "1" * 100_000 + '"',
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1.5",
+    "[1]",
+    "{}",
+    "true",
+    "null",
+]
 FIELDS = ["ts", "dur", "pid", "tid", "device", "stream", "bytes", "baseTimeNanoseconds"]
 
 
@@ -57,7 +100,8 @@ def test_any_number_in_any_field_reads_or_is_refused_in_one_line(tmp_path, field
         path = tmp_path / "t.pt.trace.json"
         path.write_text(_hostile(field, value))
         # Read, or refused in one line. How fast is not asserted here (the machine's load decides a
-        # wall-clock figure): `python -m bench fuzz --mode kineto` guards that no such value hangs the reader.
+        # wall-clock figure): `python -m bench fuzz --mode kineto` guards that no such value hangs
+        # the reader.
         try:
             report = diagnose_trace(path)
         except TraceError as exc:
@@ -68,6 +112,7 @@ def test_any_number_in_any_field_reads_or_is_refused_in_one_line(tmp_path, field
 
 def test_bounded_conversions():
     from decimal import Decimal
+
     assert kineto._ns(Decimal("1.5")) == 1500 and kineto._ns(Decimal("1e999999999")) is None
     assert kineto._ns("12.5") == 12500 and kineto._ns("²") is None and kineto._ns("1" * 100) is None
     assert kineto._int(Decimal("7")) == 7 and kineto._int(Decimal("1e999999")) is None
@@ -103,13 +148,18 @@ def test_an_integer_of_5000_digits_is_one_error_line(tmp_path, capsys):
 
 # --- gzip ----------------------------------------------------------------------------------------
 
+
 def _bomb(path, expanded_bytes: int) -> int:
-    """Valid gzip of a valid trace padded with whitespace: ~1,000x smaller than what it expands to."""
+    """Valid gzip of a valid trace padded with whitespace: ~1,000x smaller than what it expands to.
+    """
     c = zlib.compressobj(9, zlib.DEFLATED, 31)
     parts = [c.compress(b'{"traceEvents": [')]
     chunk = b" " * (1 << 20)
     parts += [c.compress(chunk) for _ in range(expanded_bytes >> 20)]
-    parts += [c.compress(_doc().encode()[len('{"baseTimeNanoseconds": 1000, "traceEvents": ['):]), c.flush()]
+    parts += [
+        c.compress(_doc().encode()[len('{"baseTimeNanoseconds": 1000, "traceEvents": [') :]),
+        c.flush(),
+    ]
     path.write_bytes(b"".join(parts))
     return path.stat().st_size
 
@@ -134,10 +184,13 @@ def test_a_gzip_bomb_is_refused_within_its_cap_of_memory(tmp_path, capsys):
 
 def test_the_absolute_cap_holds_whatever_the_ratio(tmp_path, monkeypatch):
     assert files.gzip_cap_bytes(1 << 30) == files.GZIP_MAX_BYTES  # 100x of 1 GiB would be 100 GiB
-    # the same rule at a size a test can afford: 2 MiB of well-compressible events, cap lowered to 1 MiB
+    # the same rule at a size a test can afford: 2 MiB of well-compressible events, cap lowered to 1
+    # MiB
     monkeypatch.setattr(files, "GZIP_MAX_BYTES", 1 << 20)
-    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
-              for i in range(40_000)]
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+        for i in range(40_000)
+    ]
     path = tmp_path / "big.pt.trace.json.gz"
     path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
     assert path.stat().st_size * files.GZIP_MAX_RATIO > 1 << 20
@@ -151,7 +204,9 @@ def test_real_gzip_traces_multi_member_and_damaged_ones(tmp_path):
     text = gzip.decompress(real.read_bytes())
     half = len(text) // 2
     two = tmp_path / "two.pt.trace.json.gz"
-    two.write_bytes(gzip.compress(text[:half]) + gzip.compress(text[half:]) + b"\0" * 16)  # as `cat a.gz b.gz`
+    two.write_bytes(
+        gzip.compress(text[:half]) + gzip.compress(text[half:]) + b"\0" * 16
+    )  # as `cat a.gz b.gz`
     assert files.gunzip(two.read_bytes(), two) == text
     truncated = tmp_path / "cut.pt.trace.json.gz"
     truncated.write_bytes(real.read_bytes()[:-100])
@@ -168,11 +223,24 @@ def test_real_gzip_traces_multi_member_and_damaged_ones(tmp_path):
         kineto.read_trace([tmp_path / "flip.pt.trace.json.gz"])
 
 
-# --- device ids, device files ----------------------------------------------------------------------
+# --- device ids, device files
+# ----------------------------------------------------------------------
+
 
 def _devices(path, n: int) -> None:
-    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": i, "dur": 1,
-               "args": {"device": i, "stream": 7}} for i in range(n)]
+    events = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": i,
+            "dur": 1,
+            "args": {"device": i, "stream": 7},
+        }
+        for i in range(n)
+    ]
     events.append({"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": n})
     path.write_text(json.dumps({"traceEvents": events}))
 
@@ -182,7 +250,9 @@ def test_16000_device_ids_are_refused_in_bounded_memory(tmp_path):
     _devices(path, 16_000)
     tracemalloc.start()
     try:
-        with pytest.raises(TraceError, match=f"more than {kineto.MAX_DEVICES_PER_FILE} distinct GPUs"):
+        with pytest.raises(
+            TraceError, match=f"more than {kineto.MAX_DEVICES_PER_FILE} distinct GPUs"
+        ):
             diagnose_trace(path)
         peak = tracemalloc.get_traced_memory()[1]
     finally:

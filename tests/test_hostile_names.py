@@ -21,38 +21,89 @@ from conftest import FIXTURES, ROOT
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100"}
 # What a terminal acts on or reorders by: ESC, BEL, CSI, the C1 NEL, the bidi marks and overrides.
-FORBIDDEN = ["\x1b", "\x07", "\x9b", "\x85", "\r", "\u202e", "\u200e", "\u200f", "\u061c", "\u2066", "\u2028"]
-# A name that clears the screen, sets the window title, reorders the line and forges a line of its own.
+FORBIDDEN = [
+    "\x1b",
+    "\x07",
+    "\x9b",
+    "\x85",
+    "\r",
+    "\u202e",
+    "\u200e",
+    "\u200f",
+    "\u061c",
+    "\u2066",
+    "\u2028",
+]
+# A name that clears the screen, sets the window title, reorders the line and forges a line of its
+# own.
 EVIL = "ev\x1b[2J\x1b]0;pwned\x07il\u202e\u200e\u200f\u061c\nscaldiag: forged line"
 
 
 def scaldiag(*args, **kw):
-    r = subprocess.run([sys.executable, "-m", "scaldiag", *map(str, args)], capture_output=True, env=ENV,
-                       timeout=120, **kw)
+    r = subprocess.run(
+        [sys.executable, "-m", "scaldiag", *map(str, args)],
+        capture_output=True,
+        env=ENV,
+        timeout=120,
+        **kw,
+    )
     return r.returncode, r.stdout.decode("utf-8"), r.stderr.decode("utf-8")
 
 
 def assert_inert(text: str) -> None:
     for ch in FORBIDDEN:
         assert ch not in text, f"{ch!r} reached the terminal"
-    assert not any(line.startswith("scaldiag: forged") for line in text.splitlines()), "a name forged a line"
+    assert not any(line.startswith("scaldiag: forged") for line in text.splitlines()), (
+        "a name forged a line"
+    )
     assert "Traceback" not in text
 
 
-def kineto(kernel_us=7, step_us=1000, steps=8, op="aten::mm", rank=None, world=2, sync=False) -> dict:
+def kineto(
+    kernel_us=7, step_us=1000, steps=8, op="aten::mm", rank=None, world=2, sync=False
+) -> dict:
     """A small PyTorch trace: ProfilerStep spans on one thread, one kernel a step on device 0."""
-    events = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "ts": 0, "args": {"name": "python"}}]
+    events = [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "ts": 0, "args": {"name": "python"}}
+    ]
     for s in range(steps):
         t = s * step_us
         events += [
-            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": t,
-             "dur": step_us - 1},
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{s}",
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": step_us - 1,
+            },
             {"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": t + 1, "dur": 3},
-            {"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 7, "ts": t + 5, "dur": kernel_us,
-             "args": {"device": 0, "stream": 7}}]
-        if sync:  # the host waits on the device for the rest of the step: no host cause, the device idle
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1,
-                           "ts": t + 20, "dur": step_us - 30})
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "gemm_kernel",
+                "pid": 0,
+                "tid": 7,
+                "ts": t + 5,
+                "dur": kernel_us,
+                "args": {"device": 0, "stream": 7},
+            },
+        ]
+        if (
+            sync
+        ):  # the host waits on the device for the rest of the step: no host cause, the device idle
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaDeviceSynchronize",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t + 20,
+                    "dur": step_us - 30,
+                }
+            )
     doc = {"schemaVersion": 1, "baseTimeNanoseconds": 1790000000000000000, "traceEvents": events}
     if rank is not None:
         doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
@@ -67,6 +118,7 @@ def write(path, doc) -> str:
 
 # Item 9: one sanitiser for every line that shows a name.
 
+
 def test_a_file_name_that_is_no_trace_gives_one_inert_error_line(tmp_path):
     bad = tmp_path / f"{EVIL}.pt.trace.json"
     bad.write_text("{not json")
@@ -74,7 +126,9 @@ def test_a_file_name_that_is_no_trace_gives_one_inert_error_line(tmp_path):
     assert code == 2 and out == ""
     assert_inert(err)
     assert len(err.splitlines()) == 1 and err.startswith("scaldiag: error: ")
-    assert "\\x1b]0;pwned\\x07" in err and "\\u202e\\u200e\\u200f\\u061c\\n" in err  # shown, not dropped
+    assert (
+        "\\x1b]0;pwned\\x07" in err and "\\u202e\\u200e\\u200f\\u061c\\n" in err
+    )  # shown, not dropped
 
 
 def test_a_missing_path_with_escapes_is_one_inert_line(tmp_path):
@@ -114,6 +168,7 @@ def test_the_run_directory_line_of_profile_is_inert(tmp_path):
 
 # Item 11: the headline and SD106 say what is true.
 
+
 def test_a_device_busy_under_one_percent_is_not_called_compute_bound(tmp_path):
     path = write(tmp_path / "idle.pt.trace.json", kineto(kernel_us=6.6, sync=True))
     code, out, err = scaldiag("analyze", path, "--json", "-")
@@ -123,7 +178,9 @@ def test_a_device_busy_under_one_percent_is_not_called_compute_bound(tmp_path):
     assert report["verdict"].startswith("Waiting, not computing") and "SD106" in report["verdict"]
     sd106 = next(f for f in report["findings"] if f["id"] == "SD106")
     # The arithmetic printed is the arithmetic done (was "100 / 0.7 = 100.00x": busy clamped to 1%).
-    shown, ceiling = re.search(r"100 / ([0-9.]+) = ([0-9.]+)x", sd106["predicted_speedup"]["arithmetic"]).groups()
+    shown, ceiling = re.search(
+        r"100 / ([0-9.]+) = ([0-9.]+)x", sd106["predicted_speedup"]["arithmetic"]
+    ).groups()
     assert float(ceiling) == pytest.approx(100 / float(shown), abs=0.006)
     assert float(ceiling) > 100
     assert f"busy {shown}%" in sd106["summary"]
@@ -139,11 +196,16 @@ def test_a_busy_device_without_a_cause_is_still_compute_bound(tmp_path):
 
 # Item 12: a closed stdout, doubtful rank files, two formats, a full disk.
 
+
 @pytest.mark.parametrize("extra", [[], ["--json", "-"]])
 def test_a_closed_stdout_is_not_an_error(tmp_path, extra):
     path = write(tmp_path / "t.pt.trace.json", kineto())
-    proc = subprocess.Popen([sys.executable, "-m", "scaldiag", "analyze", path, *extra], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=ENV)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scaldiag", "analyze", path, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
     proc.stdout.close()  # the reader has gone before the first byte, as `| head -1` after its line
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0 and err == ""
@@ -151,16 +213,31 @@ def test_a_closed_stdout_is_not_an_error(tmp_path, extra):
 
 def test_head_minus_one_in_a_shell_pipe(tmp_path):
     path = write(tmp_path / "t.pt.trace.json", kineto())
-    r = subprocess.run(["bash", "-c", f'"{sys.executable}" -m scaldiag analyze "{path}" | head -1; '
-                                      'echo "rc=${PIPESTATUS[0]}"'], capture_output=True, env=ENV, timeout=120)
+    r = subprocess.run(
+        [
+            "bash",
+            "-c",
+            (
+                f'"{sys.executable}" -m scaldiag analyze "{path}" | head -1; '
+                'echo "rc=${PIPESTATUS[0]}"'
+            ),
+        ],
+        capture_output=True,
+        env=ENV,
+        timeout=120,
+    )
     assert r.stdout.decode().splitlines() == ["scaldiag analyze: t.pt.trace.json", "rc=0"]
     assert r.stderr == b""
 
 
 def test_check_keeps_its_verdict_when_stdout_closes(tmp_path):
     run = FIXTURES / "runs" / "gpu1_slow"
-    proc = subprocess.Popen([sys.executable, "-m", "scaldiag", "check", run, "--max-step-ms", "0.001"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scaldiag", "check", run, "--max-step-ms", "0.001"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
     proc.stdout.close()
     assert proc.wait(timeout=120) == 1 and proc.stderr.read() == b""
 
@@ -194,13 +271,21 @@ def test_rank_files_apart_in_time_are_said_or_refused(tmp_path):
     code, out, err = scaldiag("analyze", tmp_path / "d", "--json", "-")
     # Without a collective to align on, the clock-skew check refuses a rank a step away (item 7);
     # either way the user is told, never a silent merge.
-    assert (code == 2 and "rank1" in err) or any("share no instant" in n for n in json.loads(out)["notes"])
+    assert (code == 2 and "rank1" in err) or any(
+        "share no instant" in n for n in json.loads(out)["notes"]
+    )
 
 
 def test_one_run_of_real_ranks_gets_no_such_note():
-    code, out, err = scaldiag("analyze", FIXTURES / "x2_devset" / "torch_ddp_sync_2gpu", "--json", "-")
+    code, out, err = scaldiag(
+        "analyze", FIXTURES / "x2_devset" / "torch_ddp_sync_2gpu", "--json", "-"
+    )
     assert code == 0, err
-    assert not [n for n in json.loads(out)["notes"] if "rank 0 is in" in n or "different" in n or "no instant" in n]
+    assert not [
+        n
+        for n in json.loads(out)["notes"]
+        if "rank 0 is in" in n or "different" in n or "no instant" in n
+    ]
 
 
 def test_a_directory_of_xplane_and_kineto_says_which_was_left_out(tmp_path):
@@ -215,15 +300,31 @@ def test_a_directory_of_xplane_and_kineto_says_which_was_left_out(tmp_path):
 
 
 def _small_files():
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), as on a full disk
+    signal.signal(
+        signal.SIGXFSZ, signal.SIG_IGN
+    )  # a write past the limit fails (EFBIG), as on a full disk
     resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))  # run.json (~550 bytes) cannot be written
 
 
 def test_a_full_disk_leaves_no_temporary_run_files(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("import sys\nprint('trained')\nsys.exit(3)\n")
-    r = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(tmp_path / "runs"),
-                        str(script)], capture_output=True, env=ENV, timeout=120, preexec_fn=_small_files)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scaldiag",
+            "profile",
+            "-q",
+            "--out",
+            str(tmp_path / "runs"),
+            str(script),
+        ],
+        capture_output=True,
+        env=ENV,
+        timeout=120,
+        preexec_fn=_small_files,
+    )
     assert r.returncode == 3, r.stderr.decode()
     assert "Traceback" not in r.stderr.decode()
     runs = list((tmp_path / "runs").iterdir())

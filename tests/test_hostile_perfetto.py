@@ -12,12 +12,14 @@ from conftest import lines_run
 
 from scaldiag.render.perfetto import NESTING_LANES, _Pids, nesting_lanes
 
-# 4x the input may cost at most this much more work (linear: 4x; n log n: a little more; quadratic: 16x).
+# 4x the input may cost at most this much more work (linear: 4x; n log n: a little more; quadratic:
+# 16x).
 LINEAR_GROWTH = 6
 
 
 def _lanes_nest(start: np.ndarray, end: np.ndarray, lanes: np.ndarray) -> bool:
-    """Within each lane, any two slices are disjoint or one holds the other (the slices sorted by start)."""
+    """Within each lane, any two slices are disjoint or one holds the other (the slices sorted by
+    start)."""
     for lane in np.unique(lanes):
         stack: list[int] = []
         for s, e in zip(start[lanes == lane].tolist(), end[lanes == lane].tolist()):
@@ -29,7 +31,9 @@ def _lanes_nest(start: np.ndarray, end: np.ndarray, lanes: np.ndarray) -> bool:
     return True
 
 
-def _staircase(n: int, step_ns: int = 100, length_ns: int = 10_000_000) -> tuple[np.ndarray, np.ndarray]:
+def _staircase(
+    n: int, step_ns: int = 100, length_ns: int = 10_000_000
+) -> tuple[np.ndarray, np.ndarray]:
     start = np.arange(n, dtype=np.int64) * step_ns
     return start, start + length_ns
 
@@ -47,7 +51,9 @@ def test_a_staircase_of_32k_slices_gets_its_lanes_in_linear_time():
 
 def test_slices_beyond_the_nesting_lanes_share_lanes_once_disjoint():
     # 3 waves of 40 overlapping slices, each wave after the last has ended: 40 lanes, not 120
-    start = np.concatenate([np.arange(40) * 10 + wave * 1_000_000 for wave in range(3)]).astype(np.int64)
+    start = np.concatenate([np.arange(40) * 10 + wave * 1_000_000 for wave in range(3)]).astype(
+        np.int64
+    )
     end = start + 1000
     lanes = nesting_lanes(start, end)
     assert len(np.unique(lanes)) == 40

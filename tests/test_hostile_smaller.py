@@ -16,12 +16,28 @@ def test_the_users_traceback_starts_at_the_users_script(tmp_path):
     script.write_text("def f():\n    raise ValueError('boom')\n\nf()\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
-    profiled = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(tmp_path / "runs"),
-                               str(script)], capture_output=True, text=True, env=env, timeout=120)
+    profiled = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scaldiag",
+            "profile",
+            "-q",
+            "--out",
+            str(tmp_path / "runs"),
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert profiled.returncode == plain.returncode == 1
-    traceback = profiled.stderr[profiled.stderr.index("Traceback"):profiled.stderr.index("ValueError: boom")]
+    traceback = profiled.stderr[
+        profiled.stderr.index("Traceback") : profiled.stderr.index("ValueError: boom")
+    ]
     assert "bootstrap" not in traceback and "runpy" not in traceback
-    assert traceback == plain.stderr[:plain.stderr.index("ValueError: boom")]
+    assert traceback == plain.stderr[: plain.stderr.index("ValueError: boom")]
 
 
 def test_a_kineto_trace_saved_under_a_name_of_the_users_is_read_as_kineto(tmp_path, capsys):
@@ -31,15 +47,22 @@ def test_a_kineto_trace_saved_under_a_name_of_the_users_is_read_as_kineto(tmp_pa
     source = ROOT / "fixtures" / "kineto" / "synthetic_gpu" / "rank0.pt.trace.json"
     renamed = tmp_path / "trace_of_tuesday"
     renamed.write_bytes(source.read_bytes())
-    assert main(["analyze", "--engine", "local:1", "--json", str(tmp_path / "a.json"), str(renamed)]) == 0
-    assert main(["analyze", "--engine", "local:1", "--json", str(tmp_path / "b.json"), str(source)]) == 0
+    assert (
+        main(["analyze", "--engine", "local:1", "--json", str(tmp_path / "a.json"), str(renamed)])
+        == 0
+    )
+    assert (
+        main(["analyze", "--engine", "local:1", "--json", str(tmp_path / "b.json"), str(source)])
+        == 0
+    )
     a, b = (json.loads((tmp_path / name).read_text()) for name in ("a.json", "b.json"))
     assert a["framework"] == b["framework"] == "pytorch" and a["event_count"] == b["event_count"]
     assert a["devices"] == b["devices"] and a["findings"] == b["findings"]
 
 
 def test_a_file_that_is_not_json_text_is_refused_at_its_first_bad_byte(tmp_path, monkeypatch):
-    """A sparse file (zeros after a JSON start): refused where the scanner stops, without the reference
+    """A sparse file (zeros after a JSON start): refused where the scanner stops, without the
+    reference
     reader loading the whole file to say so (a 2 GiB one took 4.25 GB; issue 34, item 12)."""
     import pytest
 
@@ -63,7 +86,8 @@ def test_a_file_that_is_not_json_text_is_refused_at_its_first_bad_byte(tmp_path,
 
 
 def test_slow_events_are_parsed_one_at_a_time():
-    """The scanner's slow events (ph B/E, args.device as text) parsed one by one, each let go: all of
+    """The scanner's slow events (ph B/E, args.device as text) parsed one by one, each let go: all
+    of
     them as dicts at once took 17x the file's size (issue 34, item 12). A 16 MB file of B/E events:
     294 MiB peak before, 112 MiB after (the same JSON report)."""
     from scaldiag.readers.kineto_fast import _parsed

@@ -48,8 +48,9 @@ def test_matches_brute_force_on_random_nesting():
         if not events:
             continue
         own = rng.choice([_GENERIC_CODE, 0, 3, 5, _OVERHEAD], size=len(events)).tolist()
-        s, e, c, _ = innermost_segments(np.array([a for a, _ in events]), np.array([b for _, b in events]),
-                                     np.array(own))
+        s, e, c, _ = innermost_segments(
+            np.array([a for a, _ in events]), np.array([b for _, b in events]), np.array(own)
+        )
         for t in range(0, 125):
             hit = np.flatnonzero((s <= t) & (t < e))
             got = int(c[hit[0]]) if len(hit) else None
@@ -59,7 +60,10 @@ def test_matches_brute_force_on_random_nesting():
 
 def test_child_outliving_its_parent_is_clipped():
     s, e, c, i = innermost_segments(np.array([0, 5]), np.array([10, 20]), np.array([1, 2]))
-    assert list(zip(s.tolist(), e.tolist(), c.tolist(), i.tolist())) == [(0, 5, 1, 0), (5, 10, 2, 1)]
+    assert list(zip(s.tolist(), e.tolist(), c.tolist(), i.tolist())) == [
+        (0, 5, 1, 0),
+        (5, 10, 2, 1),
+    ]
 
 
 def _activity_by_strings(timeline, gaps, per, top=5):
@@ -71,12 +75,21 @@ def _activity_by_strings(timeline, gaps, per, top=5):
     shown = (overlap > 0) & (timeline.seg_state < _CODE["wait"])
     if not shown.any():
         return []
-    keys = np.array([f"{n}\0{c}" for n, c in zip(timeline.seg_name[shown], timeline.seg_state[shown])], dtype=object)
+    keys = np.array(
+        [f"{n}\0{c}" for n, c in zip(timeline.seg_name[shown], timeline.seg_state[shown])],
+        dtype=object,
+    )
     unique, inverse = np.unique(keys, return_inverse=True)
     totals = np.bincount(inverse, weights=overlap[shown])
     best = np.argsort(-totals)[:top]
-    return [(unique[i].rpartition("\0")[0], HOST_STATES[int(unique[i].rpartition("\0")[2])], float(totals[i]) / per)
-            for i in best]
+    return [
+        (
+            unique[i].rpartition("\0")[0],
+            HOST_STATES[int(unique[i].rpartition("\0")[2])],
+            float(totals[i]) / per,
+        )
+        for i in best
+    ]
 
 
 def test_activity_during_matches_string_grouping_with_ties_and_shared_names():
@@ -91,17 +104,27 @@ def test_activity_during_matches_string_grouping_with_ties_and_shared_names():
         for _ in range(3):
             start = np.sort(rng.integers(0, 1000, 60)) * 10
             end = start + rng.integers(1, 4, 60) * 10  # equal lengths: ties in the totals
-            lines.append(Line(name=f"t{p}", start_ns=start, end_ns=end,
-                              name_id=rng.integers(0, len(names), 60).astype(np.int32)))
+            lines.append(
+                Line(
+                    name=f"t{p}",
+                    start_ns=start,
+                    end_ns=end,
+                    name_id=rng.integers(0, len(names), 60).astype(np.int32),
+                )
+            )
         # the second plane lists the same names in another order
-        planes.append(Plane(name="/host:CPU", event_names=names if p == 0 else names[::-1], lines=lines))
+        planes.append(
+            Plane(name="/host:CPU", event_names=names if p == 0 else names[::-1], lines=lines)
+        )
     for p in planes[1].lines:
         object.__setattr__(p, "name_id", (len(names) - 1 - p.name_id).astype(np.int32))
     timeline = host_states(planes, ops_are_compute=False)
     for lo, hi in [(0, 10_000), (500, 3000), (0, 0)]:
         gaps = (np.array([lo, hi + 2000]), np.array([hi, hi + 4000]))
         for top in (1, 3, 20):
-            assert timeline.activity_during(gaps, 7, top) == _activity_by_strings(timeline, gaps, 7, top)
+            assert timeline.activity_during(gaps, 7, top) == _activity_by_strings(
+                timeline, gaps, 7, top
+            )
 
 
 def test_sort_shortcuts_give_lexsorts_order():
@@ -110,7 +133,11 @@ def test_sort_shortcuts_give_lexsorts_order():
     rng = np.random.default_rng(5)
     for n in (0, 1, 2, 50, 2000):
         for ties in (False, True):
-            start = np.sort(rng.choice(10**6, n, replace=False)) if not ties else np.sort(rng.integers(0, 40, n))
+            start = (
+                np.sort(rng.choice(10**6, n, replace=False))
+                if not ties
+                else np.sort(rng.integers(0, 40, n))
+            )
             end = start + rng.integers(0, 30, n)
             order = _by_start_then_longest(start, end)
             expected = np.lexsort((-end, start))
@@ -126,7 +153,9 @@ def test_sort_shortcuts_give_lexsorts_order():
                 assert order.tolist() == expected.tolist()
                 assert sorted_times.tolist() == times[expected].tolist()
     wide = np.array([0, 2**62, 5, 2**61])  # too wide for one key: the lexsort itself
-    sorted_times, order = _transitions_sorted(wide.copy(), np.array([0, 1, 0, 1], bool), np.array([0, 0, 0, 0]))
+    sorted_times, order = _transitions_sorted(
+        wide.copy(), np.array([0, 1, 0, 1], bool), np.array([0, 0, 0, 0])
+    )
     assert order.tolist() == np.lexsort((np.zeros(4), [0, 1, 0, 1], wide)).tolist()
 
 
@@ -135,7 +164,9 @@ def test_a_long_thread_done_in_pieces_gives_the_same_segments(monkeypatch):
 
     rng = np.random.default_rng(11)
     events = nested_events(rng, 0, 3000)
-    events += [(s, s + 5) for s in range(3000, 3400, 5)]  # back to back: pieces may start where one ends
+    events += [
+        (s, s + 5) for s in range(3000, 3400, 5)
+    ]  # back to back: pieces may start where one ends
     start, end = np.array([s for s, _ in events]), np.array([e for _, e in events])
     own = rng.choice([_GENERIC_CODE, 0, 1, 4], len(events))
     perm = rng.permutation(len(events))  # unsorted input as well
@@ -160,14 +191,23 @@ def test_measuring_threads_as_they_are_done_matches_the_kept_segments(monkeypatc
         lines = []
         for _ in range(3):
             events = nested_events(rng, 0, 3000)
-            lines.append(Line(name=f"t{p}", start_ns=np.array([s for s, _ in events]) * 10,
-                              end_ns=np.array([e for _, e in events]) * 10,
-                              name_id=rng.integers(0, len(names), len(events)).astype(np.int32)))
-        planes.append(Plane(name="/host:CPU", event_names=names if p == 0 else names[::-1], lines=lines))
-    gap_sets = [(np.array([0, 9000, 20000]), np.array([5000, 15000, 29000])),
-                (np.array([100]), np.array([30000])),
-                (np.empty(0, np.int64), np.empty(0, np.int64)),
-                (np.array([3]), np.array([7]))]
+            lines.append(
+                Line(
+                    name=f"t{p}",
+                    start_ns=np.array([s for s, _ in events]) * 10,
+                    end_ns=np.array([e for _, e in events]) * 10,
+                    name_id=rng.integers(0, len(names), len(events)).astype(np.int32),
+                )
+            )
+        planes.append(
+            Plane(name="/host:CPU", event_names=names if p == 0 else names[::-1], lines=lines)
+        )
+    gap_sets = [
+        (np.array([0, 9000, 20000]), np.array([5000, 15000, 29000])),
+        (np.array([100]), np.array([30000])),
+        (np.empty(0, np.int64), np.empty(0, np.int64)),
+        (np.array([3]), np.array([7])),
+    ]
     for chunk in (1 << 20, 97):  # long threads in pieces too
         monkeypatch.setattr(hoststate, "_CHUNK", chunk)
         kept = hoststate.host_states(planes, ops_are_compute=False)
@@ -181,18 +221,23 @@ def test_measuring_threads_as_they_are_done_matches_the_kept_segments(monkeypatc
 
 
 def test_a_sorted_thread_cut_where_it_is_stored_gives_the_segments_of_the_whole(monkeypatch):
-    """Cut before copying (zero-length and outliving events included) as innermost_segments cuts it."""
+    """Cut before copying (zero-length and outliving events included) as innermost_segments cuts it.
+    """
     from scaldiag.analyze import hoststate
     from scaldiag.trace import Line
 
     rng = np.random.default_rng(17)
     events = nested_events(rng, 0, 4000)
     start, end = np.array([s for s, _ in events]), np.array([e for _, e in events])
-    end[rng.choice(len(end), 40)] = start[rng.choice(len(end), 40)]  # some last nothing (or end before)
+    end[rng.choice(len(end), 40)] = start[
+        rng.choice(len(end), 40)
+    ]  # some last nothing (or end before)
     end = np.maximum(end, start)
     end[rng.choice(len(end), 5)] += 50  # some outlive their parents
     own = rng.choice([_GENERIC_CODE, 0, 1, 4, 5], len(events))
-    line = Line(name="python", start_ns=start, end_ns=end, name_id=np.arange(len(events), dtype=np.int32))
+    line = Line(
+        name="python", start_ns=start, end_ns=end, name_id=np.arange(len(events), dtype=np.int32)
+    )
     for size in (7, 100, 1 << 20):
         monkeypatch.setattr(hoststate, "_CHUNK", size)
         keep = np.flatnonzero(end > start)
@@ -214,7 +259,8 @@ def tangled_events(rng, n):
 
 
 def _three_ways(start, end, own):
-    """innermost segments by the reference loop, the vectorised code where it applies, and the C sweep."""
+    """innermost segments by the reference loop, the vectorised code where it applies, and the C
+    sweep."""
     from scaldiag.analyze import hoststate as hs
 
     loop = hs._innermost_loop(start, end, own)
@@ -222,13 +268,16 @@ def _three_ways(start, end, own):
     vectorised = hs._innermost_sorted(start, *clipped, own) if clipped is not None else None
     native = None
     if hs._hoststate_c is not None:
-        *found, unions = hs._hoststate_c.innermost(start, end, own, hs._GENERIC_CODE, hs._OVERHEAD, hs._INPUT,
-                                                   hs._INHERITING.tobytes())
+        *found, unions = hs._hoststate_c.innermost(
+            start, end, own, hs._GENERIC_CODE, hs._OVERHEAD, hs._INPUT, hs._INHERITING.tobytes()
+        )
         native = tuple(np.frombuffer(c, np.int64) for c in found)
         # the unions the sweep builds as it goes are those of its segments
         expected = hs._unions_by_state(native[0], native[1], native[2].astype(np.int8))
-        assert [(c, np.frombuffer(a, np.int64).tolist(), np.frombuffer(b, np.int64).tolist()) for c, a, b in unions] \
-            == [(c, a.tolist(), b.tolist()) for c, (a, b) in expected]
+        assert [
+            (c, np.frombuffer(a, np.int64).tolist(), np.frombuffer(b, np.int64).tolist())
+            for c, a, b in unions
+        ] == [(c, a.tolist(), b.tolist()) for c, (a, b) in expected]
     as_lists = lambda segs: [np.asarray(c).tolist() for c in segs]  # noqa: E731
     return as_lists(loop), vectorised and as_lists(vectorised), native and as_lists(native)
 
@@ -238,7 +287,9 @@ def test_the_c_sweep_the_loop_and_the_vectorised_code_agree_on_tangled_threads()
     settled = 0
     for trial in range(300):
         start, end = tangled_events(rng, int(rng.integers(1, 60)))
-        own = rng.choice([_GENERIC_CODE, 0, 1, 3, INPUT, _OVERHEAD], size=len(start)).astype(np.int64)
+        own = rng.choice([_GENERIC_CODE, 0, 1, 3, INPUT, _OVERHEAD], size=len(start)).astype(
+            np.int64
+        )
         loop, vectorised, native = _three_ways(start, end, own)
         if native is not None:
             assert native == loop, trial
@@ -250,8 +301,14 @@ def test_the_c_sweep_the_loop_and_the_vectorised_code_agree_on_tangled_threads()
 
 def test_an_event_after_a_clipped_child_is_not_inside_it():
     # a [0, 10) holds b [5, 15), clipped to 10; c starts at 12, after both: on its own.
-    s, e, c, i = innermost_segments(np.array([0, 5, 12]), np.array([10, 15, 20]), np.array([1, 2, 3]))
-    assert list(zip(s.tolist(), e.tolist(), c.tolist(), i.tolist())) == [(0, 5, 1, 0), (5, 10, 2, 1), (12, 20, 3, 2)]
+    s, e, c, i = innermost_segments(
+        np.array([0, 5, 12]), np.array([10, 15, 20]), np.array([1, 2, 3])
+    )
+    assert list(zip(s.tolist(), e.tolist(), c.tolist(), i.tolist())) == [
+        (0, 5, 1, 0),
+        (5, 10, 2, 1),
+        (12, 20, 3, 2),
+    ]
 
 
 def test_every_fixture_thread_gives_the_same_segments_three_ways():
@@ -269,7 +326,9 @@ def test_every_fixture_thread_gives_the_same_segments_three_ways():
                 keep = np.flatnonzero(line.end_ns > line.start_ns)
                 order = np.lexsort((-line.end_ns[keep], line.start_ns[keep]))
                 start, end = line.start_ns[keep][order], line.end_ns[keep][order]
-                loop, vectorised, native = _three_ways(start, end, own_by_name[line.name_id[keep][order]])
+                loop, vectorised, native = _three_ways(
+                    start, end, own_by_name[line.name_id[keep][order]]
+                )
                 assert native in (None, loop) and vectorised in (None, loop), (file, line.name)
                 threads += 1
     assert threads > 20
@@ -283,7 +342,9 @@ def _many_gap_sets(rng, devices, span, per_device=4):
     sets = []
     for _ in range(devices):
         start = np.sort(rng.integers(0, span, per_device))
-        sets.append(iv.subtract(steps, iv.merge((start, start + rng.integers(1, span // 100, per_device)))))
+        sets.append(
+            iv.subtract(steps, iv.merge((start, start + rng.integers(1, span // 100, per_device))))
+        )
     return sets
 
 
@@ -294,8 +355,14 @@ def _host_planes(rng, threads, events, span):
     lines = []
     for t in range(threads):
         start = np.sort(rng.integers(0, span, events))
-        lines.append(Line(name=f"t{t}", start_ns=start, end_ns=start + rng.integers(1, span // 200, events),
-                          name_id=rng.integers(0, len(names), events).astype(np.int32)))
+        lines.append(
+            Line(
+                name=f"t{t}",
+                start_ns=start,
+                end_ns=start + rng.integers(1, span // 200, events),
+                name_id=rng.integers(0, len(names), events).astype(np.int32),
+            )
+        )
     return [Plane(name="/host:CPU", event_names=names, lines=lines)]
 
 
@@ -317,7 +384,10 @@ def test_many_gap_sets_measured_in_groups_match_the_kept_segments(monkeypatch):
         monkeypatch.setenv("SCALDIAG_NATIVE", native)
         for group in (1, 8, 100):
             monkeypatch.setattr(hoststate, "_GROUP_SETS", group)
-            assert hoststate.host_states_during(planes, False, sets, 7, top=4)[1] == expected, (native, group)
+            assert hoststate.host_states_during(planes, False, sets, 7, top=4)[1] == expected, (
+                native,
+                group,
+            )
 
 
 def test_many_devices_take_memory_linear_in_their_gaps(monkeypatch):

@@ -50,8 +50,11 @@ class Page(HTMLParser):
         if tag == "svg":
             self.charts.append({"kind": attrs.get("data-kind"), "drawn": 0})
         elif self.charts and tag in ("polyline", "rect", "circle", "path"):
-            drawn = (tag == "polyline" and attrs.get("points", "").strip()) or "bar" in attrs.get("class", "") \
+            drawn = (
+                (tag == "polyline" and attrs.get("points", "").strip())
+                or "bar" in attrs.get("class", "")
                 or tag == "circle"
+            )
             self.charts[-1]["drawn"] += bool(drawn)
 
 
@@ -71,7 +74,9 @@ def test_every_chart_draws_something_and_nothing_is_fetched(pages):
         page = parse(text)
         assert page.charts, name
         assert [c for c in page.charts if not c["drawn"]] == [], name
-        assert not [t for t, _ in page.tags if t in ("script", "link", "img", "iframe", "object")], name
+        assert not [
+            t for t, _ in page.tags if t in ("script", "link", "img", "iframe", "object")
+        ], name
         urls = [v for _, a in page.tags for k, v in a.items() if k in ("src", "href") and v]
         assert urls == [], name
 
@@ -79,14 +84,29 @@ def test_every_chart_draws_something_and_nothing_is_fetched(pages):
 def test_the_run_page_has_its_sections(pages):
     text = pages["sweep/gpus2"]
     kinds = [c["kind"] for c in parse(text).charts]
-    assert kinds.count("bars") == 1 and kinds.count("line") >= 6  # breakdown; util, PCIe, clock, power, memory, CPU
-    for heading in ("Step-time breakdown", "Timelines", "GPU utilisation", "PCIe / NVLink throughput", "SM clock",
-                    "host CPU", "Findings ("):
+    assert (
+        kinds.count("bars") == 1 and kinds.count("line") >= 6
+    )  # breakdown; util, PCIe, clock, power, memory, CPU
+    for heading in (
+        "Step-time breakdown",
+        "Timelines",
+        "GPU utilisation",
+        "PCIe / NVLink throughput",
+        "SM clock",
+        "host CPU",
+        "Findings (",
+    ):
         assert heading in text
-    assert "SD101" in text and "Ceiling:" in text and "<pre><code>" in text  # a finding, its ceiling, its fix
-    assert "Where the run&#x27;s time went" in text or "Where the run's time went" in text  # the accounting
+    assert (
+        "SD101" in text and "Ceiling:" in text and "<pre><code>" in text
+    )  # a finding, its ceiling, its fix
+    assert (
+        "Where the run&#x27;s time went" in text or "Where the run's time went" in text
+    )  # the accounting
     # TensorBoard does not come with scaldiag: the page says how to install it before how to run it.
-    assert text.index("pip install tensorboard tensorboard-plugin-profile") < text.index("tensorboard --logdir")
+    assert text.index("pip install tensorboard tensorboard-plugin-profile") < text.index(
+        "tensorboard --logdir"
+    )
 
 
 def test_the_sweep_page_has_curve_waterfall_and_breakdowns(pages):
@@ -118,9 +138,20 @@ def test_strings_from_the_run_are_escaped(tmp_path):
 
 # --- in a real browser -------------------------------------------------------
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+CHROMIUM = (
+    shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+)
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 
 # In the page: each chart's box, and how many of its marks have a non-empty box.
 CHART_CHECK = """JSON.stringify([...document.querySelectorAll('svg.chart')].map(s => {
@@ -131,8 +162,8 @@ CHART_CHECK = """JSON.stringify([...document.querySelectorAll('svg.chart')].map(
 }))"""
 
 # In the page: every pair of labels (texts, legend swatches) of one chart whose boxes, as laid out,
-# overlap by more than half a pixel each way; each named by its own text, its tooltip left out (a swatch by
-# its legend text).
+# overlap by more than half a pixel each way; each named by its own text, its tooltip left out (a
+# swatch by its legend text).
 OVERLAP_CHECK = """JSON.stringify([...document.querySelectorAll('svg.chart')].flatMap((s, i) => {
   const boxes = [...s.querySelectorAll('text, g.legend rect')].map(e => {
     const own = t => [...t.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join('');
@@ -147,7 +178,7 @@ OVERLAP_CHECK = """JSON.stringify([...document.querySelectorAll('svg.chart')].fl
     if (w > 0.5 && h > 0.5) out.push({chart: i, kind: s.dataset.kind, a: boxes[a].name, b: boxes[b].name});
   }
   return out;
-}))"""
+}))"""  # noqa: E501
 
 
 class DevTools:
@@ -157,9 +188,10 @@ class DevTools:
         host, port, path = re.match(r"ws://([^:/]+):(\d+)(/.*)", url).groups()
         self.sock = socket.create_connection((host, int(port)), timeout=30)
         key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
-                          f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-                          .encode())
+        self.sock.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()  # noqa: E501
+        )
         reply = b""
         while b"\r\n\r\n" not in reply:
             reply += self.sock.recv(4096)
@@ -194,8 +226,15 @@ class DevTools:
         payload = json.dumps({"id": self.next_id, "method": method, "params": params}).encode()
         mask = os.urandom(4)
         n = len(payload)
-        header = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big")
-                                  if n < 65536 else bytes([0x80 | 127]) + n.to_bytes(8, "big"))
+        header = bytes([0x81]) + (
+            bytes([0x80 | n])
+            if n < 126
+            else (
+                bytes([0x80 | 126]) + n.to_bytes(2, "big")
+                if n < 65536
+                else bytes([0x80 | 127]) + n.to_bytes(8, "big")
+            )
+        )
         self.sock.sendall(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
         while True:
             message = self._message()
@@ -214,8 +253,18 @@ class DevTools:
 def open_in_chromium(path: Path, profile: Path) -> tuple[list[dict], list[dict], list[dict]]:
     """(the charts as laid out, the problems: console errors, exceptions, network requests, the
     overlapping labels)."""
-    proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-                             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = None
         for line in proc.stderr:
@@ -223,7 +272,9 @@ def open_in_chromium(path: Path, profile: Path) -> tuple[list[dict], list[dict],
                 url = m.group(1)
                 break
         assert url, "chromium did not start its DevTools endpoint"
-        threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep its log from filling the pipe
+        threading.Thread(
+            target=proc.stderr.read, daemon=True
+        ).start()  # keep its log from filling the pipe
         port = re.match(r"ws://[^:]+:(\d+)/", url).group(1)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json", timeout=30) as reply:
             targets = json.loads(reply.read())
@@ -233,14 +284,28 @@ def open_in_chromium(path: Path, profile: Path) -> tuple[list[dict], list[dict],
             tools.call(f"{domain}.enable")
         tools.call("Page.navigate", url=path.resolve().as_uri())
         tools.wait_for("Page.loadEventFired")
-        charts, overlaps = (json.loads(tools.call("Runtime.evaluate", expression=check, returnByValue=True)
-                                       ["result"]["value"]) for check in (CHART_CHECK, OVERLAP_CHECK))
-        problems = [e for e in tools.events
-                    if e.get("method") == "Runtime.exceptionThrown"
-                    or (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
-                    or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")
-                    or (e.get("method") == "Network.requestWillBeSent"
-                        and not e["params"]["request"]["url"].startswith("file:"))]
+        charts, overlaps = (
+            json.loads(
+                tools.call("Runtime.evaluate", expression=check, returnByValue=True)["result"][
+                    "value"
+                ]
+            )
+            for check in (CHART_CHECK, OVERLAP_CHECK)
+        )
+        problems = [
+            e
+            for e in tools.events
+            if e.get("method") == "Runtime.exceptionThrown"
+            or (
+                e.get("method") == "Runtime.consoleAPICalled"
+                and e["params"]["type"] in ("error", "assert")
+            )
+            or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")
+            or (
+                e.get("method") == "Network.requestWillBeSent"
+                and not e["params"]["request"]["url"].startswith("file:")
+            )
+        ]
         return charts, problems, overlaps
     finally:
         proc.terminate()  # the browser ends its own helper processes
@@ -259,7 +324,9 @@ def test_the_report_opens_in_headless_chromium_without_errors(name, tmp_path):
     path.write_text(render(RUNS / name), encoding="utf-8")
     charts, problems, overlaps = open_in_chromium(path, tmp_path / "profile")
     assert problems == []
-    assert charts and all(c["width"] > 100 and c["height"] > 50 and c["marks"] > 0 for c in charts), charts
+    assert charts and all(
+        c["width"] > 100 and c["height"] > 50 and c["marks"] > 0 for c in charts
+    ), charts
     assert overlaps == []
 
 
@@ -268,8 +335,10 @@ def test_the_report_opens_in_headless_chromium_without_errors(name, tmp_path):
 def test_the_browser_check_sees_a_console_error_and_an_empty_chart(tmp_path):
     """Guard the guard: a broken page fails it."""
     path = tmp_path / "broken.html"
-    path.write_text('<!DOCTYPE html><html><body><svg class="chart" data-kind="line" viewBox="0 0 10 10" '
-                    'style="width:300px;height:100px"></svg><script>console.error("boom")</script></body></html>')
+    path.write_text(
+        '<!DOCTYPE html><html><body><svg class="chart" data-kind="line" viewBox="0 0 10 10" '
+        'style="width:300px;height:100px"></svg><script>console.error("boom")</script></body></html>'
+    )
     charts, problems, overlaps = open_in_chromium(path, tmp_path / "profile")
     assert charts == [{"kind": "line", "width": 300, "height": 100, "marks": 0}]
     assert any(e.get("method") == "Runtime.consoleAPICalled" for e in problems)
@@ -281,21 +350,38 @@ def test_the_browser_check_sees_a_console_error_and_an_empty_chart(tmp_path):
 def test_the_overlap_check_sees_a_legend_text_over_the_next_swatch(tmp_path):
     """Guard the guard: the legend as it was laid out before (6.2 px a character) put a long name's
     text over the next entry's swatch; drawn so here, the check names the pair."""
-    legend = ('<g class="legend" font-size="11"><rect x="72" y="2" width="10" height="10" fill="#4c78a8"/>'
-              '<text x="86" y="11">measured ±95%</text><rect x="177" y="2" width="10" height="10" fill="#888"/>'
-              '<text x="191" y="11">ideal</text></g>')
+    legend = (
+        '<g class="legend" font-size="11"><rect x="72" y="2" width="10" height="10"'
+        ' fill="#4c78a8"/><text x="86" y="11">measured ±95%</text><rect x="177" y="2" width="10"'
+        ' height="10" fill="#888"/><text x="191" y="11">ideal</text></g>'
+    )
     path = tmp_path / "overlap.html"
-    path.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"><style>{html.CSS}</style></head><body>'
-                    '<svg class="chart" data-kind="scaling" viewBox="0 0 720 220" style="width:720px">'
-                    f'<circle cx="9" cy="9" r="4"/>{legend}</svg></body></html>', encoding="utf-8")
+    path.write_text(
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><style>{html.CSS}</style></head><body>'
+        '<svg class="chart" data-kind="scaling" viewBox="0 0 720 220" style="width:720px">'
+        f'<circle cx="9" cy="9" r="4"/>{legend}</svg></body></html>',
+        encoding="utf-8",
+    )
     _, _, overlaps = open_in_chromium(path, tmp_path / "profile")
-    assert {"chart": 0, "kind": "scaling", "a": "measured ±95%", "b": "swatch of ideal"} in overlaps, overlaps
+    assert {
+        "chart": 0,
+        "kind": "scaling",
+        "a": "measured ±95%",
+        "b": "swatch of ideal",
+    } in overlaps, overlaps
 
 
-@pytest.mark.parametrize("names", [["measured ±95%", "ideal"], ["GPU 0 PCIe TX", "GPU 0 PCIe RX"] * 12,
-                                   ["WWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWW", "i"]])
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["measured ±95%", "ideal"],
+        ["GPU 0 PCIe TX", "GPU 0 PCIe RX"] * 12,
+        ["WWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWW", "i"],
+    ],
+)
 def test_the_legend_wraps_rows_and_moves_the_plot_down(names):
-    """Without a browser: entries do not overlap at the estimated widths, rows stay inside the chart, and
+    """Without a browser: entries do not overlap at the estimated widths, rows stay inside the
+    chart, and
     the plot starts below the last row."""
     places, top = svg.legend_layout(names)
     ends = [x + 14 + svg.text_width(n) for n, (x, _) in zip(names, places)]
@@ -307,7 +393,9 @@ def test_the_legend_wraps_rows_and_moves_the_plot_down(names):
     assert len(rows) > 1 or sum(ends) < svg.W
 
 
-@pytest.mark.parametrize("label", ["host_overhead", "unexplained", "collective", "a very long cause name of many words"])
+@pytest.mark.parametrize(
+    "label", ["host_overhead", "unexplained", "collective", "a very long cause name of many words"]
+)
 def test_a_label_too_wide_for_its_slot_goes_on_two_lines_that_fit(label):
     width = 56  # a waterfall slot of ten bars, less its gap
     lines = svg.two_lines(label, width, 10)
@@ -319,9 +407,12 @@ def test_a_label_too_wide_for_its_slot_goes_on_two_lines_that_fit(label):
 
 
 def test_a_pytorch_run_page_speaks_pytorch_and_its_headline_says_the_gain():
-    """The run page names the framework as the terminal does, and its verdict carries the top cause's
+    """The run page names the framework as the terminal does, and its verdict carries the top
+    cause's
     speed-up in the same words (a real PyTorch run on this machine's CPU, tests/golden/runs)."""
-    page = html.render(diagnose(Path(__file__).parent / "golden" / "runs" / "torch_cpu_input_bound"))
+    page = html.render(
+        diagnose(Path(__file__).parent / "golden" / "runs" / "torch_cpu_input_bound")
+    )
     assert "framework: PyTorch 2." in page and "pytorch on pytorch" not in page
     verdict = re.search(r'<p class="verdict">(.*?)</p>', page).group(1)
     assert verdict.startswith("Input-bound") and "speed-up if fixed: at most" in verdict

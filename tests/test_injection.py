@@ -20,11 +20,33 @@ from scaldiag.record.rundir import STEPS, write_json
 
 US = 1000
 LINK = "[link=file:///etc/passwd]x[/link]"
-EVIL = [LINK, "read_shard[/data/train]", "ComputeSemaphoreAcquire [capacity=32, value=32]", "[bold red]",
-        "cls\x1b[2J\x1b]0;pwned\x07", "osc8\x1b]8;;http://evil\x1b\\l\x1b]8;;\x1b\\", "c0\x07\x08\r\x0b\x0c",
-        "c1\x9b31m\x85\x90", "nul\x00x", "bidi\u202eabc\u2066"]
+EVIL = [
+    LINK,
+    "read_shard[/data/train]",
+    "ComputeSemaphoreAcquire [capacity=32, value=32]",
+    "[bold red]",
+    "cls\x1b[2J\x1b]0;pwned\x07",
+    "osc8\x1b]8;;http://evil\x1b\\l\x1b]8;;\x1b\\",
+    "c0\x07\x08\r\x0b\x0c",
+    "c1\x9b31m\x85\x90",
+    "nul\x00x",
+    "bidi\u202eabc\u2066",
+]
 # Bytes a terminal acts on: ESC, CSI, BEL, BS, CR, VT, FF, NUL, the C1 controls, the bidi overrides.
-FORBIDDEN = ["\x1b", "\x9b", "\x07", "\x08", "\r", "\x0b", "\x0c", "\x00", "\x85", "\x90", "\u202e", "\u2066"]
+FORBIDDEN = [
+    "\x1b",
+    "\x9b",
+    "\x07",
+    "\x08",
+    "\r",
+    "\x0b",
+    "\x0c",
+    "\x00",
+    "\x85",
+    "\x90",
+    "\u202e",
+    "\u2066",
+]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
@@ -40,8 +62,13 @@ def evil_trace(path):
         t = step * 1000 * US
         for i, name in enumerate(EVIL):
             gpu.event(compute, name, t + 10 * US + i * 50 * US, 40 * US)
-        gpu.event(copies, "MemcpyH2D", t + 600 * US, 300 * US,
-                  memcpy_details="kind_src:pageable kind_dst:device size:1000" + EVIL[0])
+        gpu.event(
+            copies,
+            "MemcpyH2D",
+            t + 600 * US,
+            300 * US,
+            memcpy_details="kind_src:pageable kind_dst:device size:1000" + EVIL[0],
+        )
         host.event(main, "train", t, 990 * US, step_num=step, _r=1)
         for i, name in enumerate(EVIL):
             host.event(main, name, t + 5 * US + i * 60 * US, 50 * US)
@@ -50,8 +77,11 @@ def evil_trace(path):
 
 
 def scaldiag(*args, columns=120):
-    result = subprocess.run([sys.executable, "-m", "scaldiag", *map(str, args)], capture_output=True,
-                            env={**ENV, "COLUMNS": str(columns)})
+    result = subprocess.run(
+        [sys.executable, "-m", "scaldiag", *map(str, args)],
+        capture_output=True,
+        env={**ENV, "COLUMNS": str(columns)},
+    )
     return result.returncode, result.stdout.decode("utf-8"), result.stderr.decode("utf-8")
 
 
@@ -82,7 +112,9 @@ def test_trace_names_stay_raw_in_json(tmp_path):
     text = json.dumps(report, ensure_ascii=False)
     assert any(name in text for name in (LINK, "nul\\u0000x")), "names should be kept as they are"
     strings = list(_strings(report))
-    assert any("\x00" in s for s in strings)  # the raw string, NUL included, round-trips through JSON
+    assert any(
+        "\x00" in s for s in strings
+    )  # the raw string, NUL included, round-trips through JSON
 
 
 def _strings(value):
@@ -102,15 +134,41 @@ def evil_run_dir(tmp_path):
     logdir = run_dir / "trace" / "plugins" / "profile" / ("run" + EVIL[4])
     logdir.mkdir(parents=True)
     evil_trace(logdir / "host.xplane.pb")
-    write_json(run_dir, "run.json", {"status": "finished" + EVIL[6], "exit_code": 0,
-                                     "command": ["python", "train.py", *EVIL], "missing": list(EVIL)})
-    write_json(run_dir, "training.json", {
-        "framework": {"name": "keras" + EVIL[0], "backend": "tensorflow",
-                      "versions": {"keras" + EVIL[3]: "3" + EVIL[4]}},
-        "global_batch": 32, "replicas": 1, "per_replica_batch": 32, "warmup_steps": 1,
-        "batch_source": EVIL[1]})
-    write_json(run_dir, "inventory.json", {"gpus": [{"index": 0, "name": "H200" + EVIL[5], "uuid": "GPU-" + EVIL[8]}]})
-    rows = [{"step": i, "epoch": 0, "begin_ns": i * 10_000_000, "end_ns": (i + 1) * 10_000_000} for i in range(12)]
+    write_json(
+        run_dir,
+        "run.json",
+        {
+            "status": "finished" + EVIL[6],
+            "exit_code": 0,
+            "command": ["python", "train.py", *EVIL],
+            "missing": list(EVIL),
+        },
+    )
+    write_json(
+        run_dir,
+        "training.json",
+        {
+            "framework": {
+                "name": "keras" + EVIL[0],
+                "backend": "tensorflow",
+                "versions": {"keras" + EVIL[3]: "3" + EVIL[4]},
+            },
+            "global_batch": 32,
+            "replicas": 1,
+            "per_replica_batch": 32,
+            "warmup_steps": 1,
+            "batch_source": EVIL[1],
+        },
+    )
+    write_json(
+        run_dir,
+        "inventory.json",
+        {"gpus": [{"index": 0, "name": "H200" + EVIL[5], "uuid": "GPU-" + EVIL[8]}]},
+    )
+    rows = [
+        {"step": i, "epoch": 0, "begin_ns": i * 10_000_000, "end_ns": (i + 1) * 10_000_000}
+        for i in range(12)
+    ]
     (run_dir / STEPS).write_text("".join(json.dumps(r) + "\n" for r in rows))
     return run_dir
 

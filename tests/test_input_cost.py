@@ -8,27 +8,55 @@ from scaldiag.analyze.stats import Summary
 
 
 def _unit(step_ms, parts):
-    cats = {name: CategoryTime(exclusive_ms=ms, exclusive_pct=100 * ms / step_ms, exclusive_pct_ci95=0.5, busy_ms=ms)
-            for name, ms in parts.items()}
-    return UnitAnalysis(name="/host:CPU", kind="host", steps=5, busy_pct=90.0, categories=cats,
-                        step_time_ms=Summary(mean=step_ms, p50=step_ms, p90=step_ms, stdev=1.0, n=5, ci95=1.0))
+    cats = {
+        name: CategoryTime(
+            exclusive_ms=ms, exclusive_pct=100 * ms / step_ms, exclusive_pct_ci95=0.5, busy_ms=ms
+        )
+        for name, ms in parts.items()
+    }
+    return UnitAnalysis(
+        name="/host:CPU",
+        kind="host",
+        steps=5,
+        busy_pct=90.0,
+        categories=cats,
+        step_time_ms=Summary(mean=step_ms, p50=step_ms, p90=step_ms, stdev=1.0, n=5, ci95=1.0),
+    )
 
 
 def _profile(unit):
-    return ProfileAnalysis(run="r", sources=[], hosts=[], event_count=0, steps_method="markers",
-                           steps_description="", units=[unit])
+    return ProfileAnalysis(
+        run="r",
+        sources=[],
+        hosts=[],
+        event_count=0,
+        steps_method="markers",
+        steps_description="",
+        units=[unit],
+    )
 
 
 def _measured(step_ms, low=None, high=None):
-    return {"step_ms": step_ms, "step_ms_min": low or step_ms, "step_ms_max": high or step_ms, "source": "clone"}
+    return {
+        "step_ms": step_ms,
+        "step_ms_min": low or step_ms,
+        "step_ms_max": high or step_ms,
+        "source": "clone",
+    }
 
 
 def test_a_cost_the_trace_does_not_show_is_counted_as_input_and_the_step_still_adds_up():
     # TF on the CPU with a PyDataset: the step never waits for a batch (input 1 ms in the trace),
     # yet without its input the same model steps in 60 of the 100 ms.
     cost = input_cost(100.0, 2.0, _measured(60.0, 58.0, 62.0))
-    assert cost.cost_ms == pytest.approx(40.0) and cost.share_pct == pytest.approx(40.0) and cost.significant
-    raised = with_input_cost(_profile(_unit(100.0, {"compute": 90.0, "host_overhead": 9.0, "input": 1.0})), cost)
+    assert (
+        cost.cost_ms == pytest.approx(40.0)
+        and cost.share_pct == pytest.approx(40.0)
+        and cost.significant
+    )
+    raised = with_input_cost(
+        _profile(_unit(100.0, {"compute": 90.0, "host_overhead": 9.0, "input": 1.0})), cost
+    )
     cats = raised.units[0].categories
     assert cats["input"].exclusive_ms == pytest.approx(40.0)
     assert sum(c.exclusive_ms for c in cats.values()) == pytest.approx(100.0)
@@ -59,7 +87,9 @@ def test_a_trace_that_already_shows_more_input_keeps_it():
 
 def test_steps_per_execution_scales_the_cost_to_the_traced_step():
     cost = input_cost(10.0, 0.1, _measured(6.0))  # per batch; a traced step runs 4 batches
-    raised = with_input_cost(_profile(_unit(40.0, {"compute": 39.0, "input": 1.0})), cost, batches_per_step=4)
+    raised = with_input_cost(
+        _profile(_unit(40.0, {"compute": 39.0, "input": 1.0})), cost, batches_per_step=4
+    )
     assert raised.units[0].categories["input"].exclusive_ms == pytest.approx(16.0)
 
 
@@ -70,5 +100,8 @@ def test_a_missing_or_damaged_record_gives_no_cost(bad):
 
 def test_the_sentence_says_whether_the_cost_was_counted():
     counted = describe(input_cost(100.0, 2.0, _measured(60.0, 58.0, 62.0)))
-    assert counted.startswith("input cost: 40.0 ms of the 100.0 ms step (40%)") and "counted as input" in counted
+    assert (
+        counted.startswith("input cost: 40.0 ms of the 100.0 ms step (40%)")
+        and "counted as input" in counted
+    )
     assert "none beyond the noise" in describe(input_cost(100.0, 1.0, _measured(99.0)))

@@ -1,4 +1,5 @@
-"""The input-free step on real TensorFlow (CPU): timed within its budget, the user's model and randomness untouched."""
+"""The input-free step on real TensorFlow (CPU): timed within its budget, the user's model and
+randomness untouched."""
 
 import math
 import os
@@ -22,10 +23,21 @@ def fresh_process_flag(monkeypatch):
 
 
 def _model(steps_per_execution=1):
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
-                              keras.layers.BatchNormalization(), keras.layers.Dropout(0.1), keras.layers.Dense(3)])
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"], steps_per_execution=steps_per_execution)
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.BatchNormalization(),
+            keras.layers.Dropout(0.1),
+            keras.layers.Dense(3),
+        ]
+    )
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        steps_per_execution=steps_per_execution,
+    )
     x = np.random.default_rng(0).random((256, 8), dtype=np.float32)
     y = np.arange(256) % 3
     model.fit(x, y, batch_size=32, epochs=1, verbose=0)
@@ -33,7 +45,10 @@ def _model(steps_per_execution=1):
 
 
 def _state(model):
-    return [v.numpy().copy() for v in model.variables + model.optimizer.variables + model.metrics_variables]
+    return [
+        v.numpy().copy()
+        for v in model.variables + model.optimizer.variables + model.metrics_variables
+    ]
 
 
 def test_the_budget_is_3_s_or_5_percent_of_the_run_whichever_is_larger():
@@ -54,7 +69,8 @@ def test_a_runs_budget_counts_from_its_start_in_run_json(tmp_path):
 
 @pytest.mark.parametrize("steps_per_execution", [1, 4])
 def test_the_models_own_step_is_timed_within_the_budget_and_its_state_and_random_state_are_put_back(
-        steps_per_execution):
+    steps_per_execution,
+):
     model, batch = _model(steps_per_execution)
     before = _state(model)
     random.seed(7)
@@ -62,7 +78,9 @@ def test_the_models_own_step_is_timed_within_the_budget_and_its_state_and_random
     expected = (random.random(), np.random.random())
     random.seed(7)
     np.random.seed(7)
-    result = input_free.measure(model, batch, "tensorflow", step_s=0.002 * steps_per_execution, parameter_bytes=None)
+    result = input_free.measure(
+        model, batch, "tensorflow", step_s=0.002 * steps_per_execution, parameter_bytes=None
+    )
     assert (random.random(), np.random.random()) == expected
     after = _state(model)
     assert len(before) == len(after) and all(np.array_equal(a, b) for a, b in zip(before, after))
@@ -75,7 +93,8 @@ def test_the_models_own_step_is_timed_within_the_budget_and_its_state_and_random
 
 
 class _Clock:
-    """The measurement's clock, advanced by the test: how the budget is spent then depends on no machine."""
+    """The measurement's clock, advanced by the test: how the budget is spent then depends on no
+    machine."""
 
     def __init__(self):
         self.now = 0.0
@@ -86,9 +105,10 @@ class _Clock:
 
 @pytest.mark.parametrize("steps_per_execution", [1, 4])
 def test_the_timed_epochs_fill_the_budget_and_stay_within_it(monkeypatch, steps_per_execution):
-    """The model's real step, on a clock that each execution advances 5 ms a batch: the epochs are sized
-    from what is left of the budget, so they use most of it and never run past it (on the real clock a
-    loaded machine decides both: `python -m bench input_free` guards the 3 s there)."""
+    """The model's real step, on a clock that each execution advances 5 ms a batch: the epochs are
+    sized
+    from what is left of the budget, so they use most of it and never run past it (on the real clock
+    a loaded machine decides both: `python -m bench input_free` guards the 3 s there)."""
     model, batch = _model(steps_per_execution)
     clock = _Clock()
     monkeypatch.setattr(input_free, "time", clock)
@@ -99,9 +119,13 @@ def test_the_timed_epochs_fill_the_budget_and_stay_within_it(monkeypatch, steps_
         return real(iterator)
 
     model.train_function = step
-    result = input_free.measure(model, batch, "tensorflow", step_s=0.005 * steps_per_execution, parameter_bytes=None)
+    result = input_free.measure(
+        model, batch, "tensorflow", step_s=0.005 * steps_per_execution, parameter_bytes=None
+    )
     assert result["method"] == "own_step" and result["epochs_timed"] == input_free.TIMED_EPOCHS
-    assert result["step_ms"] == pytest.approx(5.0) and result["steps_per_epoch"] < input_free.MAX_STEPS
+    assert (
+        result["step_ms"] == pytest.approx(5.0) and result["steps_per_epoch"] < input_free.MAX_STEPS
+    )
     assert 0.5 * input_free.BUDGET_S < result["seconds"] <= input_free.BUDGET_S
 
 
@@ -109,7 +133,9 @@ def test_a_clone_compiles_once_and_its_epochs_share_what_is_left_of_the_budget(m
     model, batch = _model()
     monkeypatch.setattr(input_free, "_own_step_applies", lambda model, backend: False)
     before = _state(model)
-    result = input_free.measure(model, batch, "tensorflow", step_s=0.002, parameter_bytes=None, budget_s=6.0)
+    result = input_free.measure(
+        model, batch, "tensorflow", step_s=0.002, parameter_bytes=None, budget_s=6.0
+    )
     assert result["method"] == "clone" and "clone" in result["source"]
     assert all(np.array_equal(a, b) for a, b in zip(before, _state(model)))
     assert result["epochs_timed"] == input_free.TIMED_EPOCHS
@@ -120,13 +146,16 @@ def test_a_clone_compiles_once_and_its_epochs_share_what_is_left_of_the_budget(m
 def test_a_compile_that_leaves_no_room_in_the_budget_is_said_not_timed(monkeypatch):
     model, batch = _model()
     monkeypatch.setattr(input_free, "_own_step_applies", lambda model, backend: False)
-    # 20 ms steps need 0.08 s for a compile and three epochs of one: a compile that takes more than 40 ms of
-    # the 0.1 s leaves no room (making and compiling a clone takes longer than that on any machine).
+    # 20 ms steps need 0.08 s for a compile and three epochs of one: a compile that takes more than
+    # 40 ms of the 0.1 s leaves no room (making and compiling a clone takes longer than that on any
+    # machine).
     with pytest.raises(input_free.Skipped, match=r"compiling took .* of the 0.1 s budget"):
-        input_free.measure(model, batch, "tensorflow", step_s=0.02, parameter_bytes=None, budget_s=0.1)
+        input_free.measure(
+            model, batch, "tensorflow", step_s=0.02, parameter_bytes=None, budget_s=0.1
+        )
 
 
-def test_once_per_process_a_missing_batch_a_huge_model_and_steps_too_long_for_the_budget_are_skipped():
+def test_once_per_process_a_missing_batch_a_huge_model_and_steps_too_long_for_the_budget_are_skipped():  # noqa: E501
     model, batch = _model()
     with pytest.raises(input_free.Skipped, match="no batch"):
         input_free.measure(model, None, "tensorflow", 0.01, None)
@@ -135,8 +164,12 @@ def test_once_per_process_a_missing_batch_a_huge_model_and_steps_too_long_for_th
     with pytest.raises(input_free.Skipped, match="over the 3 s budget"):
         input_free.measure(model, batch, "tensorflow", 1.0, None)
     with pytest.raises(input_free.Skipped, match="over the 30 s budget"):
-        input_free.measure(model, batch, "tensorflow", 10.0, None, budget_s=input_free.budget_s(600))
-    input_free.measure(model, batch, "tensorflow", 0.002, None, budget_s=0.5)  # skips above did not count as one
+        input_free.measure(
+            model, batch, "tensorflow", 10.0, None, budget_s=input_free.budget_s(600)
+        )
+    input_free.measure(
+        model, batch, "tensorflow", 0.002, None, budget_s=0.5
+    )  # skips above did not count as one
     with pytest.raises(input_free.Skipped, match="once per process"):
         input_free.measure(model, batch, "tensorflow", 0.01, None)
 
@@ -169,7 +202,9 @@ def test_a_step_estimate_far_too_short_cannot_run_past_the_budget():
     model, batch = _model()
     budget = 0.4
     try:
-        result = input_free.measure(model, batch, "tensorflow", step_s=1e-6, parameter_bytes=None, budget_s=budget)
+        result = input_free.measure(
+            model, batch, "tensorflow", step_s=1e-6, parameter_bytes=None, budget_s=budget
+        )
     except input_free.Skipped as skipped:
         assert "stopped after" in str(skipped)
     else:

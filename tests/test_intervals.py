@@ -6,7 +6,7 @@ from scaldiag.analyze import intervals as iv
 def brute_cover(intervals, lo=0, hi=200):
     mask = np.zeros(hi - lo, bool)
     for s, e in intervals:
-        mask[max(s, lo) - lo:max(min(e, hi), lo) - lo] = True
+        mask[max(s, lo) - lo : max(min(e, hi), lo) - lo] = True
     return mask
 
 

@@ -91,10 +91,23 @@ KERAS_FIT = textwrap.dedent("""
 def _profile(tmp_path, source: str, *extra: str, **env_extra) -> Path:
     script = tmp_path / "loop.py"
     script.write_text(source)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1",
-           **env_extra}
-    command = [sys.executable, "-m", "scaldiag", "profile", "--out", str(tmp_path / "runs"), *extra,
-               str(script)]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "JAX_PLATFORMS": "cpu",
+        "OMP_NUM_THREADS": "1",
+        **env_extra,
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "scaldiag",
+        "profile",
+        "--out",
+        str(tmp_path / "runs"),
+        *extra,
+        str(script),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "capture disabled" not in result.stderr, result.stderr[-3000:]

@@ -1,8 +1,10 @@
 """The job merge's arithmetic (analyze/nodes.py: reduce_job over one table of arrivals) against the
-straightforward reference it replaced (below: a dict per collective, a max over every rank per collective
-per rank), figure for figure, on random jobs of a few nodes: missing collectives, ties, different rank
-counts per node, times at the epoch's scale (past 2**53, where a float's steps are 256 ns) and small ones,
-ranks of one name. And the merge's work counted (conftest.lines_run) for 50 and 200 ranks: linear."""
+straightforward reference it replaced (below: a dict per collective, a max over every rank per
+collective per rank), figure for figure, on random jobs of a few nodes: missing collectives, ties,
+different rank counts per node, times at the epoch's scale (past 2**53, where a float's steps are
+256 ns) and small ones, ranks of one name. And the merge's work counted (conftest.lines_run) for 50
+and 200 ranks: linear.
+"""
 
 from __future__ import annotations
 
@@ -19,13 +21,16 @@ MS = 1_000_000
 EPOCH_NS = 1_790_857_026_000_000_000
 
 
-# -- the reference: the merge as it was written before the table (revision 0c66a1b), sums spelled out ----
+# -- the reference: the merge as it was written before the table (revision 0c66a1b), sums spelled
+# out ----
 
 
 def reference_job(ranks: list[nodes.RankEvents]) -> list[tuple]:
     arrivals = _ref_arrivals(ranks)
     names = list(dict.fromkeys(r.node for r in ranks))
-    return [_ref_node_summary(n, [r for r in ranks if r.node == n], arrivals) for n in names] + [len(arrivals)]
+    return [_ref_node_summary(n, [r for r in ranks if r.node == n], arrivals) for n in names] + [
+        len(arrivals)
+    ]
 
 
 def _ref_arrivals(ranks):
@@ -58,8 +63,17 @@ def _ref_node_summary(node, ranks, arrivals):
         lat, n_last, n = _ref_lateness(r, arrivals)
         late.extend(lat)
         last, total = last + n_last, total + n
-    return (node, [r.rank for r in ranks], Summary.of(step), Summary.of(inp), Summary.of(coll), Summary.of(link),
-            Summary.of(exposed), Summary.of(late), 100.0 * last / total if total else float("nan"))
+    return (
+        node,
+        [r.rank for r in ranks],
+        Summary.of(step),
+        Summary.of(inp),
+        Summary.of(coll),
+        Summary.of(link),
+        Summary.of(exposed),
+        Summary.of(late),
+        100.0 * last / total if total else float("nan"),
+    )
 
 
 def _ref_tails_ms(r, arrivals):
@@ -83,7 +97,9 @@ def _ref_lateness(r, arrivals):
         mine = seen[r.rank]
         others = [v for k, v in seen.items() if k != r.rank]
         spread_ns = max(seen.values()) - min(seen.values())
-        per_step.setdefault(key[0], []).append(((mine - sum(others) / len(others)) / 1e6, spread_ns))
+        per_step.setdefault(key[0], []).append(
+            ((mine - sum(others) / len(others)) / 1e6, spread_ns)
+        )
         last += mine >= max(others)
         n += 1
     out = []
@@ -96,16 +112,21 @@ def _ref_lateness(r, arrivals):
     return out, last, n
 
 
-# -- random jobs ----------------------------------------------------------------------------------------
+# -- random jobs
+# ----------------------------------------------------------------------------------------
 
 
-def random_job(rng: random.Random, base_ns: int, same_names: bool = False) -> list[nodes.RankEvents]:
+def random_job(
+    rng: random.Random, base_ns: int, same_names: bool = False
+) -> list[nodes.RankEvents]:
     n_nodes, steps, per_step = rng.randint(2, 4), rng.randint(1, 5), rng.randint(1, 4)
     grain = rng.choice([1, 7, 256, 1000, MS])  # coarse grains make ties
     ranks = []
     for node in range(n_nodes):
         for local in range(rng.randint(1, 3)):
-            step_start = base_ns + np.arange(steps, dtype=np.int64) * 100 * MS + rng.randint(0, 50) * grain
+            step_start = (
+                base_ns + np.arange(steps, dtype=np.int64) * 100 * MS + rng.randint(0, 50) * grain
+            )
             cs, ce, arrive, keys = [], [], [], []
             if rng.random() < 0.3:  # a collective before the first step: not matched
                 keys.append((-1, 0))
@@ -125,16 +146,38 @@ def random_job(rng: random.Random, base_ns: int, same_names: bool = False) -> li
                     ce.append(max(start, t + 20 * MS + rng.randint(0, 3) * grain))
             name = f"n{node}/rank{0 if same_names else local}"
             inp = intervals.union(step_start, step_start + rng.randint(0, 5) * MS)
-            ranks.append(nodes.RankEvents(
-                f"n{node}", name, np.arange(steps, dtype=np.int64) + 10, step_start, step_start + 100 * MS,
-                np.array(cs, np.int64), np.array(ce, np.int64), keys, inp,
-                np.array(arrive, np.int64) if rng.random() < 0.8 else None))
+            ranks.append(
+                nodes.RankEvents(
+                    f"n{node}",
+                    name,
+                    np.arange(steps, dtype=np.int64) + 10,
+                    step_start,
+                    step_start + 100 * MS,
+                    np.array(cs, np.int64),
+                    np.array(ce, np.int64),
+                    keys,
+                    inp,
+                    np.array(arrive, np.int64) if rng.random() < 0.8 else None,
+                )
+            )
     return ranks
 
 
 def figures(job: nodes.JobAnalysis) -> list:
-    return [(s.node, s.ranks, s.step_ms, s.input_ms, s.collective_ms, s.link_ms, s.exposed_ms, s.lateness_ms,
-             s.last_pct) for s in job.nodes] + [job.matched_collectives]
+    return [
+        (
+            s.node,
+            s.ranks,
+            s.step_ms,
+            s.input_ms,
+            s.collective_ms,
+            s.link_ms,
+            s.exposed_ms,
+            s.lateness_ms,
+            s.last_pct,
+        )
+        for s in job.nodes
+    ] + [job.matched_collectives]
 
 
 @pytest.mark.parametrize("base_ns", [EPOCH_NS, 0, 2**53 - 50 * MS, -(2**55)])
@@ -144,18 +187,33 @@ def test_the_table_gives_the_reference_figures_bit_for_bit(base_ns):
         ranks = random_job(rng, base_ns, same_names=trial % 10 == 9)
         got = figures(nodes.reduce_job(ranks, [], {}))
         want = reference_job(ranks)
-        assert repr(got) == repr(want), (trial, got, want)  # repr: every float's exact digits, nan as nan
+        assert repr(got) == repr(want), (
+            trial,
+            got,
+            want,
+        )  # repr: every float's exact digits, nan as nan
 
 
 def test_a_mean_halfway_between_two_floats_rounds_as_pythons_division():
-    """Past 2**53 the mean of the others can fall exactly halfway between two floats with a remainder
+    """Past 2**53 the mean of the others can fall exactly halfway between two floats with a
+    remainder
     above it: the exact division rounds up, the float of its whole part to even."""
     base = 2**60 + 128  # halfway between 2**60 and 2**60 + 256
     ranks = []
     for i, arrive in enumerate([base, base + 1, base + 2 * MS]):
-        ranks.append(nodes.RankEvents(f"n{i}", f"n{i}/rank0", np.array([0]), np.array([base - MS]),
-                                      np.array([base + 100 * MS]), np.array([arrive]), np.array([base + 5 * MS]),
-                                      [(0, 0)], intervals.EMPTY))
+        ranks.append(
+            nodes.RankEvents(
+                f"n{i}",
+                f"n{i}/rank0",
+                np.array([0]),
+                np.array([base - MS]),
+                np.array([base + 100 * MS]),
+                np.array([arrive]),
+                np.array([base + 5 * MS]),
+                [(0, 0)],
+                intervals.EMPTY,
+            )
+        )
     assert repr(figures(nodes.reduce_job(ranks, [], {}))) == repr(reference_job(ranks))
 
 
@@ -166,10 +224,23 @@ def _big_job(n_ranks: int, per_node: int = 8) -> list[nodes.RankEvents]:
     for g in range(n_ranks):
         step_start = EPOCH_NS + np.arange(steps, dtype=np.int64) * 100 * MS
         keys = [(n, k) for n in range(steps) for k in range(3)]
-        cs = np.array([int(step_start[n]) + 40 * MS + k * MS + rng.randint(0, MS) for n, k in keys], np.int64)
+        cs = np.array(
+            [int(step_start[n]) + 40 * MS + k * MS + rng.randint(0, MS) for n, k in keys], np.int64
+        )
         node = f"h{g // per_node}/node{g // per_node}"
-        out.append(nodes.RankEvents(node, f"{node}/rank{g % per_node}", np.arange(steps, dtype=np.int64),
-                                    step_start, step_start + 100 * MS, cs, cs + 10 * MS, keys, intervals.EMPTY))
+        out.append(
+            nodes.RankEvents(
+                node,
+                f"{node}/rank{g % per_node}",
+                np.arange(steps, dtype=np.int64),
+                step_start,
+                step_start + 100 * MS,
+                cs,
+                cs + 10 * MS,
+                keys,
+                intervals.EMPTY,
+            )
+        )
     return out
 
 
@@ -179,9 +250,10 @@ def _merge(ranks: list[nodes.RankEvents]) -> nodes.JobAnalysis:
 
 
 def test_the_merge_is_linear_in_ranks():
-    """Python lines run by align and reduce_job for 50 and 200 ranks (8 a node, 12 collectives each): 4x
-    the ranks, at most about 4x the work. The merge before the table ran 8.2x (a max over every rank per
-    collective per rank, each node's ranks found by a scan of every rank); this one 3.75x."""
+    """Python lines run by align and reduce_job for 50 and 200 ranks (8 a node, 12 collectives
+    each): 4x
+    the ranks, at most about 4x the work. The merge before the table ran 8.2x (a max over every rank
+    per collective per rank, each node's ranks found by a scan of every rank); this one 3.75x."""
     _merge(_big_job(16))  # what runs once a process (numpy's first calls) is not counted
     counts = {}
     for n in (50, 200):

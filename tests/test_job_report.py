@@ -1,7 +1,8 @@
-"""A job's report goes through the one pipeline: pipeline.diagnose_job, the readers, render/'s writers
-through commands/output.emit. Every format renders it; its JSON carries the schema version; rank files
-gzipped or not are read by the readers (their caps). The job: the two ranks of a real CPU DDP run
-(fixtures/kineto/cpu_ddp_gloo), one rank a "node"."""
+"""A job's report goes through the one pipeline: pipeline.diagnose_job, the readers, render/'s
+writers
+through commands/output.emit. Every format renders it; its JSON carries the schema version; rank
+files gzipped or not are read by the readers (their caps). The job: the two ranks of a real CPU DDP
+run (fixtures/kineto/cpu_ddp_gloo), one rank a "node"."""
 
 from __future__ import annotations
 
@@ -29,13 +30,22 @@ def make_job(root: Path, gzipped: bool = True) -> list[Path]:
     for k in range(2):
         d = root / f"node{k}"
         (d / "trace").mkdir(parents=True)
-        (d / "run.json").write_text(json.dumps({"node": {"nnodes": 2, "node_rank": k, "host": f"h{k}"},
-                                                "status": "finished", "exit_code": 0}))
+        (d / "run.json").write_text(
+            json.dumps(
+                {
+                    "node": {"nnodes": 2, "node_rank": k, "host": f"h{k}"},
+                    "status": "finished",
+                    "exit_code": 0,
+                }
+            )
+        )
         source = GLOO / f"rank{k}.pt.trace.json.gz"
         if gzipped:
             shutil.copy(source, d / "trace" / source.name)
         else:
-            (d / "trace" / source.name.removesuffix(".gz")).write_bytes(gzip.decompress(source.read_bytes()))
+            (d / "trace" / source.name.removesuffix(".gz")).write_bytes(
+                gzip.decompress(source.read_bytes())
+            )
         dirs.append(d)
     return dirs
 
@@ -49,9 +59,13 @@ def job(tmp_path_factory) -> tuple[list[Path], JobReport]:
 def test_the_pipeline_gives_a_job_report_for_node_directories(job):
     dirs, report = job
     assert isinstance(report, JobReport)
-    assert isinstance(diagnose([str(dirs[0].parent)]), JobReport)  # the shared --out holding both nodes
+    assert isinstance(
+        diagnose([str(dirs[0].parent)]), JobReport
+    )  # the shared --out holding both nodes
     assert [n.node for n in report.analysis.nodes] == ["h0/node0", "h1/node1"]
-    assert all(path.endswith(".pt.trace.json.gz") for _, _, path in report.rank_files)  # gzipped ranks read
+    assert all(
+        path.endswith(".pt.trace.json.gz") for _, _, path in report.rank_files
+    )  # gzipped ranks read
 
 
 def test_a_job_reports_json_carries_the_schema_version(job, tmp_path, capsys):
@@ -59,7 +73,14 @@ def test_a_job_reports_json_carries_the_schema_version(job, tmp_path, capsys):
     doc = json.loads(json_format.render(report))
     assert doc["schema_version"] == json_format.SCHEMA_VERSION and doc["kind"] == "job"
     assert [n["node"] for n in doc["analysis"]["nodes"]] == ["h0/node0", "h1/node1"]
-    assert set(doc["analysis"]["nodes"][0]["step_ms"]) == {"mean", "p50", "p90", "stdev", "n", "ci95"}
+    assert set(doc["analysis"]["nodes"][0]["step_ms"]) == {
+        "mean",
+        "p50",
+        "p90",
+        "stdev",
+        "n",
+        "ci95",
+    }
     assert [f["id"] for f in doc["findings"]] == [f.id for f in report.findings]
     dirs = make_job(tmp_path)
     assert main(["report", *map(str, dirs), "--format", "json", "--engine", "local:1"]) == 0
@@ -71,17 +92,25 @@ def test_plain_and_gzipped_rank_files_give_the_same_job(job, tmp_path):
     plain = diagnose_job([str(d) for d in make_job(tmp_path, gzipped=False)])
     assert all(path.endswith(".pt.trace.json") for _, _, path in plain.rank_files)
     assert plain.analysis.matched_collectives == gzipped.analysis.matched_collectives
-    assert [n.step_ms.mean for n in plain.analysis.nodes] == [n.step_ms.mean for n in gzipped.analysis.nodes]
+    assert [n.step_ms.mean for n in plain.analysis.nodes] == [
+        n.step_ms.mean for n in gzipped.analysis.nodes
+    ]
 
 
 def test_a_gzip_bomb_as_a_rank_file_is_refused_under_the_readers_cap(job, tmp_path):
     _, report = job
     dirs = make_job(tmp_path)
     bomb = next((dirs[1] / "trace").iterdir())
-    bomb.write_bytes(gzip.compress(b" " * (trace_files.GZIP_SLACK_BYTES * 4)))  # 4 MiB of spaces: ~1000x
+    bomb.write_bytes(
+        gzip.compress(b" " * (trace_files.GZIP_SLACK_BYTES * 4))
+    )  # 4 MiB of spaces: ~1000x
     with pytest.raises(Exception, match="nothing to merge") as refused:
         diagnose_job([str(d) for d in dirs])
-    assert "expands past" in str(refused.value) or "cap" in str(refused.value) or "gzip" in str(refused.value)
+    assert (
+        "expands past" in str(refused.value)
+        or "cap" in str(refused.value)
+        or "gzip" in str(refused.value)
+    )
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
@@ -100,7 +129,11 @@ def test_every_format_renders_a_job(job, fmt):
         assert text.startswith("<!DOCTYPE html>") and "Per node" in text and "h1/node1" in text
     else:
         events = json.loads(text)["traceEvents"]
-        names = {e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+        names = {
+            e["args"]["name"]
+            for e in events
+            if e.get("ph") == "M" and e.get("name") == "process_name"
+        }
         assert any(n.startswith("h1/node1/rank1: ") for n in names), names
     assert fmt in VIEW_FORMATS or not views
 
@@ -111,13 +144,32 @@ def test_the_perfetto_writer_without_the_merged_trace_says_what_it_needs(job):
         write(report, "perfetto", io.StringIO())
 
 
-@pytest.mark.parametrize("fmt, opens", [("term", "scaldiag job report"), ("html", "<!DOCTYPE html>"),
-                                        ("perfetto", '{"traceEvents"'), ("json", "{")])
+@pytest.mark.parametrize(
+    "fmt, opens",
+    [
+        ("term", "scaldiag job report"),
+        ("html", "<!DOCTYPE html>"),
+        ("perfetto", '{"traceEvents"'),
+        ("json", "{"),
+    ],
+)
 def test_report_writes_each_format_of_a_job_through_emit(tmp_path, capsys, fmt, opens):
     dirs = make_job(tmp_path)
     out, also = tmp_path / f"job.{fmt}", tmp_path / "job.json"
-    code = main(["report", *map(str, dirs), "--format", fmt, "-o", str(out), "--json", str(also),
-                 "--engine", "local:1"])
+    code = main(
+        [
+            "report",
+            *map(str, dirs),
+            "--format",
+            fmt,
+            "-o",
+            str(out),
+            "--json",
+            str(also),
+            "--engine",
+            "local:1",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 0, err
     assert out.read_text().startswith(opens)

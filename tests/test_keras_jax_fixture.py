@@ -11,15 +11,22 @@ TRACE = FIXTURES / "gpu" / "keras_jax_1gpu"
 
 
 def test_captured_trace_has_our_markers_and_the_batch_as_h2d_bytes():
-    out = subprocess.run([sys.executable, "-m", "scaldiag", "analyze", str(TRACE), "--json", "-"],
-                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, "-m", "scaldiag", "analyze", str(TRACE), "--json", "-"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert report["steps"] == {"method": "markers", "count": 5,
-                               "description": "step markers: host events 'train' with a step_num stat"}
+    assert report["steps"] == {
+        "method": "markers",
+        "count": 5,
+        "description": "step markers: host events 'train' with a step_num stat",
+    }
     (gpu,) = report["devices"]
     images = 256 * 32 * 32 * 3 * 4  # float32 batch
-    labels = 256 * 4                 # int32: JAX runs 32-bit by default
+    labels = 256 * 4  # int32: JAX runs 32-bit by default
     assert gpu["h2d"]["bytes_per_step"] == images + labels
     assert gpu["h2d"]["bytes_by_host_kind"] == {"pinned": images + labels}
     assert report["framework"] == "jax"

@@ -1,5 +1,8 @@
-"""Keras's fit called in a loop (keras-io's addition_rnn trains so): epochs numbered over the run, one
-trace window (the first fit's), and each whole epoch ends at its own on_epoch_end, not at the next fit."""
+"""Keras's fit called in a loop (keras-io's addition_rnn trains so): epochs numbered over the run,
+one
+trace window (the first fit's), and each whole epoch ends at its own on_epoch_end, not at the next
+fit.
+"""
 
 import textwrap
 
@@ -35,7 +38,9 @@ def test_repeated_fit(tmp_path):
     assert sum(m["mark"] == "trace_start" for m in record.marks) == 1
     analysis = analyze_run_dir(run_dir)
     ends = {m["epoch"]: m["t_ns"] for m in record.marks if m["mark"] == "epoch_end"}
-    assert [e.end_ns for e in analysis.epochs.epochs] == [ends[e.epoch] for e in analysis.epochs.epochs]
+    assert [e.end_ns for e in analysis.epochs.epochs] == [
+        ends[e.epoch] for e in analysis.epochs.epochs
+    ]
     assert analysis.epochs.compared == [2, 3]  # the third fit on: the first fits compile
     assert analysis.clock.user_scope == "whole_epoch"
     assert record.training["loop_adapters"] == ["keras"]

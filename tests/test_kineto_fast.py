@@ -1,4 +1,5 @@
-"""The streaming Kineto reader (kineto_fast, kineto_stream, _kineto_scan.c) against the reference (kineto_json).
+"""The streaming Kineto reader (kineto_fast, kineto_stream, _kineto_scan.c) against the reference
+(kineto_json).
 
 The rule it is held to: for any bytes, either it gives the reference's result exactly
 (planes, names in order, lines, times, stats, step markers, host and rank), or it
@@ -24,7 +25,11 @@ from scaldiag.readers import files, kineto_fast, kineto_json, kineto_stream
 _kineto_scan = pytest.importorskip("scaldiag.readers._kineto_scan")
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = sorted(p for d in ("fixtures/kineto", "fixtures/x2_devset") for p in (ROOT / d).rglob("*.pt.trace.json*"))
+FIXTURES = sorted(
+    p
+    for d in ("fixtures/kineto", "fixtures/x2_devset")
+    for p in (ROOT / d).rglob("*.pt.trace.json*")
+)
 SMALL = ROOT / "fixtures/kineto/synthetic_gpu/rank0.pt.trace.json"
 REAL = ROOT / "fixtures/x2_devset/torch_ddp_sync_2gpu/rank0.pt.trace.json.gz"
 
@@ -56,7 +61,8 @@ def outcome(reader, file: Path):
 
 
 def check(file: Path) -> bool:
-    """The fast reader's outcome is the reference's (or it gave up); whether it read the file itself."""
+    """The fast reader's outcome is the reference's (or it gave up); whether it read the file
+    itself."""
     fast, ref = outcome(kineto_fast.read_file, file), outcome(kineto_json.read_file, file)
     if fast is None:
         return False
@@ -81,45 +87,94 @@ def scanned(data: bytes, buffer_bytes: int):
 @pytest.mark.parametrize("buffer_bytes", [1, 2, 3, 7, 64, 1000, 4096])
 def test_any_cut_into_pieces_scans_the_same(buffer_bytes):
     data = SMALL.read_bytes()[:60_000]
-    data = data[:data.rindex(b"},") + 1] + b"]}"  # a whole document, shorter: every piece size stays quick
+    data = (
+        data[: data.rindex(b"},") + 1] + b"]}"
+    )  # a whole document, shorter: every piece size stays quick
     whole = scanned(data, len(data) + 1)
     assert len(whole[0]["seq"]) > 8 * 50, "the sample holds fast events"
     assert scanned(data, buffer_bytes) == whole
 
 
 def doc(events: list, **top) -> dict:
-    return {"schemaVersion": 1, "traceEvents": events, "baseTimeNanoseconds": 1_700_000_000_000_000_000, **top}
+    return {
+        "schemaVersion": 1,
+        "traceEvents": events,
+        "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+        **top,
+    }
 
 
 def kernel(**fields) -> dict:
-    return {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2,
-            "args": {"device": 0, "stream": 7}, **fields}
+    return {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k",
+        "pid": 0,
+        "tid": 7,
+        "ts": 10.5,
+        "dur": 2,
+        "args": {"device": 0, "stream": 7},
+        **fields,
+    }
 
 
 def cpu(**fields) -> dict:
-    return {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 11, "tid": 12, "ts": 9, "dur": 5, **fields}
+    return {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": "aten::mm",
+        "pid": 11,
+        "tid": 12,
+        "ts": 9,
+        "dur": 5,
+        **fields,
+    }
 
 
-NUMBERS = [("1.0005", "0.0015"), ("1.0015", "-3"), ("-0.0005", "0.0025"), ("123456789012345.123456789", "1"),
-           ("1234567890123456.5", "1"), ("1e3", "1E-2"), ('"12.5"', '"x"'), ("10", "null"), ("7.25", "true"),
-           ("0.1234567891", "2")]
+NUMBERS = [
+    ("1.0005", "0.0015"),
+    ("1.0015", "-3"),
+    ("-0.0005", "0.0025"),
+    ("123456789012345.123456789", "1"),
+    ("1234567890123456.5", "1"),
+    ("1e3", "1E-2"),
+    ('"12.5"', '"x"'),
+    ("10", "null"),
+    ("7.25", "true"),
+    ("0.1234567891", "2"),
+]
 ODD_TEXTS = [
-    # numbers: exact decimals, half to even past nanoseconds, exponents and text (slow), huge (reference refuses)
-    '{"traceEvents": [' + ",".join(f'{{"ph": "X", "cat": "cpu_op", "name": "n{i}", "pid": 1, "tid": 1, "ts": {ts}, '
-                                   f'"dur": {dur}}}' for i, (ts, dur) in enumerate(NUMBERS)) + "]}",
-    '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "cat": "cpu_op"}], '
-    '"x": 9' + "9" * 5000 + "}",
+    # numbers: exact decimals, half to even past nanoseconds, exponents and text (slow), huge
+    # (reference refuses)
+    '{"traceEvents": ['
+    + ",".join(
+        f'{{"ph": "X", "cat": "cpu_op", "name": "n{i}", "pid": 1, "tid": 1, "ts": {ts}, '
+        f'"dur": {dur}}}'
+        for i, (ts, dur) in enumerate(NUMBERS)
+    )
+    + "]}",
+    '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "cat":'
+    ' "cpu_op"}], "x": 9' + "9" * 5000 + "}",
     '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": NaN, "cat": "cpu_op"}]}',
-    '{"traceEvents": [{"ph": "X", "name": "a\\u0041\\"b\\/", "pid": 1, "tid": 1, "ts": 1, "cat": "cpu_op"},'
-    ' {"ph": "X", "name": "aA\\"b/", "pid": 1, "tid": 1, "ts": 2, "cat": "CPU_OP"}]}',
+    (
+        '{"traceEvents": [{"ph": "X", "name": "a\\u0041\\"b\\/", "pid": 1, "tid": 1, "ts": 1,'
+        ' "cat": "cpu_op"}, {"ph": "X", "name": "aA\\"b/", "pid": 1, "tid": 1, "ts": 2, "cat":'
+        ' "CPU_OP"}]}'
+    ),
     '{"traceEvents": [{"p\\u0068": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1}]}',
     '{"trace\\u0045vents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1}]}',
     '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1}], "traceEvents": []}',
-    '{"traceEvents": [{"ph": "X", "ph": "i", "name": "a", "pid": 1, "tid": 1, "ts": 1},'
-    ' {"ph": "i", "ph": "X", "name": "b", "name": "c", "pid": 1, "tid": 1, "ts": 1, "ts": 3}]}',
+    (
+        '{"traceEvents": [{"ph": "X", "ph": "i", "name": "a", "pid": 1, "tid": 1, "ts": 1},'
+        ' {"ph": "i", "ph": "X", "name": "b", "name": "c", "pid": 1, "tid": 1, "ts": 1, "ts": 3}]}'
+    ),
     '[{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1}] x',
     '\ufeff{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1}]}',
-    '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "args": ' + "[" * 300 + "1" + "]" * 300 + "}]}",
+    '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "args": '
+    + "[" * 300
+    + "1"
+    + "]" * 300
+    + "}]}",
     '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1}]',
 ]
 
@@ -127,24 +182,105 @@ ODD_TEXTS = [
 def odd_docs() -> list[dict]:
     huge_base = {"baseTimeNanoseconds": 2**63 - 10}
     return [
-        doc([kernel(), kernel(tid="stream 7", args={"device": 0}), kernel(pid="3", args={}), kernel(pid="gpu")]),
-        doc([kernel(args={"device": "1", "stream": 7.0}), kernel(args=[1]), kernel(args={"device": -1})]),
-        doc([kernel(cat="gpu_memcpy", name="Memcpy HtoD (Pinned -> Device)", args={"device": 0, "stream": 7, "bytes": 64}),
-             kernel(cat="GPU_MEMCPY", name="Memcpy DtoH (Device -> Pageable)", args={"device": 0, "stream": 7}),
-             kernel(cat="gpu_memcpy", name="Memcpy", args={"device": 0, "stream": 7, "bytes": "12"})]),
-        doc([cpu(name="ProfilerStep#3"), cpu(name="ProfilerStep#x"), cpu(pid="Traces", cat="Trace"),
-             cpu(tid="12"), cpu(tid="main thread"), cpu(name=5), cpu(cat=None), cpu(pid=1.0)]),
-        doc([{"ph": "M", "name": "thread_name", "pid": 11, "tid": 12, "args": {"name": " main "}}, cpu(),
-             {"ph": "B", "name": "span", "cat": "user_annotation", "pid": 11, "tid": 12, "ts": 1},
-             cpu(ts=2, dur=1), {"ph": "E", "pid": 11, "tid": 12, "ts": 8}, {"ph": "E", "pid": 11, "tid": 12, "ts": 9}]),
-        doc([kernel(cat="gpu_user_annotation", name="ProfilerStep#1", ts=1, dur=9),
-             kernel(cat="gpu_user_annotation", name="ProfilerStep#2", pid=1, args={}), kernel(ts=3)]),
+        doc(
+            [
+                kernel(),
+                kernel(tid="stream 7", args={"device": 0}),
+                kernel(pid="3", args={}),
+                kernel(pid="gpu"),
+            ]
+        ),
+        doc(
+            [
+                kernel(args={"device": "1", "stream": 7.0}),
+                kernel(args=[1]),
+                kernel(args={"device": -1}),
+            ]
+        ),
+        doc(
+            [
+                kernel(
+                    cat="gpu_memcpy",
+                    name="Memcpy HtoD (Pinned -> Device)",
+                    args={"device": 0, "stream": 7, "bytes": 64},
+                ),
+                kernel(
+                    cat="GPU_MEMCPY",
+                    name="Memcpy DtoH (Device -> Pageable)",
+                    args={"device": 0, "stream": 7},
+                ),
+                kernel(
+                    cat="gpu_memcpy", name="Memcpy", args={"device": 0, "stream": 7, "bytes": "12"}
+                ),
+            ]
+        ),
+        doc(
+            [
+                cpu(name="ProfilerStep#3"),
+                cpu(name="ProfilerStep#x"),
+                cpu(pid="Traces", cat="Trace"),
+                cpu(tid="12"),
+                cpu(tid="main thread"),
+                cpu(name=5),
+                cpu(cat=None),
+                cpu(pid=1.0),
+            ]
+        ),
+        doc(
+            [
+                {
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": 11,
+                    "tid": 12,
+                    "args": {"name": " main "},
+                },
+                cpu(),
+                {
+                    "ph": "B",
+                    "name": "span",
+                    "cat": "user_annotation",
+                    "pid": 11,
+                    "tid": 12,
+                    "ts": 1,
+                },
+                cpu(ts=2, dur=1),
+                {"ph": "E", "pid": 11, "tid": 12, "ts": 8},
+                {"ph": "E", "pid": 11, "tid": 12, "ts": 9},
+            ]
+        ),
+        doc(
+            [
+                kernel(cat="gpu_user_annotation", name="ProfilerStep#1", ts=1, dur=9),
+                kernel(cat="gpu_user_annotation", name="ProfilerStep#2", pid=1, args={}),
+                kernel(ts=3),
+            ]
+        ),
         doc([kernel(ts=10**15 - 1), cpu(ts=10**15 - 1, dur=10**15 - 1), cpu(ts=1)], **huge_base),
-        doc([cpu(ts=-5, dur=-7), cpu(ts=10**30), cpu(name="", ts=0), kernel(pid=0, args={"stream": 2**62})]),
+        doc(
+            [
+                cpu(ts=-5, dur=-7),
+                cpu(ts=10**30),
+                cpu(name="", ts=0),
+                kernel(pid=0, args={"stream": 2**62}),
+            ]
+        ),
         doc([kernel(args={"device": d, "stream": 1}) for d in range(300)]),
-        doc([cpu()], distributedInfo={"rank": 3, "world_size": 8, "backend": "nccl"}, host_name="node-1",
-            deviceProperties=[{"id": 0, "name": "NVIDIA H200", "numSms": 132}]),
-        doc([{"ph": "i", "pid": "", "tid": "", "ts": 1}, {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 1}, cpu(), 5, None]),
+        doc(
+            [cpu()],
+            distributedInfo={"rank": 3, "world_size": 8, "backend": "nccl"},
+            host_name="node-1",
+            deviceProperties=[{"id": 0, "name": "NVIDIA H200", "numSms": 132}],
+        ),
+        doc(
+            [
+                {"ph": "i", "pid": "", "tid": "", "ts": 1},
+                {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 1},
+                cpu(),
+                5,
+                None,
+            ]
+        ),
         doc([]),
     ]
 
@@ -160,16 +296,23 @@ def test_odd_input_read_as_the_reference_reads_it(case, tmp_path):
 
 
 def test_invalid_utf8_and_control_characters_are_the_reference_s_errors(tmp_path):
-    for i, data in enumerate([b'{"traceEvents": [{"ph": "X", "name": "\xff", "pid": 1, "tid": 1, "ts": 1}]}',
-                              b'{"traceEvents": [{"ph": "X", "name": "a\nb", "pid": 1, "tid": 1, "ts": 1}]}']):
+    for i, data in enumerate(
+        [
+            b'{"traceEvents": [{"ph": "X", "name": "\xff", "pid": 1, "tid": 1, "ts": 1}]}',
+            b'{"traceEvents": [{"ph": "X", "name": "a\nb", "pid": 1, "tid": 1, "ts": 1}]}',
+        ]
+    ):
         file = tmp_path / f"t{i}.json"
         file.write_bytes(data)
         assert kineto_fast.read_file(file) is None
         with pytest.raises(TraceError, match="not UTF-8|not valid JSON"):
             kineto_json.read_file(file)
-    # A surrogate written in UTF-8: json.loads takes it (it decodes with surrogatepass); the scanner gives up.
+    # A surrogate written in UTF-8: json.loads takes it (it decodes with surrogatepass); the scanner
+    # gives up.
     file = tmp_path / "surrogate.json"
-    file.write_bytes(b'{"traceEvents": [{"ph": "X", "name": "\xed\xa0\x80", "pid": 1, "tid": 1, "ts": 1}]}')
+    file.write_bytes(
+        b'{"traceEvents": [{"ph": "X", "name": "\xed\xa0\x80", "pid": 1, "tid": 1, "ts": 1}]}'
+    )
     assert kineto_fast.read_file(file) is None
     assert kineto_json.read_file(file).planes[-1].event_names == ["\ud800"]
 
@@ -177,7 +320,11 @@ def test_invalid_utf8_and_control_characters_are_the_reference_s_errors(tmp_path
 def test_gzip_streamed_under_the_caps(tmp_path, monkeypatch):
     plain = SMALL.read_bytes()
     file = tmp_path / "rank0.pt.trace.json.gz"
-    file.write_bytes(gzip.compress(plain[:len(plain) // 2]) + gzip.compress(plain[len(plain) // 2:]) + b"\0" * 10)
+    file.write_bytes(
+        gzip.compress(plain[: len(plain) // 2])
+        + gzip.compress(plain[len(plain) // 2 :])
+        + b"\0" * 10
+    )
     assert check(file)  # two members and zero padding, as files.gunzip takes them
     bomb = tmp_path / "bomb.pt.trace.json.gz"
     bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (4 << 20) + b"]}", 9))
@@ -193,10 +340,53 @@ def test_gzip_streamed_under_the_caps(tmp_path, monkeypatch):
             kineto_json.read_file(bad)
 
 
-WEIRD = [0, -1, 2**63, -(2**63) - 1, 10**16, 1.5, 0.1, -0.0, 1e308, "abc", "", "12", "-3", "1e5", "\u00b2",
-         "x" * 300, None, True, False, [], {}, [1, 2], {"a": 1}, [[[[]]]], "ProfilerStep#7", "kernel", "gpu_memcpy",
-         "X", "B", "E", "M", "f"]
-FIELDS = ["ts", "dur", "pid", "tid", "ph", "name", "cat", "args", "args.device", "args.stream", "args.bytes"]
+WEIRD = [
+    0,
+    -1,
+    2**63,
+    -(2**63) - 1,
+    10**16,
+    1.5,
+    0.1,
+    -0.0,
+    1e308,
+    "abc",
+    "",
+    "12",
+    "-3",
+    "1e5",
+    "\u00b2",
+    "x" * 300,
+    None,
+    True,
+    False,
+    [],
+    {},
+    [1, 2],
+    {"a": 1},
+    [[[[]]]],
+    "ProfilerStep#7",
+    "kernel",
+    "gpu_memcpy",
+    "X",
+    "B",
+    "E",
+    "M",
+    "f",
+]
+FIELDS = [
+    "ts",
+    "dur",
+    "pid",
+    "tid",
+    "ph",
+    "name",
+    "cat",
+    "args",
+    "args.device",
+    "args.stream",
+    "args.bytes",
+]
 
 
 def mutated(events: list, rng: random.Random) -> list:

@@ -1,4 +1,5 @@
-"""`scaldiag analyze --json` on every Kineto fixture gives the same bytes through the streaming reader
+"""`scaldiag analyze --json` on every Kineto fixture gives the same bytes through the streaming
+reader
 as through the reference (json.loads) reader.
 
 tests/golden/kineto_reader/ holds the output of revision 088b4d0, the last with only the
@@ -24,7 +25,9 @@ CASES = {
     "kineto_cpu_ddp_gloo": "fixtures/kineto/cpu_ddp_gloo",
     "kineto_h200_cuda": "fixtures/kineto/h200_cuda",
     "kineto_h200_ddp_gloo_1gpu": "fixtures/kineto/h200_ddp_gloo_1gpu",
-    "kineto_h200_ddp_gloo_1gpu_rank1_pt_trace_json_gz": "fixtures/kineto/h200_ddp_gloo_1gpu/rank1.pt.trace.json.gz",
+    "kineto_h200_ddp_gloo_1gpu_rank1_pt_trace_json_gz": (
+        "fixtures/kineto/h200_ddp_gloo_1gpu/rank1.pt.trace.json.gz"
+    ),
     "kineto_h200_healthy_run_trace": "fixtures/kineto/h200_healthy_run/trace",
     "kineto_synthetic_gpu": "fixtures/kineto/synthetic_gpu",
     "kineto_synthetic_gpu_rank0_pt_trace_json": "fixtures/kineto/synthetic_gpu/rank0.pt.trace.json",

@@ -1,10 +1,10 @@
 """One value per knob in a report, fitted to the machine, and CPU oversubscription named (issue 35).
 
-The unit tests give rules/knobs.py and SD211 plain data; the slow ones profile tests/slow_getitem.py (a
-PyTorch CPU script whose Dataset does its per-sample work in Python, DataLoader(num_workers=0), the
-default intra-op threads) and read its JSON and its terminal report. Beside it runs one busy Python
-process, another job on the machine: the shared 2-core machine always has one, and a quiet machine
-gets one here, so that the cores are busy as the issue found them.
+The unit tests give rules/knobs.py and SD211 plain data; the slow ones profile tests/slow_getitem.py
+(a PyTorch CPU script whose Dataset does its per-sample work in Python, DataLoader(num_workers=0),
+the default intra-op threads) and read its JSON and its terminal report. Beside it runs one busy
+Python process, another job on the machine: the shared 2-core machine always has one, and a quiet
+machine gets one here, so that the cores are busy as the issue found them.
 """
 
 import json
@@ -24,16 +24,38 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(cores=2, core_pct=99.0, process_pct=40.0, processes=1, knobs=None, gpus=None):
-    host = HostSummary(samples=40, cores=cores, core_pct_mean=core_pct, busiest_core_pct=core_pct,
-                       process_cpu_pct=process_pct, rss_max_bytes=1 << 30, core_pct_mean_ci95=0.5,
-                       processes_max=processes)
-    return RunAnalysis(run={}, training={"framework": {"name": "pytorch"}, "knobs": knobs or {}},
-                       inventory={"gpus": gpus or []}, steps=None, gpus=[], host=host, trace=None)
+    host = HostSummary(
+        samples=40,
+        cores=cores,
+        core_pct_mean=core_pct,
+        busiest_core_pct=core_pct,
+        process_cpu_pct=process_pct,
+        rss_max_bytes=1 << 30,
+        core_pct_mean_ci95=0.5,
+        processes_max=processes,
+    )
+    return RunAnalysis(
+        run={},
+        training={"framework": {"name": "pytorch"}, "knobs": knobs or {}},
+        inventory={"gpus": gpus or []},
+        steps=None,
+        gpus=[],
+        host=host,
+        trace=None,
+    )
 
 
 def _finding(rule_id, fix, category="input"):
-    return Finding(id=rule_id, title=rule_id, severity="medium", category=category, summary="", evidence=[],
-                   fix=dict(fix), predicted_speedup=None)
+    return Finding(
+        id=rule_id,
+        title=rule_id,
+        severity="medium",
+        category=category,
+        summary="",
+        evidence=[],
+        fix=dict(fix),
+        predicted_speedup=None,
+    )
 
 
 def _one_value_each(texts):
@@ -46,7 +68,9 @@ def _one_value_each(texts):
 
 def test_two_input_findings_give_one_worker_count_fitted_to_the_cores():
     # SD207's fix is SD101's general text (num_workers=8); SD101 fitted to 2 cores said 1 (issue 35)
-    fitted = {fw: t.replace("num_workers=8", "num_workers=1") for fw, t in sd101_input_bound.FIX.items()}
+    fitted = {
+        fw: t.replace("num_workers=8", "num_workers=1") for fw, t in sd101_input_bound.FIX.items()
+    }
     found = agree([_finding("SD207", sd207_input_ceiling.FIX), _finding("SD101", fitted)], _run())
     assert not _one_value_each(t for f in found for t in f.fix.values())
     assert all(values(f.fix["pytorch"])["num_workers"] == {"1"} for f in found)
@@ -55,7 +79,9 @@ def test_two_input_findings_give_one_worker_count_fitted_to_the_cores():
 def test_a_cpu_run_gets_no_gpu_advice_and_a_gpu_run_keeps_pin_memory():
     cpu = agree([_finding("SD207", sd207_input_ceiling.FIX)], _run())
     assert not any(GPU_WORDS.search(t) for t in cpu[0].fix.values()), cpu[0].fix
-    gpu = agree([_finding("SD207", sd207_input_ceiling.FIX)], _run(gpus=[{"index": 0, "uuid": "GPU-1"}]))
+    gpu = agree(
+        [_finding("SD207", sd207_input_ceiling.FIX)], _run(gpus=[{"index": 0, "uuid": "GPU-1"}])
+    )
     assert "pin_memory=True" in gpu[0].fix["pytorch"]
 
 
@@ -63,13 +89,16 @@ def test_workers_already_in_place_are_named_and_the_next_lever_given():
     knobs = {"dataloader": {"num_workers": 1, "pin_memory": False, "persistent_workers": True}}
     (sd101,) = agree([_finding("SD101", sd101_input_bound.FIX)], _run(processes=2, knobs=knobs))
     text = sd101.fix["pytorch"]
-    assert "already runs num_workers=1 (in place" in text and "Next: make each sample cheaper" in text
+    assert (
+        "already runs num_workers=1 (in place" in text and "Next: make each sample cheaper" in text
+    )
     assert "Load batches in parallel worker processes" not in text
 
 
 def test_sd211_counts_intra_op_threads_against_the_cores_the_rest_of_the_machine_leaves():
     rule = sd211_cpu_oversubscribed.RULE
-    # the issue's run: 2 intra-op threads, no workers, 2 cores 100% busy, the training 0.4 cores: the rest 1.6
+    # the issue's run: 2 intra-op threads, no workers, 2 cores 100% busy, the training 0.4 cores:
+    # the rest 1.6
     found = rule.check(_run(knobs={"intra_op_threads": 2, "dataloader": {"num_workers": 0}}))
     assert found is not None and "OMP_NUM_THREADS=1" in found.fix["pytorch"]
     assert "torch.set_num_threads(1)" in found.fix["pytorch"]
@@ -83,43 +112,81 @@ def test_sd211_counts_intra_op_threads_against_the_cores_the_rest_of_the_machine
     assert "num_workers=1)" in rule.check(_run(process_pct=190.0, processes=9)).fix["pytorch"]
 
 
-# One busy process beside the job oversubscribes PyTorch's default threads only where the cores are few.
-few_cores = pytest.mark.skipif(len(os.sched_getaffinity(0)) > 4, reason="one other busy process cannot fill many cores")
+# One busy process beside the job oversubscribes PyTorch's default threads only where the cores are
+# few.
+few_cores = pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) > 4, reason="one other busy process cannot fill many cores"
+)
 
 
 @pytest.fixture(scope="module")
 def slow_run(tmp_path_factory):
-    """tests/slow_getitem.py profiled with PyTorch's default threads, heavy enough that its input findings fire."""
+    """tests/slow_getitem.py profiled with PyTorch's default threads, heavy enough that its input
+    findings fire."""
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("slow_getitem")
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     env["PYTHONPATH"] = str(ROOT)
-    other = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # another job on the machine
+    other = subprocess.Popen(
+        [sys.executable, "-c", "while True: pass"]
+    )  # another job on the machine
     try:
-        result = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(out / "runs"),
-                                 "--json", str(out / "r.json"), str(ROOT / "tests" / "slow_getitem.py"), "--",
-                                 "--work", "150000"], capture_output=True, text=True, env=env, timeout=600)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "scaldiag",
+                "profile",
+                "-q",
+                "--out",
+                str(out / "runs"),
+                "--json",
+                str(out / "r.json"),
+                str(ROOT / "tests" / "slow_getitem.py"),
+                "--",
+                "--work",
+                "150000",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
     finally:
         other.kill()
         other.wait()
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = list((out / "runs").iterdir())
-    terminal = subprocess.run([sys.executable, "-m", "scaldiag", "report", str(run_dir), "--verbose"],
-                              capture_output=True, text=True, env=env, timeout=300).stdout
+    terminal = subprocess.run(
+        [sys.executable, "-m", "scaldiag", "report", str(run_dir), "--verbose"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    ).stdout
     return json.loads((out / "r.json").read_text()), terminal
 
 
 def _fixes(report):
-    return [t for f in report["findings"] + (report.get("trace_report") or {}).get("findings", [])
-            for t in f["fix"].values()]
+    return [
+        t
+        for f in report["findings"] + (report.get("trace_report") or {}).get("findings", [])
+        for t in f["fix"].values()
+    ]
 
 
 @few_cores
 @pytest.mark.slow
 def test_a_real_report_gives_one_value_per_knob_in_its_json_and_its_terminal_text(slow_run):
     report, terminal = slow_run
-    inputs = [f["id"] for f in report["findings"] + report["trace_report"]["findings"] if f["category"] == "input"]
-    assert len(inputs) >= 2, inputs  # several input findings (SD101, SD207), each with a worker count
+    inputs = [
+        f["id"]
+        for f in report["findings"] + report["trace_report"]["findings"]
+        if f["category"] == "input"
+    ]
+    assert len(inputs) >= 2, (
+        inputs
+    )  # several input findings (SD101, SD207), each with a worker count
     assert report["training"]["knobs"]["dataloader"]["num_workers"] == 0
     assert not _one_value_each(_fixes(report)), _fixes(report)
     assert not _one_value_each([terminal]), terminal

@@ -13,9 +13,9 @@ from scaldiag.analyze import runsteps  # noqa: E402
 from scaldiag.pipeline import analyze_run_dir  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
 
-# Validation batches of 16 against training batches of 32: the batch must come from training's loader.
-# Lightning puts the model back in training mode by setting ``.training`` (no model.train() call), so
-# without its callbacks the validation loop's time stayed inside a training step.
+# Validation batches of 16 against training batches of 32: the batch must come from training's
+# loader. Lightning puts the model back in training mode by setting ``.training`` (no model.train()
+# call), so without its callbacks the validation loop's time stayed inside a training step.
 SCRIPT = textwrap.dedent("""
     import time
     import torch
@@ -49,7 +49,7 @@ SCRIPT = textwrap.dedent("""
     trainer.fit(Model(), DataLoader(Data(32 * 20, 0.0), batch_size=32),
                 DataLoader(Data(16 * 10, 0.002), batch_size=16))
     print("global_step", trainer.global_step)
-""")
+""")  # noqa: E501
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,12 @@ from scaldiag.render import perfetto
 
 RUNS = FIXTURES / "runs"
 PHASES = {"X", "C", "M", "B", "E", "i", "I"}
-METADATA = {"process_name": "name", "thread_name": "name", "process_sort_index": "sort_index",
-            "thread_sort_index": "sort_index"}
+METADATA = {
+    "process_name": "name",
+    "thread_name": "name",
+    "process_sort_index": "sort_index",
+    "thread_sort_index": "sort_index",
+}
 
 
 def is_num(x) -> bool:
@@ -52,8 +56,13 @@ def check_trace_events(doc: dict) -> dict:
             assert e["name"] in METADATA, e
             value = e["args"][METADATA[e["name"]]]
             assert isinstance(value, str if METADATA[e["name"]] == "name" else int), e
-            (named_pids.add(e["pid"]) if e["name"] == "process_name" else
-             named_tids.add((e["pid"], e["tid"])) if e["name"] == "thread_name" else None)
+            (
+                named_pids.add(e["pid"])
+                if e["name"] == "process_name"
+                else named_tids.add((e["pid"], e["tid"]))
+                if e["name"] == "thread_name"
+                else None
+            )
             continue
         assert is_num(e["ts"]), e
         used_pids.add(e["pid"])
@@ -63,7 +72,11 @@ def check_trace_events(doc: dict) -> dict:
             used_tids.add((e["pid"], e["tid"]))
             per_thread[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
         elif e["ph"] == "C":
-            assert isinstance(e["args"], dict) and e["args"] and all(is_num(v) for v in e["args"].values()), e
+            assert (
+                isinstance(e["args"], dict)
+                and e["args"]
+                and all(is_num(v) for v in e["args"].values())
+            ), e
             counters[(e["pid"], e["name"])] += 1
         else:
             raise AssertionError(f"phase {e['ph']} is valid but not one we write: {e}")
@@ -73,10 +86,15 @@ def check_trace_events(doc: dict) -> dict:
         for start, end in sorted(spans, key=lambda s: (s[0], -s[1])):
             while stack and stack[-1] <= start + 1e-3:
                 stack.pop()
-            assert not stack or end <= stack[-1] + 1e-3, f"slices overlap without nesting on {thread}"
+            assert not stack or end <= stack[-1] + 1e-3, (
+                f"slices overlap without nesting on {thread}"
+            )
             stack.append(end)
-    return {"slices": sum(len(s) for s in per_thread.values()), "counters": dict(counters),
-            "threads": len(per_thread)}
+    return {
+        "slices": sum(len(s) for s in per_thread.values()),
+        "counters": dict(counters),
+        "threads": len(per_thread),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +115,9 @@ def tracks(doc: dict) -> dict[tuple[str, str], list[dict]]:
     """(process name, thread name) -> its slices."""
     events = doc["traceEvents"]
     processes = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
-    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    threads = {
+        (e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"
+    }
     out = defaultdict(list)
     for e in events:
         if e["ph"] == "X":
@@ -109,17 +129,33 @@ def test_every_trace_event_is_a_slice_and_the_categories_cover_the_steps(gpu2):
     doc, _ = gpu2
     _, trace = read_trace(RUNS / "sweep" / "gpus2" / "trace")
     by_track = tracks(doc)
-    for plane in trace.device_planes + trace.host_planes:  # a plane's lines: threads (split where events overlap)
-        assert sum(len(v) for (p, t), v in by_track.items() if p == plane.label and t != "categories (exclusive)") \
+    for plane in (
+        trace.device_planes + trace.host_planes
+    ):  # a plane's lines: threads (split where events overlap)
+        assert (
+            sum(
+                len(v)
+                for (p, t), v in by_track.items()
+                if p == plane.label and t != "categories (exclusive)"
+            )
             == plane.event_count
-    assert sum(len(v) for (p, t), v in by_track.items() if t != "categories (exclusive)" and p != "steps") \
+        )
+    assert (
+        sum(
+            len(v)
+            for (p, t), v in by_track.items()
+            if t != "categories (exclusive)" and p != "steps"
+        )
         == trace.event_count
+    )
     steps = by_track[("steps", "steps (markers)")]
     assert len(steps) == 10  # the trace's own step markers
     for device in ("/device:GPU:0", "/device:GPU:1"):
         categories = by_track[(device, "categories (exclusive)")]
         assert {e["name"] for e in categories} >= {"compute", "collective", "h2d", "idle"}
-        assert sum(e["dur"] for e in categories) == pytest.approx(sum(e["dur"] for e in steps), rel=1e-4)
+        assert sum(e["dur"] for e in categories) == pytest.approx(
+            sum(e["dur"] for e in steps), rel=1e-4
+        )
 
 
 def test_samples_are_counters_on_the_same_clock_as_the_trace(gpu2):
@@ -128,15 +164,22 @@ def test_samples_are_counters_on_the_same_clock_as_the_trace(gpu2):
     names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
     record = read_record(RUNS / "sweep" / "gpus2")
     base = int(doc["otherData"]["base_ns"])
-    util = [e for e in events if e["ph"] == "C" and e["name"] == "util (%)" and names[e["pid"]].startswith("GPU 0")]
+    util = [
+        e
+        for e in events
+        if e["ph"] == "C" and e["name"] == "util (%)" and names[e["pid"]].startswith("GPU 0")
+    ]
     expected = [r for r in record.gpu_samples if r["gpu"] == 0 and r["t_ns"] >= base]
     by_ts = {round((r["t_ns"] - base) / 1e3, 3): r["util_pct"] for r in expected}
     assert util and all(by_ts[e["ts"]] == e["args"]["value"] for e in util)
     # The traced steps the recorder saw line up with the trace's step markers on this clock.
     by_track = tracks(doc)
-    recorded = [e for e in by_track[("steps", "recorded steps (steps.jsonl)")] if "(traced)" in e["name"]]
+    recorded = [
+        e for e in by_track[("steps", "recorded steps (steps.jsonl)")] if "(traced)" in e["name"]
+    ]
     markers = by_track[("steps", "steps (markers)")]
-    # (The fixture's synthetic step times do not follow the trace's step by step: the median lines up.)
+    # (The fixture's synthetic step times do not follow the trace's step by step: the median lines
+    # up.)
     assert len(recorded) == 5
     assert abs(float(np.median([r["ts"] - m["ts"] for r, m in zip(recorded, markers)]))) < 0.02
     assert "shifted" in doc["otherData"]["clock"]
@@ -155,7 +198,9 @@ def test_a_sweep_exports_every_run_and_a_run_without_trace_its_samples():
     doc = perfetto.trace_document(report_views(path, report, "perfetto")["timelines"])
     check_trace_events(doc)
     processes = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
-    assert any(p.startswith("1 devices") for p in processes) and any(p.startswith("2 devices") for p in processes)
+    assert any(p.startswith("1 devices") for p in processes) and any(
+        p.startswith("2 devices") for p in processes
+    )
     killed = RUNS / "killed"
     record = read_record(killed)
     timeline = run_timeline("killed", record.steps, record.gpu_samples, record.host_samples, None)

@@ -19,8 +19,12 @@ from scaldiag.errors import TraceError
 from scaldiag.pipeline import _analyze, analyze_trace_at, read_trace
 
 ROOT = Path(__file__).resolve().parent.parent
-JOBS = ["fixtures/x2_devset/torch_ddp_sync_2gpu", "fixtures/kineto/cpu_ddp_gloo", "fixtures/kineto/synthetic_gpu",
-        "fixtures/kineto/h200_ddp_gloo_1gpu"]
+JOBS = [
+    "fixtures/x2_devset/torch_ddp_sync_2gpu",
+    "fixtures/kineto/cpu_ddp_gloo",
+    "fixtures/kineto/synthetic_gpu",
+    "fixtures/kineto/h200_ddp_gloo_1gpu",
+]
 
 
 @pytest.mark.parametrize("job", JOBS)
@@ -45,29 +49,50 @@ def test_step_evidence_finds_the_steps_of_the_whole_trace():
     for job in JOBS:
         _, trace = read_trace(ROOT / job)
         for _, rank in ranks.split(trace):
-            whole, cut = find_steps(rank), find_steps(replace(rank, planes=step_evidence(rank.planes)))
-            assert (whole.method, whole.description, whole.marker) == (cut.method, cut.description, cut.marker)
-            assert np.array_equal(whole.start_ns, cut.start_ns) and np.array_equal(whole.end_ns, cut.end_ns)
+            whole, cut = (
+                find_steps(rank),
+                find_steps(replace(rank, planes=step_evidence(rank.planes))),
+            )
+            assert (whole.method, whole.description, whole.marker) == (
+                cut.method,
+                cut.description,
+                cut.marker,
+            )
+            assert np.array_equal(whole.start_ns, cut.start_ns) and np.array_equal(
+                whole.end_ns, cut.end_ns
+            )
 
 
 def test_a_trace_without_steps_keeps_its_window():
     _, trace = read_trace(ROOT / "fixtures/x2_devset/torch_ddp_sync_2gpu/rank0.pt.trace.json.gz")
-    devices = replace(trace, planes=trace.device_planes)  # no host: no step marker, no train function
-    whole, cut = find_steps(devices), find_steps(replace(devices, planes=step_evidence(devices.planes)))
+    devices = replace(
+        trace, planes=trace.device_planes
+    )  # no host: no step marker, no train function
+    whole, cut = (
+        find_steps(devices),
+        find_steps(replace(devices, planes=step_evidence(devices.planes))),
+    )
     assert whole.method == cut.method == "none"
-    assert (whole.start_ns.tolist(), whole.end_ns.tolist()) == (cut.start_ns.tolist(), cut.end_ns.tolist())
+    assert (whole.start_ns.tolist(), whole.end_ns.tolist()) == (
+        cut.start_ns.tolist(),
+        cut.end_ns.tolist(),
+    )
 
 
 def test_a_rank_file_that_cannot_be_read_is_left_out_and_named(tmp_path):
     job = ROOT / "fixtures/x2_devset/torch_ddp_sync_2gpu"
     (tmp_path / "rank0.pt.trace.json.gz").write_bytes((job / "rank0.pt.trace.json.gz").read_bytes())
-    (tmp_path / "rank1.pt.trace.json.gz").write_bytes((job / "rank1.pt.trace.json.gz").read_bytes()[:20000])
+    (tmp_path / "rank1.pt.trace.json.gz").write_bytes(
+        (job / "rank1.pt.trace.json.gz").read_bytes()[:20000]
+    )
     alone = analyze_trace_at(job / "rank0.pt.trace.json.gz")
     with open_engine("local:2") as engine:
         found = analyze_trace_at(tmp_path, None, engine)
     assert [u.name for u in found.units] == ["rank0:/device:GPU:0"]
     assert found.units[0].categories == alone.units[0].categories
-    assert any("rank1.pt.trace.json.gz" in n and "truncated" in n and "left out" in n for n in found.notes)
+    assert any(
+        "rank1.pt.trace.json.gz" in n and "truncated" in n and "left out" in n for n in found.notes
+    )
 
 
 def test_a_job_none_of_whose_files_can_be_read_is_refused(tmp_path):

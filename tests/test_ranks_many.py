@@ -1,7 +1,9 @@
-"""64 ranks (grown from the real 2-GPU DDP rank traces of the fixtures) give the same report one rank at
+"""64 ranks (grown from the real 2-GPU DDP rank traces of the fixtures) give the same report one
+rank at
 a time in this process, in local worker processes and on a Dask cluster the test starts (issue 26).
 
-Dask is a test dependency (the Makefile installs the ``dask`` extra): this test runs, it is not skipped.
+Dask is a test dependency (the Makefile installs the ``dask`` extra): this test runs, it is not
+skipped.
 """
 
 import importlib.util
@@ -18,7 +20,9 @@ RANKS = 64
 
 
 def _grower():
-    spec = importlib.util.spec_from_file_location("make_trace", ROOT / "bench" / "kineto" / "make_trace.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_trace", ROOT / "bench" / "kineto" / "make_trace.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.make
@@ -26,7 +30,8 @@ def _grower():
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory) -> Path:
-    """64 rank files, rank r grown from the fixture's rank r % 2 with distributedInfo saying r of 64 (one copy
+    """64 rank files, rank r grown from the fixture's rank r % 2 with distributedInfo saying r of 64
+    (one copy
     of the real trace each: 0.66 MB, 3,147 events)."""
     out = tmp_path_factory.mktemp("job64")
     make = _grower()
@@ -42,8 +47,10 @@ def _report(job: Path, engine: str, out: Path) -> dict:
 
 @pytest.mark.slow
 def test_every_engine_gives_the_same_report(job, tmp_path, capsys):
-    reports = {engine: _report(job, engine, tmp_path / f"{engine.replace(':', '_')}.json")
-               for engine in ("local:1", "local:2", "dask:2")}
+    reports = {
+        engine: _report(job, engine, tmp_path / f"{engine.replace(':', '_')}.json")
+        for engine in ("local:1", "local:2", "dask:2")
+    }
     capsys.readouterr()
     first = reports["local:1"]
     assert len(first["devices"]) == RANKS

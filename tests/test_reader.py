@@ -60,11 +60,14 @@ def test_two_hosts_are_merged_with_host_prefixes(tmp_path):
     assert trace.event_count == 2 * read_trace([GPU_TRACE]).event_count
 
 
-@pytest.mark.parametrize("content,message", [
-    (b"", "is empty"),
-    (b"this is not a protobuf at all \xff\xfe" * 50, "not"),
-    (GPU_TRACE.read_bytes()[: len(GPU_TRACE.read_bytes()) // 2], "truncated"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"", "is empty"),
+        (b"this is not a protobuf at all \xff\xfe" * 50, "not"),
+        (GPU_TRACE.read_bytes()[: len(GPU_TRACE.read_bytes()) // 2], "truncated"),
+    ],
+)
 def test_bad_files_raise_trace_errors(tmp_path, content, message):
     path = tmp_path / "bad.xplane.pb"
     path.write_bytes(content)
@@ -99,9 +102,17 @@ def test_every_event_and_wanted_stat_matches_the_protobuf_objects(path, raw_spac
     for plane in trace.planes:
         expected = events(space, plane.name)
         columns = [{k: line.stat(k) for k in line.stats} for line in plane.lines]
-        got = [(line.name, plane.event_names[line.name_id[i]], int(line.start_ns[i]), int(line.end_ns[i]),
-                {k: c[i] for k, c in stats.items() if c[i] is not None})
-               for line, stats in zip(plane.lines, columns) for i in range(len(line))]
+        got = [
+            (
+                line.name,
+                plane.event_names[line.name_id[i]],
+                int(line.start_ns[i]),
+                int(line.end_ns[i]),
+                {k: c[i] for k, c in stats.items() if c[i] is not None},
+            )
+            for line, stats in zip(plane.lines, columns)
+            for i in range(len(line))
+        ]
         assert len(got) == len(expected)
         for g, e in zip(got, expected):
             assert g[:2] == (e["line"], e["name"])
@@ -115,19 +126,27 @@ def test_every_stat_value_kind(tmp_path):
     space = new_space()
     host = PlaneBuilder(space, "/host:CPU")
     line = host.line("python", timestamp_ns=5)
-    event = host.event(line, "train", 10, 3, step_num=-7, hlo_op="x" * 300)  # negative varint, 2-byte length
+    event = host.event(
+        line, "train", 10, 3, step_num=-7, hlo_op="x" * 300
+    )  # negative varint, 2-byte length
     event.stats.add(metadata_id=host.stat_id("group_id"), uint64_value=2**63 + 5)
     event.stats.add(metadata_id=host.stat_id("_r"), double_value=1.5)
     event.stats.add(metadata_id=host.stat_id("tf_op"), bytes_value=b"a:B")
     host.event(line, "other", 20, 0, interned={"hlo_category": "data formatting"})
     (line,) = read_trace([write(space, tmp_path / "t.xplane.pb")]).host_planes[0].lines
     assert {k: list(line.stat(k)) for k in line.stats} == {
-        "step_num": [-7, None], "hlo_op": ["x" * 300, None], "group_id": [2**63 + 5, None],
-        "_r": [1.5, None], "tf_op": ["a:B", None], "hlo_category": [None, "data formatting"]}
+        "step_num": [-7, None],
+        "hlo_op": ["x" * 300, None],
+        "group_id": [2**63 + 5, None],
+        "_r": [1.5, None],
+        "tf_op": ["a:B", None],
+        "hlo_category": [None, "data formatting"],
+    }
 
 
 def test_the_reference_reader_is_tensorflows_own_proto_when_installed():
-    """With TensorFlow installed (as `make test` installs it) the tests' reference is independent of scaldiag."""
+    """With TensorFlow installed (as `make test` installs it) the tests' reference is independent of
+    scaldiag."""
     pytest.importorskip("tensorflow")
     from rawproto import xspace_class
 
@@ -144,9 +163,23 @@ def test_zero_filled_file_is_rejected_at_its_first_bytes(tmp_path):
 
 
 def _columns(trace):
-    return [(p.name, p.event_names, [(ln.name, ln.start_ns.tolist(), ln.end_ns.tolist(), ln.name_id.tolist(),
-                                      {k: ln.stat(k).tolist() for k in ln.stats}) for ln in p.lines])
-            for p in trace.planes]
+    return [
+        (
+            p.name,
+            p.event_names,
+            [
+                (
+                    ln.name,
+                    ln.start_ns.tolist(),
+                    ln.end_ns.tolist(),
+                    ln.name_id.tolist(),
+                    {k: ln.stat(k).tolist() for k in ln.stats},
+                )
+                for ln in p.lines
+            ],
+        )
+        for p in trace.planes
+    ]
 
 
 def test_vectorised_field_runs_read_what_the_python_loop_reads(monkeypatch):
@@ -167,7 +200,9 @@ def test_varints_round_trip_every_length():
 
     rng = np.random.default_rng(1)
     values = [0, 1, 127, 128, 2**56 - 1, 2**56, 2**63, 2**64 - 1]
-    values += [int(v) >> int(k) for v, k in zip(rng.integers(0, 2**63, 2000), rng.integers(0, 63, 2000))]
+    values += [
+        int(v) >> int(k) for v, k in zip(rng.integers(0, 2**63, 2000), rng.integers(0, 63, 2000))
+    ]
     data, pos = b"", []
     for v in values:
         pos.append(len(data))
@@ -183,7 +218,9 @@ def test_varints_round_trip_every_length():
 def test_a_helper_process_decodes_what_this_one_does(monkeypatch):
     from scaldiag.readers.xplane import read, wire
 
-    monkeypatch.setattr(wire, "_WINDOW_BYTES", 4096)  # many batches, half of them sent to the helper
+    monkeypatch.setattr(
+        wire, "_WINDOW_BYTES", 4096
+    )  # many batches, half of them sent to the helper
     alone = _columns(read_trace([GPU_TRACE]))
     monkeypatch.setattr(read, "_PARALLEL_MIN_BYTES", 0)
     monkeypatch.setenv("SCALDIAG_DECODE_WORKERS", "1")
@@ -196,16 +233,20 @@ def _every_fixture_trace() -> list[Path]:
 
 def _read_both(monkeypatch, files):
     """(columns or the error) with the C decoder, and with the numpy one."""
+
     def read(native: str):
         monkeypatch.setenv("SCALDIAG_NATIVE", native)
         try:
             return _columns(read_trace(files))
         except TraceError as exc:
             return ("TraceError", str(exc).split(":")[0])
+
     return read("1"), read("0")
 
 
-needs_c = pytest.mark.skipif(xplane_read._wire_c is None, reason="the C decoder was not built (no compiler)")
+needs_c = pytest.mark.skipif(
+    xplane_read._wire_c is None, reason="the C decoder was not built (no compiler)"
+)
 
 
 @needs_c
@@ -219,11 +260,14 @@ def test_the_c_decoder_reads_every_fixture_as_the_numpy_one(monkeypatch):
 
 @needs_c
 def test_the_c_decoder_batches_a_line_as_one(monkeypatch):
-    """Batch edges (a line decoded a few events per call) and columns grown as they fill change nothing."""
+    """Batch edges (a line decoded a few events per call) and columns grown as they fill change
+    nothing."""
     whole, _ = _read_both(monkeypatch, [GPU_TRACE])
     monkeypatch.setattr(xplane_read, "_NATIVE_BATCH", 7)
     assert _read_both(monkeypatch, [GPU_TRACE])[0] == whole
-    monkeypatch.setattr(xplane_read, "_BYTES_PER_EVENT", 1 << 20)  # columns sized for one event: grown many times
+    monkeypatch.setattr(
+        xplane_read, "_BYTES_PER_EVENT", 1 << 20
+    )  # columns sized for one event: grown many times
     assert _read_both(monkeypatch, [GPU_TRACE])[0] == whole
 
 
@@ -232,7 +276,7 @@ def test_the_c_decoder_batches_a_line_as_one(monkeypatch):
 def test_the_c_decoder_rejects_what_the_numpy_one_rejects(monkeypatch, tmp_path, cut):
     data = GPU_TRACE.read_bytes()
     path = tmp_path / "cut.xplane.pb"
-    path.write_bytes(data[:int(len(data) * cut)])
+    path.write_bytes(data[: int(len(data) * cut)])
     native, numpy_only = _read_both(monkeypatch, [path])
     assert native[0] == "TraceError" and native == numpy_only
 
@@ -247,9 +291,13 @@ def test_a_stat_on_few_events_of_a_long_line_is_kept_sparse_and_reads_the_same(t
     line = host.line("python3")
     n = xplane_read.SPARSE_MIN_EVENTS * 2
     for i in range(n):
-        event = host.event(line, "op", i * 10, 5, **({"step_num": i // 500} if i % 500 == 0 else {}))
+        event = host.event(
+            line, "op", i * 10, 5, **({"step_num": i // 500} if i % 500 == 0 else {})
+        )
         if i == 1000:
-            event.stats.add(metadata_id=host.stat_id("step_num"), int64_value=99)  # a second value: it wins
+            event.stats.add(
+                metadata_id=host.stat_id("step_num"), int64_value=99
+            )  # a second value: it wins
     path = write(space, tmp_path / "t.xplane.pb")
     (sparse,) = read_trace([path]).host_planes[0].lines
     assert isinstance(sparse.stats["step_num"], SparseStat)

@@ -1,4 +1,5 @@
-"""The readers own reading: the tree is searched once for a trace, and the stats come typed from them."""
+"""The readers own reading: the tree is searched once for a trace, and the stats come typed from
+them."""
 
 from __future__ import annotations
 

@@ -37,8 +37,9 @@ def _drive(tmp_path, seed: int, window: bool):
     Returns what it did: per step, the clock before and after its begin, its batch, epoch, whether
     the loop ended it, and when."""
     rng = random.Random(seed)
-    recorder = StepRecorder(tmp_path, _Window(tmp_path / "trace") if window else None, warmup_steps=3,
-                            trace_steps=5)
+    recorder = StepRecorder(
+        tmp_path, _Window(tmp_path / "trace") if window else None, warmup_steps=3, trace_steps=5
+    )
     done: list[dict] = []
     epoch, open_step = 0, None
     for _ in range(rng.randint(1, 400)):
@@ -52,7 +53,7 @@ def _drive(tmp_path, seed: int, window: bool):
             epoch += 1
             recorder.epoch = epoch
         elif op < 0.08:
-            recorder.delay_flush(-10**12)  # the flush is due: the next step writes
+            recorder.delay_flush(-(10**12))  # the flush is due: the next step writes
         elif op < 0.25:  # a custom loop ends its step itself
             before = time.time_ns()
             recorder.end()
@@ -66,7 +67,13 @@ def _drive(tmp_path, seed: int, window: bool):
             after = time.time_ns()
             if open_step is not None:
                 open_step["next_begin"] = (before, after)
-            open_step = {"before": before, "after": after, "batch": batch, "epoch": epoch, "ended": False}
+            open_step = {
+                "before": before,
+                "after": after,
+                "batch": batch,
+                "epoch": epoch,
+                "ended": False,
+            }
             done.append(open_step)
     recorder.close()
     if open_step is not None:
@@ -87,7 +94,9 @@ def test_every_step_is_recorded_once_with_its_times_epoch_batch_and_trace_flag(t
             assert r["begin_ns"] <= r["end_ns"], seed
             assert r["epoch"] == d["epoch"], seed
             assert r.get("batch") == d["batch"], seed
-            if "next_begin" in d and not d["ended"]:  # ended by the next step's begin: at its clock read
+            if (
+                "next_begin" in d and not d["ended"]
+            ):  # ended by the next step's begin: at its clock read
                 assert d["next_begin"][0] <= r["end_ns"] <= d["next_begin"][1], seed
         traced = [r["step"] for r in rows if r["traced"]]
         assert traced == ([s for s in range(3, 8) if s < len(done)] if seed % 2 == 0 else []), seed
@@ -113,19 +122,23 @@ def test_begin_only_steps_go_to_disk_as_blocks_and_ended_steps_as_rows(tmp_path)
 
 def test_a_damaged_block_is_skipped_whole_and_counted():
     good = {"step": 5, "epoch": 1, "bounds_ns": [10, 20, 35], "batch": [0, 1]}
-    rows, damaged = validate.expand_step_blocks([
-        good,
-        {"step": 7, "bounds_ns": [40, 30]},  # time going back
-        {"step": 7, "bounds_ns": [40]},  # no step
-        {"step": 7, "bounds_ns": [40, 50], "batch": [0, 1]},  # a batch too many
-        {"step": "7", "bounds_ns": [40, 50]},
-        {"step": 7, "bounds_ns": [40, True]},
-        {"step": 9, "begin_ns": 60, "end_ns": 70},
-    ])
+    rows, damaged = validate.expand_step_blocks(
+        [
+            good,
+            {"step": 7, "bounds_ns": [40, 30]},  # time going back
+            {"step": 7, "bounds_ns": [40]},  # no step
+            {"step": 7, "bounds_ns": [40, 50], "batch": [0, 1]},  # a batch too many
+            {"step": "7", "bounds_ns": [40, 50]},
+            {"step": 7, "bounds_ns": [40, True]},
+            {"step": 9, "begin_ns": 60, "end_ns": 70},
+        ]
+    )
     assert damaged == 5
-    assert rows == [{"step": 5, "epoch": 1, "begin_ns": 10, "end_ns": 20, "traced": False, "batch": 0},
-                    {"step": 6, "epoch": 1, "begin_ns": 20, "end_ns": 35, "traced": False, "batch": 1},
-                    {"step": 9, "begin_ns": 60, "end_ns": 70}]
+    assert rows == [
+        {"step": 5, "epoch": 1, "begin_ns": 10, "end_ns": 20, "traced": False, "batch": 0},
+        {"step": 6, "epoch": 1, "begin_ns": 20, "end_ns": 35, "traced": False, "batch": 1},
+        {"step": 9, "begin_ns": 60, "end_ns": 70},
+    ]
 
 
 def test_the_last_pytorch_step_that_no_update_ends_is_dropped(tmp_path):

@@ -12,20 +12,47 @@ from scaldiag.rules.base import removal_speedup
 from scaldiag.rules.report import build_report
 
 
-def unit(shares: dict, spread: float = 1.0, busy_pct: float = 90.0, kind="gpu", h2d=None,
-         step_ms: float = 10.0) -> UnitAnalysis:
+def unit(
+    shares: dict,
+    spread: float = 1.0,
+    busy_pct: float = 90.0,
+    kind="gpu",
+    h2d=None,
+    step_ms: float = 10.0,
+) -> UnitAnalysis:
     rest = 100.0 - sum(shares.values())
     shares = {**shares, "compute": shares.get("compute", 0.0) + rest}
-    categories = {c: CategoryTime(exclusive_ms=step_ms * shares.get(c, 0.0) / 100,
-                                  exclusive_pct=shares.get(c, 0.0), exclusive_pct_ci95=spread,
-                                  busy_ms=step_ms * shares.get(c, 0.0) / 100) for c in CATEGORIES}
-    return UnitAnalysis(name="/device:GPU:0", kind=kind, steps=10, step_time_ms=Summary.of([step_ms] * 10),
-                        busy_pct=busy_pct, categories=categories, h2d=h2d)
+    categories = {
+        c: CategoryTime(
+            exclusive_ms=step_ms * shares.get(c, 0.0) / 100,
+            exclusive_pct=shares.get(c, 0.0),
+            exclusive_pct_ci95=spread,
+            busy_ms=step_ms * shares.get(c, 0.0) / 100,
+        )
+        for c in CATEGORIES
+    }
+    return UnitAnalysis(
+        name="/device:GPU:0",
+        kind=kind,
+        steps=10,
+        step_time_ms=Summary.of([step_ms] * 10),
+        busy_pct=busy_pct,
+        categories=categories,
+        h2d=h2d,
+    )
 
 
 def analysis(*units, method="markers") -> ProfileAnalysis:
-    return ProfileAnalysis(run="r", sources=[], hosts=[], event_count=0, steps_method=method,
-                           steps_description="", units=list(units), framework="tensorflow")
+    return ProfileAnalysis(
+        run="r",
+        sources=[],
+        hosts=[],
+        event_count=0,
+        steps_method=method,
+        steps_description="",
+        units=list(units),
+        framework="tensorflow",
+    )
 
 
 def test_input_share_above_threshold_beyond_noise_fires():
@@ -44,12 +71,16 @@ def test_a_share_within_the_noise_of_the_threshold_does_not_fire():
 
 
 def test_findings_are_ranked_by_predicted_speedup():
-    findings = run_rules(analysis(unit({"layout": 8.0, "collective": 30.0, "host_overhead": 15.0}, spread=0.5)))
+    findings = run_rules(
+        analysis(unit({"layout": 8.0, "collective": 30.0, "host_overhead": 15.0}, spread=0.5))
+    )
     assert [f.id for f in findings] == ["SD103", "SD105", "SD104"]
 
 
 def test_pageable_copies_are_named():
-    h2d = Transfers(bytes_per_step=1e6, count_per_step=2, bytes_by_host_kind={"pageable": 8e5, "pinned": 2e5})
+    h2d = Transfers(
+        bytes_per_step=1e6, count_per_step=2, bytes_by_host_kind={"pageable": 8e5, "pinned": 2e5}
+    )
     (finding,) = run_rules(analysis(unit({"h2d": 25.0}, spread=1.0, h2d=h2d)))
     assert finding.id == "SD102"
     assert {e.metric: e.value for e in finding.evidence}["pageable share of H2D bytes"] == 80.0
@@ -77,22 +108,32 @@ def test_sd206_a_device_computing_longer_is_a_straggler():
 
     fast = unit({}, spread=0.5)
     slow_categories = dict(fast.categories)
-    slow_categories["compute"] = replace(fast.categories["compute"], busy_ms=fast.categories["compute"].busy_ms * 1.3)
+    slow_categories["compute"] = replace(
+        fast.categories["compute"], busy_ms=fast.categories["compute"].busy_ms * 1.3
+    )
     slow = replace(fast, name="/device:GPU:1", categories=slow_categories)
     finding = next(f for f in run_rules(analysis(fast, slow)) if f.id == "SD206")
     assert "/device:GPU:1" in finding.summary and "+30%" in finding.summary
-    assert all(f.id != "SD206" for f in run_rules(analysis(fast, replace(fast, name="/device:GPU:1"))))
+    assert all(
+        f.id != "SD206" for f in run_rules(analysis(fast, replace(fast, name="/device:GPU:1")))
+    )
 
 
 def test_sd206_stays_silent_on_a_mostly_idle_device():
-    """Two H200s computing 0.68 and 0.57 ms in a 50 ms step: +19%, but 0.2% of the step (issue 11)."""
+    """Two H200s computing 0.68 and 0.57 ms in a 50 ms step: +19%, but 0.2% of the step (issue 11).
+    """
     from dataclasses import replace
 
     def idle_gpu(name, compute_ms):
         u = unit({}, spread=0.01, busy_pct=1.3)
-        cats = {c: replace(t, exclusive_ms=0.0, exclusive_pct=0.0, busy_ms=0.0) for c, t in u.categories.items()}
+        cats = {
+            c: replace(t, exclusive_ms=0.0, exclusive_pct=0.0, busy_ms=0.0)
+            for c, t in u.categories.items()
+        }
         cats["compute"] = CategoryTime(compute_ms, 100 * compute_ms / 50, 0.01, compute_ms)
-        cats["idle"] = CategoryTime(50 - compute_ms, 100 * (50 - compute_ms) / 50, 0.01, 50 - compute_ms)
+        cats["idle"] = CategoryTime(
+            50 - compute_ms, 100 * (50 - compute_ms) / 50, 0.01, 50 - compute_ms
+        )
         return replace(u, name=name, categories=cats, step_time_ms=Summary.of([50.0] * 10))
 
     found = run_rules(analysis(idle_gpu("/device:GPU:0", 0.57), idle_gpu("/device:GPU:1", 0.68)))
@@ -105,7 +146,10 @@ def test_sd101_does_not_ask_for_prefetch_the_pipeline_already_has():
     report = diagnose_trace("fixtures/tf_cpu/input_bound")
     assert "Prefetch" in report.analysis.input_stages
     (finding,) = [f for f in report.findings if f.id == "SD101"]
-    assert ".prefetch(" not in finding.fix["tensorflow"] and "already prefetches" in finding.fix["tensorflow"]
+    assert (
+        ".prefetch(" not in finding.fix["tensorflow"]
+        and "already prefetches" in finding.fix["tensorflow"]
+    )
     assert any("Prefetch" in n for n in finding.notes)
 
 
@@ -119,28 +163,38 @@ def test_sd101_caches_before_random_augmentation():
 def test_sd105_does_not_advise_xla_on_tensorflows_cpu_path():
     host_bound = analysis(unit({"host_overhead": 40.0}, spread=1.0, kind="host"))
     (finding,) = [f for f in run_rules(host_bound) if f.id == "SD105"]
-    assert "jit_compile=True" not in finding.fix["tensorflow"] and "steps_per_execution" in finding.fix["tensorflow"]
+    assert (
+        "jit_compile=True" not in finding.fix["tensorflow"]
+        and "steps_per_execution" in finding.fix["tensorflow"]
+    )
     gpu_bound = analysis(unit({"host_overhead": 40.0}, spread=1.0, kind="gpu"))
     (finding,) = [f for f in run_rules(gpu_bound) if f.id == "SD105"]
     assert "jit_compile=True" in finding.fix["tensorflow"]
 
 
 def test_sd101_says_send_fewer_bytes_when_the_batch_is_heavy():
-    # 40 MB a step and 200 ms of input: 5 ns per byte, more than moving bytes costs: the input computes.
+    # 40 MB a step and 200 ms of input: 5 ns per byte, more than moving bytes costs: the input
+    # computes.
     heavy = Transfers(bytes_per_step=40e6, count_per_step=2, bytes_by_host_kind={"pinned": 40e6})
     found = run_rules(analysis(unit({"input": 40.0}, spread=1.0, h2d=heavy, step_ms=500.0)))
     (finding,) = [f for f in found if f.id == "SD101"]
     assert all("uint8" in text for text in finding.fix.values())
     assert "SD102" not in [f.id for f in found]
     light = Transfers(bytes_per_step=1e5, count_per_step=2, bytes_by_host_kind={"pinned": 1e5})
-    (finding,) = [f for f in run_rules(analysis(unit({"input": 40.0}, spread=1.0, h2d=light))) if f.id == "SD101"]
+    (finding,) = [
+        f
+        for f in run_rules(analysis(unit({"input": 40.0}, spread=1.0, h2d=light)))
+        if f.id == "SD101"
+    ]
     assert not any("uint8" in text for text in finding.fix.values())
 
 
 def test_sd101_names_the_python_producer_when_a_generator_feeds_tf_data():
     from scaldiag.pipeline import diagnose_trace
 
-    (finding,) = [f for f in diagnose_trace("fixtures/tf_cpu/input_bound").findings if f.id == "SD101"]
+    (finding,) = [
+        f for f in diagnose_trace("fixtures/tf_cpu/input_bound").findings if f.id == "SD101"
+    ]
     assert "Generator" in diagnose_trace("fixtures/tf_cpu/input_bound").analysis.input_stages
     assert "PyDataset(workers=8), threads" in finding.fix["tensorflow"]
 
@@ -148,14 +202,17 @@ def test_sd101_names_the_python_producer_when_a_generator_feeds_tf_data():
 def test_sd105_forecasts_a_larger_per_replica_batch_from_the_measured_parts():
     """10 ms step: 7 ms host overhead (per step), 3 ms compute (per sample). x4 the batch:
     4 x 10 / (4 x 3 + 7) = 2.11x samples/s."""
-    (finding,) = [f for f in run_rules(analysis(unit({"host_overhead": 70.0}, spread=1.0))) if f.id == "SD105"]
+    (finding,) = [
+        f for f in run_rules(analysis(unit({"host_overhead": 70.0}, spread=1.0))) if f.id == "SD105"
+    ]
     assert finding.forecast.kind == "forecast" and finding.predicted_speedup.kind == "ceiling"
     assert finding.forecast.value == pytest.approx(40 / 19)
     assert "= 2.11x samples/s" in finding.forecast.arithmetic
 
 
 def test_sd105_forecast_on_a_mostly_idle_device_takes_its_kernels_as_per_step():
-    """Busy 9%: kernels too small to fill the device take as long on 4x the data; 2 KB of input a step
+    """Busy 9%: kernels too small to fill the device take as long on 4x the data; 2 KB of input a
+    step
     is per-call work. Only copies would grow: the same step carries 4x the samples."""
     tiny = Transfers(bytes_per_step=2e3, count_per_step=2, bytes_by_host_kind={"pinned": 2e3})
     idle = unit({"host_overhead": 70.0, "input": 20.0}, spread=1.0, busy_pct=9.0, h2d=tiny)
@@ -164,7 +221,8 @@ def test_sd105_forecast_on_a_mostly_idle_device_takes_its_kernels_as_per_step():
 
 
 def test_a_heavy_batch_handed_over_at_memory_speed_is_named_host_to_device():
-    # 40 MB a step and 4 ms of input (0.1 ns/byte: the host only moves the bytes) plus 1 ms of copies.
+    # 40 MB a step and 4 ms of input (0.1 ns/byte: the host only moves the bytes) plus 1 ms of
+    # copies.
     heavy = Transfers(bytes_per_step=40e6, count_per_step=2, bytes_by_host_kind={"pinned": 40e6})
     found = run_rules(analysis(unit({"input": 40.0, "h2d": 10.0}, spread=1.0, h2d=heavy)))
     assert found[0].id == "SD102" and "SD101" not in [f.id for f in found]
@@ -172,9 +230,13 @@ def test_a_heavy_batch_handed_over_at_memory_speed_is_named_host_to_device():
     evidence = {e.metric: e.value for e in top.evidence}
     assert evidence["input time per byte copied"] == pytest.approx(4e6 / 40e6)
     assert evidence["exclusive h2d + hand-over (input) share of step time"] == pytest.approx(50.0)
-    assert top.predicted_speedup.kind == "ceiling" and top.predicted_speedup.value == pytest.approx(2.0)
+    assert top.predicted_speedup.kind == "ceiling" and top.predicted_speedup.value == pytest.approx(
+        2.0
+    )
     # Forecast for uint8: 5 ms of hand-over shrink 4x -> 10 / (10 - 0.75 x 5).
-    assert top.forecast.kind == "forecast" and top.forecast.value == pytest.approx(10 / (10 - 0.75 * 5))
+    assert top.forecast.kind == "forecast" and top.forecast.value == pytest.approx(
+        10 / (10 - 0.75 * 5)
+    )
     assert all(text.startswith("Each step moves 40 MB") for text in top.fix.values())
 
 

@@ -1,9 +1,11 @@
-"""SD101 or SD102: the input's cost per byte copied decides, on hand-built traces shaped as the zoo's H200 runs.
+"""SD101 or SD102: the input's cost per byte copied decides, on hand-built traces shaped as the
+zoo's H200 runs.
 
-The shapes follow bench/results/gpu_h200/accuracy (Keras 3 on JAX, one H200): host_to_device.py's float32
-batches (256 x 128 x 128 x 3 float32, 50 MB a step) took 18.6 of 21.2 ms per step in the host's hand-over
-(the `scaldiag_input` annotation around Keras' batch slicing and device_put); input_python.py's batches
-(128 x 32 x 32 x 3 float32, 1.6 MB) are blurred in NumPy, about 16 ns per byte.
+The shapes follow bench/results/gpu_h200/accuracy (Keras 3 on JAX, one H200): host_to_device.py's
+float32 batches (256 x 128 x 128 x 3 float32, 50 MB a step) took 18.6 of 21.2 ms per step in the
+host's hand-over (the `scaldiag_input` annotation around Keras' batch slicing and device_put);
+input_python.py's batches (128 x 32 x 32 x 3 float32, 1.6 MB) are blurred in NumPy, about 16 ns per
+byte.
 """
 
 import pytest
@@ -16,7 +18,9 @@ from scaldiag.rules import run_rules
 US = 1000  # ns
 
 
-def zoo_trace(tmp_path, step_us: int, input_us: int, copy_bytes: int, copy_us: int, compute_us: int, steps=6):
+def zoo_trace(
+    tmp_path, step_us: int, input_us: int, copy_bytes: int, copy_us: int, compute_us: int, steps=6
+):
     """Marked steps: the host hands over a batch (input), the copy follows, then a short kernel."""
     space = new_space()
     gpu = PlaneBuilder(space, "/device:GPU:0")
@@ -28,32 +32,57 @@ def zoo_trace(tmp_path, step_us: int, input_us: int, copy_bytes: int, copy_us: i
         jitter = (i % 3) * 20 * US  # steps differ a little, as measured ones do
         host.event(main, "train", t, step_us * US - 5 * US, step_num=i, _r=1)
         host.event(main, "scaldiag_input", t + 10 * US, input_us * US + jitter)
-        gpu.event(copies, "MemcpyH2D", t + (10 + input_us - copy_us) * US + jitter, copy_us * US,
-                  memcpy_details=f"kind_src:pinned kind_dst:device size:{copy_bytes} dest:0 async:1")
+        gpu.event(
+            copies,
+            "MemcpyH2D",
+            t + (10 + input_us - copy_us) * US + jitter,
+            copy_us * US,
+            memcpy_details=f"kind_src:pinned kind_dst:device size:{copy_bytes} dest:0 async:1",
+        )
         gpu.event(kernels, "loop_fusion", t + (20 + input_us) * US + jitter, compute_us * US)
     return analyze_trace(read_trace([write(space, tmp_path / "t.xplane.pb")]))
 
 
 def test_float32_pixels_handed_over_at_memory_speed_are_named_host_to_device(tmp_path):
     batch_bytes = 256 * 128 * 128 * 3 * 4
-    analysis = zoo_trace(tmp_path, step_us=21_200, input_us=18_600, copy_bytes=batch_bytes, copy_us=2_500,
-                         compute_us=300)
+    analysis = zoo_trace(
+        tmp_path,
+        step_us=21_200,
+        input_us=18_600,
+        copy_bytes=batch_bytes,
+        copy_us=2_500,
+        compute_us=300,
+    )
     found = run_rules(analysis)
     assert found[0].id == "SD102" and found[0].category == "h2d"
     assert "SD101" not in [f.id for f in found]
     evidence = {e.metric: e.value for e in found[0].evidence}
     (gpu,) = analysis.units
-    # The cost per byte is the input's exclusive time over the bytes copied, as the trace gives them.
-    assert evidence["input time per byte copied"] == round(gpu.categories["input"].exclusive_ms * 1e6 / batch_bytes, 3)
+    # The cost per byte is the input's exclusive time over the bytes copied, as the trace gives
+    # them.
+    assert evidence["input time per byte copied"] == round(
+        gpu.categories["input"].exclusive_ms * 1e6 / batch_bytes, 3
+    )
     assert evidence["input time per byte copied"] < 0.4
     assert evidence["H2D bytes per step"] == batch_bytes
-    assert found[0].forecast.kind == "forecast" and 1.0 < found[0].forecast.value < found[0].predicted_speedup.value
+    assert (
+        found[0].forecast.kind == "forecast"
+        and 1.0 < found[0].forecast.value < found[0].predicted_speedup.value
+    )
 
 
 def test_python_augmentation_of_a_light_batch_stays_input(tmp_path):
     batch_bytes = 128 * 32 * 32 * 3 * 4
-    found = run_rules(zoo_trace(tmp_path, step_us=28_000, input_us=25_800, copy_bytes=batch_bytes, copy_us=150,
-                                compute_us=400))
+    found = run_rules(
+        zoo_trace(
+            tmp_path,
+            step_us=28_000,
+            input_us=25_800,
+            copy_bytes=batch_bytes,
+            copy_us=150,
+            compute_us=400,
+        )
+    )
     assert found[0].id == "SD101" and found[0].category == "input"
     assert found[0].forecast is None  # a ceiling: how much faster workers make it is not modelled
 
@@ -61,13 +90,23 @@ def test_python_augmentation_of_a_light_batch_stays_input(tmp_path):
 def test_a_heavy_batch_that_is_computed_on_stays_input(tmp_path):
     # 50 MB a step, but 250 ms of input: 5 ns a byte, decoding or augmenting, not moving.
     batch_bytes = 256 * 128 * 128 * 3 * 4
-    found = run_rules(zoo_trace(tmp_path, step_us=260_000, input_us=250_000, copy_bytes=batch_bytes,
-                                copy_us=2_500, compute_us=300, steps=4))
+    found = run_rules(
+        zoo_trace(
+            tmp_path,
+            step_us=260_000,
+            input_us=250_000,
+            copy_bytes=batch_bytes,
+            copy_us=2_500,
+            compute_us=300,
+            steps=4,
+        )
+    )
     assert found[0].id == "SD101"
     assert all("uint8" in text for text in found[0].fix.values())  # still: fewer bytes help
 
 
-# --- the real H200 runs of the zoo (bench/results/gpu_h200/accuracy/accuracy.md, run 5, round 0) -------
+# --- the real H200 runs of the zoo (bench/results/gpu_h200/accuracy/accuracy.md, run 5, round 0)
+# -------
 PLANTED = "fixtures/gpu/h200_zoo_run5_planted_runs.tgz"
 
 
@@ -89,9 +128,9 @@ def test_the_real_float32_hand_over_on_an_h200_is_named_host_to_device(tmp_path)
     top = report.trace_report.findings[0]
     assert top.id == "SD102" and "SD101" not in [f.id for f in report.trace_report.findings]
     evidence = {e.metric: e.value for e in top.evidence}
-    # 256 x 128 x 128 x 3 float32 images a batch (and 256 int32 labels). The trace's 5 steps hold 4 image
-    # copies: Keras on JAX copies a batch ahead, and the first window's was copied before the profiler
-    # started, so bytes per step leave the first window out.
+    # 256 x 128 x 128 x 3 float32 images a batch (and 256 int32 labels). The trace's 5 steps hold 4
+    # image copies: Keras on JAX copies a batch ahead, and the first window's was copied before the
+    # profiler started, so bytes per step leave the first window out.
     assert evidence["H2D bytes per step"] == 256 * 128 * 128 * 3 * 4 + 256 * 4
     assert evidence["input time per byte copied"] < 1.0
 
@@ -107,8 +146,12 @@ def test_the_first_traced_step_that_lost_its_copy_to_the_profilers_start_is_left
     starts = np.concatenate([line.start_ns for line in copies])
     details = [d for line in copies for d in line.stat("memcpy_details")]
     (host,) = trace.host_planes
-    marks = [(s, e) for line in host.lines for s, e, n in zip(line.start_ns, line.end_ns, line.name_id)
-             if host.event_names[n] == "train"]
+    marks = [
+        (s, e)
+        for line in host.lines
+        for s, e, n in zip(line.start_ns, line.end_ns, line.name_id)
+        if host.event_names[n] == "train"
+    ]
     ws = np.array(sorted(s for s, _ in marks))
     we = np.append(ws[1:], max(e for _, e in marks))
     totals = copies_per_step(starts, details, "h2d", ws, we)
@@ -119,12 +162,19 @@ def test_the_first_traced_step_that_lost_its_copy_to_the_profilers_start_is_left
     assert totals.largest_bytes == image and per_step(totals.large_bytes_per_step) == image
 
 
-# --- SD102's forecast: fewer bytes, and fresh pages over glibc's 32 MiB mmap ceiling --------------------
+# --- SD102's forecast: fewer bytes, and fresh pages over glibc's 32 MiB mmap ceiling
+# --------------------
 def _forecast(tmp_path, batch_bytes: int):
     from scaldiag.analyze.forecast import fewer_bytes
 
-    analysis = zoo_trace(tmp_path, step_us=21_200, input_us=18_600, copy_bytes=batch_bytes, copy_us=2_500,
-                         compute_us=300)
+    analysis = zoo_trace(
+        tmp_path,
+        step_us=21_200,
+        input_us=18_600,
+        copy_bytes=batch_bytes,
+        copy_us=2_500,
+        compute_us=300,
+    )
     (gpu,) = analysis.units
     return gpu, fewer_bytes(gpu, 4)
 
@@ -165,8 +215,11 @@ def test_the_uint8_forecast_on_the_real_h200_run_against_its_twins(tmp_path):
     report = diagnose_run(planted_run(tmp_path, "host_to_device"))
     top = report.trace_report.findings[0]
     assert top.forecast.kind == "forecast" and "fresh pages" in top.forecast.arithmetic
-    (case,) = [c for c in json.loads((ROOT / "fixtures/gpu/h200_zoo_run5_keras.json").read_text())
-               if c["case"] == "host_to_device"]
+    (case,) = [
+        c
+        for c in json.loads((ROOT / "fixtures/gpu/h200_zoo_run5_keras.json").read_text())
+        if c["case"] == "host_to_device"
+    ]
     twins = sorted(r["measured"] for r in case["rounds"])
     assert abs(top.forecast.value / twins[len(twins) // 2] - 1) < 0.15
 
@@ -178,7 +231,8 @@ def test_the_real_python_augmentation_on_an_h200_stays_input(tmp_path):
     assert report.trace_report.findings[0].id == "SD101"
 
 
-# --- run 6 (bench/results/gpu_h200/accuracy/accuracy.md#accuracy_run6md): the planted run, its uint8 twin ---
+# --- run 6 (bench/results/gpu_h200/accuracy/accuracy.md#accuracy_run6md): the planted run, its
+# uint8 twin ---
 RUN6 = "fixtures/gpu/h200_zoo_run6_planted_runs.tgz"
 
 
@@ -201,14 +255,16 @@ def _as_traced(run_dir):
 
 
 def test_the_twins_own_trace_shows_the_hand_over_the_model_forecast(tmp_path):
-    """What goes away with uint8, read from the twin's trace: the hand-over shrank by more than the bytes, by
+    """What goes away with uint8, read from the twin's trace: the hand-over shrank by more than the
+    bytes, by
     about the fresh pages of the 48 MiB float32 array (the 12 MiB uint8 one reuses freed memory)."""
     from scaldiag.analyze.forecast import fewer_bytes, unit_handover
     from scaldiag.analyze.transfers import MMAP_THRESHOLD_MAX_BYTES
 
-    # The traces as traced: these runs were recorded before compile evidence, so their steady steps now hold
-    # the first epoch's end (Keras on JAX compiles the metrics' read-out there) and the twin's inflation is
-    # not measurable; the hand-over model is about the trace's own copies, compared like with like.
+    # The traces as traced: these runs were recorded before compile evidence, so their steady steps
+    # now hold the first epoch's end (Keras on JAX compiles the metrics' read-out there) and the
+    # twin's inflation is not measurable; the hand-over model is about the trace's own copies,
+    # compared like with like.
     (planted,) = _as_traced(run6(tmp_path / "p", "host_to_device_planted_r0")).units
     (twin,) = _as_traced(run6(tmp_path / "t", "host_to_device_twin_r0")).units
     f = fewer_bytes(planted, 4)
@@ -222,7 +278,8 @@ def test_the_twins_own_trace_shows_the_hand_over_the_model_forecast(tmp_path):
 
 
 def test_the_fresh_page_cost_measured_on_the_runs_host_feeds_the_uint8_forecast(tmp_path):
-    """A profiled run carries its host's fresh-page cost (collect/host_costs.py, in run.json); SD102's forecast
+    """A profiled run carries its host's fresh-page cost (collect/host_costs.py, in run.json);
+    SD102's forecast
     takes it, and says so, where a trace alone takes the development machine's constant."""
     import json
 
@@ -230,21 +287,28 @@ def test_the_fresh_page_cost_measured_on_the_runs_host_feeds_the_uint8_forecast(
     from scaldiag.pipeline import diagnose_run
 
     run_dir = run6(tmp_path, "host_to_device_planted_r0")
-    by_constant = next(f for f in diagnose_run(run_dir).trace_report.findings if f.id == "SD102").forecast
+    by_constant = next(
+        f for f in diagnose_run(run_dir).trace_report.findings if f.id == "SD102"
+    ).forecast
     run = json.loads((run_dir / "run.json").read_text())
     assert "fresh_page_ns_per_byte" not in run  # recorded before the probe existed
     assert f"({FRESH_PAGE_NS_PER_BYTE:g} ns/byte, a development machine's" in by_constant.arithmetic
     for measured in (0.02, 0.3):
         (run_dir / "run.json").write_text(json.dumps({**run, "fresh_page_ns_per_byte": measured}))
-        forecast = next(f for f in diagnose_run(run_dir).trace_report.findings if f.id == "SD102").forecast
+        forecast = next(
+            f for f in diagnose_run(run_dir).trace_report.findings if f.id == "SD102"
+        ).forecast
         assert f"({measured:g} ns/byte, measured on this run's host)" in forecast.arithmetic
         # Dearer fresh pages: more of the hand-over goes away with the fix, so a larger speedup.
         assert (forecast.value > by_constant.value) == (measured > FRESH_PAGE_NS_PER_BYTE)
 
 
 def test_the_fresh_page_probe_measures_this_host():
-    """The probe itself, on this machine: a real, small, non-negative cost per byte (bench/host_costs/run.py
-    compares it with bench/accuracy/fresh_pages.py's batch slices: medians 0.074 and 0.079 ns/byte here)."""
+    """The probe itself, on this machine: a real, small, non-negative cost per byte
+    (bench/host_costs/run.py
+    compares it with bench/accuracy/fresh_pages.py's batch slices: medians 0.074 and 0.079 ns/byte
+    here).
+    """
     from scaldiag.collect import host_costs
 
     value = host_costs.fresh_page_ns_per_byte(size=16 << 20, rounds=3)

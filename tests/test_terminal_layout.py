@@ -4,7 +4,17 @@ import io
 
 from rich.console import Console
 
-from scaldiag.render.terminal.common import Keep, add_row, code_lines, fix_block, own, pack, say, table, tokens
+from scaldiag.render.terminal.common import (
+    Keep,
+    add_row,
+    code_lines,
+    fix_block,
+    own,
+    pack,
+    say,
+    table,
+    tokens,
+)
 
 
 def printed(width: int, draw) -> list[str]:
@@ -14,19 +24,28 @@ def printed(width: int, draw) -> list[str]:
 
 
 def test_a_kept_token_moves_whole_to_the_next_line():
-    lines = printed(24, lambda c: say(c, "framework: PyTorch;", Keep("replicas: 1;"), Keep("global batch: 32")))
+    lines = printed(
+        24, lambda c: say(c, "framework: PyTorch;", Keep("replicas: 1;"), Keep("global batch: 32"))
+    )
     assert lines == ["framework: PyTorch;", "replicas: 1;", "global batch: 32"]
 
 
 def test_a_number_stays_with_its_unit_and_a_call_with_its_arguments():
-    words = [k.text for k in tokens(["waits 115.54 ms of 1047.69 ms; use torch.optim.AdamW(..., fused=True) now"])]
+    words = [
+        k.text
+        for k in tokens(
+            ["waits 115.54 ms of 1047.69 ms; use torch.optim.AdamW(..., fused=True) now"]
+        )
+    ]
     assert "115.54 ms" in words and "1047.69 ms;" in words
     assert "torch.optim.AdamW(..., fused=True)" in words
 
 
 def test_a_word_wider_than_the_line_is_alone_and_whole():
     path = "/very/long/" + "d" * 100 + "/vm.xplane.pb"
-    lines = [("".join(k.text for k in line)) for line in pack(tokens(["trace:", Keep(path), "end"]), 40)]
+    lines = [
+        "".join(k.text for k in line) for line in pack(tokens(["trace:", Keep(path), "end"]), 40)
+    ]
     assert lines == ["trace:", path, "end"]
 
 
@@ -36,9 +55,14 @@ def test_a_path_or_command_is_never_folded():
 
 
 def test_a_code_line_stays_one_line_its_comment_moves_above():
-    line = "  model = torch.compile(model, mode='reduce-overhead')   # and replays the step as CUDA graphs"
-    assert code_lines(line, 80) == ["    # and replays the step as CUDA graphs",
-                                    "    model = torch.compile(model, mode='reduce-overhead')"]
+    line = (
+        "  model = torch.compile(model, mode='reduce-overhead')   # and replays the step as CUDA"
+        " graphs"
+    )
+    assert code_lines(line, 80) == [
+        "    # and replays the step as CUDA graphs",
+        "    model = torch.compile(model, mode='reduce-overhead')",
+    ]
     assert code_lines("  x = f(y)   # short", 80) == ["    x = f(y)   # short"]
 
 
@@ -56,6 +80,7 @@ def test_a_table_cell_never_parts_a_number_from_its_unit():
         t.add_column("other")
         add_row(t, "16.25 KiB in 2.0 copies (pinned 16.25 KiB)", "y" * 40)
         c.print(t)
+
     flat = " ".join(printed(60, draw)).replace("\u00a0", " ")
     assert "16.25 KiB" in flat and "2.0 copies" in flat
 
@@ -72,7 +97,8 @@ def test_a_fix_shown_twice_is_named_the_second_time():
 
 
 def test_an_input_ceiling_under_one_is_no_speedup(tmp_path):
-    """A real CPU run whose input alone is made slower than what training consumed (its record edited):
+    """A real CPU run whose input alone is made slower than what training consumed (its record
+    edited):
     the run report says no speed-up, never "at most 0.98x"."""
     import json
     import shutil
@@ -90,4 +116,6 @@ def test_an_input_ceiling_under_one_is_no_speedup(tmp_path):
     (run / "training.json").write_text(json.dumps(training))
     lines = printed(200, lambda c: terminal.render(diagnose(run), c))
     (line,) = [line for line in lines if line.startswith("input ceiling:")]
-    assert line.endswith("throughput more devices can reach: no speed-up (its ceiling, 0.98x, is under 1x)")
+    assert line.endswith(
+        "throughput more devices can reach: no speed-up (its ceiling, 0.98x, is under 1x)"
+    )

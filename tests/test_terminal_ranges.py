@@ -31,7 +31,10 @@ def test_ceiling_under_one_is_never_a_speedup():
 
 
 def test_forecast_under_one_is_a_slowdown():
-    assert ranges.speedup(0.9, 0.85, 0.95, kind="forecast") == "0.90x (a slow-down) (95% range 0.85x-0.95x)"
+    assert (
+        ranges.speedup(0.9, 0.85, 0.95, kind="forecast")
+        == "0.90x (a slow-down) (95% range 0.85x-0.95x)"
+    )
 
 
 def test_speedup_of_a_rules_speedup():
@@ -43,7 +46,9 @@ def test_speedup_of_a_rules_speedup():
 def test_figure_with_its_spread():
     assert ranges.spread(12.3456, 0.21, "ms") == "12.346 ±0.210 ms"
     assert ranges.spread(12.3456, None, "ms") == "12.346 ms (spread unknown)"
-    assert ranges.spread(1234.0, math.inf, "samples/s", digits=0) == "1,234 samples/s (spread unknown)"
+    assert (
+        ranges.spread(1234.0, math.inf, "samples/s", digits=0) == "1,234 samples/s (spread unknown)"
+    )
 
 
 def test_interval_of_a_figure():

@@ -1,6 +1,8 @@
-"""``scaldiag profile`` on plain PyTorch scripts (torch for the CPU), as a subprocess; the scaldiag.torch API.
+"""``scaldiag profile`` on plain PyTorch scripts (torch for the CPU), as a subprocess; the
+scaldiag.torch API.
 
-Skipped where torch is not installed (``make test`` installs the CPU build: pyproject's ``torch`` extra).
+Skipped where torch is not installed (``make test`` installs the CPU build: pyproject's ``torch``
+extra).
 """
 
 import json
@@ -44,9 +46,26 @@ def profile(tmp_path, script_text, *args, extra=()):
     script.write_text(script_text)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "runs"
-    result = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "--out", str(out), *extra,
-                             "--json", str(tmp_path / "report.json"), str(script), "--", *args],
-                            capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scaldiag",
+            "profile",
+            "--out",
+            str(out),
+            *extra,
+            "--json",
+            str(tmp_path / "report.json"),
+            str(script),
+            "--",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = list(out.iterdir())
     return run_dir, result
@@ -56,18 +75,32 @@ def test_profile_plain_pytorch_script(tmp_path):
     run_dir, result = profile(tmp_path, TRAIN, "14")
     assert "optimizer steps 14" in result.stdout
     record = read_record(run_dir)
-    assert [s["step"] for s in record.steps] == list(range(14))  # one per optimizer.step(); the open one dropped
+    assert [s["step"] for s in record.steps] == list(
+        range(14)
+    )  # one per optimizer.step(); the open one dropped
     assert [s["traced"] for s in record.steps] == [False] * 3 + [True] * 5 + [False] * 6
     training = record.training
     assert training["framework"]["name"] == training["framework"]["backend"] == "pytorch"
     assert training["framework"]["versions"]["torch"] == torch.__version__
-    assert (training["global_batch"], training["per_replica_batch"], training["replicas"]) == (24, 24, 1)
+    assert (training["global_batch"], training["per_replica_batch"], training["replicas"]) == (
+        24,
+        24,
+        1,
+    )
     assert training["parameter_bytes"] == 4 * (16 * 32 + 32 + 32 * 4 + 4)
     marks = [m["mark"] for m in record.marks]
-    assert marks[:2] == ["script_begin", "fit_begin"] and marks[-1] == "script_end" and "fit_end" in marks
+    assert (
+        marks[:2] == ["script_begin", "fit_begin"]
+        and marks[-1] == "script_end"
+        and "fit_end" in marks
+    )
     trace = run_dir / "trace" / "plugins" / "profile" / "torch" / "rank0.pt.trace.json"
     events = json.loads(trace.read_text())["traceEvents"]
-    markers = sorted(int(e["name"].split("#")[1]) for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    markers = sorted(
+        int(e["name"].split("#")[1])
+        for e in events
+        if e.get("name", "").startswith("ProfilerStep#")
+    )
     assert markers == [3, 4, 5, 6, 7]
     assert any(e.get("name") == "scaldiag_input" for e in events)
     report = diagnose_run(run_dir)
@@ -113,23 +146,39 @@ def test_torch_api_for_custom_loops(tmp_path):
     from scaldiag.torch import capture
 
     model = torch.nn.Linear(4, 1)
-    with capture(run_dir=tmp_path / "run", per_replica_batch=8, warmup_steps=1, trace_steps=2, sample=False) as run:
+    with capture(
+        run_dir=tmp_path / "run", per_replica_batch=8, warmup_steps=1, trace_steps=2, sample=False
+    ) as run:
         for _ in range(5):
             with run.step():
                 model(torch.randn(8, 4)).sum().backward()
     record = read_record(tmp_path / "run")
     assert len(record.steps) == 5 and record.run["status"] == "finished"
-    assert record.training["framework"]["backend"] == "pytorch" and record.training["global_batch"] == 8
-    assert (tmp_path / "run" / "trace" / "plugins" / "profile" / "torch" / "rank0.pt.trace.json").exists()
+    assert (
+        record.training["framework"]["backend"] == "pytorch"
+        and record.training["global_batch"] == 8
+    )
+    assert (
+        tmp_path / "run" / "trace" / "plugins" / "profile" / "torch" / "rank0.pt.trace.json"
+    ).exists()
 
 
 def test_the_window_asks_kineto_to_tear_cupti_down_where_that_is_safe():
-    """Kineto keeps CUPTI after a trace unless TEARDOWN_CUPTI=1, and the steps after it run ~17% slower
-    (bench/results/gpu_h200/torch/torch.md#profiler_aftermathmd); the user's setting and old CUDA are left alone."""
+    """Kineto keeps CUPTI after a trace unless TEARDOWN_CUPTI=1, and the steps after it run ~17%
+    slower
+    (bench/results/gpu_h200/torch/torch.md#profiler_aftermathmd); the user's setting and old CUDA
+    are left alone.
+    """
     from scaldiag.collect.frameworks.torch_trace import TEARDOWN_ENV, teardown_cupti_at_stop
 
-    for cuda, before, after in (("13.0", {}, "1"), ("12.6", {}, "1"), ("12.4", {}, None), (None, {}, None),
-                                ("12.8", {TEARDOWN_ENV: "0"}, "0"), ("weird", {}, None)):
+    for cuda, before, after in (
+        ("13.0", {}, "1"),
+        ("12.6", {}, "1"),
+        ("12.4", {}, None),
+        (None, {}, None),
+        ("12.8", {TEARDOWN_ENV: "0"}, "0"),
+        ("weird", {}, None),
+    ):
         environ = dict(before)
         teardown_cupti_at_stop(cuda, environ)
         assert environ.get(TEARDOWN_ENV) == after, (cuda, before)
@@ -156,23 +205,28 @@ HOOKS_AND_A_FULL_DISK = textwrap.dedent("""
         if step == 1:
             print("pre hooks after", len(ours()))
     print("trained", step + 1, "failed", CAPTURE.failed)
-""")
+""")  # noqa: E501
 
 
-def test_the_step_hooks_cost_one_call_a_step_and_a_failing_write_stops_capture_not_training(tmp_path):
+def test_the_step_hooks_cost_one_call_a_step_and_a_failing_write_stops_capture_not_training(
+    tmp_path,
+):
     # The optimizer pre-step hook starts the capture and leaves after the first step; the post-step
     # hook calls the recorder, whose failures disable capture and reach the user as one line.
     run_dir, result = profile(tmp_path, HOOKS_AND_A_FULL_DISK)
     assert "pre hooks before 1" in result.stdout and "pre hooks after 0" in result.stdout
     assert "trained 12 failed step begin: OSError" in result.stdout
-    assert "capture disabled, training continues" in result.stderr and "No space left" in result.stderr
+    assert (
+        "capture disabled, training continues" in result.stderr and "No space left" in result.stderr
+    )
     assert "No space left" in json.loads((run_dir / "training.json").read_text())["capture_error"]
 
 
 def test_a_symbolic_first_call_leaves_the_batch_unknown_and_raises_nothing():
-    """Keras on torch builds a model by calling its layers on a symbolic input of batch None (the demo
-    custom torch workflow crashed at `keras.Sequential` under scaldiag profile): the batch comes from the
-    first real call instead."""
+    """Keras on torch builds a model by calling its layers on a symbolic input of batch None (the
+    demo
+    custom torch workflow crashed at `keras.Sequential` under scaldiag profile): the batch comes
+    from the first real call instead."""
     import torch as real_torch
 
     from scaldiag.collect.frameworks.torch_capture import TorchCapture

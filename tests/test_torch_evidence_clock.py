@@ -1,9 +1,10 @@
-"""The device clock's event pool and reader (torch_device_clock.DeviceClock), with a fake CUDA stream.
+"""The device clock's event pool and reader (torch_device_clock.DeviceClock), with a fake CUDA
+stream.
 
-The real events need a GPU (bench/gpu/check_torch_device_clock.py runs them there); the pool's logic is
-the same for any event with ``record``, ``query``, ``elapsed_time`` and ``synchronize``. The fake device
-below runs the work queued on its stream in order: an event completes once the device has passed the
-point where it was recorded.
+The real events need a GPU (bench/gpu/check_torch_device_clock.py runs them there); the pool's logic
+is the same for any event with ``record``, ``query``, ``elapsed_time`` and ``synchronize``. The fake
+device below runs the work queued on its stream in order: an event completes once the device has
+passed the point where it was recorded.
 """
 
 import json
@@ -15,7 +16,8 @@ from scaldiag.record.rundir import DEVICE_STEPS, JsonlWriter
 
 
 class FakeStream:
-    """The device's timeline: work queued (``queued_ms``) and how far the device has got (``done_ms``)."""
+    """The device's timeline: work queued (``queued_ms``) and how far the device has got
+    (``done_ms``)."""
 
     def __init__(self):
         self.queued_ms = 0.0
@@ -75,10 +77,14 @@ def test_each_step_is_the_device_time_between_its_boundaries_read_only_once_pass
     clock, stream = make_clock(rows, first_step=1, pool=8, read_every=4)
     work = [2.0, 3.0, 5.0, 7.0, 11.0, 13.0]  # step 1 + i queues work[i]
     for ms in work:
-        clock.tick()          # the boundary that begins the step
+        clock.tick()  # the boundary that begins the step
         stream.run(ms)
-    assert rows == [] and stream.done_ms == 0  # nothing passed yet: nothing read, nothing waited for
-    stream.done_ms = 2.0 + 3.0 + 5.0  # the device has passed the boundaries of steps 1-4: steps 1-3 are readable
+    assert (
+        rows == [] and stream.done_ms == 0
+    )  # nothing passed yet: nothing read, nothing waited for
+    stream.done_ms = (
+        2.0 + 3.0 + 5.0
+    )  # the device has passed the boundaries of steps 1-4: steps 1-3 are readable
     clock.read()
     assert rows == [{"step": 1, "device_ms": [2.0, 3.0, 5.0]}]
     clock.read()
@@ -96,10 +102,14 @@ def test_the_pool_is_reused_when_the_device_keeps_up():
     for step in range(1000):
         clock.tick()
         stream.run(1.0 + step % 3)
-        stream.done_ms = max(0.0, stream.queued_ms - 2.5)  # the device one or two steps behind the host
+        stream.done_ms = max(
+            0.0, stream.queued_ms - 2.5
+        )  # the device one or two steps behind the host
     clock.finish()
     assert FakeEvent.made == 8  # no event made after the start
-    assert device_times(rows) == {step: 1.0 + step % 3 for step in range(999)}  # the last boundary ends 998
+    assert device_times(rows) == {
+        step: 1.0 + step % 3 for step in range(999)
+    }  # the last boundary ends 998
     assert len(rows) >= 1000 // 4 - 1  # read as training went, a row every 4 boundaries
     assert stream.elapsed_calls == 999  # never asked before the device had passed both boundaries
 
@@ -127,7 +137,9 @@ def test_rows_are_the_contracts_lines(tmp_path):
     """device_steps.jsonl as the capture writes it (JsonlWriter, one line a read)."""
     writer = JsonlWriter(tmp_path / DEVICE_STEPS)
     stream = FakeStream()
-    clock = DeviceClock(lambda: FakeEvent(stream), lambda: stream, writer.write, 1, pool=4, read_every=2)
+    clock = DeviceClock(
+        lambda: FakeEvent(stream), lambda: stream, writer.write, 1, pool=4, read_every=2
+    )
     for ms in (1.5, 2.5, 4.0):
         clock.tick()
         stream.run(ms)
@@ -138,7 +150,7 @@ def test_rows_are_the_contracts_lines(tmp_path):
     assert [json.loads(line) for line in lines] == [{"step": 1, "device_ms": [1.5, 2.5, 4.0]}]
 
 
-def test_a_boundary_on_another_stream_that_completes_late_holds_the_read_back_without_losing_steps():
+def test_a_boundary_on_another_stream_that_completes_late_holds_the_read_back_without_losing_steps():  # noqa: E501
     rows = []
     clock, stream = make_clock(rows, first_step=0, pool=8, read_every=8)
     events = []
@@ -147,7 +159,7 @@ def test_a_boundary_on_another_stream_that_completes_late_holds_the_read_back_wi
         clock.tick()
         stream.run(1.0)
     stream.done_ms = 5.0  # the device has passed every boundary ...
-    events[2].at = 99.0   # ... but the one that begins step 2 was on a stream still busy
+    events[2].at = 99.0  # ... but the one that begins step 2 was on a stream still busy
     clock.read()
     assert rows == [{"step": 0, "device_ms": [1.0]}]  # step 1 ends at that boundary: it waits too
     events[2].at = 2.0

@@ -1,4 +1,5 @@
-"""Evaluation inside a PyTorch loop, from the model's own mode switches: not a slow step, validation."""
+"""Evaluation inside a PyTorch loop, from the model's own mode switches: not a slow step,
+validation."""
 
 import os
 import subprocess
@@ -19,8 +20,8 @@ pytestmark = pytest.mark.slow  # a real PyTorch training under `scaldiag profile
 ROOT = Path(__file__).resolve().parent.parent
 
 # A hand-written loop with no DataLoader (no epoch marks): after each "epoch" of 20 steps, 0.3 s of
-# evaluation between model.eval() and model.train(); a second model (an EMA copy, its own eval/train)
-# holds none of the optimizer's parameters and marks nothing.
+# evaluation between model.eval() and model.train(); a second model (an EMA copy, its own
+# eval/train) holds none of the optimizer's parameters and marks nothing.
 LOOP = textwrap.dedent("""
     import copy, time
     import torch, torch.nn as nn
@@ -48,8 +49,23 @@ def test_evaluation_between_steps_is_validation_not_a_step(tmp_path):
     script = tmp_path / "loop.py"
     script.write_text(LOOP)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-m", "scaldiag", "profile", "--out", str(tmp_path / "runs"),
-                             "--global-batch", "32", str(script)], capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scaldiag",
+            "profile",
+            "--out",
+            str(tmp_path / "runs"),
+            "--global-batch",
+            "32",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = list((tmp_path / "runs").iterdir())
     marks = [m["mark"] for m in read_record(run_dir).marks if m["mark"].startswith("test_")]
@@ -62,10 +78,23 @@ def test_evaluation_between_steps_is_validation_not_a_step(tmp_path):
     # No steady step holds an evaluation: its 0.3 s is validation's, not spread over the steps.
     record = read_record(run_dir)
     marks = record.marks
-    evaluations = [(b["t_ns"], e["t_ns"]) for b, e in zip([m for m in marks if m["mark"] == "test_begin"],
-                                                          [m for m in marks if m["mark"] == "test_end"])]
-    steady = [p for p in runsteps.periods(record.steps, record.training, record.marks) if p.kind == runsteps.STEADY]
+    evaluations = [
+        (b["t_ns"], e["t_ns"])
+        for b, e in zip(
+            [m for m in marks if m["mark"] == "test_begin"],
+            [m for m in marks if m["mark"] == "test_end"],
+        )
+    ]
+    steady = [
+        p
+        for p in runsteps.periods(record.steps, record.training, record.marks)
+        if p.kind == runsteps.STEADY
+    ]
     assert steady and len(evaluations) >= 3
-    assert not [(p, e) for p in steady for e in evaluations if p.begin_ns < e[1] and e[0] < p.end_ns]
+    assert not [
+        (p, e) for p in steady for e in evaluations if p.begin_ns < e[1] and e[0] < p.end_ns
+    ]
     parts = {p.part: p.seconds for p in analysis.accounting.parts}
-    assert parts["validation"] >= 0.85  # three evaluations of 0.3 s inside training (the fourth after it)
+    assert (
+        parts["validation"] >= 0.85
+    )  # three evaluations of 0.3 s inside training (the fourth after it)

@@ -1,4 +1,5 @@
-"""A trace alone: the tracer's own cost, estimated, keeps SD105 from calling a healthy trace host-bound."""
+"""A trace alone: the tracer's own cost, estimated, keeps SD105 from calling a healthy trace
+host-bound."""
 
 import pytest
 from conftest import FIXTURES
@@ -11,7 +12,10 @@ from scaldiag.rules.report import build_report
 
 DEVSET = FIXTURES / "x2_devset"
 # The scripts' own stopwatch on the two-GPU machine (fixtures/x2_devset/README.md).
-UNTRACED_MS = {"keras_jax_mlp_sync_1gpu_plain": 32 / 29_774 * 1e3, "keras_jax_mlp_sync_2gpu": 64 / 48_155 * 1e3}
+UNTRACED_MS = {
+    "keras_jax_mlp_sync_1gpu_plain": 32 / 29_774 * 1e3,
+    "keras_jax_mlp_sync_2gpu": 64 / 48_155 * 1e3,
+}
 
 
 @pytest.mark.parametrize("name", sorted(UNTRACED_MS))
@@ -26,7 +30,8 @@ def test_the_cost_per_event_bounds_what_tracing_added(name):
 
 
 def test_a_healthy_two_gpu_trace_alone_is_not_called_host_bound_high():
-    """1.62x on 2 GPUs in truth; the trace's host overhead (52% of the traced step) is mostly the tracer."""
+    """1.62x on 2 GPUs in truth; the trace's host overhead (52% of the traced step) is mostly the
+    tracer."""
     run, trace = read_trace(DEVSET / "keras_jax_mlp_sync_2gpu.xplane.pb")
     analysis = analyze_trace(trace, run)
     assert analysis.profiler_inflation is None and analysis.tracer_ms_per_step > 1.0

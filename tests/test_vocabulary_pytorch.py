@@ -23,20 +23,45 @@ from rich.console import Console
 from scaldiag.pipeline import diagnose, diagnose_trace
 from scaldiag.render import terminal
 
-RUNS = {"gpu": Path("fixtures/kineto/h200_healthy_run"), "cpu": Path("tests/golden/runs/torch_cpu_input_bound")}
+RUNS = {
+    "gpu": Path("fixtures/kineto/h200_healthy_run"),
+    "cpu": Path("tests/golden/runs/torch_cpu_input_bound"),
+}
 TRACE = Path("fixtures/kineto/cpu_ddp_gloo")
 
 # Words of the other frameworks' vocabulary.
-FOREIGN = [r"\bfit\b", r"\bKeras\b", r"\bkeras\.", r"TensorFlow", r"\btf\.", r"\bXLA\b", r"jit_compile",
-           r"steps_per_execution", r"tf\.data", r"\bJAX\b", r"pytorch on pytorch"]
+FOREIGN = [
+    r"\bfit\b",
+    r"\bKeras\b",
+    r"\bkeras\.",
+    r"TensorFlow",
+    r"\btf\.",
+    r"\bXLA\b",
+    r"jit_compile",
+    r"steps_per_execution",
+    r"tf\.data",
+    r"\bJAX\b",
+    r"pytorch on pytorch",
+]
 # False of an eager run (nothing compiled), and of a CPU run (no device, no catch-up).
 # (A fix may still advise torch.compile: that is PyTorch's word for a change to make.)
 EAGER = [r"compilation and warm-up", r"compile or retrace", r"steady step\(s\) compiled"]
-CPU = [r"catch-up", r"asynchronous dispatch", r"CUDA stream", r"CUDA graph", r"onto the GPU", r"ahead of the device"]
+CPU = [
+    r"catch-up",
+    r"asynchronous dispatch",
+    r"CUDA stream",
+    r"CUDA graph",
+    r"onto the GPU",
+    r"ahead of the device",
+]
+
+
 def render(report, width: int, verbose: bool) -> str:
     out = io.StringIO()
     terminal.render(report, Console(file=out, width=width), all_fixes=verbose)
-    return " ".join(out.getvalue().split())  # one line: a phrase broken over two lines is still found
+    return " ".join(
+        out.getvalue().split()
+    )  # one line: a phrase broken over two lines is still found
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +71,12 @@ def outputs():
     try:
         reports = {name: diagnose(path) for name, path in RUNS.items()}
         reports["trace"] = diagnose_trace(TRACE)
-        return {(name, width, verbose): render(r, width, verbose) for name, r in reports.items()
-                for width in (80, 120) for verbose in (False, True)}
+        return {
+            (name, width, verbose): render(r, width, verbose)
+            for name, r in reports.items()
+            for width in (80, 120)
+            for verbose in (False, True)
+        }
     finally:
         os.chdir(cwd)
 
@@ -59,7 +88,9 @@ def test_a_pytorch_report_speaks_pytorch(outputs, run, width, verbose):
     text = outputs[(run, width, verbose)]
     for word in FOREIGN + EAGER + (CPU if run != "gpu" else []):
         found = re.search(word, text)
-        assert not found, f"{word!r} in: ...{text[max(0, found.start() - 120):found.end() + 120]}..."
+        assert not found, (
+            f"{word!r} in: ...{text[max(0, found.start() - 120) : found.end() + 120]}..."
+        )
 
 
 def test_the_runs_are_described_in_pytorchs_words(outputs):

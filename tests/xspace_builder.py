@@ -39,12 +39,19 @@ class PlaneBuilder:
                 stat.int64_value = value
 
     def line(self, name: str, timestamp_ns: int = 0):
-        return self.plane.lines.add(id=len(self.plane.lines) + 1, name=name, timestamp_ns=timestamp_ns)
+        return self.plane.lines.add(
+            id=len(self.plane.lines) + 1, name=name, timestamp_ns=timestamp_ns
+        )
 
-    def event(self, line, name: str, start_ns: int, dur_ns: int, interned: dict | None = None, **stats):
+    def event(
+        self, line, name: str, start_ns: int, dur_ns: int, interned: dict | None = None, **stats
+    ):
         """Add an event; ``stats`` are inline values, ``interned`` ones go through ref_value."""
-        event = line.events.add(metadata_id=self.event_id(name), offset_ps=(start_ns - line.timestamp_ns) * 1000,
-                                duration_ps=dur_ns * 1000)
+        event = line.events.add(
+            metadata_id=self.event_id(name),
+            offset_ps=(start_ns - line.timestamp_ns) * 1000,
+            duration_ps=dur_ns * 1000,
+        )
         self.add_stats(event, stats)
         for key, value in (interned or {}).items():
             event.stats.add(metadata_id=self.stat_id(key), ref_value=self.stat_id(value))

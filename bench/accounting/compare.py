@@ -26,24 +26,43 @@ def main() -> None:
     total = sum(p.seconds for p in acc.parts) if acc else float("nan")
     unit = a.trace.units[0] if a.trace and a.trace.units else None
     corrected = unit.step_time_ms.mean if unit else float("nan")
-    print(json.dumps({
-        "label": label, "scaldiag_samples_per_s": ours, "stopwatch_samples_per_s": watch["samples_per_s"],
-        "ratio": ratio, "steady": s.steady if s else None, "recorded": s.recorded if s else None,
-        "excluded": {k: len(v) for k, v in s.excluded.items()} if s else None,
-        "invariant_holds": bool(s and s.recorded == s.steady + sum(len(v) for v in s.excluded.values())),
-        "step_ms": s.step_time_ms.mean if s else None, "traced_step_ms": s.traced_step_ms if s else None,
-        "profiler_inflation": s.profiler_inflation if s else None,
-        "corrected_trace_step_ms": corrected,
-        "corrected_shares_pct": {c: round(t.exclusive_pct, 1) for c, t in unit.categories.items()} if unit else None,
-        "wall_s": acc.wall_s if acc else None, "parts_sum_s": total, "goodput": acc.goodput if acc else None,
-        "parts": parts, "global_batch": a.training.get("global_batch"), "batch_source": a.training.get("batch_source"),
-        "input_free_ms": a.input_cost.input_free_ms if a.input_cost else None,
-        "input_cost_ms": a.input_cost.cost_ms if a.input_cost else None,
-        "input_cost_pct": a.input_cost.share_pct if a.input_cost else None,
-        "input_cost_significant": a.input_cost.significant if a.input_cost else None,
-        "input_free_skipped": a.training.get("input_free_skipped"),
-        "stopwatch_step_ms": 1e3 * watch["batch"] / watch["samples_per_s"],
-    }))
+    print(
+        json.dumps(
+            {
+                "label": label,
+                "scaldiag_samples_per_s": ours,
+                "stopwatch_samples_per_s": watch["samples_per_s"],
+                "ratio": ratio,
+                "steady": s.steady if s else None,
+                "recorded": s.recorded if s else None,
+                "excluded": {k: len(v) for k, v in s.excluded.items()} if s else None,
+                "invariant_holds": bool(
+                    s and s.recorded == s.steady + sum(len(v) for v in s.excluded.values())
+                ),
+                "step_ms": s.step_time_ms.mean if s else None,
+                "traced_step_ms": s.traced_step_ms if s else None,
+                "profiler_inflation": s.profiler_inflation if s else None,
+                "corrected_trace_step_ms": corrected,
+                "corrected_shares_pct": (
+                    {c: round(t.exclusive_pct, 1) for c, t in unit.categories.items()}
+                    if unit
+                    else None
+                ),
+                "wall_s": acc.wall_s if acc else None,
+                "parts_sum_s": total,
+                "goodput": acc.goodput if acc else None,
+                "parts": parts,
+                "global_batch": a.training.get("global_batch"),
+                "batch_source": a.training.get("batch_source"),
+                "input_free_ms": a.input_cost.input_free_ms if a.input_cost else None,
+                "input_cost_ms": a.input_cost.cost_ms if a.input_cost else None,
+                "input_cost_pct": a.input_cost.share_pct if a.input_cost else None,
+                "input_cost_significant": a.input_cost.significant if a.input_cost else None,
+                "input_free_skipped": a.training.get("input_free_skipped"),
+                "stopwatch_step_ms": 1e3 * watch["batch"] / watch["samples_per_s"],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

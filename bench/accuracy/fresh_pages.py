@@ -1,10 +1,11 @@
-"""What fresh pages add per byte to building a batch array (analyze/transfers.py FRESH_PAGE_NS_PER_BYTE).
+"""What fresh pages add per byte to building a batch array (analyze/transfers.py
+FRESH_PAGE_NS_PER_BYTE).
 
-Slices a shuffled batch from a large image array (what Keras' array adapter does every step), frees it
-and slices the next, timing each slice: once as glibc does by default (a batch over 32 MiB is mapped
-anew and each page faulted in and zeroed by the kernel), once with MALLOC_MMAP_THRESHOLD_ fixed above
-the batch (the freed memory is reused). The difference per byte is the fresh-page cost. Paired runs,
-alternating, each in its own process (the variable is read at start-up).
+Slices a shuffled batch from a large image array (what Keras' array adapter does every step), frees
+it and slices the next, timing each slice: once as glibc does by default (a batch over 32 MiB is
+mapped anew and each page faulted in and zeroed by the kernel), once with MALLOC_MMAP_THRESHOLD_
+fixed above the batch (the freed memory is reused). The difference per byte is the fresh-page cost.
+Paired runs, alternating, each in its own process (the variable is read at start-up).
 
     python bench/accuracy/fresh_pages.py [--pairs 5] [--dtype float32] [--batch 256]
 """
@@ -29,7 +30,7 @@ def one(dtype: str, batch: int, batches: int) -> float:
     for rep in range(3):
         for i in range(batches):
             t = time.perf_counter_ns()
-            b = x[perm[i * batch:(i + 1) * batch]]
+            b = x[perm[i * batch : (i + 1) * batch]]
             if rep:
                 times.append(time.perf_counter_ns() - t)
             size = b.nbytes
@@ -48,18 +49,37 @@ def main():
     if a.one:
         print(one(a.dtype, a.batch, a.batches))
         return
-    cmd = [sys.executable, __file__, "--one", "--dtype", a.dtype, "--batch", str(a.batch), "--batches", str(a.batches)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--one",
+        "--dtype",
+        a.dtype,
+        "--batch",
+        str(a.batch),
+        "--batches",
+        str(a.batches),
+    ]
     fixed = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(4 * 2**30)}
     fresh, reused = [], []
     for _ in range(a.pairs):
         fresh.append(float(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout))
-        reused.append(float(subprocess.run(cmd, capture_output=True, text=True, check=True, env=fixed).stdout))
+        reused.append(
+            float(subprocess.run(cmd, capture_output=True, text=True, check=True, env=fixed).stdout)
+        )
     diff = [f - r for f, r in zip(fresh, reused)]
     batch_mb = a.batch * 128 * 128 * 3 * (4 if a.dtype == "float32" else 1) / 1e6
-    print(json.dumps({"batch_mb": round(batch_mb, 1), "fresh_ns_per_byte": [round(v, 3) for v in fresh],
-                      "reused_ns_per_byte": [round(v, 3) for v in reused],
-                      "fresh_page_ns_per_byte": [round(v, 3) for v in diff],
-                      "median_fresh_page_ns_per_byte": round(statistics.median(diff), 3)}))
+    print(
+        json.dumps(
+            {
+                "batch_mb": round(batch_mb, 1),
+                "fresh_ns_per_byte": [round(v, 3) for v in fresh],
+                "reused_ns_per_byte": [round(v, 3) for v in reused],
+                "fresh_page_ns_per_byte": [round(v, 3) for v in diff],
+                "median_fresh_page_ns_per_byte": round(statistics.median(diff), 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,12 @@ from pathlib import Path
 
 from scaldiag.readers.xplane.schema import XSpace
 
-SOURCE = Path(__file__).resolve().parent.parent / "fixtures" / "gpu" / "h200x2_jax_dataparallel.xplane.pb"
+SOURCE = (
+    Path(__file__).resolve().parent.parent
+    / "fixtures"
+    / "gpu"
+    / "h200x2_jax_dataparallel.xplane.pb"
+)
 
 
 def tile(space: XSpace, copies: int) -> XSpace:
@@ -23,8 +28,18 @@ def tile(space: XSpace, copies: int) -> XSpace:
         step_ids = {k for k, m in plane.stat_metadata.items() if m.name == "step_num"}
         for line in plane.lines:
             originals = list(line.events)
-            steps_per_copy = max((s.int64_value for e in originals for s in e.stats
-                                  if s.metadata_id in step_ids), default=0) + 1
+            steps_per_copy = (
+                max(
+                    (
+                        s.int64_value
+                        for e in originals
+                        for s in e.stats
+                        if s.metadata_id in step_ids
+                    ),
+                    default=0,
+                )
+                + 1
+            )
             for k in range(1, copies):
                 for event in originals:
                     copy = line.events.add()
@@ -37,8 +52,12 @@ def tile(space: XSpace, copies: int) -> XSpace:
 
 
 def _span_ps(space: XSpace) -> int:
-    ends = [line.timestamp_ns * 1000 + e.offset_ps + e.duration_ps
-            for p in space.planes for line in p.lines for e in line.events]
+    ends = [
+        line.timestamp_ns * 1000 + e.offset_ps + e.duration_ps
+        for p in space.planes
+        for line in p.lines
+        for e in line.events
+    ]
     return max(ends) + 1_000_000  # a 1 us gap between copies
 
 

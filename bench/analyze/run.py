@@ -1,15 +1,17 @@
-"""`scaldiag analyze` is linear in a trace's size, faster than xprof's overview_page, in a fraction of its memory (docs/analyze.md).
+"""`scaldiag analyze` is linear in a trace's size, faster than xprof's overview_page, in a fraction
+of its memory (docs/analyze.md).
 
-Benchmark: `scaldiag analyze` against xprof's overview_page and the bare-parse floor, at several sizes.
+Benchmark: `scaldiag analyze` against xprof's overview_page and the bare-parse floor, at several
+sizes.
 
 Traces are made by make_large_trace.py, tiling the real H200 trace in time
 (27 MB, 270 MB and 1 GB by default: 156, 1560 and 5700 copies). Each tool
 runs in a fresh subprocess, once per trace and round, the tools' order
 rotating from round to round so machine noise hits all alike:
 
-- scaldiag: read (stats typed as the pipeline does) + analyse + rules + the terminal and JSON reports:
-  what `scaldiag analyze FILE --json OUT` does, argument parsing aside (its C parts where they are
-  built: the result names which ran);
+- scaldiag: read (stats typed as the pipeline does) + analyse + rules + the terminal and JSON
+  reports: what `scaldiag analyze FILE --json OUT` does, argument parsing aside (its C parts where
+  they are built: the result names which ran);
 - xprof 2.24.2: ``xspace_to_tool_data(..., "overview_page")`` (its C++
   converter), from its own venv;
 - bare parse: protobuf's own C parser (upb) reading the file into XSpace
@@ -51,7 +53,9 @@ def done(t, **extra):
                       "rss_mb": u.ru_maxrss / 1024, **extra}))
 """
 
-SCALDIAG = _USAGE + """
+SCALDIAG = (
+    _USAGE
+    + """
 t = time.perf_counter()
 import contextlib, os
 from scaldiag.cli import _reuse_freed_memory
@@ -67,25 +71,34 @@ report = build_report(analyze_trace(trace, name))
 with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
     emit(report, os.devnull, False)
 done(t, events=trace.event_count, steps=report.analysis.units[0].steps)
-"""
+"""  # noqa: E501
+)
 
-XPROF = _USAGE + """
+XPROF = (
+    _USAGE
+    + """
 t = time.perf_counter()
 from xprof.convert import raw_to_tool_data
 data, _ = raw_to_tool_data.xspace_to_tool_data([sys.argv[1]], "overview_page", {"use_saved_result": False})
 assert data, "xprof returned no overview page"
 done(t)
-"""
+"""  # noqa: E501
+)
 
-BARE = _USAGE + """
+BARE = (
+    _USAGE
+    + """
 t = time.perf_counter()
 from scaldiag.readers.xplane.schema import XSpace
 space = XSpace.FromString(open(sys.argv[1], "rb").read())
 events = sum(len(line.events) for plane in space.planes for line in plane.lines)
 done(t, events=events)
 """
+)
 
-REJECT = _USAGE + """
+REJECT = (
+    _USAGE
+    + """
 t = time.perf_counter()
 from scaldiag.errors import TraceError
 from scaldiag.readers.xplane.read import read_trace
@@ -95,6 +108,7 @@ try:
 except TraceError as exc:
     done(t, error=str(exc))
 """
+)
 
 TOOLS = {"scaldiag": SCALDIAG, "xprof": XPROF, "bare parse": BARE}
 
@@ -103,28 +117,54 @@ def run(python: str, code: str, trace: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
     load = os.getloadavg()[0]  # other work on the machine when the run starts (1-minute average)
     # cwd outside the checkout, so that only PYTHONPATH says which scaldiag runs
-    out = subprocess.run([python, "-c", code, trace], capture_output=True, text=True, env=env, check=True,
-                         cwd=tempfile.gettempdir())
+    out = subprocess.run(
+        [python, "-c", code, trace],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        cwd=tempfile.gettempdir(),
+    )
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "load": load}
 
 
 def make_trace(folder: Path, copies: int) -> Path:
     path = folder / f"h200x2_tiled_{copies}.xplane.pb"
     if not path.exists():
-        subprocess.run([sys.executable, str(ROOT / "bench" / "analyze" / "make_large_trace.py"), str(path),
-                        "--copies", str(copies)], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "bench" / "analyze" / "make_large_trace.py"),
+                str(path),
+                "--copies",
+                str(copies),
+            ],
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
     return path
 
 
 def _main(argv: list[str]) -> int | None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--xprof-python", default=str(ROOT / "bench" / ".venv-xprof" / "bin" / "python"),
-                        help="xprof's own venv (make bench-env makes it; never a dependency of scaldiag)")
-    parser.add_argument("--copies", default="156,1560,5700", help="copies of the fixture per trace (27 MB, 270 MB, 1 GB)")
+    parser.add_argument(
+        "--xprof-python",
+        default=str(ROOT / "bench" / ".venv-xprof" / "bin" / "python"),
+        help="xprof's own venv (make bench-env makes it; never a dependency of scaldiag)",
+    )
+    parser.add_argument(
+        "--copies",
+        default="156,1560,5700",
+        help="copies of the fixture per trace (27 MB, 270 MB, 1 GB)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--traces", help="folder for the traces (default: a temporary one, deleted after)")
+    parser.add_argument(
+        "--traces", help="folder for the traces (default: a temporary one, deleted after)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the traces in --traces")
-    parser.add_argument("--out", help="also write the table here (it always goes to bench/results/analyze.md)")
+    parser.add_argument(
+        "--out", help="also write the table here (it always goes to bench/results/analyze.md)"
+    )
     args = parser.parse_args(argv)
     if not Path(args.xprof_python).is_file():
         parser.error(f"no xprof venv at {args.xprof_python}: make bench-env makes it")
@@ -133,13 +173,15 @@ def _main(argv: list[str]) -> int | None:
     folder = Path(args.traces or tmp.name)
     folder.mkdir(parents=True, exist_ok=True)
     traces = {c: make_trace(folder, c) for c in copies}
-    args.xprof_python = os.path.abspath(args.xprof_python)  # the tools run with another working directory
+    args.xprof_python = os.path.abspath(
+        args.xprof_python
+    )  # the tools run with another working directory
     pythons = {"scaldiag": sys.executable, "xprof": args.xprof_python, "bare parse": sys.executable}
     results: dict[int, dict[str, list[dict]]] = {c: {t: [] for t in TOOLS} for c in copies}
     for r in range(args.rounds):
         for c in copies:
             names = list(TOOLS)
-            names = names[r % len(names):] + names[:r % len(names)]  # rotate who goes first
+            names = names[r % len(names) :] + names[: r % len(names)]  # rotate who goes first
             for name in names:
                 row = run(pythons[name], TOOLS[name], str(traces[c]))
                 results[c][name].append(row)
@@ -162,25 +204,46 @@ def _versions(xprof_python: str) -> str:
     from google import protobuf
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
     except OSError:
         commit = "?"
-    xprof = subprocess.run([xprof_python, "-c", "from importlib.metadata import version; print(version('xprof'))"],
-                           capture_output=True, text=True).stdout.strip()
+    xprof = subprocess.run(
+        [xprof_python, "-c", "from importlib.metadata import version; print(version('xprof'))"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     from scaldiag.analyze import hoststate
     from scaldiag.readers.xplane import read
 
-    native = "C parts built" if read._native() and hoststate._native() else "numpy only (C parts not built)"
-    return (f"Python {platform.python_version()}, numpy {numpy.__version__}, protobuf {protobuf.__version__}, "
-            f"xprof {xprof}, scaldiag at {commit} ({native})")
+    native = (
+        "C parts built"
+        if read._native() and hoststate._native()
+        else "numpy only (C parts not built)"
+    )
+    return (
+        f"Python {platform.python_version()}, numpy {numpy.__version__}, protobuf"
+        f" {protobuf.__version__}, xprof {xprof}, scaldiag at {commit} ({native})"
+    )
 
 
 def _machine() -> str:
     model = ""
     try:
-        model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-        mem_gb = int(next(line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemTotal"))) / 2**20
+        model = next(
+            line.split(":", 1)[1].strip()
+            for line in open("/proc/cpuinfo")
+            if line.startswith("model name")
+        )
+        mem_gb = (
+            int(
+                next(
+                    line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemTotal")
+                )
+            )
+            / 2**20
+        )
         model += f", {mem_gb:.0f} GiB"
     except (OSError, StopIteration):
         pass
@@ -191,41 +254,70 @@ def write(args, copies, sizes, results, rejected) -> None:
     def med(rows, key):
         return statistics.median(r[key] for r in rows)
 
-    lines = [f"# scaldiag analyze vs xprof overview_page, 27 MB to 1 GB ({date.today().isoformat()})", "",
-             f"Machine: {_machine()}; shared with other work, so only ratios within a round mean much.",
-             f"Versions: {_versions(args.xprof_python)}.",
-             f"({args.rounds} rounds, tools rotating, fresh processes; wall time from process start).",
-             "Traces: the H200 fixture (fixtures/gpu/h200x2_jax_dataparallel.xplane.pb) tiled in time by "
-             "bench/analyze/make_large_trace.py.", "",
-             "| trace | tool | wall s (median, min-max) | CPU s | events/s | peak RSS MB | s per M events | MB per M events |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# scaldiag analyze vs xprof overview_page, 27 MB to 1 GB ({date.today().isoformat()})",
+        "",
+        f"Machine: {_machine()}; shared with other work, so only ratios within a round mean much.",
+        f"Versions: {_versions(args.xprof_python)}.",
+        f"({args.rounds} rounds, tools rotating, fresh processes; wall time from process start).",
+        (
+            "Traces: the H200 fixture (fixtures/gpu/h200x2_jax_dataparallel.xplane.pb) tiled in"
+            " time by bench/analyze/make_large_trace.py."
+        ),
+        "",
+        (
+            "| trace | tool | wall s (median, min-max) | CPU s | events/s | peak RSS MB | s per M"
+            " events | MB per M events |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for c in copies:
         events = results[c]["scaldiag"][0]["events"]
         for name in TOOLS:
             rows = results[c][name]
             wall = [r["wall_s"] for r in rows]
             lines.append(
-                f"| {sizes[c]:.0f} MB, {events / 1e6:.2f} M events | {name} | {med(rows, 'wall_s'):.2f} "
-                f"({min(wall):.2f}-{max(wall):.2f}) | {med(rows, 'cpu_s'):.2f} | {events / med(rows, 'wall_s'):,.0f} | "
-                f"{med(rows, 'rss_mb'):.0f} | {med(rows, 'wall_s') / events * 1e6:.2f} | "
-                f"{med(rows, 'rss_mb') / events * 1e6:.1f} |")
-    lines += ["", "xprof / scaldiag, per round (time: how many times faster scaldiag is; memory: peak RSS):", ""]
+                f"| {sizes[c]:.0f} MB, {events / 1e6:.2f} M events | {name} |"
+                f" {med(rows, 'wall_s'):.2f} ({min(wall):.2f}-{max(wall):.2f}) |"
+                f" {med(rows, 'cpu_s'):.2f} | {events / med(rows, 'wall_s'):,.0f} |"
+                f" {med(rows, 'rss_mb'):.0f} | {med(rows, 'wall_s') / events * 1e6:.2f} |"
+                f" {med(rows, 'rss_mb') / events * 1e6:.1f} |"
+            )
+    lines += [
+        "",
+        "xprof / scaldiag, per round (time: how many times faster scaldiag is; memory: peak RSS):",
+        "",
+    ]
     for c in copies:
         ours, theirs = results[c]["scaldiag"], results[c]["xprof"]
         speed = [t["wall_s"] / o["wall_s"] for o, t in zip(ours, theirs)]
         memory = [t["rss_mb"] / o["rss_mb"] for o, t in zip(ours, theirs)]
-        lines.append(f"- {sizes[c]:.0f} MB: time {', '.join(f'{x:.2f}' for x in speed)} (median "
-                     f"{statistics.median(speed):.2f}x); memory {', '.join(f'{x:.2f}' for x in memory)} "
-                     f"(median {statistics.median(memory):.2f}x)")
+        lines.append(
+            f"- {sizes[c]:.0f} MB: time {', '.join(f'{x:.2f}' for x in speed)} (median "
+            f"{statistics.median(speed):.2f}x); memory {', '.join(f'{x:.2f}' for x in memory)} "
+            f"(median {statistics.median(memory):.2f}x)"
+        )
     loads = [r["load"] for c in copies for rows in results[c].values() for r in rows]
-    lines += ["", f"Load average (1 min) on the {os.cpu_count()} cores when each run started: median "
-              f"{statistics.median(loads):.1f}, {min(loads):.1f}-{max(loads):.1f} (other agents' work; 1.0 = one core busy)."]
-    lines += ["", f"A 100 MB zero-filled file is rejected (TraceError) in {med(rejected, 'wall_s'):.3f} s "
-              f"from process start, peak RSS {med(rejected, 'rss_mb'):.0f} MB: \"{rejected[0]['error']}\"", ""]
+    lines += [
+        "",
+        (
+            f"Load average (1 min) on the {os.cpu_count()} cores when each run started: median"
+            f" {statistics.median(loads):.1f}, {min(loads):.1f}-{max(loads):.1f} (other agents'"
+            " work; 1.0 = one core busy)."
+        ),
+    ]
+    lines += [
+        "",
+        (
+            f"A 100 MB zero-filled file is rejected (TraceError) in {med(rejected, 'wall_s'):.3f} s"
+            f" from process start, peak RSS {med(rejected, 'rss_mb'):.0f} MB:"
+            f' "{rejected[0]["error"]}"'
+        ),
+        "",
+    ]
     show(lines, args.out)
 
 
 def main(argv: list[str]) -> int:
     """``python -m bench analyze [ARGS]``: the run, its output kept as bench/results/analyze.md."""
     return record("analyze", __doc__, argv, lambda: _main(argv))
-

@@ -1,4 +1,5 @@
-"""Ray as an engine of scaldiag.engines' shape, for the benchmark only: measured against Dask and not
+"""Ray as an engine of scaldiag.engines' shape, for the benchmark only: measured against Dask and
+not
 kept in scaldiag (docs/engines.md says why). It was scaldiag/engines.py's Ray engine before that
 choice; its error path is kept so the comparison is of equals.
 """
@@ -45,7 +46,9 @@ def open_ray(workers: int) -> Iterator[RayEngine]:
     """A local Ray of ``workers`` CPUs, started here and shut down on exit."""
     import ray
 
-    ray.init(num_cpus=workers, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+    ray.init(
+        num_cpus=workers, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False
+    )
     try:
         yield RayEngine(ray)
     finally:

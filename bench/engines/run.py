@@ -1,4 +1,5 @@
-"""The per-rank reduction's engine, chosen by measurement: local worker processes against Dask and Ray (docs/engines.md).
+"""The per-rank reduction's engine, chosen by measurement: local worker processes against Dask and
+Ray (docs/engines.md).
 
 Each configuration maps one realistic task over the same items: ``bench/engines/task.py``
 reads one rank's Kineto trace (grown by bench/kineto/make_trace.py to ``--mb`` MB, ranks 0..N-1
@@ -20,7 +21,7 @@ Dask and Ray in the same environment: ``pip install 'scaldiag[dask]' ray`` (a co
 whose package is missing is left out, and the result says so).
 
     python -m bench engines [--mb 100] [--items 8] [--rounds 3] [--dir /tmp/scaldiag-bench-engines] [--configs A,B]
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ from bench.engines.task import count_events  # noqa: E402
 
 SAMPLE_PERIOD_S = 0.05
 WORKERS = 2
-# name: (spec, local start method, items per local worker: 1 = a fresh process per item, None = reused)
+# name: (spec, local start method, items per local worker: 1 = a fresh process per item, None =
+# reused)
 CONFIGS = {
     "local:1": ("local:1", None, None),
     "local:2 spawn reused (default)": ("local:2", "spawn", None),
@@ -58,7 +60,10 @@ CONFIGS = {
     "dask:2": ("dask:2", None, None),
     "ray:2": ("ray:2", None, None),
 }
-OPTIONAL = {"dask": ("distributed", "dask[distributed]"), "ray": ("ray", "ray")}  # engine: (module, requirement)
+OPTIONAL = {
+    "dask": ("distributed", "dask[distributed]"),
+    "ray": ("ray", "ray"),
+}  # engine: (module, requirement)
 SCALDIAG_CORE = ["numpy", "protobuf", "psutil", "rich", "nvidia-ml-py"]
 
 
@@ -67,7 +72,9 @@ def _installed(config: str) -> bool:
     return kind not in OPTIONAL or importlib.util.find_spec(OPTIONAL[kind][0]) is not None
 
 
-# --- the child: one configuration, measured from inside ---------------------------------------------
+# --- the child: one configuration, measured from inside
+# ---------------------------------------------
+
 
 def one(name: str, paths: list[str]) -> dict:
     from scaldiag import engines
@@ -85,7 +92,9 @@ def one(name: str, paths: list[str]) -> dict:
     elif start_method is None:
         context = engines.open_engine(spec)
     else:
-        context = contextlib.closing(engines.LocalEngine(WORKERS, start_method, per_worker))  # its pool ends here
+        context = contextlib.closing(
+            engines.LocalEngine(WORKERS, start_method, per_worker)
+        )  # its pool ends here
     with context as engine:
         t2 = time.perf_counter()
         results = engine.map(count_events, paths)
@@ -93,10 +102,20 @@ def one(name: str, paths: list[str]) -> dict:
     t4 = time.perf_counter()
     time.sleep(0.5)  # what an engine stops asynchronously has had time to go
     left = descendants(os.getpid())
-    return {"config": name, "import_s": t1 - t0, "start_s": t2 - t1, "map_s": t3 - t2, "close_s": t4 - t3,
-            "total_s": t4 - t0, "events": [r[0] for r in results], "worker_pids": len({r[1] for r in results}),
-            "kept_rss_mib": max(r[2] for r in results), "parent_hwm_mib": rss_mib(os.getpid(), "VmHWM"),
-            "engine_workers": engine.workers, "left_after_close": [_name(p) for p in left]}
+    return {
+        "config": name,
+        "import_s": t1 - t0,
+        "start_s": t2 - t1,
+        "map_s": t3 - t2,
+        "close_s": t4 - t3,
+        "total_s": t4 - t0,
+        "events": [r[0] for r in results],
+        "worker_pids": len({r[1] for r in results}),
+        "kept_rss_mib": max(r[2] for r in results),
+        "parent_hwm_mib": rss_mib(os.getpid(), "VmHWM"),
+        "engine_workers": engine.workers,
+        "left_after_close": [_name(p) for p in left],
+    }
 
 
 def _name(pid: int) -> str:
@@ -107,13 +126,22 @@ def _name(pid: int) -> str:
         return str(pid)
 
 
-# --- the parent: runs each configuration in a fresh process, samples its process tree -----------------
+# --- the parent: runs each configuration in a fresh process, samples its process tree
+# -----------------
+
 
 def measure(name: str, paths: list[str], timeout_s: float = 600) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        ),
+    )
     cmd = [sys.executable, str(HERE / "run.py"), "--one", name, *paths]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     tree = TreeRss(proc.pid, SAMPLE_PERIOD_S)
     try:
         out, err = proc.communicate(timeout=timeout_s)
@@ -128,13 +156,19 @@ def measure(name: str, paths: list[str], timeout_s: float = 600) -> dict:
     if proc.returncode or not rows:
         raise RuntimeError(f"{name}: exit {proc.returncode}: {err.strip()[-2000:]}")
     row = json.loads(rows[-1])
-    row.update(process_wall_s=time.perf_counter() - start, tree_peak_mib=tree_peak_mib, processes=len(peak_by_pid),
-               worker_peak_mib=max(peak_by_pid.values(), default=0.0), load_1min=os.getloadavg()[0])
+    row.update(
+        process_wall_s=time.perf_counter() - start,
+        tree_peak_mib=tree_peak_mib,
+        processes=len(peak_by_pid),
+        worker_peak_mib=max(peak_by_pid.values(), default=0.0),
+        load_1min=os.getloadavg()[0],
+    )
     return row
 
 
 def make_traces(folder: Path, items: int, mb: float) -> list[str]:
-    """Ranks 0..items-1 of a job of ``items``, each ``mb`` MB; files already there of about that size are kept."""
+    """Ranks 0..items-1 of a job of ``items``, each ``mb`` MB; files already there of about that
+    size are kept."""
     sys.path.insert(0, str(ROOT / "bench" / "kineto"))
     from make_trace import SOURCES, Grower
 
@@ -152,6 +186,7 @@ def make_traces(folder: Path, items: int, mb: float) -> list[str]:
 
 
 # --- what installing an engine adds ---------------------------------------------------------------
+
 
 def _closure(requirements: list[str]) -> set[str]:
     """Every installed distribution the requirements pull in (extras and markers followed)."""
@@ -174,7 +209,9 @@ def _closure(requirements: list[str]) -> set[str]:
         found.add(key[0])
         for text in dist.requires or []:
             sub = Requirement(text)
-            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in (*req.extras, "")):
+            if sub.marker is None or any(
+                sub.marker.evaluate({"extra": e}) for e in (*req.extras, "")
+            ):
                 todo.append(sub)
     return found
 
@@ -194,14 +231,28 @@ def install_cost(engine: str) -> dict:
     version = metadata.version(requirement.split("[")[0])
     imports = []
     for _ in range(3):  # fresh interpreters; the page cache is warm after the first
-        code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
-        imports.append(float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                            check=True).stdout))
-    return {"engine": engine, "version": version, "added": sorted(added), "added_mib": _size_mib(added),
-            "import_s": statistics.median(imports)}
+        code = (
+            f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+        )
+        imports.append(
+            float(
+                subprocess.run(
+                    [sys.executable, "-c", code], capture_output=True, text=True, check=True
+                ).stdout
+            )
+        )
+    return {
+        "engine": engine,
+        "version": version,
+        "added": sorted(added),
+        "added_mib": _size_mib(added),
+        "import_s": statistics.median(imports),
+    }
 
 
-# --- the tables ---------------------------------------------------------------------------------------
+# --- the tables
+# ---------------------------------------------------------------------------------------
+
 
 def _spread(values: list[float], digits: int = 2) -> str:
     med = statistics.median(values)
@@ -214,26 +265,42 @@ def table(rows: list[dict]) -> list[str]:
     by_config: dict[str, list[dict]] = {}
     for row in rows:
         by_config.setdefault(row["config"], []).append(row)
-    out = ["| engine | total s (min-max) | import s | start s | map s | close s | caller peak MiB | largest worker peak MiB "
-           "| tree peak MiB | RSS a worker keeps MiB | processes | left after close |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        (
+            "| engine | total s (min-max) | import s | start s | map s | close s | caller peak MiB"
+            " | largest worker peak MiB | tree peak MiB | RSS a worker keeps MiB | processes | left"
+            " after close |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, runs in by_config.items():
+
         def col(key, digits=2, runs=runs):
             return _spread([r[key] for r in runs], digits)
+
         left = max(len(r["left_after_close"]) for r in runs)
-        out.append(f"| {name} | {col('total_s')} | {col('import_s')} | {col('start_s')} | {col('map_s')} "
-                   f"| {col('close_s')} | {col('parent_hwm_mib', 0)} | {col('worker_peak_mib', 0)} "
-                   f"| {col('tree_peak_mib', 0)} | {col('kept_rss_mib', 0)} | {max(r['processes'] for r in runs)} "
-                   f"| {left} |")
+        out.append(
+            f"| {name} | {col('total_s')} | {col('import_s')} | {col('start_s')} | {col('map_s')} |"
+            f" {col('close_s')} | {col('parent_hwm_mib', 0)} | {col('worker_peak_mib', 0)} |"
+            f" {col('tree_peak_mib', 0)} | {col('kept_rss_mib', 0)} |"
+            f" {max(r['processes'] for r in runs)} | {left} |"
+        )
     return out
 
 
 def install_table(costs: list[dict]) -> list[str]:
-    out = ["| engine | version | added to a bare scaldiag install MiB | distributions added | import s (median of 3) |",
-           "|---|---|---|---|---|"]
+    out = [
+        (
+            "| engine | version | added to a bare scaldiag install MiB | distributions added |"
+            " import s (median of 3) |"
+        ),
+        "|---|---|---|---|---|",
+    ]
     for c in costs:
-        out.append(f"| {c['engine']} | {c['version']} | {c['added_mib']:.0f} | {len(c['added'])}: {', '.join(c['added'])} "
-                   f"| {c['import_s']:.2f} |")
+        out.append(
+            f"| {c['engine']} | {c['version']} | {c['added_mib']:.0f} | {len(c['added'])}:"
+            f" {', '.join(c['added'])} | {c['import_s']:.2f} |"
+        )
     return out
 
 
@@ -255,20 +322,24 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         if missing:
             print(f"Left out, their package not installed: {', '.join(missing)}.\n")
-        print(f"{args.items} ranks of {args.mb:.0f} MB (bench/kineto/make_trace.py), {WORKERS} workers where not "
-              f"local:1, {args.rounds} rounds, configurations alternating (rotated each round); each cell: median "
-              f"(min-max over rounds).\n")
+        print(
+            f"{args.items} ranks of {args.mb:.0f} MB (bench/kineto/make_trace.py), {WORKERS}"
+            f" workers where not local:1, {args.rounds} rounds, configurations alternating (rotated"
+            " each round); each cell: median (min-max over rounds).\n"
+        )
         rows = []
         for r in range(args.rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 row = measure(name, paths)
                 print(json.dumps(row))
                 rows.append(row)
         events = {tuple(row["events"]) for row in rows}
         print("\n## Time and memory\n")
         print("\n".join(table(rows)))
-        print(f"\nSame results from every engine: {'yes' if len(events) == 1 else 'NO'} "
-              f"({sum(next(iter(events))):,} events over the {args.items} ranks).")
+        print(
+            f"\nSame results from every engine: {'yes' if len(events) == 1 else 'NO'} "
+            f"({sum(next(iter(events))):,} events over the {args.items} ranks)."
+        )
         print("\n## Installing and importing\n")
         print("\n".join(install_table([install_cost(e) for e in OPTIONAL if _installed(e)])))
         return 0 if len(events) == 1 else 1

@@ -1,6 +1,8 @@
-"""No damaged trace, Kineto file or run directory makes scaldiag crash, hang or run out of memory (docs/reliability.md).
+"""No damaged trace, Kineto file or run directory makes scaldiag crash, hang or run out of memory
+(docs/reliability.md).
 
-The long fuzz run: 10,000+ damaged traces, run and sweep directories; 0 uncaught exceptions expected.
+The long fuzz run: 10,000+ damaged traces, run and sweep directories; 0 uncaught exceptions
+expected.
 
     python -m bench fuzz [--cases N]
     python -m bench fuzz --mode kineto --cases 10000 [--jobs J]
@@ -10,20 +12,21 @@ The long fuzz run: 10,000+ damaged traces, run and sweep directories; 0 uncaught
     python -m bench fuzz --mode kineto --only N       (case N again, alone)
 
 ``--mode kineto``: the real Kineto fixtures (fixtures/kineto, fixtures/x2_devset/torch_ddp_sync_*)
-with numbers set to huge, negative, non-numeric, unicode-digit and unparseable values (1e999999, 5,000
-digits), fields dropped and duplicated, events duplicated and shuffled, bytes truncated, flipped and
-inserted, gzip truncated, padded, multi-member, and gzip bombs (2-40 MB of text in 2-40 kB), one file or
-two ranks, through ``analyze``. ``--mode rundir``: copies of fixtures/runs/* and the H200 PyTorch run with
-1-3 damages (deleted, emptied, truncated, bit-flipped, invalid UTF-8, a JSON array, nesting 5,000 deep,
-a field or a JSONL row set to such values, a directory, a FIFO, a link to /dev/zero, /dev/urandom or
-/dev/null, a 2 MB line, duplicated lines, rank directories named rank1, rank², rank-1, ...) through
-``report`` (terminal, JSON, HTML, Perfetto), ``check`` (also as ``--baseline``), ``compare`` and
-``analyze``. ``--mode job``: damaged node directories of a multi-node job through ``report NODE_DIR...``
-(bench/fuzz/job_cases.py), checking also that an existing ``-o`` file is never lost when the merge fails.
-``--mode calibration``: damaged saved calibrations (the cache folder, $SCALDIAG_CALIBRATION) through
-report, check and compare of the GPU sweep (bench/fuzz/calibration_cases.py). All call the CLI's
-``main(argv)`` in process; an exit 70 is run again with ``--debug`` for its traceback. Case N is drawn
-from (seed, mode, N) alone: the same under any ``--jobs``.
+with numbers set to huge, negative, non-numeric, unicode-digit and unparseable values (1e999999,
+5,000 digits), fields dropped and duplicated, events duplicated and shuffled, bytes truncated,
+flipped and inserted, gzip truncated, padded, multi-member, and gzip bombs (2-40 MB of text in 2-40
+kB), one file or two ranks, through ``analyze``. ``--mode rundir``: copies of fixtures/runs/* and
+the H200 PyTorch run with 1-3 damages (deleted, emptied, truncated, bit-flipped, invalid UTF-8, a
+JSON array, nesting 5,000 deep, a field or a JSONL row set to such values, a directory, a FIFO, a
+link to /dev/zero, /dev/urandom or /dev/null, a 2 MB line, duplicated lines, rank directories named
+rank1, rank², rank-1, ...) through ``report`` (terminal, JSON, HTML, Perfetto), ``check`` (also as
+``--baseline``), ``compare`` and ``analyze``. ``--mode job``: damaged node directories of a
+multi-node job through ``report NODE_DIR...`` (bench/fuzz/job_cases.py), checking also that an
+existing ``-o`` file is never lost when the merge fails. ``--mode calibration``: damaged saved
+calibrations (the cache folder, $SCALDIAG_CALIBRATION) through report, check and compare of the GPU
+sweep (bench/fuzz/calibration_cases.py). All call the CLI's ``main(argv)`` in process; an exit 70 is
+run again with ``--debug`` for its traceback. Case N is drawn from (seed, mode, N) alone: the same
+under any ``--jobs``.
 
 The generators are tests/test_fuzz.py's (hypothesis strategies, drawn here
 with a fixed seed per target so a run is reproducible). Seeds: the
@@ -79,30 +82,59 @@ def _alarm(signum, frame):
 
 def _main(argv: list[str]) -> int | None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cases", type=int, default=10_000, help="total cases over the four targets")
+    parser.add_argument(
+        "--cases", type=int, default=10_000, help="total cases over the four targets"
+    )
     parser.add_argument("--out", type=Path, help="write the result as markdown here")
-    parser.add_argument("--mode", choices=["xplane", *CLI_MODES], default="xplane",
-                        help="xplane: the hypothesis generators (default); kineto: mutated Kineto traces through "
-                             "`analyze`; rundir: damaged run directories through report, check, compare; job: damaged "
-                             "node directories through `report NODE_DIR...`; calibration: damaged calibration files")
-    parser.add_argument("--seed", type=int, default=0, help="kineto, rundir: case N draws from (seed, mode, N)")
-    parser.add_argument("--only", type=int, metavar="N", help="kineto, rundir: run case N alone (to reproduce it)")
-    parser.add_argument("--jobs", type=int, default=1, help="kineto, rundir: worker processes (case N is the same)")
-    parser.add_argument("--time-limit", type=float, help="kineto, rundir: stop drawing cases after this many s")
+    parser.add_argument(
+        "--mode",
+        choices=["xplane", *CLI_MODES],
+        default="xplane",
+        help=(
+            "xplane: the hypothesis generators (default); kineto: mutated Kineto traces through"
+            " `analyze`; rundir: damaged run directories through report, check, compare; job:"
+            " damaged node directories through `report NODE_DIR...`; calibration: damaged"
+            " calibration files"
+        ),
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="kineto, rundir: case N draws from (seed, mode, N)"
+    )
+    parser.add_argument(
+        "--only", type=int, metavar="N", help="kineto, rundir: run case N alone (to reproduce it)"
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="kineto, rundir: worker processes (case N is the same)"
+    )
+    parser.add_argument(
+        "--time-limit", type=float, help="kineto, rundir: stop drawing cases after this many s"
+    )
     args = parser.parse_args(argv)
     if args.mode != "xplane":
-        return run_cli_mode(args.mode, args.cases, args.seed, args.out, args.only, args.jobs, args.time_limit)
-    fixtures = [Path(p).read_bytes() for p in sorted(glob.glob(str(ROOT / "fixtures" / "**" / "*.xplane.pb"),
-                                                                recursive=True))]
+        return run_cli_mode(
+            args.mode, args.cases, args.seed, args.out, args.only, args.jobs, args.time_limit
+        )
+    fixtures = [
+        Path(p).read_bytes()
+        for p in sorted(glob.glob(str(ROOT / "fixtures" / "**" / "*.xplane.pb"), recursive=True))
+    ]
     seeds = [fz.SEED, *fixtures]
-    share = {"mutated traces (hand-built seed and real fixtures)": 0.3, "generated traces, stats of any type": 0.2,
-             "damaged run directories (with and without a trace)": 0.35, "damaged sweeps (a failed point or not)": 0.15}
+    share = {
+        "mutated traces (hand-built seed and real fixtures)": 0.3,
+        "generated traces, stats of any type": 0.2,
+        "damaged run directories (with and without a trace)": 0.35,
+        "damaged sweeps (a failed point or not)": 0.15,
+    }
     targets = {
-        list(share)[0]: (st.tuples(st.sampled_from(range(len(seeds))), fz.MUTATIONS),
-                         lambda case: fz.trace_case(fz._mutate(seeds[case[0]], case[1]))),
+        list(share)[0]: (
+            st.tuples(st.sampled_from(range(len(seeds))), fz.MUTATIONS),
+            lambda case: fz.trace_case(fz._mutate(seeds[case[0]], case[1])),
+        ),
         list(share)[1]: (fz.generated_trace(), fz.trace_case),
-        list(share)[2]: (st.tuples(fz.DAMAGES, st.booleans()), lambda case: fz.run_case(case[0], fz.SEED if case[1]
-                                                                                         else None)),
+        list(share)[2]: (
+            st.tuples(fz.DAMAGES, st.booleans()),
+            lambda case: fz.run_case(case[0], fz.SEED if case[1] else None),
+        ),
         list(share)[3]: (st.tuples(fz.DAMAGES, st.booleans()), lambda case: fz.sweep_case(*case)),
     }
     signal.signal(signal.SIGALRM, _alarm)
@@ -129,7 +161,13 @@ def _main(argv: list[str]) -> int | None:
 def _make_case(name, strategy, run, count, failures, n):
     slowest = [0.0]
 
-    @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @settings(
+        max_examples=n,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=True,
+    )
     @given(strategy)
     def case(value):
         t0 = time.perf_counter()
@@ -142,7 +180,9 @@ def _make_case(name, strategy, run, count, failures, n):
         except Exception as exc:
             count["uncaught"] += 1
             if len(failures) < 20:
-                failures.append(f"{name}: {type(exc).__name__}: {exc}\n" + traceback.format_exc(limit=-4))
+                failures.append(
+                    f"{name}: {type(exc).__name__}: {exc}\n" + traceback.format_exc(limit=-4)
+                )
         finally:
             signal.alarm(0)
             slowest[0] = max(slowest[0], time.perf_counter() - t0)
@@ -150,6 +190,7 @@ def _make_case(name, strategy, run, count, failures, n):
     def run_all() -> float:
         case()
         return slowest[0]
+
     return run_all
 
 
@@ -157,24 +198,42 @@ def report(results, failures, wall, rss_mb, slowest, cases) -> str:
     total = collections.Counter()
     for c in results.values():
         total.update(c)
-    lines = ["# Long fuzz run", "",
-             f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
-             f"- machine: {platform.node()}, {platform.machine()}, {platform.processor() or '?'}, "
-             f"Python {platform.python_version()}, {platform.system()} {platform.release()}",
-             f"- command: `python -m bench fuzz --cases {cases}`",
-             f"- wall time: {wall:.0f} s; slowest case {slowest:.2f} s (limit {CASE_TIMEOUT_S} s); "
-             f"peak RSS of the whole run {rss_mb:.0f} MiB", "",
-             "| target | cases | report | ScaldiagError (exit 2) | uncaught | hangs |", "|---|---|---|---|---|---|"]
+    lines = [
+        "# Long fuzz run",
+        "",
+        f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
+        (
+            f"- machine: {platform.node()}, {platform.machine()}, {platform.processor() or '?'}, "
+            f"Python {platform.python_version()}, {platform.system()} {platform.release()}"
+        ),
+        f"- command: `python -m bench fuzz --cases {cases}`",
+        (
+            f"- wall time: {wall:.0f} s; slowest case {slowest:.2f} s (limit {CASE_TIMEOUT_S} s); "
+            f"peak RSS of the whole run {rss_mb:.0f} MiB"
+        ),
+        "",
+        "| target | cases | report | ScaldiagError (exit 2) | uncaught | hangs |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, c in [*results.items(), ("**all**", total)]:
-        lines.append(f"| {name} | {sum(c.values())} | {c['ok']} | {c['error']} | {c['uncaught']} | {c['hang']} |")
-    lines += ["", "Hypothesis counts cases it generated; it may run a few more than asked (shrinking) or fewer "
-              "(when a strategy's space is exhausted)."]
+        lines.append(
+            f"| {name} | {sum(c.values())} | {c['ok']} | {c['error']} | {c['uncaught']} |"
+            f" {c['hang']} |"
+        )
+    lines += [
+        "",
+        (
+            "Hypothesis counts cases it generated; it may run a few more than asked (shrinking) or"
+            " fewer (when a strategy's space is exhausted)."
+        ),
+    ]
     if failures:
         lines += ["", "## Failures (first 20)", "", "```", *failures, "```"]
     return "\n".join(lines) + "\n"
 
 
-# --- --mode kineto / --mode rundir: the CLI itself, in process ------------------------------------------------
+# --- --mode kineto / --mode rundir: the CLI itself, in process
+# ------------------------------------------------
 
 CLI_MODES = ("kineto", "rundir", "job", "calibration")
 SLOW_S = 10  # a case over this is a failure ("a hang")
@@ -200,20 +259,99 @@ class Raw:
         return f"Raw({self.text[:40]!r}{'...' if len(self.text) > 40 else ''})"
 
 
-WEIRD = [0, -1, -(10 ** 18), 2 ** 62, 2 ** 63 - 1, 2 ** 63, -(2 ** 63) - 1, 2 ** 64, 10 ** 16, 10 ** 19, 10 ** 30,
-         2 ** 70, 1.5, 0.1, -0.0, 1e308, -1e308, 5e-324, float("nan"), float("inf"), "abc", "", "12", "-3", "1e5",
-         "\u00b2", "\u0661\u0662\u0663", "\uff11\uff12", "\u202e", "x" * 100_000, None, True, False, [], {}, [1, 2],
-         {"a": 1}, [[[[[]]]]], Raw("1e999999999"), Raw("1e999999"), Raw("-1e999999"), Raw("1E400"),
-         Raw("9" * 4301), Raw("9" * 5000), Raw("1" + "0" * 400), Raw("-" + "9" * 30), Raw("Infinity"),
-         Raw("-Infinity"), Raw("NaN"), Raw("0." + "0" * 500 + "1"), Raw("1e-999999999"), Raw("\u00b2"),
-         Raw("00012"), Raw("1.")]
-EVENT_FIELDS = ["ts", "dur", "pid", "tid", "ph", "name", "cat", "id", "args", "args.device", "args.stream",
-                "args.bytes", "args.External id", "args.correlation", "args.Sequence number", "args.memory bandwidth (GB/s)",
-                "args.Input Dims", "args.rank", "args.Collective name", "args.In msg nelems", "args.dtype",
-                "args.Process Group Ranks", "args.ProfilerStep"]
-TOP_FIELDS = ["baseTimeNanoseconds", "traceEvents", "deviceProperties", "distributedInfo", "distributedInfo.rank",
-              "distributedInfo.world_size", "distributedInfo.backend", "displayTimeUnit", "schemaVersion",
-              "cuda_runtime_version"]
+WEIRD = [
+    0,
+    -1,
+    -(10**18),
+    2**62,
+    2**63 - 1,
+    2**63,
+    -(2**63) - 1,
+    2**64,
+    10**16,
+    10**19,
+    10**30,
+    2**70,
+    1.5,
+    0.1,
+    -0.0,
+    1e308,
+    -1e308,
+    5e-324,
+    float("nan"),
+    float("inf"),
+    "abc",
+    "",
+    "12",
+    "-3",
+    "1e5",
+    "\u00b2",
+    "\u0661\u0662\u0663",
+    "\uff11\uff12",
+    "\u202e",
+    "x" * 100_000,
+    None,
+    True,
+    False,
+    [],
+    {},
+    [1, 2],
+    {"a": 1},
+    [[[[[]]]]],
+    Raw("1e999999999"),
+    Raw("1e999999"),
+    Raw("-1e999999"),
+    Raw("1E400"),
+    Raw("9" * 4301),
+    Raw("9" * 5000),
+    Raw("1" + "0" * 400),
+    Raw("-" + "9" * 30),
+    Raw("Infinity"),
+    Raw("-Infinity"),
+    Raw("NaN"),
+    Raw("0." + "0" * 500 + "1"),
+    Raw("1e-999999999"),
+    Raw("\u00b2"),
+    Raw("00012"),
+    Raw("1."),
+]
+EVENT_FIELDS = [
+    "ts",
+    "dur",
+    "pid",
+    "tid",
+    "ph",
+    "name",
+    "cat",
+    "id",
+    "args",
+    "args.device",
+    "args.stream",
+    "args.bytes",
+    "args.External id",
+    "args.correlation",
+    "args.Sequence number",
+    "args.memory bandwidth (GB/s)",
+    "args.Input Dims",
+    "args.rank",
+    "args.Collective name",
+    "args.In msg nelems",
+    "args.dtype",
+    "args.Process Group Ranks",
+    "args.ProfilerStep",
+]
+TOP_FIELDS = [
+    "baseTimeNanoseconds",
+    "traceEvents",
+    "deviceProperties",
+    "distributedInfo",
+    "distributedInfo.rank",
+    "distributedInfo.world_size",
+    "distributedInfo.backend",
+    "displayTimeUnit",
+    "schemaVersion",
+    "cuda_runtime_version",
+]
 
 
 SHORT_WEIRD = [v for v in WEIRD if len(repr(v)) <= 64]
@@ -238,12 +376,15 @@ def _set_path(obj: dict, path: str, value, rng) -> dict:
 
 
 def _dumps(obj) -> bytes:
-    raws: dict[str, int] = {}  # one placeholder a distinct token, replaced in one pass each (not one per use)
+    raws: dict[
+        str, int
+    ] = {}  # one placeholder a distinct token, replaced in one pass each (not one per use)
 
     def default(o):
         if isinstance(o, Raw):
             return f"\x00RAW{raws.setdefault(o.text, len(raws))}\x00"
         raise TypeError(type(o))
+
     text = json.dumps(obj, default=default)
     for raw, i in raws.items():
         text = text.replace(json.dumps(f"\x00RAW{i}\x00"), raw)
@@ -261,16 +402,25 @@ def _mutate_kineto(trace: dict, rng, log: list) -> dict:
             if isinstance(events[i], dict):
                 events[i] = _set_path(events[i], field, value, rng)
             log.append(f"event[{i}].{field}={value!r:.60}")
-        elif op == "many" and events:  # one field over many events: distinct ids, all huge, all text
-            field = rng.choice(["pid", "tid", "args.device", "args.stream", "ts", "dur", "args.External id"])
+        elif (
+            op == "many" and events
+        ):  # one field over many events: distinct ids, all huge, all text
+            field = rng.choice(
+                ["pid", "tid", "args.device", "args.stream", "ts", "dur", "args.External id"]
+            )
             how = rng.choice(["distinct", "same", "drop"])
-            value = rng.choice(SHORT_WEIRD)  # over every event: 100 kB x 10,000 events is no trace, it is 1 GB
+            value = rng.choice(
+                SHORT_WEIRD
+            )  # over every event: 100 kB x 10,000 events is no trace, it is 1 GB
             share = rng.choice([0.1, 0.5, 1.0])
             for i in range(len(events)):
                 if isinstance(events[i], dict) and rng.random() < share:
                     v = i * 7919 if how == "distinct" else ("DROP" if how == "drop" else value)
                     events[i] = _set_path(events[i], field, v, rng)
-            log.append(f"{how} {field} on {share:.0%} of events" + (f" ={value!r:.40}" if how == "same" else ""))
+            log.append(
+                f"{how} {field} on {share:.0%} of events"
+                + (f" ={value!r:.40}" if how == "same" else "")
+            )
         elif op == "top":
             field = rng.choice(TOP_FIELDS)
             value = rng.choice([_weird(rng), "DROP"])
@@ -314,7 +464,17 @@ def _mutate_bytes(data: bytes, rng, log: list) -> bytes:
         log.append("bit flips")
     elif op == "insert":
         at = rng.randrange(len(data) + 1)
-        junk = rng.choice([b"\x00", b"}", b"]", b",", b"{\"ts\":", b"\xff\xfe", bytes(rng.randrange(256) for _ in range(8))])
+        junk = rng.choice(
+            [
+                b"\x00",
+                b"}",
+                b"]",
+                b",",
+                b'{"ts":',
+                b"\xff\xfe",
+                bytes(rng.randrange(256) for _ in range(8)),
+            ]
+        )
         data = data[:at] + junk + data[at:]
         log.append(f"insert {junk!r} at {at}")
     elif op == "dupkey":  # a key twice in one object: the second wins in json.loads
@@ -331,24 +491,42 @@ def _mutate_bytes(data: bytes, rng, log: list) -> bytes:
 
 
 def _bomb(size: int) -> bytes:
-    """A valid Kineto trace whose one event's name is ``size`` bytes of 'A': ~1000x under deflate."""
-    return gzip.compress(b'{"traceEvents": [{"ph": "X", "name": "' + b"A" * size + b'", "pid": 1, "tid": 1, '
-                         b'"ts": 1, "dur": 1}]}', compresslevel=9)
+    """A valid Kineto trace whose one event's name is ``size`` bytes of 'A': ~1000x under deflate.
+    """
+    return gzip.compress(
+        b'{"traceEvents": [{"ph": "X", "name": "'
+        + b"A" * size
+        + b'", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]}',
+        compresslevel=9,
+    )
 
 
 class KinetoCases:
-    SOURCES = ["fixtures/kineto/cpu_ddp_gloo/plugins/profile/torch/rank0.pt.trace.json.gz",
-               "fixtures/kineto/cpu_ddp_gloo/plugins/profile/torch/rank1.pt.trace.json.gz",
-               "fixtures/kineto/h200_cuda/h200.1796109284225199498.pt.trace.json.gz",
-               "fixtures/kineto/h200_ddp_gloo_1gpu/rank0.pt.trace.json.gz",
-               "fixtures/kineto/synthetic_gpu/rank0.pt.trace.json",
-               "fixtures/kineto/synthetic_gpu/rank1.pt.trace.json",
-               "fixtures/kineto/h200_healthy_run/trace/plugins/profile/torch/rank0.pt.trace.json.gz",
-               "fixtures/x2_devset/torch_ddp_sync_1gpu_plain/rank0.pt.trace.json.gz",
-               "fixtures/x2_devset/torch_ddp_sync_2gpu/rank0.pt.trace.json.gz",
-               "fixtures/x2_devset/torch_ddp_sync_2gpu/rank1.pt.trace.json.gz"]
+    SOURCES = [
+        "fixtures/kineto/cpu_ddp_gloo/plugins/profile/torch/rank0.pt.trace.json.gz",
+        "fixtures/kineto/cpu_ddp_gloo/plugins/profile/torch/rank1.pt.trace.json.gz",
+        "fixtures/kineto/h200_cuda/h200.1796109284225199498.pt.trace.json.gz",
+        "fixtures/kineto/h200_ddp_gloo_1gpu/rank0.pt.trace.json.gz",
+        "fixtures/kineto/synthetic_gpu/rank0.pt.trace.json",
+        "fixtures/kineto/synthetic_gpu/rank1.pt.trace.json",
+        "fixtures/kineto/h200_healthy_run/trace/plugins/profile/torch/rank0.pt.trace.json.gz",
+        "fixtures/x2_devset/torch_ddp_sync_1gpu_plain/rank0.pt.trace.json.gz",
+        "fixtures/x2_devset/torch_ddp_sync_2gpu/rank0.pt.trace.json.gz",
+        "fixtures/x2_devset/torch_ddp_sync_2gpu/rank1.pt.trace.json.gz",
+    ]
     PAIRS = [(0, 1), (4, 5), (8, 9)]  # two ranks of one job: one of them mutated
-    WEIGHTS = [3, 1, 3, 1, 3, 1, 2, 2, 2, 1]  # h200_ddp_gloo_1gpu is 2.4 MB of JSON: drawn less often
+    WEIGHTS = [
+        3,
+        1,
+        3,
+        1,
+        3,
+        1,
+        2,
+        2,
+        2,
+        1,
+    ]  # h200_ddp_gloo_1gpu is 2.4 MB of JSON: drawn less often
 
     def __init__(self):
         self.traces = []
@@ -359,8 +537,9 @@ class KinetoCases:
 
     def make(self, rng, work: Path) -> tuple[str, list[list[str]]]:
         log: list[str] = []
-        container = rng.choices(["json", "gz", "bomb", "gz-truncated", "gz-members", "gz-garbage"],
-                                [50, 35, 3, 4, 4, 4])[0]
+        container = rng.choices(
+            ["json", "gz", "bomb", "gz-truncated", "gz-members", "gz-garbage"], [50, 35, 3, 4, 4, 4]
+        )[0]
         pair = rng.random() < 0.2 and container != "bomb"
         if pair:
             a, b = rng.choice(self.PAIRS)
@@ -388,26 +567,82 @@ class KinetoCases:
             else:
                 name, blob = f"{stem}.pt.trace.json.gz", gzip.compress(data, compresslevel=1)
                 if mutate and container == "gz-truncated":
-                    blob = blob[:rng.randrange(len(blob))]
+                    blob = blob[: rng.randrange(len(blob))]
                 elif mutate and container == "gz-members":
-                    blob = blob + gzip.compress(rng.choice([b"", b"{}", data[:100], b"\x00" * 1000]))
+                    blob = blob + gzip.compress(
+                        rng.choice([b"", b"{}", data[:100], b"\x00" * 1000])
+                    )
                 elif mutate and container == "gz-garbage":
                     blob = blob + bytes(rng.randrange(256) for _ in range(rng.choice([1, 8, 512])))
             (target / name).write_bytes(blob)
         path = str(target) if pair else str(next(target.iterdir()))
-        variants = [["analyze", path], ["analyze", path, "-v"], ["analyze", path, "--json", str(work / "out.json")]]
+        variants = [
+            ["analyze", path],
+            ["analyze", path, "-v"],
+            ["analyze", path, "--json", str(work / "out.json")],
+        ]
         return "; ".join(log), [rng.choice(variants)]
 
 
-RUN_SOURCES = ["fixtures/runs/gpu1_slow", "fixtures/runs/h200_keras_jax_tiny", "fixtures/runs/killed",
-               "fixtures/runs/sweep", "fixtures/kineto/h200_healthy_run"]
-RUN_KEYS = ["status", "exit_code", "missing", "command", "framework", "global_batch", "per_replica_batch", "replicas",
-            "steps_per_execution", "warmup_steps", "input_ceiling", "gpus", "logical_to_nvml_index", "launcher_pid",
-            "host", "runs", "counts", "emulate", "started_ns", "ended_ns", "trace", "parameter_bytes", "signal",
-            "signals_received", "samplers", "device_clock", "schema_version"]
-ROW_FIELDS = ["step", "epoch", "begin_ns", "end_ns", "bounds_ns", "batch", "traced", "t_ns", "gpu", "util_pct",
-              "mem_used_bytes", "pcie_tx_bytes", "sm_clock_mhz", "clocks_event_reasons", "pcie_gen", "core_pct",
-              "proc_cpu_pct", "proc_rss_bytes", "processes", "mark", "end_ns"]
+RUN_SOURCES = [
+    "fixtures/runs/gpu1_slow",
+    "fixtures/runs/h200_keras_jax_tiny",
+    "fixtures/runs/killed",
+    "fixtures/runs/sweep",
+    "fixtures/kineto/h200_healthy_run",
+]
+RUN_KEYS = [
+    "status",
+    "exit_code",
+    "missing",
+    "command",
+    "framework",
+    "global_batch",
+    "per_replica_batch",
+    "replicas",
+    "steps_per_execution",
+    "warmup_steps",
+    "input_ceiling",
+    "gpus",
+    "logical_to_nvml_index",
+    "launcher_pid",
+    "host",
+    "runs",
+    "counts",
+    "emulate",
+    "started_ns",
+    "ended_ns",
+    "trace",
+    "parameter_bytes",
+    "signal",
+    "signals_received",
+    "samplers",
+    "device_clock",
+    "schema_version",
+]
+ROW_FIELDS = [
+    "step",
+    "epoch",
+    "begin_ns",
+    "end_ns",
+    "bounds_ns",
+    "batch",
+    "traced",
+    "t_ns",
+    "gpu",
+    "util_pct",
+    "mem_used_bytes",
+    "pcie_tx_bytes",
+    "sm_clock_mhz",
+    "clocks_event_reasons",
+    "pcie_gen",
+    "core_pct",
+    "proc_cpu_pct",
+    "proc_rss_bytes",
+    "processes",
+    "mark",
+    "end_ns",
+]
 
 
 class RunDirCases:
@@ -420,9 +655,16 @@ class RunDirCases:
         shutil.copytree(ROOT / rel, run, symlinks=True)
         log = [rel]
         if rng.random() < 0.15:  # a rank directory: a copy of the run, maybe damaged too
-            name = rng.choice(["rank1", "rank1", "rank\u00b2", "rank-1", "rank99999999999999999999", "rank01"])
+            name = rng.choice(
+                ["rank1", "rank1", "rank\u00b2", "rank-1", "rank99999999999999999999", "rank01"]
+            )
             if not (run / "sweep.json").exists():
-                shutil.copytree(ROOT / rel, run / name, symlinks=True, ignore=shutil.ignore_patterns("trace", "rank*"))
+                shutil.copytree(
+                    ROOT / rel,
+                    run / name,
+                    symlinks=True,
+                    ignore=shutil.ignore_patterns("trace", "rank*"),
+                )
                 log.append(f"+{name}")
         files = [p for p in run.rglob("*") if p.is_file() and not p.is_symlink()]
         for _ in range(rng.randint(1, 3)):
@@ -431,18 +673,22 @@ class RunDirCases:
             path = rng.choice(files)
             what = _damage_file(path, rng)
             log.append(f"{path.relative_to(run)}: {what}")
-        pristine = str(ROOT / rng.choice(["fixtures/runs/gpu1_slow", "fixtures/runs/h200_keras_jax_tiny"]))
+        pristine = str(
+            ROOT / rng.choice(["fixtures/runs/gpu1_slow", "fixtures/runs/h200_keras_jax_tiny"])
+        )
         if rel == "fixtures/runs/sweep":
             pristine = str(ROOT / rel)
         d = str(run)
         commands = [
-            (30, ["report", d]), (6, ["report", d, "--format", "json", "-o", str(work / "r.json")]),
+            (30, ["report", d]),
+            (6, ["report", d, "--format", "json", "-o", str(work / "r.json")]),
             (6, ["report", d, "--format", "html", "-o", str(work / "r.html")]),
             (5, ["report", d, "--format", "perfetto", "-o", str(work / "r.perfetto.json")]),
             (8, ["check", d, "--max-step-ms", "1000"]),
             (5, ["check", d, "--baseline", pristine, "--max-regression", "5%"]),
             (5, ["check", pristine, "--baseline", d, "--max-regression", "5%"]),
-            (8, ["compare", d, pristine]), (5, ["compare", pristine, d]),
+            (8, ["compare", d, pristine]),
+            (5, ["compare", pristine, d]),
         ]
         if (run / "trace").is_dir():
             commands.append((5, ["analyze", str(run / "trace")]))
@@ -451,12 +697,30 @@ class RunDirCases:
 
 
 def _damage_file(path: Path, rng) -> str:
-    if path.is_symlink() or not path.is_file():  # damaged already (deleted, a directory, a FIFO, a link)
+    if (
+        path.is_symlink() or not path.is_file()
+    ):  # damaged already (deleted, a directory, a FIFO, a link)
         return "(damaged already)"
     data = path.read_bytes()
-    op = rng.choices(["delete", "empty", "truncate", "flip", "utf8", "array", "deep", "field", "line", "dir",
-                      "devzero", "fifo", "huge-line", "dup-lines"],
-                     [6, 6, 10, 10, 4, 4, 2, 20, 20, 3, 4, 2, 2, 3])[0]
+    op = rng.choices(
+        [
+            "delete",
+            "empty",
+            "truncate",
+            "flip",
+            "utf8",
+            "array",
+            "deep",
+            "field",
+            "line",
+            "dir",
+            "devzero",
+            "fifo",
+            "huge-line",
+            "dup-lines",
+        ],
+        [6, 6, 10, 10, 4, 4, 2, 20, 20, 3, 4, 2, 2, 3],
+    )[0]
     text_file = path.suffix in (".json", ".jsonl")
     if not text_file and op in ("array", "deep", "field", "line", "huge-line", "dup-lines"):
         op = "flip"
@@ -476,7 +740,9 @@ def _damage_file(path: Path, rng) -> str:
         path.write_bytes(bytes(b))
     elif op == "utf8":
         at = rng.randrange(len(data) + 1)
-        path.write_bytes(data[:at] + rng.choice([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x00"]) + data[at:])
+        path.write_bytes(
+            data[:at] + rng.choice([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x00"]) + data[at:]
+        )
     elif op == "array":
         value = rng.choice([[], [1, 2], "text", 42, None, True, Raw("1e999999")])
         path.write_bytes(_dumps(value) + b"\n")
@@ -520,7 +786,9 @@ def _damage_file(path: Path, rng) -> str:
         except (ValueError, RecursionError):  # an earlier damage made it no JSON, or nested it deep
             row = None
         if op == "line" or not isinstance(row, dict):
-            value = rng.choice([_weird(rng), {"step": Raw("1e999999")}, {"begin_ns": 2 ** 70, "end_ns": 2 ** 71}])
+            value = rng.choice(
+                [_weird(rng), {"step": Raw("1e999999")}, {"begin_ns": 2**70, "end_ns": 2**71}]
+            )
             lines[i] = _dumps(value)
             op = f"line {i}={value!r:.60}"
         else:
@@ -550,8 +818,15 @@ def _run_cli(argv: list[str]) -> tuple[object, str]:
     return code, err.getvalue()
 
 
-def run_cli_mode(mode: str, cases: int, seed: int, out: Path | None, only: int | None, jobs: int = 1,
-                 time_limit: float | None = None) -> int:
+def run_cli_mode(
+    mode: str,
+    cases: int,
+    seed: int,
+    out: Path | None,
+    only: int | None,
+    jobs: int = 1,
+    time_limit: float | None = None,
+) -> int:
     revision = _revision()  # of the tree the cases ran on, not of whatever HEAD is when they end
     started = time.time()
     deadline = started + time_limit if time_limit else None
@@ -561,7 +836,9 @@ def run_cli_mode(mode: str, cases: int, seed: int, out: Path | None, only: int |
         import multiprocessing
 
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            shards = pool.map(_shard, [(mode, range(i, cases, jobs), seed, deadline) for i in range(jobs)])
+            shards = pool.map(
+                _shard, [(mode, range(i, cases, jobs), seed, deadline) for i in range(jobs)]
+            )
     else:
         shards = [_shard((mode, range(cases), seed, deadline))]
     counts = collections.Counter()
@@ -571,14 +848,38 @@ def run_cli_mode(mode: str, cases: int, seed: int, out: Path | None, only: int |
         failures += shard["failures"]
         times += shard["times"]
         ran += shard["ran"]
-    rss_mb = max([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024] + [sh["rss_mb"] for sh in shards])
-    text = cli_report(mode, counts, failures, times, time.time() - started, rss_mb, cases, seed,
-                      partial=ran if ran < cases and only is None else None, revision=revision, jobs=jobs)
+    rss_mb = max(
+        [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]
+        + [sh["rss_mb"] for sh in shards]
+    )
+    text = cli_report(
+        mode,
+        counts,
+        failures,
+        times,
+        time.time() - started,
+        rss_mb,
+        cases,
+        seed,
+        partial=ran if ran < cases and only is None else None,
+        revision=revision,
+        jobs=jobs,
+    )
     print(text)
     if out and only is None:
         out.write_text(text)
-    bad = counts["uncaught"] + counts["exit 70"] + counts["over 10 s"] + counts["lost output"] + counts["harness error"] + sum(
-        v for k, v in counts.items() if k.startswith("exit ") and k not in ("exit 0", "exit 1", "exit 2", "exit 70"))
+    bad = (
+        counts["uncaught"]
+        + counts["exit 70"]
+        + counts["over 10 s"]
+        + counts["lost output"]
+        + counts["harness error"]
+        + sum(
+            v
+            for k, v in counts.items()
+            if k.startswith("exit ") and k not in ("exit 0", "exit 1", "exit 2", "exit 70")
+        )
+    )
     return 1 if bad or rss_mb >= 1024 else 0
 
 
@@ -586,10 +887,21 @@ def _revision() -> str:
     import subprocess
 
     try:
-        revision = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                  text=True, timeout=10).stdout.strip() or "?"
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        revision = (
+            subprocess.run(
+                ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+            or "?"
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except Exception:
         return "?"
     return revision + (" (with uncommitted changes in tracked files)" if dirty else "")
@@ -599,7 +911,9 @@ def _shard(task) -> dict:
     """Cases ``indices`` in this process; its counts, failures, case times and peak RSS."""
     mode, indices, seed, deadline = task
     maker = _maker(mode)
-    verify = getattr(maker, "verify", None)  # job: what the command lost or left (an -o file, a temporary)
+    verify = getattr(
+        maker, "verify", None
+    )  # job: what the command lost or left (an -o file, a temporary)
     signal.signal(signal.SIGALRM, _abort)
     counts = collections.Counter()
     failures: list[str] = []
@@ -621,21 +935,30 @@ def _shard(task) -> dict:
                 what, (argv,) = maker.make(rng, work)
             except Exception:  # the harness' own bug: said, and the run goes on
                 counts["harness error"] += 1
-                failures.append(_failure(n, what, argv, "building the case: " + traceback.format_exc(limit=-3)))
+                failures.append(
+                    _failure(n, what, argv, "building the case: " + traceback.format_exc(limit=-3))
+                )
                 continue
             t0 = time.perf_counter()  # scaldiag's time, not the harness' building of the case
             with _environ(getattr(maker, "env", None)):
                 result, err = _run_cli(argv)
             signal.alarm(0)
             elapsed = time.perf_counter() - t0
-            lost = verify(work, argv, result) if verify and not isinstance(result, BaseException) else None
+            lost = (
+                verify(work, argv, result)
+                if verify and not isinstance(result, BaseException)
+                else None
+            )
             if lost:
                 counts["lost output"] += 1
                 failures.append(_failure(n, what, argv, f"lost output: {lost}"))
             if isinstance(result, BaseException):
                 counts["uncaught"] += 1
-                failures.append(_failure(n, what, argv, "uncaught " + "".join(
-                    traceback.format_exception(result))))
+                failures.append(
+                    _failure(
+                        n, what, argv, "uncaught " + "".join(traceback.format_exception(result))
+                    )
+                )
             elif result == INTERNAL_ERROR:
                 counts["exit 70"] += 1
                 with _environ(getattr(maker, "env", None)):
@@ -658,11 +981,23 @@ def _shard(task) -> dict:
             _rmtree(work)
         times.append((elapsed, n, what, " ".join(argv).replace(str(work), "CASE")))
         if ran % 500 == 0:
-            print(f"{mode}: {ran} cases in this worker: {dict(counts)}", file=sys.stderr, flush=True)
+            print(
+                f"{mode}: {ran} cases in this worker: {dict(counts)}", file=sys.stderr, flush=True
+            )
     _rmtree(tmp_root)
-    return {"counts": counts, "failures": failures, "times": sorted(times, reverse=True)[:20], "ran": ran,
-            "rss_mb": max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-            / 1024}  # children: an engine's worker processes (job mode's --engine local:2)
+    return {
+        "counts": counts,
+        "failures": failures,
+        "times": sorted(times, reverse=True)[:20],
+        "ran": ran,
+        "rss_mb": (
+            max(
+                resource.getrusage(who).ru_maxrss
+                for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+            )
+            / 1024
+        ),
+    }  # children: an engine's worker processes (job mode's --engine local:2)
 
 
 def _maker(mode: str):
@@ -721,46 +1056,110 @@ def _debug_traceback(argv: list[str]) -> str:
     return f"(--debug gave {result})"
 
 
-def cli_report(mode, counts, failures, times, wall, rss_mb, cases, seed, partial: int | None = None,
-               revision: str = "?", jobs: int = 1) -> str:
-    title = {"kineto": "mutated Kineto traces through `analyze`",
-             "rundir": "damaged run directories through `report`, `check`, `compare`, `analyze`",
-             "job": "damaged node directories of a multi-node job through `report NODE_DIR...`",
-             "calibration": "damaged calibration files through `report`, `check`, `compare` of a GPU sweep"}[mode]
-    total = sum(v for k, v in counts.items() if k.startswith("exit ") or k == "uncaught" or k == "aborted at 30 s")
-    lines = [f"# Long fuzz run: {title}", "",
-             *([f"**Partial: {partial} of {cases} cases (stopped at the time limit).**", ""] if partial else []),
-             f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
-             f"- machine: {platform.node()}, {platform.machine()}, {os.cpu_count()} cores (shared), "
-             f"Python {platform.python_version()}, {platform.system()} {platform.release()}",
-             f"- command: `python -m bench fuzz --mode {mode} --cases {cases} --seed {seed} "
-             f"--jobs {jobs}`",
-             f"- revision: {revision}",
-             f"- the CLI's `main(argv)` in one process, each case under a {ABORT_S} s alarm; a case over {SLOW_S} s "
-             "is a failure",
-             f"- wall time: {wall:.0f} s over {jobs} worker process{'es' if jobs > 1 else ''}; peak RSS "
-             f"{rss_mb:.0f} MiB (the largest of any one process: each worker runs its cases in one process)", "",
-             "| cases | exit 0 | exit 1 | exit 2 | exit 70 | uncaught | other exit | over 10 s | lost output |",
-             "|---|---|---|---|---|---|---|---|---|",
-             f"| {total} | {counts['exit 0']} | {counts['exit 1']} | {counts['exit 2']} | {counts['exit 70']} | "
-             f"{counts['uncaught']} | "
-             f"{sum(v for k, v in counts.items() if k.startswith('exit ') and k not in ('exit 0', 'exit 1', 'exit 2', 'exit 70'))}"
-             f" | {counts['over 10 s']} | {counts['lost output']} |", "",
-             *([f"**{counts['harness error']} cases could not be built (the harness' own error, not counted above).**",
-                ""] if counts["harness error"] else []),
-             "Exit 0: a report; 1: `check` failed (or a run that cannot be vouched for); 2: one line, a refused "
-             "input. Lost output (job mode): an existing `-o`/`--json` file changed or removed by a command that failed, "
-             "an input named as output changed, a temporary left, or an output not written by a command that exited 0. "
-             "A case is reproduced with `--only N`.", "", "## Slowest cases", "",
-             "| case | seconds | input | command |", "|---|---|---|---|"]
+def cli_report(
+    mode,
+    counts,
+    failures,
+    times,
+    wall,
+    rss_mb,
+    cases,
+    seed,
+    partial: int | None = None,
+    revision: str = "?",
+    jobs: int = 1,
+) -> str:
+    title = {
+        "kineto": "mutated Kineto traces through `analyze`",
+        "rundir": "damaged run directories through `report`, `check`, `compare`, `analyze`",
+        "job": "damaged node directories of a multi-node job through `report NODE_DIR...`",
+        "calibration": (
+            "damaged calibration files through `report`, `check`, `compare` of a GPU sweep"
+        ),
+    }[mode]
+    total = sum(
+        v
+        for k, v in counts.items()
+        if k.startswith("exit ") or k == "uncaught" or k == "aborted at 30 s"
+    )
+    lines = [
+        f"# Long fuzz run: {title}",
+        "",
+        *(
+            [f"**Partial: {partial} of {cases} cases (stopped at the time limit).**", ""]
+            if partial
+            else []
+        ),
+        f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
+        (
+            f"- machine: {platform.node()}, {platform.machine()}, {os.cpu_count()} cores (shared), "
+            f"Python {platform.python_version()}, {platform.system()} {platform.release()}"
+        ),
+        (
+            f"- command: `python -m bench fuzz --mode {mode} --cases {cases} --seed {seed} "
+            f"--jobs {jobs}`"
+        ),
+        f"- revision: {revision}",
+        (
+            f"- the CLI's `main(argv)` in one process, each case under a {ABORT_S} s alarm; a case"
+            f" over {SLOW_S} s is a failure"
+        ),
+        (
+            f"- wall time: {wall:.0f} s over {jobs} worker process{'es' if jobs > 1 else ''}; peak"
+            f" RSS {rss_mb:.0f} MiB (the largest of any one process: each worker runs its cases in"
+            " one process)"
+        ),
+        "",
+        (
+            "| cases | exit 0 | exit 1 | exit 2 | exit 70 | uncaught | other exit | over 10 s |"
+            " lost output |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|",
+        (
+            f"| {total} | {counts['exit 0']} | {counts['exit 1']} | {counts['exit 2']} |"
+            f" {counts['exit 70']} | {counts['uncaught']} |"
+            f" {sum(v for k, v in counts.items() if k.startswith('exit ') and k not in ('exit 0', 'exit 1', 'exit 2', 'exit 70'))}"  # noqa: E501
+            f" | {counts['over 10 s']} | {counts['lost output']} |"
+        ),
+        "",
+        *(
+            [
+                (
+                    f"**{counts['harness error']} cases could not be built (the harness' own error,"
+                    " not counted above).**"
+                ),
+                "",
+            ]
+            if counts["harness error"]
+            else []
+        ),
+        (
+            "Exit 0: a report; 1: `check` failed (or a run that cannot be vouched for); 2: one"
+            " line, a refused input. Lost output (job mode): an existing `-o`/`--json` file changed"
+            " or removed by a command that failed, an input named as output changed, a temporary"
+            " left, or an output not written by a command that exited 0. A case is reproduced with"
+            " `--only N`."
+        ),
+        "",
+        "## Slowest cases",
+        "",
+        "| case | seconds | input | command |",
+        "|---|---|---|---|",
+    ]
     for elapsed, n, what, argv in sorted(times, reverse=True)[:10]:
         lines.append(f"| {n} | {elapsed:.2f} | {what.replace('|', '/')[:300]} | `{argv}` |")
     if failures:
-        lines += ["", f"## Failures ({len(failures)}; the first 30)", "", "```", *failures[:30], "```"]
+        lines += [
+            "",
+            f"## Failures ({len(failures)}; the first 30)",
+            "",
+            "```",
+            *failures[:30],
+            "```",
+        ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> int:
     """``python -m bench fuzz [ARGS]``: the run, its output kept as bench/results/fuzz.md."""
     return record("fuzz", __doc__, argv, lambda: _main(argv))
-

@@ -27,8 +27,10 @@ def check(run_dir: Path) -> bool:
     first = steps[0]["begin_ns"]
     lo, hi = stats.window_ns
     ok = True
-    print(f"{run_dir.name}: {len(samples)} samples, {stats.steady} steady steps, "
-          f"{stats.samples_per_s:,.0f} samples/s")
+    print(
+        f"{run_dir.name}: {len(samples)} samples, {stats.steady} steady steps, "
+        f"{stats.samples_per_s:,.0f} samples/s"
+    )
     for gpu in sorted({r["gpu"] for r in samples}):
         rows = [r for r in samples if r["gpu"] == gpu]
         before = [r for r in rows if r["t_ns"] < first]
@@ -38,12 +40,17 @@ def check(run_dir: Path) -> bool:
         mem_b = min([r["mem_used_bytes"] for r in before if "mem_used_bytes" in r] or [np.nan])
         mem_d = max([r["mem_used_bytes"] for r in during if "mem_used_bytes" in r] or [np.nan])
         rx_b, rx_d = counter_rate(before, "pcie_rx_bytes"), counter_rate(during, "pcie_rx_bytes")
-        checks = {"utilisation rises": util_d > util_b, "memory used rises": mem_d > mem_b,
-                  "PCIe RX bytes/s rises": (rx_d or 0) > (rx_b or 0)}
-        print(f"  GPU {gpu}: {len(before)} samples before training, {len(during)} during; "
-              f"util {util_b:.1f}% -> {util_d:.1f}%, memory {mem_b / 2**30:.2f} -> {mem_d / 2**30:.2f} GiB, "
-              f"PCIe RX {(rx_b or 0) / 1e6:.1f} -> {(rx_d or 0) / 1e6:.1f} MB/s, "
-              f"NVLink TX during {(counter_rate(during, 'nvlink_tx_kib', 1024) or 0) / 1e6:.1f} MB/s")
+        checks = {
+            "utilisation rises": util_d > util_b,
+            "memory used rises": mem_d > mem_b,
+            "PCIe RX bytes/s rises": (rx_d or 0) > (rx_b or 0),
+        }
+        print(
+            f"  GPU {gpu}: {len(before)} samples before training, {len(during)} during; util"
+            f" {util_b:.1f}% -> {util_d:.1f}%, memory {mem_b / 2**30:.2f} -> {mem_d / 2**30:.2f}"
+            f" GiB, PCIe RX {(rx_b or 0) / 1e6:.1f} -> {(rx_d or 0) / 1e6:.1f} MB/s, NVLink TX"
+            f" during {(counter_rate(during, 'nvlink_tx_kib', 1024) or 0) / 1e6:.1f} MB/s"
+        )
         for name, passed in checks.items():
             print(f"    {'PASS' if passed else 'FAIL'} {name}")
             ok &= bool(passed)

@@ -32,22 +32,36 @@ def main() -> None:
     pynvml.nvmlInit()
     count = pynvml.nvmlDeviceGetCount()
     h = pynvml.nvmlDeviceGetHandleByIndex(0)
-    fields = [(pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, 0), (pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES, 0),
-              (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ALL_LINKS),
-              (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ALL_LINKS), (pynvml.NVML_FI_DEV_POWER_INSTANT, 0)]
-    result = {"gpus": count, "driver": pynvml.nvmlSystemGetDriverVersion(),
-              "call_ms": {
-                  "field_values_5": per_call_ms(lambda: pynvml.nvmlDeviceGetFieldValues(h, fields)),
-                  "utilization_rates": per_call_ms(lambda: pynvml.nvmlDeviceGetUtilizationRates(h), 20),
-                  "memory_info": per_call_ms(lambda: pynvml.nvmlDeviceGetMemoryInfo(h)),
-                  "clock_sm": per_call_ms(lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
-                  "clocks_event_reasons": per_call_ms(lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(h)),
-              }}
+    fields = [
+        (pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, 0),
+        (pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES, 0),
+        (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ALL_LINKS),
+        (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ALL_LINKS),
+        (pynvml.NVML_FI_DEV_POWER_INSTANT, 0),
+    ]
+    result = {
+        "gpus": count,
+        "driver": pynvml.nvmlSystemGetDriverVersion(),
+        "call_ms": {
+            "field_values_5": per_call_ms(lambda: pynvml.nvmlDeviceGetFieldValues(h, fields)),
+            "utilization_rates": per_call_ms(lambda: pynvml.nvmlDeviceGetUtilizationRates(h), 20),
+            "memory_info": per_call_ms(lambda: pynvml.nvmlDeviceGetMemoryInfo(h)),
+            "clock_sm": per_call_ms(lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
+            "clocks_event_reasons": per_call_ms(
+                lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(h)
+            ),
+        },
+    }
     # Which NVLink scopes answer: all links at once, or per link.
     scopes = {}
     for label, scope in [("all_links", ALL_LINKS), *[(f"link{i}", i) for i in range(0, 18, 6)]]:
-        v = pynvml.nvmlDeviceGetFieldValues(h, [(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, scope)])[0]
-        scopes[label] = {"return": v.nvmlReturn, "value_kib": v.value.ullVal if v.nvmlReturn == 0 else None}
+        v = pynvml.nvmlDeviceGetFieldValues(
+            h, [(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, scope)]
+        )[0]
+        scopes[label] = {
+            "return": v.nvmlReturn,
+            "value_kib": v.value.ullVal if v.nvmlReturn == 0 else None,
+        }
     result["nvlink_tx_scopes"] = scopes
     # The sampler itself, idle GPUs, 4 s, on 1 GPU and on all.
     rates = {}
@@ -60,11 +74,18 @@ def main() -> None:
             sampler.sampler.stop()
             writer.close()
             rows = read_jsonl(Path(tmp) / "s.jsonl")
-            rates[label] = {"per_gpu_hz": round(len(rows) / len(indices) / sampler.sampler.wall_s, 1),
-                            "cpu_pct_of_one_core": round(100 * sampler.sampler.cpu_s / sampler.sampler.wall_s, 2),
-                            "missing": sampler.missing, "example_row": rows[len(rows) // 2] if rows else None}
+            rates[label] = {
+                "per_gpu_hz": round(len(rows) / len(indices) / sampler.sampler.wall_s, 1),
+                "cpu_pct_of_one_core": round(
+                    100 * sampler.sampler.cpu_s / sampler.sampler.wall_s, 2
+                ),
+                "missing": sampler.missing,
+                "example_row": rows[len(rows) // 2] if rows else None,
+            }
     result["sampler"] = rates
-    everything = NvmlSampler(pynvml, JsonlWriter(Path(tempfile.mkdtemp()) / "s.jsonl"), list(range(count)))
+    everything = NvmlSampler(
+        pynvml, JsonlWriter(Path(tempfile.mkdtemp()) / "s.jsonl"), list(range(count))
+    )
     result["inventory"] = everything.inventory()
     result["topology"] = everything.topology()
     result["inventory_missing"] = everything.missing

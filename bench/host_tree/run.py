@@ -1,13 +1,15 @@
-"""The host sampler's tick, reading /proc itself, costs a fraction of psutil's way (docs/profile.md).
+"""The host sampler's tick, reading /proc itself, costs a fraction of psutil's way
+(docs/profile.md).
 
-Benchmark: the host sampler's look at the training process tree, psutil's way and scaldiag's, side by side.
+Benchmark: the host sampler's look at the training process tree, psutil's way and scaldiag's, side
+by side.
 
     python -m bench host_tree [--rounds 5] [--calls 200] [--threads 100] [--pid PID]
 
 The host sampler sums CPU over the training process and its workers. psutil's
-``children(recursive=True)`` reads the stat file of every process on the machine, so the sampler used
-to rescan once a second; ``host.Descendants`` lists /proc and reads only the processes that appeared
-since its last look. psutil reads three files a process for its CPU, threads and RSS
+``children(recursive=True)`` reads the stat file of every process on the machine, so the sampler
+used to rescan once a second; ``host.Descendants`` lists /proc and reads only the processes that
+appeared since its last look. psutil reads three files a process for its CPU, threads and RSS
 (``PsutilTree``, the sampler's way before and still where /proc is missing); ``ProcTree`` reads one.
 Each core's busy share: psutil's ``cpu_percent(percpu=True)`` against ``ProcCores`` (one read of
 /proc/stat, plain pairs where psutil builds named tuples); and the whole tick, before and now. Timed
@@ -69,10 +71,20 @@ def cpu_us(fn, calls: int) -> float:
 
 def previous_tick(tree: PsutilTree, writer: JsonlWriter):
     """The host sampler's tick before ProcTree and ProcCores: psutil for the tree and the cores."""
+
     def tick() -> None:
         cpu_pct, threads, rss, processes = tree.totals()
-        writer.write({"t_ns": time.time_ns(), "core_pct": psutil.cpu_percent(percpu=True), "proc_cpu_pct": cpu_pct,
-                      "proc_threads": threads, "proc_rss_bytes": rss, "processes": processes})
+        writer.write(
+            {
+                "t_ns": time.time_ns(),
+                "core_pct": psutil.cpu_percent(percpu=True),
+                "proc_cpu_pct": cpu_pct,
+                "proc_threads": threads,
+                "proc_rss_bytes": rss,
+                "processes": processes,
+            }
+        )
+
     return tick
 
 
@@ -83,9 +95,16 @@ def measure(pid: int, rounds: int, calls: int) -> dict[str, list[float]]:
     writer = JsonlWriter(Path(os.devnull), FLUSH_EVERY_ROWS, FLUSH_MAX_DELAY_S)
     old_whole, new_whole = previous_tick(PsutilTree(pid), writer), HostSampler(writer, pid)._tick
     psutil.cpu_percent(percpu=True)
-    ways = {"scan": lambda: _psutil_tree(pid), "update": tree.update, "old_tree": old_way.totals,
-            "new_tree": new_way.totals, "old_cores": lambda: psutil.cpu_percent(percpu=True), "new_cores": cores,
-            "old_tick": old_whole, "new_tick": new_whole}
+    ways = {
+        "scan": lambda: _psutil_tree(pid),
+        "update": tree.update,
+        "old_tree": old_way.totals,
+        "new_tree": new_way.totals,
+        "old_cores": lambda: psutil.cpu_percent(percpu=True),
+        "new_cores": cores,
+        "old_tick": old_whole,
+        "new_tick": new_whole,
+    }
     times: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(rounds):
         for name, fn in ways.items():
@@ -98,47 +117,77 @@ def _main(argv: list[str]) -> int | None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--threads", type=int, default=100)
-    p.add_argument("--pid", type=int, help="look at this process (a real training) instead of a stand-in")
+    p.add_argument(
+        "--pid", type=int, help="look at this process (a real training) instead of a stand-in"
+    )
     a = p.parse_args(argv)
     if a.pid:
         subject = f"process {a.pid} ({psutil.Process(a.pid).num_threads()} threads)"
-        found = {"psutil": len(_psutil_tree(a.pid)), "descendants": len(Descendants.of(a.pid).update())}
+        found = {
+            "psutil": len(_psutil_tree(a.pid)),
+            "descendants": len(Descendants.of(a.pid).update()),
+        }
         t = measure(a.pid, a.rounds, a.calls)
     else:
-        stand_in = subprocess.Popen([sys.executable, "-c", STAND_IN.format(threads=a.threads)], stdout=subprocess.PIPE,
-                                    text=True)
+        stand_in = subprocess.Popen(
+            [sys.executable, "-c", STAND_IN.format(threads=a.threads)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             stand_in.stdout.readline()
             subject = f"stand-in with {a.threads} threads and 2 workers"
-            found = {"psutil": len(_psutil_tree(stand_in.pid)), "descendants": len(Descendants.of(stand_in.pid).update())}
+            found = {
+                "psutil": len(_psutil_tree(stand_in.pid)),
+                "descendants": len(Descendants.of(stand_in.pid).update()),
+            }
             t = measure(stand_in.pid, a.rounds, a.calls)
         finally:
             stand_in.kill()
             stand_in.wait()
     processes = len([n for n in os.listdir("/proc") if n.isdigit()])
-    print(f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, psutil {psutil.__version__}; "
-          f"{processes} processes on the machine; {subject} (found: {found}); {a.rounds} rounds")
-    names = {"scan": "psutil children(recursive=True)", "update": "Descendants.update",
-             "old_tree": "the tree's totals a tick, psutil (PsutilTree: rescan once a second)",
-             "new_tree": f"the tree's totals a tick, /proc (ProcTree: a look for workers every {LOOK_EVERY} ticks)",
-             "old_cores": "each core's busy share a tick, psutil cpu_percent(percpu=True)",
-             "new_cores": "each core's busy share a tick, ProcCores",
-             "old_tick": "the whole tick before (psutil for both; the row encoded)",
-             "new_tick": "the whole tick now (HostSampler._tick)"}
+    print(
+        f"{platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, psutil"
+        f" {psutil.__version__}; {processes} processes on the machine; {subject} (found: {found});"
+        f" {a.rounds} rounds"
+    )
+    names = {
+        "scan": "psutil children(recursive=True)",
+        "update": "Descendants.update",
+        "old_tree": "the tree's totals a tick, psutil (PsutilTree: rescan once a second)",
+        "new_tree": (
+            f"the tree's totals a tick, /proc (ProcTree: a look for workers every {LOOK_EVERY}"
+            " ticks)"
+        ),
+        "old_cores": "each core's busy share a tick, psutil cpu_percent(percpu=True)",
+        "new_cores": "each core's busy share a tick, ProcCores",
+        "old_tick": "the whole tick before (psutil for both; the row encoded)",
+        "new_tick": "the whole tick now (HostSampler._tick)",
+    }
     for key, name in names.items():
         values = t[key]
-        print(f"{name}: {statistics.median(values):.1f} us CPU a call (min-max {min(values):.1f}-{max(values):.1f})")
-    for name, before, after in (("psutil scan / Descendants.update", "scan", "update"),
-                                ("PsutilTree / ProcTree a tick", "old_tree", "new_tree"),
-                                ("psutil cpu_percent / ProcCores a tick", "old_cores", "new_cores"),
-                                ("the whole tick, before / now", "old_tick", "new_tick")):
+        print(
+            f"{name}: {statistics.median(values):.1f} us CPU a call (min-max"
+            f" {min(values):.1f}-{max(values):.1f})"
+        )
+    for name, before, after in (
+        ("psutil scan / Descendants.update", "scan", "update"),
+        ("PsutilTree / ProcTree a tick", "old_tree", "new_tree"),
+        ("psutil cpu_percent / ProcCores a tick", "old_cores", "new_cores"),
+        ("the whole tick, before / now", "old_tick", "new_tick"),
+    ):
         ratios = [b / n for b, n in zip(t[before], t[after])]
-        print(f"{name}, per round: {', '.join(f'{r:.1f}' for r in ratios)} (median {statistics.median(ratios):.1f}x)")
-    print(f"At 10 ticks a second: {statistics.median(t['old_tick']) / 1e3:.3f}% of a core before, "
-          f"{statistics.median(t['new_tick']) / 1e3:.3f}% now (the sampler's own loop aside).")
+        print(
+            f"{name}, per round: {', '.join(f'{r:.1f}' for r in ratios)} (median"
+            f" {statistics.median(ratios):.1f}x)"
+        )
+    print(
+        f"At 10 ticks a second: {statistics.median(t['old_tick']) / 1e3:.3f}% of a core before, "
+        f"{statistics.median(t['new_tick']) / 1e3:.3f}% now (the sampler's own loop aside)."
+    )
 
 
 def main(argv: list[str]) -> int:
-    """``python -m bench host_tree [ARGS]``: the run, its output kept as bench/results/host_tree.md."""
+    """``python -m bench host_tree [ARGS]``: the run, its output kept as bench/results/host_tree.md.
+    """
     return record("host_tree", __doc__, argv, lambda: _main(argv))
-

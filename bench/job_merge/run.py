@@ -1,21 +1,22 @@
-"""The job merge is linear in ranks x collectives: 4,096 ranks in at most 20 s here, 1,000 in 5 s, memory flat (docs/multinode.md).
+"""The job merge is linear in ranks x collectives: 4,096 ranks in at most 20 s here, 1,000 in 5 s,
+memory flat (docs/multinode.md).
 
 Issue 37's targets, on the shared 2-core machine.
 
-What it measures, each a fresh process on a job grown by bench/job_merge/grow.py from the real 2-rank CPU
-DDP job of fixtures/kineto/cpu_ddp_gloo (one rank a node directory by default: the most nodes, the
-merge's worst case; 5 steps, 5 collectives a rank): ``scaldiag report JOB --format json -o OUT`` end to
-end, through ``--engine local:1`` (in the command's process, one rank at a time), the default local
-worker processes (``local``) and a Dask LocalCluster (``dask:2``, where Dask is installed); and in
-process: ``pipeline.diagnose_job`` and the JSON writer in a Python process timed from inside (no
-interpreter start or imports). Wall time, CPU time, the peak of the process tree's summed RSS, the
-largest process's peak. The same job through the code of ``--old-rev`` (git archive, its C parts built)
-at ``--before-ranks`` only (quadratic there: minutes at 4,096). Every JSON report of a size must be the
-same bytes, across engines and against the old revision's.
+What it measures, each a fresh process on a job grown by bench/job_merge/grow.py from the real
+2-rank CPU DDP job of fixtures/kineto/cpu_ddp_gloo (one rank a node directory by default: the most
+nodes, the merge's worst case; 5 steps, 5 collectives a rank): ``scaldiag report JOB --format json
+-o OUT`` end to end, through ``--engine local:1`` (in the command's process, one rank at a time),
+the default local worker processes (``local``) and a Dask LocalCluster (``dask:2``, where Dask is
+installed); and in process: ``pipeline.diagnose_job`` and the JSON writer in a Python process timed
+from inside (no interpreter start or imports). Wall time, CPU time, the peak of the process tree's
+summed RSS, the largest process's peak. The same job through the code of ``--old-rev`` (git archive,
+its C parts built) at ``--before-ranks`` only (quadratic there: minutes at 4,096). Every JSON report
+of a size must be the same bytes, across engines and against the old revision's.
 
     python -m bench job_merge [--ranks 1000,4096] [--ranks-per-node 1] [--repeats 1]
                               [--engines inproc,local:1,local,dask:2] [--old-rev 0c66a1b] [--before-ranks 1000]
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ from bench.common import in_temporary  # noqa: E402
 from bench.job_merge.grow import grow  # noqa: E402
 
 CLAIM = (__doc__ or "").strip().splitlines()[0]
-# In process: the merge of the job at argv[1] written as JSON to argv[2]; prints its seconds and peak RSS.
+# In process: the merge of the job at argv[1] written as JSON to argv[2]; prints its seconds and
+# peak RSS.
 INPROC = """
 import sys, time
 from scaldiag.pipeline import diagnose_job
@@ -61,9 +63,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--engines", default="inproc,local:1,local,dask:2")
     parser.add_argument("--old-rev", default="0c66a1b", help="the code before (git revision)")
-    parser.add_argument("--before-ranks", default="1000", help="sizes also run through --old-rev ('' for none)")
+    parser.add_argument(
+        "--before-ranks", default="1000", help="sizes also run through --old-rev ('' for none)"
+    )
     parser.add_argument("--timeout-s", type=float, default=600)
-    parser.add_argument("--tmp", type=Path, help="where the jobs are grown (default: a new temporary directory)")
+    parser.add_argument(
+        "--tmp", type=Path, help="where the jobs are grown (default: a new temporary directory)"
+    )
     parser.add_argument("--out", type=Path, help="result file (default bench/results/job_merge.md)")
     args = parser.parse_args(argv)
     return in_temporary("job_merge", CLAIM, argv, lambda tmp: _run(args, tmp), args.tmp, args.out)
@@ -82,10 +88,17 @@ def _engines(spec: str) -> tuple[list[str], list[str]]:
 def _before_tree(tmp: Path, rev: str) -> Path:
     tree = tmp / f"before-{rev}"
     tree.mkdir()
-    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
+    archive = subprocess.run(
+        ["git", "archive", rev], cwd=ROOT, capture_output=True, check=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+        cwd=tree,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return tree
 
 
@@ -94,21 +107,51 @@ def _one(engine: str, job: Path, out: Path, code: Path, timeout_s: float) -> dic
     if engine == "inproc":
         load = os.getloadavg()[0]
         t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", INPROC, str(job), str(out)], cwd=code, env=env,
-                              capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(
+            [sys.executable, "-c", INPROC, str(job), str(out)],
+            cwd=code,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
         if done.returncode:
             raise RuntimeError(f"in process failed: {done.stderr[-2000:]}")
         seconds, cpu, hwm = map(float, done.stdout.split()[-3:])
-        return {"wall_s": seconds, "process_s": time.perf_counter() - t0, "cpu_s": cpu,
-                "tree_rss_mib": hwm, "one_rss_mib": hwm, "load": load}
-    return measure([sys.executable, "-m", "scaldiag", "report", str(job), "--format", "json", "-o", str(out),
-                    "--engine", engine], cwd=code, env=env, timeout_s=timeout_s)
+        return {
+            "wall_s": seconds,
+            "process_s": time.perf_counter() - t0,
+            "cpu_s": cpu,
+            "tree_rss_mib": hwm,
+            "one_rss_mib": hwm,
+            "load": load,
+        }
+    return measure(
+        [
+            sys.executable,
+            "-m",
+            "scaldiag",
+            "report",
+            str(job),
+            "--format",
+            "json",
+            "-o",
+            str(out),
+            "--engine",
+            engine,
+        ],
+        cwd=code,
+        env=env,
+        timeout_s=timeout_s,
+    )
 
 
 def _cell(runs: list[dict], key: str, fmt: str = "{:.1f}") -> str:
     values = [r[key] for r in runs]
     med = statistics.median(values)
-    return fmt.format(med) + (f" ({fmt.format(min(values))}-{fmt.format(max(values))})" if len(values) > 1 else "")
+    return fmt.format(med) + (
+        f" ({fmt.format(min(values))}-{fmt.format(max(values))})" if len(values) > 1 else ""
+    )
 
 
 def _run(args, tmp: Path) -> str:
@@ -125,40 +168,74 @@ def _run(args, tmp: Path) -> str:
         print(f"grew {n} ranks in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
         sides = [("after", ROOT, e) for e in engines]
         if n in before:
-            sides += [(f"before ({args.old_rev})", old, e) for e in engines if e in ("inproc", "local:1")]
+            sides += [
+                (f"before ({args.old_rev})", old, e) for e in engines if e in ("inproc", "local:1")
+            ]
         runs: dict[tuple[str, str], list[dict]] = {}
         outs = []
         for rep in range(args.repeats):
-            for label, code, engine in sides:  # alternating within each round: the machine is shared
+            for (
+                label,
+                code,
+                engine,
+            ) in sides:  # alternating within each round: the machine is shared
                 out = tmp / f"job{n}_{label.split()[0]}_{engine.replace(':', '')}_{rep}.json"
                 try:
                     r = _one(engine, job, out, code, args.timeout_s)
                 except (RuntimeError, subprocess.TimeoutExpired) as exc:
                     notes.append(f"{n} ranks, {label}, {engine}: {str(exc).splitlines()[0][:300]}")
                     continue
-                print({"ranks": n, "side": label, "engine": engine, **{k: round(v, 3) for k, v in r.items()}},
-                      flush=True)
+                print(
+                    {
+                        "ranks": n,
+                        "side": label,
+                        "engine": engine,
+                        **{k: round(v, 3) for k, v in r.items()},
+                    },
+                    flush=True,
+                )
                 runs.setdefault((label, engine), []).append(r)
                 outs.append(out)
         if outs:
             differ = [o.name for o in outs[1:] if not filecmp.cmp(outs[0], o, shallow=False)]
-            same.append(f"{n} ranks: {len(outs)} JSON reports, " + (
-                "all the same bytes" if not differ else f"DIFFERENT from {outs[0].name}: {', '.join(differ)}"))
+            same.append(
+                f"{n} ranks: {len(outs)} JSON reports, "
+                + (
+                    "all the same bytes"
+                    if not differ
+                    else f"DIFFERENT from {outs[0].name}: {', '.join(differ)}"
+                )
+            )
         nnodes = -(-n // args.ranks_per_node)
         for (label, engine), rs in runs.items():
             loads = ", ".join(f"{r['load']:.1f}" for r in rs)
-            rows.append(f"| {n:,} | {nnodes:,} | {label} | {engine} | "
-                        f"{_cell(rs, 'wall_s')} | {_cell(rs, 'cpu_s')} | {_cell(rs, 'tree_rss_mib', '{:,.0f}')} | "
-                        f"{_cell(rs, 'one_rss_mib', '{:,.0f}')} | {loads} |")
-    lines = [f"Jobs of {args.ranks} ranks, {args.ranks_per_node} a node directory, each rank the fixture's "
-             "(34 KB gzipped, 1,745 events, 5 steps, 5 all-reduces); "
-             f"{args.repeats} round(s), the sides alternating in each. `inproc`: pipeline.diagnose_job and the "
-             "JSON writer timed inside one Python process (no interpreter start or imports; its peak RSS); the "
-             "others `python -m scaldiag report JOB --format json -o OUT --engine E` end to end (CPU: the "
-             "process and the workers it waited for, not Dask's; memory: the process tree's summed peak and "
-             "the largest process's).", "",
-             "| ranks | nodes | code | engine | wall s | CPU s | tree peak MiB | largest process MiB | load (1 min) |",
-             "|---|---|---|---|---|---|---|---|---|", *rows, "", "Same JSON:", "", *[f"- {s}" for s in same]]
+            rows.append(
+                f"| {n:,} | {nnodes:,} | {label} | {engine} | {_cell(rs, 'wall_s')} |"
+                f" {_cell(rs, 'cpu_s')} | {_cell(rs, 'tree_rss_mib', '{:,.0f}')} |"
+                f" {_cell(rs, 'one_rss_mib', '{:,.0f}')} | {loads} |"
+            )
+    lines = [
+        (
+            f"Jobs of {args.ranks} ranks, {args.ranks_per_node} a node directory, each rank the"
+            f" fixture's (34 KB gzipped, 1,745 events, 5 steps, 5 all-reduces); {args.repeats}"
+            " round(s), the sides alternating in each. `inproc`: pipeline.diagnose_job and the"
+            " JSON writer timed inside one Python process (no interpreter start or imports; its"
+            " peak RSS); the others `python -m scaldiag report JOB --format json -o OUT --engine"
+            " E` end to end (CPU: the process and the workers it waited for, not Dask's; memory:"
+            " the process tree's summed peak and the largest process's)."
+        ),
+        "",
+        (
+            "| ranks | nodes | code | engine | wall s | CPU s | tree peak MiB | largest process MiB"
+            " | load (1 min) |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "Same JSON:",
+        "",
+        *[f"- {s}" for s in same],
+    ]
     if notes:
         lines += ["", "Notes:", "", *[f"- {x}" for x in notes]]
     return "\n".join(lines) + "\n"

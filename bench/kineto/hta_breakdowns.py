@@ -1,4 +1,5 @@
-"""HTA's side of the comparison: load a directory of rank traces, then its temporal and idle-time breakdowns.
+"""HTA's side of the comparison: load a directory of rank traces, then its temporal and idle-time
+breakdowns.
 
 Runs in HTA's own venv (bench/.venv-hta: HolisticTraceAnalysis 0.5.0, a benchmark
 opponent, never a dependency of scaldiag):

@@ -1,4 +1,5 @@
-"""Grow a real rank trace (fixtures/x2_devset/torch_ddp_sync_2gpu, PyTorch DDP on two H200s) to any size.
+"""Grow a real rank trace (fixtures/x2_devset/torch_ddp_sync_2gpu, PyTorch DDP on two H200s) to any
+size.
 
 The events of the real trace are repeated in time, each copy shifted by the
 trace's span (plus 1 us), ``ProfilerStep#N`` renumbered so every copy's steps
@@ -20,7 +21,10 @@ from decimal import Decimal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = [ROOT / "fixtures" / "x2_devset" / "torch_ddp_sync_2gpu" / f"rank{r}.pt.trace.json.gz" for r in (0, 1)]
+SOURCES = [
+    ROOT / "fixtures" / "x2_devset" / "torch_ddp_sync_2gpu" / f"rank{r}.pt.trace.json.gz"
+    for r in (0, 1)
+]
 _STEP = re.compile(r"^ProfilerStep#([0-9]+)$")
 _TS, _STEP_HOLE = "\x00TS\x00", "\x00STEP\x00"
 
@@ -28,7 +32,11 @@ _TS, _STEP_HOLE = "\x00TS\x00", "\x00STEP\x00"
 def _plain(value):
     """Decimals as floats for json.dumps (ts is written apart, exactly)."""
     if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() and "." not in str(value) else float(value)
+        return (
+            int(value)
+            if value == value.to_integral_value() and "." not in str(value)
+            else float(value)
+        )
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -48,7 +56,9 @@ class Grower:
         events = doc.pop("traceEvents")
         self.top = doc
         self.once = [json.dumps(_plain(e)) for e in events if e.get("ph") == "M"]
-        timed = [e for e in events if e.get("ph") != "M" and isinstance(e.get("ts"), (int, Decimal))]
+        timed = [
+            e for e in events if e.get("ph") != "M" and isinstance(e.get("ts"), (int, Decimal))
+        ]
         starts = [_ns(Decimal(e["ts"])) for e in timed]
         ends = [s + _ns(Decimal(e.get("dur", 0))) for s, e in zip(starts, timed)]
         self.span_ns = max(ends) - min(starts) + 1000
@@ -63,9 +73,19 @@ class Grower:
     def write(self, out: Path, target_bytes: int, rank: int, world: int) -> tuple[int, int]:
         """Copies until the file holds ``target_bytes``; (events, bytes) written."""
         top = dict(self.top)
-        top["distributedInfo"] = dict(_plain(top.get("distributedInfo", {})), rank=rank, world_size=world)
-        head = {k: _plain(v) for k, v in top.items() if k not in ("traceName", "displayTimeUnit", "baseTimeNanoseconds")}
-        tail = {k: _plain(top[k]) for k in ("traceName", "displayTimeUnit", "baseTimeNanoseconds") if k in top}
+        top["distributedInfo"] = dict(
+            _plain(top.get("distributedInfo", {})), rank=rank, world_size=world
+        )
+        head = {
+            k: _plain(v)
+            for k, v in top.items()
+            if k not in ("traceName", "displayTimeUnit", "baseTimeNanoseconds")
+        }
+        tail = {
+            k: _plain(top[k])
+            for k in ("traceName", "displayTimeUnit", "baseTimeNanoseconds")
+            if k in top
+        }
         events = 0
         with open(out, "w", encoding="utf-8") as f:
             f.write(json.dumps(head)[:-1] + ', "traceEvents": [\n')
@@ -74,8 +94,13 @@ class Grower:
             copy = 0
             while f.tell() < target_bytes:
                 shift, step_shift = copy * self.span_ns, copy * self.steps_per_copy
-                f.write(",\n" + ",\n".join(t.format(ts=_us(start + shift), step=step + step_shift)
-                                           for t, start, step in self.templates))
+                f.write(
+                    ",\n"
+                    + ",\n".join(
+                        t.format(ts=_us(start + shift), step=step + step_shift)
+                        for t, start, step in self.templates
+                    )
+                )
                 events += len(self.templates)
                 copy += 1
             f.write("\n], " + json.dumps(tail)[1:] + "\n")
@@ -84,9 +109,17 @@ class Grower:
 
 
 def _template(text: str) -> str:
-    """An event's JSON as a format string: {ts} and {step} where the holes were, every other brace doubled."""
-    text = text.replace(json.dumps(_TS), "{ts}").replace(json.dumps(_STEP_HOLE)[1:-1], "ProfilerStep#{step}")
-    return text.replace("{", "{{").replace("}", "}}").replace("{{ts}}", "{ts}").replace("{{step}}", "{step}")
+    """An event's JSON as a format string: {ts} and {step} where the holes were, every other brace
+    doubled."""
+    text = text.replace(json.dumps(_TS), "{ts}").replace(
+        json.dumps(_STEP_HOLE)[1:-1], "ProfilerStep#{step}"
+    )
+    return (
+        text.replace("{", "{{")
+        .replace("}", "}}")
+        .replace("{{ts}}", "{ts}")
+        .replace("{{step}}", "{step}")
+    )
 
 
 def _us(ns: int) -> str:

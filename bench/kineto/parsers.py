@@ -30,7 +30,11 @@ def _rows_from_dicts(events) -> int:
     for e in events:
         if isinstance(e, dict) and e.get("ph") == "X":
             args = e.get("args") or {}
-            _ = [e.get(k) for k in WANTED], [args.get(k) for k in ARGS], int(Decimal(str(e.get("ts"))) * 1000)
+            _ = (
+                [e.get(k) for k in WANTED],
+                [args.get(k) for k in ARGS],
+                int(Decimal(str(e.get("ts"))) * 1000),
+            )
             kept += 1
     return kept
 
@@ -101,9 +105,14 @@ def scaldiag_scanner(path: Path) -> int:
     return len(scanner.take_columns()["seq"]) // 8 + len(scanner.slow())
 
 
-CANDIDATES = {"json (stdlib), Decimal": stdlib, "orjson 3 (floats)": orjson_, "msgspec (typed, Decimal ts)": msgspec_,
-              "pysimdjson (lazy, floats)": simdjson_, "ijson yajl2_c (streaming, Decimal)": ijson_,
-              "scaldiag _kineto_scan (streaming, exact)": scaldiag_scanner}
+CANDIDATES = {
+    "json (stdlib), Decimal": stdlib,
+    "orjson 3 (floats)": orjson_,
+    "msgspec (typed, Decimal ts)": msgspec_,
+    "pysimdjson (lazy, floats)": simdjson_,
+    "ijson yajl2_c (streaming, Decimal)": ijson_,
+    "scaldiag _kineto_scan (streaming, exact)": scaldiag_scanner,
+}
 
 
 def main() -> None:
@@ -117,19 +126,30 @@ def main() -> None:
         print(f"{kept} {time.perf_counter() - start:.2f}")
         return
     print(f"{args.trace.stat().st_size / 1e6:.0f} MB; load {os.getloadavg()[0]:.1f} at start\n")
-    print("| parser | events kept | s (in process) | CPU s | peak RSS MiB | load |\n|---|---|---|---|---|---|")
+    print(
+        "| parser | events kept | s (in process) | CPU s | peak RSS MiB | load"
+        " |\n|---|---|---|---|---|---|"
+    )
     for name in CANDIDATES:
         load = os.getloadavg()[0]
-        proc = subprocess.Popen([sys.executable, __file__, str(args.trace), "--only", name], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, __file__, str(args.trace), "--only", name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
         if status != 0:
-            print(f"| {name} | failed: {err.strip().splitlines()[-1] if err.strip() else status} | | | | {load:.1f} |")
+            print(
+                f"| {name} | failed: {err.strip().splitlines()[-1] if err.strip() else status} | |"
+                f" | | {load:.1f} |"
+            )
             continue
         kept, seconds = out.split()
-        print(f"| {name} | {int(kept):,} | {float(seconds):.1f} | {usage.ru_utime + usage.ru_stime:.1f} | "
-              f"{usage.ru_maxrss / 1024:,.0f} | {load:.1f} |")
+        print(
+            f"| {name} | {int(kept):,} | {float(seconds):.1f} |"
+            f" {usage.ru_utime + usage.ru_stime:.1f} | {usage.ru_maxrss / 1024:,.0f} | {load:.1f} |"
+        )
 
 
 if __name__ == "__main__":

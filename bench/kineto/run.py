@@ -1,4 +1,5 @@
-"""Kineto traces read at the speed of the parser: 1 GB of one rank analyzed in at most 8 s and 1.5 GB of memory, linear in size.
+"""Kineto traces read at the speed of the parser: 1 GB of one rank analyzed in at most 8 s and 1.5
+GB of memory, linear in size.
 
 What it measures (issue 25), each a fresh ``python -m scaldiag analyze FILE --json OUT``
 (wall time, CPU time of the process, its peak RSS from wait4), on traces grown from
@@ -15,7 +16,7 @@ directory (never committed):
 The load average is recorded with every timing: the machine is shared.
 
     python -m bench kineto [--sizes-mb 100,250,500,1000] [--repeats 3] [--ranks 8] [--no-hta] [--no-before]
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -39,21 +40,28 @@ from bench.common import TreeRss, in_temporary  # noqa: E402
 
 CLAIM = (__doc__ or "").strip().splitlines()[0]
 BEFORE_REV = "088b4d0"
-# A job's ranks through the engines (scaldiag/engines.py): in the analyzing process one rank at a time, and in
-# worker processes, one per core (the default).
-ENGINES = [("local:1", "one rank at a time in one process (--engine local:1)"),
-           ("local", "worker processes, one per core (the default)")]
+# A job's ranks through the engines (scaldiag/engines.py): in the analyzing process one rank at a
+# time, and in worker processes, one per core (the default).
+ENGINES = [
+    ("local:1", "one rank at a time in one process (--engine local:1)"),
+    ("local", "worker processes, one per core (the default)"),
+]
 HTA_PYTHON = ROOT / "bench" / ".venv-hta" / "bin" / "python"
 
 
-def measure(cmd: list[str], cwd: Path, env: dict | None = None, timeout_s: float | None = None) -> dict:
-    """Wall s, CPU s (user + system, the process and the workers it waited for) and peak RSS MiB of one process
-    (wait4), the peak of its process tree's summed RSS and the largest peak (VmHWM) of any one process in it
-    (bench.common.TreeRss, every 20 ms: worker processes); the 1-minute load when it started. Past ``timeout_s`` the process is stopped and
-    RuntimeError says so."""
+def measure(
+    cmd: list[str], cwd: Path, env: dict | None = None, timeout_s: float | None = None
+) -> dict:
+    """Wall s, CPU s (user + system, the process and the workers it waited for) and peak RSS MiB of
+    one process
+    (wait4), the peak of its process tree's summed RSS and the largest peak (VmHWM) of any one
+    process in it (bench.common.TreeRss, every 20 ms: worker processes); the 1-minute load when it
+    started. Past ``timeout_s`` the process is stopped and RuntimeError says so."""
     load = os.getloadavg()[0]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     timer = threading.Timer(timeout_s, proc.kill) if timeout_s else None
     if timer:
         timer.start()
@@ -64,25 +72,51 @@ def measure(cmd: list[str], cwd: Path, env: dict | None = None, timeout_s: float
     if timer:
         timer.cancel()
         if wall >= timeout_s:
-            raise RuntimeError(f"not finished in {timeout_s:.0f} s (stopped; {usage.ru_maxrss / 1024:,.0f} MiB by then)")
+            raise RuntimeError(
+                f"not finished in {timeout_s:.0f} s (stopped; {usage.ru_maxrss / 1024:,.0f} MiB by"
+                " then)"
+            )
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({os.waitstatus_to_exitcode(status)}): {err[-2000:]}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024, "load": load,
-            "tree_rss_mib": max(tree.peak_sum_mib, usage.ru_maxrss / 1024),
-            "one_rss_mib": max([*tree.peak_by_pid.values(), usage.ru_maxrss / 1024])}
+        raise RuntimeError(
+            f"{' '.join(cmd)} failed ({os.waitstatus_to_exitcode(status)}): {err[-2000:]}"
+        )
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "rss_mib": usage.ru_maxrss / 1024,
+        "load": load,
+        "tree_rss_mib": max(tree.peak_sum_mib, usage.ru_maxrss / 1024),
+        "one_rss_mib": max([*tree.peak_by_pid.values(), usage.ru_maxrss / 1024]),
+    }
 
 
-def analyze(path: Path, out: Path, root: Path, env: dict | None = None, engine: str | None = None) -> dict:
-    return measure([sys.executable, "-m", "scaldiag", "analyze", str(path), "--json", str(out),
-                    *(["--engine", engine] if engine else [])], cwd=root, env=env)
+def analyze(
+    path: Path, out: Path, root: Path, env: dict | None = None, engine: str | None = None
+) -> dict:
+    return measure(
+        [
+            sys.executable,
+            "-m",
+            "scaldiag",
+            "analyze",
+            str(path),
+            "--json",
+            str(out),
+            *(["--engine", engine] if engine else []),
+        ],
+        cwd=root,
+        env=env,
+    )
 
 
 def spread(runs: list[dict], key: str, fmt: str = "{:.1f}") -> str:
     values = [r[key] for r in runs]
     med = statistics.median(values)
-    return fmt.format(med) + (f" ({fmt.format(min(values))}-{fmt.format(max(values))})" if len(values) > 1 else "")
+    return fmt.format(med) + (
+        f" ({fmt.format(min(values))}-{fmt.format(max(values))})" if len(values) > 1 else ""
+    )
 
 
 def loads(runs: list[dict]) -> str:
@@ -93,10 +127,17 @@ def before_tree(tmp: Path) -> Path:
     """Revision 088b4d0 (the whole-document json.loads reader), its C parts built, in ``tmp``."""
     tree = tmp / "before"
     tree.mkdir()
-    archive = subprocess.run(["git", "archive", BEFORE_REV], cwd=ROOT, capture_output=True, check=True).stdout
+    archive = subprocess.run(
+        ["git", "archive", BEFORE_REV], cwd=ROOT, capture_output=True, check=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+        cwd=tree,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return tree
 
 
@@ -104,15 +145,31 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench kineto", description=CLAIM)
     parser.add_argument("--sizes-mb", default="100,250,500,1000", help="one-rank trace sizes, MB")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--ranks", type=int, default=8, help="ranks of --rank-mb each, in one directory")
+    parser.add_argument(
+        "--ranks", type=int, default=8, help="ranks of --rank-mb each, in one directory"
+    )
     parser.add_argument("--rank-mb", type=float, default=100)
-    parser.add_argument("--no-hta", action="store_true", help="leave HTA out (its venv: bench/.venv-hta)")
-    parser.add_argument("--no-gzip", action="store_true", help="leave out the largest trace gzipped")
-    parser.add_argument("--hta-timeout-s", type=float, default=900, help="HTA stopped past this (it takes minutes)")
-    parser.add_argument("--no-before", action="store_true", help=f"leave the reader of {BEFORE_REV} out")
-    parser.add_argument("--scaldiag-root", type=Path, default=ROOT,
-                        help="the checkout whose scaldiag runs (default: this one)")
-    parser.add_argument("--tmp", type=Path, help="where traces are grown (default: a new temporary directory)")
+    parser.add_argument(
+        "--no-hta", action="store_true", help="leave HTA out (its venv: bench/.venv-hta)"
+    )
+    parser.add_argument(
+        "--no-gzip", action="store_true", help="leave out the largest trace gzipped"
+    )
+    parser.add_argument(
+        "--hta-timeout-s", type=float, default=900, help="HTA stopped past this (it takes minutes)"
+    )
+    parser.add_argument(
+        "--no-before", action="store_true", help=f"leave the reader of {BEFORE_REV} out"
+    )
+    parser.add_argument(
+        "--scaldiag-root",
+        type=Path,
+        default=ROOT,
+        help="the checkout whose scaldiag runs (default: this one)",
+    )
+    parser.add_argument(
+        "--tmp", type=Path, help="where traces are grown (default: a new temporary directory)"
+    )
     parser.add_argument("--out", type=Path, help="result file (default bench/results/kineto.md)")
     args = parser.parse_args(argv)
     return in_temporary("kineto", CLAIM, argv, lambda tmp: _run(args, tmp), args.tmp, args.out)
@@ -126,17 +183,25 @@ def _run(args, tmp: Path) -> str:
         events, size = make(trace, mb)
         runs = [analyze(trace, tmp / "out.json", args.scaldiag_root) for _ in range(args.repeats)]
         by_size[mb] = (size, runs)
-        rows.append(f"| 1 rank, {size / 1e6:,.0f} MB ({events:,} events) | {spread(runs, 'wall_s')} | "
-                    f"{spread(runs, 'cpu_s')} | {spread(runs, 'rss_mib', '{:,.0f}')} | "
-                    f"{statistics.median(r['wall_s'] for r in runs) / size * 1e9:.2f} | "
-                    f"{statistics.median(r['rss_mib'] for r in runs) / size * 1e6:.2f} | {loads(runs)} |")
+        rows.append(
+            f"| 1 rank, {size / 1e6:,.0f} MB ({events:,} events) | {spread(runs, 'wall_s')} | "
+            f"{spread(runs, 'cpu_s')} | {spread(runs, 'rss_mib', '{:,.0f}')} | "
+            f"{statistics.median(r['wall_s'] for r in runs) / size * 1e9:.2f} | "
+            f"{statistics.median(r['rss_mib'] for r in runs) / size * 1e6:.2f} | {loads(runs)} |"
+        )
         if mb == max(sizes) and not args.no_gzip:
             rows.append(_gzipped_row(trace, size, args.scaldiag_root, tmp))
         if mb != args.rank_mb:
             trace.unlink()
     fits = _linear_fits(by_size)
-    table = ["| trace | wall s, median (min-max) | CPU s | peak RSS MiB | wall s per GB | MiB RSS per MB | load (1 min) at each run |",
-             "|---|---|---|---|---|---|---|", *rows]
+    table = [
+        (
+            "| trace | wall s, median (min-max) | CPU s | peak RSS MiB | wall s per GB | MiB RSS"
+            " per MB | load (1 min) at each run |"
+        ),
+        "|---|---|---|---|---|---|---|",
+        *rows,
+    ]
 
     job = tmp / "job"
     job.mkdir()
@@ -145,31 +210,49 @@ def _run(args, tmp: Path) -> str:
     one_size, one_runs = by_size.get(args.rank_mb, (None, None))
     ratio = ""
     for engine, how in ENGINES:
-        job_runs = [analyze(job, tmp / "out.json", args.scaldiag_root, engine=engine) for _ in range(args.repeats)]
-        table.append(f"| {args.ranks} ranks x {args.rank_mb:g} MB, {how} | {spread(job_runs, 'wall_s')} | "
-                     f"{spread(job_runs, 'cpu_s')} | {spread(job_runs, 'tree_rss_mib', '{:,.0f}')} (largest process "
-                     f"{spread(job_runs, 'one_rss_mib', '{:,.0f}')}) | | | {loads(job_runs)} |")
+        job_runs = [
+            analyze(job, tmp / "out.json", args.scaldiag_root, engine=engine)
+            for _ in range(args.repeats)
+        ]
+        table.append(
+            f"| {args.ranks} ranks x {args.rank_mb:g} MB, {how} | {spread(job_runs, 'wall_s')} |"
+            f" {spread(job_runs, 'cpu_s')} | {spread(job_runs, 'tree_rss_mib', '{:,.0f}')} (largest"
+            f" process {spread(job_runs, 'one_rss_mib', '{:,.0f}')}) | | | {loads(job_runs)} |"
+        )
         if one_runs:
             one_rss = statistics.median(r["rss_mib"] for r in one_runs)
             job_rss = statistics.median(r["tree_rss_mib"] for r in job_runs)
             largest = statistics.median(r["one_rss_mib"] for r in job_runs)
-            ratio += (f"\n{args.ranks} ranks, {how}: peak RSS of all processes {job_rss / one_rss:.2f}x one "
-                      f"{args.rank_mb:g} MB rank's ({job_rss:,.0f} MiB against {one_rss:,.0f} MiB); the largest process "
-                      f"{largest / one_rss:.2f}x.\n")
+            ratio += (
+                f"\n{args.ranks} ranks, {how}: peak RSS of all processes {job_rss / one_rss:.2f}x"
+                f" one {args.rank_mb:g} MB rank's ({job_rss:,.0f} MiB against {one_rss:,.0f} MiB);"
+                f" the largest process {largest / one_rss:.2f}x.\n"
+            )
     shutil.rmtree(job)
 
     side = _side_by_side(args, tmp, one_runs)
-    return ("## Time and memory against size\n\n" + "\n".join(table) + "\n\n" + fits + "\n" + ratio + side +
-            f"\nJSON output (not measured here: the tests check it): on every Kineto fixture `analyze --json` through "
-            f"the streaming reader is byte-identical to the reference reader's through today's analysis "
-            f"(tests/test_kineto_golden.py). It gave revision {BEFORE_REV}'s bytes on that revision's analysis "
-            "(tests/golden/kineto_reader/); the analysis has moved on since, and a job's figures changed by design "
-            "when each device came to be measured against its own rank's host threads only (docs/pytorch.md, "
-            "\"A job's ranks, one at a time\"); the one-rank fixtures' reports did not change with it.\n")
+    return (
+        "## Time and memory against size\n\n"
+        + "\n".join(table)
+        + "\n\n"
+        + fits
+        + "\n"
+        + ratio
+        + side
+        + "\nJSON output (not measured here: the tests check it): on every Kineto fixture `analyze"
+        " --json` through the streaming reader is byte-identical to the reference reader's"
+        " through today's analysis (tests/test_kineto_golden.py). It gave revision"
+        f" {BEFORE_REV}'s bytes on that revision's analysis (tests/golden/kineto_reader/); the"
+        " analysis has moved on since, and a job's figures changed by design when each device"
+        " came to be measured against its own rank's host threads only (docs/pytorch.md, \"A"
+        " job's ranks, one at a time\"); the one-rank fixtures' reports did not change with"
+        " it.\n"
+    )
 
 
 def _linear_fits(by_size: dict) -> str:
-    """Least-squares lines through the medians (a fixed part plus a part per GB) and how far each size is off."""
+    """Least-squares lines through the medians (a fixed part plus a part per GB) and how far each
+    size is off."""
     import numpy as np
 
     if len(by_size) < 3:
@@ -180,12 +263,16 @@ def _linear_fits(by_size: dict) -> str:
         y = np.array([statistics.median(r[key] for r in runs) for _, runs in by_size.values()])
         slope, fixed = np.polyfit(gb, y, 1)
         off = np.abs(y - (fixed + slope * gb)) / y
-        out.append(f"{key}: {fixed:,.1f} {unit} + {slope:,.1f} {unit} per GB, each size within {off.max():.0%} of the line")
+        out.append(
+            f"{key}: {fixed:,.1f} {unit} + {slope:,.1f} {unit} per GB, each size within"
+            f" {off.max():.0%} of the line"
+        )
     return "Linear in size (least squares through the medians): " + "; ".join(out) + "."
 
 
 def _gzipped_row(trace: Path, size: int, root: Path, tmp: Path) -> str:
-    """The largest trace gzipped (level 6, as gzip does by default): read under the caps of readers/files.py."""
+    """The largest trace gzipped (level 6, as gzip does by default): read under the caps of
+    readers/files.py."""
     import zlib
 
     packed = trace.with_suffix(".json.gz")
@@ -197,42 +284,80 @@ def _gzipped_row(trace: Path, size: int, root: Path, tmp: Path) -> str:
     runs = [analyze(packed, tmp / "out.json", root)]
     ratio = size / packed.stat().st_size
     packed.unlink()
-    return (f"| the same, gzipped ({ratio:.0f}x: under the caps of 100x and 1 GiB) | {spread(runs, 'wall_s')} | "
-            f"{spread(runs, 'cpu_s')} | {spread(runs, 'rss_mib', '{:,.0f}')} | | | {loads(runs)} |")
+    return (
+        f"| the same, gzipped ({ratio:.0f}x: under the caps of 100x and 1 GiB) |"
+        f" {spread(runs, 'wall_s')} | {spread(runs, 'cpu_s')} |"
+        f" {spread(runs, 'rss_mib', '{:,.0f}')} | | | {loads(runs)} |"
+    )
 
 
 def _side_by_side(args, tmp: Path, one_runs: list[dict] | None) -> str:
     trace = tmp / f"rank0_{args.rank_mb:g}mb.pt.trace.json"
     if not one_runs or not trace.exists():
         return ""
-    lines = [f"\n## One {args.rank_mb:g} MB rank, side by side\n",
-             "| reader | wall s | CPU s | peak RSS MiB | load | scaldiag faster: wall, CPU |", "|---|---|---|---|---|---|"]
-    ours = statistics.median(r["wall_s"] for r in one_runs), statistics.median(r["cpu_s"] for r in one_runs)
-    lines.append(f"| scaldiag (this revision) | {spread(one_runs, 'wall_s')} | {spread(one_runs, 'cpu_s')} | "
-                 f"{spread(one_runs, 'rss_mib', '{:,.0f}')} | {loads(one_runs)} | |")
+    lines = [
+        f"\n## One {args.rank_mb:g} MB rank, side by side\n",
+        "| reader | wall s | CPU s | peak RSS MiB | load | scaldiag faster: wall, CPU |",
+        "|---|---|---|---|---|---|",
+    ]
+    ours = (
+        statistics.median(r["wall_s"] for r in one_runs),
+        statistics.median(r["cpu_s"] for r in one_runs),
+    )
+    lines.append(
+        f"| scaldiag (this revision) | {spread(one_runs, 'wall_s')} | {spread(one_runs, 'cpu_s')} |"
+        f" {spread(one_runs, 'rss_mib', '{:,.0f}')} | {loads(one_runs)} | |"
+    )
     if not args.no_before:
         tree = before_tree(tmp)
         runs = [analyze(trace, tmp / "out.json", root=tree)]
-        lines.append(f"| scaldiag {BEFORE_REV} (json.loads, one dict per event) | {spread(runs, 'wall_s')} | "
-                     f"{spread(runs, 'cpu_s')} | {spread(runs, 'rss_mib', '{:,.0f}')} | {loads(runs)} | "
-                     f"{runs[0]['wall_s'] / ours[0]:.1f}x, {runs[0]['cpu_s'] / ours[1]:.1f}x |")
+        lines.append(
+            f"| scaldiag {BEFORE_REV} (json.loads, one dict per event) | {spread(runs, 'wall_s')} |"
+            f" {spread(runs, 'cpu_s')} | {spread(runs, 'rss_mib', '{:,.0f}')} | {loads(runs)} |"
+            f" {runs[0]['wall_s'] / ours[0]:.1f}x, {runs[0]['cpu_s'] / ours[1]:.1f}x |"
+        )
     if not args.no_hta and HTA_PYTHON.exists():
         alone = tmp / "hta"
         alone.mkdir()
         os.link(trace, alone / trace.name)
         try:
-            runs = [measure([str(HTA_PYTHON), str(HERE / "hta_breakdowns.py"), str(alone)], cwd=tmp,
-                            timeout_s=args.hta_timeout_s)]
+            runs = [
+                measure(
+                    [str(HTA_PYTHON), str(HERE / "hta_breakdowns.py"), str(alone)],
+                    cwd=tmp,
+                    timeout_s=args.hta_timeout_s,
+                )
+            ]
         except RuntimeError as exc:  # said in the table, the rest of the results kept
-            return "\n".join([*lines, f"| HolisticTraceAnalysis 0.5.0: {str(exc).strip().splitlines()[-1][:200]} | | | | "
-                                       f"{os.getloadavg()[0]:.1f} | |"]) + "\n"
-        lines.append(f"| HolisticTraceAnalysis 0.5.0: load, temporal and idle breakdowns | {spread(runs, 'wall_s')} | "
-                     f"{spread(runs, 'cpu_s')} | {spread(runs, 'rss_mib', '{:,.0f}')} | {loads(runs)} | "
-                     f"{runs[0]['wall_s'] / ours[0]:.1f}x, {runs[0]['cpu_s'] / ours[1]:.1f}x |")
+            return (
+                "\n".join(
+                    [
+                        *lines,
+                        (
+                            "| HolisticTraceAnalysis 0.5.0:"
+                            f" {str(exc).strip().splitlines()[-1][:200]} | | | |"
+                            f" {os.getloadavg()[0]:.1f} | |"
+                        ),
+                    ]
+                )
+                + "\n"
+            )
+        lines.append(
+            "| HolisticTraceAnalysis 0.5.0: load, temporal and idle breakdowns |"
+            f" {spread(runs, 'wall_s')} | {spread(runs, 'cpu_s')} |"
+            f" {spread(runs, 'rss_mib', '{:,.0f}')} | {loads(runs)} |"
+            f" {runs[0]['wall_s'] / ours[0]:.1f}x, {runs[0]['cpu_s'] / ours[1]:.1f}x |"
+        )
     elif not args.no_hta:
-        lines.append(f"| HTA: not run ({HTA_PYTHON} absent: python -m venv bench/.venv-hta && "
-                     "bench/.venv-hta/bin/pip install HolisticTraceAnalysis==0.5.0) | | | | | |")
-    return "\n".join(lines) + "\n(one run each of the others: they take minutes; the ratio is against scaldiag's median)\n"
+        lines.append(
+            f"| HTA: not run ({HTA_PYTHON} absent: python -m venv bench/.venv-hta && "
+            "bench/.venv-hta/bin/pip install HolisticTraceAnalysis==0.5.0) | | | | | |"
+        )
+    return (
+        "\n".join(lines)
+        + "\n(one run each of the others: they take minutes; the ratio is against scaldiag's"
+        " median)\n"
+    )
 
 
 if __name__ == "__main__":

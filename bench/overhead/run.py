@@ -1,4 +1,5 @@
-"""Capture costs a Keras training within 1% of its step after the trace window, measured inside one process (docs/profile.md).
+"""Capture costs a Keras training within 1% of its step after the trace window, measured inside one
+process (docs/profile.md).
 
 Capture overhead inside ONE training process: short blocks of steps, each piece of capture alone.
 
@@ -23,8 +24,9 @@ switches pieces on, as ``scaldiag profile`` installs them:
 - ``sampler``: the sampler process (NVML where there is a GPU, and psutil) running, as the launcher
   runs it (SIGSTOP in every other arm);
 - ``full``: all three: what ``scaldiag profile`` runs in the epochs up to and with its trace window;
-- ``steady``: the callback and the sampler: what it runs in the epochs after the window (Keras-on-JAX
-  array batches are annotated only while a trace window is to come: input_marks.annotating);
+- ``steady``: the callback and the sampler: what it runs in the epochs after the window
+  (Keras-on-JAX array batches are annotated only while a trace window is to come:
+  input_marks.annotating);
 - ``noop``: a callback with an empty ``on_train_batch_begin`` (what Keras's dispatch of any step
   hook costs: the floor under ``callback``);
 - ``clock``: a callback whose ``on_train_batch_begin`` appends ``time.time_ns()`` to a list (the
@@ -33,21 +35,22 @@ switches pieces on, as ``scaldiag profile`` installs them:
   which of the callback's cost is the recorder's), and ``recorder_noflush``: the same with the
   recorder's flushes held off until the run's end (which of it is the flushes).
 
-Schedule: cycles; in each cycle every arm once, in a shuffled order (seeded), each arm block preceded
-by an ``off`` block, and one ``off`` block after the last. Every arm block is compared with the two
-``off`` blocks around it: r = log t_arm - (log t_before + log t_after) / 2, which cancels a linear
-drift. Reported per arm: the geometric mean ratio exp(mean r) with a Student-t 95% interval and a
-bootstrap one, the median ratio with a bootstrap interval, and the extra time per step in
+Schedule: cycles; in each cycle every arm once, in a shuffled order (seeded), each arm block
+preceded by an ``off`` block, and one ``off`` block after the last. Every arm block is compared with
+the two ``off`` blocks around it: r = log t_arm - (log t_before + log t_after) / 2, which cancels a
+linear drift. Reported per arm: the geometric mean ratio exp(mean r) with a Student-t 95% interval
+and a bootstrap one, the median ratio with a bootstrap interval, and the extra time per step in
 microseconds with its t interval. Every arm and every block is in the .json beside the .md.
 
 What the benchmark itself adds to every arm alike: a callback first in the list that times blocks
 and swaps the list's contents at block edges (one Python call per step), and a generator layer with
 a flag check over the array batches (~0.1 us a batch; it routes a block's batches through the
-annotation or around it). Not measured here (outside the steady steps by design, or elsewhere):
-the profiler window (``trace_steps=0``; its inflation is reported per run), start-up and the end
+annotation or around it). Not measured here (outside the steady steps by design, or elsewhere): the
+profiler window (``trace_steps=0``; its inflation is reported per run), start-up and the end
 (input-ceiling and input-free passes). With ``--block-steps`` > 0 the epoch-edge marks are outside
-the blocks: ``python -m bench step_hook`` times a mark. The whole-process cross-check was
-``git show 227e679:bench/bench_capture_overhead.py`` (results: ``git show 8678b07:bench/results/gpu_h200/capture_overhead.md``).
+the blocks: ``python -m bench step_hook`` times a mark. The whole-process cross-check was ``git show
+227e679:bench/bench_capture_overhead.py`` (results: ``git show
+8678b07:bench/results/gpu_h200/capture_overhead.md``).
 """
 
 from __future__ import annotations
@@ -95,11 +98,29 @@ from scaldiag.collect.frameworks import input_marks, tracing  # noqa: E402
 from scaldiag.collect.frameworks.keras_callback import ScaldiagCallback  # noqa: E402
 from scaldiag.record.reader import read_steps  # noqa: E402
 
-ALL_ARMS = ("callback", "annotate", "sampler", "full", "steady", "noop", "clock", "recorder", "recorder_noflush")
-PARTS = {"off": set(), "callback": {"callback"}, "annotate": {"annotate"}, "sampler": {"sampler"},
-         "full": {"callback", "annotate", "sampler"}, "steady": {"callback", "sampler"}, "noop": {"noop"},
-         "clock": {"clock"},
-         "recorder": {"recorder"}, "recorder_noflush": {"recorder_noflush"}}
+ALL_ARMS = (
+    "callback",
+    "annotate",
+    "sampler",
+    "full",
+    "steady",
+    "noop",
+    "clock",
+    "recorder",
+    "recorder_noflush",
+)
+PARTS = {
+    "off": set(),
+    "callback": {"callback"},
+    "annotate": {"annotate"},
+    "sampler": {"sampler"},
+    "full": {"callback", "annotate", "sampler"},
+    "steady": {"callback", "sampler"},
+    "noop": {"noop"},
+    "clock": {"clock"},
+    "recorder": {"recorder"},
+    "recorder_noflush": {"recorder_noflush"},
+}
 
 
 class Noop(keras.callbacks.Callback):
@@ -108,7 +129,8 @@ class Noop(keras.callbacks.Callback):
 
 
 class RecorderHook(keras.callbacks.Callback):
-    """A StepRecorder's ``begin`` as the step hook, alone; ``flush=False``: its writes held off to the end."""
+    """A StepRecorder's ``begin`` as the step hook, alone; ``flush=False``: its writes held off to
+    the end."""
 
     def __init__(self, run_dir: Path, flush: bool = True):
         super().__init__()
@@ -147,6 +169,7 @@ def device_sync(model, backend: str):
             state = getattr(model, "_jax_state", None)
             if state:
                 jax.block_until_ready(state)
+
         return sync
     if backend == "tensorflow":
         return lambda: model.optimizer.iterations.numpy()
@@ -158,9 +181,9 @@ class Blocks(keras.callbacks.Callback):
 
     With ``block_steps`` K > 0 an edge is every K steps, after a device sync; the first and the last
     K steps of each epoch are untimed and plain (the epoch's start and its end-of-epoch work would
-    make those blocks different from the rest), and an odd number of blocks is timed (``last_edge``).
-    With K = 0 a block is an epoch, from this callback's epoch-begin hook (Keras synchronised at the
-    last epoch's end) to ``EpochTail``'s epoch-end hook.
+    make those blocks different from the rest), and an odd number of blocks is timed
+    (``last_edge``). With K = 0 a block is an epoch, from this callback's epoch-begin hook (Keras
+    synchronised at the last epoch's end) to ``EpochTail``'s epoch-end hook.
     """
 
     def __init__(self, block_steps, steps, callbacks: CallbackList, sync, sampler, switch):
@@ -240,7 +263,8 @@ class Blocks(keras.callbacks.Callback):
 
 
 class EpochTail(keras.callbacks.Callback):
-    """Last in the list: with whole-epoch blocks, the block ends after every other epoch-end hook."""
+    """Last in the list: with whole-epoch blocks, the block ends after every other epoch-end hook.
+    """
 
     def __init__(self, blocks: Blocks):
         super().__init__()
@@ -266,7 +290,8 @@ def annotated_arrays(blocks: Blocks, backend: str) -> None:
 
     def _get_iterator(self, *args, **kwargs):
         inner = original(self, *args, **kwargs)
-        # the library's array path (input_marks.annotating): an iterator over a callable, no generator
+        # the library's array path (input_marks.annotating): an iterator over a callable, no
+        # generator
         marked = input_marks._annotated_iterator(inner, annotation, input_marks._FirstBatch(None))
         while True:
             try:
@@ -282,75 +307,128 @@ def analyse(path: str, carrying: set[str]) -> None:
     """``--analyse FILE.json``: the carry-over check and the arms against clean ``off`` blocks."""
     r = json.loads(Path(path).read_text())
     for key in ("times_s", "thread_cpu_s"):
-        times, plan = r[key], r["plan"][:len(r[key])]
+        times, plan = r[key], r["plan"][: len(r[key])]
         print(f"{path} ({key})")
         for arm in dict.fromkeys(r["arms"]):
             s = interval(*comparisons(times, plan, arm), r["block_steps"])
-            print(f"  {arm:10s} {s['blocks']:5d} blocks: {s['ratio']:.4f} t [{s['t_low']:.4f}, {s['t_high']:.4f}], "
-                  f"batch means [{s['bm_low']:.4f}, {s['bm_high']:.4f}]: {verdict(s)}")
+            print(
+                f"  {arm:10s} {s['blocks']:5d} blocks: {s['ratio']:.4f} t [{s['t_low']:.4f},"
+                f" {s['t_high']:.4f}], batch means [{s['bm_low']:.4f}, {s['bm_high']:.4f}]:"
+                f" {verdict(s)}"
+            )
         for arm, s in carry_over(times, plan).items():
-            print(f"  off after {arm:10s} {s['blocks']:5d} blocks: {s['ratio']:.4f} [{s['t_low']:.4f}, {s['t_high']:.4f}]")
+            print(
+                f"  off after {arm:10s} {s['blocks']:5d} blocks: {s['ratio']:.4f}"
+                f" [{s['t_low']:.4f}, {s['t_high']:.4f}]"
+            )
         if carrying:
             for arm, s in against_clean_off(times, plan, carrying).items():
-                print(f"  {arm:22s} vs clean off, {s['blocks']:5d} blocks: {s['ratio']:.4f} "
-                      f"[{s['t_low']:.4f}, {s['t_high']:.4f}]")
+                print(
+                    f"  {arm:22s} vs clean off, {s['blocks']:5d} blocks: {s['ratio']:.4f} "
+                    f"[{s['t_low']:.4f}, {s['t_high']:.4f}]"
+                )
 
 
 def _main(argv: list[str]) -> int | None:
     if "--analyse" in argv:
         q = argparse.ArgumentParser()
         q.add_argument("--analyse", required=True, help="a .json this benchmark wrote")
-        q.add_argument("--carrying", default="", help="arms whose effect outlasts their blocks (comma-separated)")
+        q.add_argument(
+            "--carrying",
+            default="",
+            help="arms whose effect outlasts their blocks (comma-separated)",
+        )
         b = q.parse_args(argv)
         analyse(b.analyse, {arm for arm in b.carrying.split(",") if arm})
         return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kind", default="convnet", choices=["convnet", "tiny", "dense"])
-    p.add_argument("--arms", default="steady,steady,full,callback,annotate,sampler",
-                   help=f"comma-separated, of {', '.join(ALL_ARMS)}; one named twice gets twice the blocks")
+    p.add_argument(
+        "--arms",
+        default="steady,steady,full,callback,annotate,sampler",
+        help=f"comma-separated, of {', '.join(ALL_ARMS)}; one named twice gets twice the blocks",
+    )
     p.add_argument("--block-steps", type=int, default=25, help="steps per block (0: whole epochs)")
     p.add_argument("--steps", type=int, default=500, help="steps per epoch")
     p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--warmup", type=int, default=2, help="untimed first epochs (compilation, warm-up), all on")
-    p.add_argument("--seconds", type=float, default=60.0, help="time for the timed blocks (sets the cycles)")
+    p.add_argument(
+        "--warmup", type=int, default=2, help="untimed first epochs (compilation, warm-up), all on"
+    )
+    p.add_argument(
+        "--seconds", type=float, default=60.0, help="time for the timed blocks (sets the cycles)"
+    )
     p.add_argument("--max-cycles", type=int, default=100000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", help="also write the table here, and every block in a .json beside it (for --analyse)")
+    p.add_argument(
+        "--out",
+        help="also write the table here, and every block in a .json beside it (for --analyse)",
+    )
     p.add_argument("--label", default="")
     a = p.parse_args(argv)
     if a.block_steps and (a.steps % a.block_steps or a.steps < 4 * a.block_steps):
         p.error("--steps must be a multiple of --block-steps, at least 4 blocks")
     backend = keras.backend.backend()
-    arms = [arm for arm in a.arms.split(",") if arm and not (arm == "annotate" and backend != "jax")]
+    arms = [
+        arm for arm in a.arms.split(",") if arm and not (arm == "annotate" and backend != "jax")
+    ]
     shape = (8, 8, 1) if a.kind == "tiny" else (32, 32, 3)
     rng = np.random.default_rng(0)
     x = rng.random((a.steps * a.batch, *shape), dtype=np.float32)
     y = rng.integers(0, 10, a.steps * a.batch)
     model = model_for(a.kind, shape)
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         run_dir.mkdir()
         sampler = start_sampler(run_dir) if any("sampler" in PARTS[arm] for arm in arms) else None
-        ours = ScaldiagCallback(run_dir=run_dir, trace_steps=0, sample=False, quiet=True, input_ceiling_s=0,
-                                input_free=False)
+        ours = ScaldiagCallback(
+            run_dir=run_dir,
+            trace_steps=0,
+            sample=False,
+            quiet=True,
+            input_ceiling_s=0,
+            input_free=False,
+        )
         ours.set_fit_arguments(x, a.batch)  # what `scaldiag profile`'s fit hook hands it
         noop, clock = Noop(), Clock()
-        bare, held = RecorderHook(Path(tmp) / "recorder"), RecorderHook(Path(tmp) / "recorder_noflush", flush=False)
-        callbacks = CallbackList([ours, noop, clock, bare, held], add_history=True, model=model, verbose=0, epochs=1,
-                                 steps=a.steps)
+        bare, held = (
+            RecorderHook(Path(tmp) / "recorder"),
+            RecorderHook(Path(tmp) / "recorder_noflush", flush=False),
+        )
+        callbacks = CallbackList(
+            [ours, noop, clock, bare, held],
+            add_history=True,
+            model=model,
+            verbose=0,
+            epochs=1,
+            steps=a.steps,
+        )
         history = callbacks.callbacks[-1]
 
         recorder_off = {"callback": None, "recorder": None}
 
         def switch(parts: set, blocks: Blocks) -> None:
-            middle = [c for c, part in ((ours, "callback"), (noop, "noop"), (clock, "clock"), (bare, "recorder"),
-                                        (held, "recorder_noflush")) if part in parts]
+            middle = [
+                c
+                for c, part in (
+                    (ours, "callback"),
+                    (noop, "noop"),
+                    (clock, "clock"),
+                    (bare, "recorder"),
+                    (held, "recorder_noflush"),
+                )
+                if part in parts
+            ]
             # A recorder writes its rows 0.1 s after the last write; here it is on one block in
             # several, so without this it would write at the start of nearly every block it is on
-            # (~25 rows a write, against 60-90 in a real fit). Its write clock counts its own time only.
-            for part, recorder in (("callback", ours.session.recorder if ours.session is not None else None),
-                                   ("recorder", bare.recorder)):
+            # (~25 rows a write, against 60-90 in a real fit). Its write clock counts its own time
+            # only.
+            for part, recorder in (
+                ("callback", ours.session.recorder if ours.session is not None else None),
+                ("recorder", bare.recorder),
+            ):
                 if recorder is not None and (part in parts) != (recorder_off[part] is None):
                     now = time.time_ns()
                     if part in parts:
@@ -362,7 +440,9 @@ def _main(argv: list[str]) -> int | None:
             blocks.annotate = "annotate" in parts
             blocks.set_sampler("sampler" in parts)
 
-        blocks = Blocks(a.block_steps, a.steps, callbacks, device_sync(model, backend), sampler, switch)
+        blocks = Blocks(
+            a.block_steps, a.steps, callbacks, device_sync(model, backend), sampler, switch
+        )
         tail = EpochTail(blocks)
         callbacks.callbacks[:] = [blocks, ours, noop, clock, bare, held, history, tail]
         for c in (blocks, tail):
@@ -371,7 +451,8 @@ def _main(argv: list[str]) -> int | None:
         t0 = time.perf_counter()
         model.fit(x, y, batch_size=a.batch, epochs=a.warmup, verbose=0, callbacks=callbacks)
         warm_s = time.perf_counter() - t0
-        # As many cycles as fit in --seconds at the last warm-up epoch's pace (the first one compiled).
+        # As many cycles as fit in --seconds at the last warm-up epoch's pace (the first one
+        # compiled).
         per_epoch = (blocks.last_edge // a.block_steps - 1) if a.block_steps else 1
         block_s = blocks.epoch_s[-1] / a.steps * (a.block_steps or a.steps)
         cycles = max(2, min(a.max_cycles, int(a.seconds / (block_s * 2 * len(arms)))))
@@ -387,11 +468,24 @@ def _main(argv: list[str]) -> int | None:
         held.recorder.close()
         sampler_stats = stop_sampler(sampler) if sampler else "none"
         recorded = len(read_steps(run_dir / "steps.jsonl"))
-    plan, times = blocks.plan[:len(blocks.times)], blocks.times
-    result = {"kind": a.kind, "backend": backend, "steps_per_epoch": a.steps, "batch": a.batch,
-              "block_steps": a.block_steps, "arms": arms, "cycles": cycles, "warmup_s": warm_s, "wall_s": wall_s,
-              "plan": plan, "times_s": times, "thread_cpu_s": blocks.cpu_times, "gc_runs": blocks.gc_runs, "steps_recorded": recorded,
-              "sampler_stats": sampler_stats}
+    plan, times = blocks.plan[: len(blocks.times)], blocks.times
+    result = {
+        "kind": a.kind,
+        "backend": backend,
+        "steps_per_epoch": a.steps,
+        "batch": a.batch,
+        "block_steps": a.block_steps,
+        "arms": arms,
+        "cycles": cycles,
+        "warmup_s": warm_s,
+        "wall_s": wall_s,
+        "plan": plan,
+        "times_s": times,
+        "thread_cpu_s": blocks.cpu_times,
+        "gc_runs": blocks.gc_runs,
+        "steps_recorded": recorded,
+        "sampler_stats": sampler_stats,
+    }
     result.update(arm_stats(times, blocks.cpu_times, plan, arms, a.block_steps))
     if a.out:
         Path(a.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
@@ -404,16 +498,27 @@ def write(a, r: dict) -> None:
     off = [t for t, name in zip(r["times_s"], r["plan"]) if name == "off"]
     off_gc = [g for g, name in zip(r["gc_runs"], r["plan"]) if name == "off"]
     lines = [
-        f"# Capture overhead in one process, piece by piece {a.label} ({stamp})", "",
-        f"Machine: {platform.node()}, {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"Keras {keras.__version__} on {r['backend']}" + _backend_version(r["backend"]) + ".",
-        f"Model `{a.kind}`, batch {a.batch}, epochs of {a.steps} steps; {unit}, each started and ended at a device "
-        f"sync; {r['cycles']} cycles of {len(r['arms'])} arms, each arm block between two `off` blocks "
-        f"({len(r['times_s'])} timed blocks in {r['wall_s']:.0f} s after a {r['warmup_s']:.0f} s warm-up). "
-        f"`off` blocks: median {statistics.median(off) * 1e3:.2f} ms "
-        f"({min(off) * 1e3:.1f}-{max(off) * 1e3:.1f}); garbage collections in them: {sum(off_gc)}.",
-        f"Steps recorded by ScaldiagCallback: {r['steps_recorded']}; sampler: {r['sampler_stats']}.", "",
-        *arm_tables(r)]
+        f"# Capture overhead in one process, piece by piece {a.label} ({stamp})",
+        "",
+        f"Machine: {platform.node()}, {platform.machine()}, {os.cpu_count()} cores, Python"
+        f" {platform.python_version()}; Keras {keras.__version__} on {r['backend']}"
+        + _backend_version(r["backend"])
+        + ".",
+        (
+            f"Model `{a.kind}`, batch {a.batch}, epochs of {a.steps} steps; {unit}, each started"
+            f" and ended at a device sync; {r['cycles']} cycles of {len(r['arms'])} arms, each arm"
+            f" block between two `off` blocks ({len(r['times_s'])} timed blocks in"
+            f" {r['wall_s']:.0f} s after a {r['warmup_s']:.0f} s warm-up). `off` blocks: median"
+            f" {statistics.median(off) * 1e3:.2f} ms ({min(off) * 1e3:.1f}-{max(off) * 1e3:.1f});"
+            f" garbage collections in them: {sum(off_gc)}."
+        ),
+        (
+            f"Steps recorded by ScaldiagCallback: {r['steps_recorded']}; sampler:"
+            f" {r['sampler_stats']}."
+        ),
+        "",
+        *arm_tables(r),
+    ]
     show(lines, a.out)
 
 
@@ -426,6 +531,6 @@ def _backend_version(backend: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m bench overhead [ARGS]``: the run, its output kept as bench/results/overhead.md."""
+    """``python -m bench overhead [ARGS]``: the run, its output kept as bench/results/overhead.md.
+    """
     return record("overhead", __doc__, argv, lambda: _main(argv))
-

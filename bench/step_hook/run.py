@@ -1,4 +1,5 @@
-"""Recording a step costs the training thread microseconds: StepRecorder.begin 0.6-0.9 us a call on the H200 host (docs/profile.md).
+"""Recording a step costs the training thread microseconds: StepRecorder.begin 0.6-0.9 us a call on
+the H200 host (docs/profile.md).
 
 Benchmark: what capture costs the training thread per step, piece by piece, in microseconds.
 
@@ -10,10 +11,11 @@ colder), each piece as ``scaldiag profile`` runs it once per step:
 - ``StepRecorder.begin``: what ScaldiagCallback's ``on_train_batch_begin`` does (a clock read, the
   step's begin time kept in its block, written as one line at most 0.1 s later; the write's share is
   in it: each round runs ``--seconds``, so it holds ~10 flushes);
-- Keras's ``CallbackList.on_train_batch_begin`` with ScaldiagCallback in the list, against the same list
-  without it and with a no-op callback (the dispatch Keras does for any callback);
-- a batch fetched through the input annotation (``input_marks``: Keras-on-JAX array batches, PyDataset
-  and generators), against the bare generator, with no profiler tracing (the steady steps);
+- Keras's ``CallbackList.on_train_batch_begin`` with ScaldiagCallback in the list, against the same
+  list without it and with a no-op callback (the dispatch Keras does for any callback);
+- a batch fetched through the input annotation (``input_marks``: Keras-on-JAX array batches,
+  PyDataset and generators), against the bare generator, with no profiler tracing (the steady
+  steps);
 - the previous recorder's row encoding (``json``) and a bare ``time.time_ns`` pair, for scale.
 
 Medians of the rounds (min-max). Run it on the machine whose steps it is about (a sandboxed kernel
@@ -63,15 +65,27 @@ def keras_cases(tmp: Path) -> dict:
             pass
 
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
-    ours = ScaldiagCallback(run_dir=tmp / "cb", trace_steps=0, sample=False, quiet=True, input_ceiling_s=0,
-                            input_free=False)
+    ours = ScaldiagCallback(
+        run_dir=tmp / "cb",
+        trace_steps=0,
+        sample=False,
+        quiet=True,
+        input_ceiling_s=0,
+        input_free=False,
+    )
     ours.set_model(model)
     ours.on_train_begin()
-    lists = {name: CallbackList(cbs, add_history=True, model=model)
-             for name, cbs in (("none", []), ("noop", [Noop()]), ("ours", [ours]))}
-    return {"Keras CallbackList.on_train_batch_begin, no callback of ours": lists["none"].on_train_batch_begin,
-            "  ... with a no-op callback": lists["noop"].on_train_batch_begin,
-            "  ... with ScaldiagCallback": lists["ours"].on_train_batch_begin}
+    lists = {
+        name: CallbackList(cbs, add_history=True, model=model)
+        for name, cbs in (("none", []), ("noop", [Noop()]), ("ours", [ours]))
+    }
+    return {
+        "Keras CallbackList.on_train_batch_begin, no callback of ours": (
+            lists["none"].on_train_batch_begin
+        ),
+        "  ... with a no-op callback": lists["noop"].on_train_batch_begin,
+        "  ... with ScaldiagCallback": lists["ours"].on_train_batch_begin,
+    }
 
 
 def annotation_cases() -> dict:
@@ -89,16 +103,23 @@ def annotation_cases() -> dict:
         while True:
             yield 1
 
-    plain, marked = forever(), input_marks._annotated_iterator(forever(), annotation, input_marks._FirstBatch(None))
+    plain, marked = (
+        forever(),
+        input_marks._annotated_iterator(forever(), annotation, input_marks._FirstBatch(None)),
+    )
 
     def annotation_alone(i):
         with annotate():
             pass
 
-    return {"a batch from a bare generator": lambda i: next(plain),
-            "a batch through the input annotation (no trace window)": lambda i: next(marked),
-            "  ... of which: asking whether a profiler traces": lambda i: tracing(),
-            f"  (the {backend} profiler annotation entered and left, no trace running: no longer paid)": annotation_alone}
+    return {
+        "a batch from a bare generator": lambda i: next(plain),
+        "a batch through the input annotation (no trace window)": lambda i: next(marked),
+        "  ... of which: asking whether a profiler traces": lambda i: tracing(),
+        f"  (the {backend} profiler annotation entered and left, no trace running: no longer paid)": (  # noqa: E501
+            annotation_alone
+        ),
+    }
 
 
 def _main(argv: list[str]) -> int | None:
@@ -109,10 +130,23 @@ def _main(argv: list[str]) -> int | None:
     tmp = Path(tempfile.mkdtemp())
     recorder = StepRecorder(tmp, None, 3, 0)
     encode = json.JSONEncoder(separators=(",", ":")).encode
-    row = {"step": 1, "epoch": 0, "begin_ns": time.time_ns(), "end_ns": time.time_ns(), "traced": False, "batch": 3}
-    cases = {"StepRecorder.begin (the callback's step hook: kept in a block, written within 0.1 s)": recorder.begin,
-             "a step row encoded with json (what the recorder did per step before)": lambda i: encode(row),
-             "two time.time_ns() calls": lambda i: (time.time_ns(), time.time_ns())}
+    row = {
+        "step": 1,
+        "epoch": 0,
+        "begin_ns": time.time_ns(),
+        "end_ns": time.time_ns(),
+        "traced": False,
+        "batch": 3,
+    }
+    cases = {
+        "StepRecorder.begin (the callback's step hook: kept in a block, written within 0.1 s)": (
+            recorder.begin
+        ),
+        "a step row encoded with json (what the recorder did per step before)": lambda i: encode(
+            row
+        ),
+        "two time.time_ns() calls": lambda i: (time.time_ns(), time.time_ns()),
+    }
     try:
         cases.update(keras_cases(tmp))
         cases.update(annotation_cases())
@@ -124,13 +158,18 @@ def _main(argv: list[str]) -> int | None:
             results[name].append(per_call_us(fn, a.seconds))
     recorder.close()
     steps = len(read_steps(tmp / "steps.jsonl"))
-    print(f"{platform.node()}, Python {platform.python_version()}, {a.rounds} rounds of {a.seconds} s per case; "
-          f"{steps:,} steps recorded")
+    print(
+        f"{platform.node()}, Python {platform.python_version()}, {a.rounds} rounds of {a.seconds} s"
+        f" per case; {steps:,} steps recorded"
+    )
     for name, values in results.items():
-        print(f"{name}: {statistics.median(values):.2f} us per call (min-max {min(values):.2f}-{max(values):.2f})")
+        print(
+            f"{name}: {statistics.median(values):.2f} us per call (min-max"
+            f" {min(values):.2f}-{max(values):.2f})"
+        )
 
 
 def main(argv: list[str]) -> int:
-    """``python -m bench step_hook [ARGS]``: the run, its output kept as bench/results/step_hook.md."""
+    """``python -m bench step_hook [ARGS]``: the run, its output kept as bench/results/step_hook.md.
+    """
     return record("step_hook", __doc__, argv, lambda: _main(argv))
-

@@ -3,9 +3,10 @@
     scaldiag profile --nproc-per-node 2 bench/torch/ddp_one_gpu.py -- [--steps 20] [--slow-rank 1]
 
 Not a scaling measurement: the ranks share one GPU (NCCL refuses two ranks on one device, see
-nccl_same_gpu.py), so this checks that every rank is captured with its CUDA kernels, that the ranks merge
-and that the Ranks table names the rank the others wait for (--slow-rank does extra matmuls each step).
-With more GPUs than ranks each rank takes GPU LOCAL_RANK. Plain PyTorch, unmodified for scaldiag.
+nccl_same_gpu.py), so this checks that every rank is captured with its CUDA kernels, that the ranks
+merge and that the Ranks table names the rank the others wait for (--slow-rank does extra matmuls
+each step). With more GPUs than ranks each rank takes GPU LOCAL_RANK. Plain PyTorch, unmodified for
+scaldiag.
 """
 
 import argparse
@@ -37,7 +38,9 @@ def main():
         torch.cuda.set_device(dev)
     torch.manual_seed(0)
     w = a.width
-    model = nn.Sequential(nn.Linear(w, w), nn.ReLU(), nn.Linear(w, w), nn.ReLU(), nn.Linear(w, 10)).to(dev)
+    model = nn.Sequential(
+        nn.Linear(w, w), nn.ReLU(), nn.Linear(w, w), nn.ReLU(), nn.Linear(w, 10)
+    ).to(dev)
     ddp = DistributedDataParallel(model, device_ids=[dev.index] if cuda else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     n = a.batch * a.steps * world
@@ -57,8 +60,10 @@ def main():
         done += 1
     if cuda:
         torch.cuda.synchronize()
-    print(f"rank {rank}/{world} on {dev} ({a.backend}): {done} steps, "
-          f"{done * a.batch / (time.perf_counter() - start):.0f} samples/s (this rank's stopwatch)")
+    print(
+        f"rank {rank}/{world} on {dev} ({a.backend}): {done} steps, "
+        f"{done * a.batch / (time.perf_counter() - start):.0f} samples/s (this rank's stopwatch)"
+    )
     dist.destroy_process_group()
 
 

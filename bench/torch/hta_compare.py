@@ -1,9 +1,11 @@
-"""HolisticTraceAnalysis's temporal and idle-time breakdown of a Kineto trace directory, for a side-by-side
-with `scaldiag analyze` on the same files. HTA is not a scaldiag dependency: run it from its own venv,
+"""HolisticTraceAnalysis's temporal and idle-time breakdown of a Kineto trace directory, for a
+side-by-side
+with `scaldiag analyze` on the same files. HTA is not a scaldiag dependency: run it from its own
+venv,
 
     python3 -m venv /tmp/hta && /tmp/hta/bin/pip install HolisticTraceAnalysis
     /tmp/hta/bin/python bench/torch/hta_compare.py DIR_OF_PT_TRACE_JSON     # uncompressed *.json files
-"""
+"""  # noqa: E501
 
 import sys
 

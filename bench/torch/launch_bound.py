@@ -6,10 +6,11 @@
 graphs) and a fused optimizer. Plain PyTorch, unmodified for scaldiag.
 
 The script's own stopwatch: the whole run (compilation included) and the steady steps after --warmup
-steps (compilation, CUDA-graph recording and scaldiag's profiler window in steps 3-7), synchronized with
-the device at both ends; the benchmark compares the steady figure, as the Keras zoo compares the epochs
-after the first. Until run 6 the twin was timed over all 200 steps with its compilation: 0.18x on an H200
-(about 9 s of compilation against 2 s of eager training), which measured the compiler, not the fix.
+steps (compilation, CUDA-graph recording and scaldiag's profiler window in steps 3-7), synchronized
+with the device at both ends; the benchmark compares the steady figure, as the Keras zoo compares
+the epochs after the first. Until run 6 the twin was timed over all 200 steps with its compilation:
+0.18x on an H200 (about 9 s of compilation against 2 s of eager training), which measured the
+compiler, not the fix.
 """
 
 import argparse
@@ -32,7 +33,9 @@ def main():
     for _ in range(a.layers):
         layers += [nn.Linear(256, 256), nn.LayerNorm(256), nn.GELU()]
     model = nn.Sequential(*layers, nn.Linear(256, 10)).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, **({"fused": True} if a.fixed and dev.type == "cuda" else {}))
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=1e-3, **({"fused": True} if a.fixed and dev.type == "cuda" else {})
+    )
     step = model
     if a.fixed:
         try:
@@ -52,7 +55,9 @@ def main():
             torch.compiler.cudagraph_mark_step_begin()
         try:
             out = step(x)
-        except Exception as exc:  # compilation failed on this machine: the twin runs eager, and says so
+        except (
+            Exception
+        ) as exc:  # compilation failed on this machine: the twin runs eager, and says so
             print(f"torch.compile failed ({type(exc).__name__}: {exc}); running eager")
             step = model
             out = step(x)
@@ -63,9 +68,12 @@ def main():
     sync()
     end = time.perf_counter()
     steady = (a.steps - warmup) * a.batch / (end - steady_start) if a.steps > warmup else 0.0
-    print(f"{a.steps} steps, {a.steps * a.batch / (end - start):.0f} samples/s (script's own stopwatch, "
-          f"compilation included); steady {steady:.0f} samples/s over {a.steps - warmup} synchronized steps after "
-          f"{warmup} warm-up steps ({steady_start - start:.2f} s: compilation and warm-up); fixed: {a.fixed}")
+    print(
+        f"{a.steps} steps, {a.steps * a.batch / (end - start):.0f} samples/s (script's own"
+        f" stopwatch, compilation included); steady {steady:.0f} samples/s over {a.steps - warmup}"
+        f" synchronized steps after {warmup} warm-up steps ({steady_start - start:.2f} s:"
+        f" compilation and warm-up); fixed: {a.fixed}"
+    )
 
 
 if __name__ == "__main__":

@@ -17,8 +17,13 @@ import torch.multiprocessing as mp
 def worker(rank: int, world: int, store: str, queue) -> None:
     try:
         torch.cuda.set_device(0)
-        dist.init_process_group("nccl", init_method=f"file://{store}", rank=rank, world_size=world,
-                                device_id=torch.device("cuda", 0))
+        dist.init_process_group(
+            "nccl",
+            init_method=f"file://{store}",
+            rank=rank,
+            world_size=world,
+            device_id=torch.device("cuda", 0),
+        )
         t = torch.ones(4, device="cuda") * (rank + 1)
         dist.all_reduce(t)
         torch.cuda.synchronize()

@@ -18,10 +18,18 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     a = p.parse_args()
     x, y = images(a.batch * a.steps, 32)
-    model = compile_model(keras.Sequential([
-        keras.Input((32, 32, 3)), keras.layers.Conv2D(128, 3, activation="relu"),
-        keras.layers.Conv2D(128, 3, activation="relu"), keras.layers.Conv2D(128, 3, activation="relu"),
-        keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)]))
+    model = compile_model(
+        keras.Sequential(
+            [
+                keras.Input((32, 32, 3)),
+                keras.layers.Conv2D(128, 3, activation="relu"),
+                keras.layers.Conv2D(128, 3, activation="relu"),
+                keras.layers.Conv2D(128, 3, activation="relu"),
+                keras.layers.GlobalAveragePooling2D(),
+                keras.layers.Dense(10),
+            ]
+        )
+    )
     fit_and_time(model, x, a.batch * a.steps, epochs=4, y=y, batch_size=a.batch)
 
 

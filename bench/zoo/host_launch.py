@@ -1,4 +1,5 @@
-"""Planted: host/launch overhead. Many tiny layers on a batch of 16: each step is a few microseconds of
+"""Planted: host/launch overhead. Many tiny layers on a batch of 16: each step is a few microseconds
+of
 device work behind the host's dispatch. Expected top cause: host_overhead (SD105). Twin (--fixed):
 a per-replica batch 4x as large (64), SD105's forecast fix; the number of samples per epoch grows
 with it, and samples/s is what is compared. (steps_per_execution=32, the other fix SD105 names, gave

@@ -20,9 +20,17 @@ def main():
     a = p.parse_args()
     x, y = images(a.batch * a.steps, 128, dtype="uint8" if a.fixed else "float32")
     first = [keras.layers.Rescaling(1 / 255.0)] if a.fixed else []
-    model = compile_model(keras.Sequential([
-        keras.Input((128, 128, 3), dtype="uint8" if a.fixed else "float32"), *first,
-        keras.layers.AveragePooling2D(8), keras.layers.Flatten(), keras.layers.Dense(10)]))
+    model = compile_model(
+        keras.Sequential(
+            [
+                keras.Input((128, 128, 3), dtype="uint8" if a.fixed else "float32"),
+                *first,
+                keras.layers.AveragePooling2D(8),
+                keras.layers.Flatten(),
+                keras.layers.Dense(10),
+            ]
+        )
+    )
     fit_and_time(model, x, a.batch * a.steps, epochs=4, y=y, batch_size=a.batch)
 
 

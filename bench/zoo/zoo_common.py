@@ -1,4 +1,5 @@
-"""What the zoo scripts share: synthetic data, a compile, a fit with a stopwatch. Not a scaldiag import:
+"""What the zoo scripts share: synthetic data, a compile, a fit with a stopwatch. Not a scaldiag
+import:
 the scripts are plain Keras 3 programs that `scaldiag profile` runs unmodified."""
 
 import json
@@ -44,5 +45,9 @@ def images(n: int, size: int, dtype="float32", seed: int = 0):
 
 
 def compile_model(model, **kwargs):
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), **kwargs)
+    model.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        **kwargs,
+    )
     return model

@@ -35,9 +35,15 @@ PARTS = (  # (part, what it covers), highest priority first
     ("checkpoints", "checkpoint saves inside the loop (the loop's adapter marks them)"),
     ("validation", "validation inside fit, evaluation inside the loop"),
     ("input-ceiling measurement", "scaldiag iterating the input alone after training"),
-    ("input-free measurement", "scaldiag timing a clone of the model on one cached batch after training"),
+    (
+        "input-free measurement",
+        "scaldiag timing a clone of the model on one cached batch after training",
+    ),
     ("fit start-up", "from fit's start to its first step"),
-    ("epoch boundaries", "inside fit between steps: an epoch's iterator starting, epoch-end callbacks"),
+    (
+        "epoch boundaries",
+        "inside fit between steps: an epoch's iterator starting, epoch-end callbacks",
+    ),
     ("interpreter and scaldiag start", "launch to the script's first line"),
     ("imports", "the script's first line to Keras imported"),
     ("script before fit", "framework and device start, data, model build"),
@@ -108,8 +114,11 @@ def account(run: dict, marks: list[dict], found: list[runsteps.Period]) -> Accou
     claimed = iv.EMPTY
     parts = []
     for name, _ in PARTS:
-        spans = iv.union(*_spans(name, start, end, marks, found)) if name != "other" else \
-            (np.array([start], np.int64), np.array([end], np.int64))
+        spans = (
+            iv.union(*_spans(name, start, end, marks, found))
+            if name != "other"
+            else (np.array([start], np.int64), np.array([end], np.int64))
+        )
         spans = iv.subtract(_clip(spans, start, end), claimed)
         seconds = float(np.sum(spans[1] - spans[0])) / 1e9
         claimed = iv.merge(claimed, spans)
@@ -119,18 +128,27 @@ def account(run: dict, marks: list[dict], found: list[runsteps.Period]) -> Accou
 
 
 def _spans(name: str, start: int, end: int, marks: list[dict], found: list[runsteps.Period]):
-    kinds = {"profiler window": (runsteps.TRACED,), "compilation and warm-up": (runsteps.WARMUP, runsteps.COMPILE),
-             STEADY: (runsteps.STEADY,)}
+    kinds = {
+        "profiler window": (runsteps.TRACED,),
+        "compilation and warm-up": (runsteps.WARMUP, runsteps.COMPILE),
+        STEADY: (runsteps.STEADY,),
+    }
     if name in kinds:
         chosen = [p for p in found if p.kind in kinds[name]]
         pairs = [(p.begin_ns, p.end_ns) for p in chosen]
         if name == "profiler window":
-            pairs += runsteps.mark_pairs(marks, "trace_start", "trace_started") + runsteps.mark_pairs(marks, "trace_stop", "trace_stopped")
+            pairs += runsteps.mark_pairs(
+                marks, "trace_start", "trace_started"
+            ) + runsteps.mark_pairs(marks, "trace_stop", "trace_stopped")
         return _arrays(pairs)
     if name in _TEST_KINDS:
         kind = _TEST_KINDS[name]
-        tests = [m for m in marks if m.get("mark") in ("test_begin", "test_end")
-                 and (kind is None or m.get("kind") == kind)]
+        tests = [
+            m
+            for m in marks
+            if m.get("mark") in ("test_begin", "test_end")
+            and (kind is None or m.get("kind") == kind)
+        ]
         return _arrays(runsteps.mark_pairs(tests, "test_begin", "test_end"))
     if name == "input-ceiling measurement":
         return _arrays(runsteps.mark_pairs(marks, "ceiling_begin", "ceiling_end"))
@@ -138,7 +156,12 @@ def _spans(name: str, start: int, end: int, marks: list[dict], found: list[runst
         return _arrays(runsteps.mark_pairs(marks, "input_free_begin", "input_free_end"))
     fits = runsteps.mark_pairs(marks, "fit_begin", "fit_end", open_end=end)
     if name == "fit start-up":
-        return _arrays([(a, min([p.begin_ns for p in found if a <= p.begin_ns < b], default=b)) for a, b in fits])
+        return _arrays(
+            [
+                (a, min([p.begin_ns for p in found if a <= p.begin_ns < b], default=b))
+                for a, b in fits
+            ]
+        )
     if name == "epoch boundaries":
         return _arrays(fits)
     first = {m["mark"]: m["t_ns"] for m in reversed(marks)}  # the first time of each mark

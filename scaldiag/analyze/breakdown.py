@@ -27,7 +27,9 @@ class Breakdown:
     device_busy_ns: np.ndarray  # union of all device work per step
 
 
-def breakdown(sets: dict[str, iv.IntervalSet], steps: Steps, device_categories=DEVICE_CATEGORIES) -> Breakdown:
+def breakdown(
+    sets: dict[str, iv.IntervalSet], steps: Steps, device_categories=DEVICE_CATEGORIES
+) -> Breakdown:
     """``sets``: the unit's time per category (absent categories are empty).
 
     ``device_categories``: those that count as the unit being busy.

@@ -31,10 +31,19 @@ from scaldiag.analyze.epochs import EpochStats
 from scaldiag.analyze.stats import ci95_half_width
 
 STEADY_STEP, LOOP_ITERATION, WHOLE_EPOCH, WHOLE_TRAINING, HOST_DISPATCH = (
-    "steady_step", "loop_iteration", "whole_epoch", "whole_training", "host_dispatch")
-WORDS = {STEADY_STEP: "a training step alone", LOOP_ITERATION: "a loop iteration",
-         WHOLE_EPOCH: "whole epochs", WHOLE_TRAINING: "the whole training loop",
-         HOST_DISPATCH: "the host's dispatch, before any sync"}
+    "steady_step",
+    "loop_iteration",
+    "whole_epoch",
+    "whole_training",
+    "host_dispatch",
+)
+WORDS = {
+    STEADY_STEP: "a training step alone",
+    LOOP_ITERATION: "a loop iteration",
+    WHOLE_EPOCH: "whole epochs",
+    WHOLE_TRAINING: "the whole training loop",
+    HOST_DISPATCH: "the host's dispatch, before any sync",
+}
 # The clock each loop family's users read, and where it is printed.
 USER_SCOPE = {
     "keras": (WHOLE_EPOCH, "Keras's progress bar"),
@@ -51,17 +60,20 @@ USER_SCOPE = {
 @dataclass(frozen=True)
 class Scope:
     scope: str
-    ms: float        # per training step (one batch)
-    ms_ci95: float   # nan where one figure only
+    ms: float  # per training step (one batch)
+    ms_ci95: float  # nan where one figure only
     steps: int
     what: str
-    ms_after_first: float | None = None  # whole epochs from each one's first step's end (Keras verbose=1)
-    ms_last_epoch: float | None = None    # the last epoch's alone (a loop iteration: Lightning's bar)
-    reads_last_epoch: bool = False        # the user's clock shows the last epoch's figure
+    ms_after_first: float | None = (
+        None  # whole epochs from each one's first step's end (Keras verbose=1)
+    )
+    ms_last_epoch: float | None = None  # the last epoch's alone (a loop iteration: Lightning's bar)
+    reads_last_epoch: bool = False  # the user's clock shows the last epoch's figure
 
     @property
     def user_ms(self) -> float:
-        """The figure as the user reads it: Keras's bar (verbose=1) leaves each epoch's first step out;
+        """The figure as the user reads it: Keras's bar (verbose=1) leaves each epoch's first step
+        out;
         Lightning's shows the epoch running (at the end, the last one's batches after its first)."""
         if self.reads_last_epoch and self.ms_last_epoch is not None:
             return self.ms_last_epoch
@@ -71,39 +83,68 @@ class Scope:
 @dataclass(frozen=True)
 class Clock:
     user_scope: str
-    user_clock: str                      # where the user reads it
+    user_clock: str  # where the user reads it
     scopes: dict[str, Scope]
-    parts_ms: list[tuple[str, float]]    # the user's scope = steady step + these, per step
-    reported: dict | None = None         # the framework's own figure, where it wrote one
+    parts_ms: list[tuple[str, float]]  # the user's scope = steady step + these, per step
+    reported: dict | None = None  # the framework's own figure, where it wrote one
 
 
-def clock(found: list[runsteps.Period], marks: list[dict], training: dict,
-          epochs: EpochStats | None, steady_ms: float | None, steady_ci95: float) -> Clock | None:
+def clock(
+    found: list[runsteps.Period],
+    marks: list[dict],
+    training: dict,
+    epochs: EpochStats | None,
+    steady_ms: float | None,
+    steady_ci95: float,
+) -> Clock | None:
     if steady_ms is None:
         return None
-    scopes = {STEADY_STEP: Scope(STEADY_STEP, steady_ms, steady_ci95,
-                                 sum(p.batches for p in found if p.kind == runsteps.STEADY),
-                                 "steady steps: evaluation, epoch edges, compiles left out")}
+    scopes = {
+        STEADY_STEP: Scope(
+            STEADY_STEP,
+            steady_ms,
+            steady_ci95,
+            sum(p.batches for p in found if p.kind == runsteps.STEADY),
+            "steady steps: evaluation, epoch edges, compiles left out",
+        )
+    }
     evaluation = runsteps.mark_pairs(marks, "test_begin", "test_end")
     family = _family(training)
     iteration = _loop_iteration(found, evaluation, reads_last_epoch=family == "lightning")
     if iteration is not None:
         scopes[LOOP_ITERATION] = iteration[0]
     if epochs is not None:
-        scopes[WHOLE_EPOCH] = Scope(WHOLE_EPOCH, epochs.ms_per_step, epochs.ms_per_step_ci95,
-                                    sum(e.batches for e in epochs.epochs if e.epoch in epochs.compared),
-                                    f"epochs {epochs.compared[0] + 1}-{epochs.compared[-1] + 1}: each "
-                                    "epoch's begin to its end, validation and edges in",
-                                    epochs.ms_per_step_after_first if family == "keras" else None)
+        scopes[WHOLE_EPOCH] = Scope(
+            WHOLE_EPOCH,
+            epochs.ms_per_step,
+            epochs.ms_per_step_ci95,
+            sum(e.batches for e in epochs.epochs if e.epoch in epochs.compared),
+            f"epochs {epochs.compared[0] + 1}-{epochs.compared[-1] + 1}: each "
+            "epoch's begin to its end, validation and edges in",
+            epochs.ms_per_step_after_first if family == "keras" else None,
+        )
     eval_ns_per_step = 0.0
     if found:
         begin_ns, end_ns = _training_span(found, marks)
         batches = sum(p.batches for p in found)
-        eval_ns_per_step = float(iv.measure_in_windows(iv.of_pairs(evaluation), np.array([begin_ns], np.int64),
-                                                       np.array([end_ns], np.int64)).sum()) / batches
-        scopes[WHOLE_TRAINING] = Scope(WHOLE_TRAINING, (end_ns - begin_ns) / batches / 1e6, math.nan, batches,
-                                       "the training loop's start to the end of the epoch its last step is in, "
-                                       "all inside, over every step")
+        eval_ns_per_step = (
+            float(
+                iv.measure_in_windows(
+                    iv.of_pairs(evaluation),
+                    np.array([begin_ns], np.int64),
+                    np.array([end_ns], np.int64),
+                ).sum()
+            )
+            / batches
+        )
+        scopes[WHOLE_TRAINING] = Scope(
+            WHOLE_TRAINING,
+            (end_ns - begin_ns) / batches / 1e6,
+            math.nan,
+            batches,
+            "the training loop's start to the end of the epoch its last step is in, "
+            "all inside, over every step",
+        )
     dispatch = _host_dispatch(found, marks)
     if dispatch is not None:
         scopes[HOST_DISPATCH] = dispatch
@@ -124,24 +165,29 @@ def _family(training: dict) -> str:
 
 
 def _training_span(found: list[runsteps.Period], marks: list[dict]) -> tuple[int, int]:
-    """What a stopwatch around the training call reads (transformers' train_runtime: from just before
-    on_train_begin to the end of the last epoch): from the loop's start (its ``fit_begin`` at or before
-    the first step, where the adapter marks one) to the end of the epoch the last step is in (its first
-    ``epoch_end`` at or after that step's end), so what the loop does after its last step and before the
-    epoch ends (the evaluation and the checkpoint due at that step) is in; the steps' own span where
-    those marks are missing."""
+    """What a stopwatch around the training call reads (transformers' train_runtime: from just
+    before
+    on_train_begin to the end of the last epoch): from the loop's start (its ``fit_begin`` at or
+    before the first step, where the adapter marks one) to the end of the epoch the last step is in
+    (its first ``epoch_end`` at or after that step's end), so what the loop does after its last step
+    and before the epoch ends (the evaluation and the checkpoint due at that step) is in; the steps'
+    own span where those marks are missing."""
     begin_ns, end_ns = found[0].begin_ns, found[-1].end_ns
     starts = [m["t_ns"] for m in marks if m.get("mark") == "fit_begin" and m["t_ns"] <= begin_ns]
     ends = [m["t_ns"] for m in marks if m.get("mark") == "epoch_end" and m["t_ns"] >= end_ns]
     return (max(starts) if starts else begin_ns), (min(ends) if ends else end_ns)
 
 
-def _loop_iteration(found: list[runsteps.Period], evaluation: list[tuple[int, int]],
-                    reads_last_epoch: bool = False) -> tuple[Scope, float] | None:
+def _loop_iteration(
+    found: list[runsteps.Period], evaluation: list[tuple[int, int]], reads_last_epoch: bool = False
+) -> tuple[Scope, float] | None:
     """Each steady step's end to the previous step's end, where both are in one epoch; with the
     evaluation inside those iterations, in ms per step."""
-    pairs = [(before, p) for before, p in zip(found, found[1:])
-             if p.kind == runsteps.STEADY and before.epoch == p.epoch]
+    pairs = [
+        (before, p)
+        for before, p in zip(found, found[1:])
+        if p.kind == runsteps.STEADY and before.epoch == p.epoch
+    ]
     if not pairs:
         return None
     begins = np.array([before.end_ns for before, _ in pairs], np.int64)
@@ -154,32 +200,57 @@ def _loop_iteration(found: list[runsteps.Period], evaluation: list[tuple[int, in
     per = (ends - begins) / counts / 1e6
     ci = ci95_half_width(per) if len(per) > 1 else math.nan
     last = per[np.array(epochs) == epochs[-1]]
-    scope = Scope(LOOP_ITERATION, float(per.mean()), ci, batches,
-                  "a steady step's end to the next one's in the same epoch: the loop's own work in",
-                  ms_last_epoch=float(last.mean()), reads_last_epoch=reads_last_epoch)
+    scope = Scope(
+        LOOP_ITERATION,
+        float(per.mean()),
+        ci,
+        batches,
+        "a steady step's end to the next one's in the same epoch: the loop's own work in",
+        ms_last_epoch=float(last.mean()),
+        reads_last_epoch=reads_last_epoch,
+    )
     return scope, eval_ns / batches / 1e6
 
 
 def _host_dispatch(found: list[runsteps.Period], marks: list[dict]) -> Scope | None:
     """The steady steps less the waits for the device's backlog the adapter made at each sync
     (``device_wait`` marks, JAX): what a timer around the loop reads when it stops before a sync."""
-    waits = [(m["t_ns"], m.get("end_ns", m["t_ns"])) for m in marks if m.get("mark") == "device_wait"]
+    waits = [
+        (m["t_ns"], m.get("end_ns", m["t_ns"])) for m in marks if m.get("mark") == "device_wait"
+    ]
     steady = [p for p in found if p.kind == runsteps.STEADY]
     if not waits or not steady:
         return None
     total_ns = sum(p.duration_ns for p in steady)
-    waited_ns = float(iv.measure_in_windows(iv.of_pairs(waits), np.array([p.begin_ns for p in steady], np.int64),
-                                            np.array([p.end_ns for p in steady], np.int64)).sum())
+    waited_ns = float(
+        iv.measure_in_windows(
+            iv.of_pairs(waits),
+            np.array([p.begin_ns for p in steady], np.int64),
+            np.array([p.end_ns for p in steady], np.int64),
+        ).sum()
+    )
     batches = sum(p.batches for p in steady)
-    return Scope(HOST_DISPATCH, (total_ns - waited_ns) / batches / 1e6, math.nan, batches,
-                 "the steady steps less the device's backlog waited for at each sync")
+    return Scope(
+        HOST_DISPATCH,
+        (total_ns - waited_ns) / batches / 1e6,
+        math.nan,
+        batches,
+        "the steady steps less the device's backlog waited for at each sync",
+    )
 
 
-def _parts(scopes: dict[str, Scope], user: str, eval_ms: float,
-           epochs: EpochStats | None, training_eval_ms: float = 0.0) -> list[tuple[str, float]]:
+def _parts(
+    scopes: dict[str, Scope],
+    user: str,
+    eval_ms: float,
+    epochs: EpochStats | None,
+    training_eval_ms: float = 0.0,
+) -> list[tuple[str, float]]:
     """The user's scope as the steady step plus named parts, per step (the rest is 'other')."""
     step = scopes[STEADY_STEP].ms
-    total = scopes[user].ms if scopes[user].reads_last_epoch else scopes[user].user_ms  # over every epoch
+    total = (
+        scopes[user].ms if scopes[user].reads_last_epoch else scopes[user].user_ms
+    )  # over every epoch
     if user == STEADY_STEP:
         return []
     if user == HOST_DISPATCH:  # the step is the dispatch and the device's backlog after it
@@ -194,6 +265,14 @@ def _parts(scopes: dict[str, Scope], user: str, eval_ms: float,
     elif user == WHOLE_TRAINING:
         parts.append(("evaluation and checkpoints inside training", training_eval_ms))
     rest = total - step - sum(ms for _, ms in parts)
-    parts.append(("epoch edges, compiles and the loop's other work" if user != LOOP_ITERATION
-                  else "the loop's other work between steps", rest))
+    parts.append(
+        (
+            (
+                "epoch edges, compiles and the loop's other work"
+                if user != LOOP_ITERATION
+                else "the loop's other work between steps"
+            ),
+            rest,
+        )
+    )
     return parts

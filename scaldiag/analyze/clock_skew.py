@@ -1,4 +1,5 @@
-"""One clock for the ranks of a job: each rank's offset estimated from collectives that end together.
+"""One clock for the ranks of a job: each rank's offset estimated from collectives that end
+together.
 
 Every rank writes its own trace with its own clock. A ring or tree
 all-reduce ends on all ranks at nearly the same instant (no rank can finish
@@ -38,16 +39,19 @@ NEGLIGIBLE_NS = 20_000
 @dataclass(frozen=True)
 class Offset:
     rank: str
-    offset_ns: int | None   # this rank's clock minus the first rank's; None: not estimated
-    spread_ns: int | None   # median absolute deviation of the collectives' end differences
-    collectives: int        # how many collective ends it was estimated from
+    offset_ns: int | None  # this rank's clock minus the first rank's; None: not estimated
+    spread_ns: int | None  # median absolute deviation of the collectives' end differences
+    collectives: int  # how many collective ends it was estimated from
     corrected: bool
 
 
-def estimate(ranks: list[tuple[str, np.ndarray]], refuse_if_far: Callable[[str, str], None]) -> list[Offset]:
-    """Each rank's offset against the first, from its collective kernels' ends (``ranks``: (label, sorted
-    ends), in order). ``refuse_if_far(first, name)`` is asked of a rank that cannot be estimated; it raises
-    where merging that rank as recorded would let the clocks decide the verdict."""
+def estimate(
+    ranks: list[tuple[str, np.ndarray]], refuse_if_far: Callable[[str, str], None]
+) -> list[Offset]:
+    """Each rank's offset against the first, from its collective kernels' ends (``ranks``: (label,
+    sorted
+    ends), in order). ``refuse_if_far(first, name)`` is asked of a rank that cannot be estimated; it
+    raises where merging that rank as recorded would let the clocks decide the verdict."""
     (first, reference), rest = ranks[0], ranks[1:]
     offsets = [Offset(first, 0, 0, len(reference), False)]
     for name, ends in rest:
@@ -62,7 +66,8 @@ def estimate(ranks: list[tuple[str, np.ndarray]], refuse_if_far: Callable[[str, 
 
 
 def shift_of(offset: Offset) -> int:
-    """What is taken off the rank's times to put them on the first rank's clock (0: left as recorded)."""
+    """What is taken off the rank's times to put them on the first rank's clock (0: left as
+    recorded)."""
     return offset.offset_ns if offset.corrected else 0
 
 
@@ -71,10 +76,16 @@ def describe(offsets: list[Offset]) -> list[str]:
     notes = []
     for o in offsets:
         if o.corrected:
-            notes.append(f"{o.rank}: clock offset {o.offset_ns / 1e6:+.3f} ms against {offsets[0].rank}, corrected "
-                         f"(median over {o.collectives} collective ends, spread {o.spread_ns / 1e3:.1f} us)")
+            notes.append(
+                f"{o.rank}: clock offset {o.offset_ns / 1e6:+.3f} ms against {offsets[0].rank},"
+                f" corrected (median over {o.collectives} collective ends, spread"
+                f" {o.spread_ns / 1e3:.1f} us)"
+            )
         elif o.offset_ns is None:
-            notes.append(f"{o.rank}: clock offset not estimated (no collective to align on); merged as recorded")
+            notes.append(
+                f"{o.rank}: clock offset not estimated (no collective to align on); merged as"
+                " recorded"
+            )
     return notes
 
 
@@ -88,8 +99,8 @@ def _estimate(reference: np.ndarray, other: np.ndarray) -> tuple[int, int, int] 
     """(offset, spread, count) at the index shift whose differences agree best, or None."""
     best = None
     for shift in range(-MAX_INDEX_SHIFT, MAX_INDEX_SHIFT + 1):
-        a = reference[max(0, -shift):]
-        b = other[max(0, shift):]
+        a = reference[max(0, -shift) :]
+        b = other[max(0, shift) :]
         n = min(len(a), len(b))
         if n < 1:
             continue
@@ -114,15 +125,18 @@ def densest(diffs: np.ndarray) -> tuple[int, int]:
     1.25 ms where a few ends were 3-14 ms apart; the tightest half's median by 0.25 ms at most."""
     d = np.sort(np.asarray(diffs, np.int64))
     half = (len(d) + 1) // 2
-    widths = d[half - 1:] - d[:len(d) - half + 1]
+    widths = d[half - 1 :] - d[: len(d) - half + 1]
     at = int(np.argmin(widths))
-    centre = int(np.median(d[at:at + half]))
+    centre = int(np.median(d[at : at + half]))
     return centre, int(np.median(np.abs(d - centre)))
 
 
 def shifted(plane: Plane, offset_ns: int) -> Plane:
     """The plane's events (and its device step markers) moved onto the reference clock."""
-    lines = [replace(line, start_ns=line.start_ns - offset_ns, end_ns=line.end_ns - offset_ns) for line in plane.lines]
+    lines = [
+        replace(line, start_ns=line.start_ns - offset_ns, end_ns=line.end_ns - offset_ns)
+        for line in plane.lines
+    ]
     marks = getattr(plane, "step_marks", None)
     if marks is not None:
         marks = replace(marks, start_ns=marks.start_ns - offset_ns, end_ns=marks.end_ns - offset_ns)

@@ -26,14 +26,17 @@ DDP_FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_
 BACKWARD_FRACTION_OF_COMPUTE = 2 / 3
 
 
-def ddp_buckets(parameter_bytes: int, parameter_sizes_bytes: list[int] | None = None) -> list[float]:
+def ddp_buckets(
+    parameter_bytes: int, parameter_sizes_bytes: list[int] | None = None
+) -> list[float]:
     """Bucket sizes in the order DDP reduces them.
 
-    With each parameter's size (in the model's order) the buckets are DDP's own: parameters taken in reverse
-    order, each added to the open bucket, which closes once it holds its limit or more (1 MiB for the
-    first, then 25 MiB), so one parameter larger than the cap is a bucket of its own
+    With each parameter's size (in the model's order) the buckets are DDP's own: parameters taken in
+    reverse order, each added to the open bucket, which closes once it holds its limit or more (1
+    MiB for the first, then 25 MiB), so one parameter larger than the cap is a bucket of its own
     (torch.distributed._compute_bucket_assignment_by_size). On the devset's MLP under DDP this gives
-    67.29, 67.13 and 12.86 MB, the buckets its 2-GPU trace shows. Without them: buckets filled to the cap.
+    67.29, 67.13 and 12.86 MB, the buckets its 2-GPU trace shows. Without them: buckets filled to
+    the cap.
     """
     if parameter_sizes_bytes:
         return _assigned(parameter_sizes_bytes)
@@ -54,22 +57,36 @@ def _assigned(parameter_sizes_bytes: list[int]) -> list[float]:
     return buckets + ([float(open_bytes)] if open_bytes else [])
 
 
-def exposed_ms(parameter_bytes: int, n: int, link: Interconnect, overlaps_backward: bool,
-               compute_ms: float, parameter_sizes_bytes: list[int] | None = None) -> tuple[float, str]:
+def exposed_ms(
+    parameter_bytes: int,
+    n: int,
+    link: Interconnect,
+    overlaps_backward: bool,
+    compute_ms: float,
+    parameter_sizes_bytes: list[int] | None = None,
+) -> tuple[float, str]:
     """Exposed all-reduce time per step (ms) at ``n`` GPUs, and how it was reckoned.
 
-    ``parameter_sizes_bytes``: each parameter's gradient bytes in the model's order, where recorded: DDP's
-    real buckets (``ddp_buckets``)."""
+    ``parameter_sizes_bytes``: each parameter's gradient bytes in the model's order, where recorded:
+    DDP's real buckets (``ddp_buckets``)."""
     if n < 2:
         return 0.0, ""
     if not overlaps_backward:
         t = link.allreduce_s(parameter_bytes, n) * 1e3
-        return t, (f"all-reduce of {parameter_bytes / 1e6:.1f} MB after backward (no overlap): "
-                   f"{t:.3f} ms")
+        return (
+            t,
+            f"all-reduce of {parameter_bytes / 1e6:.1f} MB after backward (no overlap): {t:.3f} ms",
+        )
     buckets = ddp_buckets(parameter_bytes, parameter_sizes_bytes)
     times = [link.allreduce_s(b, n) * 1e3 for b in buckets]
     backward = BACKWARD_FRACTION_OF_COMPUTE * compute_ms
     exposed = times[-1] + max(0.0, sum(times[:-1]) - backward)
     how = "DDP's assignment of the parameters" if parameter_sizes_bytes else "25 MiB cap"
-    return exposed, (f"DDP: {len(buckets)} buckets ({parameter_bytes / 1e6:.1f} MB, {how}) take "
-                     f"{sum(times):.3f} ms, overlapping {backward:.3f} ms of backward: {exposed:.3f} ms exposed")
+    return (
+        exposed,
+        (
+            f"DDP: {len(buckets)} buckets ({parameter_bytes / 1e6:.1f} MB, {how}) take"
+            f" {sum(times):.3f} ms, overlapping {backward:.3f} ms of backward: {exposed:.3f} ms"
+            " exposed"
+        ),
+    )

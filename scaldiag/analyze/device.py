@@ -17,12 +17,15 @@ class DeviceEvents:
 
     start_ns: np.ndarray
     end_ns: np.ndarray
-    category: np.ndarray        # object array of category names
+    category: np.ndarray  # object array of category names
     memcpy_details: np.ndarray  # object array, None where absent
 
     def sets(self) -> dict[str, iv.IntervalSet]:
-        return {c: iv.union(self.start_ns[m], self.end_ns[m])
-                for c in DEVICE_CATEGORIES if (m := self.category == c).any()}
+        return {
+            c: iv.union(self.start_ns[m], self.end_ns[m])
+            for c in DEVICE_CATEGORIES
+            if (m := self.category == c).any()
+        }
 
     def of(self, category: str) -> np.ndarray:
         return self.category == category
@@ -41,7 +44,9 @@ def device_events(plane: Plane) -> DeviceEvents:
     if not starts:
         empty = np.empty(0, np.int64)
         return DeviceEvents(empty, empty, np.empty(0, object), np.empty(0, object))
-    return DeviceEvents(np.concatenate(starts), np.concatenate(ends), np.concatenate(cats), np.concatenate(details))
+    return DeviceEvents(
+        np.concatenate(starts), np.concatenate(ends), np.concatenate(cats), np.concatenate(details)
+    )
 
 
 def _categories(plane: Plane, line, cache: dict[tuple, str]) -> np.ndarray:
@@ -64,8 +69,9 @@ def _categories(plane: Plane, line, cache: dict[tuple, str]) -> np.ndarray:
         name_id, tf_op, hlo_op, hlo_cat = reversed(parts)
         found = cache.get((name_id, tf_op, hlo_op, hlo_cat))
         if found is None:
-            found = cache[(name_id, tf_op, hlo_op, hlo_cat)] = device_category(plane.event_names[name_id], tf_op,
-                                                                              hlo_op, hlo_cat)
+            found = cache[(name_id, tf_op, hlo_op, hlo_cat)] = device_category(
+                plane.event_names[name_id], tf_op, hlo_op, hlo_cat
+            )
         table[j] = found
     return table[inverse.reshape(-1)]
 

@@ -53,10 +53,10 @@ class Epoch:
 
 @dataclass(frozen=True)
 class EpochStats:
-    epochs: list[Epoch]          # every whole epoch recorded
-    compared: list[int]          # the epochs in the figures below (the third on, where there are such)
-    ms_per_step: float           # mean over ``compared``: Keras's verbose=2 ms/step
-    ms_per_step_ci95: float      # t-interval over those epochs (nan with one)
+    epochs: list[Epoch]  # every whole epoch recorded
+    compared: list[int]  # the epochs in the figures below (the third on, where there are such)
+    ms_per_step: float  # mean over ``compared``: Keras's verbose=2 ms/step
+    ms_per_step_ci95: float  # t-interval over those epochs (nan with one)
     ms_per_step_after_first: float | None  # Keras's verbose=1 ms/step
     validation_s_per_epoch: float
 
@@ -65,26 +65,35 @@ def epoch_stats(found: list[Period], marks: list[dict]) -> EpochStats | None:
     """Whole epochs (an ``epoch_begin`` and its ``epoch_end`` mark, with steps between), or None."""
     begins = np.array([p.begin_ns for p in found], np.int64)  # (periods are in time order)
     validation = mark_pairs(marks, "test_begin", "test_end")
-    epochs = [e for e in (_epoch(found, begins, validation, begin, end) for begin, end in _spans(marks))
-              if e is not None]
+    epochs = [
+        e
+        for e in (_epoch(found, begins, validation, begin, end) for begin, end in _spans(marks))
+        if e is not None
+    ]
     if not epochs:
         return None
     later = [e for e in epochs if e.epoch >= FIRST_EPOCH_COMPARED]
     chosen = later or epochs
     per_step = np.array([e.ms_per_step for e in chosen])
     after = [x for e in chosen if (x := e.ms_per_step_after_first) is not None]
-    ci = ci95_half_width(per_step) if len(per_step) > 1 \
-        else math.nan
-    return EpochStats(epochs=epochs, compared=[e.epoch for e in chosen], ms_per_step=float(per_step.mean()),
-                      ms_per_step_ci95=ci, ms_per_step_after_first=float(np.mean(after)) if after else None,
-                      validation_s_per_epoch=float(np.mean([e.validation_ns for e in chosen])) / 1e9)
+    ci = ci95_half_width(per_step) if len(per_step) > 1 else math.nan
+    return EpochStats(
+        epochs=epochs,
+        compared=[e.epoch for e in chosen],
+        ms_per_step=float(per_step.mean()),
+        ms_per_step_ci95=ci,
+        ms_per_step_after_first=float(np.mean(after)) if after else None,
+        validation_s_per_epoch=float(np.mean([e.validation_ns for e in chosen])) / 1e9,
+    )
 
 
 def _spans(marks: list[dict]) -> list[tuple[dict, dict]]:
     """Each epoch's (begin, end) marks, in order: an ``epoch_begin`` to the next one, or to its own
     ``epoch_end`` for the last (a last epoch that never ended is no whole epoch). What a script does
-    between its epochs (a checkpoint save after the DataLoader ran out, in PyTorch) is its epoch's: a
-    stopwatch around the epochs counts it. A ``fit_begin`` closes the epoch before it at its own end."""
+    between its epochs (a checkpoint save after the DataLoader ran out, in PyTorch) is its epoch's:
+    a stopwatch around the epochs counts it. A ``fit_begin`` closes the epoch before it at its own
+    end.
+    """
     out, opened, ended = [], None, None
     for m in marks:
         if m.get("mark") == "fit_begin" and opened is not None:
@@ -94,23 +103,40 @@ def _spans(marks: list[dict]) -> list[tuple[dict, dict]]:
                 out.append((opened, ended))
             opened, ended = None, None
         elif m.get("mark") == "epoch_begin":
-            if opened is not None:  # (a loop that breaks out of its DataLoader early writes no epoch_end)
+            if (
+                opened is not None
+            ):  # (a loop that breaks out of its DataLoader early writes no epoch_end)
                 out.append((opened, {**m, "epoch": opened.get("epoch")}))
             opened, ended = m, None
-        elif m.get("mark") == "epoch_end" and opened is not None and m.get("epoch") == opened.get("epoch"):
+        elif (
+            m.get("mark") == "epoch_end"
+            and opened is not None
+            and m.get("epoch") == opened.get("epoch")
+        ):
             ended = m
     if opened is not None and ended is not None:
         out.append((opened, ended))
     return out
 
 
-def _epoch(found: list[Period], begins: np.ndarray, validation: list[tuple[int, int]], begin: dict,
-           end: dict) -> Epoch | None:
+def _epoch(
+    found: list[Period],
+    begins: np.ndarray,
+    validation: list[tuple[int, int]],
+    begin: dict,
+    end: dict,
+) -> Epoch | None:
     lo, hi = np.searchsorted(begins, [begin["t_ns"], end["t_ns"]], side="left")
     inside = found[lo:hi]
     if not inside:
         return None
     in_epoch = sum(max(0, min(b, end["t_ns"]) - max(a, begin["t_ns"])) for a, b in validation)
-    return Epoch(epoch=int(begin.get("epoch") or 0), begin_ns=begin["t_ns"], end_ns=end["t_ns"],
-                 batches=sum(p.batches for p in inside), first_step_end_ns=inside[0].end_ns, validation_ns=in_epoch,
-                 first_step_batches=inside[0].batches)
+    return Epoch(
+        epoch=int(begin.get("epoch") or 0),
+        begin_ns=begin["t_ns"],
+        end_ns=end["t_ns"],
+        batches=sum(p.batches for p in inside),
+        first_step_end_ns=inside[0].end_ns,
+        validation_ns=in_epoch,
+        first_step_batches=inside[0].batches,
+    )

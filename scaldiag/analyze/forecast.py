@@ -24,15 +24,14 @@ overhead taken as per sample the forecast for 4x the batch was 2.03x where the
 twin gave 3.8-6.5x (two runs); the per-step reading gives the 4x the samples
 that the same step time carries; run 5 (3 rounds): 3.97x against 3.34-4.42x.
 
-Fewer bytes (``fewer_bytes``, SD102): the hand-over of a heavy batch costs the
-same per byte copied, plus fresh pages for arrays over glibc's 32 MiB mmap
-ceiling, which go when the fix brings them under it. Measured on an H200 (run 5,
-zoo host_to_device): taking the whole per-byte cost as constant forecast 3.7x
-for uint8 where the twin gave 5.7-6.1x; the twin's slicing cost 0.12 ns/byte at
-12.6 MB a batch against 0.23 at 50.3 MB, and the same slicing on the
-development machine costs 0.12-0.14 ns/byte at either size once the 50 MB
-batch reuses memory (bench/accuracy/fresh_pages.py). Sweeps (``kept_batch``, SD201; ``larger_batch_at``,
-SD203): the same readings on the measured points of a ``profile --gpus`` sweep.
+Fewer bytes (``fewer_bytes``, SD102): the hand-over of a heavy batch costs the same per byte copied,
+plus fresh pages for arrays over glibc's 32 MiB mmap ceiling, which go when the fix brings them
+under it. Measured on an H200 (run 5, zoo host_to_device): taking the whole per-byte cost as
+constant forecast 3.7x for uint8 where the twin gave 5.7-6.1x; the twin's slicing cost 0.12 ns/byte
+at 12.6 MB a batch against 0.23 at 50.3 MB, and the same slicing on the development machine costs
+0.12-0.14 ns/byte at either size once the 50 MB batch reuses memory (bench/accuracy/fresh_pages.py).
+Sweeps (``kept_batch``, SD201; ``larger_batch_at``, SD203): the same readings on the measured points
+of a ``profile --gpus`` sweep.
 """
 
 from __future__ import annotations
@@ -58,9 +57,9 @@ DEVICE_WORK = ("compute", "layout", "other")
 @dataclass(frozen=True)
 class BatchForecast:
     factor: float
-    speedup: float          # samples/s at factor x the batch over samples/s now
-    per_sample_ms: float    # P
-    per_step_ms: float      # F
+    speedup: float  # samples/s at factor x the batch over samples/s now
+    per_sample_ms: float  # P
+    per_step_ms: float  # F
     per_sample_parts: tuple[str, ...]
 
 
@@ -80,40 +79,47 @@ def larger_batch(unit: UnitAnalysis, factor: float) -> BatchForecast | None:
     now = per_sample + per_step
     if now <= 0 or factor <= 0:
         return None
-    return BatchForecast(factor, factor * now / (factor * per_sample + per_step), per_sample, per_step, scaled)
+    return BatchForecast(
+        factor, factor * now / (factor * per_sample + per_step), per_sample, per_step, scaled
+    )
 
 
 def unit_handover(unit: UnitAnalysis) -> Handover | None:
-    """The unit's input read as the host side of a heavy host-to-device copy (analyze/transfers.py)."""
+    """The unit's input read as the host side of a heavy host-to-device copy (analyze/transfers.py).
+    """
     if unit.h2d is None:
         return None
-    return handover(unit.h2d.bytes_per_step, unit.categories["input"].exclusive_ms,
-                    unit.categories["h2d"].exclusive_ms)
+    return handover(
+        unit.h2d.bytes_per_step,
+        unit.categories["input"].exclusive_ms,
+        unit.categories["h2d"].exclusive_ms,
+    )
 
 
 @dataclass(frozen=True)
 class BytesForecast:
-    factor: float        # the bytes per step divided by this
+    factor: float  # the bytes per step divided by this
     speedup: float
-    handover_ms: float   # input + copy time per step now, which follows the bytes
+    handover_ms: float  # input + copy time per step now, which follows the bytes
     step_ms: float
-    fresh_ms: float      # of handover_ms: fresh pages for arrays over glibc's mmap ceiling, now
-    fresh_gone: bool     # those arrays fall to the ceiling or under with the fix: the fresh pages go
-    after_ms: float      # the step after the fix
+    fresh_ms: float  # of handover_ms: fresh pages for arrays over glibc's mmap ceiling, now
+    fresh_gone: bool  # those arrays fall to the ceiling or under with the fix: the fresh pages go
+    after_ms: float  # the step after the fix
 
 
-def fewer_bytes(unit: UnitAnalysis, factor: float,
-                fresh_page_ns_per_byte: float = FRESH_PAGE_NS_PER_BYTE) -> BytesForecast | None:
+def fewer_bytes(
+    unit: UnitAnalysis, factor: float, fresh_page_ns_per_byte: float = FRESH_PAGE_NS_PER_BYTE
+) -> BytesForecast | None:
     """The step with ``factor`` x fewer bytes copied (float32 pixels sent as uint8: 4x).
 
     Model: the hand-over (input and copy time per step; analyze/transfers.py's ``handover``) is the
-    host moving the batch's bytes, at a cost per byte with two parts. Copying costs the same per byte
-    whatever the batch, so it shrinks ``factor`` times. Arrays of more than 32 MiB (glibc's mmap
-    ceiling) are also written into fresh pages every step, ``fresh_page_ns_per_byte`` on each of their
-    bytes (measured on the run's host, collect/host_costs.py; else analyze/transfers.py's
-    FRESH_PAGE_NS_PER_BYTE): that part goes away when the fix brings the largest copy to the
-    ceiling or under (the allocator then reuses freed memory), and shrinks ``factor`` times with the
-    rest when it does not. The rest of the step stays.
+    host moving the batch's bytes, at a cost per byte with two parts. Copying costs the same per
+    byte whatever the batch, so it shrinks ``factor`` times. Arrays of more than 32 MiB (glibc's
+    mmap ceiling) are also written into fresh pages every step, ``fresh_page_ns_per_byte`` on each
+    of their bytes (measured on the run's host, collect/host_costs.py; else analyze/transfers.py's
+    FRESH_PAGE_NS_PER_BYTE): that part goes away when the fix brings the largest copy to the ceiling
+    or under (the allocator then reuses freed memory), and shrinks ``factor`` times with the rest
+    when it does not. The rest of the step stays.
     """
     h = unit_handover(unit)
     step = sum(t.exclusive_ms for t in unit.categories.values())
@@ -152,9 +158,17 @@ def _sum(parts: dict[str, float], names) -> float:
     return sum(parts.get(c, 0.0) for c in names)
 
 
-def kept_batch(parts_1: dict[str, float], parts_n: dict[str, float], unit_n: UnitAnalysis, m: int,
-               per_replica_m: float, n: int, global_n: float, samples_per_s_n: float,
-               emulated: bool) -> SweepForecast | None:
+def kept_batch(
+    parts_1: dict[str, float],
+    parts_n: dict[str, float],
+    unit_n: UnitAnalysis,
+    m: int,
+    per_replica_m: float,
+    n: int,
+    global_n: float,
+    samples_per_s_n: float,
+    emulated: bool,
+) -> SweepForecast | None:
     """The N-device step with the per-replica batch of the m-device run (global = per-replica x N).
 
     Device work per replica is the m-device run's, measured at that very per-replica batch; on
@@ -176,19 +190,37 @@ def kept_batch(parts_1: dict[str, float], parts_n: dict[str, float], unit_n: Uni
     if step <= 0 or samples_per_s_n <= 0:
         return None
     rate = global_kept / (step / 1e3)
-    source = (f"of the {n}-device run x {growth:g} (emulated: the replicas share the cores)" if emulated
-              else f"of the {m}-device run")
+    source = (
+        f"of the {n}-device run x {growth:g} (emulated: the replicas share the cores)"
+        if emulated
+        else f"of the {m}-device run"
+    )
     return SweepForecast(
-        f"per-replica batch kept at {per_replica_m:g}", n, per_replica_m, global_kept, step, rate, samples_per_s_n,
-        f"per-replica batch {per_replica_m:g} at {n} devices (global {global_kept:g}): device work {source} "
-        f"{device:.3f} ms + input {input_ms:.3f} ms{' (x the global batch)' if follows else ''} + "
-        f"all-reduce, host and idle of the {n}-device run {rest:.3f} ms = {step:.3f} ms a step -> "
-        f"{rate:,.0f} samples/s, {rate / samples_per_s_n:.2f}x the {samples_per_s_n:,.0f} measured")
+        f"per-replica batch kept at {per_replica_m:g}",
+        n,
+        per_replica_m,
+        global_kept,
+        step,
+        rate,
+        samples_per_s_n,
+        f"per-replica batch {per_replica_m:g} at {n} devices (global {global_kept:g}): device work"
+        f" {source} {device:.3f} ms + input {input_ms:.3f}"
+        f" ms{' (x the global batch)' if follows else ''} + all-reduce, host and idle of the"
+        f" {n}-device run {rest:.3f} ms = {step:.3f} ms a step -> {rate:,.0f} samples/s,"
+        f" {rate / samples_per_s_n:.2f}x the {samples_per_s_n:,.0f} measured",
+    )
 
 
-def larger_batch_at(parts: dict[str, float], unit: UnitAnalysis, n: int, per_replica: float,
-                    samples_per_s: float, factor: float) -> SweepForecast | None:
-    """The N-device step with ``factor`` x the per-replica batch: per-sample parts grow, per-step ones
+def larger_batch_at(
+    parts: dict[str, float],
+    unit: UnitAnalysis,
+    n: int,
+    per_replica: float,
+    samples_per_s: float,
+    factor: float,
+) -> SweepForecast | None:
+    """The N-device step with ``factor`` x the per-replica batch: per-sample parts grow, per-step
+    ones
     (the all-reduce of the same gradients, host overhead, idle) stay; as larger_batch."""
     scaled = per_sample_parts(unit)
     per_sample = _sum(parts, scaled)
@@ -199,8 +231,15 @@ def larger_batch_at(parts: dict[str, float], unit: UnitAnalysis, n: int, per_rep
     step = factor * per_sample + per_step
     speedup = factor * now / step
     return SweepForecast(
-        f"per-replica batch x{factor:g}", n, per_replica * factor, per_replica * factor * n, step,
-        samples_per_s * speedup, samples_per_s,
-        f"per-replica batch x{factor:g} ({per_replica:g} -> {per_replica * factor:g}) at {n} devices: per-sample parts "
-        f"({', '.join(scaled)}) {per_sample:.3f} ms grow x{factor:g}, per-step parts (all-reduce, host) {per_step:.3f} ms "
-        f"stay: {factor:g} x {now:.3f} / ({factor:g} x {per_sample:.3f} + {per_step:.3f}) = {speedup:.2f}x samples/s")
+        f"per-replica batch x{factor:g}",
+        n,
+        per_replica * factor,
+        per_replica * factor * n,
+        step,
+        samples_per_s * speedup,
+        samples_per_s,
+        f"per-replica batch x{factor:g} ({per_replica:g} -> {per_replica * factor:g}) at {n}"
+        f" devices: per-sample parts ({', '.join(scaled)}) {per_sample:.3f} ms grow x{factor:g},"
+        f" per-step parts (all-reduce, host) {per_step:.3f} ms stay: {factor:g} x {now:.3f} /"
+        f" ({factor:g} x {per_sample:.3f} + {per_step:.3f}) = {speedup:.2f}x samples/s",
+    )

@@ -19,7 +19,15 @@ from scaldiag.analyze import categories as cat
 from scaldiag.analyze import intervals as iv
 from scaldiag.trace import Line, Plane
 
-HOST_STATES = ("compute", "layout", "collective", "input", "host_overhead", cat.WAIT, cat.BACKGROUND)
+HOST_STATES = (
+    "compute",
+    "layout",
+    "collective",
+    "input",
+    "host_overhead",
+    cat.WAIT,
+    cat.BACKGROUND,
+)
 _CODE = {state: code for code, state in enumerate(HOST_STATES)}
 _GENERIC_CODE = -1
 _OVERHEAD = _CODE["host_overhead"]
@@ -29,14 +37,16 @@ _CHUNK = 1 << 20  # segments measured at a time: bounds the temporaries of a lar
 _INHERITING = np.zeros(len(HOST_STATES) + 1, np.uint8)
 _INHERITING[[_GENERIC_CODE + 1, _OVERHEAD + 1, _CODE["compute"] + 1, _CODE["layout"] + 1]] = 1
 
-try:  # the C loops, where they were built (setup.py); else the numpy code, which gives the same results
+# the C loops, where they were built (setup.py); else the numpy code, which gives the same results
+try:
     from scaldiag.analyze import _hoststate as _hoststate_c
 except ImportError:
     _hoststate_c = None
 
 
 def _native():
-    """The C loops (_hoststate.c), unless they were not built or SCALDIAG_NATIVE=0 asks for numpy."""
+    """The C loops (_hoststate.c), unless they were not built or SCALDIAG_NATIVE=0 asks for numpy.
+    """
     return native.enabled(_hoststate_c)
 
 
@@ -48,9 +58,9 @@ class HostTimeline:
     # Every thread's innermost-event segments, for naming what the host did.
     seg_start: np.ndarray
     seg_end: np.ndarray
-    seg_state: np.ndarray    # state codes (index into HOST_STATES)
+    seg_state: np.ndarray  # state codes (index into HOST_STATES)
     seg_name_id: np.ndarray  # index into names
-    names: np.ndarray        # distinct event names of all host planes (object array)
+    names: np.ndarray  # distinct event names of all host planes (object array)
 
     @property
     def seg_name(self) -> np.ndarray:
@@ -65,14 +75,18 @@ class HostTimeline:
     def get(self, state: str) -> iv.IntervalSet:
         return self.states.get(state, iv.EMPTY)
 
-    def activity_during(self, gaps: iv.IntervalSet, per: int, top: int = 5) -> list[tuple[str, str, float]]:
+    def activity_during(
+        self, gaps: iv.IntervalSet, per: int, top: int = 5
+    ) -> list[tuple[str, str, float]]:
         """The host events most present during ``gaps``: (name, state, thread-ns / per).
 
         Thread time: two threads in the same event count twice. Background
         producers and waits are left out: they are not what the step does.
         """
         shown, overlap = [], []
-        for part in np.array_split(self._shown_segments, max(1, len(self._shown_segments) // _CHUNK)):
+        for part in np.array_split(
+            self._shown_segments, max(1, len(self._shown_segments) // _CHUNK)
+        ):
             part_overlap = iv.measure_in_windows(gaps, self.seg_start[part], self.seg_end[part])
             present = part_overlap > 0
             shown.append(part[present])
@@ -97,7 +111,9 @@ def _top_pairs(pairs: np.ndarray, totals: np.ndarray, names: np.ndarray, per: in
     order = sorted(range(len(pairs)), key=lambda i: f"{names[i]}\0{states[i]}")
     totals = totals[order]
     best = np.argsort(-totals)[:top]
-    return [(names[order[i]], HOST_STATES[int(states[order[i]])], float(totals[i]) / per) for i in best]
+    return [
+        (names[order[i]], HOST_STATES[int(states[order[i]])], float(totals[i]) / per) for i in best
+    ]
 
 
 def host_states(planes: list[Plane], ops_are_compute: bool) -> HostTimeline:
@@ -105,15 +121,24 @@ def host_states(planes: list[Plane], ops_are_compute: bool) -> HostTimeline:
     segments = []
     pieces, names = _walk_threads(planes, ops_are_compute, lambda seg: segments.append(list(seg)))
     columns = [np.empty(0, np.int64)] * 2 + [np.empty(0, np.int8), np.empty(0, np.int32)]
-    for k in range(len(columns) if segments else 0):  # a column at a time, its pieces freed as it is joined
+    for k in range(
+        len(columns) if segments else 0
+    ):  # a column at a time, its pieces freed as it is joined
         columns[k] = np.concatenate([seg[k] for seg in segments])
         for seg in segments:
             seg[k] = None
-    return HostTimeline({HOST_STATES[c]: iv.merge(*sets) for c, sets in pieces.items()}, *columns, names)
+    return HostTimeline(
+        {HOST_STATES[c]: iv.merge(*sets) for c, sets in pieces.items()}, *columns, names
+    )
 
 
-def host_states_during(planes: list[Plane], ops_are_compute: bool, gap_sets: list[iv.IntervalSet], per: int,
-                       top: int = 5) -> tuple[HostTimeline, list[list[tuple[str, str, float]]]]:
+def host_states_during(
+    planes: list[Plane],
+    ops_are_compute: bool,
+    gap_sets: list[iv.IntervalSet],
+    per: int,
+    top: int = 5,
+) -> tuple[HostTimeline, list[list[tuple[str, str, float]]]]:
     """``host_states`` and, for each of ``gap_sets``, what ``activity_during`` says of it.
 
     Each thread's segments are measured against every set as the thread is
@@ -132,32 +157,49 @@ def host_states_during(planes: list[Plane], ops_are_compute: bool, gap_sets: lis
             cells = (int(seg_n.max()) + 1) * len(HOST_STATES)
             for k in range(len(totals)):
                 if len(totals[k]) < cells:
-                    totals[k] = np.concatenate((totals[k], np.zeros(cells - len(totals[k]), np.int64)))
+                    totals[k] = np.concatenate(
+                        (totals[k], np.zeros(cells - len(totals[k]), np.int64))
+                    )
             measure.add_native(native, seg_s, seg_e, seg_c, seg_n, totals)
             return
         shown = np.flatnonzero(seg_c < _CODE[cat.WAIT])
         for a in range(0, len(shown), _CHUNK):  # bounds the temporaries of a long thread
-            part = shown[a:a + _CHUNK]
+            part = shown[a : a + _CHUNK]
             pair = seg_n[part].astype(np.int64) * len(HOST_STATES) + seg_c[part]
             for k, overlap in enumerate(measure.overlaps(seg_s[part], seg_e[part])):
-                by_pair = np.bincount(pair, weights=overlap).astype(np.int64)  # sums of integers: exact
+                by_pair = np.bincount(pair, weights=overlap).astype(
+                    np.int64
+                )  # sums of integers: exact
                 if len(by_pair) > len(totals[k]):
-                    totals[k] = np.concatenate((totals[k], np.zeros(len(by_pair) - len(totals[k]), np.int64)))
-                totals[k][:len(by_pair)] += by_pair
+                    totals[k] = np.concatenate(
+                        (totals[k], np.zeros(len(by_pair) - len(totals[k]), np.int64))
+                    )
+                totals[k][: len(by_pair)] += by_pair
 
     pieces, names = _walk_threads(planes, ops_are_compute, add)
     activity = []
     for total in totals:
         pairs = np.flatnonzero(total > 0)
-        activity.append(_top_pairs(pairs, total[pairs].astype(np.float64), names, per, top) if len(pairs) else [])
+        activity.append(
+            _top_pairs(pairs, total[pairs].astype(np.float64), names, per, top)
+            if len(pairs)
+            else []
+        )
     empty = np.empty(0, np.int64)
-    timeline = HostTimeline({HOST_STATES[c]: iv.merge(*sets) for c, sets in pieces.items()}, empty, empty,
-                            np.empty(0, np.int8), np.empty(0, np.int32), names)
+    timeline = HostTimeline(
+        {HOST_STATES[c]: iv.merge(*sets) for c, sets in pieces.items()},
+        empty,
+        empty,
+        np.empty(0, np.int8),
+        np.empty(0, np.int32),
+        names,
+    )
     return timeline, activity
 
 
 def _walk_threads(planes: list[Plane], ops_are_compute: bool, each):
-    """Every thread's innermost segments, given to ``each`` as (start, end, state code, global name id).
+    """Every thread's innermost segments, given to ``each`` as (start, end, state code, global name
+    id).
 
     Returns the pieces of each state's union (by code) and the distinct names of all planes.
     """
@@ -165,11 +207,15 @@ def _walk_threads(planes: list[Plane], ops_are_compute: bool, each):
     name_ids: dict[str, int] = {}  # one id per distinct name, across planes
     for plane in planes:
         own = _own_codes(plane.event_names, ops_are_compute)
-        to_global = np.array([name_ids.setdefault(n, len(name_ids)) for n in plane.event_names], np.int32)
+        to_global = np.array(
+            [name_ids.setdefault(n, len(name_ids)) for n in plane.event_names], np.int32
+        )
         for line in plane.lines:
             for seg_s, seg_e, seg_c, seg_i, unions in _line_segments(line, own):
                 seg_c = seg_c.astype(np.int8)
-                for c, union in unions if unions is not None else _unions_by_state(seg_s, seg_e, seg_c):
+                for c, union in (
+                    unions if unions is not None else _unions_by_state(seg_s, seg_e, seg_c)
+                ):
                     pieces.setdefault(c, []).append(union)
                 each((seg_s, seg_e, seg_c, to_global[line.name_id[seg_i]]))
     names = np.empty(len(name_ids), dtype=object)
@@ -196,8 +242,10 @@ def _unions_by_state(seg_s: np.ndarray, seg_e: np.ndarray, seg_c: np.ndarray):
     last = np.append(first[1:], len(code)) - 1
     merged_code, merged_start, merged_end = code[first], start[first], end[last]
     cut = np.flatnonzero(merged_code[1:] != merged_code[:-1]) + 1
-    return [(int(merged_code[a]), (merged_start[a:b], merged_end[a:b]))
-            for a, b in zip(np.append(0, cut).tolist(), np.append(cut, len(merged_code)).tolist())]
+    return [
+        (int(merged_code[a]), (merged_start[a:b], merged_end[a:b]))
+        for a, b in zip(np.append(0, cut).tolist(), np.append(cut, len(merged_code)).tolist())
+    ]
 
 
 class _GapMeasure:
@@ -213,23 +261,33 @@ class _GapMeasure:
     """
 
     def __init__(self, sets: list[iv.IntervalSet]):
-        self.groups = [(a, _GapTable(sets[a:a + _GROUP_SETS])) for a in range(0, len(sets), _GROUP_SETS)]
+        self.groups = [
+            (a, _GapTable(sets[a : a + _GROUP_SETS])) for a in range(0, len(sets), _GROUP_SETS)
+        ]
 
     def add_native(self, native, seg_s, seg_e, seg_c, seg_n, totals: list[np.ndarray]) -> None:
-        """What overlaps and a bincount per (name, state) give, added to ``totals``, by the C loop."""
-        columns = [np.ascontiguousarray(x, t) for x, t in ((seg_s, np.int64), (seg_e, np.int64),
-                                                           (seg_c, np.int8), (seg_n, np.int32))]
+        """What overlaps and a bincount per (name, state) give, added to ``totals``, by the C loop.
+        """
+        columns = [
+            np.ascontiguousarray(x, t)
+            for x, t in ((seg_s, np.int64), (seg_e, np.int64), (seg_c, np.int8), (seg_n, np.int32))
+        ]
         for a, table in self.groups:
             if len(table.bounds):  # (no boundaries: nothing covered)
-                native.measure(table.bounds, table.left, list(zip(table.before, table.inside,
-                                                                  totals[a:a + len(table.before)])),
-                               *columns, _CODE[cat.WAIT], len(HOST_STATES))
+                native.measure(
+                    table.bounds,
+                    table.left,
+                    list(zip(table.before, table.inside, totals[a : a + len(table.before)])),
+                    *columns,
+                    _CODE[cat.WAIT],
+                    len(HOST_STATES),
+                )
 
     def overlaps(self, w_start: np.ndarray, w_end: np.ndarray):
         """Per set, in order, its covered length inside each window [w_start, w_end) (a generator:
         one set's at a time)."""
-        # A thread's segments mostly follow one another: where a window ends the next starts,
-        # its coverage before its end is the next one's before its start; only the others are searched.
+        # A thread's segments mostly follow one another: where a window ends the next starts, its
+        # coverage before its end is the next one's before its start; only the others are searched.
         follows = np.flatnonzero(w_end[:-1] == w_start[1:])
         alone = np.ones(len(w_end), bool)
         alone[follows] = False
@@ -252,17 +310,26 @@ class _GapTable:
     """
 
     def __init__(self, sets: list[iv.IntervalSet]):
-        bounds = np.sort(np.concatenate([np.asarray(x, np.int64) for s in sets for x in s] or [np.empty(0, np.int64)]))
-        self.bounds = bounds[np.concatenate(([True], bounds[1:] != bounds[:-1]))] if len(bounds) else bounds
+        bounds = np.sort(
+            np.concatenate(
+                [np.asarray(x, np.int64) for s in sets for x in s] or [np.empty(0, np.int64)]
+            )
+        )
+        self.bounds = (
+            bounds[np.concatenate(([True], bounds[1:] != bounds[:-1]))] if len(bounds) else bounds
+        )
         self.before, self.inside = [], []
         for s in sets:
             before = iv.covered_before(s, self.bounds)
-            # index k: the piece that ends at bounds[k] (k = 0: before all; the last: after all, uncovered)
+            # index k: the piece that ends at bounds[k] (k = 0: before all; the last: after all,
+            # uncovered)
             self.before.append(np.concatenate(([0], before)))
             self.inside.append(np.concatenate(([0], np.diff(before) > 0, [0])).astype(np.int64))
         self.left = np.concatenate((self.bounds[:1], self.bounds))
 
-    def overlaps(self, w_start: np.ndarray, w_end: np.ndarray, follows: np.ndarray, alone: np.ndarray):
+    def overlaps(
+        self, w_start: np.ndarray, w_end: np.ndarray, follows: np.ndarray, alone: np.ndarray
+    ):
         """Per set, its covered length inside each window [w_start, w_end); ``follows``: the windows
         whose end is the next one's start, ``alone``: the others (_GapMeasure.overlaps)."""
         if not len(self.bounds):
@@ -307,8 +374,9 @@ def _line_segments(line: Line, own_by_name: np.ndarray):
                 continue
             start, end = line.start_ns[keep], line.end_ns[keep]
         names = line.name_id[a:b] if keep is None else line.name_id[keep]
-        for seg_s, seg_e, seg_c, seg_i, unions in _innermost_pieces(start, end, own_by_name[names],
-                                                                    cut=len(pieces) == 1):
+        for seg_s, seg_e, seg_c, seg_i, unions in _innermost_pieces(
+            start, end, own_by_name[names], cut=len(pieces) == 1
+        ):
             if default is not None:  # the thread's role decides the state of every event on it
                 seg_c, unions = np.full(len(seg_c), _CODE[default]), None
             yield seg_s, seg_e, seg_c, (seg_i + a if keep is None else keep[seg_i]), unions
@@ -329,14 +397,16 @@ def _line_pieces(start: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
     lasts = end > start
     if lasts.all():  # the usual thread
         kept_index = np.arange(n, dtype=np.int64)
-    else:  # (a cumsum of int64: numpy's of bools into int64 takes a slow casting loop, 30 ns an event)
+    # (a cumsum of int64: numpy's of bools into int64 takes a slow casting loop, 30 ns an event)
+    else:
         kept_index = np.cumsum(lasts.astype(np.int64))
         kept_index -= 1  # each event's index among those that last
     if kept_index[-1] + 1 <= _CHUNK:
         return [(0, n)]
     reach = np.where(lasts, end, np.iinfo(np.int64).min)
     np.maximum.accumulate(reach, out=reach)
-    # Where no earlier lasting event is still open (the first lasting one excepted), as _free_starts finds.
+    # Where no earlier lasting event is still open (the first lasting one excepted), as _free_starts
+    # finds.
     free = np.flatnonzero(lasts[1:] & (reach[:-1] <= start[1:])) + 1
     del reach
     free = free[kept_index[free] > 0]
@@ -361,7 +431,8 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
 
 
 def _innermost_pieces(start: np.ndarray, end: np.ndarray, own: np.ndarray, cut: bool = True):
-    """innermost_segments, a piece of the thread at a time, in time order (``cut``: else one piece)."""
+    """innermost_segments, a piece of the thread at a time, in time order (``cut``: else one piece).
+    """
     order = _by_start_then_longest(start, end)  # parents before their children
     if order is not None:
         start, end, own = start[order], end[order], own[order]
@@ -377,7 +448,8 @@ def _innermost_pieces(start: np.ndarray, end: np.ndarray, own: np.ndarray, cut: 
 
 
 def _free_starts(start: np.ndarray, end: np.ndarray, size: int) -> list[int]:
-    """0, cut points about ``size`` events apart where every earlier event has ended, and len(start)."""
+    """0, cut points about ``size`` events apart where every earlier event has ended, and
+    len(start)."""
     n = len(start)
     if n <= size:
         return [0, n]
@@ -398,7 +470,8 @@ def _free_starts_in(free: np.ndarray, n: int, size: int) -> list[int]:
 
 
 def _innermost_piece(start: np.ndarray, end: np.ndarray, own: np.ndarray):
-    """innermost_segments of events sorted by (start, -end), all of positive length, and each state's
+    """innermost_segments of events sorted by (start, -end), all of positive length, and each
+    state's
     union of them (as _unions_by_state gives it), or None where it is left to the caller.
 
     By the C sweep (_hoststate.c) where it is built; else vectorised where the
@@ -407,10 +480,17 @@ def _innermost_piece(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     """
     native = _native()
     if native is not None:
-        *found, unions = native.innermost(*(np.ascontiguousarray(x, np.int64) for x in (start, end, own)),
-                                          _GENERIC_CODE, _OVERHEAD, _INPUT, _INHERITING.tobytes())
-        return (*(np.frombuffer(column, np.int64) for column in found),
-                [(c, (np.frombuffer(s, np.int64), np.frombuffer(e, np.int64))) for c, s, e in unions])
+        *found, unions = native.innermost(
+            *(np.ascontiguousarray(x, np.int64) for x in (start, end, own)),
+            _GENERIC_CODE,
+            _OVERHEAD,
+            _INPUT,
+            _INHERITING.tobytes(),
+        )
+        return (
+            *(np.frombuffer(column, np.int64) for column in found),
+            [(c, (np.frombuffer(s, np.int64), np.frombuffer(e, np.int64))) for c, s, e in unions],
+        )
     clipped = _clipped_ends(start, end)
     if clipped is None:
         return *_innermost_loop(start, end, own), None
@@ -479,7 +559,9 @@ def _clipped_ends(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.nd
         wanted = end.copy()
         wanted[has] = np.minimum(end[has], clipped[parent[has]])
         if np.array_equal(wanted, clipped):
-            return (clipped.copy(), parent) if np.array_equal(open_at_start, _depths(parent)) else None
+            return (
+                (clipped.copy(), parent) if np.array_equal(open_at_start, _depths(parent)) else None
+            )
         clipped = np.maximum(wanted, start + 1)
     return None
 
@@ -583,7 +665,7 @@ def _by_level(depth: np.ndarray, mask: np.ndarray | None = None) -> list[np.ndar
     small = d.astype(np.int16) if top < 2**15 else d
     rows = rows[np.argsort(small, kind="stable")]
     bounds = np.concatenate(([0], np.cumsum(np.bincount(small, minlength=top + 1))))
-    return [rows[bounds[k]:bounds[k + 1]] for k in range(top + 1)]
+    return [rows[bounds[k] : bounds[k + 1]] for k in range(top + 1)]
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:

@@ -32,7 +32,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scaldiag.analyze.profile import INFLATION_UNKNOWN, CategoryTime, HostActivity, ProfileAnalysis, UnitAnalysis
+from scaldiag.analyze.profile import (
+    INFLATION_UNKNOWN,
+    CategoryTime,
+    HostActivity,
+    ProfileAnalysis,
+    UnitAnalysis,
+)
 
 HOST_SIDE = ("input", "host_overhead", "idle", "other")
 
@@ -44,8 +50,10 @@ def correct(profile: ProfileAnalysis, untraced_step_ms: float, inflation: float)
         corrected, note = _unit(unit, untraced_step_ms)
         units.append(corrected)
         notes += [note] if note else []
-    notes.append(f"profiler inflation {inflation:.2f}x (traced / untraced step time); shares corrected: "
-                 "device-side times as traced, host-side times scaled to the untraced step")
+    notes.append(
+        f"profiler inflation {inflation:.2f}x (traced / untraced step time); shares corrected: "
+        "device-side times as traced, host-side times scaled to the untraced step"
+    )
     return replace(profile, units=units, notes=notes, profiler_inflation=inflation)
 
 
@@ -67,22 +75,53 @@ def _unit(unit: UnitAnalysis, untraced_ms: float) -> tuple[UnitAnalysis, str | N
         host_scale, device_scale = (untraced_ms - device_ms) / (traced_ms - device_ms), 1.0
     else:
         host_scale = device_scale = untraced_ms / traced_ms
-        note = (f"{unit.name}: the untraced step ({untraced_ms:.3f} ms) is shorter than the traced device time "
-                f"({device_ms:.3f} ms): every category scaled by {device_scale:.2f}")
-    categories = {c: _scaled(t, host_scale if c in HOST_SIDE else device_scale, traced_ms, untraced_ms)
-                  for c, t in unit.categories.items()}
+        note = (
+            f"{unit.name}: the untraced step ({untraced_ms:.3f} ms) is shorter than the traced"
+            f" device time ({device_ms:.3f} ms): every category scaled by {device_scale:.2f}"
+        )
+    categories = {
+        c: _scaled(t, host_scale if c in HOST_SIDE else device_scale, traced_ms, untraced_ms)
+        for c, t in unit.categories.items()
+    }
     busy_ms = unit.busy_pct / 100 * traced_ms * device_scale
     summary = unit.step_time_ms
     ratio = untraced_ms / traced_ms
-    step = replace(summary, mean=untraced_ms, p50=summary.p50 * ratio, p90=summary.p90 * ratio,
-                   stdev=summary.stdev * ratio, ci95=summary.ci95 * ratio)
-    activity = [HostActivity(h.name, h.state, h.ms_per_step * host_scale) for h in unit.host_activity_while_idle]
-    return replace(unit, categories=categories, step_time_ms=step, busy_pct=100 * busy_ms / untraced_ms,
-                   host_activity_while_idle=activity, input_pipeline_busy_ms=unit.input_pipeline_busy_ms * host_scale), note
+    step = replace(
+        summary,
+        mean=untraced_ms,
+        p50=summary.p50 * ratio,
+        p90=summary.p90 * ratio,
+        stdev=summary.stdev * ratio,
+        ci95=summary.ci95 * ratio,
+    )
+    activity = [
+        HostActivity(h.name, h.state, h.ms_per_step * host_scale)
+        for h in unit.host_activity_while_idle
+    ]
+    return (
+        replace(
+            unit,
+            categories=categories,
+            step_time_ms=step,
+            busy_pct=100 * busy_ms / untraced_ms,
+            host_activity_while_idle=activity,
+            input_pipeline_busy_ms=unit.input_pipeline_busy_ms * host_scale,
+        ),
+        note,
+    )
 
 
 def _scaled(t: CategoryTime, scale: float, traced_ms: float, untraced_ms: float) -> CategoryTime:
     exclusive_ms = t.exclusive_ms * scale
     pct = 100 * exclusive_ms / untraced_ms
-    ci = t.exclusive_pct_ci95 * (pct / t.exclusive_pct) if t.exclusive_pct > 0 else t.exclusive_pct_ci95
-    return CategoryTime(exclusive_ms=exclusive_ms, exclusive_pct=pct, exclusive_pct_ci95=ci, busy_ms=t.busy_ms * scale)
+    ci = (
+        t.exclusive_pct_ci95 * (pct / t.exclusive_pct)
+        if t.exclusive_pct > 0
+        else t.exclusive_pct_ci95
+    )
+    return CategoryTime(
+        exclusive_ms=exclusive_ms,
+        exclusive_pct=pct,
+        exclusive_pct_ci95=ci,
+        busy_ms=t.busy_ms * scale,
+    )

@@ -34,12 +34,12 @@ NOISE_FRACTION = 0.05
 
 @dataclass(frozen=True)
 class InputCost:
-    step_ms: float             # the steady, untraced step (one batch)
-    input_free_ms: float       # the clone's step on one cached batch
-    input_free_min_ms: float   # its timed epochs' fastest and slowest
+    step_ms: float  # the steady, untraced step (one batch)
+    input_free_ms: float  # the clone's step on one cached batch
+    input_free_min_ms: float  # its timed epochs' fastest and slowest
     input_free_max_ms: float
-    cost_ms: float             # step - input-free, at least 0
-    noise_ms: float            # what a difference must exceed to count
+    cost_ms: float  # step - input-free, at least 0
+    noise_ms: float  # what a difference must exceed to count
     source: str
 
     @property
@@ -57,31 +57,50 @@ def input_cost(step_ms: float, step_ci95_ms: float, measured: dict | None) -> In
         return None
     try:
         free = float(measured["step_ms"])
-        low, high = float(measured.get("step_ms_min", free)), float(measured.get("step_ms_max", free))
+        low, high = (
+            float(measured.get("step_ms_min", free)),
+            float(measured.get("step_ms_max", free)),
+        )
     except (KeyError, TypeError, ValueError):
         return None
     if not free > 0:
         return None
     ci = step_ci95_ms if step_ci95_ms == step_ci95_ms else 0.0  # NaN with too few steps
     noise = max(ci + (high - low) / 2, NOISE_FRACTION * step_ms)
-    return InputCost(step_ms=step_ms, input_free_ms=free, input_free_min_ms=low, input_free_max_ms=high,
-                     cost_ms=max(0.0, step_ms - free), noise_ms=noise, source=str(measured.get("source", "")))
+    return InputCost(
+        step_ms=step_ms,
+        input_free_ms=free,
+        input_free_min_ms=low,
+        input_free_max_ms=high,
+        cost_ms=max(0.0, step_ms - free),
+        noise_ms=noise,
+        source=str(measured.get("source", "")),
+    )
 
 
 def describe(cost: InputCost) -> str:
     """The measurement in one sentence, as reports print it."""
-    free = (f"the step without its input takes {cost.input_free_ms:.1f} ms "
-            f"({cost.input_free_min_ms:.1f}-{cost.input_free_max_ms:.1f}; "
-            f"{cost.source or 'a clone of the model on one cached batch'})")
+    free = (
+        f"the step without its input takes {cost.input_free_ms:.1f} ms "
+        f"({cost.input_free_min_ms:.1f}-{cost.input_free_max_ms:.1f}; "
+        f"{cost.source or 'a clone of the model on one cached batch'})"
+    )
     if cost.significant:
-        return (f"input cost: {cost.cost_ms:.1f} ms of the {cost.step_ms:.1f} ms step ({cost.share_pct:.0f}%): {free}; "
-                "counted as input in the breakdown")
-    return (f"input cost: none beyond the noise ({cost.cost_ms:.1f} ms, under {cost.noise_ms:.1f} ms): {free}, "
-            f"the steady step {cost.step_ms:.1f} ms")
+        return (
+            f"input cost: {cost.cost_ms:.1f} ms of the {cost.step_ms:.1f} ms step"
+            f" ({cost.share_pct:.0f}%): {free}; counted as input in the breakdown"
+        )
+    return (
+        f"input cost: none beyond the noise ({cost.cost_ms:.1f} ms, under {cost.noise_ms:.1f} ms):"
+        f" {free}, the steady step {cost.step_ms:.1f} ms"
+    )
 
 
-def with_input_cost(profile: ProfileAnalysis, cost: InputCost, batches_per_step: int = 1) -> ProfileAnalysis:
-    """``profile`` with each unit's input share raised to the measured cost where the trace shows less.
+def with_input_cost(
+    profile: ProfileAnalysis, cost: InputCost, batches_per_step: int = 1
+) -> ProfileAnalysis:
+    """``profile`` with each unit's input share raised to the measured cost where the trace shows
+    less.
 
     ``batches_per_step``: batches in one traced step (``steps_per_execution``).
     """
@@ -94,10 +113,12 @@ def with_input_cost(profile: ProfileAnalysis, cost: InputCost, batches_per_step:
         units.append(new)
     if not raised:
         return profile
-    note = (f"input measured: the step without its input (a clone on one cached batch) takes "
-            f"{cost.input_free_ms:.1f} ms of the {cost.step_ms:.1f} ms step: the input costs {cost.cost_ms:.1f} ms "
-            f"({cost.share_pct:.0f}%), more than the trace's waits for it; input share raised to it, the other "
-            "categories reduced in proportion")
+    note = (
+        "input measured: the step without its input (a clone on one cached batch) takes"
+        f" {cost.input_free_ms:.1f} ms of the {cost.step_ms:.1f} ms step: the input costs"
+        f" {cost.cost_ms:.1f} ms ({cost.share_pct:.0f}%), more than the trace's waits for it; input"
+        " share raised to it, the other categories reduced in proportion"
+    )
     return replace(profile, units=units, notes=[*profile.notes, note])
 
 
@@ -115,14 +136,22 @@ def _unit(unit: UnitAnalysis, cost: InputCost, batches_per_step: int) -> UnitAna
     for name, t in unit.categories.items():
         if name == "input":
             continue
-        categories[name] = CategoryTime(exclusive_ms=t.exclusive_ms * scale, exclusive_pct=t.exclusive_pct * scale,
-                                        exclusive_pct_ci95=t.exclusive_pct_ci95 * scale, busy_ms=t.busy_ms)
-    # What the trace itself shows as input stays; the rest is the measurement's, which the trace shows
-    # as other work (rules rank on the trace where the measured shares overlap: rules/__init__.py).
-    categories["input"] = CategoryTime(exclusive_ms=target_ms, exclusive_pct=100 * target_ms / step_ms,
-                                       exclusive_pct_ci95=noise_pct,
-                                       busy_ms=max(current.busy_ms if current else 0.0, target_ms),
-                                       beyond_trace_pct=100 * (target_ms - current_ms) / step_ms)
+        categories[name] = CategoryTime(
+            exclusive_ms=t.exclusive_ms * scale,
+            exclusive_pct=t.exclusive_pct * scale,
+            exclusive_pct_ci95=t.exclusive_pct_ci95 * scale,
+            busy_ms=t.busy_ms,
+        )
+    # What the trace itself shows as input stays; the rest is the measurement's, which the trace
+    # shows as other work (rules rank on the trace where the measured shares overlap:
+    # rules/__init__.py).
+    categories["input"] = CategoryTime(
+        exclusive_ms=target_ms,
+        exclusive_pct=100 * target_ms / step_ms,
+        exclusive_pct_ci95=noise_pct,
+        busy_ms=max(current.busy_ms if current else 0.0, target_ms),
+        beyond_trace_pct=100 * (target_ms - current_ms) / step_ms,
+    )
     # Keep the categories in the unit's order (input where it was, or last).
     order = list(unit.categories) + ([] if "input" in unit.categories else ["input"])
     return replace(unit, categories={name: categories[name] for name in order})

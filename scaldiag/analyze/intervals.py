@@ -31,7 +31,9 @@ def union(starts: np.ndarray, ends: np.ndarray) -> IntervalSet:
 
 def of_pairs(pairs) -> IntervalSet:
     """The disjoint set covering ``(start, end)`` pairs (marks' begin and end, say)."""
-    return union(np.array([a for a, _ in pairs], np.int64), np.array([b for _, b in pairs], np.int64))
+    return union(
+        np.array([a for a, _ in pairs], np.int64), np.array([b for _, b in pairs], np.int64)
+    )
 
 
 def merge(*sets: IntervalSet) -> IntervalSet:
@@ -48,8 +50,9 @@ def subtract(a: IntervalSet, b: IntervalSet) -> IntervalSet:
     # Sweep over all boundaries: a adds 1 inside, b adds 2 inside; keep where
     # the running level is exactly 1 (in a, not in b).
     points = np.concatenate((a[0], a[1], b[0], b[1]))
-    steps = np.concatenate((np.ones(len(a[0])), -np.ones(len(a[1])),
-                            np.full(len(b[0]), 2.0), np.full(len(b[1]), -2.0)))
+    steps = np.concatenate(
+        (np.ones(len(a[0])), -np.ones(len(a[1])), np.full(len(b[0]), 2.0), np.full(len(b[1]), -2.0))
+    )
     order = np.lexsort((steps, points))  # at equal points, ends (negative) first
     points, level = points[order], np.cumsum(steps[order])
     inside = level[:-1] == 1

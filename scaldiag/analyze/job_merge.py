@@ -1,8 +1,9 @@
-"""Whether the ranks merged into a job are one job's, and the figures a node's record adds to the merge.
+"""Whether the ranks merged into a job are one job's, and the figures a node's record adds to the
+merge.
 
-Pure: each function takes what the readers and the record gave (analyze/nodes.py's ``RankEvents`` and
-``NodeOffset``, a node's recorded all-reduce times) and refuses with a ``ScaldiagError`` what is not
-one job's, or says what makes a figure doubtful. pipeline.diagnose_job calls them in order.
+Pure: each function takes what the readers and the record gave (analyze/nodes.py's ``RankEvents``
+and ``NodeOffset``, a node's recorded all-reduce times) and refuses with a ``ScaldiagError`` what is
+not one job's, or says what makes a figure doubtful. pipeline.diagnose_job calls them in order.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from scaldiag.analyze.stats import Summary
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.nodes import MAX_CLOCK_OFFSET_NS, is_time_ns
 
-# A spread of the matched ends above this share of a step makes a node's lateness (a few % of a step) no
-# evidence: said.
+# A spread of the matched ends above this share of a step makes a node's lateness (a few % of a
+# step) no evidence: said.
 MAX_SPREAD_OF_STEP = 0.1
 
 
@@ -25,31 +26,44 @@ def refuse_copies(ranks: list[RankEvents]) -> None:
     for r in ranks:
         key = r.step_start_ns.tobytes() + b"|" + r.coll_end_ns.tobytes()
         if key in seen:
-            raise ScaldiagError(f"{r.rank} and {seen[key]} are the same trace (every step and collective at the "
-                                "same instant): a copied file is not another rank; not merged")
+            raise ScaldiagError(
+                f"{r.rank} and {seen[key]} are the same trace (every step and collective at the "
+                "same instant): a copied file is not another rank; not merged"
+            )
         seen[key] = r.rank
 
 
 def refuse_far_clocks(offsets: list[NodeOffset]) -> None:
-    """Clocks more than MAX_CLOCK_OFFSET_NS apart: another job's trace, or one without its base time."""
+    """Clocks more than MAX_CLOCK_OFFSET_NS apart: another job's trace, or one without its base
+    time."""
     for o in offsets[1:]:
         if o.offset_ns is not None and abs(o.offset_ns) > MAX_CLOCK_OFFSET_NS:
-            raise ScaldiagError(f"the nodes are not merged: {o.node}'s trace is {_duration(abs(o.offset_ns))} from "
-                                f"{offsets[0].node}'s (hosts of one job keep their clocks within a minute): another "
-                                "job's trace, or a trace without its base time")
+            raise ScaldiagError(
+                f"the nodes are not merged: {o.node}'s trace is {_duration(abs(o.offset_ns))} from"
+                f" {offsets[0].node}'s (hosts of one job keep their clocks within a minute):"
+                " another job's trace, or a trace without its base time"
+            )
 
 
 def uncertain_clocks(offsets: list[NodeOffset], step_ns: float) -> list[str]:
     """A note for each node whose offset's spread is past MAX_SPREAD_OF_STEP of a step."""
-    return [f"{o.node}: its clock offset is uncertain: the matched collective ends spread {o.spread_ns / 1e6:.3f} ms, "
-            f"{100 * o.spread_ns / step_ns:.0f}% of a step; lateness below that is not evidence"
-            for o in offsets[1:] if o.spread_ns is not None and step_ns > 0
-            and o.spread_ns > MAX_SPREAD_OF_STEP * step_ns]
+    return [
+        f"{o.node}: its clock offset is uncertain: the matched collective ends spread"
+        f" {o.spread_ns / 1e6:.3f} ms, {100 * o.spread_ns / step_ns:.0f}% of a step; lateness below"
+        " that is not evidence"
+        for o in offsets[1:]
+        if o.spread_ns is not None and step_ns > 0 and o.spread_ns > MAX_SPREAD_OF_STEP * step_ns
+    ]
 
 
 def _duration(ns: int) -> str:
     s = ns / 1e9
-    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600), ("minutes", 60)):
+    for unit, size in (
+        ("years", 365.25 * 86400),
+        ("days", 86400),
+        ("hours", 3600),
+        ("minutes", 60),
+    ):
         if s >= size:
             return f"{s / size:,.1f} {unit}"
     return f"{s:.1f} s"
@@ -65,9 +79,11 @@ def intra_node_ms(splits: dict[int, list[int]], per_step: float) -> Summary | No
 
 
 def merged_trace(docs: list[tuple[str, str, dict]], offsets: list[NodeOffset]) -> dict:
-    """Every rank's Chrome trace document (``(node, rank name, document)``, as the readers gave it) in
+    """Every rank's Chrome trace document (``(node, rank name, document)``, as the readers gave it)
+    in
     one document on node 0's clock, each node's offset removed: one process per rank and original
-    process, named ``<node>/<rank>: <name>``. A shifted time that is not finite is left out (None)."""
+    process, named ``<node>/<rank>: <name>``. A shifted time that is not finite is left out (None).
+    """
     shifts = {o.node: o.offset_ns or 0 for o in offsets}
     events, base0, pids = [], None, {}
     for node, rank_name, doc in docs:
@@ -78,8 +94,12 @@ def merged_trace(docs: list[tuple[str, str, dict]], offsets: list[NodeOffset]) -
         for e in doc.get("traceEvents") if isinstance(doc.get("traceEvents"), list) else []:
             if isinstance(e, dict):
                 events.append(_merged_event(e, shift_us, rank_name, pids))
-    return {"traceEvents": events, "baseTimeNanoseconds": base0 or 0, "displayTimeUnit": "ms",
-            "scaldiag": {"offsets_ns": shifts}}
+    return {
+        "traceEvents": events,
+        "baseTimeNanoseconds": base0 or 0,
+        "displayTimeUnit": "ms",
+        "scaldiag": {"offsets_ns": shifts},
+    }
 
 
 def _merged_event(e: dict, shift_us: float, rank_name: str, pids: dict) -> dict:

@@ -16,10 +16,10 @@ Per rank, the trace gives its steps, its collectives and its input:
   waits for its next batch (tf.data's get_next threads, ``IteratorGetNext``).
   XPlane stores times from the profiler session's start: the session's start
   (``profile_start_time``) is added back, so the rank is on its machine's clock.
-- JAX (XPlane, ``jax.distributed.initialize``): steps as TF's; collectives XLA's thunks on its CPU threads,
-  named by their HLO instruction (``all-reduce.7``), each from when the rank reaches it (no separate
-  hand-over) to its end; input scaldiag's ``scaldiag_input`` annotations of Python batches; the session's
-  start added back as TF's.
+- JAX (XPlane, ``jax.distributed.initialize``): steps as TF's; collectives XLA's thunks on its CPU
+  threads, named by their HLO instruction (``all-reduce.7``), each from when the rank reaches it (no
+  separate hand-over) to its end; input scaldiag's ``scaldiag_input`` annotations of Python batches;
+  the session's start added back as TF's.
 
 Collectives are matched across ranks by step number and order within the
 step, never by time, so a clock off by a whole step still pairs the right ones.
@@ -56,30 +56,36 @@ from scaldiag.analyze.steps import find_steps
 from scaldiag.trace import Line, Plane, Trace
 
 STEP = re.compile(r"^ProfilerStep(#\d+)?$")
-# The process group's work (c10d's record_function of the backend, e.g. gloo:all_reduce), not c10d::allreduce_,
-# which only enqueues it; on a GPU, NCCL's kernels.
+# The process group's work (c10d's record_function of the backend, e.g. gloo:all_reduce), not
+# c10d::allreduce_, which only enqueues it; on a GPU, NCCL's kernels.
 HOST_COLLECTIVE = re.compile(r"^(gloo|mpi|ucc|xccl):\w")
-# The hand-over of a collective: c10d's op on the calling thread (to the backend); TF's kernel on the executor's
-# thread, which passes it to the collective executor's threads (tensorflow/core/kernels/collective_ops.cc traces
-# it as "CollectiveOpV2Kernel::Run").
+# The hand-over of a collective: c10d's op on the calling thread (to the backend); TF's kernel on
+# the executor's thread, which passes it to the collective executor's threads
+# (tensorflow/core/kernels/collective_ops.cc traces it as "CollectiveOpV2Kernel::Run").
 ENQUEUE = re.compile(r"^c10d::\w+_$|^CollectiveOpV\d+Kernel::Run$")
 DEVICE_COLLECTIVE = re.compile(r"^nccl", re.I)
 INPUT = re.compile(r"^scaldiag_input$|^enumerate\(DataLoader\)")
-# TF's collective ops that exchange data, as the executor names op events ("scope/name:Type"), on the collective
-# executor's threads: from the work's start there to the reduction's end. (CollectiveAssignGroupV2 and
-# CollectiveInitializeCommunicator set a group up and exchange nothing a step.)
-TF_COLLECTIVE = re.compile(r":Collective(Reduce|Gather|BcastSend|BcastRecv|AllToAll|ReduceScatter)(V\d+)?$")
-# JAX's (XLA's) collectives on CPU: each HLO instruction runs as a thunk on XLA's threads (the CPU client's,
-# ``tf_XLAPjRtCpuClient/*``, or its Eigen pool's, ``tf_XLAEigen/*``, on larger steps), traced by its
-# instruction name (``all-reduce.7``), from when the rank reaches it to its end (a zero-length
-# ``end: all-reduce.7`` marks the end; it is not matched). No separate hand-over: the thunk's start is the
-# rank's arrival. On GPUs they are NCCL's kernels on the device planes. Matched by name on any host thread.
-XLA_COLLECTIVE = re.compile(r"^(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast)"
-                            r"(\.\d+)?$")
+# TF's collective ops that exchange data, as the executor names op events ("scope/name:Type"), on
+# the collective executor's threads: from the work's start there to the reduction's end.
+# (CollectiveAssignGroupV2 and CollectiveInitializeCommunicator set a group up and exchange nothing
+# a step.)
+TF_COLLECTIVE = re.compile(
+    r":Collective(Reduce|Gather|BcastSend|BcastRecv|AllToAll|ReduceScatter)(V\d+)?$"
+)
+# JAX's (XLA's) collectives on CPU: each HLO instruction runs as a thunk on XLA's threads (the CPU
+# client's, ``tf_XLAPjRtCpuClient/*``, or its Eigen pool's, ``tf_XLAEigen/*``, on larger steps),
+# traced by its instruction name (``all-reduce.7``), from when the rank reaches it to its end (a
+# zero-length ``end: all-reduce.7`` marks the end; it is not matched). No separate hand-over: the
+# thunk's start is the rank's arrival. On GPUs they are NCCL's kernels on the device planes. Matched
+# by name on any host thread.
+XLA_COLLECTIVE = re.compile(
+    r"^(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast)"
+    r"(\.\d+)?$"
+)
 # TF's and JAX's collectives on host threads (a trace holds one framework's: one pattern over both).
 HOST_FRAMEWORK_COLLECTIVE = re.compile(f"{TF_COLLECTIVE.pattern}|{XLA_COLLECTIVE.pattern}")
-# The profiler session's start in the machine's clock (ns), a stat of XPlane's "Task Environment" plane
-# (TF and JAX write it): XPlane events are stored from it.
+# The profiler session's start in the machine's clock (ns), a stat of XPlane's "Task Environment"
+# plane (TF and JAX write it): XPlane events are stored from it.
 SESSION_START = "profile_start_time"
 
 
@@ -100,8 +106,9 @@ class RankEvents:
     # collectives one after another, so the work of the k-th may start long after the rank was ready
     # for it, behind the ones still waiting for a late peer. None: the work's start.
     coll_arrive_ns: np.ndarray | None = None
-    # How the steps were numbered where no marker carried a number (the train function's calls, in order):
-    # pairing by step then assumes every rank's trace window began at the same step. None: numbered by markers.
+    # How the steps were numbered where no marker carried a number (the train function's calls, in
+    # order): pairing by step then assumes every rank's trace window began at the same step. None:
+    # numbered by markers.
     steps_numbered_by: str | None = None
 
     @property
@@ -112,10 +119,15 @@ class RankEvents:
         if not offset_ns:
             return self
         s = offset_ns
-        return replace(self, step_start_ns=self.step_start_ns - s, step_end_ns=self.step_end_ns - s,
-                       coll_start_ns=self.coll_start_ns - s, coll_end_ns=self.coll_end_ns - s,
-                       input=(self.input[0] - s, self.input[1] - s),
-                       coll_arrive_ns=None if self.coll_arrive_ns is None else self.coll_arrive_ns - s)
+        return replace(
+            self,
+            step_start_ns=self.step_start_ns - s,
+            step_end_ns=self.step_end_ns - s,
+            coll_start_ns=self.coll_start_ns - s,
+            coll_end_ns=self.coll_end_ns - s,
+            input=(self.input[0] - s, self.input[1] - s),
+            coll_arrive_ns=None if self.coll_arrive_ns is None else self.coll_arrive_ns - s,
+        )
 
 
 @dataclass(frozen=True)
@@ -130,17 +142,21 @@ class NodeOffset:
 class NodeSummary:
     node: str
     ranks: list[str]
-    step_ms: Summary       # traced steps, the node's ranks together
-    input_ms: Summary      # per step: the step thread in the DataLoader
+    step_ms: Summary  # traced steps, the node's ranks together
+    input_ms: Summary  # per step: the step thread in the DataLoader
     collective_ms: Summary  # per step: collectives running, from the rank's own start
-    link_ms: Summary       # per step: collectives after their last rank arrived
-    exposed_ms: Summary    # per step: from the step's last hand-over on any rank to the rank's last collective's end
-    lateness_ms: Summary   # per step: how much later than the others' mean this node's ranks start collectives
-                           # (weighted by each collective's spread of arrivals: where the step waited)
-    last_pct: float        # collectives at which this node's ranks arrived last
+    link_ms: Summary  # per step: collectives after their last rank arrived
+    # per step: from the step's last hand-over on any rank to the rank's last collective's end
+    exposed_ms: Summary
+    # per step: how much later than the others' mean this node's ranks start collectives
+    lateness_ms: Summary
+    # (weighted by each collective's spread of arrivals: where the step waited)
+    last_pct: float  # collectives at which this node's ranks arrived last
     bytes_per_step: int | None = None
     steady_step_ms: Summary | None = None  # every steady step of the node's first rank (its record)
-    intra_node_ms: Summary | None = None   # the same all-reduce between two processes of this node (measured)
+    intra_node_ms: Summary | None = (
+        None  # the same all-reduce between two processes of this node (measured)
+    )
 
 
 @dataclass(frozen=True)
@@ -150,7 +166,8 @@ class JobAnalysis:
     matched_collectives: int
     notes: list[str] = field(default_factory=list)
     ranks_per_node: int = 1
-    # Every node on one kernel in one network namespace (shared_network_stack): no network between them.
+    # Every node on one kernel in one network namespace (shared_network_stack): no network between
+    # them.
     one_network_stack: bool = False
 
 
@@ -164,18 +181,33 @@ def rank_events(node: str, rank: str, planes: list[Plane]) -> RankEvents | None:
     if step_line is None:
         return _rank_events_of_found_steps(node, rank, planes)
     order = np.argsort(step_line.start_ns[step_sel], kind="stable")
-    starts, ends, nums = step_line.start_ns[step_sel][order], step_line.end_ns[step_sel][order], nums[order]
+    starts, ends, nums = (
+        step_line.start_ns[step_sel][order],
+        step_line.end_ns[step_sel][order],
+        nums[order],
+    )
     cs, ce = _collectives(planes)
     arrive = _arrivals_of(planes, cs)
     keys = _keys(cs if arrive is None else arrive, starts, nums)
     names = _plane_of(planes, step_line).event_names
     input_sel = _match(step_line, names, INPUT)
-    return RankEvents(node, rank, nums, starts, ends, cs, ce, keys,
-                      intervals.union(step_line.start_ns[input_sel], step_line.end_ns[input_sel]), arrive)
+    return RankEvents(
+        node,
+        rank,
+        nums,
+        starts,
+        ends,
+        cs,
+        ce,
+        keys,
+        intervals.union(step_line.start_ns[input_sel], step_line.end_ns[input_sel]),
+        arrive,
+    )
 
 
 def _rank_events_of_found_steps(node: str, rank: str, planes: list[Plane]) -> RankEvents | None:
-    """A rank without ``ProfilerStep`` markers (TF, JAX: XPlane): its steps as the trace analysis finds them,
+    """A rank without ``ProfilerStep`` markers (TF, JAX: XPlane): its steps as the trace analysis
+    finds them,
     numbered by their markers' ``step_num``, else in order; None where it finds none."""
     steps = find_steps(Trace(planes, []))
     if steps.method == "none" or not steps.count:
@@ -185,14 +217,27 @@ def _rank_events_of_found_steps(node: str, rank: str, planes: list[Plane]) -> Ra
     cs, ce = _collectives(planes)
     arrive = _arrivals_of(planes, cs)
     keys = _keys(cs if arrive is None else arrive, steps.start_ns, nums)
-    found = RankEvents(node, rank, nums, steps.start_ns.astype(np.int64), steps.end_ns.astype(np.int64), cs, ce,
-                       keys, _input_waits(planes), arrive,
-                       f"in order: {steps.description}" if by_order else None)
-    return found.shifted(-_session_start_ns(planes))  # from the session's start to the machine's clock
+    found = RankEvents(
+        node,
+        rank,
+        nums,
+        steps.start_ns.astype(np.int64),
+        steps.end_ns.astype(np.int64),
+        cs,
+        ce,
+        keys,
+        _input_waits(planes),
+        arrive,
+        f"in order: {steps.description}" if by_order else None,
+    )
+    return found.shifted(
+        -_session_start_ns(planes)
+    )  # from the session's start to the machine's clock
 
 
 def _session_start_ns(planes: list[Plane]) -> int:
-    """The profiler session's start on the machine's clock, where the trace says it (0: as stored)."""
+    """The profiler session's start on the machine's clock, where the trace says it (0: as stored).
+    """
     for plane in planes:
         value = plane.stats.get(SESSION_START)
         if isinstance(value, (int, np.integer)) and value > 0:
@@ -202,9 +247,9 @@ def _session_start_ns(planes: list[Plane]) -> int:
 
 def _input_waits(planes: list[Plane]) -> intervals.IntervalSet:
     """Where the rank's steps wait for their next batch, as the trace analysis counts input
-    (analyze/categories.py): every event of tf.data's get_next threads (the consumer the step runs), input
-    events by name elsewhere (``IteratorGetNext``, ``scaldiag_input``), never tf.data's producers, which run
-    ahead of the step in the background."""
+    (analyze/categories.py): every event of tf.data's get_next threads (the consumer the step runs),
+    input events by name elsewhere (``IteratorGetNext``, ``scaldiag_input``), never tf.data's
+    producers, which run ahead of the step in the background."""
     starts, ends = [], []
     for plane in planes:
         if not plane.is_host:
@@ -219,37 +264,51 @@ def _input_waits(planes: list[Plane]) -> intervals.IntervalSet:
             ends.append(line.end_ns[sel])
     if not starts:
         return intervals.EMPTY
-    return intervals.union(np.concatenate(starts).astype(np.int64), np.concatenate(ends).astype(np.int64))
+    return intervals.union(
+        np.concatenate(starts).astype(np.int64), np.concatenate(ends).astype(np.int64)
+    )
 
 
 def _arrivals_of(planes: list[Plane], work_start: np.ndarray) -> np.ndarray | None:
-    """The enqueue of each collective, paired in order with its work (a backend runs them in the order
+    """The enqueue of each collective, paired in order with its work (a backend runs them in the
+    order
     given: ``pair_arrivals``); None where no pairing is safe or there are no enqueue events."""
-    found = [line.start_ns[_match(line, p.event_names, ENQUEUE)] for p in planes if not p.is_device
-             for line in p.lines if len(line)]
+    found = [
+        line.start_ns[_match(line, p.event_names, ENQUEUE)]
+        for p in planes
+        if not p.is_device
+        for line in p.lines
+        if len(line)
+    ]
     enqueue = np.sort(np.concatenate(found)) if found else np.empty(0, np.int64)
     return pair_arrivals(enqueue.astype(np.int64), np.asarray(work_start, np.int64))
 
 
-# Collectives a trace window may cut at its edges: an enqueue whose work ran after the window closed (or
-# work whose enqueue came before it opened). Under load a TF worker's window ended between the two (19 ops
-# against 20 hand-overs), and dropping every arrival for it read the peer's wait as lateness: a false SD210.
+# Collectives a trace window may cut at its edges: an enqueue whose work ran after the window closed
+# (or work whose enqueue came before it opened). Under load a TF worker's window ended between the
+# two (19 ops against 20 hand-overs), and dropping every arrival for it read the peer's wait as
+# lateness: a false SD210.
 MAX_EDGE_UNPAIRED = 3
 
 
 def pair_arrivals(enqueue: np.ndarray, work_start: np.ndarray) -> np.ndarray | None:
-    """Each collective's arrival: its enqueue, paired in order with the work it handed over (an enqueue
-    stamped after its work began arrives when the work began). Where the counts differ by a few (cut at the
-    window's edges), the run of enqueues (or of works) with the fewest enqueues after their work, then the
-    tightest in total, is paired; a work left without an enqueue arrives when it starts. None where the
-    counts differ by more: no pairing is safe."""
+    """Each collective's arrival: its enqueue, paired in order with the work it handed over (an
+    enqueue
+    stamped after its work began arrives when the work began). Where the counts differ by a few (cut
+    at the window's edges), the run of enqueues (or of works) with the fewest enqueues after their
+    work, then the tightest in total, is paired; a work left without an enqueue arrives when it
+    starts. None where the counts differ by more: no pairing is safe."""
     n, m = len(work_start), len(enqueue)
     if not n or not m or abs(m - n) > MAX_EDGE_UNPAIRED:
         return None
     k = min(n, m)
 
     def runs(shift: int) -> tuple[np.ndarray, np.ndarray]:
-        return (enqueue[shift:shift + k], work_start[:k]) if m >= n else (enqueue, work_start[shift:shift + k])
+        return (
+            (enqueue[shift : shift + k], work_start[:k])
+            if m >= n
+            else (enqueue, work_start[shift : shift + k])
+        )
 
     def cost(shift: int) -> tuple[int, int]:
         e, w = runs(shift)
@@ -272,7 +331,8 @@ def _match(line: Line, names: list[str], pattern: re.Pattern) -> np.ndarray:
 
 
 def _selected(line: Line, wanted_by_name: list[bool]) -> np.ndarray:
-    """The line's events whose name is wanted (``wanted_by_name``: one flag per event name); an id out of
+    """The line's events whose name is wanted (``wanted_by_name``: one flag per event name); an id
+    out of
     range is not."""
     wanted = np.array(list(wanted_by_name) + [False])
     n = len(wanted) - 1
@@ -281,7 +341,8 @@ def _selected(line: Line, wanted_by_name: list[bool]) -> np.ndarray:
 
 
 def _step_line(planes: list[Plane]):
-    """The host thread holding the ProfilerStep markers, its selection, their step numbers (the reader
+    """The host thread holding the ProfilerStep markers, its selection, their step numbers (the
+    reader
     keeps ``#N`` as the ``step_num`` stat; a name that still holds it is read too)."""
     for plane in planes:
         if plane.is_device:
@@ -290,8 +351,11 @@ def _step_line(planes: list[Plane]):
         for line in plane.lines:
             if not len(line):
                 continue
-            ids = np.where(line.name_id < 0, len(plane.event_names),
-                           np.minimum(line.name_id, len(plane.event_names))).astype(np.int64)
+            ids = np.where(
+                line.name_id < 0,
+                len(plane.event_names),
+                np.minimum(line.name_id, len(plane.event_names)),
+            ).astype(np.int64)
             sel = is_step[ids]
             if sel.any():
                 return line, sel, _step_numbers(line, plane.event_names, sel)
@@ -312,9 +376,15 @@ def _step_numbers(line: Line, names: list[str], sel: np.ndarray) -> np.ndarray:
 
 def _collectives(planes: list[Plane]) -> tuple[np.ndarray, np.ndarray]:
     starts, ends = [], []
-    # A TF or JAX collective whose work runs on a GPU (NCCL) is there as its kernels; its host op is the launch.
-    on_device = any(_match(line, p.event_names, DEVICE_COLLECTIVE).any()
-                    for p in planes if p.is_device for line in p.lines if len(line))
+    # A TF or JAX collective whose work runs on a GPU (NCCL) is there as its kernels; its host op is
+    # the launch.
+    on_device = any(
+        _match(line, p.event_names, DEVICE_COLLECTIVE).any()
+        for p in planes
+        if p.is_device
+        for line in p.lines
+        if len(line)
+    )
     for plane in planes:
         pattern = DEVICE_COLLECTIVE if plane.is_device else HOST_COLLECTIVE
         for line in plane.lines:
@@ -331,8 +401,11 @@ def _collectives(planes: list[Plane]) -> tuple[np.ndarray, np.ndarray]:
     return s[order], e[order]
 
 
-def _keys(coll_start: np.ndarray, step_start: np.ndarray, nums: np.ndarray) -> list[tuple[int, int]]:
-    """(step number, k) per collective: the step it starts in (a step runs to the next one's start)."""
+def _keys(
+    coll_start: np.ndarray, step_start: np.ndarray, nums: np.ndarray
+) -> list[tuple[int, int]]:
+    """(step number, k) per collective: the step it starts in (a step runs to the next one's start).
+    """
     at = np.searchsorted(step_start, coll_start, side="right") - 1
     keys, seen = [], {}
     for i in at.tolist():
@@ -343,7 +416,9 @@ def _keys(coll_start: np.ndarray, step_start: np.ndarray, nums: np.ndarray) -> l
     return keys
 
 
-def align(ranks: list[RankEvents], step_ns: float) -> tuple[list[RankEvents], list[NodeOffset], list[str]]:
+def align(
+    ranks: list[RankEvents], step_ns: float
+) -> tuple[list[RankEvents], list[NodeOffset], list[str]]:
     """Every node on node 0's clock (the first node listed), from the matched ends of collectives.
 
     Raises MergeRefused where a node's offset cannot be estimated and its steps start more than
@@ -362,12 +437,23 @@ def align(ranks: list[RankEvents], step_ns: float) -> tuple[list[RankEvents], li
             gap = _first_common_step_gap(ref, other)
             if gap is None or abs(gap) > step_ns:
                 raise MergeRefused(
-                    f"{node}'s clock cannot be aligned with {nodes[0]}'s: no collective ends on both to align on, "
-                    + ("and no step was traced on both" if gap is None else
-                       f"and the same step starts {abs(gap) / 1e6:.1f} ms apart, more than a step "
-                       f"({step_ns / 1e6:.1f} ms)") + ": merging them would decide the verdict by the clocks")
+                    f"{node}'s clock cannot be aligned with {nodes[0]}'s: no collective ends on"
+                    " both to align on, "
+                    + (
+                        "and no step was traced on both"
+                        if gap is None
+                        else (
+                            f"and the same step starts {abs(gap) / 1e6:.1f} ms apart, more than a"
+                            f" step ({step_ns / 1e6:.1f} ms)"
+                        )
+                    )
+                    + ": merging them would decide the verdict by the clocks"
+                )
             offsets.append(NodeOffset(node, None, None, 0))
-            notes.append(f"{node}: clock offset not estimated (no collective to align on); merged as recorded")
+            notes.append(
+                f"{node}: clock offset not estimated (no collective to align on); merged as"
+                " recorded"
+            )
             shift[node] = 0
             continue
         offset, spread = densest(b - a)
@@ -395,41 +481,58 @@ def _first_common_step_gap(a: RankEvents, b: RankEvents) -> int | None:
     return int(b.step_start_ns[ib] - a.step_start_ns[ia])
 
 
-def reduce_job(ranks: list[RankEvents], offsets: list[NodeOffset], bytes_per_step: dict[str, int | None],
-               notes: list[str] | None = None) -> JobAnalysis:
-    """Per node: steps, input, collectives, the link's time, lateness at the collectives (ranks aligned).
+def reduce_job(
+    ranks: list[RankEvents],
+    offsets: list[NodeOffset],
+    bytes_per_step: dict[str, int | None],
+    notes: list[str] | None = None,
+) -> JobAnalysis:
+    """Per node: steps, input, collectives, the link's time, lateness at the collectives (ranks
+    aligned).
 
-    Linear in ranks x collectives: every rank's arrival at every collective matched on every rank is one
-    table (``_arrivals``), each collective's last and first arrival and their sum computed once, and each
-    rank's figures from them (``_per_rank``)."""
+    Linear in ranks x collectives: every rank's arrival at every collective matched on every rank is
+    one table (``_arrivals``), each collective's last and first arrival and their sum computed once,
+    and each rank's figures from them (``_per_rank``)."""
     table = _arrivals(ranks)
     per_rank = _per_rank(ranks, table)
     by_node: dict[str, list[int]] = {}
     for i, r in enumerate(ranks):
         by_node.setdefault(r.node, []).append(i)
-    summaries = [_node_summary(node, [ranks[i] for i in at], [per_rank[i] for i in at], bytes_per_step.get(node))
-                 for node, at in by_node.items()]
+    summaries = [
+        _node_summary(
+            node, [ranks[i] for i in at], [per_rank[i] for i in at], bytes_per_step.get(node)
+        )
+        for node, at in by_node.items()
+    ]
     per_node = max(1, max(len(s.ranks) for s in summaries))
     return JobAnalysis(summaries, offsets, table.count, list(notes or []), ranks_per_node=per_node)
 
 
 def shared_network_stack(nodes: list[dict | None]) -> str | None:
     """The note that every node ran on one kernel in one network namespace, where each node's record
-    (run.json's ``node``) says which: their collectives cross that kernel's loopback, no network. None where
-    any node differs or does not say (a record made before scaldiag wrote them, a kernel other than Linux)."""
-    said = {(n.get("boot_id"), n.get("net_ns")) if isinstance(n, dict) else (None, None) for n in nodes}
+    (run.json's ``node``) says which: their collectives cross that kernel's loopback, no network.
+    None where any node differs or does not say (a record made before scaldiag wrote them, a kernel
+    other than Linux).
+    """
+    said = {
+        (n.get("boot_id"), n.get("net_ns")) if isinstance(n, dict) else (None, None) for n in nodes
+    }
     if len(said) != 1:
         return None
     boot_id, net_ns = next(iter(said))
     if not (isinstance(boot_id, str) and boot_id and isinstance(net_ns, str) and net_ns):
         return None
-    return (f"every node ran on one machine (kernel boot id {boot_id[:8]}...) in one network namespace ({net_ns}): "
-            "their all-reduce crosses no network, so the network between nodes (SD209) is not judged")
+    return (
+        f"every node ran on one machine (kernel boot id {boot_id[:8]}...) in one network namespace"
+        f" ({net_ns}): their all-reduce crosses no network, so the network between nodes (SD209) is"
+        " not judged"
+    )
 
 
 @dataclass(frozen=True)
 class _Cells:
-    """Every rank's own collectives that were matched on every rank, in rank order and, within a rank, in
+    """Every rank's own collectives that were matched on every rank, in rank order and, within a
+    rank, in
     the rank's own order: its index in the job (``rank``), the collective's column of the table, the
     rank's own arrival and end."""
 
@@ -441,27 +544,29 @@ class _Cells:
 
 @dataclass(frozen=True)
 class _Table:
-    """The arrivals at the collectives matched on every rank: one row a rank name (a later rank of the
-    same name replaces an earlier one's arrival), one column a collective; per column its step, its last
-    and first arrival and the sum of its arrivals' distances from the first (integer ns: the mean of the
-    others is exact)."""
+    """The arrivals at the collectives matched on every rank: one row a rank name (a later rank of
+    the
+    same name replaces an earlier one's arrival), one column a collective; per column its step, its
+    last and first arrival and the sum of its arrivals' distances from the first (integer ns: the
+    mean of the others is exact)."""
 
-    count: int               # collectives matched on every rank (columns)
-    names: int               # rank names (rows)
-    at_ns: np.ndarray        # (names, count): each name's arrival
-    step: np.ndarray         # (count,)
+    count: int  # collectives matched on every rank (columns)
+    names: int  # rank names (rows)
+    at_ns: np.ndarray  # (names, count): each name's arrival
+    step: np.ndarray  # (count,)
     last_ns: np.ndarray
     first_ns: np.ndarray
     above_first_ns: np.ndarray  # sum over the names of (arrival - first arrival)
     cells: _Cells
-    name_of_cell: np.ndarray   # each cell's row
+    name_of_cell: np.ndarray  # each cell's row
 
 
 _EMPTY_I64 = np.empty(0, np.int64)
 
 
 def _arrivals(ranks: list[RankEvents]) -> _Table:
-    """The table of every rank's arrival at each collective matched on every rank (steps numbered >= 0)."""
+    """The table of every rank's arrival at each collective matched on every rank (steps numbered >=
+    0)."""
     name_ids: dict[str, int] = {}
     rank_of, name_of, steps, ks, arrive, end = [], [], [], [], [], []
     for i, r in enumerate(ranks):
@@ -474,10 +579,13 @@ def _arrivals(ranks: list[RankEvents]) -> _Table:
         ks.append(key[:, 1])
         arrive.append(np.asarray(r.arrive_ns[:m], np.int64))
         end.append(np.asarray(r.coll_end_ns[:m], np.int64))
-    rank_of, name_of, steps, ks, arrive, end = (np.concatenate(a) if a else _EMPTY_I64
-                                                for a in (rank_of, name_of, steps, ks, arrive, end))
+    rank_of, name_of, steps, ks, arrive, end = (
+        np.concatenate(a) if a else _EMPTY_I64 for a in (rank_of, name_of, steps, ks, arrive, end)
+    )
     numbered = steps >= 0
-    rank_of, name_of, steps, ks, arrive, end = (a[numbered] for a in (rank_of, name_of, steps, ks, arrive, end))
+    rank_of, name_of, steps, ks, arrive, end = (
+        a[numbered] for a in (rank_of, name_of, steps, ks, arrive, end)
+    )
     names = len(name_ids)
     if len(steps):
         keys, key_of = np.unique(np.stack([steps, ks]), axis=1, return_inverse=True)
@@ -498,13 +606,23 @@ def _arrivals(ranks: list[RankEvents]) -> _Table:
     matched = on_every[key_of]
     cells = _Cells(rank_of[matched], col_of_key[key_of[matched]], arrive[matched], end[matched])
     first = at.min(axis=0) if names else _EMPTY_I64
-    return _Table(count, names, at, keys[0][on_every], at.max(axis=0) if names else _EMPTY_I64, first,
-                  (at - first).sum(axis=0) if names else _EMPTY_I64, cells, name_of[matched])
+    return _Table(
+        count,
+        names,
+        at,
+        keys[0][on_every],
+        at.max(axis=0) if names else _EMPTY_I64,
+        first,
+        (at - first).sum(axis=0) if names else _EMPTY_I64,
+        cells,
+        name_of[matched],
+    )
 
 
 @dataclass(frozen=True)
 class _RankFigures:
-    """One rank's figures at the matched collectives: its collectives after their last arrival, per step
+    """One rank's figures at the matched collectives: its collectives after their last arrival, per
+    step
     its tail after the step's last hand-over and its lateness, and at how many it arrived last."""
 
     after_last: intervals.IntervalSet
@@ -518,7 +636,8 @@ def _per_rank(ranks: list[RankEvents], t: _Table) -> list[_RankFigures]:
     c = t.cells
     n_ranks = len(ranks)
     after_start = np.maximum(c.arrive_ns, t.last_ns[c.col]) if len(c.col) else _EMPTY_I64
-    # Groups: a rank's cells of one step, by rank then step, each in the rank's own order (a stable sort).
+    # Groups: a rank's cells of one step, by rank then step, each in the rank's own order (a stable
+    # sort).
     step = t.step[c.col] if len(c.col) else _EMPTY_I64
     order = np.lexsort((step, c.rank))
     g_rank, g_step = c.rank[order], step[order]
@@ -535,13 +654,21 @@ def _per_rank(ranks: list[RankEvents], t: _Table) -> list[_RankFigures]:
     for i in range(n_ranks):
         a, b = cell_bounds[i], cell_bounds[i + 1]
         g0, g1 = bounds[i], bounds[i + 1]
-        out.append(_RankFigures(intervals.union(after_start[a:b], c.end_ns[a:b]), tails[g0:g1].tolist(),
-                                late[g0:g1].tolist() if late is not None else [], int(last[i]), int(n[i])))
+        out.append(
+            _RankFigures(
+                intervals.union(after_start[a:b], c.end_ns[a:b]),
+                tails[g0:g1].tolist(),
+                late[g0:g1].tolist() if late is not None else [],
+                int(last[i]),
+                int(n[i]),
+            )
+        )
     return out
 
 
-def _node_summary(node: str, ranks: list[RankEvents], figures: list[_RankFigures],
-                  bytes_per_step: int | None) -> NodeSummary:
+def _node_summary(
+    node: str, ranks: list[RankEvents], figures: list[_RankFigures], bytes_per_step: int | None
+) -> NodeSummary:
     step, inp, coll, link, exposed, late = [], [], [], [], [], []
     last = total = 0
     for r, f in zip(ranks, figures):
@@ -554,16 +681,26 @@ def _node_summary(node: str, ranks: list[RankEvents], figures: list[_RankFigures
         exposed.extend(f.tails_ms)
         late.extend(f.late_ms)
         last, total = last + f.last, total + f.n
-    return NodeSummary(node, [r.rank for r in ranks], Summary.of(step), Summary.of(inp), Summary.of(coll),
-                       Summary.of(link), Summary.of(exposed), Summary.of(late),
-                       100.0 * last / total if total else float("nan"), bytes_per_step)
+    return NodeSummary(
+        node,
+        [r.rank for r in ranks],
+        Summary.of(step),
+        Summary.of(inp),
+        Summary.of(coll),
+        Summary.of(link),
+        Summary.of(exposed),
+        Summary.of(late),
+        100.0 * last / total if total else float("nan"),
+        bytes_per_step,
+    )
 
 
 def _tails_ms(t: _Table, g_step: np.ndarray, g_end: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Per group (a rank's step): from the last hand-over of any rank at the step's collectives (the last
+    """Per group (a rank's step): from the last hand-over of any rank at the step's collectives (the
+    last
     backward done) to the end of this rank's last collective of the step. Before it some rank still
-    computes; after it none can (the optimizer waits for every bucket): the collectives' time nobody's
-    work hides."""
+    computes; after it none can (the optimizer waits for every bucket): the collectives' time
+    nobody's work hides."""
     if not len(starts):
         return np.empty(0)
     steps, step_of_col = np.unique(t.step, return_inverse=True)
@@ -573,18 +710,20 @@ def _tails_ms(t: _Table, g_step: np.ndarray, g_end: np.ndarray, starts: np.ndarr
     return np.maximum(0, last_end - last_arrival[np.searchsorted(steps, g_step[starts])]) / 1e6
 
 
-def _lateness(t: _Table, order: np.ndarray, group: np.ndarray, starts: np.ndarray,
-              n_ranks: int) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
-    """Per group (a rank's step): this rank's arrival minus the other ranks' mean arrival (ms), over the
-    step's collectives weighted by how far apart their ranks arrived (the last arrival minus the first);
-    per rank, at how many collectives it arrived last, and at how many it was compared.
+def _lateness(
+    t: _Table, order: np.ndarray, group: np.ndarray, starts: np.ndarray, n_ranks: int
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """Per group (a rank's step): this rank's arrival minus the other ranks' mean arrival (ms), over
+    the
+    step's collectives weighted by how far apart their ranks arrived (the last arrival minus the
+    first); per rank, at how many collectives it arrived last, and at how many it was compared.
 
-    The weight puts the step's wait where it happened. DDP's buckets all carry a late rank's delay (equal
-    weights: the mean); a TF step waits once, at its first all-reduce (the input's has-value check), and
-    the ones after it start together (the plain mean over its four collectives read a quarter of the
-    wait: 15 ms where the peer waited 60, tests/test_multinode_tf.py). Signed, so jitter still averages
-    out (a collective's weight is the same whichever rank was late); a step whose ranks all arrived
-    together at every collective is 0."""
+    The weight puts the step's wait where it happened. DDP's buckets all carry a late rank's delay
+    (equal weights: the mean); a TF step waits once, at its first all-reduce (the input's has-value
+    check), and the ones after it start together (the plain mean over its four collectives read a
+    quarter of the wait: 15 ms where the peer waited 60, tests/test_multinode_tf.py). Signed, so
+    jitter still averages out (a collective's weight is the same whichever rank was late); a step
+    whose ranks all arrived together at every collective is 0."""
     c = t.cells
     if t.names < 2 or not len(c.col):
         return None, np.zeros(n_ranks, np.int64), np.zeros(n_ranks, np.int64)
@@ -592,37 +731,50 @@ def _lateness(t: _Table, order: np.ndarray, group: np.ndarray, starts: np.ndarra
     others = _mean_of_others_ns(t, mine, c.col)
     late_ms = (mine.astype(np.float64) - others) / 1e6
     spread = t.last_ns[c.col] - t.first_ns[c.col]
-    # Summed in each rank's own order within a step (bincount adds in its input's order), as the plain sum.
-    weighted = np.bincount(group, weights=(late_ms * spread.astype(np.float64))[order], minlength=len(starts))
+    # Summed in each rank's own order within a step (bincount adds in its input's order), as the
+    # plain sum.
+    weighted = np.bincount(
+        group, weights=(late_ms * spread.astype(np.float64))[order], minlength=len(starts)
+    )
     total = np.add.reduceat(spread[order], starts)
     late = np.where(total > 0, weighted / np.where(total > 0, total, 1).astype(np.float64), 0.0)
     last = np.bincount(c.rank[mine == t.last_ns[c.col]], minlength=n_ranks)
     return late, last, np.bincount(c.rank, minlength=n_ranks)
 
 
-# Integers of this size or less are all exact as floats (2**53), with room for the rounding rule below.
+# Integers of this size or less are all exact as floats (2**53), with room for the rounding rule
+# below.
 _EXACT_BELOW = 2**53 + 4
-# Beyond this an int64 sum of the arrivals' distances could overflow: the mean is taken with Python's ints.
+# Beyond this an int64 sum of the arrivals' distances could overflow: the mean is taken with
+# Python's ints.
 _INT64_ROOM = 2**62
 
 
 def _mean_of_others_ns(t: _Table, mine: np.ndarray, col: np.ndarray) -> np.ndarray:
-    """Per cell: the mean arrival of the other rank names at its collective, as a float correctly rounded
-    from the exact integer mean (the sum of the others over their count, as Python's ints divide)."""
+    """Per cell: the mean arrival of the other rank names at its collective, as a float correctly
+    rounded
+    from the exact integer mean (the sum of the others over their count, as Python's ints divide).
+    """
     d = t.names - 1
     first = t.first_ns[col]
-    spread_ok = len(t.last_ns) == 0 or (float(t.last_ns.max()) < _INT64_ROOM and float(t.first_ns.min()) > -_INT64_ROOM
-                                       and float((t.last_ns - t.first_ns).max()) * t.names < _INT64_ROOM)
+    spread_ok = len(t.last_ns) == 0 or (
+        float(t.last_ns.max()) < _INT64_ROOM
+        and float(t.first_ns.min()) > -_INT64_ROOM
+        and float((t.last_ns - t.first_ns).max()) * t.names < _INT64_ROOM
+    )
     if not spread_ok:
         sums = [sum(v) for v in t.at_ns.T.tolist()]
-        return np.array([(sums[k] - m) / d for k, m in zip(col.tolist(), mine.tolist())], np.float64)
+        return np.array(
+            [(sums[k] - m) / d for k, m in zip(col.tolist(), mine.tolist())], np.float64
+        )
     rest = t.above_first_ns[col] - (mine - first)  # the others' sum, less d times the first arrival
     q, rem = np.divmod(rest, d)
     whole = first + q  # the mean is whole + rem / d, 0 <= rem < d
     out = whole.astype(np.float64)
     exact = out.astype(np.int64)
-    # Past 2**53 the floats about ``whole`` are integers at least 2 apart: whole + rem / d rounds as whole
-    # does, except where whole lies halfway between two of them: a fraction above it rounds up.
+    # Past 2**53 the floats about ``whole`` are integers at least 2 apart: whole + rem / d rounds as
+    # whole does, except where whole lies halfway between two of them: a fraction above it rounds
+    # up.
     below = (rem > 0) & (exact < whole)
     up = np.nextafter(out[below], np.inf)
     halfway = (whole[below] - exact[below]) == (up.astype(np.int64) - whole[below])

@@ -31,24 +31,31 @@ from scaldiag.trace import Trace
 class RankEvidence:
     """What the job's clock and steps need of one rank, on the rank's own clock."""
 
-    label: str                     # the rank's planes' host ("rank0", "host/rank0")
+    label: str  # the rank's planes' host ("rank0", "host/rank0")
     collective_ends_ns: np.ndarray  # its devices' collective kernels' ends, sorted
-    step_planes: list              # its planes cut to what finds steps (steps.step_evidence)
-    first_ns: int | None           # its first event's start, its last event's end
+    step_planes: list  # its planes cut to what finds steps (steps.step_evidence)
+    first_ns: int | None  # its first event's start, its last event's end
     last_ns: int | None
     host_stats: dict = field(default_factory=dict)  # its host plane's stats (readers.rank_notes)
-    host: str | None = None        # the machine its file names (Kineto's host_name), where it names one
+    host: str | None = None  # the machine its file names (Kineto's host_name), where it names one
 
 
 def evidence(trace: Trace, label: str) -> RankEvidence:
     """One rank's evidence (``trace`` holds that rank's planes only)."""
     ends = clock_skew.collective_ends([device_events(p) for p in trace.device_planes])
     cut = step_evidence(trace.planes)
-    # The span of all the rank's events: step_evidence's one event of its "span" plane (none: no events).
+    # The span of all the rank's events: step_evidence's one event of its "span" plane (none: no
+    # events).
     span = next((p.lines[0] for p in cut if p.name == SPAN_PLANE), None)
     stats = next((p.stats for p in trace.planes if p.is_host), {})
-    return RankEvidence(label, ends, cut, None if span is None else int(span.start_ns[0]),
-                        None if span is None else int(span.end_ns[0]), dict(stats))
+    return RankEvidence(
+        label,
+        ends,
+        cut,
+        None if span is None else int(span.start_ns[0]),
+        None if span is None else int(span.end_ns[0]),
+        dict(stats),
+    )
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,8 @@ class JobClock:
     """The ranks on the first rank's clock, and the job's steps on it."""
 
     offsets: list[Offset]
-    steps: Steps       # each one's last ends where the host's last step does: each rank runs it on (with_device_tail)
+    # each one's last ends where the host's last step does: each rank runs it on (with_device_tail)
+    steps: Steps
     notes: list[str]
 
     def shift_ns(self, rank: int) -> int:
@@ -64,7 +72,8 @@ class JobClock:
 
 
 def job_clock(ranks: list[RankEvidence]) -> JobClock:
-    """Offsets from the collectives, then the steps from every rank's step evidence on the one clock.
+    """Offsets from the collectives, then the steps from every rank's step evidence on the one
+    clock.
 
     Raises TraceError where a rank cannot be put on the clock and its trace starts more than a step
     away from the first rank's."""
@@ -77,32 +86,48 @@ def job_clock(ranks: list[RankEvidence]) -> JobClock:
     planes = []
     for rank, offset in zip(ranks, offsets):
         shift = clock_skew.shift_of(offset)
-        planes += [clock_skew.shifted(p, shift) for p in rank.step_planes] if shift else rank.step_planes
+        planes += (
+            [clock_skew.shifted(p, shift) for p in rank.step_planes] if shift else rank.step_planes
+        )
     steps = find_steps(Trace(planes=planes, sources=[]))
     return JobClock(offsets, steps, clock_skew.describe(offsets))
 
 
 def _refuse_if_far(first: RankEvidence, other: RankEvidence) -> None:
-    """Without collectives, a rank whose work starts more than a step from the first rank's is refused,
-    unless both files name the same machine: one machine's processes read one clock (two CPU ranks of
-    one torchrun under load began their traces 3.8 ms apart, a step being 3.2 ms, and were refused)."""
+    """Without collectives, a rank whose work starts more than a step from the first rank's is
+    refused,
+    unless both files name the same machine: one machine's processes read one clock (two CPU ranks
+    of one torchrun under load began their traces 3.8 ms apart, a step being 3.2 ms, and were
+    refused).
+    """
     if first.host and first.host == other.host:
         return
     steps = find_steps(Trace(planes=first.step_planes, sources=[]))
-    if steps.count < 1 or steps.method == "none" or first.first_ns is None or other.first_ns is None:
+    if (
+        steps.count < 1
+        or steps.method == "none"
+        or first.first_ns is None
+        or other.first_ns is None
+    ):
         return
     step_ns = float(np.median(steps.end_ns - steps.start_ns))
     apart_ns = abs(other.first_ns - first.first_ns)
     if apart_ns > step_ns:
-        raise TraceError(f"{other.label}'s clock cannot be aligned with {first.label}'s (no collective kernel ends "
-                         f"on both to align on) and its trace starts {apart_ns / 1e6:.1f} ms away, more than a step "
-                         f"({step_ns / 1e6:.1f} ms): merging them would decide the verdict by the clocks. "
-                         "Analyze each rank's file alone")
+        raise TraceError(
+            f"{other.label}'s clock cannot be aligned with {first.label}'s (no collective kernel"
+            f" ends on both to align on) and its trace starts {apart_ns / 1e6:.1f} ms away, more"
+            f" than a step ({step_ns / 1e6:.1f} ms): merging them would decide the verdict by the"
+            " clocks. Analyze each rank's file alone"
+        )
 
 
 def split(trace: Trace) -> list[tuple[str, Trace]]:
-    """The trace's ranks (planes by host, in order of first appearance); one, unlabelled, for one process."""
+    """The trace's ranks (planes by host, in order of first appearance); one, unlabelled, for one
+    process."""
     labels = list(dict.fromkeys(p.host for p in trace.planes))
     if len(labels) < 2:
         return [(labels[0] if labels else "", trace)]
-    return [(label, replace(trace, planes=[p for p in trace.planes if p.host == label])) for label in labels]
+    return [
+        (label, replace(trace, planes=[p for p in trace.planes if p.host == label]))
+        for label in labels
+    ]

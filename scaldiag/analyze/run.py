@@ -23,10 +23,17 @@ from scaldiag.record.types import RunRecord
 
 # NVML clocks-event reasons (nvmlClocksEventReasons*, nvml.h): the bits that
 # mean the GPU is held below its clocks for a reason other than being idle.
-CLOCK_EVENT_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
-                       0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
-                       0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
-                       0x100: "display_clock_setting"}
+CLOCK_EVENT_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
 
 
 @dataclass(frozen=True)
@@ -34,17 +41,23 @@ class StepStats:
     recorded: int
     steady: int
     excluded: dict[str, list[int]]  # reason -> step numbers
-    step_time_ms: Summary           # steady steps, begin to next begin
+    step_time_ms: Summary  # steady steps, begin to next begin
     samples_per_step: int | None
     samples_per_s: float | None
     samples_per_s_low: float | None  # from the 95% CI of the mean step time
     samples_per_s_high: float | None  # None with a low end: no upper bound at 95%
-    window_ns: tuple[int, int]       # first steady begin, last steady end
+    window_ns: tuple[int, int]  # first steady begin, last steady end
     traced_step_ms: float | None = None  # mean period inside the profiler window (it slows steps)
-    profiler_inflation: float | None = None  # traced_step_ms / the steady step time; None: not measurable
+    profiler_inflation: float | None = (
+        None  # traced_step_ms / the steady step time; None: not measurable
+    )
     epoch_end_steps: int = 0  # steady steps that end an epoch (and hold the device's catch-up)
-    clock: str = "host"  # "device": step times from the device's own clock (CUDA events), else the host's
-    outliers: list[int] = field(default_factory=list)  # steady steps far off the rest: reported, never dropped
+    clock: str = (
+        "host"  # "device": step times from the device's own clock (CUDA events), else the host's
+    )
+    outliers: list[int] = field(
+        default_factory=list
+    )  # steady steps far off the rest: reported, never dropped
     inflation_note: str | None = None  # why the inflation is not measurable, when it is not
     compiling_steady: int = 0  # steady steps that compiled: compiles recur in most steps (runsteps)
 
@@ -65,7 +78,7 @@ class GpuSummary:
     sm_clock_mhz_max: int | None
     power_w: float | None
     clock_event_reasons: list[str]
-    pcie_gen_max_seen: int | None = None    # highest PCIe generation read while training
+    pcie_gen_max_seen: int | None = None  # highest PCIe generation read while training
     pcie_width_max_seen: int | None = None
 
 
@@ -73,12 +86,12 @@ class GpuSummary:
 class HostSummary:
     samples: int
     cores: int
-    core_pct_mean: float     # over all cores
+    core_pct_mean: float  # over all cores
     busiest_core_pct: float  # mean of the busiest core at each sample
-    process_cpu_pct: float   # the training process tree, 100 = one core
+    process_cpu_pct: float  # the training process tree, 100 = one core
     rss_max_bytes: int
     core_pct_mean_ci95: float = 0.0  # 95% half-width of core_pct_mean over the samples
-    processes_max: int = 1           # the training process tree's processes (DataLoader workers included)
+    processes_max: int = 1  # the training process tree's processes (DataLoader workers included)
 
 
 @dataclass(frozen=True)
@@ -89,14 +102,23 @@ class RunAnalysis:
     steps: StepStats | None
     gpus: list[GpuSummary]
     host: HostSummary | None
-    trace: ProfileAnalysis | None  # corrected for the profiler's inflation when untraced steps are known
+    trace: (
+        ProfileAnalysis | None
+    )  # corrected for the profiler's inflation when untraced steps are known
     missing: list[str] = field(default_factory=list)
     accounting: Accounting | None = None
-    ranks: dict[int, StepStats] = field(default_factory=dict)  # every rank's steady steps, rank 0 included
-    input_cost: InputCost | None = None  # the steady step against the input-free step (analyze/input_cost.py)
-    epochs: EpochStats | None = None  # whole epochs as Keras's progress bar times them (analyze/epochs.py)
+    ranks: dict[int, StepStats] = field(
+        default_factory=dict
+    )  # every rank's steady steps, rank 0 included
+    input_cost: InputCost | None = (
+        None  # the steady step against the input-free step (analyze/input_cost.py)
+    )
+    epochs: EpochStats | None = (
+        None  # whole epochs as Keras's progress bar times them (analyze/epochs.py)
+    )
     clock: Clock | None = None  # a step at each scope, the user's own first (analyze/clock.py)
-    # (rank, excess over the fastest rank as a fraction): the rank slower than the others beyond the noise
+    # (rank, excess over the fastest rank as a fraction): the rank slower than the others beyond the
+    # noise
     slow_rank: tuple[int, float] | None = None
 
 
@@ -106,7 +128,8 @@ SLOW_RANK_EXCESS = 0.05
 
 
 def slow_rank(ranks: dict[int, StepStats]) -> tuple[int, float] | None:
-    """(rank, excess over the fastest rank as a fraction) when one rank is slower beyond the noise."""
+    """(rank, excess over the fastest rank as a fraction) when one rank is slower beyond the noise.
+    """
     timed = {r: s.step_time_ms for r, s in ranks.items() if s is not None}
     if len(timed) < 2:
         return None
@@ -120,7 +143,8 @@ def slow_rank(ranks: dict[int, StepStats]) -> tuple[int, float] | None:
 
 
 def step_stats(steps: list[dict], training: dict, marks: list[dict] = ()) -> StepStats | None:
-    """Steady-state step times: warm-up, compile/retrace (with the framework's evidence) and trace-window
+    """Steady-state step times: warm-up, compile/retrace (with the framework's evidence) and
+    trace-window
     steps left out, each listed."""
     return _step_stats(runsteps.periods(steps, training, marks), training)
 
@@ -145,23 +169,39 @@ def _step_stats(found: list[runsteps.Period], training: dict) -> StepStats | Non
     time_ms = replace(time_ms, ci95=max(time_ms.ci95, _between_epochs_ci95(steady)))
     per_step = _samples_per_step(training)
     rate = low = high = None
-    if per_step and time_ms.mean > 0:  # (damaged steps can all be zero long: no rate, not a division by 0)
+    if (
+        per_step and time_ms.mean > 0
+    ):  # (damaged steps can all be zero long: no rate, not a division by 0)
         rate = per_step / (time_ms.mean / 1e3)
         if math.isfinite(time_ms.ci95):
             low = per_step / ((time_ms.mean + time_ms.ci95) / 1e3)
             # An interval reaching a step of zero bounds the rate from below only: no upper end.
-            high = per_step / ((time_ms.mean - time_ms.ci95) / 1e3) if time_ms.ci95 < time_ms.mean else None
+            high = (
+                per_step / ((time_ms.mean - time_ms.ci95) / 1e3)
+                if time_ms.ci95 < time_ms.mean
+                else None
+            )
     traced_ms = _traced_ms(found)
     ratio, note = _inflation(traced_ms, time_ms.mean)
     median = float(np.median(per_batch_ms))
-    return StepStats(recorded=sum(p.batches for p in found), steady=sum(p.batches for p in steady),
-                     excluded=excluded, step_time_ms=time_ms, samples_per_step=per_step, samples_per_s=rate,
-                     samples_per_s_low=low, samples_per_s_high=high, window_ns=(steady[0].begin_ns, steady[-1].end_ns),
-                     traced_step_ms=traced_ms, profiler_inflation=ratio, inflation_note=note,
-                     epoch_end_steps=sum(p.batches for p in steady if p.ends_epoch),
-                     clock="device" if all(p.device_ns is not None for p in steady) else "host",
-                     outliers=[p.first_batch for p in steady if p.ns_per_batch / 1e6 > OUTLIER_FACTOR * median],
-                     compiling_steady=sum(p.batches for p in steady if p.compiled))
+    return StepStats(
+        recorded=sum(p.batches for p in found),
+        steady=sum(p.batches for p in steady),
+        excluded=excluded,
+        step_time_ms=time_ms,
+        samples_per_step=per_step,
+        samples_per_s=rate,
+        samples_per_s_low=low,
+        samples_per_s_high=high,
+        window_ns=(steady[0].begin_ns, steady[-1].end_ns),
+        traced_step_ms=traced_ms,
+        profiler_inflation=ratio,
+        inflation_note=note,
+        epoch_end_steps=sum(p.batches for p in steady if p.ends_epoch),
+        clock="device" if all(p.device_ns is not None for p in steady) else "host",
+        outliers=[p.first_batch for p in steady if p.ns_per_batch / 1e6 > OUTLIER_FACTOR * median],
+        compiling_steady=sum(p.batches for p in steady if p.compiled),
+    )
 
 
 # Epochs with steady steps needed for their spread to say something (two give a t of 12.7).
@@ -169,10 +209,12 @@ MIN_EPOCHS_FOR_SPREAD = 3
 
 
 def _between_epochs_ci95(steady: list[runsteps.Period]) -> float:
-    """The 95% half-width of the mean step from the epochs' own means, where there are enough epochs.
+    """The 95% half-width of the mean step from the epochs' own means, where there are enough
+    epochs.
 
-    Each epoch ends at a synchronisation, so its steady mean is a stopwatch of its own; epoch-to-epoch
-    change (the machine's load, a slower epoch) is spread the per-step interval does not see."""
+    Each epoch ends at a synchronisation, so its steady mean is a stopwatch of its own;
+    epoch-to-epoch change (the machine's load, a slower epoch) is spread the per-step interval does
+    not see."""
     epochs: dict[int, list[int]] = {}
     for p in steady:
         totals = epochs.setdefault(p.epoch, [0, 0])
@@ -185,7 +227,8 @@ def _between_epochs_ci95(steady: list[runsteps.Period]) -> float:
 
 
 def _traced_ms(found: list[runsteps.Period]) -> float | None:
-    """Mean step time inside the profiler window (steps that end an epoch hold a catch-up: left out)."""
+    """Mean step time inside the profiler window (steps that end an epoch hold a catch-up: left
+    out)."""
     traced = [p.ns_per_batch for p in found if p.traced and not p.ends_epoch]
     return float(np.mean(traced)) / 1e6 if traced else None
 
@@ -201,9 +244,15 @@ def _inflation(traced_ms: float | None, untraced_ms: float) -> tuple[float | Non
     ratio = traced_ms / untraced_ms
     if ratio >= 1:
         return ratio, None
-    return None, (f"profiler inflation not measurable here: steps in the profiler window took {traced_ms:.3f} ms, "
-                  f"{ratio:.2f}x the untraced step, which tracing cannot cause (steps that end before their "
-                  "work does, or a change in the machine's load); the trace's shares are shown as traced")
+    return (
+        None,
+        (
+            "profiler inflation not measurable here: steps in the profiler window took"
+            f" {traced_ms:.3f} ms, {ratio:.2f}x the untraced step, which tracing cannot cause"
+            " (steps that end before their work does, or a change in the machine's load); the"
+            " trace's shares are shown as traced"
+        ),
+    )
 
 
 def _samples_per_step(training: dict) -> int | None:
@@ -212,16 +261,22 @@ def _samples_per_step(training: dict) -> int | None:
     return int(batch) if batch else None
 
 
-def gpu_summaries(samples: list[dict], inventory: dict, window_ns: tuple[int, int] | None,
-                  training_ns: tuple[int, int] | None = None) -> list[GpuSummary]:
+def gpu_summaries(
+    samples: list[dict],
+    inventory: dict,
+    window_ns: tuple[int, int] | None,
+    training_ns: tuple[int, int] | None = None,
+) -> list[GpuSummary]:
     """Per GPU over the steady window; the PCIe link over all of training
     (it is read once a second, too rarely for a short steady window)."""
     names = {g.get("index"): g.get("name") for g in inventory.get("gpus", [])}
     by_gpu: dict[int, list[dict]] = {}
     for row in samples:
         by_gpu.setdefault(row["gpu"], []).append(row)
-    return [_gpu_summary(index, names.get(index), rows, window_ns, training_ns)
-            for index, rows in sorted(by_gpu.items())]
+    return [
+        _gpu_summary(index, names.get(index), rows, window_ns, training_ns)
+        for index, rows in sorted(by_gpu.items())
+    ]
 
 
 def _gpu_summary(index, name, rows, window_ns, training_ns=None) -> GpuSummary:
@@ -245,16 +300,25 @@ def _gpu_summary(index, name, rows, window_ns, training_ns=None) -> GpuSummary:
     gens = [r["pcie_gen"] for r in training if "pcie_gen" in r]
     widths = [r["pcie_width"] for r in training if "pcie_width" in r]
     return GpuSummary(
-        index=index, name=name, samples=len(rows), sample_hz=(len(rows) - 1) / span_s if span_s else 0.0,
-        util_pct=mean("util_pct"), mem_used_max_bytes=max(mem) if mem else None,
+        index=index,
+        name=name,
+        samples=len(rows),
+        sample_hz=(len(rows) - 1) / span_s if span_s else 0.0,
+        util_pct=mean("util_pct"),
+        mem_used_max_bytes=max(mem) if mem else None,
         pcie_tx_bytes_per_s=counter_rate(inside, "pcie_tx_bytes"),
         pcie_rx_bytes_per_s=counter_rate(inside, "pcie_rx_bytes"),
         nvlink_tx_bytes_per_s=counter_rate(inside, "nvlink_tx_kib", 1024),
         nvlink_rx_bytes_per_s=counter_rate(inside, "nvlink_rx_kib", 1024),
-        sm_clock_mhz_min=min(clocks) if clocks else None, sm_clock_mhz_max=max(clocks) if clocks else None,
+        sm_clock_mhz_min=min(clocks) if clocks else None,
+        sm_clock_mhz_max=max(clocks) if clocks else None,
         power_w=mean("power_mw", 1e-3),
-        clock_event_reasons=[n for bit, n in CLOCK_EVENT_REASONS.items() if reasons & bit and n != "gpu_idle"],
-        pcie_gen_max_seen=max(gens) if gens else None, pcie_width_max_seen=max(widths) if widths else None)
+        clock_event_reasons=[
+            n for bit, n in CLOCK_EVENT_REASONS.items() if reasons & bit and n != "gpu_idle"
+        ],
+        pcie_gen_max_seen=max(gens) if gens else None,
+        pcie_width_max_seen=max(widths) if widths else None,
+    )
 
 
 def within(rows: list[dict], window_ns: tuple[int, int] | None) -> list[dict]:
@@ -277,55 +341,100 @@ def host_summary(samples: list[dict], window_ns: tuple[int, int] | None) -> Host
     rows = [r for r in rows if r.get("core_pct")]
     if not rows:
         return None
-    # One machine has one number of cores: a row of another length is damaged (a flipped byte), left out.
+    # One machine has one number of cores: a row of another length is damaged (a flipped byte), left
+    # out.
     cores_seen = collections.Counter(len(r["core_pct"]) for r in rows).most_common(1)[0][0]
     rows = [r for r in rows if len(r["core_pct"]) == cores_seen]
     cores = np.array([r["core_pct"] for r in rows], float)
     per_sample = cores.mean(axis=1)
     ci = ci95_half_width(per_sample) if len(rows) > 1 else math.nan
-    return HostSummary(samples=len(rows), cores=cores.shape[1], core_pct_mean=float(cores.mean()),
-                       core_pct_mean_ci95=ci, processes_max=int(max(r.get("processes") or 1 for r in rows)),
-                       busiest_core_pct=float(cores.max(axis=1).mean()),
-                       process_cpu_pct=float(np.mean([r["proc_cpu_pct"] for r in rows])),
-                       rss_max_bytes=int(max(r["proc_rss_bytes"] for r in rows)))
+    return HostSummary(
+        samples=len(rows),
+        cores=cores.shape[1],
+        core_pct_mean=float(cores.mean()),
+        core_pct_mean_ci95=ci,
+        processes_max=int(max(r.get("processes") or 1 for r in rows)),
+        busiest_core_pct=float(cores.max(axis=1).mean()),
+        process_cpu_pct=float(np.mean([r["proc_cpu_pct"] for r in rows])),
+        rss_max_bytes=int(max(r["proc_rss_bytes"] for r in rows)),
+    )
 
 
-def analyze_record(record: RunRecord, trace: ProfileAnalysis | None, trace_missing: list[str],
-                   other_ranks: dict[int, RunRecord] | None = None) -> RunAnalysis:
+def analyze_record(
+    record: RunRecord,
+    trace: ProfileAnalysis | None,
+    trace_missing: list[str],
+    other_ranks: dict[int, RunRecord] | None = None,
+) -> RunAnalysis:
     """``other_ranks``: the records of ranks > 0 of a multi-process job (this record is rank 0)."""
     found = _periods(record)
     steps = _step_stats(found, record.training)
     if steps is not None and trace is not None:
         steps = _with_trace_inflation(steps, trace, record.training)
     window = steps.window_ns if steps else None
-    cost = input_cost(steps.step_time_ms.mean, steps.step_time_ms.ci95, record.training.get("input_free")) if steps else None
+    cost = (
+        input_cost(
+            steps.step_time_ms.mean, steps.step_time_ms.ci95, record.training.get("input_free")
+        )
+        if steps
+        else None
+    )
     fresh = record.run.get("fresh_page_ns_per_byte")
     if trace is not None and fresh is not None:
         trace = replace(trace, fresh_page_ns_per_byte=float(fresh))
     if trace is not None and steps is not None:
         trace = _corrected(trace, steps, record.training)
         if cost is not None:
-            trace = with_input_cost(trace, cost, int(record.training.get("steps_per_execution") or 1))
+            trace = with_input_cost(
+                trace, cost, int(record.training.get("steps_per_execution") or 1)
+            )
     missing = list(record.run.get("missing", [])) + trace_missing
     if not record.steps:
-        missing.append("steps: no training step was recorded (did the script call model.fit, "
-                       "or use scaldiag.loop.capture?)")
+        missing.append(
+            "steps: no training step was recorded (did the script call model.fit, "
+            "or use scaldiag.loop.capture?)"
+        )
     if not record.gpu_samples and not any(m.startswith("nvml") for m in missing):
         missing.append("nvml: no GPU samples")
-    training_ns = (record.steps[0]["begin_ns"], record.steps[-1]["end_ns"]) if record.steps else None
+    training_ns = (
+        (record.steps[0]["begin_ns"], record.steps[-1]["end_ns"]) if record.steps else None
+    )
     epochs = epoch_stats(found, record.marks)
-    scopes = clock(found, record.marks, record.training, epochs,
-                   steps.step_time_ms.mean if steps else None, steps.step_time_ms.ci95 if steps else math.nan)
-    ranks = {0: steps, **{r: _record_steps(rec) for r, rec in other_ranks.items()}} if other_ranks else {}
-    return RunAnalysis(run=record.run, training=record.training, inventory=record.inventory, steps=steps,
-                       gpus=gpu_summaries(record.gpu_samples, record.inventory, window, training_ns),
-                       host=host_summary(record.host_samples, window), trace=trace, missing=missing,
-                       accounting=account(record.run, record.marks, found), input_cost=cost,
-                       epochs=epochs, clock=scopes, ranks=ranks, slow_rank=slow_rank(ranks))
+    scopes = clock(
+        found,
+        record.marks,
+        record.training,
+        epochs,
+        steps.step_time_ms.mean if steps else None,
+        steps.step_time_ms.ci95 if steps else math.nan,
+    )
+    ranks = (
+        {0: steps, **{r: _record_steps(rec) for r, rec in other_ranks.items()}}
+        if other_ranks
+        else {}
+    )
+    return RunAnalysis(
+        run=record.run,
+        training=record.training,
+        inventory=record.inventory,
+        steps=steps,
+        gpus=gpu_summaries(record.gpu_samples, record.inventory, window, training_ns),
+        host=host_summary(record.host_samples, window),
+        trace=trace,
+        missing=missing,
+        accounting=account(record.run, record.marks, found),
+        input_cost=cost,
+        epochs=epochs,
+        clock=scopes,
+        ranks=ranks,
+        slow_rank=slow_rank(ranks),
+    )
 
 
 def _periods(record: RunRecord) -> list[runsteps.Period]:
-    return runsteps.periods(record.steps, record.training, record.marks, runsteps.device_times(record.device_steps))
+    return runsteps.periods(
+        record.steps, record.training, record.marks, runsteps.device_times(record.device_steps)
+    )
 
 
 def _record_steps(record: RunRecord) -> StepStats | None:
@@ -340,8 +449,11 @@ def _with_trace_inflation(steps: StepStats, trace: ProfileAnalysis, training: di
     if steps.traced_step_ms is None:
         return steps
     per_execution = int(training.get("steps_per_execution") or 1)
-    device_ms = [u.busy_pct / 100 * u.step_time_ms.mean / per_execution for u in trace.units
-                 if u.kind == "gpu" and u.step_time_ms.mean > 0]
+    device_ms = [
+        u.busy_pct / 100 * u.step_time_ms.mean / per_execution
+        for u in trace.units
+        if u.kind == "gpu" and u.step_time_ms.mean > 0
+    ]
     traced_ms = max([steps.traced_step_ms, *device_ms])
     if traced_ms == steps.traced_step_ms and steps.inflation_note is None:
         return steps
@@ -358,10 +470,14 @@ def _corrected(trace: ProfileAnalysis, steps: StepStats, training: dict) -> Prof
         return trace
     # One figure of the inflation for the run: the recorded traced / untraced step periods.
     ratio = steps.profiler_inflation
-    if ratio is None and steps.inflation_note is None:  # no traced step recorded: the trace's own steps
+    if (
+        ratio is None and steps.inflation_note is None
+    ):  # no traced step recorded: the trace's own steps
         ratio, note = _inflation(float(np.mean(traced)), untraced_ms)
         if note:
             return inflation.not_measurable(trace, note)
     if ratio is None:
-        return inflation.not_measurable(trace, steps.inflation_note) if steps.inflation_note else trace
+        return (
+            inflation.not_measurable(trace, steps.inflation_note) if steps.inflation_note else trace
+        )
     return inflation.correct(trace, untraced_ms, ratio)

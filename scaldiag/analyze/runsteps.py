@@ -49,14 +49,14 @@ EDGE_MARKS = ("epoch_begin", "test_end", "input_ready")
 
 @dataclass(frozen=True)
 class Period:
-    step: int         # the recorder's step (one call of the train function)
+    step: int  # the recorder's step (one call of the train function)
     epoch: int
     first_batch: int  # global number of its first batch, counted over the run
     batches: int
     begin_ns: int
     end_ns: int
     ends_epoch: bool  # ends at the epoch's synchronisation point
-    traced: bool      # inside the profiler window (both ends traced)
+    traced: bool  # inside the profiler window (both ends traced)
     kind: str
     device_ns: int | None = None  # the device's time for this step, where the device was timed
     compiled: bool = False  # steady although it compiled: compiles recur in most steps
@@ -71,8 +71,12 @@ class Period:
         return self.duration_ns / self.batches
 
 
-def periods(steps: list[dict], training: dict, marks: list[dict] = (),
-            device_ns: dict[int, int] | None = None) -> list[Period]:
+def periods(
+    steps: list[dict],
+    training: dict,
+    marks: list[dict] = (),
+    device_ns: dict[int, int] | None = None,
+) -> list[Period]:
     """One period per recorded step, in order, each with its kind.
 
     ``marks``: the run's marks (compile evidence, epoch begins). ``device_ns``:
@@ -88,48 +92,92 @@ def periods(steps: list[dict], training: dict, marks: list[dict] = (),
     out, first_batch = [], 0
     for i, row in enumerate(steps):
         nxt = steps[i + 1] if i + 1 < len(steps) else None
-        continues = nxt is not None and nxt["step"] == row["step"] + 1 and nxt.get("epoch") == row.get("epoch")
+        continues = (
+            nxt is not None
+            and nxt["step"] == row["step"] + 1
+            and nxt.get("epoch") == row.get("epoch")
+        )
         end = max(nxt["begin_ns"] if continues else row["end_ns"], row["begin_ns"])
         begin = _after_edge(row["begin_ns"], end, edges)
         batches = _batches(row, nxt if continues else None, per_execution, per_epoch)
         traced = bool(row.get("traced")) and (not continues or bool(nxt.get("traced")))
-        # Profiler start and stop land in the periods next to the window: those are not steady either.
-        near_window = (bool(row.get("traced")) or (continues and bool(nxt.get("traced")))
-                       or _overlaps(begin, end, profiler))
-        device = device_ns.get(row["step"]) if begin == row["begin_ns"] else None  # a split step: host time
-        kind = (WARMUP if row["step"] < warmup else TRACED if near_window
-                else COMPILE if _overlaps(begin, end, compiles) else STEADY)
-        out.append(Period(row["step"], int(row.get("epoch") or 0), first_batch, batches, begin, end,
-                          not continues, traced, kind, device))
+        # Profiler start and stop land in the periods next to the window: those are not steady
+        # either.
+        near_window = (
+            bool(row.get("traced"))
+            or (continues and bool(nxt.get("traced")))
+            or _overlaps(begin, end, profiler)
+        )
+        device = (
+            device_ns.get(row["step"]) if begin == row["begin_ns"] else None
+        )  # a split step: host time
+        kind = (
+            WARMUP
+            if row["step"] < warmup
+            else TRACED
+            if near_window
+            else COMPILE
+            if _overlaps(begin, end, compiles)
+            else STEADY
+        )
+        out.append(
+            Period(
+                row["step"],
+                int(row.get("epoch") or 0),
+                first_batch,
+                batches,
+                begin,
+                end,
+                not continues,
+                traced,
+                kind,
+                device,
+            )
+        )
         first_batch += batches
     return _recurring_compiles_are_steady(out)
 
 
 def _recurring_compiles_are_steady(found: list[Period]) -> list[Period]:
-    """Compiles in most steps (a shape that changes every step, a graph break that recompiles) are the
-    steady state, not its start: such steps stay in the steady clock (``StepStats.compiling_steady``)."""
+    """Compiles in most steps (a shape that changes every step, a graph break that recompiles) are
+    the
+    steady state, not its start: such steps stay in the steady clock
+    (``StepStats.compiling_steady``).
+    """
     compiling = sum(p.kind == COMPILE for p in found)
     if compiling <= sum(p.kind == STEADY for p in found):
         return found
-    return [Period(**{**p.__dict__, "kind": STEADY, "compiled": True}) if p.kind == COMPILE else p for p in found]
+    return [
+        Period(**{**p.__dict__, "kind": STEADY, "compiled": True}) if p.kind == COMPILE else p
+        for p in found
+    ]
 
 
 def compile_spans(marks) -> tuple[np.ndarray, np.ndarray]:
     """(begins, ends) of the compiles the framework reported, sorted by begin."""
-    spans = sorted((m["t_ns"], m["end_ns"]) for m in marks if m.get("mark") == "compile"
-                   and isinstance(m.get("end_ns"), int) and not isinstance(m["end_ns"], bool)
-                   and m["end_ns"] >= m["t_ns"])
+    spans = sorted(
+        (m["t_ns"], m["end_ns"])
+        for m in marks
+        if m.get("mark") == "compile"
+        and isinstance(m.get("end_ns"), int)
+        and not isinstance(m["end_ns"], bool)
+        and m["end_ns"] >= m["t_ns"]
+    )
     return np.array([s for s, _ in spans], np.int64), np.array([e for _, e in spans], np.int64)
 
 
 def _profiler_spans(marks) -> tuple[np.ndarray, np.ndarray]:
     """(begins, ends) of the profiler starting and stopping (the recorder's trace marks)."""
-    spans = sorted(mark_pairs(marks, "trace_start", "trace_started") + mark_pairs(marks, "trace_stop", "trace_stopped"))
+    spans = sorted(
+        mark_pairs(marks, "trace_start", "trace_started")
+        + mark_pairs(marks, "trace_stop", "trace_stopped")
+    )
     return np.array([s for s, _ in spans], np.int64), np.array([e for _, e in spans], np.int64)
 
 
 def mark_pairs(marks, begin: str, end: str, open_end: int | None = None) -> list[tuple[int, int]]:
-    """(begin, end) times of each ``begin`` mark and the ``end`` mark after it (marks in time order);
+    """(begin, end) times of each ``begin`` mark and the ``end`` mark after it (marks in time
+    order);
     with ``open_end``, a begin never ended is closed there (a run killed inside it)."""
     out, opened = [], None
     for m in marks:
@@ -144,7 +192,8 @@ def mark_pairs(marks, begin: str, end: str, open_end: int | None = None) -> list
 
 
 def _overlaps(begin: int, end: int, spans: tuple[np.ndarray, np.ndarray]) -> bool:
-    """Does any span overlap (begin, end)? (A compile inside the step, or one the step started in.)"""
+    """Does any span overlap (begin, end)? (A compile inside the step, or one the step started in.)
+    """
     starts, ends = spans
     k = int(np.searchsorted(starts, end, side="left"))  # spans that began before the step's end
     return k > 0 and bool((ends[:k] > begin).any())
@@ -158,7 +207,8 @@ def _after_edge(begin: int, end: int, edges: np.ndarray) -> int:
 
 
 def _batches(row: dict, nxt: dict | None, per_execution: int, per_epoch: int | None) -> int:
-    """Batches this step ran: from the batch index Keras gives each call, else steps_per_execution."""
+    """Batches this step ran: from the batch index Keras gives each call, else steps_per_execution.
+    """
     if "batch" not in row:
         return per_execution
     following = nxt.get("batch") if nxt is not None else per_epoch

@@ -8,9 +8,38 @@ from dataclasses import dataclass
 import numpy as np
 
 # Two-sided 95% Student-t quantiles by degrees of freedom; 1.96 beyond 30.
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-        2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-        2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+_T95 = [
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+]
 
 
 def t95(dof: int) -> float:
@@ -43,7 +72,11 @@ class Summary:
         values = np.asarray(values, float)
         if len(values) == 0:
             return cls(math.nan, math.nan, math.nan, math.nan, 0, math.inf)
-        return cls(mean=float(values.mean()), p50=float(np.percentile(values, 50)),
-                   p90=float(np.percentile(values, 90)),
-                   stdev=float(values.std(ddof=1)) if len(values) > 1 else 0.0,
-                   n=len(values), ci95=ci95_half_width(values))
+        return cls(
+            mean=float(values.mean()),
+            p50=float(np.percentile(values, 50)),
+            p90=float(np.percentile(values, 90)),
+            stdev=float(values.std(ddof=1)) if len(values) > 1 else 0.0,
+            n=len(values),
+            ci95=ci95_half_width(values),
+        )

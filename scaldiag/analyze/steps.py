@@ -35,7 +35,8 @@ from scaldiag.trace import Line, Plane, SparseStat, Trace
 _STEP_FUNCTION = re.compile(
     r"^(multi_step_on_iterator|one_step_on_iterator|one_step_on_data|multi_step_on_data"
     r"|one_step_on_data_distributed|train_function|train_step|distributed_train_step)$"
-    r"|^PjitFunction\((train_step|multi_train_steps|one_train_step|\w*train\w*|\w*step\w*)\)$")
+    r"|^PjitFunction\((train_step|multi_train_steps|one_train_step|\w*train\w*|\w*step\w*)\)$"
+)
 
 
 STEP_ANNOTATION = "ProfilerStep#N"
@@ -46,7 +47,7 @@ SPAN_PLANE = "span"  # step_evidence's plane of one event: the span of all of a 
 class Steps:
     start_ns: np.ndarray
     end_ns: np.ndarray
-    method: str       # "markers", "inferred" or "none"
+    method: str  # "markers", "inferred" or "none"
     description: str  # how they were found, in words for the report
     marker: str | None = None  # the host event that delimits steps, when one does
     numbers: np.ndarray | None = None  # each step's step_num, when markers carry one
@@ -63,10 +64,18 @@ def find_steps(trace: Trace, device_events: tuple[np.ndarray, np.ndarray] | None
         found = finder(host_events)
         if found is not None:
             return _windows(*found[:5], device_events, *found[5:])  # step numbers, where found
-    first = min((int(line.start_ns.min()) for p in trace.planes for line in p.lines if len(line)), default=0)
-    last = max((int(line.end_ns.max()) for p in trace.planes for line in p.lines if len(line)), default=0)
-    return Steps(np.array([first], np.int64), np.array([last], np.int64), "none",
-                 "no step markers and no repeated train-function call found: the whole trace is one window")
+    first = min(
+        (int(line.start_ns.min()) for p in trace.planes for line in p.lines if len(line)), default=0
+    )
+    last = max(
+        (int(line.end_ns.max()) for p in trace.planes for line in p.lines if len(line)), default=0
+    )
+    return Steps(
+        np.array([first], np.int64),
+        np.array([last], np.int64),
+        "none",
+        "no step markers and no repeated train-function call found: the whole trace is one window",
+    )
 
 
 def _host_events(trace: Trace):
@@ -89,9 +98,13 @@ def _from_step_num(host_events):
         found = at < len(root_rows)
         found[found] = root_rows[at[found]] == present[found]
         roots[found] = root_values[at[found]] == 1
-        for num, start, end, is_root, name_id in zip(step_num.tolist(), line.start_ns[present].tolist(),
-                                                     line.end_ns[present].tolist(), roots.tolist(),
-                                                     line.name_id[present].tolist()):
+        for num, start, end, is_root, name_id in zip(
+            step_num.tolist(),
+            line.start_ns[present].tolist(),
+            line.end_ns[present].tolist(),
+            roots.tolist(),
+            line.name_id[present].tolist(),
+        ):
             by_name[plane.event_names[name_id]].append((int(num), start, end, is_root))
     if not by_name:
         return None
@@ -101,9 +114,13 @@ def _from_step_num(host_events):
     for num, start, end, _ in sorted(by_name[name], key=lambda m: m[1]):
         first_by_step.setdefault(num, (start, end))
     spans = sorted((start, end, num) for num, (start, end) in first_by_step.items())
-    return (*_arrays((start, end) for start, end, _ in spans), "markers",
-            f"step markers: host events '{name}' with a step_num stat", name,
-            np.array([num for *_, num in spans], np.int64))
+    return (
+        *_arrays((start, end) for start, end, _ in spans),
+        "markers",
+        f"step markers: host events '{name}' with a step_num stat",
+        name,
+        np.array([num for *_, num in spans], np.int64),
+    )
 
 
 def _from_group_id(host_events):
@@ -112,10 +129,18 @@ def _from_group_id(host_events):
         rows, groups = line.stat_rows("group_id")
         for i, group in zip(rows.tolist(), groups.tolist()):
             span = spans.setdefault(int(group), [int(line.start_ns[i]), int(line.end_ns[i])])
-            span[0], span[1] = min(span[0], int(line.start_ns[i])), max(span[1], int(line.end_ns[i]))
+            span[0], span[1] = (
+                min(span[0], int(line.start_ns[i])),
+                max(span[1], int(line.end_ns[i])),
+            )
     if len(spans) < 2:
         return None
-    return *_arrays(sorted(map(tuple, spans.values()))), "markers", "step groups: the profiler's group_id stat", None
+    return (
+        *_arrays(sorted(map(tuple, spans.values()))),
+        "markers",
+        "step groups: the profiler's group_id stat",
+        None,
+    )
 
 
 def _from_step_function(host_events):
@@ -123,16 +148,24 @@ def _from_step_function(host_events):
     step_names: dict[int, np.ndarray] = {}  # per plane: which event names are step functions
     for plane, line in host_events:
         if id(plane) not in step_names:
-            step_names[id(plane)] = np.array([bool(_STEP_FUNCTION.match(n)) for n in plane.event_names], bool)
+            step_names[id(plane)] = np.array(
+                [bool(_STEP_FUNCTION.match(n)) for n in plane.event_names], bool
+            )
         for i in np.flatnonzero(step_names[id(plane)][line.name_id]):
-            by_name[plane.event_names[line.name_id[i]]].append((int(line.start_ns[i]), int(line.end_ns[i])))
+            by_name[plane.event_names[line.name_id[i]]].append(
+                (int(line.start_ns[i]), int(line.end_ns[i]))
+            )
     candidates = {n: _outermost(spans) for n, spans in by_name.items()}
     candidates = {n: s for n, s in candidates.items() if len(s) >= 2}
     if not candidates:
         return None
     name = max(candidates, key=lambda n: sum(e - s for s, e in candidates[n]))
-    return (*_arrays(candidates[name]), "inferred",
-            f"inferred: each host call of '{name}' is one step (the trace has no step markers)", name)
+    return (
+        *_arrays(candidates[name]),
+        "inferred",
+        f"inferred: each host call of '{name}' is one step (the trace has no step markers)",
+        name,
+    )
 
 
 def _outermost(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -171,16 +204,24 @@ def with_device_tail(steps: Steps, device_events: tuple[np.ndarray, np.ndarray] 
 
 
 def step_evidence(planes: list[Plane]) -> list[Plane]:
-    """``planes`` (one rank's) cut to what ``find_steps`` reads: the host events with a step_num or a
+    """``planes`` (one rank's) cut to what ``find_steps`` reads: the host events with a step_num or
+    a
     group_id, the calls of train functions, and one event spanning all of the planes' events (the
     window of a trace without steps). A job's steps are found from every rank's evidence, while only
     one rank's events are held at a time (analyze/ranks.py)."""
-    spans = [(int(line.start_ns.min()), int(line.end_ns.max())) for p in planes for line in p.lines if len(line)]
+    spans = [
+        (int(line.start_ns.min()), int(line.end_ns.max()))
+        for p in planes
+        for line in p.lines
+        if len(line)
+    ]
     cut = []
     for plane in planes:
         if not plane.is_host:
             continue
-        is_step_function = np.array([bool(_STEP_FUNCTION.match(n)) for n in plane.event_names], bool)
+        is_step_function = np.array(
+            [bool(_STEP_FUNCTION.match(n)) for n in plane.event_names], bool
+        )
         lines = []
         for line in plane.lines:
             keep = is_step_function[line.name_id] if len(line) else np.zeros(0, bool)
@@ -191,8 +232,13 @@ def step_evidence(planes: list[Plane]) -> list[Plane]:
                 lines.append(_rows(line, np.flatnonzero(keep)))
         cut.append(replace(plane, lines=lines))
     if spans:  # a plane of neither kind: only the window of a trace without steps reads it
-        span = Line("span", np.array([min(s for s, _ in spans)], np.int64), np.array([max(e for _, e in spans)], np.int64),
-                    np.zeros(1, np.int32), stats_typed=True)
+        span = Line(
+            "span",
+            np.array([min(s for s, _ in spans)], np.int64),
+            np.array([max(e for _, e in spans)], np.int64),
+            np.zeros(1, np.int32),
+            stats_typed=True,
+        )
         cut.append(Plane(SPAN_PLANE, [""], [span]))
     return cut
 
@@ -207,8 +253,13 @@ def _rows(line: Line, rows: np.ndarray) -> Line:
             stats[name] = SparseStat(at[found].astype(np.int64), column.values[found])
         else:
             stats[name] = column[rows]
-    return replace(line, start_ns=line.start_ns[rows], end_ns=line.end_ns[rows], name_id=line.name_id[rows],
-                   stats=stats)
+    return replace(
+        line,
+        start_ns=line.start_ns[rows],
+        end_ns=line.end_ns[rows],
+        name_id=line.name_id[rows],
+        stats=stats,
+    )
 
 
 def _busy_until(dev_s: np.ndarray, dev_e: np.ndarray, host_end: int) -> int:
@@ -226,17 +277,22 @@ def _busy_until(dev_s: np.ndarray, dev_e: np.ndarray, host_end: int) -> int:
     return int(runs_e[running[0]]) if len(running) else host_end
 
 
-def device_steps(plane: Plane, device_s: np.ndarray, device_e: np.ndarray, host: Steps) -> Steps | None:
+def device_steps(
+    plane: Plane, device_s: np.ndarray, device_e: np.ndarray, host: Steps
+) -> Steps | None:
     """A device's own steps, from its step markers; None where it has none to trust.
 
-    Step N runs from its marker's start (the first GPU work of host step N) to step N+1's;
-    the last ends where the device's work that began after its start ends. Used only where the
-    markers name the host's steps, each once (more or fewer would leave a window holding the
-    work of two steps or none), at least two, in order; ``device_s``/``device_e``: the device's work."""
+    Step N runs from its marker's start (the first GPU work of host step N) to step N+1's; the last
+    ends where the device's work that began after its start ends. Used only where the markers name
+    the host's steps, each once (more or fewer would leave a window holding the work of two steps or
+    none), at least two, in order; ``device_s``/``device_e``: the device's work.
+    """
     marks = plane.step_marks
     if marks is None or len(marks.start_ns) < 2:
         return None
-    order = np.lexsort((marks.start_ns, marks.step_num))  # by number, then start: each number's first
+    order = np.lexsort(
+        (marks.start_ns, marks.step_num)
+    )  # by number, then start: each number's first
     nums, starts = marks.step_num[order], marks.start_ns[order]
     first = np.r_[True, nums[1:] != nums[:-1]]
     nums, starts = nums[first], starts[first]
@@ -252,6 +308,8 @@ def device_steps(plane: Plane, device_s: np.ndarray, device_e: np.ndarray, host:
     ends = np.empty_like(starts)
     ends[:-1] = starts[1:]
     ends[-1] = max(own_end, int(device_e[after].max()) if after.any() else own_end)
-    how = (f"step markers: the device's own GPU-side '{STEP_ANNOTATION}' annotations (where the host runs "
-           "ahead, its step spans time how fast it queued work)")
+    how = (
+        f"step markers: the device's own GPU-side '{STEP_ANNOTATION}' annotations (where the host"
+        " runs ahead, its step spans time how fast it queued work)"
+    )
     return Steps(starts, ends, "markers", how, host.marker, nums)

@@ -34,10 +34,10 @@ WINDOW_MARGIN_NS = 2_000_000_000
 class Series:
     """One sampled quantity over time."""
 
-    group: str          # "GPU 0", "host"
-    name: str           # "util", "PCIe TX", ...
-    unit: str           # "%", "B/s", "MHz", "W"
-    t_ns: np.ndarray    # int64, record clock
+    group: str  # "GPU 0", "host"
+    name: str  # "util", "PCIe TX", ...
+    unit: str  # "%", "B/s", "MHz", "W"
+    t_ns: np.ndarray  # int64, record clock
     values: np.ndarray  # float64
 
 
@@ -49,7 +49,7 @@ class Track:
     thread: str
     start_ns: np.ndarray  # int64, record clock
     end_ns: np.ndarray
-    names: np.ndarray       # object array
+    names: np.ndarray  # object array
     categories: np.ndarray  # object array: the category each slice counts for ("" for none)
 
 
@@ -59,24 +59,34 @@ class RunTimeline:
     step_begin_ns: np.ndarray
     step_end_ns: np.ndarray
     step_num: np.ndarray
-    traced: np.ndarray                 # bool: the step ran inside the profiler window
+    traced: np.ndarray  # bool: the step ran inside the profiler window
     steady_window_ns: tuple[int, int] | None
     series: list[Series] = field(default_factory=list)
     tracks: list[Track] = field(default_factory=list)  # the trace window; empty without a trace
-    clock: str = ""                    # how the trace was put on the record's clock
+    clock: str = ""  # how the trace was put on the record's clock
 
     def window_ns(self) -> tuple[int, int] | None:
         """The trace window's extent, or None without a trace."""
-        spans = [(int(t.start_ns.min()), int(t.end_ns.max())) for t in self.tracks if len(t.start_ns)]
+        spans = [
+            (int(t.start_ns.min()), int(t.end_ns.max())) for t in self.tracks if len(t.start_ns)
+        ]
         return (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
 
 
 # --- samples ---------------------------------------------------------------
 
-_GPU_GAUGES = (("util_pct", "util", "%", 1.0), ("mem_used_bytes", "memory used", "B", 1.0),
-               ("sm_clock_mhz", "SM clock", "MHz", 1.0), ("power_mw", "power", "W", 1e-3))
-_GPU_COUNTERS = (("pcie_tx_bytes", "PCIe TX", 1.0), ("pcie_rx_bytes", "PCIe RX", 1.0),
-                 ("nvlink_tx_kib", "NVLink TX", 1024.0), ("nvlink_rx_kib", "NVLink RX", 1024.0))
+_GPU_GAUGES = (
+    ("util_pct", "util", "%", 1.0),
+    ("mem_used_bytes", "memory used", "B", 1.0),
+    ("sm_clock_mhz", "SM clock", "MHz", 1.0),
+    ("power_mw", "power", "W", 1e-3),
+)
+_GPU_COUNTERS = (
+    ("pcie_tx_bytes", "PCIe TX", 1.0),
+    ("pcie_rx_bytes", "PCIe RX", 1.0),
+    ("nvlink_tx_kib", "NVLink TX", 1024.0),
+    ("nvlink_rx_kib", "NVLink RX", 1024.0),
+)
 
 
 def sample_series(gpu_samples: list[dict], host_samples: list[dict]) -> list[Series]:
@@ -122,12 +132,19 @@ def _rates(rows: list[dict], key: str, scale: float) -> tuple[np.ndarray, np.nda
 
 # --- the trace window --------------------------------------------------------
 
+
 def trace_tracks(trace: Trace) -> tuple[list[Track], Steps]:
     """Every trace event as a slice on its stream or thread, each unit's exclusive
     categories as slices, and the steps; on the trace's own clock."""
     devices = [(plane, device_events(plane)) for plane in trace.device_planes]
-    all_device = (np.concatenate([d.start_ns for _, d in devices]),
-                  np.concatenate([d.end_ns for _, d in devices])) if devices else None
+    all_device = (
+        (
+            np.concatenate([d.start_ns for _, d in devices]),
+            np.concatenate([d.end_ns for _, d in devices]),
+        )
+        if devices
+        else None
+    )
     steps = find_steps(trace, all_device)
     host = host_states(trace.host_planes, ops_are_compute=not devices)
     tracks = []
@@ -142,20 +159,41 @@ def trace_tracks(trace: Trace) -> tuple[list[Track], Steps]:
                 names = np.array(plane.event_names, dtype=object)[line.name_id]
                 for n in set(names):
                     own[n] = _host_category(n, line.name, not devices)
-                tracks.append(_event_track(plane, line, np.array([own[n] for n in names], dtype=object)))
+                tracks.append(
+                    _event_track(plane, line, np.array([own[n] for n in names], dtype=object))
+                )
     if devices:
-        host_sets = {"input": host.get("input"),
-                     "host_overhead": iv.merge(*[host.get(c) for c in
-                                                 ("host_overhead", "compute", "layout", "collective")])}
+        host_sets = {
+            "input": host.get("input"),
+            "host_overhead": iv.merge(
+                *[host.get(c) for c in ("host_overhead", "compute", "layout", "collective")]
+            ),
+        }
         units = [(plane.label, {**events.sets(), **host_sets}) for plane, events in devices]
     else:
         name = trace.host_planes[0].label if trace.host_planes else "/host:CPU"
-        units = [(name, {c: host.get(c) for c in ("compute", "layout", "collective", "input", "host_overhead")})]
+        units = [
+            (
+                name,
+                {
+                    c: host.get(c)
+                    for c in ("compute", "layout", "collective", "input", "host_overhead")
+                },
+            )
+        ]
     tracks += [_category_track(name, sets, steps) for name, sets in units]
     if steps.count and steps.method != "none":
         names = np.array([f"step {i}" for i in range(steps.count)], dtype=object)
-        tracks.append(Track("steps", f"steps ({steps.method})", steps.start_ns, steps.end_ns, names,
-                            np.full(steps.count, "", dtype=object)))
+        tracks.append(
+            Track(
+                "steps",
+                f"steps ({steps.method})",
+                steps.start_ns,
+                steps.end_ns,
+                names,
+                np.full(steps.count, "", dtype=object),
+            )
+        )
     return tracks, steps
 
 
@@ -167,12 +205,19 @@ def _host_category(name: str, line_name: str, ops_are_compute: bool) -> str:
 def _event_track(plane, line, cats: np.ndarray) -> Track:
     names = np.array(plane.event_names, dtype=object)[line.name_id]
     order = np.lexsort((-(line.end_ns - line.start_ns), line.start_ns))  # parents before children
-    return Track(plane.label, line.name, line.start_ns[order], line.end_ns[order], names[order],
-                 np.asarray(cats, dtype=object)[order])
+    return Track(
+        plane.label,
+        line.name,
+        line.start_ns[order],
+        line.end_ns[order],
+        names[order],
+        np.asarray(cats, dtype=object)[order],
+    )
 
 
 def _category_track(unit: str, sets: dict[str, iv.IntervalSet], steps: Steps) -> Track:
-    """Each instant of the steps, named for the first category active then (breakdown.py's priority)."""
+    """Each instant of the steps, named for the first category active then (breakdown.py's
+    priority)."""
     inside = iv.union(steps.start_ns, steps.end_ns)
     covered = iv.EMPTY
     parts: list[tuple[str, iv.IntervalSet]] = []
@@ -187,7 +232,9 @@ def _category_track(unit: str, sets: dict[str, iv.IntervalSet], steps: Steps) ->
     names = np.array([c for c, p in parts for _ in range(len(p[0]))], dtype=object)
     order = np.argsort(start, kind="stable")
     names_arr = names[order]
-    return Track(unit, "categories (exclusive)", start[order], end[order], names_arr, names_arr.copy())
+    return Track(
+        unit, "categories (exclusive)", start[order], end[order], names_arr, names_arr.copy()
+    )
 
 
 def _intersect(a: iv.IntervalSet, b: iv.IntervalSet) -> iv.IntervalSet:
@@ -204,18 +251,35 @@ def clock_offset_ns(trace_step_starts: np.ndarray, traced_begins: np.ndarray) ->
     n = min(len(trace_step_starts), len(traced_begins))
     if n == 0:
         return None
-    return int(np.median(np.asarray(traced_begins[:n], np.int64) - np.asarray(trace_step_starts[:n], np.int64)))
+    return int(
+        np.median(
+            np.asarray(traced_begins[:n], np.int64) - np.asarray(trace_step_starts[:n], np.int64)
+        )
+    )
 
 
 def shift(track: Track, offset_ns: int) -> Track:
-    return Track(track.process, track.thread, track.start_ns + offset_ns, track.end_ns + offset_ns,
-                 track.names, track.categories)
+    return Track(
+        track.process,
+        track.thread,
+        track.start_ns + offset_ns,
+        track.end_ns + offset_ns,
+        track.names,
+        track.categories,
+    )
 
 
 # --- a run -------------------------------------------------------------------
 
-def run_timeline(label: str, steps: list[dict], gpu_samples: list[dict], host_samples: list[dict],
-                 steady_window_ns: tuple[int, int] | None, trace: Trace | None = None) -> RunTimeline:
+
+def run_timeline(
+    label: str,
+    steps: list[dict],
+    gpu_samples: list[dict],
+    host_samples: list[dict],
+    steady_window_ns: tuple[int, int] | None,
+    trace: Trace | None = None,
+) -> RunTimeline:
     """Everything on the record's clock. ``steps``, samples: the record's rows."""
     begin = np.array([s["begin_ns"] for s in steps], np.int64)
     end = np.array([s.get("end_ns") or s["begin_ns"] for s in steps], np.int64)
@@ -227,10 +291,19 @@ def run_timeline(label: str, steps: list[dict], gpu_samples: list[dict], host_sa
         if offset is None:
             clock = "trace clock as written (no traced step to align it with the recorded steps)"
         else:
-            clock = (f"trace shifted by {offset} ns onto the record's clock (epoch ns), matching its "
-                     f"{min(trace_steps.count, int(traced.sum()))} steps to the recorded traced steps")
+            clock = (
+                f"trace shifted by {offset} ns onto the record's clock (epoch ns), matching its "
+                f"{min(trace_steps.count, int(traced.sum()))} steps to the recorded traced steps"
+            )
             tracks = [shift(t, offset) for t in tracks]
-    return RunTimeline(label=label, step_begin_ns=begin, step_end_ns=end,
-                       step_num=np.array([s["step"] for s in steps], np.int64), traced=traced,
-                       steady_window_ns=steady_window_ns, series=sample_series(gpu_samples, host_samples),
-                       tracks=tracks, clock=clock)
+    return RunTimeline(
+        label=label,
+        step_begin_ns=begin,
+        step_end_ns=end,
+        step_num=np.array([s["step"] for s in steps], np.int64),
+        traced=traced,
+        steady_window_ns=steady_window_ns,
+        series=sample_series(gpu_samples, host_samples),
+        tracks=tracks,
+        clock=clock,
+    )

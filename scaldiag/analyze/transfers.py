@@ -56,15 +56,16 @@ FRESH_PAGE_NS_PER_BYTE = 0.08
 class CopyTotals:
     """Bytes per step window, by the host memory kind."""
 
-    bytes_per_step: np.ndarray            # [step]
+    bytes_per_step: np.ndarray  # [step]
     bytes_by_kind: dict[str, np.ndarray]  # kind -> [step]
     count_per_step: np.ndarray
-    large_bytes_per_step: np.ndarray      # [step]: in copies of more than MMAP_THRESHOLD_MAX_BYTES each
-    largest_bytes: int = 0                # the largest copy inside the steps
+    large_bytes_per_step: np.ndarray  # [step]: in copies of more than MMAP_THRESHOLD_MAX_BYTES each
+    largest_bytes: int = 0  # the largest copy inside the steps
 
 
-def copies_per_step(starts: np.ndarray, details: list[str | None], direction: str,
-                    ws: np.ndarray, we: np.ndarray) -> CopyTotals:
+def copies_per_step(
+    starts: np.ndarray, details: list[str | None], direction: str, ws: np.ndarray, we: np.ndarray
+) -> CopyTotals:
     """Sum copies by the step window they start in (copies outside any step are left out)."""
     n = len(ws)
     parsed = [parse_memcpy_details(d, direction) for d in details]
@@ -73,16 +74,25 @@ def copies_per_step(starts: np.ndarray, details: list[str | None], direction: st
     sizes = np.array([c.bytes for c in parsed], np.int64)
     kinds = np.array([c.host_kind for c in parsed], dtype=object)
     total = np.bincount(step[inside], weights=sizes[inside], minlength=n)
-    by_kind = {str(k): np.bincount(step[inside & (kinds == k)], weights=sizes[inside & (kinds == k)], minlength=n)
-               for k in set(kinds[inside].tolist())}
+    by_kind = {
+        str(k): np.bincount(
+            step[inside & (kinds == k)], weights=sizes[inside & (kinds == k)], minlength=n
+        )
+        for k in set(kinds[inside].tolist())
+    }
     large = inside & (sizes > MMAP_THRESHOLD_MAX_BYTES)
-    return CopyTotals(total, by_kind, np.bincount(step[inside], minlength=n),
-                      np.bincount(step[large], weights=sizes[large], minlength=n),
-                      int(sizes[inside].max()) if inside.any() else 0)
+    return CopyTotals(
+        total,
+        by_kind,
+        np.bincount(step[inside], minlength=n),
+        np.bincount(step[large], weights=sizes[large], minlength=n),
+        int(sizes[inside].max()) if inside.any() else 0,
+    )
 
 
 def per_step(values: np.ndarray) -> float:
-    """The mean per step of a per-window column, the trace's first window left out when there are more.
+    """The mean per step of a per-window column, the trace's first window left out when there are
+    more.
 
     Loaders that copy ahead (Keras on JAX keeps batches on the device before the step that needs
     them; DataLoader's pin-memory thread; tf.data's prefetch to device) copy the first traced step's
@@ -100,10 +110,10 @@ def per_step(values: np.ndarray) -> float:
 # its own (SD101 and SD102's bound; a 256 x 224 x 224 x 3 uint8 batch is 38 MB).
 HEAVY_BATCH_BYTES = 8 * 2**20
 # Input that costs at most this much host time per byte it delivers (0.5 GB/s or faster) is the host
-# *moving* the batch (slicing, converting, staging: one to a few passes over memory), not computing it.
-# Measured on the 2-core development machine: NumPy slicing a shuffled 50 MB float32 batch 0.19 ns/byte,
-# the same pixels as uint8 0.38 ns/byte; the zoo's Python blur (input_python) 16 ns/byte. On an H200
-# (Keras on JAX) 50 MB float32 batches cost 18.6 ms of input per step: 0.37 ns/byte.
+# *moving* the batch (slicing, converting, staging: one to a few passes over memory), not computing
+# it. Measured on the 2-core development machine: NumPy slicing a shuffled 50 MB float32 batch 0.19
+# ns/byte, the same pixels as uint8 0.38 ns/byte; the zoo's Python blur (input_python) 16 ns/byte.
+# On an H200 (Keras on JAX) 50 MB float32 batches cost 18.6 ms of input per step: 0.37 ns/byte.
 HANDOVER_MAX_NS_PER_BYTE = 2.0
 
 
@@ -112,9 +122,9 @@ class Handover:
     """A heavy batch whose input time is what moving its bytes costs: the host side of the copy."""
 
     bytes_per_step: float
-    input_ms: float        # exclusive input time per step: slicing, converting, handing over
-    copy_ms: float         # exclusive host-to-device copy time per step
-    ns_per_byte: float     # input time per byte copied
+    input_ms: float  # exclusive input time per step: slicing, converting, handing over
+    copy_ms: float  # exclusive host-to-device copy time per step
+    ns_per_byte: float  # input time per byte copied
 
     @property
     def ms(self) -> float:
@@ -122,7 +132,8 @@ class Handover:
 
 
 def handover(bytes_per_step: float, input_ms: float, copy_ms: float) -> Handover | None:
-    """The step's input read as the host side of a heavy copy, or None (light batch, or costly per byte)."""
+    """The step's input read as the host side of a heavy copy, or None (light batch, or costly per
+    byte)."""
     if bytes_per_step < HEAVY_BATCH_BYTES:
         return None
     ns_per_byte = input_ms * 1e6 / bytes_per_step

@@ -53,7 +53,9 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
 
 def _from_the_script(path: str, hook):
     """An uncaught exception's traceback as ``python SCRIPT`` prints it: from the script's first
-    frame, without the bootstrap's and runpy's before it. A hook the script installs replaces this."""
+    frame, without the bootstrap's and runpy's before it. A hook the script installs replaces this.
+    """
+
     def excepthook(kind, value, tb):
         first = tb
         while first is not None and first.tb_frame.f_code.co_filename != path:
@@ -65,6 +67,7 @@ def _from_the_script(path: str, hook):
         except Exception:
             pass
         hook(kind, value, first)
+
     return excepthook
 
 
@@ -72,7 +75,9 @@ def main() -> None:
     if len(sys.argv) < 2:
         raise SystemExit("usage: python -m scaldiag.collect.bootstrap SCRIPT [ARGS...]")
     script = sys.argv[1]
-    torch_hooks.exec_torchrun(script, sys.argv[2:])  # profile --nproc-per-node: one bootstrap per rank
+    torch_hooks.exec_torchrun(
+        script, sys.argv[2:]
+    )  # profile --nproc-per-node: one bootstrap per rank
     torch_hooks.enter_rank_dir()
     sys.argv = sys.argv[1:]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
@@ -81,7 +86,8 @@ def main() -> None:
     append_mark(os.environ.get(RUN_DIR_ENV), "script_begin")
     ended: BaseException | None = None
     try:
-        # Absolute, as ``python SCRIPT`` sets it (3.9+): a script that changes directory still finds its files.
+        # Absolute, as ``python SCRIPT`` sets it (3.9+): a script that changes directory still finds
+        # its files.
         runpy.run_path(os.path.abspath(script), run_name="__main__")
     except BaseException as exc:
         ended = exc
@@ -89,7 +95,9 @@ def main() -> None:
     finally:
         adapters.finish()
         append_mark(os.environ.get(RUN_DIR_ENV), "script_end")
-        torch_hooks.record_rank_outcome(torch_hooks.rank_outcome(ended))  # a torchrun rank > 0: its own end
+        torch_hooks.record_rank_outcome(
+            torch_hooks.rank_outcome(ended)
+        )  # a torchrun rank > 0: its own end
 
 
 if __name__ == "__main__":

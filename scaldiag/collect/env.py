@@ -5,12 +5,18 @@ below capture, which may not import it, are named where they are read: ``SCALDIA
 (native.py), ``SCALDIAG_DECODE_WORKERS`` (readers/xplane/read.py), ``SCALDIAG_CALIBRATION``
 (analyze/interconnect.py).)"""
 
-RUN_DIR_ENV = "SCALDIAG_RUN_DIR"             # the run directory the child records into
-NUM_GPUS_ENV = "SCALDIAG_NUM_GPUS"           # a sweep point's device count, for the user's script
-EMULATE_ENV = "SCALDIAG_EMULATE_DEVICES"     # split the CPU into N logical devices (profile --emulate)
-GLOBAL_BATCH_ENV = "SCALDIAG_GLOBAL_BATCH"       # samples per step, when the data cannot tell (profile --global-batch)
+RUN_DIR_ENV = "SCALDIAG_RUN_DIR"  # the run directory the child records into
+NUM_GPUS_ENV = "SCALDIAG_NUM_GPUS"  # a sweep point's device count, for the user's script
+EMULATE_ENV = "SCALDIAG_EMULATE_DEVICES"  # split the CPU into N logical devices (profile --emulate)
+GLOBAL_BATCH_ENV = (  # samples per step, when the data cannot tell (profile --global-batch)
+    "SCALDIAG_GLOBAL_BATCH"
+)
 HOST_TRACER_LEVEL_ENV = "SCALDIAG_HOST_TRACER_LEVEL"  # JAX profiler host tracer level (default 2)
-INPUT_FREE_ENV = "SCALDIAG_INPUT_FREE"           # 0: skip the input-free step measured after training
+INPUT_FREE_ENV = "SCALDIAG_INPUT_FREE"  # 0: skip the input-free step measured after training
 TORCHRUN_ENV = "SCALDIAG_TORCHRUN"  # nproc-per-node: the child re-runs the bootstrap under torchrun
-RUN_ROOT_ENV = "SCALDIAG_RUN_ROOT"  # a torchrun job's run directory; ranks > 0 record in RUN_ROOT/rank<R>
-TEARDOWN_ENV = "TEARDOWN_CUPTI"     # Kineto's own, read when the profiler stops (collect/frameworks/torch_trace.py)
+RUN_ROOT_ENV = (  # a torchrun job's run directory; ranks > 0 record in RUN_ROOT/rank<R>
+    "SCALDIAG_RUN_ROOT"
+)
+TEARDOWN_ENV = (  # Kineto's own, read when the profiler stops (collect/frameworks/torch_trace.py)
+    "TEARDOWN_CUPTI"
+)

@@ -19,35 +19,46 @@ from scaldiag.record.rundir import JsonlWriter
 
 PERIOD_S = 0.1  # 10 Hz: CPU percentages need a window to mean anything
 # Look for new workers once a second (ticks): on Linux by listing /proc (it grows with the machine's
-# processes: beside a JAX training on the H200 host, 186 processes, a look cost 0.43 ms of CPU, more than
-# the rest of a tick: bench/gpu/host_tick_probe.py), elsewhere by psutil's rescan, which reads every
-# process. A worker is counted from its first second on.
+# processes: beside a JAX training on the H200 host, 186 processes, a look cost 0.43 ms of CPU, more
+# than the rest of a tick: bench/gpu/host_tick_probe.py), elsewhere by psutil's rescan, which reads
+# every process. A worker is counted from its first second on.
 LOOK_EVERY = 10
 PROC = "/proc"
-STAT_BYTES = 4096  # a /proc/PID/stat line is a few hundred bytes (52 numbers; the command name at most 16)
+STAT_BYTES = (
+    4096  # a /proc/PID/stat line is a few hundred bytes (52 numbers; the command name at most 16)
+)
 
 
 class HostSampler:
     def __init__(self, writer: JsonlWriter, pid: int):
         self._writer = writer
         descendants = Descendants.of(pid)
-        self._tree = ProcTree(descendants) if descendants is not None and read_stat(pid) else PsutilTree(pid)
+        self._tree = (
+            ProcTree(descendants) if descendants is not None and read_stat(pid) else PsutilTree(pid)
+        )
         self._cores = ProcCores.or_psutil()
         self.sampler = PeriodicSampler("host", PERIOD_S, self._tick)
 
     def _tick(self) -> None:
         cpu_pct, threads, rss, processes = self._tree.totals()
-        self._writer.write({"t_ns": time.time_ns(), "core_pct": self._cores(),
-                            "proc_cpu_pct": cpu_pct, "proc_threads": threads, "proc_rss_bytes": rss,
-                            "processes": processes})
+        self._writer.write(
+            {
+                "t_ns": time.time_ns(),
+                "core_pct": self._cores(),
+                "proc_cpu_pct": cpu_pct,
+                "proc_threads": threads,
+                "proc_rss_bytes": rss,
+                "processes": processes,
+            }
+        )
 
 
 class ProcCores:
     """Each core's busy % since the last call, from one read of /proc/stat (Linux), as psutil's
     ``cpu_percent(percpu=True)`` computes it: each field's delta at least 0 (a core's iowait may go
     back: proc(5)), busy is user + nice + system + irq + softirq + steal (guest time is inside user
-    and nice), idle is idle + iowait, rounded to 0.1. psutil builds named tuples of ten fields a core,
-    twice, for the same: its part of a tick grows with the cores, which a GPU host has many of
+    and nice), idle is idle + iowait, rounded to 0.1. psutil builds named tuples of ten fields a
+    core, twice, for the same: its part of a tick grows with the cores, which a GPU host has many of
     (bench/host_tree/run.py)."""
 
     def __init__(self):
@@ -56,7 +67,8 @@ class ProcCores:
 
     @classmethod
     def or_psutil(cls):
-        """A callable giving the per-core list: this, or psutil's where /proc/stat cannot be read."""
+        """A callable giving the per-core list: this, or psutil's where /proc/stat cannot be read.
+        """
         try:
             return cls()
         except (OSError, ValueError, IndexError):
@@ -81,7 +93,8 @@ class ProcCores:
 
 
 def _core_times(data: bytes) -> list[tuple[int, ...]]:
-    """The first eight fields (user ... steal, clock ticks) of each core's ``cpuN`` line of /proc/stat
+    """The first eight fields (user ... steal, clock ticks) of each core's ``cpuN`` line of
+    /proc/stat
     (proc(5))."""
     cores = []
     for line in data.split(b"\n")[1:]:  # (the first line is all cores together)
@@ -119,7 +132,9 @@ class ProcTree:
         for pid in self._pids:
             file = files.pop(pid, None) or _ProcFile.of(f"{PROC}/{pid}/stat")
             stat = _parse_stat(file.read(STAT_BYTES)) if file is not None else None
-            if stat is None:  # it ended: it leaves the tree for good (its PID may be given to another process)
+            if (
+                stat is None
+            ):  # it ended: it leaves the tree for good (its PID may be given to another process)
                 if file is not None:
                     file.close()
                 self._descendants.forget(pid)
@@ -130,7 +145,9 @@ class ProcTree:
             threads += n_threads
             rss += rss_bytes
             before = last.get(pid)
-            if before is not None and before[0] == start and now > before[2]:  # (a first sight counts 0, as psutil's)
+            if (
+                before is not None and before[0] == start and now > before[2]
+            ):  # (a first sight counts 0, as psutil's)
                 cpu_pct += 100.0 * (cpu_s - before[1]) / (now - before[2])
             self._last[pid] = (start, cpu_s, now)
         for file in files.values():
@@ -140,12 +157,13 @@ class ProcTree:
 
 
 class _ProcFile:
-    """A /proc file kept open and read again from its start (``pread``): the kernel makes its text afresh
-    at each read from offset 0, and the path lookup, the open and Python's file object are saved (on the
-    2-core machine /proc/stat 34 -> 13 us a read, /proc/PID/stat 28 -> 6 us). A process's file read
-    after the process ended gives an error, never another process's text: the descriptor holds on to
-    the process (and ``ProcTree`` then drops its PID for good, so that a process given the PID later is
-    not taken for it)."""
+    """A /proc file kept open and read again from its start (``pread``): the kernel makes its text
+    afresh
+    at each read from offset 0, and the path lookup, the open and Python's file object are saved (on
+    the 2-core machine /proc/stat 34 -> 13 us a read, /proc/PID/stat 28 -> 6 us). A process's file
+    read after the process ended gives an error, never another process's text: the descriptor holds
+    on to the process (and ``ProcTree`` then drops its PID for good, so that a process given the PID
+    later is not taken for it)."""
 
     __slots__ = ("fd",)
 
@@ -160,14 +178,16 @@ class _ProcFile:
             return None
 
     def read(self, size: int = 1 << 16) -> bytes:
-        """The first ``size`` bytes of the file's text now; empty where it cannot be read (a process gone)."""
+        """The first ``size`` bytes of the file's text now; empty where it cannot be read (a process
+        gone)."""
         try:
             return os.pread(self.fd, size, 0)
         except OSError:
             return b""
 
     def read_all(self) -> bytes:
-        """All of the file's text now (a read as long as it asked for may have left some: ask for more)."""
+        """All of the file's text now (a read as long as it asked for may have left some: ask for
+        more)."""
         size = 1 << 16
         data = self.read(size)
         while len(data) == size:
@@ -188,7 +208,8 @@ class _ProcFile:
 
 
 class PsutilTree:
-    """The same with psutil, where /proc cannot be read (not Linux): the tree rescanned once a second."""
+    """The same with psutil, where /proc cannot be read (not Linux): the tree rescanned once a
+    second."""
 
     def __init__(self, pid: int):
         self._pid = pid
@@ -210,7 +231,9 @@ class PsutilTree:
                 except psutil.Error:
                     continue
             tree.append(proc)
-        self._processes = {proc.pid: proc for proc in tree}  # the processes that ended are forgotten
+        self._processes = {
+            proc.pid: proc for proc in tree
+        }  # the processes that ended are forgotten
         self._tree = tree
         return tree
 
@@ -237,11 +260,13 @@ def _psutil_tree(pid: int) -> list[int]:
 
 
 class Descendants:
-    """A process and its descendants, kept up to date from the processes that appeared in /proc since
+    """A process and its descendants, kept up to date from the processes that appeared in /proc
+    since
     the last look (Linux): each new one's parent is read from /proc/PID/stat, and it joins if that
-    parent is a member. psutil's ``children(recursive=True)`` reads every process's stat file instead:
-    2.7 ms a scan with 65 processes on the 2-core machine, 22x an update (bench/host_tree/run.py). The
-    sampler looks once a second (``LOOK_EVERY``), as it rescanned with psutil before."""
+    parent is a member. psutil's ``children(recursive=True)`` reads every process's stat file
+    instead: 2.7 ms a scan with 65 processes on the 2-core machine, 22x an update
+    (bench/host_tree/run.py). The sampler looks once a second (``LOOK_EVERY``), as it rescanned with
+    psutil before."""
 
     def __init__(self, root: int, members: list[int], seen: set[int]):
         self.root = root
@@ -255,7 +280,9 @@ class Descendants:
             seen = _pids()
         except OSError:
             return None
-        return cls(root, _psutil_tree(root) or [root], seen)  # the processes already there: found once
+        return cls(
+            root, _psutil_tree(root) or [root], seen
+        )  # the processes already there: found once
 
     def forget(self, pid: int) -> None:
         """``pid`` has ended: a process given the same PID before the next look is not a member (a
@@ -270,7 +297,9 @@ class Descendants:
         new, self._seen = sorted(pids - self._seen), pids
         parents = {pid: _parent(pid) for pid in new}
         joined = True
-        while joined:  # parents first: PIDs grow (and a wrapped-around child waits for a later round)
+        while (
+            joined
+        ):  # parents first: PIDs grow (and a wrapped-around child waits for a later round)
             joined = False
             for pid in new:
                 if pid not in self.members and parents[pid] in self.members:
@@ -290,10 +319,11 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _stat_fields(data: bytes) -> list[bytes] | None:
-    """The fields of a /proc/PID/stat text from field 3 on (proc(5); after the command name, which may
+    """The fields of a /proc/PID/stat text from field 3 on (proc(5); after the command name, which
+    may
     hold spaces and parentheses: its last ')' ends it), or None where there is none."""
     end = data.rfind(b")")
-    return data[end + 2:].split() if end >= 0 else None
+    return data[end + 2 :].split() if end >= 0 else None
 
 
 def _read(path: str) -> bytes:
@@ -305,12 +335,17 @@ def _read(path: str) -> bytes:
 
 
 def _parse_stat(data: bytes) -> tuple[int, float, int, int] | None:
-    """(start time in clock ticks, user + system CPU seconds, threads, RSS bytes) of a process from its
+    """(start time in clock ticks, user + system CPU seconds, threads, RSS bytes) of a process from
+    its
     /proc/PID/stat text (fields 22, 14 + 15, 20, 24); None where the text has none."""
     fields = _stat_fields(data)
     try:
-        return (int(fields[19]), (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS, int(fields[17]),
-                int(fields[21]) * _PAGE_BYTES)
+        return (
+            int(fields[19]),
+            (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS,
+            int(fields[17]),
+            int(fields[21]) * _PAGE_BYTES,
+        )
     except (TypeError, ValueError, IndexError):
         return None
 
@@ -327,4 +362,3 @@ def _parent(pid: int) -> int:
         return int(fields[1])
     except (TypeError, ValueError, IndexError):
         return -1
-

@@ -35,57 +35,96 @@ from scaldiag.collect.session import start_run_json
 from scaldiag.record.rundir import RUN_JSON, STEPS, update_run
 from scaldiag.sanitize import line as shown
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent: the terminal's, to its foreground group
+FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+SI_KERNEL = (
+    0x80  # siginfo si_code of a signal the kernel sent: the terminal's, to its foreground group
+)
 PR_SET_PDEATHSIG = 1
 DEATH_SIGNAL = signal.SIGTERM
-# One sender often signals twice in a row (GNU timeout: scaldiag's pid, then its group): forwarded once.
+# One sender often signals twice in a row (GNU timeout: scaldiag's pid, then its group): forwarded
+# once.
 FORWARD_COALESCE_S = 1.0
 
 
-def uncaptured_command(script: str, script_args: list[str], nproc_per_node: int | None = None) -> list[str]:
+def uncaptured_command(
+    script: str, script_args: list[str], nproc_per_node: int | None = None
+) -> list[str]:
     """The launch ``profile`` would have made, without capture: ``python SCRIPT ARGS``, or under
-    ``--nproc-per-node N`` the same ``torchrun --standalone`` (a DDP script needs RANK and its peers)."""
+    ``--nproc-per-node N`` the same ``torchrun --standalone`` (a DDP script needs RANK and its
+    peers).
+    """
     if nproc_per_node:
         return torchrun.command(script, script_args, nproc_per_node, capture=False)
     return [sys.executable, script, *script_args]
 
 
-def launch(run_dir: Path, script: str, script_args: list[str], nvml=None, env: dict | None = None,
-           stdout: int | None = None, progress_every_s: float | None = None, command: list[str] | None = None,
-           run_fields: dict | None = None) -> int:
-    """Run ``python SCRIPT ARGS`` under capture; returns the script's exit code (negative: killed by signal).
+def launch(
+    run_dir: Path,
+    script: str,
+    script_args: list[str],
+    nvml=None,
+    env: dict | None = None,
+    stdout: int | None = None,
+    progress_every_s: float | None = None,
+    command: list[str] | None = None,
+    run_fields: dict | None = None,
+) -> int:
+    """Run ``python SCRIPT ARGS`` under capture; returns the script's exit code (negative: killed by
+    signal).
 
-    ``env``: variables to set for the script on top of ours (a sweep's GPU subset).
-    ``stdout``: where the script's standard output goes (default: ours; ``profile --json -``
-    sends it to stderr, so that stdout holds the JSON alone).
-    ``progress_every_s``: a line on stderr that often, with the steps recorded so far (None: none).
-    ``command``: what to start instead of the bootstrap (a multi-node torchrun launch whose ranks run it:
-    ``multinode.torchrun_command``); ``run_fields``: more of run.json (the node's place in the job).
-    Call from the main thread: signals are handled there, and the child's
-    death signal follows the thread that started it.
+    ``env``: variables to set for the script on top of ours (a sweep's GPU subset). ``stdout``:
+    where the script's standard output goes (default: ours; ``profile --json -`` sends it to stderr,
+    so that stdout holds the JSON alone). ``progress_every_s``: a line on stderr that often, with
+    the steps recorded so far (None: none). ``command``: what to start instead of the bootstrap (a
+    multi-node torchrun launch whose ranks run it: ``multinode.torchrun_command``); ``run_fields``:
+    more of run.json (the node's place in the job). Call from the main thread: signals are handled
+    there, and the child's death signal follows the thread that started it.
     """
     command = command or [sys.executable, "-m", "scaldiag.collect.bootstrap", script, *script_args]
-    recording = _try(lambda: start_run_json(run_dir, [sys.executable, script, *script_args]), RUN_JSON)
+    recording = _try(
+        lambda: start_run_json(run_dir, [sys.executable, script, *script_args]), RUN_JSON
+    )
     if recording:
         _try(lambda: update_run(run_dir, launcher_pid=os.getpid(), **(run_fields or {})), RUN_JSON)
     env = {**os.environ, **(env or {})}
     if recording:
         env[RUN_DIR_ENV] = str(run_dir)
     else:
-        print(f"scaldiag: cannot record into {shown(run_dir)}: the script runs without capture", file=sys.stderr)
+        print(
+            f"scaldiag: cannot record into {shown(run_dir)}: the script runs without capture",
+            file=sys.stderr,
+        )
     watch = _can_watch_signals()
     own_group = watch and not _controlling_terminal()
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, (*FORWARDED, signal.SIGCHLD)) if watch else None
+    old_mask = (
+        signal.pthread_sigmask(signal.SIG_BLOCK, (*FORWARDED, signal.SIGCHLD)) if watch else None
+    )
     try:
-        child = subprocess.Popen(command, env=env, stdout=stdout,
-                                 preexec_fn=_child_setup(old_mask, os.getpid(), own_group))
+        child = subprocess.Popen(
+            command,
+            env=env,
+            stdout=stdout,
+            preexec_fn=_child_setup(old_mask, os.getpid(), own_group),
+        )
         samplers = _start_samplers(run_dir, child.pid, nvml, env) if recording else None
         try:
-            progress = _Progress(run_dir / STEPS, progress_every_s) if progress_every_s and recording else None
+            progress = (
+                _Progress(run_dir / STEPS, progress_every_s)
+                if progress_every_s and recording
+                else None
+            )
             code, received = _wait_forwarding(child, progress) if watch else _wait_plain(child)
         finally:
-            if child.poll() is None:  # only if scaldiag itself failed: the script still decides when it ends
+            if (
+                child.poll() is None
+            ):  # only if scaldiag itself failed: the script still decides when it ends
                 code, received = child.wait(), []
     finally:
         if watch:
@@ -102,8 +141,11 @@ def _try(write, what: str) -> bool:
         write()
         return True
     except OSError as exc:
-        print(f"scaldiag: cannot write {shown(what)} ({shown(exc.strerror or exc)}); the run goes on, its record is incomplete",
-              file=sys.stderr)
+        print(
+            f"scaldiag: cannot write {shown(what)} ({shown(exc.strerror or exc)}); the run goes on,"
+            " its record is incomplete",
+            file=sys.stderr,
+        )
         return False
 
 
@@ -112,7 +154,9 @@ def _start_samplers(run_dir: Path, pid: int, nvml, env: dict) -> Samplers | None
         samplers = Samplers(run_dir, pid, nvml=nvml, env=env)
         samplers.start()
         return samplers
-    except Exception as exc:  # no samples is a gap in the evidence, never a reason to stop the script
+    except (
+        Exception
+    ) as exc:  # no samples is a gap in the evidence, never a reason to stop the script
         print(f"scaldiag: no host or GPU samples ({type(exc).__name__}: {exc})", file=sys.stderr)
         return None
 
@@ -127,8 +171,13 @@ def _finalise(run_dir: Path, code: int, received: list[int], samplers: Samplers 
             missing = [f"samplers: could not be stopped cleanly ({type(exc).__name__}: {exc})"]
     else:
         missing = ["samplers: did not start; no host or GPU samples"]
-    fields = {"status": _status(code, received), "exit_code": code, "ended_ns": time.time_ns(), "samplers": stats,
-              **host_costs.run_fields()}  # after the script: it competes with nothing
+    fields = {
+        "status": _status(code, received),
+        "exit_code": code,
+        "ended_ns": time.time_ns(),
+        "samplers": stats,
+        **host_costs.run_fields(),
+    }  # after the script: it competes with nothing
     if code < 0:
         fields["signal"] = _signal_name(-code)
     if received:
@@ -138,6 +187,7 @@ def _finalise(run_dir: Path, code: int, received: list[int], samplers: Samplers 
         def ended(run: dict) -> dict:
             old = run.get("missing") if isinstance(run.get("missing"), list) else []
             return {**run, "missing": old + missing, **fields}
+
         update_run(run_dir, ended)
 
     _try(write, f"run.json (the run stays marked 'running'; exit code {code})")
@@ -157,7 +207,8 @@ def _libc():
 
 
 def _controlling_terminal() -> bool:
-    """Whether scaldiag has a controlling terminal (then the script shares its process group, as under a shell)."""
+    """Whether scaldiag has a controlling terminal (then the script shares its process group, as
+    under a shell)."""
     try:
         fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
     except OSError:
@@ -167,7 +218,8 @@ def _controlling_terminal() -> bool:
 
 
 def _child_setup(mask, parent_pid: int, own_group: bool):
-    """What the child does between fork and exec: the parent's signal mask back, and die with the parent."""
+    """What the child does between fork and exec: the parent's signal mask back, and die with the
+    parent."""
     libc = _libc()  # loaded before the fork
 
     def setup() -> None:
@@ -179,6 +231,7 @@ def _child_setup(mask, parent_pid: int, own_group: bool):
             libc.prctl(PR_SET_PDEATHSIG, int(DEATH_SIGNAL), 0, 0, 0)
             if os.getppid() != parent_pid:  # the parent died before prctl took effect
                 os.kill(os.getpid(), DEATH_SIGNAL)
+
     return setup
 
 
@@ -201,16 +254,21 @@ class _Progress:
                 new = f.read()
         except OSError:
             return
-        complete = new[:new.rfind(b"\n") + 1]
+        complete = new[: new.rfind(b"\n") + 1]
         self.offset += len(complete)
         self.steps += step_count(complete)
         (then, before), self.last = self.last, (now, self.steps)
         rate = (self.steps - before) / (now - then) if now > then else 0.0
-        print(f"scaldiag: {self.steps:,} steps recorded ({rate:.1f} steps/s lately)", file=sys.stderr, flush=True)
+        print(
+            f"scaldiag: {self.steps:,} steps recorded ({rate:.1f} steps/s lately)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def step_count(lines: bytes) -> int:
-    """Steps in complete steps.jsonl lines: one a row, a block's bounds less one (collect/recorder.py)."""
+    """Steps in complete steps.jsonl lines: one a row, a block's bounds less one
+    (collect/recorder.py)."""
     count = 0
     for line in lines.splitlines():
         at = line.find(b'"bounds_ns":[')
@@ -218,8 +276,11 @@ def step_count(lines: bytes) -> int:
     return count
 
 
-def _wait_forwarding(child: subprocess.Popen, progress: _Progress | None = None) -> tuple[int, list[int]]:
-    """Wait for the child; forward the signals scaldiag receives (the signals are blocked: taken here)."""
+def _wait_forwarding(
+    child: subprocess.Popen, progress: _Progress | None = None
+) -> tuple[int, list[int]]:
+    """Wait for the child; forward the signals scaldiag receives (the signals are blocked: taken
+    here)."""
     received: list[int] = []
     forwarded_at: dict[int, float] = {}
     watched = (*FORWARDED, signal.SIGCHLD)
@@ -231,14 +292,18 @@ def _wait_forwarding(child: subprocess.Popen, progress: _Progress | None = None)
             progress.tick()
         try:
             info = signal.sigtimedwait(watched, 0.5)
-        except KeyboardInterrupt:  # SIGINT caught by a thread that did not block it: the terminal's, likely
+        except (
+            KeyboardInterrupt
+        ):  # SIGINT caught by a thread that did not block it: the terminal's, likely
             received.append(signal.SIGINT)
             continue
         if info is None or info.si_signo == signal.SIGCHLD:
             continue
         sig = info.si_signo
         received.append(sig)
-        if info.si_code == SI_KERNEL:  # the terminal sent it to the whole foreground group: the script has it
+        if (
+            info.si_code == SI_KERNEL
+        ):  # the terminal sent it to the whole foreground group: the script has it
             continue
         now = time.monotonic()
         if now - forwarded_at.get(sig, -FORWARD_COALESCE_S) < FORWARD_COALESCE_S:
@@ -251,7 +316,8 @@ def _wait_forwarding(child: subprocess.Popen, progress: _Progress | None = None)
 
 
 def _wait_plain(child: subprocess.Popen) -> tuple[int, list[int]]:
-    """Without sigtimedwait (not Linux, not the main thread): Ctrl-C reached the child too; wait for it."""
+    """Without sigtimedwait (not Linux, not the main thread): Ctrl-C reached the child too; wait for
+    it."""
     received: list[int] = []
     while True:
         try:
@@ -261,7 +327,8 @@ def _wait_plain(child: subprocess.Popen) -> tuple[int, list[int]]:
 
 
 def _drain(signals: tuple) -> None:
-    """Take the signals still pending (a late duplicate), so unblocking them does not kill scaldiag."""
+    """Take the signals still pending (a late duplicate), so unblocking them does not kill scaldiag.
+    """
     while signal.sigtimedwait(signals, 0) is not None:
         pass
 

@@ -1,4 +1,5 @@
-"""Jobs that span machines: which node this ``scaldiag profile`` runs on, and the launch that joins the others.
+"""Jobs that span machines: which node this ``scaldiag profile`` runs on, and the launch that joins
+the others.
 
 Every node runs its own ``scaldiag profile`` and writes its own run directory,
 named by host and node rank (``<time>-<script>-<host>-node<K>``), so that
@@ -38,11 +39,12 @@ class Node:
     nnodes: int
     node_rank: int
     host: str
-    launcher: str                      # where nnodes and node_rank came from: torchrun, slurm, tf_config, jax
-    rdzv_endpoint: str | None = None   # torchrun only: HOST:PORT
+    launcher: str  # where nnodes and node_rank came from: torchrun, slurm, tf_config, jax
+    rdzv_endpoint: str | None = None  # torchrun only: HOST:PORT
     nproc_per_node: int | None = None  # torchrun only
-    # The kernel this node runs on (its boot id) and its network stack (the network namespace): nodes
-    # that share both talk through that kernel's loopback, over no network (SD209 is not judged then).
+    # The kernel this node runs on (its boot id) and its network stack (the network namespace):
+    # nodes that share both talk through that kernel's loopback, over no network (SD209 is not
+    # judged then).
     boot_id: str | None = None
     net_ns: str | None = None
 
@@ -55,12 +57,20 @@ class NodeError(ValueError):
     """The node's place in the job is given inconsistently."""
 
 
-def detect(environ, nnodes: int | None = None, node_rank: int | None = None, rdzv_endpoint: str | None = None,
-           nproc_per_node: int | None = None, host: str | None = None) -> Node | None:
+def detect(
+    environ,
+    nnodes: int | None = None,
+    node_rank: int | None = None,
+    rdzv_endpoint: str | None = None,
+    nproc_per_node: int | None = None,
+    host: str | None = None,
+) -> Node | None:
     """This node's place in a multi-node job, or None for a job on one machine."""
     host = host or socket.gethostname()
     if nnodes is not None or node_rank is not None or rdzv_endpoint is not None:
-        return replace(_torchrun(nnodes, node_rank, rdzv_endpoint, nproc_per_node, host), **kernel())
+        return replace(
+            _torchrun(nnodes, node_rank, rdzv_endpoint, nproc_per_node, host), **kernel()
+        )
     for found in (_slurm(environ), _tf_config(environ), _jax(environ)):
         if found is not None:
             nodes, rank, launcher = found
@@ -83,9 +93,14 @@ def kernel() -> dict:
 
 def _torchrun(nnodes, node_rank, endpoint, nproc, host) -> Node:
     if nnodes is None or node_rank is None or not endpoint:
-        raise NodeError("a multi-node launch needs --nnodes N, --node-rank K and --rdzv-endpoint HOST:PORT together")
+        raise NodeError(
+            "a multi-node launch needs --nnodes N, --node-rank K and --rdzv-endpoint HOST:PORT"
+            " together"
+        )
     if not 0 <= node_rank < nnodes:
-        raise NodeError(f"--node-rank {node_rank} is not one of the {nnodes} nodes (0..{nnodes - 1})")
+        raise NodeError(
+            f"--node-rank {node_rank} is not one of the {nnodes} nodes (0..{nnodes - 1})"
+        )
     address, _, port = endpoint.rpartition(":")
     if not address or not port.isdigit() or not 0 < int(port) < 65536:
         raise NodeError(f"--rdzv-endpoint must be HOST:PORT, not {endpoint!r}")
@@ -105,11 +120,14 @@ def _slurm(environ) -> tuple[int, int, str] | None:
 
 
 def _tf_config(environ) -> tuple[int, int, str] | None:
-    """TF_CONFIG: the chief (if any) then the workers, as MultiWorkerMirroredStrategy numbers its tasks."""
+    """TF_CONFIG: the chief (if any) then the workers, as MultiWorkerMirroredStrategy numbers its
+    tasks."""
     try:
         config = json.loads(environ.get("TF_CONFIG") or "null")
         cluster, task = config["cluster"], config["task"]
-        order = [(kind, i) for kind in ("chief", "worker") for i in range(len(cluster.get(kind) or []))]
+        order = [
+            (kind, i) for kind in ("chief", "worker") for i in range(len(cluster.get(kind) or []))
+        ]
         return len(order), order.index((task["type"], int(task["index"]))), "tf_config"
     except (TypeError, KeyError, ValueError, AttributeError, json.JSONDecodeError):
         return None
@@ -127,7 +145,8 @@ def run_dir_label(stem: str, node: Node) -> str:
 
 
 def torchrun_command(node: Node, script: str, script_args: list[str]) -> list[str]:
-    """torchrun's multi-node launch, each rank running the bootstrap (rank R > 0 records in RUN_DIR/rank<R>)."""
+    """torchrun's multi-node launch, each rank running the bootstrap (rank R > 0 records in
+    RUN_DIR/rank<R>)."""
     return torchrun.command(script, script_args, node.nproc_per_node, node)
 
 
@@ -136,8 +155,9 @@ def uncaptured_torchrun(node: Node, script: str, script_args: list[str]) -> list
     return torchrun.command(script, script_args, node.nproc_per_node, node, capture=False)
 
 
-# The intra-node reference: gloo all-reduces of the job's gradient bytes between two local processes,
-# after the script. Five timed after two warm-up ones: enough for a median; each costs tens of ms.
+# The intra-node reference: gloo all-reduces of the job's gradient bytes between two local
+# processes, after the script. Five timed after two warm-up ones: enough for a median; each costs
+# tens of ms.
 INTRA_NODE_REPEATS = 5
 INTRA_NODE_TIMEOUT_S = 120
 
@@ -151,16 +171,32 @@ def record_intra_node(run_dir, timeout_s: float = INTRA_NODE_TIMEOUT_S) -> str |
     from scaldiag.record.rundir import INVENTORY_JSON, read_json, update_run
 
     gpus = read_json(Path(run_dir), INVENTORY_JSON).get("gpus")
-    if isinstance(gpus, list) and gpus:  # NCCL over NVLink/PCIe inside the node, not gloo over loopback
-        return "a GPU node: its intra-node link is NVLink or PCIe, not measured here (docs/multinode.md)"
+    if (
+        isinstance(gpus, list) and gpus
+    ):  # NCCL over NVLink/PCIe inside the node, not gloo over loopback
+        return (
+            "a GPU node: its intra-node link is NVLink or PCIe, not measured here"
+            " (docs/multinode.md)"
+        )
     nbytes = _parameter_bytes(Path(run_dir))
     if not nbytes:
         return "no gradient bytes recorded (training.json parameter_bytes)"
     try:
         # The job's interface joins the nodes; the reference stays inside this one.
         env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
-        done = subprocess.run([sys.executable, "-m", "scaldiag.collect.frameworks.torch_allreduce", str(nbytes),
-                               str(INTRA_NODE_REPEATS)], capture_output=True, timeout=timeout_s, check=False, env=env)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "scaldiag.collect.frameworks.torch_allreduce",
+                str(nbytes),
+                str(INTRA_NODE_REPEATS),
+            ],
+            capture_output=True,
+            timeout=timeout_s,
+            check=False,
+            env=env,
+        )
         result = json.loads(done.stdout or b"null")
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
         return f"the intra-node all-reduce could not be measured ({type(exc).__name__})"

@@ -7,14 +7,16 @@ loop: bench/results/gpu_h200/nvml_sampling_probe.md, the probe now
 and tick (bench/results/gpu_h200/sampler.md: about 70 us per GPU row beyond those loop
 costs); the rates below follow from that and from how fast each value changes:
 
-| every      | rate    | reads                                                              | CPU/call |
+| every      | rate    | reads                                                              |
+CPU/call |
 |------------|---------|--------------------------------------------------------------------|----------|
-| 2 ticks    | 10 Hz   | SM clock, clocks-event (throttle) reasons, instant power           | 1-2 us   |
-| 4 ticks    | 5 Hz    | memory used; utilisation (the driver updates it every 200 ms: its sample buffer's spacing) | 1-5 us |
-| adaptive   | 1-20 Hz | PCIe TX/RX byte counters (one field-values call for both)          | 0.33 ms  |
-| 20 ticks   | 1 Hz    | PCIe link generation and width now (they drop when idle)           | <0.02 ms |
-| 100 ticks  | 0.2 Hz  | NVLink data TX/RX counters, all links (64-bit: no wrap)            | ~1.5 ms (2x H200) |
-| 200 ticks  | 0.1 Hz  | cumulative time held down per clocks-event reason (ns counters)    | 0.84 ms  |
+| 2 ticks    | 10 Hz   | SM clock, clocks-event (throttle) reasons, instant power           | 1-2 us
+| | 4 ticks    | 5 Hz    | memory used; utilisation (the driver updates it every 200 ms: its sample
+buffer's spacing) | 1-5 us | | adaptive   | 1-20 Hz | PCIe TX/RX byte counters (one field-values
+call for both)          | 0.33 ms  | | 20 ticks   | 1 Hz    | PCIe link generation and width now
+(they drop when idle)           | <0.02 ms | | 100 ticks  | 0.2 Hz  | NVLink data TX/RX counters,
+all links (64-bit: no wrap)            | ~1.5 ms (2x H200) | | 200 ticks  | 0.1 Hz  | cumulative
+time held down per clocks-event reason (ns counters)    | 0.84 ms  |
 
 The PCIe counters are 32-bit (they wrap every 4 GiB, 68 ms at PCIe Gen5 x16 line rate) and
 cost 100-300 times the other reads, so they are read as rarely as the traffic allows: after
@@ -45,12 +47,16 @@ import time
 from scaldiag.collect.sampling import PeriodicSampler
 from scaldiag.record.rundir import JsonlWriter
 
-PERIOD_S = 0.05  # 20 Hz wake-ups for all GPUs, the PCIe counters' fastest rate (a no-op tick: 0.15% of a core)
+# 20 Hz wake-ups for all GPUs, the PCIe counters' fastest rate (a no-op tick: 0.15% of a core)
+PERIOD_S = 0.05
 ALL_LINKS = 0xFFFFFFFF  # scopeId: NVLink counters summed over all links
 _UINT32_TYPE = 1  # NVML_VALUE_TYPE_UNSIGNED_INT: a counter that wraps at 2**32
 ROW_EVERY = 2  # ticks: a row per GPU at 10 Hz, plus the ticks that read the PCIe counters between
 PCIE_KEYS = ("pcie_tx_bytes", "pcie_rx_bytes")
-PCIE_CONSTS = {"pcie_tx_bytes": "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", "pcie_rx_bytes": "NVML_FI_DEV_PCIE_COUNT_RX_BYTES"}
+PCIE_CONSTS = {
+    "pcie_tx_bytes": "NVML_FI_DEV_PCIE_COUNT_TX_BYTES",
+    "pcie_rx_bytes": "NVML_FI_DEV_PCIE_COUNT_RX_BYTES",
+}
 PCIE_SLOWEST_EVERY = 20  # ticks: the PCIe counters are read at least once a second
 WRAP_GUARD_BYTES = 1 << 30  # a quarter of the 32-bit wrap between two reads of a PCIe counter
 
@@ -62,15 +68,32 @@ FIELDS = [
     ("throttle_sw_power_cap_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP", 0, 200),
     ("throttle_sw_thermal_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN", 0, 200),
     ("throttle_hw_thermal_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN", 0, 200),
-    ("throttle_hw_power_brake_ns", "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN", 0, 200),
+    (
+        "throttle_hw_power_brake_ns",
+        "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN",
+        0,
+        200,
+    ),
 ]
 # nvmlGpuTopologyLevel_t: the closest common ancestor of two GPUs on the PCIe tree
 # (NVLink is separate: see nvlink_active_links in the inventory).
-TOPOLOGY_LEVELS = {0: "same board", 10: "single PCIe switch", 20: "multiple PCIe switches",
-                   30: "PCIe host bridge", 40: "same NUMA node", 50: "across NUMA nodes (SMP link)"}
+TOPOLOGY_LEVELS = {
+    0: "same board",
+    10: "single PCIe switch",
+    20: "multiple PCIe switches",
+    30: "PCIe host bridge",
+    40: "same NUMA node",
+    50: "across NUMA nodes (SMP link)",
+}
 
-CALLS = [("sm_clock_mhz", 2), ("clocks_event_reasons", 2), ("mem_used_bytes", 4), ("util_pct", 4),
-         ("pcie_gen", 20), ("pcie_width", 20)]
+CALLS = [
+    ("sm_clock_mhz", 2),
+    ("clocks_event_reasons", 2),
+    ("mem_used_bytes", 4),
+    ("util_pct", 4),
+    ("pcie_gen", 20),
+    ("pcie_width", 20),
+]
 
 
 def load_nvml():
@@ -99,7 +122,9 @@ class NvmlSampler:
         self._writer = writer
         self.missing: list[str] = []
         count = nvml.nvmlDeviceGetCount()
-        self.indices = [i for i in (indices if indices is not None else range(count)) if 0 <= i < count]
+        self.indices = [
+            i for i in (indices if indices is not None else range(count)) if 0 <= i < count
+        ]
         self._handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices]
         self._fields = {}  # key -> ((field id, scope), every)
         for key, const, scope, every in FIELDS:
@@ -113,14 +138,20 @@ class NvmlSampler:
                 self._pcie[key] = (getattr(nvml, PCIE_CONSTS[key]), 0)
             else:
                 self.missing.append(f"{key}: this nvidia-ml-py has no {PCIE_CONSTS[key]}")
-        reads = {"util_pct": self._util, "mem_used_bytes": self._mem, "sm_clock_mhz": self._clock,
-                 "clocks_event_reasons": self._reasons,
-                 "pcie_gen": lambda h: int(nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)),
-                 "pcie_width": lambda h: int(nvml.nvmlDeviceGetCurrPcieLinkWidth(h))}
+        reads = {
+            "util_pct": self._util,
+            "mem_used_bytes": self._mem,
+            "sm_clock_mhz": self._clock,
+            "clocks_event_reasons": self._reasons,
+            "pcie_gen": lambda h: int(nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)),
+            "pcie_width": lambda h: int(nvml.nvmlDeviceGetCurrPcieLinkWidth(h)),
+        }
         self._calls = {key: (reads[key], every) for key, every in CALLS}
         self._wrap: dict[tuple[int, str], list[int]] = {}  # (gpu, key) -> [last raw, added]
         self._pcie_due = {i: 0 for i in self.indices}  # gpu -> tick of its next PCIe read
-        self._pcie_last: dict[int, tuple[int, dict]] = {}  # gpu -> (t_ns, unwrapped counts) at its last read
+        self._pcie_last: dict[
+            int, tuple[int, dict]
+        ] = {}  # gpu -> (t_ns, unwrapped counts) at its last read
         self._tick_count = 0
         self.clock_ns = time.time_ns  # the record's clock (replaceable in tests)
         self._schedule()
@@ -132,12 +163,18 @@ class NvmlSampler:
         Called again whenever a read is dropped. The PCIe counters are not in the
         cycle: each GPU's next read depends on its traffic (``pcie_every``).
         """
-        everies = [every for _, every in self._calls.values()] + [every for _, every in self._fields.values()]
+        everies = [every for _, every in self._calls.values()] + [
+            every for _, every in self._fields.values()
+        ]
         self._cycle = math.lcm(*everies) if everies else 1
-        self._due_calls = [[(key, read) for key, (read, every) in self._calls.items() if phase % every == 0]
-                           for phase in range(self._cycle)]
-        self._due_fields = [[key for key, (_, every) in self._fields.items() if phase % every == 0]
-                            for phase in range(self._cycle)]
+        self._due_calls = [
+            [(key, read) for key, (read, every) in self._calls.items() if phase % every == 0]
+            for phase in range(self._cycle)
+        ]
+        self._due_fields = [
+            [key for key, (_, every) in self._fields.items() if phase % every == 0]
+            for phase in range(self._cycle)
+        ]
         self._field_ids = [[self._fields[key][0] for key in due] for due in self._due_fields]
         self._pcie_keys = list(self._pcie)
         self._pcie_ids = list(self._pcie.values())
@@ -165,19 +202,24 @@ class NvmlSampler:
                     self.missing.append(f"{key}: {type(exc).__name__}: {exc}")
                     del self._calls[key]
                     self._schedule()
-            if len(row) > 2 or tick % ROW_EVERY == 0:  # rows at 10 Hz (even if every read has failed),
-                rows.append(row)                         # and where the PCIe counters were read
+            if (
+                len(row) > 2 or tick % ROW_EVERY == 0
+            ):  # rows at 10 Hz (even if every read has failed),
+                rows.append(row)  # and where the PCIe counters were read
         if rows:
             self._writer.write_many(rows)
 
     def _next_pcie(self, index: int, tick: int, t_ns: int, row: dict) -> None:
-        """Schedule this GPU's next PCIe read from the traffic since its last one (the busier direction)."""
+        """Schedule this GPU's next PCIe read from the traffic since its last one (the busier
+        direction)."""
         counts = {key: row[key] for key in PCIE_KEYS if key in row}
         last = self._pcie_last.get(index)
         self._pcie_last[index] = (t_ns, counts)
         rate = None
         if last is not None and t_ns > last[0] and counts.keys() & last[1].keys():
-            rate = max(counts[k] - last[1][k] for k in counts.keys() & last[1].keys()) / ((t_ns - last[0]) / 1e9)
+            rate = max(counts[k] - last[1][k] for k in counts.keys() & last[1].keys()) / (
+                (t_ns - last[0]) / 1e9
+            )
         elif not counts:  # the counters were dropped
             rate = 0.0
         self._pcie_due[index] = tick + pcie_every(rate)
@@ -195,7 +237,9 @@ class NvmlSampler:
         for key, value in zip(keys, values):
             if value.nvmlReturn != 0:  # NVML_SUCCESS
                 if key in self._fields or key in self._pcie:
-                    self.missing.append(f"{key}: not supported here (NVML return {value.nvmlReturn})")
+                    self.missing.append(
+                        f"{key}: not supported here (NVML return {value.nvmlReturn})"
+                    )
                 self._fields.pop(key, None)
                 self._pcie.pop(key, None)
                 dropped = True
@@ -231,23 +275,36 @@ class NvmlSampler:
     @functools.cached_property
     def _read_reasons(self):
         n = self.nvml
-        return getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        return (
+            getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
 
     def inventory(self) -> list[dict]:
         return [self._describe(i, h) for i, h in zip(self.indices, self._handles)]
 
     def topology(self) -> list[dict]:
-        """How each pair of sampled GPUs is connected (nvmlGpuTopologyLevel_t, as nvidia-smi topo -m)."""
+        """How each pair of sampled GPUs is connected (nvmlGpuTopologyLevel_t, as nvidia-smi topo
+        -m)."""
         pairs = []
         for a in range(len(self.indices)):
             for b in range(a + 1, len(self.indices)):
                 try:
-                    level = int(self.nvml.nvmlDeviceGetTopologyCommonAncestor(self._handles[a], self._handles[b]))
+                    level = int(
+                        self.nvml.nvmlDeviceGetTopologyCommonAncestor(
+                            self._handles[a], self._handles[b]
+                        )
+                    )
                 except Exception as exc:
                     self.missing.append(f"topology: {type(exc).__name__}")
                     return pairs
-                pairs.append({"gpus": [self.indices[a], self.indices[b]], "common_ancestor": level,
-                              "path": TOPOLOGY_LEVELS.get(level, str(level))})
+                pairs.append(
+                    {
+                        "gpus": [self.indices[a], self.indices[b]],
+                        "common_ancestor": level,
+                        "path": TOPOLOGY_LEVELS.get(level, str(level)),
+                    }
+                )
         return pairs
 
     def _describe(self, index: int, handle) -> dict:
@@ -291,7 +348,9 @@ _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal"
 def _field_value(value):
     """The number in an nvmlFieldValue_t, by its valueType (nvmlValueType_t)."""
     kind = value.valueType
-    return getattr(value.value, _VALUE_MEMBERS[kind] if 0 <= kind < len(_VALUE_MEMBERS) else "ullVal")
+    return getattr(
+        value.value, _VALUE_MEMBERS[kind] if 0 <= kind < len(_VALUE_MEMBERS) else "ullVal"
+    )
 
 
 def _text(value) -> str:

@@ -8,18 +8,16 @@ the analysis, from these facts. Marks (``marks.jsonl``) are the moments
 between steps that the whole-run accounting needs: fit and epoch boundaries,
 validation, the profiler starting and stopping.
 
-The training thread pays for this on every step, so the usual step costs one
-clock read and two list appends (bench/step_hook/run.py). Steps that only
-begin (Keras, PyTorch: a step ends where the next begins) and are outside the
-trace window are kept as a *block*: the steps' begin times in one list, each
-step ending where the next begins, written as one ``steps.jsonl`` row
-(``bounds_ns``) that the reader expands. Measured on the H200 machine, where a
-host-bound step takes 1.1 ms: a file write per step cost ~5% of it (64-76 us);
-a row per step, formatted at the flush, still ~10 us a step inside a fit
-(bench/results/gpu_h200/overhead_pieces/overhead.md#capture_overhead_attributionmd), most of it Python
-printing six fields a step. A block prints its integers with one ``str`` each.
-Steps in the trace window, and steps a loop ends itself (``end``), keep a row
-each: they are few, or their ends are not the next beginnings.
+The training thread pays for this on every step, so the usual step costs one clock read and two list
+appends (bench/step_hook/run.py). Steps that only begin (Keras, PyTorch: a step ends where the next
+begins) and are outside the trace window are kept as a *block*: the steps' begin times in one list,
+each step ending where the next begins, written as one ``steps.jsonl`` row (``bounds_ns``) that the
+reader expands. Measured on the H200 machine, where a host-bound step takes 1.1 ms: a file write per
+step cost ~5% of it (64-76 us); a row per step, formatted at the flush, still ~10 us a step inside a
+fit (bench/results/gpu_h200/overhead_pieces/overhead.md#capture_overhead_attributionmd), most of it
+Python printing six fields a step. A block prints its integers with one ``str`` each. Steps in the
+trace window, and steps a loop ends itself (``end``), keep a row each: they are few, or their ends
+are not the next beginnings.
 """
 
 from __future__ import annotations
@@ -32,27 +30,43 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scaldiag.collect.frameworks.tracing import TraceWindow
-from scaldiag.record.rundir import MARKS, STEPS, TRACE_DIR, TRAINING_JSON, JsonlWriter, close_quietly, update_json
+from scaldiag.record.rundir import (
+    MARKS,
+    STEPS,
+    TRACE_DIR,
+    TRAINING_JSON,
+    JsonlWriter,
+    close_quietly,
+    update_json,
+)
 
 WARMUP_STEPS = 3  # compile and first-run effects (allocator growth, autotuning)
-TRACE_STEPS = 5   # steady-state steps in the profiler window
+TRACE_STEPS = 5  # steady-state steps in the profiler window
 STEP_FLUSH_S = 0.1  # steps are on disk at most this long after they end, while steps arrive
 _STEP_FLUSH_NS = int(STEP_FLUSH_S * 1e9)
-RECENT_STEPS = 64  # step beginnings kept in memory (the callback sizes its input-free run from them)
+RECENT_STEPS = (
+    64  # step beginnings kept in memory (the callback sizes its input-free run from them)
+)
 
 
 _ROW = '{"step":%d,"epoch":%d,"begin_ns":%d,"end_ns":%d,"traced":%s'
-ROW_FORMATS = {True: _ROW + ',"batch":%d}\n', False: _ROW + "}\n"}  # with and without Keras's batch index
+ROW_FORMATS = {
+    True: _ROW + ',"batch":%d}\n',
+    False: _ROW + "}\n",
+}  # with and without Keras's batch index
 
 
 def step_lines(rows: list[tuple]) -> str:
     """steps.jsonl lines for rows ``(step, epoch, begin_ns, end_ns, "true"|"false", batch|None)``,
     as ``json`` writes them (compact; ``%d`` takes NumPy integers too)."""
-    return "".join(ROW_FORMATS[row[5] is not None] % (row if row[5] is not None else row[:5]) for row in rows)
+    return "".join(
+        ROW_FORMATS[row[5] is not None] % (row if row[5] is not None else row[:5]) for row in rows
+    )
 
 
 def block_line(step: int, epoch: int, bounds_ns: list[int], batches: list) -> str:
-    """The steps.jsonl line of a block: steps ``step, step + 1, ...``, step k from ``bounds_ns[k]`` to
+    """The steps.jsonl line of a block: steps ``step, step + 1, ...``, step k from ``bounds_ns[k]``
+    to
     ``bounds_ns[k + 1]``, untraced, with Keras's batch index of each where every step has one."""
     bounds = ",".join(map(str, bounds_ns))
     if None in batches:
@@ -66,10 +80,11 @@ def block_line(step: int, epoch: int, bounds_ns: list[int], batches: list) -> st
 
 @contextlib.contextmanager
 def standard_descriptors_held():
-    """While the record's files open, a closed stdin, stdout or stderr (0-2) is held by /dev/null, so that
-    no file of ours takes its number: a script that closed its stdout had its later ``print`` written
-    into steps.jsonl (the step file got descriptor 1), and ``check`` then failed a run that exited 0.
-    Released after: the script's descriptors are as it left them."""
+    """While the record's files open, a closed stdin, stdout or stderr (0-2) is held by /dev/null,
+    so that
+    no file of ours takes its number: a script that closed its stdout had its later ``print``
+    written into steps.jsonl (the step file got descriptor 1), and ``check`` then failed a run that
+    exited 0. Released after: the script's descriptors are as it left them."""
     held = []
     try:
         for fd in (0, 1, 2):
@@ -107,21 +122,31 @@ class _StepFile:
 
 
 class StepRecorder:
-    def __init__(self, run_dir: Path, window: TraceWindow | None,
-                 warmup_steps: int = WARMUP_STEPS, trace_steps: int = TRACE_STEPS):
+    def __init__(
+        self,
+        run_dir: Path,
+        window: TraceWindow | None,
+        warmup_steps: int = WARMUP_STEPS,
+        trace_steps: int = TRACE_STEPS,
+    ):
         self.run_dir = Path(run_dir)
         with standard_descriptors_held():
             self._steps = _StepFile(self.run_dir / STEPS)
             self._marks = JsonlWriter(self.run_dir / MARKS)
-        self._lines: list[str] = []  # steps ended since the last flush, as lines, in the order they ran
-        self._rows: list[tuple] = []  # ... the last of them as rows (the window's, or ended by ``end``)
+        self._lines: list[
+            str
+        ] = []  # steps ended since the last flush, as lines, in the order they ran
+        self._rows: list[
+            tuple
+        ] = []  # ... the last of them as rows (the window's, or ended by ``end``)
         self._window = window
         self.traced_whole = False
         self._window_due = window is not None  # a step of the window is still to come
         self._trace_first = warmup_steps
         self._trace_last = warmup_steps + trace_steps - 1
         self._epoch = 0
-        # The open step: a block's last (``_in_block``) or a row of its own (``_step``, ``_begin_ns``...).
+        # The open step: a block's last (``_in_block``) or a row of its own (``_step``,
+        # ``_begin_ns``...).
         self._open = False
         self._in_block = False
         self._step = -1
@@ -152,7 +177,9 @@ class StepRecorder:
         asynchronous (JAX) training loop.
         """
         now = time.time_ns()
-        if self._in_block and self._flushed_ns <= now < self._due_ns:  # the usual step: nothing else to do
+        if (
+            self._in_block and self._flushed_ns <= now < self._due_ns
+        ):  # the usual step: nothing else to do
             self._bounds.append(now)
             self._batches.append(batch)
             return
@@ -160,8 +187,8 @@ class StepRecorder:
 
     def _begin(self, now: int, batch: int | None) -> None:
         """``begin`` for every step but a block's usual one (which cannot fail: a clock read and two
-        appends). With ``on_error`` set, a failure here (a write, the profiler) goes to it instead of
-        into the training loop."""
+        appends). With ``on_error`` set, a failure here (a write, the profiler) goes to it instead
+        of into the training loop."""
         try:
             self._begin_step(now, batch)
         except Exception as exc:
@@ -202,7 +229,8 @@ class StepRecorder:
                 self._finish(now)
 
     def drop_open(self) -> None:
-        """The open step did not happen (PyTorch: the last ``optimizer.step()`` opens a step no update ends)."""
+        """The open step did not happen (PyTorch: the last ``optimizer.step()`` opens a step no
+        update ends)."""
         self._close_block(None)
         self._open = False
 
@@ -235,20 +263,32 @@ class StepRecorder:
         bounds, batches = self._bounds, self._batches
         if len(bounds) > 1:
             self._rows_to_lines()  # rows that ended before the block began come first
-            self._lines.append(block_line(self._block_step, self._block_epoch, bounds, batches[:-1]))
+            self._lines.append(
+                block_line(self._block_step, self._block_epoch, bounds, batches[:-1])
+            )
             self._recent.extend(bounds[:-1])
             self._block_step += len(bounds) - 1
             del bounds[:-1], batches[:-1]
 
     def _close_block(self, end_ns: int | None) -> None:
-        """The block's open step ends at ``end_ns`` (None: it did not happen); the block becomes a line.
+        """The block's open step ends at ``end_ns`` (None: it did not happen); the block becomes a
+        line.
 
-        A block of one step ended by ``end`` becomes a row: custom loops end every step themselves."""
+        A block of one step ended by ``end`` becomes a row: custom loops end every step themselves.
+        """
         if not self._in_block:
             return
         if end_ns is not None and len(self._bounds) == 1:
-            self._rows.append((self._block_step, self._block_epoch, self._bounds[0], end_ns, "false",
-                               self._batches[0]))
+            self._rows.append(
+                (
+                    self._block_step,
+                    self._block_epoch,
+                    self._bounds[0],
+                    end_ns,
+                    "false",
+                    self._batches[0],
+                )
+            )
             self._recent.append(self._bounds[0])
             self._block_step += 1
         else:
@@ -270,8 +310,16 @@ class StepRecorder:
             self.mark("trace_start")
             window.start()
             self.mark("trace_started")
-            update_json(self.run_dir, TRAINING_JSON, trace={"logdir": TRACE_DIR, "first_step": self._step,
-                                                                "backend": window.backend, "error": window.error})
+            update_json(
+                self.run_dir,
+                TRAINING_JSON,
+                trace={
+                    "logdir": TRACE_DIR,
+                    "first_step": self._step,
+                    "backend": window.backend,
+                    "error": window.error,
+                },
+            )
         self._traced = bool(window.active)
         if self._traced:
             window.step_begin(self._step)
@@ -285,8 +333,16 @@ class StepRecorder:
         self._open = False
         if self._traced:
             self._window.step_end()
-        self._rows.append((self._step, self._epoch, self._begin_ns, end_ns, "true" if self._traced else "false",
-                           self._batch))
+        self._rows.append(
+            (
+                self._step,
+                self._epoch,
+                self._begin_ns,
+                end_ns,
+                "true" if self._traced else "false",
+                self._batch,
+            )
+        )
         self._flush_if_due(end_ns)
         if self._traced and self._step >= self._trace_last:
             self.stop_trace()
@@ -301,17 +357,27 @@ class StepRecorder:
         if window.active:
             try:
                 self.mark("trace_stop")
-            finally:  # a mark that cannot be written (a full disk) must not leave the profiler tracing
+            # a mark that cannot be written (a full disk) must not leave the profiler tracing
+            finally:
                 window.stop()
             self.mark("trace_stopped")
-            update_json(self.run_dir, TRAINING_JSON, trace={"logdir": TRACE_DIR, "first_step": self._trace_first,
-                                                                "last_step": self._step, "backend": window.backend,
-                                                                "error": window.error})
+            update_json(
+                self.run_dir,
+                TRAINING_JSON,
+                trace={
+                    "logdir": TRACE_DIR,
+                    "first_step": self._trace_first,
+                    "last_step": self._step,
+                    "backend": window.backend,
+                    "error": window.error,
+                },
+            )
 
     # -- writing ---------------------------------------------------------------------------------
     def mark(self, name: str, **facts) -> None:
         """A moment of the run (``fit_begin``, ``epoch_end``...), for the accounting."""
-        self.flush_steps()  # a pause between steps (epoch end, validation) leaves no ended step in memory
+        # a pause between steps (epoch end, validation) leaves no ended step in memory
+        self.flush_steps()
         self._marks.write({"mark": name, "t_ns": time.time_ns(), **facts})
 
     def _text(self) -> str:
@@ -334,7 +400,8 @@ class StepRecorder:
         self._set_flushed(time.time_ns())
 
     def _flush_if_due(self, now: int) -> None:
-        """Flush once STEP_FLUSH_S has passed since the last flush (or the clock was set back before it).
+        """Flush once STEP_FLUSH_S has passed since the last flush (or the clock was set back before
+        it).
         ``begin``'s usual step makes the same test inline."""
         if not self._flushed_ns <= now < self._due_ns:
             self.flush_steps()

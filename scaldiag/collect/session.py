@@ -20,7 +20,16 @@ from scaldiag.collect.env import RUN_DIR_ENV
 from scaldiag.collect.frameworks.tracing import trace_window
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS, StepRecorder
 from scaldiag.collect.samplers import Samplers
-from scaldiag.record.rundir import RECORD_SCHEMA_VERSION, RUN_JSON, TRACE_DIR, TRAINING_JSON, read_json, update_json, update_run, write_json
+from scaldiag.record.rundir import (
+    RECORD_SCHEMA_VERSION,
+    RUN_JSON,
+    TRACE_DIR,
+    TRAINING_JSON,
+    read_json,
+    update_json,
+    update_run,
+    write_json,
+)
 from scaldiag.sanitize import line as shown
 
 
@@ -37,22 +46,43 @@ def new_run_dir(base: str | os.PathLike = "scaldiag_runs", label: str = "run") -
 
 
 def start_run_json(run_dir: Path, command: list[str]) -> None:
-    write_json(run_dir, RUN_JSON, {
-        "schema_version": RECORD_SCHEMA_VERSION, "scaldiag_version": __version__, "status": "running",
-        "command": command, "cwd": os.getcwd(), "host": platform.node(), "python": sys.version.split()[0],
-        "started_ns": time.time_ns(), "missing": []})
+    write_json(
+        run_dir,
+        RUN_JSON,
+        {
+            "schema_version": RECORD_SCHEMA_VERSION,
+            "scaldiag_version": __version__,
+            "status": "running",
+            "command": command,
+            "cwd": os.getcwd(),
+            "host": platform.node(),
+            "python": sys.version.split()[0],
+            "started_ns": time.time_ns(),
+            "missing": [],
+        },
+    )
 
 
-_RUNS_STARTED_HERE: set[Path] = set()  # run directories whose run.json a Session of this process wrote
+_RUNS_STARTED_HERE: set[Path] = (
+    set()
+)  # run directories whose run.json a Session of this process wrote
 
 
 class Session:
     """One training run being recorded."""
 
-    def __init__(self, run_dir: str | os.PathLike | None = None, backend: str = "none",
-                 warmup_steps: int = WARMUP_STEPS, trace_steps: int = TRACE_STEPS, sample: bool | None = None):
+    def __init__(
+        self,
+        run_dir: str | os.PathLike | None = None,
+        backend: str = "none",
+        warmup_steps: int = WARMUP_STEPS,
+        trace_steps: int = TRACE_STEPS,
+        sample: bool | None = None,
+    ):
         launched = os.environ.get(RUN_DIR_ENV)
-        self.run_dir = Path(run_dir or launched or new_run_dir(label=Path(sys.argv[0] or "run").stem))
+        self.run_dir = Path(
+            run_dir or launched or new_run_dir(label=Path(sys.argv[0] or "run").stem)
+        )
         self.run_dir.mkdir(parents=True, exist_ok=True)
         started_before = read_json(self.run_dir, RUN_JSON)
         # A run this process started (a callback given a run_dir, fitting again) is this session's
@@ -62,8 +92,13 @@ class Session:
             start_run_json(self.run_dir, [sys.executable, *sys.argv])
             _RUNS_STARTED_HERE.add(self.run_dir.resolve())
         elif self.owns_run:  # running again: the earlier fit's end is not the run's end any more
-            update_run(self.run_dir, lambda run: {**{k: v for k, v in run.items() if k != "ended_ns"},
-                                                  "status": "running"})
+            update_run(
+                self.run_dir,
+                lambda run: {
+                    **{k: v for k, v in run.items() if k != "ended_ns"},
+                    "status": "running",
+                },
+            )
         if sample is None:  # sample here unless a launcher already samples this run
             sample = self.owns_run
         self.samplers = Samplers(self.run_dir, os.getpid()) if sample else None
@@ -96,12 +131,19 @@ class Session:
             def ended(run: dict) -> dict:
                 missing = run.get("missing", [])
                 return {**run, "missing": missing + [m for m in gaps if m not in missing]}
-            update_run(self.run_dir, ended, status=status, ended_ns=time.time_ns(),
-                       **host_costs.run_fields())  # training is over: it competes with nothing
+
+            update_run(
+                self.run_dir,
+                ended,
+                status=status,
+                ended_ns=time.time_ns(),
+                **host_costs.run_fields(),
+            )  # training is over: it competes with nothing
 
 
 def capture_failed(session: Session | None, reason: str) -> None:
-    """A capture adapter has failed: one line on stderr, the reason in the run; the training goes on."""
+    """A capture adapter has failed: one line on stderr, the reason in the run; the training goes
+    on."""
     try:
         print(f"scaldiag: capture disabled, training continues ({shown(reason)})", file=sys.stderr)
     except Exception:
@@ -110,7 +152,8 @@ def capture_failed(session: Session | None, reason: str) -> None:
         # A profiler left tracing would trace the rest of the run; PyTorch's, left open by a failure
         # inside its window, crashed the interpreter at exit (a test: a disk filling in the window).
         try:
-            session.recorder.stop_trace()  # its marks where the run directory still takes them; the stop always
+            # its marks where the run directory still takes them; the stop always
+            session.recorder.stop_trace()
         except Exception:
             pass
     try:

@@ -10,13 +10,24 @@ from scaldiag.pipeline import diagnose_trace
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "analyze", help="diagnose an existing profile (.xplane.pb, Kineto .pt.trace.json, or a logdir)",
-        description="Diagnose an existing TensorFlow, JAX or PyTorch profile: per-step breakdown, copies, "
-                    "collectives and findings. Needs no framework installed.")
-    p.add_argument("path", help="an .xplane.pb or Kineto .pt.trace.json(.gz) file, a directory of one per host "
-                                "or rank, or a TensorBoard logdir")
+        "analyze",
+        help="diagnose an existing profile (.xplane.pb, Kineto .pt.trace.json, or a logdir)",
+        description=(
+            "Diagnose an existing TensorFlow, JAX or PyTorch profile: per-step breakdown, copies, "
+            "collectives and findings. Needs no framework installed."
+        ),
+    )
+    p.add_argument(
+        "path",
+        help=(
+            "an .xplane.pb or Kineto .pt.trace.json(.gz) file, a directory of one per host "
+            "or rank, or a TensorBoard logdir"
+        ),
+    )
     p.add_argument("--run", help="run name under plugins/profile/ (default: the latest)")
-    p.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-' for stdout only)")
+    p.add_argument(
+        "--json", metavar="FILE", help="also write the report as JSON ('-' for stdout only)"
+    )
     add_verbose(p)
     add_engine(p)
     p.set_defaults(func=run)

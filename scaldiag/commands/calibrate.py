@@ -14,30 +14,74 @@ from scaldiag.collect import calibrate as measure
 from scaldiag.errors import ScaldiagError
 from scaldiag.sanitize import line
 
-GPU_MAX_BYTES = 2 ** 30  # 1 GiB: past where NCCL's busbw levels off on NVLink (nccl-tests#212: 256 MB is too small)
-CPU_MAX_BYTES = 2 ** 24  # 16 MiB: gloo on CPU processes is ~1-10 GB/s, larger sizes only take longer
-UNITS = {"": 1, "b": 1, "k": 2 ** 10, "kib": 2 ** 10, "kb": 2 ** 10, "m": 2 ** 20, "mib": 2 ** 20, "mb": 2 ** 20,
-         "g": 2 ** 30, "gib": 2 ** 30, "gb": 2 ** 30}
+GPU_MAX_BYTES = (
+    2**30
+)  # 1 GiB: past where NCCL's busbw levels off on NVLink (nccl-tests#212: 256 MB is too small)
+CPU_MAX_BYTES = 2**24  # 16 MiB: gloo on CPU processes is ~1-10 GB/s, larger sizes only take longer
+UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 2**10,
+    "kib": 2**10,
+    "kb": 2**10,
+    "m": 2**20,
+    "mib": 2**20,
+    "mb": 2**20,
+    "g": 2**30,
+    "gib": 2**30,
+    "gb": 2**30,
+}
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("calibrate", help="measure this machine's all-reduce curve, for predictions",
-                              description="Measure all-reduce time over message sizes between this machine's GPUs "
-                                          "(PyTorch NCCL all_reduce, one process per GPU, or JAX psum) and save it "
-                                          "where later reports find it. With one GPU: what one GPU can measure, "
-                                          "and what predictions will assume. Without GPUs: gloo on CPU processes, "
-                                          "saved as a CPU calibration that GPU predictions never use.")
-    p.add_argument("--out", metavar="FILE", help="where to save the JSON (default: $SCALDIAG_CALIBRATION, else "
-                                                 "~/.cache/scaldiag/interconnect/<gpu>-x<n>-<framework>.json)")
-    p.add_argument("--framework", choices=("torch", "jax"), help="default: torch where it imports, else jax")
-    p.add_argument("--sizes", metavar="LIST", help="message sizes, comma-separated, with K/M/G (binary) "
-                                                   "suffixes, e.g. 8,64K,1M,64M,1G (default: every power of two "
-                                                   "from 8 B to 1 GiB on GPUs, 16 MiB on CPU)")
-    p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
-                   help="cpu: gloo over CPU processes even where GPUs are visible (default: GPUs where any)")
-    p.add_argument("--ranks", type=int, metavar="N", help="processes for the CPU calibration (default 2), or how "
-                                                          "many of the visible GPUs to use")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="stop the measurement after S s")
+    p = subparsers.add_parser(
+        "calibrate",
+        help="measure this machine's all-reduce curve, for predictions",
+        description=(
+            "Measure all-reduce time over message sizes between this machine's GPUs "
+            "(PyTorch NCCL all_reduce, one process per GPU, or JAX psum) and save it "
+            "where later reports find it. With one GPU: what one GPU can measure, "
+            "and what predictions will assume. Without GPUs: gloo on CPU processes, "
+            "saved as a CPU calibration that GPU predictions never use."
+        ),
+    )
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        help=(
+            "where to save the JSON (default: $SCALDIAG_CALIBRATION, else "
+            "~/.cache/scaldiag/interconnect/<gpu>-x<n>-<framework>.json)"
+        ),
+    )
+    p.add_argument(
+        "--framework", choices=("torch", "jax"), help="default: torch where it imports, else jax"
+    )
+    p.add_argument(
+        "--sizes",
+        metavar="LIST",
+        help=(
+            "message sizes, comma-separated, with K/M/G (binary) "
+            "suffixes, e.g. 8,64K,1M,64M,1G (default: every power of two "
+            "from 8 B to 1 GiB on GPUs, 16 MiB on CPU)"
+        ),
+    )
+    p.add_argument(
+        "--device",
+        choices=("auto", "gpu", "cpu"),
+        default="auto",
+        help="cpu: gloo over CPU processes even where GPUs are visible (default: GPUs where any)",
+    )
+    p.add_argument(
+        "--ranks",
+        type=int,
+        metavar="N",
+        help=(
+            "processes for the CPU calibration (default 2), or how many of the visible GPUs to use"
+        ),
+    )
+    p.add_argument(
+        "--timeout", type=float, default=300.0, metavar="S", help="stop the measurement after S s"
+    )
     p.set_defaults(func=run)
 
 
@@ -51,7 +95,9 @@ def parse_sizes(text: str) -> list[int]:
         size = int(float(m.group(1)) * unit)
         if size < 4:
             raise ScaldiagError(f"--sizes: {item!r} is under one float32 (4 B)")
-        sizes.append(size // 4 * 4)  # whole float32s: 9 and 8 would both be 8 B, one size measured twice
+        sizes.append(
+            size // 4 * 4
+        )  # whole float32s: 9 and 8 would both be 8 B, one size measured twice
     if not sizes:
         raise ScaldiagError("--sizes: no size given")
     return sorted(set(sizes))
@@ -92,7 +138,8 @@ def _default_framework() -> str:
 
 
 def _gpus(framework: str, machine: dict, device: str) -> int:
-    """GPUs the framework can use here (0: calibrate on CPU processes); the product name from the framework
+    """GPUs the framework can use here (0: calibrate on CPU processes); the product name from the
+    framework
     where NVML did not give it."""
     if device == "cpu":
         return 0
@@ -102,25 +149,42 @@ def _gpus(framework: str, machine: dict, device: str) -> int:
     else:
         found, name = measure.torch_gpus()
     if device == "gpu" and not found:
-        raise ScaldiagError(f"calibrate --device gpu: {framework} sees no GPU here (NVML: "
-                            f"{machine.get('gpu_count') or 0} GPUs)")
+        raise ScaldiagError(
+            f"calibrate --device gpu: {framework} sees no GPU here (NVML: "
+            f"{machine.get('gpu_count') or 0} GPUs)"
+        )
     if found and not machine.get("gpu_name"):
         machine["gpu_name"] = name
     return found
 
 
 def _base(framework: str, machine: dict, device: str, ranks: int, backend: str) -> dict:
-    return {"schema": ic.CALIBRATION_SCHEMA, "measured_at": _now(), "device": device, "framework": framework,
-            "backend": backend, "ranks": ranks, "host": socket.gethostname(),
-            "machine": {k: machine.get(k) for k in ("gpu_name", "gpu_count", "link", "gpus", "topology", "nvml")
-                        if k in machine},
-            "allreduce": [], "local": None, "notes": []}
+    return {
+        "schema": ic.CALIBRATION_SCHEMA,
+        "measured_at": _now(),
+        "device": device,
+        "framework": framework,
+        "backend": backend,
+        "ranks": ranks,
+        "host": socket.gethostname(),
+        "machine": {
+            k: machine.get(k)
+            for k in ("gpu_name", "gpu_count", "link", "gpus", "topology", "nvml")
+            if k in machine
+        },
+        "allreduce": [],
+        "local": None,
+        "notes": [],
+    }
 
 
 def _between_gpus(args, framework: str, machine: dict, n: int) -> dict:
     sizes = parse_sizes(args.sizes) if args.sizes else measure.default_sizes(GPU_MAX_BYTES)
-    rows = measure.measure_torch(sizes, n, "cuda", args.timeout) if framework == "torch" \
+    rows = (
+        measure.measure_torch(sizes, n, "cuda", args.timeout)
+        if framework == "torch"
         else measure.measure_jax(sizes)
+    )
     doc = _base(framework, machine, "gpu", n, "nccl" if framework == "torch" else "xla")
     doc["allreduce"] = _with_bandwidths(rows, n)
     if machine.get("gpu_count") and machine["gpu_count"] != n:
@@ -129,23 +193,36 @@ def _between_gpus(args, framework: str, machine: dict, n: int) -> dict:
 
 
 def _one_gpu(framework: str, machine: dict) -> dict:
-    local = measure.measure_torch_one_gpu() if framework == "torch" else measure.measure_jax_one_gpu()
+    local = (
+        measure.measure_torch_one_gpu() if framework == "torch" else measure.measure_jax_one_gpu()
+    )
     doc = _base(framework, machine, "gpu", 1, "nccl" if framework == "torch" else "xla")
     doc["local"] = local
-    link = ic.from_inventory({"gpus": machine.get("gpus") or [{"name": machine.get("gpu_name")}]}, calibrations=[])
+    link = ic.from_inventory(
+        {"gpus": machine.get("gpus") or [{"name": machine.get("gpu_name")}]}, calibrations=[]
+    )
     assumed = link.describe() if link else "no link known (NVML names no GPU product or PCIe link)"
-    doc["notes"] += ["one GPU visible: the link between GPUs cannot be measured here, so no all-reduce curve "
-                     "was saved", f"predictions from this machine assume: {assumed}"]
+    doc["notes"] += [
+        (
+            "one GPU visible: the link between GPUs cannot be measured here, so no all-reduce curve"
+            " was saved"
+        ),
+        f"predictions from this machine assume: {assumed}",
+    ]
     return doc
 
 
 def _cpu(args, framework: str, machine: dict) -> dict:
     sizes = parse_sizes(args.sizes) if args.sizes else measure.default_sizes(CPU_MAX_BYTES)
-    if framework == "jax":  # XLA's CPU devices of one process (XLA_FLAGS=--xla_force_host_platform_device_count)
+    if (
+        framework == "jax"
+    ):  # XLA's CPU devices of one process (XLA_FLAGS=--xla_force_host_platform_device_count)
         ranks, platform, _ = measure.jax_devices()
         if ranks < 2 or platform != "cpu":
-            raise ScaldiagError("calibrate on CPU with JAX needs 2+ CPU devices: set XLA_FLAGS="
-                                "--xla_force_host_platform_device_count=2, or use --framework torch (gloo)")
+            raise ScaldiagError(
+                "calibrate on CPU with JAX needs 2+ CPU devices: set XLA_FLAGS="
+                "--xla_force_host_platform_device_count=2, or use --framework torch (gloo)"
+            )
         rows, backend = measure.measure_jax(sizes), "xla-cpu"
     else:
         ranks = args.ranks or 2
@@ -154,15 +231,23 @@ def _cpu(args, framework: str, machine: dict) -> dict:
         rows, backend = measure.measure_torch(sizes, ranks, "cpu", args.timeout), "gloo"
     doc = _base(framework, machine, "cpu", ranks, backend)
     doc["allreduce"] = _with_bandwidths(rows, ranks)
-    doc["notes"].append(f"a CPU calibration ({backend} between CPU devices of this host): GPU predictions do "
-                        "not use it")
+    doc["notes"].append(
+        f"a CPU calibration ({backend} between CPU devices of this host): GPU predictions do "
+        "not use it"
+    )
     return doc
 
 
 def _with_bandwidths(rows: list[dict], n: int) -> list[dict]:
     """nccl-tests' algbw (bytes / time) and busbw (algbw x 2 (n - 1) / n) at the median time."""
-    return [{**r, "algbw_bytes_per_s": r["bytes"] / r["median_s"],
-             "busbw_bytes_per_s": r["bytes"] / r["median_s"] * ic.ring_volume(n)} for r in rows]
+    return [
+        {
+            **r,
+            "algbw_bytes_per_s": r["bytes"] / r["median_s"],
+            "busbw_bytes_per_s": r["bytes"] / r["median_s"] * ic.ring_volume(n),
+        }
+        for r in rows
+    ]
 
 
 def _now() -> str:
@@ -180,21 +265,41 @@ def _default_path(doc: dict) -> Path:
 
 
 def _print(doc: dict, path: Path) -> None:
-    where = "CPU processes (gloo)" if doc["device"] == "cpu" else \
-        f"{doc['ranks']} x {doc['machine'].get('gpu_name') or 'GPU'}"
+    where = (
+        "CPU processes (gloo)"
+        if doc["device"] == "cpu"
+        else f"{doc['ranks']} x {doc['machine'].get('gpu_name') or 'GPU'}"
+    )
     print(line(f"scaldiag calibrate: {doc['framework']} all-reduce on {where}"))
     if doc["allreduce"]:
-        print(f"{'size':>10}  {'median us':>11}  {'min-max us':>19}  {'algbw GB/s':>10}  {'busbw GB/s':>10}")
+        print(
+            f"{'size':>10}  {'median us':>11}  {'min-max us':>19}  {'algbw GB/s':>10} "
+            f" {'busbw GB/s':>10}"
+        )
         for r in doc["allreduce"]:
-            print(f"{ic._size(r['bytes']):>10}  {r['median_s'] * 1e6:11.1f}  "
-                  f"{r['min_s'] * 1e6:9.1f}-{r['max_s'] * 1e6:<9.1f}  "
-                  f"{r['algbw_bytes_per_s'] / 1e9:10.4g}  {r['busbw_bytes_per_s'] / 1e9:10.4g}")
+            print(
+                f"{ic._size(r['bytes']):>10}  {r['median_s'] * 1e6:11.1f}  "
+                f"{r['min_s'] * 1e6:9.1f}-{r['max_s'] * 1e6:<9.1f}  "
+                f"{r['algbw_bytes_per_s'] / 1e9:10.4g}  {r['busbw_bytes_per_s'] / 1e9:10.4g}"
+            )
     for key, what in (doc["local"] or {}).items():
         if isinstance(what, dict):
             rate = f", {what['bytes_per_s'] / 1e9:.0f} GB/s" if "bytes_per_s" in what else ""
-            print(line(f"{key}: {what['median_s'] * 1e6:.1f} us ({what['min_s'] * 1e6:.1f}-"
-                       f"{what['max_s'] * 1e6:.1f}){rate}: {what['what']}"))
+            print(
+                line(
+                    f"{key}: {what['median_s'] * 1e6:.1f} us ({what['min_s'] * 1e6:.1f}-"
+                    f"{what['max_s'] * 1e6:.1f}){rate}: {what['what']}"
+                )
+            )
     for note in doc["notes"]:
         print(line(f"note: {note}"))
-    print(line(f"saved: {path}" + ("" if doc["device"] == "cpu" or not doc["allreduce"]
-                                   else f" (reports of runs on {doc['machine'].get('gpu_name')} use this curve)")))
+    print(
+        line(
+            f"saved: {path}"
+            + (
+                ""
+                if doc["device"] == "cpu" or not doc["allreduce"]
+                else f" (reports of runs on {doc['machine'].get('gpu_name')} use this curve)"
+            )
+        )
+    )

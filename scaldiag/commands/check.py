@@ -1,4 +1,5 @@
-"""``scaldiag check RUN_OR_SWEEP``: exit 1 with the reason when a run or sweep falls short of its limits (CI)."""
+"""``scaldiag check RUN_OR_SWEEP``: exit 1 with the reason when a run or sweep falls short of its
+limits (CI)."""
 
 from __future__ import annotations
 
@@ -12,36 +13,66 @@ from scaldiag.rules.check import Limits, check, parse_percent
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("check", help="pass or fail a run or sweep against limits (exit 1 on failure), for CI",
-                              description="Check a run or a sweep against limits. Prints one line per check; "
-                                          "exits 1 when any fails, 0 when all pass, 2 on a usage error.")
+    p = subparsers.add_parser(
+        "check",
+        help="pass or fail a run or sweep against limits (exit 1 on failure), for CI",
+        description=(
+            "Check a run or a sweep against limits. Prints one line per check; "
+            "exits 1 when any fails, 0 when all pass, 2 on a usage error."
+        ),
+    )
     p.add_argument("path", metavar="RUN_OR_SWEEP")
-    p.add_argument("--min-efficiency", type=float, metavar="E",
-                   help="a sweep's scaling efficiency at every device count, at least E (0.8 = 80%% of ideal)")
-    p.add_argument("--max-step-ms", type=float, metavar="X", help="steady mean step time at most X ms")
+    p.add_argument(
+        "--min-efficiency",
+        type=float,
+        metavar="E",
+        help="a sweep's scaling efficiency at every device count, at least E (0.8 = 80%% of ideal)",
+    )
+    p.add_argument(
+        "--max-step-ms", type=float, metavar="X", help="steady mean step time at most X ms"
+    )
     p.add_argument("--baseline", metavar="RUN", help="a run (or sweep) to compare throughput with")
-    p.add_argument("--max-regression", metavar="PCT",
-                   help="throughput at most PCT below the baseline's, beyond the noise (e.g. 5%%): the drop's "
-                        "95%% low end, as compare judges a change")
+    p.add_argument(
+        "--max-regression",
+        metavar="PCT",
+        help=(
+            "throughput at most PCT below the baseline's, beyond the noise (e.g. 5%%): the drop's "
+            "95%% low end, as compare judges a change"
+        ),
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    limits = Limits(min_efficiency=args.min_efficiency, max_step_ms=args.max_step_ms,
-                    max_regression_pct=parse_percent(args.max_regression) if args.max_regression else None)
+    limits = Limits(
+        min_efficiency=args.min_efficiency,
+        max_step_ms=args.max_step_ms,
+        max_regression_pct=parse_percent(args.max_regression) if args.max_regression else None,
+    )
     baseline = diagnose(args.baseline) if args.baseline else None
     results = check(diagnose(args.path), limits, baseline)
     failed = [r for r in results if not r.passed]
     try:  # the verdict is the exit code, whether or not anyone reads the lines (| head -1)
         for r in results:
             print(f"{'ok  ' if r.passed else 'FAIL'} {r.check}: {inert(r.reason)}")
-        print(inert(f"check failed: {failed[0].reason}" + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""))
-              if failed else f"check passed ({len(results)} checks)")
+        print(
+            inert(
+                f"check failed: {failed[0].reason}"
+                + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else "")
+            )
+            if failed
+            else f"check passed ({len(results)} checks)"
+        )
         sys.stdout.flush()
     except BrokenPipeError:
         stdout_gone()
-    except OSError as exc:  # stdout on a full disk (or /dev/full): the lines are lost, never the verdict
+    except (
+        OSError
+    ) as exc:  # stdout on a full disk (or /dev/full): the lines are lost, never the verdict
         stdout_gone()
-        print(f"scaldiag: check's lines could not be written ({exc.strerror or exc}): the verdict is the exit "
-              f"code, {1 if failed else 0}", file=sys.stderr)
+        print(
+            f"scaldiag: check's lines could not be written ({exc.strerror or exc}): the verdict is"
+            f" the exit code, {1 if failed else 0}",
+            file=sys.stderr,
+        )
     return 1 if failed else 0

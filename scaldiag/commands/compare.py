@@ -12,13 +12,20 @@ from scaldiag.rules.compare import compare
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("compare", help="compare two runs or two sweeps (before and after a fix)",
-                              description="Two runs (or two sweeps) side by side: throughput, step time, the "
-                                          "whole-run accounting, each category's per-step time, scaling per device "
-                                          "count; what changed most, and how the first run's forecasts held.")
+    p = subparsers.add_parser(
+        "compare",
+        help="compare two runs or two sweeps (before and after a fix)",
+        description=(
+            "Two runs (or two sweeps) side by side: throughput, step time, the "
+            "whole-run accounting, each category's per-step time, scaling per device "
+            "count; what changed most, and how the first run's forecasts held."
+        ),
+    )
     p.add_argument("before", metavar="RUN_A", help="the run or sweep before")
     p.add_argument("after", metavar="RUN_B", help="the run or sweep after")
-    p.add_argument("--json", metavar="FILE", help="also write the comparison as JSON ('-' for stdout only)")
+    p.add_argument(
+        "--json", metavar="FILE", help="also write the comparison as JSON ('-' for stdout only)"
+    )
     p.set_defaults(func=run)
 
 

@@ -13,38 +13,61 @@ from scaldiag.render import json, write
 
 
 def add_interconnect(parser) -> None:
-    parser.add_argument("--interconnect", metavar="LINK",
-                        help="predict a sweep's scaling for this link between GPUs instead of the measured "
-                             "machine's: nvlink<gen>x<links> or pcie<gen>x<width>, e.g. nvlink4x18, pcie5x16 "
-                             "(docs/scaling.md)")
+    parser.add_argument(
+        "--interconnect",
+        metavar="LINK",
+        help=(
+            "predict a sweep's scaling for this link between GPUs instead of the measured "
+            "machine's: nvlink<gen>x<links> or pcie<gen>x<width>, e.g. nvlink4x18, pcie5x16 "
+            "(docs/scaling.md)"
+        ),
+    )
 
 
 def add_verbose(parser) -> None:
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="the whole report: every finding's fix (and every framework's), every table and note")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="the whole report: every finding's fix (and every framework's), every table and note",
+    )
 
 
 def add_engine(parser) -> None:
-    parser.add_argument("--engine", metavar="SPEC", default=None,
-                        help="where a job's rank traces are reduced, one rank at a time each: local (default: "
-                             "worker processes, one per core), local:N, local:1 (in this process, the least "
-                             "memory), dask or dask://HOST:PORT (docs/engines.md)")
+    parser.add_argument(
+        "--engine",
+        metavar="SPEC",
+        default=None,
+        help=(
+            "where a job's rank traces are reduced, one rank at a time each: local (default: "
+            "worker processes, one per core), local:N, local:1 (in this process, the least "
+            "memory), dask or dask://HOST:PORT (docs/engines.md)"
+        ),
+    )
 
 
 def engine_of(args):
-    """The engine ``--engine`` names, as a context manager (scaldiag/engines.py, imported only here)."""
+    """The engine ``--engine`` names, as a context manager (scaldiag/engines.py, imported only
+    here)."""
     from scaldiag.engines import open_engine
 
     return open_engine(args.engine)
 
 
-def emit(report, json_path: str | None = None, verbose: bool = False, fmt: str = "terminal",
-         output: str | None = None, **views) -> None:
-    """Every command's report, through the render table: ``fmt`` (render.FORMATS) to ``output`` (None or
-    ``-``: stdout; a file: replaced only once written whole, ``replacing``), and JSON to ``json_path`` too
-    (``-``: stdout; the terminal report on stdout then gives way to it). ``views``: the timeline formats'
-    (render.VIEW_FORMATS). ``verbose``: the whole terminal report, every fix of every framework (the JSON
-    always holds it all)."""
+def emit(
+    report,
+    json_path: str | None = None,
+    verbose: bool = False,
+    fmt: str = "terminal",
+    output: str | None = None,
+    **views,
+) -> None:
+    """Every command's report, through the render table: ``fmt`` (render.FORMATS) to ``output``
+    (None or
+    ``-``: stdout; a file: replaced only once written whole, ``replacing``), and JSON to
+    ``json_path`` too (``-``: stdout; the terminal report on stdout then gives way to it).
+    ``views``: the timeline formats' (render.VIEW_FORMATS). ``verbose``: the whole terminal report,
+    every fix of every framework (the JSON always holds it all)."""
     to_stdout = output in (None, "-")
     if json_path == "-" and to_stdout and fmt in ("terminal", "json"):
         write(report, "json")
@@ -63,9 +86,11 @@ def emit(report, json_path: str | None = None, verbose: bool = False, fmt: str =
 
 @contextlib.contextmanager
 def replacing(path: Path):
-    """A stream whose text replaces ``path`` only once all of it is written: a report that fails (or a
-    disk that fills) leaves the file as it was, never empty or cut. A device or a FIFO (``/dev/full``,
-    ``/dev/stdout``) is written in place: renaming over it would replace the device."""
+    """A stream whose text replaces ``path`` only once all of it is written: a report that fails (or
+    a
+    disk that fills) leaves the file as it was, never empty or cut. A device or a FIFO
+    (``/dev/full``, ``/dev/stdout``) is written in place: renaming over it would replace the device.
+    """
     target = path.resolve() if path.is_symlink() else path
     if _is_special(target):
         with _failing_as_error(path):
@@ -105,18 +130,26 @@ def _failing_as_error(path: Path):
 
 
 def stdout_gone() -> None:
-    """The reader of stdout has gone (``| head``): what is still buffered, and anything printed later,
-    goes nowhere, so that neither this nor Python's flush at exit raises again or prints a traceback."""
+    """The reader of stdout has gone (``| head``): what is still buffered, and anything printed
+    later,
+    goes nowhere, so that neither this nor Python's flush at exit raises again or prints a
+    traceback.
+    """
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no real stdout (a test's StringIO): nothing to redirect
+    except (
+        OSError,
+        ValueError,
+        AttributeError,
+    ):  # no real stdout (a test's StringIO): nothing to redirect
         pass
 
 
 def flush_stdout() -> None:
-    """Flush stdout now, where a reader that has gone is found and taken (not at exit, as an error)."""
+    """Flush stdout now, where a reader that has gone is found and taken (not at exit, as an error).
+    """
     try:
         sys.stdout.flush()
     except BrokenPipeError:

@@ -21,34 +21,83 @@ from scaldiag.sanitize import line
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "profile", help="run an unmodified training script with capture, then report",
-        description="Run SCRIPT exactly as `python SCRIPT ARGS` would, record every training step, a profiler "
-                    "trace of steady-state steps, GPU (NVML) and host samples, then print the report. "
-                    "Keras 3 model.fit (TensorFlow or JAX backend) is captured automatically.")
+        "profile",
+        help="run an unmodified training script with capture, then report",
+        description=(
+            "Run SCRIPT exactly as `python SCRIPT ARGS` would, record every training step, a"
+            " profiler trace of steady-state steps, GPU (NVML) and host samples, then print the"
+            " report. Keras 3 model.fit (TensorFlow or JAX backend) is captured automatically."
+        ),
+    )
     p.add_argument("script", help="the training script")
     p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments (after --)")
-    p.add_argument("--out", default="scaldiag_runs", help="where run directories go (default: scaldiag_runs)")
+    p.add_argument(
+        "--out", default="scaldiag_runs", help="where run directories go (default: scaldiag_runs)"
+    )
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
-    p.add_argument("--gpus", metavar="N,N,...", type=_counts,
-                   help="sweep: run once per GPU count (the first N visible GPUs; N is in $SCALDIAG_NUM_GPUS)")
-    p.add_argument("--emulate", action="store_true",
-                   help="sweep over N logical CPU devices instead of GPUs (machines without GPUs)")
-    p.add_argument("--repeat", type=_positive, default=1, metavar="K", help="run each GPU count K times (default 1)")
-    p.add_argument("-q", "--quiet", action="store_true",
-                   help="no progress lines on stderr while the script runs (errors are still said)")
-    p.add_argument("--global-batch", type=_positive, metavar="N",
-                   help="samples per step, for input whose batch scaldiag cannot read (every run of a sweep)")
-    p.add_argument("--nproc-per-node", metavar="N", type=_positive,
-                   help="PyTorch DDP: run the script under `torchrun --standalone --nproc-per-node N`, every rank "
-                        "captured (with --gpus: one process per GPU of each run; docs/pytorch.md)")
-    p.add_argument("--nnodes", metavar="N", type=_positive,
-                   help="a job over N machines: run this on every node (torchrun's multi-node launch with "
-                        "--node-rank and --rdzv-endpoint; docs/multinode.md)")
-    p.add_argument("--node-rank", metavar="K", type=_natural, help="this node's rank in the job (0..N-1)")
-    p.add_argument("--rdzv-endpoint", metavar="HOST:PORT",
-                   help="where the nodes meet (node 0's address and a free port)")
-    p.add_argument("--torchrun", action="store_true",
-                   help="with --gpus or --emulate: run each sweep point under torchrun, one process per device")
+    p.add_argument(
+        "--gpus",
+        metavar="N,N,...",
+        type=_counts,
+        help="sweep: run once per GPU count (the first N visible GPUs; N is in $SCALDIAG_NUM_GPUS)",
+    )
+    p.add_argument(
+        "--emulate",
+        action="store_true",
+        help="sweep over N logical CPU devices instead of GPUs (machines without GPUs)",
+    )
+    p.add_argument(
+        "--repeat",
+        type=_positive,
+        default=1,
+        metavar="K",
+        help="run each GPU count K times (default 1)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress lines on stderr while the script runs (errors are still said)",
+    )
+    p.add_argument(
+        "--global-batch",
+        type=_positive,
+        metavar="N",
+        help="samples per step, for input whose batch scaldiag cannot read (every run of a sweep)",
+    )
+    p.add_argument(
+        "--nproc-per-node",
+        metavar="N",
+        type=_positive,
+        help=(
+            "PyTorch DDP: run the script under `torchrun --standalone --nproc-per-node N`, every"
+            " rank captured (with --gpus: one process per GPU of each run; docs/pytorch.md)"
+        ),
+    )
+    p.add_argument(
+        "--nnodes",
+        metavar="N",
+        type=_positive,
+        help=(
+            "a job over N machines: run this on every node (torchrun's multi-node launch with "
+            "--node-rank and --rdzv-endpoint; docs/multinode.md)"
+        ),
+    )
+    p.add_argument(
+        "--node-rank", metavar="K", type=_natural, help="this node's rank in the job (0..N-1)"
+    )
+    p.add_argument(
+        "--rdzv-endpoint",
+        metavar="HOST:PORT",
+        help="where the nodes meet (node 0's address and a free port)",
+    )
+    p.add_argument(
+        "--torchrun",
+        action="store_true",
+        help=(
+            "with --gpus or --emulate: run each sweep point under torchrun, one process per device"
+        ),
+    )
     add_verbose(p)
     add_interconnect(p)
     p.set_defaults(func=run)
@@ -66,6 +115,7 @@ def _counts(text: str) -> list[int]:
 
 def _whole(minimum: int):
     """An argparse type: a whole number of at least ``minimum``."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -74,6 +124,7 @@ def _whole(minimum: int):
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be {minimum} or more, not {value}")
         return value
+
     return parse
 
 
@@ -95,45 +146,83 @@ def run(args: argparse.Namespace) -> int:
     script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
     if args.global_batch:  # inherited by every run the command launches
         os.environ[GLOBAL_BATCH_ENV] = str(args.global_batch)
-    if (args.gpus or args.emulate) and (args.nnodes or args.node_rank is not None or args.rdzv_endpoint):
-        raise ScaldiagError("a sweep (--gpus, --emulate) runs on one machine: --nnodes, --node-rank and "
-                            "--rdzv-endpoint are for one run of a job over several")
+    if (args.gpus or args.emulate) and (
+        args.nnodes or args.node_rank is not None or args.rdzv_endpoint
+    ):
+        raise ScaldiagError(
+            "a sweep (--gpus, --emulate) runs on one machine: --nnodes, --node-rank and "
+            "--rdzv-endpoint are for one run of a job over several"
+        )
     if args.gpus or args.emulate:
         return _sweep(args, script, script_args)
     if args.torchrun and not args.nproc_per_node:
-        raise ScaldiagError("--torchrun applies to a sweep (--gpus, --emulate); for one run give --nproc-per-node N")
+        raise ScaldiagError(
+            "--torchrun applies to a sweep (--gpus, --emulate); for one run give --nproc-per-node N"
+        )
     node = _node(args)
-    launch_command = multinode.torchrun_command(node, str(script), script_args) if _torchrun_node(node) else None
-    if args.nproc_per_node and launch_command is None:  # the child re-runs itself under torchrun (torch_hooks.py)
+    launch_command = (
+        multinode.torchrun_command(node, str(script), script_args) if _torchrun_node(node) else None
+    )
+    if (
+        args.nproc_per_node and launch_command is None
+    ):  # the child re-runs itself under torchrun (torch_hooks.py)
         os.environ[TORCHRUN_ENV] = str(args.nproc_per_node)
     try:
-        run_dir = new_run_dir(args.out, multinode.run_dir_label(script.stem, node) if node else script.stem)
+        run_dir = new_run_dir(
+            args.out, multinode.run_dir_label(script.stem, node) if node else script.stem
+        )
     except (OSError, RuntimeError) as exc:
-        _run_without_capture(args.out, exc, multinode.uncaptured_torchrun(node, str(script), script_args)
-                             if launch_command else uncaptured_command(str(script), script_args, args.nproc_per_node))
-    code = launch(run_dir, str(script), script_args, stdout=_script_stdout(args), progress_every_s=_progress(args),
-                  command=launch_command, run_fields={"node": node.fields()} if node else None)
-    if launch_command and code == 0:  # the reference SD209 compares the network with (docs/multinode.md)
+        _run_without_capture(
+            args.out,
+            exc,
+            (
+                multinode.uncaptured_torchrun(node, str(script), script_args)
+                if launch_command
+                else uncaptured_command(str(script), script_args, args.nproc_per_node)
+            ),
+        )
+    code = launch(
+        run_dir,
+        str(script),
+        script_args,
+        stdout=_script_stdout(args),
+        progress_every_s=_progress(args),
+        command=launch_command,
+        run_fields={"node": node.fields()} if node else None,
+    )
+    if (
+        launch_command and code == 0
+    ):  # the reference SD209 compares the network with (docs/multinode.md)
         _intra_node(run_dir, args)
     if not args.quiet:
-        print(f"\nscaldiag: the script ended ({exit_text(code)}); analysing the run...", file=sys.stderr, flush=True)
+        print(
+            f"\nscaldiag: the script ended ({exit_text(code)}); analysing the run...",
+            file=sys.stderr,
+            flush=True,
+        )
     _report(lambda: emit(diagnose_run(run_dir), args.json, args.verbose), args)
     print(line(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})"), file=sys.stderr)
     return exit_status(code)
 
 
 def _node(args) -> multinode.Node | None:
-    """This node's place in a job over several machines (the flags, else SLURM, TF_CONFIG, JAX), or None."""
+    """This node's place in a job over several machines (the flags, else SLURM, TF_CONFIG, JAX), or
+    None."""
     try:
-        return multinode.detect(os.environ, args.nnodes, args.node_rank, args.rdzv_endpoint, args.nproc_per_node)
+        return multinode.detect(
+            os.environ, args.nnodes, args.node_rank, args.rdzv_endpoint, args.nproc_per_node
+        )
     except multinode.NodeError as exc:
         raise ScaldiagError(str(exc)) from None
 
 
 def _intra_node(run_dir: Path, args) -> None:
     if not args.quiet:
-        print("scaldiag: measuring the same all-reduce inside this node (gloo over loopback)...", file=sys.stderr,
-              flush=True)
+        print(
+            "scaldiag: measuring the same all-reduce inside this node (gloo over loopback)...",
+            file=sys.stderr,
+            flush=True,
+        )
     why = multinode.record_intra_node(run_dir)
     if why:
         print(line(f"scaldiag: no intra-node reference: {why}"), file=sys.stderr)
@@ -143,7 +232,8 @@ def _torchrun_node(node: multinode.Node | None) -> bool:
     return node is not None and node.launcher == "torchrun"
 
 
-# A line on stderr this often while a run goes on: a sign of life, rare enough not to bury the script's output.
+# A line on stderr this often while a run goes on: a sign of life, rare enough not to bury the
+# script's output.
 PROGRESS_EVERY_S = 30.0
 
 
@@ -165,27 +255,39 @@ def _run_without_capture(out: str, exc: Exception, command: list[str]) -> None:
     """The run directory cannot be made: say so once, and become the same launch without capture
     (``python SCRIPT ARGS``, or ``torchrun`` under ``--nproc-per-node``)."""
     reason = getattr(exc, "strerror", None) or str(exc)
-    print(line(f"scaldiag: cannot create a run directory under {out} ({reason}); running the script without "
-               "capture, nothing is recorded"), file=sys.stderr, flush=True)
+    print(
+        line(
+            f"scaldiag: cannot create a run directory under {out} ({reason}); running the script"
+            " without capture, nothing is recorded"
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
     sys.stdout.flush()
     os.environ.pop(TORCHRUN_ENV, None)  # no bootstrap runs to read it
     os.execv(command[0], command)
 
 
 def _report(make, args) -> None:
-    """Print the report; scaldiag's own failure here never changes the exit code, which is the script's."""
+    """Print the report; scaldiag's own failure here never changes the exit code, which is the
+    script's."""
     try:
         make()
         sys.stdout.flush()
-    except BrokenPipeError:  # the reader of the report has gone (| head): not scaldiag's failure, nor the script's
+    except (
+        BrokenPipeError
+    ):  # the reader of the report has gone (| head): not scaldiag's failure, nor the script's
         stdout_gone()
     except ScaldiagError as exc:  # the run is kept even when its report cannot be made
         print(f"scaldiag: no report: {line(exc)}", file=sys.stderr)
     except Exception as exc:
         if getattr(args, "debug", False):
             raise
-        print(f"scaldiag: no report: internal error ({type(exc).__name__}: {line(exc)}); the run directory is kept",
-              file=sys.stderr)
+        print(
+            f"scaldiag: no report: internal error ({type(exc).__name__}: {line(exc)}); the run"
+            " directory is kept",
+            file=sys.stderr,
+        )
 
 
 def _sweep(args, script: Path, script_args: list[str]) -> int:
@@ -193,16 +295,38 @@ def _sweep(args, script: Path, script_args: list[str]) -> int:
     gpus = gpus_for(counts, args.emulate)
     try:
         sweep_dir = new_run_dir(args.out, f"{script.stem}-sweep")
-    except (OSError, RuntimeError) as exc:  # a sweep is a measurement: without its record it is pointless
-        raise ScaldiagError(f"cannot create a sweep directory under {args.out}: {getattr(exc, 'strerror', None) or exc}") from exc
+    except (
+        OSError,
+        RuntimeError,
+    ) as exc:  # a sweep is a measurement: without its record it is pointless
+        raise ScaldiagError(
+            f"cannot create a sweep directory under {args.out}:"
+            f" {getattr(exc, 'strerror', None) or exc}"
+        ) from exc
     try:
-        codes = sweep(sweep_dir, str(script), script_args, counts, args.emulate, gpus, args.repeat,
-                      torchrun=bool(args.torchrun or args.nproc_per_node), stdout=_script_stdout(args),
-                      progress_every_s=_progress(args))
+        codes = sweep(
+            sweep_dir,
+            str(script),
+            script_args,
+            counts,
+            args.emulate,
+            gpus,
+            args.repeat,
+            torchrun=bool(args.torchrun or args.nproc_per_node),
+            stdout=_script_stdout(args),
+            progress_every_s=_progress(args),
+        )
     except OSError as exc:
-        raise ScaldiagError(f"the sweep stopped: cannot write under {sweep_dir}: {exc.strerror or exc}") from exc
+        raise ScaldiagError(
+            f"the sweep stopped: cannot write under {sweep_dir}: {exc.strerror or exc}"
+        ) from exc
     print(file=sys.stderr)
-    _report(lambda: emit(diagnose_sweep(sweep_dir, args.interconnect), args.json, args.verbose), args)
-    print(line(f"scaldiag: sweep directory {sweep_dir}  (scaldiag report {sweep_dir})"), file=sys.stderr)
+    _report(
+        lambda: emit(diagnose_sweep(sweep_dir, args.interconnect), args.json, args.verbose), args
+    )
+    print(
+        line(f"scaldiag: sweep directory {sweep_dir}  (scaldiag report {sweep_dir})"),
+        file=sys.stderr,
+    )
     failed = [c for c in codes if c != 0]
     return 0 if not failed else exit_status(failed[0])

@@ -24,21 +24,44 @@ DEFAULT_FILE = {"html": "scaldiag_report.html", "perfetto": "scaldiag_trace.json
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("report", help="report a run directory written by `scaldiag profile` or the callback",
-                              description="Report a captured run: steady-state throughput with its spread, "
-                                          "GPU and host samples, and the diagnosis of its trace window.")
-    p.add_argument("run_dir", metavar="RUN_OR_SWEEP", nargs="+",
-                   help="a run directory (scaldiag_runs/<time>-<script>) or a sweep directory; for a job over "
-                        "several machines, every node's run directory (or the shared --out holding them): one "
-                        "merged report (docs/multinode.md)")
-    p.add_argument("--format", choices=list(FORMAT_NAMES), default="term",
-                   help="term (default), json, html (one self-contained file with plots) or perfetto "
-                        "(Chrome trace-event JSON of the trace window with the samples as counters: "
-                        "open it in ui.perfetto.dev)")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="where the report goes ('-': stdout). Default: stdout for term and json, "
-                        + ", ".join(f"{v} for {k}" for k, v in DEFAULT_FILE.items()))
-    p.add_argument("--json", metavar="FILE", help="also write the report as JSON ('-' for stdout only)")
+    p = subparsers.add_parser(
+        "report",
+        help="report a run directory written by `scaldiag profile` or the callback",
+        description=(
+            "Report a captured run: steady-state throughput with its spread, "
+            "GPU and host samples, and the diagnosis of its trace window."
+        ),
+    )
+    p.add_argument(
+        "run_dir",
+        metavar="RUN_OR_SWEEP",
+        nargs="+",
+        help=(
+            "a run directory (scaldiag_runs/<time>-<script>) or a sweep directory; for a job over "
+            "several machines, every node's run directory (or the shared --out holding them): one "
+            "merged report (docs/multinode.md)"
+        ),
+    )
+    p.add_argument(
+        "--format",
+        choices=list(FORMAT_NAMES),
+        default="term",
+        help=(
+            "term (default), json, html (one self-contained file with plots) or perfetto "
+            "(Chrome trace-event JSON of the trace window with the samples as counters: "
+            "open it in ui.perfetto.dev)"
+        ),
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="where the report goes ('-': stdout). Default: stdout for term and json, "
+        + ", ".join(f"{v} for {k}" for k, v in DEFAULT_FILE.items()),
+    )
+    p.add_argument(
+        "--json", metavar="FILE", help="also write the report as JSON ('-' for stdout only)"
+    )
     add_verbose(p)
     add_interconnect(p)
     add_engine(p)
@@ -59,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def refuse_inputs_as_outputs(inputs: list[str], outputs: list[str | None]) -> None:
-    """Refuse, before anything is read or written, an output that is one of the files the report reads
+    """Refuse, before anything is read or written, an output that is one of the files the report
+    reads
     (``-o`` naming a rank's trace truncated it, then the merge failed reading it)."""
     dirs = [Path(p).resolve() for p in inputs]
     for out in outputs:
@@ -68,8 +92,10 @@ def refuse_inputs_as_outputs(inputs: list[str], outputs: list[str | None]) -> No
         target = Path(out).resolve()
         for d in dirs:
             if target == d or (target.is_relative_to(d) and _is_read(target.relative_to(d))):
-                raise ScaldiagError(f"{out}: is an input of this report ({d.name}'s record); "
-                                    "write the report elsewhere")
+                raise ScaldiagError(
+                    f"{out}: is an input of this report ({d.name}'s record); "
+                    "write the report elsewhere"
+                )
 
 
 def _is_read(inside: Path) -> bool:
@@ -77,15 +103,22 @@ def _is_read(inside: Path) -> bool:
 
 
 def report_views(path: Path, report: RunReport | SweepReport | JobReport, fmt: str) -> dict:
-    """What the timeline views need beyond the report, read from the record (a job's: its ranks' merged
+    """What the timeline views need beyond the report, read from the record (a job's: its ranks'
+    merged
     trace, for the Perfetto export)."""
     with_trace = fmt == "perfetto"  # the HTML plots samples; the Perfetto export every trace event
     if isinstance(report, JobReport):
         return {"merged": job_trace(report)} if with_trace else {}
     if isinstance(report, SweepReport):
         runs = report.runs  # analysed once, by diagnose_sweep
-        timelines = [timeline(Path(r.run_dir), f"{gpus} devices ({Path(r.run_dir).name})", r, with_trace)
-                     for gpus, r in runs] if with_trace else []
+        timelines = (
+            [
+                timeline(Path(r.run_dir), f"{gpus} devices ({Path(r.run_dir).name})", r, with_trace)
+                for gpus, r in runs
+            ]
+            if with_trace
+            else []
+        )
         return {"runs": runs, "timelines": timelines}
     return {"timelines": [timeline(path, path.name, report, with_trace)]}
 
@@ -97,8 +130,14 @@ def timeline(run_dir: Path, label: str, report: RunReport, with_trace: bool) -> 
     # A trace the report went without (its gap is named there) is not read again.
     if with_trace and report.trace_report is not None and (run_dir / TRACE_DIR).exists():
         try:
-            return run_timeline(label, record.steps, record.gpu_samples, record.host_samples, window,
-                                read_trace(run_dir / TRACE_DIR)[1])
+            return run_timeline(
+                label,
+                record.steps,
+                record.gpu_samples,
+                record.host_samples,
+                window,
+                read_trace(run_dir / TRACE_DIR)[1],
+            )
         except TRACE_FAILURES:
             pass  # as the report: the samples and steps without the trace
     return run_timeline(label, record.steps, record.gpu_samples, record.host_samples, window)

@@ -22,11 +22,16 @@ from scaldiag.trace import Trace
 class TraceFormat:
     name: str
     suffix: str | tuple[str, ...]  # the file ending(s) that identify it (Kineto's: plain and .gz)
-    find: Callable[[Path, str | None], tuple[str, list[Path]]]  # (run name, files); raises TraceError
+    find: Callable[
+        [Path, str | None], tuple[str, list[Path]]
+    ]  # (run name, files); raises TraceError
     read: Callable[[list[Path]], Trace]
-    claim: Callable[[Path], bool] | None = None  # replaces the suffix test (a format with several endings)
-    # A format whose files are a job's ranks, one each, read one at a time (pipeline.py): a file alone
-    # (its facts for the labels, its trace); the labels ``read`` would give the files; a rank's trace so named.
+    claim: Callable[[Path], bool] | None = (
+        None  # replaces the suffix test (a format with several endings)
+    )
+    # A format whose files are a job's ranks, one each, read one at a time (pipeline.py): a file
+    # alone (its facts for the labels, its trace); the labels ``read`` would give the files; a
+    # rank's trace so named.
     read_rank: Callable[[Path], tuple[object, Trace]] | None = None
     rank_labels: Callable[[list, list[Path]], list[str]] | None = None
     labelled: Callable[[Trace, str], Trace] | None = None
@@ -52,19 +57,32 @@ def _xplane() -> TraceFormat:
 def _kineto() -> TraceFormat:
     from scaldiag.readers import kineto
 
-    return TraceFormat("kineto", kineto.SUFFIXES, kineto.find_run, kineto.read_trace, kineto.claims,
-                       kineto.read_rank, kineto.rank_labels, kineto.labelled)
+    return TraceFormat(
+        "kineto",
+        kineto.SUFFIXES,
+        kineto.find_run,
+        kineto.read_trace,
+        kineto.claims,
+        kineto.read_rank,
+        kineto.rank_labels,
+        kineto.labelled,
+    )
 
 
 FORMATS: list[TraceFormat] = [_xplane(), _kineto()]
 
 
-def find_trace(path: str | os.PathLike, run: str | None = None) -> tuple[TraceFormat, str, list[Path]]:
-    """The format, run name and files of the trace at ``path`` (a file, a run directory or a logdir)."""
+def find_trace(
+    path: str | os.PathLike, run: str | None = None
+) -> tuple[TraceFormat, str, list[Path]]:
+    """The format, run name and files of the trace at ``path`` (a file, a run directory or a
+    logdir)."""
     root = Path(path)
     if not root.exists():
         raise TraceError(f"no such file or directory: {root}")
-    fmt = next((f for f in FORMATS if f.claims(root)), FORMATS[0])  # unknown: the first reader says why not
+    fmt = next(
+        (f for f in FORMATS if f.claims(root)), FORMATS[0]
+    )  # unknown: the first reader says why not
     name, files = fmt.find(root, run)
     return fmt, name, files
 
@@ -73,7 +91,9 @@ def trace_files(root: Path) -> list[Path]:
     """Every file under ``root`` with an ending of a format (a job node's rank files, one a rank),
     sorted; none where the directory cannot be listed."""
     try:
-        return sorted({f for fmt in FORMATS for e in fmt.endings for f in Path(root).rglob(f"*{e}")})
+        return sorted(
+            {f for fmt in FORMATS for e in fmt.endings for f in Path(root).rglob(f"*{e}")}
+        )
     except OSError:
         return []
 
@@ -88,13 +108,15 @@ def read_trace(path: str | os.PathLike, run: str | None = None) -> tuple[str, Tr
     of the types the analysis reads (readers/typed.py).
 
     What the files as given make doubtful is said in ``Trace.notes``, never passed over: a
-    directory with files of two formats (one is read), a rank twice, ranks that are not one run's."""
+    directory with files of two formats (one is read), a rank twice, ranks that are not one run's.
+    """
     fmt, name, files = find_trace(path, run)
     return read_found(Path(path), fmt, name, files)
 
 
 def read_found(root: Path, fmt: TraceFormat, name: str, files: list[Path]) -> tuple[str, Trace]:
-    """The files ``find_trace`` found under ``root`` read (``read_trace`` without searching again)."""
+    """The files ``find_trace`` found under ``root`` read (``read_trace`` without searching again).
+    """
     trace = typed_stats(fmt.read(files))
     notes = other_formats(Path(root), fmt) + rank_notes(trace)
     return name, replace(trace, notes=[*trace.notes, *notes]) if notes else trace
@@ -114,8 +136,11 @@ def other_formats(root: Path, read: TraceFormat) -> list[str]:
     notes = []
     for other in FORMATS:
         if other is not read and other.claims(root):
-            notes.append(f"{root} also holds {other.name} trace files, left out: only the {read.name} files are "
-                         f"read (one format a directory); name a {other.name} file, or a directory of them alone, to read them")
+            notes.append(
+                f"{root} also holds {other.name} trace files, left out: only the {read.name} files"
+                f" are read (one format a directory); name a {other.name} file, or a directory of"
+                " them alone, to read them"
+            )
     return notes
 
 
@@ -125,7 +150,8 @@ _RANK, _WORLD, _BACKEND = "distributed_rank", "distributed_world_size", "distrib
 
 def rank_notes(trace: Trace) -> list[str]:
     """Files merged as ranks of one run that may not be (``files_notes``), from the merged trace."""
-    files = {}  # label (one per file) -> (its host plane's stats, (first ns, last ns) of its events)
+    # label (one per file) -> (its host plane's stats, (first ns, last ns) of its events)
+    files = {}
     for plane in trace.planes:
         if not plane.host:
             continue  # one file, not merged
@@ -138,9 +164,11 @@ def rank_notes(trace: Trace) -> list[str]:
 
 def files_notes(files: dict[str, tuple[dict, tuple[int, int] | None]]) -> list[str]:
     """Files merged as ranks of one run that may not be: the same rank twice, different world sizes
-    or backends, or files whose events do not overlap in time (one run's ranks trace the same steps).
+    or backends, or files whose events do not overlap in time (one run's ranks trace the same
+    steps).
 
-    ``files``: per file's label, its host plane's stats and the (first ns, last ns) of its events."""
+    ``files``: per file's label, its host plane's stats and the (first ns, last ns) of its events.
+    """
     if len(files) < 2:
         return []
     notes = []
@@ -150,13 +178,17 @@ def files_notes(files: dict[str, tuple[dict, tuple[int, int] | None]]) -> list[s
             by_rank.setdefault(stats[_RANK], []).append(label)
     for rank, labels in by_rank.items():
         if len(labels) > 1:
-            notes.append(f"rank {rank} is in {len(labels)} files ({', '.join(labels)}): copies of one file, or files "
-                         "of different runs? They are merged as separate processes, named by file")
+            notes.append(
+                f"rank {rank} is in {len(labels)} files ({', '.join(labels)}): copies of one file,"
+                " or files of different runs? They are merged as separate processes, named by file"
+            )
     for key, what in ((_WORLD, "world sizes"), (_BACKEND, "backends")):
         values = {stats[key] for stats, _ in files.values() if stats.get(key) is not None}
         if len(values) > 1:
-            notes.append(f"the files say different {what} ({', '.join(map(str, sorted(values, key=str)))}): they are "
-                         "not the ranks of one run, yet are merged as one")
+            notes.append(
+                f"the files say different {what} ({', '.join(map(str, sorted(values, key=str)))}):"
+                " they are not the ranks of one run, yet are merged as one"
+            )
     notes += _apart_in_time(files)
     return notes
 
@@ -170,15 +202,18 @@ def _span(plane, span: tuple[int, int] | None) -> tuple[int, int] | None:
 
 
 def _apart_in_time(files: dict) -> list[str]:
-    """Files whose events share no instant: one run's ranks trace the same steps at the same time."""
+    """Files whose events share no instant: one run's ranks trace the same steps at the same time.
+    """
     spans = sorted((span, label) for label, (_, span) in files.items() if span is not None)
     notes = []
     (_, end), last_label = spans[0]
     for (first, last), label in spans[1:]:
         if first > end:
-            notes.append(f"{label}'s events begin {(first - end) / 1e9:,.3f} s after {last_label}'s end: "
-                         "the files share no instant, as ranks of one run would; traces of different runs "
-                         "(or clocks far apart)?")
+            notes.append(
+                f"{label}'s events begin {(first - end) / 1e9:,.3f} s after {last_label}'s end: "
+                "the files share no instant, as ranks of one run would; traces of different runs "
+                "(or clocks far apart)?"
+            )
         if last > end:
             end, last_label = last, label
     return notes

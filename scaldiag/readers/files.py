@@ -22,15 +22,17 @@ from scaldiag.errors import TraceError
 # Real Kineto traces compress 13-15x (the fixtures: 20 KB to 172 KB gzipped); 100x leaves room for
 # more repetitive ones and refuses a bomb (deflate reaches ~1,000x) after 1% of its expansion.
 GZIP_MAX_RATIO = 100
-# The Kineto reader streams the text into columns (readers/kineto_stream.py: 1 GB of one rank in
-# 659 MiB, bench/results/kineto.md), but its fallback, the reference reader, parses JSON whole, and a
-# bomb's expansion costs time: 1 GiB of output at most. A larger trace is read gunzipped (plain files
-# have no cap: their size is what the user gave).
+# The Kineto reader streams the text into columns (readers/kineto_stream.py: 1 GB of one rank in 659
+# MiB, bench/results/kineto.md), but its fallback, the reference reader, parses JSON whole, and a
+# bomb's expansion costs time: 1 GiB of output at most. A larger trace is read gunzipped (plain
+# files have no cap: their size is what the user gave).
 GZIP_MAX_BYTES = 1 << 30
-# Below this a file may expand past the ratio (a tiny file of one repeated event); memory is no concern.
+# Below this a file may expand past the ratio (a tiny file of one repeated event); memory is no
+# concern.
 GZIP_SLACK_BYTES = 1 << 20
-# Zeros after the last member are padding (tar and tape blocks: 10 KiB at most); more than this is no
-# writer's padding but a sparse or damaged file: 2 GiB of zeros were checked for 40 s before it was read.
+# Zeros after the last member are padding (tar and tape blocks: 10 KiB at most); more than this is
+# no writer's padding but a sparse or damaged file: 2 GiB of zeros were checked for 40 s before it
+# was read.
 GZIP_MAX_PADDING_BYTES = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # a gzip header and trailer, not a bare zlib stream
@@ -38,10 +40,13 @@ _PIECE_BYTES = 8 << 20  # output per call: memory stays the output so far plus o
 
 
 def open_regular(path: Path):
-    """``path`` opened for binary reading, or TraceError if it is not a regular file (a device, a FIFO)."""
+    """``path`` opened for binary reading, or TraceError if it is not a regular file (a device, a
+    FIFO)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
-            raise TraceError(f"{path} is not a regular file (a device, a FIFO or a socket): not read")
+            raise TraceError(
+                f"{path} is not a regular file (a device, a FIFO or a socket): not read"
+            )
         # O_NONBLOCK: a FIFO put in its place after the check does not block the open.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -67,12 +72,14 @@ def is_gzip(data: bytes) -> bool:
 
 
 def gzip_cap_bytes(compressed_bytes: int) -> int:
-    """The most a gzip file of this size may expand to (GZIP_MAX_RATIO, GZIP_SLACK_BYTES, GZIP_MAX_BYTES)."""
+    """The most a gzip file of this size may expand to (GZIP_MAX_RATIO, GZIP_SLACK_BYTES,
+    GZIP_MAX_BYTES)."""
     return min(GZIP_MAX_BYTES, max(GZIP_MAX_RATIO * compressed_bytes, GZIP_SLACK_BYTES))
 
 
 def gunzip(data: bytes, path: Path) -> bytearray:
-    """Every gzip member of ``data`` decompressed, or TraceError: damaged, truncated, or past the cap."""
+    """Every gzip member of ``data`` decompressed, or TraceError: damaged, truncated, or past the
+    cap."""
     cap = gzip_cap_bytes(len(data))
     out = bytearray()
     rest = data
@@ -80,8 +87,12 @@ def gunzip(data: bytes, path: Path) -> bytearray:
         while rest:
             rest = _member(rest, out, cap, path)
             if rest and not is_gzip(rest):
-                if len(rest) > GZIP_MAX_PADDING_BYTES or rest.strip(b"\0"):  # zeros are padding (tapes, writers)
-                    raise TraceError(f"{path} is not a readable gzip file: bytes after its end that are not gzip")
+                if len(rest) > GZIP_MAX_PADDING_BYTES or rest.strip(
+                    b"\0"
+                ):  # zeros are padding (tapes, writers)
+                    raise TraceError(
+                        f"{path} is not a readable gzip file: bytes after its end that are not gzip"
+                    )
                 break
     except zlib.error as exc:
         raise TraceError(f"{path} is not a readable gzip file: {exc}") from exc
@@ -93,14 +104,20 @@ def _member(data: bytes, out: bytearray, cap: int, path: Path) -> bytes:
     d = zlib.decompressobj(_GZIP_WBITS)
     chunk = data
     while not d.eof:
-        piece = d.decompress(chunk, min(_PIECE_BYTES, cap + 1 - len(out)))  # never past the cap by more than a byte
+        piece = d.decompress(
+            chunk, min(_PIECE_BYTES, cap + 1 - len(out))
+        )  # never past the cap by more than a byte
         out += piece
         if len(out) > cap:
             raise TraceError(
                 f"{path} is refused: its gzip expands to more than {cap:,} bytes "
                 f"(the caps: {GZIP_MAX_RATIO}x the compressed size, {GZIP_MAX_BYTES >> 30} GiB; "
-                "docs/reliability.md). If it is a real trace, gunzip it and give the .json")
+                "docs/reliability.md). If it is a real trace, gunzip it and give the .json"
+            )
         chunk = d.unconsumed_tail
         if not piece and not chunk:
-            raise TraceError(f"{path} is not a readable gzip file: it ends before its last member does (truncated?)")
+            raise TraceError(
+                f"{path} is not a readable gzip file: it ends before its last member does"
+                " (truncated?)"
+            )
     return d.unused_data

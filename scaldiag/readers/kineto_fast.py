@@ -32,13 +32,24 @@ except ImportError:  # not built (no C compiler): the reference reader reads eve
 _F_DEVICE, _F_STREAM, _F_BYTES, _F_PID_STR, _F_TID_STR = 1, 2, 4, 8, 16
 _HOST, _DEVICE, _MEMCPY, _SKIP, _DEVICE_STEP = 0, 1, 2, 3, 4
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_COLUMNS = {"seq": np.int64, "ts_ns": np.int64, "dur_ns": np.int64, "name": np.int32, "cat": np.int32,
-            "pid": np.int64, "tid": np.int64, "device": np.int64, "stream": np.int64, "bytes": np.int64,
-            "flags": np.uint8}
+_COLUMNS = {
+    "seq": np.int64,
+    "ts_ns": np.int64,
+    "dur_ns": np.int64,
+    "name": np.int32,
+    "cat": np.int32,
+    "pid": np.int64,
+    "tid": np.int64,
+    "device": np.int64,
+    "stream": np.int64,
+    "bytes": np.int64,
+    "flags": np.uint8,
+}
 
 
 def read_file(file: Path):
-    """The file's planes, host and rank (a kineto_json._File), or None where the scanner gives up."""
+    """The file's planes, host and rank (a kineto_json._File), or None where the scanner gives up.
+    """
     scan_module = native.enabled(_kineto_scan)  # SCALDIAG_NATIVE=0: the reference reader
     native.tell_if_missing(_kineto_scan, "the Kineto reader")
     if scan_module is None:
@@ -46,10 +57,17 @@ def read_file(file: Path):
     scanner = scan_module.Scanner()
     try:
         scan(file, scanner)
-        doc = {key: json.loads(raw, parse_float=ref.decimal_or_none) for key, raw in scanner.meta().items()}
+        doc = {
+            key: json.loads(raw, parse_float=ref.decimal_or_none)
+            for key, raw in scanner.meta().items()
+        }
         strings = _Strings(scanner.strings())
         slow = scanner.slow()
-    except (GiveUp, ValueError, RecursionError):  # json's errors (an int of 4,301 digits too): the reference decides
+    except (
+        GiveUp,
+        ValueError,
+        RecursionError,
+    ):  # json's errors (an int of 4,301 digits too): the reference decides
         return None
     columns = {k: np.frombuffer(v, _COLUMNS[k]) for k, v in scanner.take_columns().items()}
     del scanner
@@ -74,7 +92,8 @@ def _parsed(slow: list):
 
 
 class _Strings:
-    """The distinct strings: the scanner's raw ids mapped to one id per decoded string (and any added later)."""
+    """The distinct strings: the scanner's raw ids mapped to one id per decoded string (and any
+    added later)."""
 
     def __init__(self, raw: list[bytes]):
         self.index: dict[str, int] = {}
@@ -118,9 +137,9 @@ class _Rows:
 
     def __init__(self, file: Path, base_ns: int, strings: _Strings):
         self.file, self.base_ns, self.strings = file, base_ns, strings
-        self.host: list[dict] = []     # column dicts: seq, key, start, end, ok, name, step
-        self.device: list[dict] = []   # seq, device, key (stream), start, end, ok, name, memcpy
-        self.steps: list[dict] = []    # seq, device, start, end, ok, step
+        self.host: list[dict] = []  # column dicts: seq, key, start, end, ok, name, step
+        self.device: list[dict] = []  # seq, device, key (stream), start, end, ok, name, memcpy
+        self.steps: list[dict] = []  # seq, device, start, end, ok, step
         self.keys: dict[object, int] = {}  # line keys (host (pid, tid); device stream) -> key id
         self.thread_names: dict[tuple, str] = {}
 
@@ -136,11 +155,16 @@ class _Rows:
         s = self.strings
         name = s.canon[c["name"]]
         has_cat = c["cat"] >= 0
-        kind = np.where(has_cat, s.per_string(_category, np.int8)[s.canon[np.where(has_cat, c["cat"], 0)]], _HOST)
+        kind = np.where(
+            has_cat,
+            s.per_string(_category, np.int8)[s.canon[np.where(has_cat, c["cat"], 0)]],
+            _HOST,
+        )
         start, end, ok = self._absolute(c["ts_ns"], c["ts_ns"] + c["dur_ns"])
         flags = c["flags"]
         pid_int = (flags & _F_PID_STR) == 0
-        # A device is args.device, else an integer pid; a stream args.stream, else an integer tid, else -1.
+        # A device is args.device, else an integer pid; a stream args.stream, else an integer tid,
+        # else -1.
         has_device = (flags & _F_DEVICE) != 0
         device = np.where(has_device, c["device"], c["pid"])
         device_ok = (has_device | pid_int) & (device >= 0)
@@ -148,25 +172,55 @@ class _Rows:
 
         on_device = ((kind == _DEVICE) | (kind == _MEMCPY)) & device_ok
         rows = np.flatnonzero(on_device)
-        stream = np.where((flags[rows] & _F_STREAM) != 0, c["stream"][rows],
-                          np.where((flags[rows] & _F_TID_STR) != 0, -1, c["tid"][rows]))
+        stream = np.where(
+            (flags[rows] & _F_STREAM) != 0,
+            c["stream"][rows],
+            np.where((flags[rows] & _F_TID_STR) != 0, -1, c["tid"][rows]),
+        )
         streams, stream_key = np.unique(stream, return_inverse=True)
         key_of = np.array([self.key_id(int(k)) for k in streams] or [0], np.int64)
-        self.device.append({"seq": c["seq"][rows], "device": device[rows], "key": key_of[stream_key],
-                            "start": start[rows], "end": end[rows], "ok": ok[rows], "name": name[rows],
-                            "copy": kind[rows] == _MEMCPY, "memcpy": self._memcpy(c, rows, kind[rows] == _MEMCPY)})
+        self.device.append(
+            {
+                "seq": c["seq"][rows],
+                "device": device[rows],
+                "key": key_of[stream_key],
+                "start": start[rows],
+                "end": end[rows],
+                "ok": ok[rows],
+                "name": name[rows],
+                "copy": kind[rows] == _MEMCPY,
+                "memcpy": self._memcpy(c, rows, kind[rows] == _MEMCPY),
+            }
+        )
 
         rows = np.flatnonzero((kind == _DEVICE_STEP) & device_ok & (step >= 0))
-        self.steps.append({"seq": c["seq"][rows], "device": device[rows], "start": start[rows], "end": end[rows],
-                           "ok": ok[rows], "step": step[rows]})
+        self.steps.append(
+            {
+                "seq": c["seq"][rows],
+                "device": device[rows],
+                "start": start[rows],
+                "end": end[rows],
+                "ok": ok[rows],
+                "step": step[rows],
+            }
+        )
 
         rows = np.flatnonzero((kind == _HOST) & pid_int)
-        self.host.append({"seq": c["seq"][rows], "key": self._host_keys(c, rows), "start": start[rows],
-                          "end": end[rows], "ok": ok[rows], "step": step[rows],
-                          "name": np.where(step[rows] >= 0, s.step_marker, name[rows])})
+        self.host.append(
+            {
+                "seq": c["seq"][rows],
+                "key": self._host_keys(c, rows),
+                "start": start[rows],
+                "end": end[rows],
+                "ok": ok[rows],
+                "step": step[rows],
+                "name": np.where(step[rows] >= 0, s.step_marker, name[rows]),
+            }
+        )
 
     def _absolute(self, start_rel: np.ndarray, end_rel: np.ndarray):
-        """Wall-clock ns (base added) and whether both ends stay in int64 (rows that do not are dropped later)."""
+        """Wall-clock ns (base added) and whether both ends stay in int64 (rows that do not are
+        dropped later)."""
         base = self.base_ns
         lo, hi = max(_INT64_MIN - base, _INT64_MIN), min(_INT64_MAX - base, _INT64_MAX)
         ok = (start_rel >= lo) & (start_rel <= hi) & (end_rel >= lo) & (end_rel <= hi)
@@ -178,8 +232,10 @@ class _Rows:
         tid_str = (c["flags"][rows] & _F_TID_STR) != 0
         unique, inverse = _distinct(c["pid"][rows], c["tid"][rows], tid_str)
         table = self.strings.table()
-        keys = [self.key_id((int(pid), table[self.strings.canon[tid]] if is_str else int(tid)))
-                for pid, tid, is_str in unique]
+        keys = [
+            self.key_id((int(pid), table[self.strings.canon[tid]] if is_str else int(tid)))
+            for pid, tid, is_str in unique
+        ]
         return np.array(keys or [0], np.int64)[inverse]
 
     def _memcpy(self, c: dict, rows: np.ndarray, is_memcpy: np.ndarray) -> np.ndarray | None:
@@ -189,9 +245,13 @@ class _Rows:
         out = np.full(len(rows), None, dtype=object)
         at = rows[is_memcpy]
         has_bytes = (c["flags"][at] & _F_BYTES) != 0
-        unique, inverse = _distinct(self.strings.canon[c["name"][at]], np.where(has_bytes, c["bytes"][at], 0), has_bytes)
+        unique, inverse = _distinct(
+            self.strings.canon[c["name"][at]], np.where(has_bytes, c["bytes"][at], 0), has_bytes
+        )
         table = self.strings.table()
-        details = [ref._memcpy_details(table[n], {"bytes": int(b)} if has else {}) for n, b, has in unique]
+        details = [
+            ref._memcpy_details(table[n], {"bytes": int(b)} if has else {}) for n, b, has in unique
+        ]
         values = np.empty(len(details), dtype=object)
         values[:] = details
         out[np.flatnonzero(is_memcpy)] = values[inverse]
@@ -207,31 +267,55 @@ class _Rows:
                 builder.add(event)
         self.thread_names = builder.thread_names
         host, device, steps = builder.rows
-        # The builder and its planes point at each other, and at these rows: left to the cycle collector,
-        # every column of the file would stay in memory until its next full pass (ranks read one after
-        # another kept ~1 MB a rank more, 70 -> 139 MiB over 32 ranks of 25 MB).
+        # The builder and its planes point at each other, and at these rows: left to the cycle
+        # collector, every column of the file would stay in memory until its next full pass (ranks
+        # read one after another kept ~1 MB a rank more, 70 -> 139 MiB over 32 ranks of 25 MB).
         builder.host, builder.devices, builder._owner = None, {}, None
         if host:
             seq, key, start, end, name, step = zip(*host)
             ok = [_fits(s, e) for s, e in zip(start, end)]
-            self.host.append({"seq": _i64(seq), "key": _i64(key), "start": _i64(_clip(start, ok)),
-                              "end": _i64(_clip(end, ok)), "ok": np.array(ok, bool), "name": _i64(name),
-                              "step": _i64(step)})
+            self.host.append(
+                {
+                    "seq": _i64(seq),
+                    "key": _i64(key),
+                    "start": _i64(_clip(start, ok)),
+                    "end": _i64(_clip(end, ok)),
+                    "ok": np.array(ok, bool),
+                    "name": _i64(name),
+                    "step": _i64(step),
+                }
+            )
         if device:
             seq, dev, key, start, end, name, memcpy = zip(*device)
             ok = [_fits(s, e) for s, e in zip(start, end)]
             details = np.empty(len(memcpy), dtype=object)
             details[:] = memcpy
-            self.device.append({"seq": _i64(seq), "device": _i64(dev), "key": _i64(key),
-                                "start": _i64(_clip(start, ok)), "end": _i64(_clip(end, ok)),
-                                "ok": np.array(ok, bool), "name": _i64(name),
-                                "copy": np.array([m is not None for m in memcpy], bool),
-                                "memcpy": details if any(m is not None for m in memcpy) else None})
+            self.device.append(
+                {
+                    "seq": _i64(seq),
+                    "device": _i64(dev),
+                    "key": _i64(key),
+                    "start": _i64(_clip(start, ok)),
+                    "end": _i64(_clip(end, ok)),
+                    "ok": np.array(ok, bool),
+                    "name": _i64(name),
+                    "copy": np.array([m is not None for m in memcpy], bool),
+                    "memcpy": details if any(m is not None for m in memcpy) else None,
+                }
+            )
         if steps:
             seq, dev, start, end, step = zip(*steps)
             ok = [_fits(s, e) for s, e in zip(start, end)]
-            self.steps.append({"seq": _i64(seq), "device": _i64(dev), "start": _i64(_clip(start, ok)),
-                               "end": _i64(_clip(end, ok)), "ok": np.array(ok, bool), "step": _i64(step)})
+            self.steps.append(
+                {
+                    "seq": _i64(seq),
+                    "device": _i64(dev),
+                    "start": _i64(_clip(start, ok)),
+                    "end": _i64(_clip(end, ok)),
+                    "ok": np.array(ok, bool),
+                    "step": _i64(step),
+                }
+            )
 
     # ---- planes ----
 
@@ -242,15 +326,24 @@ class _Rows:
         steps = _joined(self.steps)
         devices = np.unique(device["device"])
         if len(devices) > ref.MAX_DEVICES_PER_FILE:
-            raise TraceError(f"{self.file} is refused: its events name more than {ref.MAX_DEVICES_PER_FILE} "
-                                 "distinct GPUs (args.device): one process sees a node's GPUs, far fewer")
+            raise TraceError(
+                f"{self.file} is refused: its events name more than {ref.MAX_DEVICES_PER_FILE} "
+                "distinct GPUs (args.device): one process sees a node's GPUs, far fewer"
+            )
         marks = _step_marks(steps)
         planes = []
         for d in devices:
             rows = _take(device, device["device"] == d)
             names, lines = _lines(rows, table, keys, lambda k: f"stream {k}", _device_stats)
-            planes.append(Plane(name=f"/device:GPU:{d}", event_names=names, lines=lines,
-                                stats=ref.device_plane_stats(device_props.get(int(d), {})), step_marks=marks.get(int(d))))
+            planes.append(
+                Plane(
+                    name=f"/device:GPU:{d}",
+                    event_names=names,
+                    lines=lines,
+                    stats=ref.device_plane_stats(device_props.get(int(d), {})),
+                    step_marks=marks.get(int(d)),
+                )
+            )
         host = _joined(self.host)
         names, lines = _lines(host, table, keys, self._thread_name, _host_stats)
         planes.append(Plane(name="/host:CPU", event_names=names, lines=lines, stats=host_stats))
@@ -261,7 +354,8 @@ class _Rows:
 
 
 class _SlowBuilder(ref._Builder):
-    """The reference's event logic (ph X, B/E pairs, thread names), its output rows with the event's seq."""
+    """The reference's event logic (ph X, B/E pairs, thread names), its output rows with the event's
+    seq."""
 
     def __init__(self, rows: _Rows):
         super().__init__(rows.base_ns)
@@ -271,7 +365,9 @@ class _SlowBuilder(ref._Builder):
         self._owner = rows
 
     def _new_device(self, device: int):
-        plane = self.devices[device] = _SlowPlane(self, self._owner, device)  # the device limit: counted in planes()
+        plane = self.devices[device] = _SlowPlane(
+            self, self._owner, device
+        )  # the device limit: counted in planes()
         return plane
 
     def _step_mark(self, device: int, start: int, end: int, step_num: int) -> None:
@@ -279,7 +375,8 @@ class _SlowBuilder(ref._Builder):
 
 
 class _SlowPlane:
-    """Stands for kineto_json._PlaneBuilder: a row per event added, names as ids of the file's strings."""
+    """Stands for kineto_json._PlaneBuilder: a row per event added, names as ids of the file's
+    strings."""
 
     def __init__(self, builder: _SlowBuilder, rows: _Rows, device: int | None):
         self.builder, self.owner, self.device = builder, rows, device
@@ -301,13 +398,25 @@ class _SlowLine:
             step = stats["step_num"] if stats else -1
             b.rows[0].append((b.seq, self.key, start, end, name_id, step))
         else:
-            b.rows[1].append((b.seq, self.plane.device, self.key, start, end, name_id,
-                              stats["memcpy_details"] if stats else None))
+            b.rows[1].append(
+                (
+                    b.seq,
+                    self.plane.device,
+                    self.key,
+                    start,
+                    end,
+                    name_id,
+                    stats["memcpy_details"] if stats else None,
+                )
+            )
 
 
 def _distinct(*columns: np.ndarray) -> tuple[list[tuple], np.ndarray]:
-    """The distinct rows of equal-length columns (tuples of their values) and each row's index among them.
-    Rows come in runs (a thread's events, a stream's kernels): only the first row of each run is sorted."""
+    """The distinct rows of equal-length columns (tuples of their values) and each row's index among
+    them.
+    Rows come in runs (a thread's events, a stream's kernels): only the first row of each run is
+    sorted.
+    """
     n = len(columns[0])
     if n == 0:
         return [], np.zeros(0, np.int64)
@@ -317,9 +426,13 @@ def _distinct(*columns: np.ndarray) -> tuple[list[tuple], np.ndarray]:
         change[1:] |= column[1:] != column[:-1]
     heads = np.flatnonzero(change)
     code = np.zeros(len(heads), np.int64)
-    for column in columns:  # one 1-D unique per column: np.unique(axis=0) sorts rows as records, far slower
+    for (
+        column
+    ) in columns:  # one 1-D unique per column: np.unique(axis=0) sorts rows as records, far slower
         distinct, inverse = np.unique(column[heads], return_inverse=True)
-        code = np.unique(code * len(distinct) + inverse.reshape(-1), return_inverse=True)[1].reshape(-1)
+        code = np.unique(code * len(distinct) + inverse.reshape(-1), return_inverse=True)[
+            1
+        ].reshape(-1)
     first = np.unique(code, return_index=True)[1]
     rows = [tuple(column[heads[i]] for column in columns) for i in first]
     return rows, code[np.cumsum(change) - 1]
@@ -355,40 +468,51 @@ def _i64(values) -> np.ndarray:
 
 
 def _joined(parts: list[dict], optional: tuple[str, ...] = ()) -> dict:
-    """One column dict from several, in seq order; an optional object column is None-filled where a part lacks it."""
-    parts = [p for p in parts if len(p["seq"])] or parts[:1]  # the fast events' part is always there
+    """One column dict from several, in seq order; an optional object column is None-filled where a
+    part lacks it."""
+    parts = [p for p in parts if len(p["seq"])] or parts[
+        :1
+    ]  # the fast events' part is always there
     out = {}
     for k in parts[0]:
         if k in optional:
             if all(p[k] is None for p in parts):
                 out[k] = None
                 continue
-            out[k] = np.concatenate([p[k] if p[k] is not None else np.full(len(p["seq"]), None, object) for p in parts])
+            out[k] = np.concatenate(
+                [p[k] if p[k] is not None else np.full(len(p["seq"]), None, object) for p in parts]
+            )
         else:
             out[k] = np.concatenate([p[k] for p in parts])
     if len(parts) == 1:
         return out  # the fast events alone: in seq order already
     order = np.argsort(out["seq"], kind="stable")
-    return {k: (v[order] if v is not None else None) for k, v in out.items()}
+    return {k: v[order] if v is not None else None for k, v in out.items()}
 
 
 def _take(rows: dict, mask: np.ndarray) -> dict:
-    return {k: (v[mask] if v is not None else None) for k, v in rows.items()}
+    return {k: v[mask] if v is not None else None for k, v in rows.items()}
 
 
 def _step_marks(steps: dict) -> dict[int, StepMarks]:
-    """Each device's step markers: the first MAX_DEVICES_PER_FILE devices to have one, times past int64 dropped."""
+    """Each device's step markers: the first MAX_DEVICES_PER_FILE devices to have one, times past
+    int64 dropped."""
     marks = {}
     devices, first = np.unique(steps["device"], return_index=True)
-    for d in devices[np.argsort(first)][:ref.MAX_DEVICES_PER_FILE]:
+    for d in devices[np.argsort(first)][: ref.MAX_DEVICES_PER_FILE]:
         at = (steps["device"] == d) & steps["ok"]
         if at.any():
-            marks[int(d)] = StepMarks(steps["start"][at], steps["end"][at], steps["step"][at].astype(np.int64))
+            marks[int(d)] = StepMarks(
+                steps["start"][at], steps["end"][at], steps["step"][at].astype(np.int64)
+            )
     return marks
 
 
-def _lines(rows: dict, table: list[str], keys: list, line_name, stats_of) -> tuple[list[str], list[Line]]:
-    """A plane's event names (in order of first use) and lines (by key), rows in seq order: as kineto_json builds them."""
+def _lines(
+    rows: dict, table: list[str], keys: list, line_name, stats_of
+) -> tuple[list[str], list[Line]]:
+    """A plane's event names (in order of first use) and lines (by key), rows in seq order: as
+    kineto_json builds them."""
     used = _first_use(rows["name"])
     local = np.zeros(int(used.max()) + 1 if len(used) else 1, np.int32)
     local[used] = np.arange(len(used), dtype=np.int32)
@@ -398,10 +522,20 @@ def _lines(rows: dict, table: list[str], keys: list, line_name, stats_of) -> tup
         at = groups[k]
         stats = stats_of(rows, at)
         at_ok = rows["ok"][at]
-        if not at_ok.all():  # times past int64: no times at all, dropped as the reference drops them
+        if (
+            not at_ok.all()
+        ):  # times past int64: no times at all, dropped as the reference drops them
             at = at[at_ok]
             stats = {name: column[at_ok] for name, column in stats.items()}
-        lines.append(_line(line_name(keys[k]), rows["start"][at], rows["end"][at], local[rows["name"][at]], stats))
+        lines.append(
+            _line(
+                line_name(keys[k]),
+                rows["start"][at],
+                rows["end"][at],
+                local[rows["name"][at]],
+                stats,
+            )
+        )
     return [table[i] for i in used], lines
 
 
@@ -414,11 +548,16 @@ def _line(name: str, start: np.ndarray, end: np.ndarray, name_id: np.ndarray, st
 
 
 def _by_start_longest_first(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """np.lexsort((-end, start)), kineto_json's order (by start, parents before children), in a third of its
-    time where it can: a stable sort by start, kept if every run of equal starts is longest first already."""
+    """np.lexsort((-end, start)), kineto_json's order (by start, parents before children), in a
+    third of its
+    time where it can: a stable sort by start, kept if every run of equal starts is longest first
+    already.
+    """
     order = np.argsort(start, kind="stable")
     ties = np.diff(start[order]) == 0
-    if (ties & (np.diff(end[order]) > 0)).any() or (len(end) and end.min() == _INT64_MIN):  # -INT64_MIN wraps
+    if (ties & (np.diff(end[order]) > 0)).any() or (
+        len(end) and end.min() == _INT64_MIN
+    ):  # -INT64_MIN wraps
         order = np.lexsort((-end, start))
     return order
 
@@ -436,6 +575,10 @@ def _host_stats(rows: dict, at: np.ndarray) -> dict:
 
 
 def _device_stats(rows: dict, at: np.ndarray) -> dict:
-    if rows["memcpy"] is None or not rows["copy"][at].any() or "memcpy_details" not in ref.WANTED_STATS:
+    if (
+        rows["memcpy"] is None
+        or not rows["copy"][at].any()
+        or "memcpy_details" not in ref.WANTED_STATS
+    ):
         return {}
     return {"memcpy_details": rows["memcpy"][at]}

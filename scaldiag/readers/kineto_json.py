@@ -1,4 +1,5 @@
-"""The reference reader of one Kineto file: ``json.loads`` of the whole document, then one dict per event.
+"""The reference reader of one Kineto file: ``json.loads`` of the whole document, then one dict per
+event.
 
 kineto_fast.py reads files this way only where its scanner gives up (odd JSON,
 invalid text: see _kineto_scan.c), so the words of every refusal are these;
@@ -29,22 +30,27 @@ _STEP = re.compile(r"^ProfilerStep#([0-9]{1,18})$")
 # Kineto's copy names: "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)".
 _MEMCPY_KINDS = re.compile(r"\((\w+) -> (\w+)\)")
 # Bounds on the numbers of a trace (issue 22): int(Decimal("1e999999999")) never ends, so a number's
-# magnitude is looked at before it is converted. An id or a byte count is an int64; a timestamp below
-# 10**16 us (year 2286 as epoch microseconds); an event whose nanoseconds still leave int64 (a large
-# base plus a large ts) is dropped when its line is built, at no cost to the others.
-_ID_DIGITS = 19           # Decimal.adjusted() below this: under 10**19 (int64 is 9.2e18, checked after)
-_TS_US_DIGITS = 16        # Decimal.adjusted() below this: under 10**16 us
-_NUMBER_TEXT = re.compile(r"-?[0-9]{1,19}")  # an integer written as text (ASCII digits only: int("²") fails)
-_NUMBER_TEXT_CHARS = 40   # longer text is no timestamp or id, whatever it says
+# magnitude is looked at before it is converted. An id or a byte count is an int64; a timestamp
+# below 10**16 us (year 2286 as epoch microseconds); an event whose nanoseconds still leave int64 (a
+# large base plus a large ts) is dropped when its line is built, at no cost to the others.
+_ID_DIGITS = 19  # Decimal.adjusted() below this: under 10**19 (int64 is 9.2e18, checked after)
+_TS_US_DIGITS = 16  # Decimal.adjusted() below this: under 10**16 us
+_NUMBER_TEXT = re.compile(
+    r"-?[0-9]{1,19}"
+)  # an integer written as text (ASCII digits only: int("²") fails)
+_NUMBER_TEXT_CHARS = 40  # longer text is no timestamp or id, whatever it says
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-# One process sees a node's GPUs: 8-16 today. Each device plane costs the analysis memory in the number of
-# planes (hoststate's gap table), so 16,000 made-up device ids took 8.4 GB (issue 22); far fewer is no trace.
+# One process sees a node's GPUs: 8-16 today. Each device plane costs the analysis memory in the
+# number of planes (hoststate's gap table), so 16,000 made-up device ids took 8.4 GB (issue 22); far
+# fewer is no trace.
 MAX_DEVICES_PER_FILE = 256
 
 
 def decimal_or_none(text: str) -> Decimal | None:
-    """A JSON number as a Decimal; None (no number) where Decimal cannot hold it: an exponent of 19 digits
-    (``1e9999999999999999999``) is past Decimal's own bounds and raised InvalidOperation (exit 70)."""
+    """A JSON number as a Decimal; None (no number) where Decimal cannot hold it: an exponent of 19
+    digits
+    (``1e9999999999999999999``) is past Decimal's own bounds and raised InvalidOperation (exit 70).
+    """
     try:
         return Decimal(text)
     except DecimalException:
@@ -68,13 +74,19 @@ def _load(file: Path):
         # Decimals stay exact: ts are microseconds with nanosecond decimals on a large base.
         return json.loads(raw, parse_float=decimal_or_none)
     except UnicodeDecodeError as exc:
-        raise TraceError(f"{file} is not a Kineto trace: not UTF-8 text (byte {exc.start})") from exc
+        raise TraceError(
+            f"{file} is not a Kineto trace: not UTF-8 text (byte {exc.start})"
+        ) from exc
     except json.JSONDecodeError as exc:
-        raise TraceError(f"{file} is not a Kineto trace: not valid JSON ({exc.msg} at line {exc.lineno}, "
-                         f"column {exc.colno}; truncated?)") from exc
+        raise TraceError(
+            f"{file} is not a Kineto trace: not valid JSON ({exc.msg} at line {exc.lineno}, "
+            f"column {exc.colno}; truncated?)"
+        ) from exc
     except RecursionError as exc:
         raise TraceError(f"{file} is not a Kineto trace: nested too deeply") from exc
-    except ValueError as exc:  # an integer of more than 4,300 digits (int's limit on text conversion)
+    except (
+        ValueError
+    ) as exc:  # an integer of more than 4,300 digits (int's limit on text conversion)
         raise TraceError(f"{file} is not a Kineto trace: {exc}") from exc
 
 
@@ -100,7 +112,8 @@ def base_ns(doc: dict) -> int:
 
 
 def file_of(file: Path, doc: dict, planes_of) -> _File:
-    """A file's planes (``planes_of(host_stats, device_properties)``), host and rank, from its top-level values."""
+    """A file's planes (``planes_of(host_stats, device_properties)``), host and rank, from its
+    top-level values."""
     dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
     rank = _int(dist.get("rank"))
     host_name = doc.get("host_name") if isinstance(doc.get("host_name"), str) else ""
@@ -110,7 +123,10 @@ def file_of(file: Path, doc: dict, planes_of) -> _File:
             host_stats[f"distributed_{key}"] = dist[key]
     planes = planes_of(host_stats, _device_properties(doc.get("deviceProperties")))
     if not any(p.event_count for p in planes):
-        raise TraceError(f"{file} is not a Kineto trace with events: no complete (ph X) events on threads or streams")
+        raise TraceError(
+            f"{file} is not a Kineto trace with events: no complete (ph X) events on threads or"
+            " streams"
+        )
     return _File(planes, host_name, rank)
 
 
@@ -118,35 +134,48 @@ def _device_properties(props) -> dict[int, dict]:
     found = {}
     for p in props if isinstance(props, list) else []:
         if isinstance(p, dict) and _int(p.get("id")) is not None:
-            found[_int(p["id"])] = {k: v for k, v in p.items() if isinstance(v, (str, int)) and not isinstance(v, bool)}
+            found[_int(p["id"])] = {
+                k: v for k, v in p.items() if isinstance(v, (str, int)) and not isinstance(v, bool)
+            }
     return found
 
 
 def _int(value) -> int | None:
-    """An id or a byte count (int, integral decimal or float, integer text) within int64, else None."""
+    """An id or a byte count (int, integral decimal or float, integer text) within int64, else None.
+    """
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value if _INT64_MIN <= value <= _INT64_MAX else None
     if isinstance(value, Decimal):
-        if not value.is_finite() or value.adjusted() >= _ID_DIGITS or value != value.to_integral_value():
+        if (
+            not value.is_finite()
+            or value.adjusted() >= _ID_DIGITS
+            or value != value.to_integral_value()
+        ):
             return None
         return _int(int(value))
     if isinstance(value, float):
         return _int(int(value)) if value.is_integer() else None  # NaN and infinity are not integers
-    if isinstance(value, str) and len(value) <= _NUMBER_TEXT_CHARS and _NUMBER_TEXT.fullmatch(value.strip()):
+    if (
+        isinstance(value, str)
+        and len(value) <= _NUMBER_TEXT_CHARS
+        and _NUMBER_TEXT.fullmatch(value.strip())
+    ):
         return _int(int(value))
     return None
 
 
 def _ns(value) -> int | None:
-    """Microseconds (int, decimal, float or numeric text) as integer nanoseconds; None for what is no time."""
+    """Microseconds (int, decimal, float or numeric text) as integer nanoseconds; None for what is
+    no time."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value * 1000
     if isinstance(value, Decimal):
-        # The magnitude first: converting 1e999999999 would never end, 1e999999 overflows the context.
+        # The magnitude first: converting 1e999999999 would never end, 1e999999 overflows the
+        # context.
         if value.is_finite() and value.adjusted() < _TS_US_DIGITS:
             return int((value * 1000).to_integral_value())
         return None
@@ -182,7 +211,9 @@ class _LineBuilder:
         try:
             start = np.array(self.start, np.int64)
             end = np.array(self.end, np.int64)
-        except OverflowError:  # a time past int64 nanoseconds: no time at all (rare; the common path pays nothing)
+        except (
+            OverflowError
+        ):  # a time past int64 nanoseconds: no time at all (rare; the common path pays nothing)
             self._drop_beyond_int64()
             start = np.array(self.start, np.int64)
             end = np.array(self.end, np.int64)
@@ -200,13 +231,19 @@ class _LineBuilder:
         return Line(name=name, start_ns=start, end_ns=end, name_id=name_id, stats=stats)
 
     def _drop_beyond_int64(self) -> None:
-        keep = [i for i, (s, e) in enumerate(zip(self.start, self.end))
-                if _INT64_MIN <= s <= _INT64_MAX and _INT64_MIN <= e <= _INT64_MAX]
+        keep = [
+            i
+            for i, (s, e) in enumerate(zip(self.start, self.end))
+            if _INT64_MIN <= s <= _INT64_MAX and _INT64_MIN <= e <= _INT64_MAX
+        ]
         new_row = {old: new for new, old in enumerate(keep)}
         self.start = [self.start[i] for i in keep]
         self.end = [self.end[i] for i in keep]
         self.name = [self.name[i] for i in keep]
-        self.stats = {k: {new_row[r]: v for r, v in rows.items() if r in new_row} for k, rows in self.stats.items()}
+        self.stats = {
+            k: {new_row[r]: v for r, v in rows.items() if r in new_row}
+            for k, rows in self.stats.items()
+        }
 
 
 class _PlaneBuilder:
@@ -238,7 +275,9 @@ class _Builder:
         self.devices: dict[int, _PlaneBuilder] = {}
         self.thread_names: dict[tuple, str] = {}
         self.open: dict[tuple, list] = {}  # B/E pairs per thread
-        self.device_steps: dict[int, tuple[list, list, list]] = {}  # GPU-side ProfilerStep#N: starts, ends, N
+        self.device_steps: dict[
+            int, tuple[list, list, list]
+        ] = {}  # GPU-side ProfilerStep#N: starts, ends, N
 
     def add(self, e: dict) -> None:
         ph = e.get("ph")
@@ -256,7 +295,9 @@ class _Builder:
         elif ph == "B":
             start = _ns(e.get("ts"))
             if start is not None:
-                self.open.setdefault((_id(e.get("pid")), _id(e.get("tid"))), []).append((e, start + self.base_ns))
+                self.open.setdefault((_id(e.get("pid")), _id(e.get("tid"))), []).append(
+                    (e, start + self.base_ns)
+                )
         elif ph == "E":
             stack = self.open.get((_id(e.get("pid")), _id(e.get("tid"))))
             end = _ns(e.get("ts"))
@@ -287,7 +328,9 @@ class _Builder:
             if plane is None:
                 plane = self._new_device(device)
             stats = {"memcpy_details": _memcpy_details(name, args)} if cat == "gpu_memcpy" else None
-            plane.line(stream if stream is not None else -1).add(start, end, plane.name_id(name), stats)
+            plane.line(stream if stream is not None else -1).add(
+                start, end, plane.name_id(name), stats
+            )
             return
         if not isinstance(pid, int):  # the profiler's own pseudo-processes ("Spans", "Traces")
             return
@@ -298,7 +341,8 @@ class _Builder:
         self.host.line((pid, tid)).add(start, end, self.host.name_id(name), stats)
 
     def _device_step(self, e: dict, name: str, start: int, end: int) -> None:
-        """A GPU-side ``ProfilerStep#N``: a step marker of its device (``args.device``, else its pid)."""
+        """A GPU-side ``ProfilerStep#N``: a step marker of its device (``args.device``, else its
+        pid)."""
         step = _STEP.match(name)
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
         device = _int(args.get("device"))
@@ -321,16 +365,21 @@ class _Builder:
         marks = self.device_steps.get(device)
         if not marks:
             return None
-        rows = [i for i, (s, e) in enumerate(zip(marks[0], marks[1]))
-                if _INT64_MIN <= s <= _INT64_MAX and _INT64_MIN <= e <= _INT64_MAX]
+        rows = [
+            i
+            for i, (s, e) in enumerate(zip(marks[0], marks[1]))
+            if _INT64_MIN <= s <= _INT64_MAX and _INT64_MIN <= e <= _INT64_MAX
+        ]
         if not rows:
             return None
         return StepMarks(*(np.array([column[i] for i in rows], np.int64) for column in marks))
 
     def _new_device(self, device: int) -> _PlaneBuilder:
         if len(self.devices) >= MAX_DEVICES_PER_FILE:
-            raise TraceError(f"its events name more than {MAX_DEVICES_PER_FILE} distinct GPUs (args.device): "
-                             "one process sees a node's GPUs, far fewer")
+            raise TraceError(
+                f"its events name more than {MAX_DEVICES_PER_FILE} distinct GPUs (args.device): "
+                "one process sees a node's GPUs, far fewer"
+            )
         plane = self.devices[device] = _PlaneBuilder()
         return plane
 
@@ -340,10 +389,22 @@ class _Builder:
             b = self.devices[device]
             lines = [b.lines[s].line(f"stream {s}") for s in sorted(b.lines, key=_sort_key)]
             stats = device_plane_stats(device_props.get(device, {}))
-            planes.append(Plane(name=f"/device:GPU:{device}", event_names=b.names, lines=lines, stats=stats,
-                                step_marks=self._step_marks(device)))
-        host_lines = [self.host.lines[key].line(self._thread_name(key)) for key in sorted(self.host.lines, key=_sort_key)]
-        planes.append(Plane(name="/host:CPU", event_names=self.host.names, lines=host_lines, stats=host_stats))
+            planes.append(
+                Plane(
+                    name=f"/device:GPU:{device}",
+                    event_names=b.names,
+                    lines=lines,
+                    stats=stats,
+                    step_marks=self._step_marks(device),
+                )
+            )
+        host_lines = [
+            self.host.lines[key].line(self._thread_name(key))
+            for key in sorted(self.host.lines, key=_sort_key)
+        ]
+        planes.append(
+            Plane(name="/host:CPU", event_names=self.host.names, lines=host_lines, stats=host_stats)
+        )
         return planes
 
     def _thread_name(self, key: tuple) -> str:
@@ -352,7 +413,11 @@ class _Builder:
 
 def device_plane_stats(props: dict) -> dict:
     """A device plane's stats from its entry of deviceProperties."""
-    return {f"device_{k}": v for k, v in props.items() if k in ("name", "totalGlobalMem", "computeMajor", "computeMinor", "numSms")}
+    return {
+        f"device_{k}": v
+        for k, v in props.items()
+        if k in ("name", "totalGlobalMem", "computeMajor", "computeMinor", "numSms")
+    }
 
 
 def _id(value):
@@ -362,11 +427,15 @@ def _id(value):
 
 
 def _sort_key(key):
-    return tuple((0, k, "") if isinstance(k, int) else (1, 0, str(k)) for k in (key if isinstance(key, tuple) else (key,)))
+    return tuple(
+        (0, k, "") if isinstance(k, int) else (1, 0, str(k))
+        for k in (key if isinstance(key, tuple) else (key,))
+    )
 
 
 def _memcpy_details(name: str, args: dict) -> str:
-    """CUPTI's memcpy_details form from Kineto's name ("Memcpy HtoD (Pinned -> Device)") and args.bytes."""
+    """CUPTI's memcpy_details form from Kineto's name ("Memcpy HtoD (Pinned -> Device)") and
+    args.bytes."""
     parts = []
     kinds = _MEMCPY_KINDS.search(name)
     if kinds:
@@ -375,4 +444,3 @@ def _memcpy_details(name: str, args: dict) -> str:
     if size is not None and size >= 0:
         parts.append(f"size:{size}")
     return " ".join(parts)
-

@@ -19,35 +19,47 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from scaldiag.errors import TraceError
-from scaldiag.readers.files import GZIP_MAX_BYTES, GZIP_MAX_PADDING_BYTES, GZIP_MAX_RATIO, gzip_cap_bytes, is_gzip, open_regular
+from scaldiag.readers.files import (
+    GZIP_MAX_BYTES,
+    GZIP_MAX_PADDING_BYTES,
+    GZIP_MAX_RATIO,
+    gzip_cap_bytes,
+    is_gzip,
+    open_regular,
+)
 
-PIECE_BYTES = 16 << 20  # JSON per scanner call: large enough that the per-call cost vanishes, small next to the columns
-_READ_BYTES = 1 << 20   # compressed bytes per read
+PIECE_BYTES = (
+    16 << 20
+)  # JSON per scanner call: large enough that the per-call cost vanishes, small next to the columns
+_READ_BYTES = 1 << 20  # compressed bytes per read
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 
 
 class GiveUp(Exception):
-    """The fast path does not read this file: the reference reader will, and say why not if it cannot."""
+    """The fast path does not read this file: the reference reader will, and say why not if it
+    cannot."""
 
 
 def scan(file: Path, scanner) -> None:
-    """Feed the whole file to ``scanner`` (a _kineto_scan.Scanner); GiveUp where it cannot be read this way."""
+    """Feed the whole file to ``scanner`` (a _kineto_scan.Scanner); GiveUp where it cannot be read
+    this way."""
     with open_regular(file) as f:  # TraceError for a device, a FIFO: no reader opens those
         try:
             head = f.read(2)
             f.seek(0)
             if is_gzip(head):
                 _feed(_Gunzipped(_gunzipped(f, file)), scanner, PIECE_BYTES, file)
-            else:  # a small file gets a buffer of its size (+1: a full buffer is not known to be the end)
+            # a small file gets a buffer of its size (+1: a full buffer is not known to be the end)
+            else:
                 _feed(f, scanner, min(PIECE_BYTES, os.fstat(f.fileno()).st_size + 1), file)
         except (OSError, zlib.error, ValueError) as exc:  # ScanError is a ValueError
             raise GiveUp(str(exc)) from exc
 
 
 # Where the scanner stops it stands at a JSON value's or a separator's first byte: a control byte
-# there (a NUL of a sparse file, binary data) is in no JSON text, and the reference reader would load
-# the whole file only to say so (a 2 GiB sparse file: 4.25 GB). Other bytes it still judges, in its
-# words (not UTF-8, not valid JSON).
+# there (a NUL of a sparse file, binary data) is in no JSON text, and the reference reader would
+# load the whole file only to say so (a 2 GiB sparse file: 4.25 GB). Other bytes it still judges, in
+# its words (not UTF-8, not valid JSON).
 _CONTROL = frozenset(range(0x20)) - frozenset(b"\t\r\n") | {0x7F}
 _STOPPED_AT = re.compile(r"near byte (\d+) of the piece")
 
@@ -57,14 +69,17 @@ def _not_json(exc: ValueError, piece, have: int, before: int, file: Path | None)
     found = _STOPPED_AT.search(str(exc))
     at = int(found.group(1)) if found else -1
     if 0 <= at < have and piece[at] in _CONTROL:
-        raise TraceError(f"{file or 'the file'} is not a Kineto trace: not JSON text (byte {before + at:,} is "
-                         f"0x{piece[at]:02x})") from exc
+        raise TraceError(
+            f"{file or 'the file'} is not a Kineto trace: not JSON text (byte {before + at:,} is "
+            f"0x{piece[at]:02x})"
+        ) from exc
 
 
 def _feed(source, scanner, buffer_bytes: int, file: Path | None = None) -> None:
-    """Whole units to the scanner from one buffer that ``source.readinto`` fills; the unfinished rest moves to
-    its front. The buffer is scanned only when full (or at the end), so a unit longer than it (a huge event)
-    makes it double, and is scanned again only then: linear time still."""
+    """Whole units to the scanner from one buffer that ``source.readinto`` fills; the unfinished
+    rest moves to
+    its front. The buffer is scanned only when full (or at the end), so a unit longer than it (a
+    huge event) makes it double, and is scanned again only then: linear time still."""
     buf = bytearray(buffer_bytes)
     have = done = 0
     while True:
@@ -83,7 +98,7 @@ def _feed(source, scanner, buffer_bytes: int, file: Path | None = None) -> None:
             return
         if used == 0:
             buf += bytes(len(buf))
-        buf[:have - used] = buf[used:have]
+        buf[: have - used] = buf[used:have]
         have -= used
         done += used
 
@@ -104,7 +119,8 @@ class _Gunzipped:
 
 
 def _gunzipped(f, path: Path) -> Iterator[bytes]:
-    """Every gzip member's output, PIECE_BYTES at most at a time, refused past the caps (files.gunzip's rules)."""
+    """Every gzip member's output, PIECE_BYTES at most at a time, refused past the caps
+    (files.gunzip's rules)."""
     cap = gzip_cap_bytes(os.fstat(f.fileno()).st_size)
     total = 0
     d = zlib.decompressobj(_GZIP_WBITS)
@@ -117,12 +133,16 @@ def _gunzipped(f, path: Path) -> Iterator[bytes]:
             if not data:
                 return
             if not is_gzip(data):
-                _only_padding(data, f, path)  # zeros after the last member are padding (tapes, some writers)
+                _only_padding(
+                    data, f, path
+                )  # zeros after the last member are padding (tapes, some writers)
                 return
             d = zlib.decompressobj(_GZIP_WBITS)
         if not data:
             data = f.read(_READ_BYTES)
-        piece = d.decompress(data, min(PIECE_BYTES, cap + 1 - total))  # never past the cap by more than a byte
+        piece = d.decompress(
+            data, min(PIECE_BYTES, cap + 1 - total)
+        )  # never past the cap by more than a byte
         if not piece and not data and not d.eof:
             raise GiveUp("the gzip stream ends before its last member does (truncated?)")
         total += len(piece)
@@ -130,7 +150,8 @@ def _gunzipped(f, path: Path) -> Iterator[bytes]:
             raise TraceError(
                 f"{path} is refused: its gzip expands to more than {cap:,} bytes "
                 f"(the caps: {GZIP_MAX_RATIO}x the compressed size, {GZIP_MAX_BYTES >> 30} GiB; "
-                "docs/reliability.md). If it is a real trace, gunzip it and give the .json")
+                "docs/reliability.md). If it is a real trace, gunzip it and give the .json"
+            )
         data = d.unconsumed_tail
         if piece:
             yield piece
@@ -143,6 +164,8 @@ def _only_padding(rest: bytes, f, path: Path) -> None:
             raise GiveUp("bytes after the gzip stream's end that are not gzip")
         seen += len(rest)
         if seen > GZIP_MAX_PADDING_BYTES:  # a sparse file: checking 2 GiB of zeros took 40 s
-            raise TraceError(f"{path} is not a readable gzip file: more than {GZIP_MAX_PADDING_BYTES >> 20} MiB of "
-                             "zeros after its end (a sparse or damaged file)")
+            raise TraceError(
+                f"{path} is not a readable gzip file: more than {GZIP_MAX_PADDING_BYTES >> 20} MiB"
+                " of zeros after its end (a sparse or damaged file)"
+            )
         rest = f.read(_READ_BYTES)

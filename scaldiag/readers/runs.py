@@ -24,14 +24,18 @@ def runs_under(root: Path, suffixes: tuple[str, ...]) -> dict[str, list[Path]]:
     return runs
 
 
-def find_files(path: str | os.PathLike, run: str | None, suffixes: tuple[str, ...],
-               expected: str) -> tuple[str, list[Path]]:
-    """(run name, files) under ``path``; ``expected`` names the layout in the error when none is found."""
+def find_files(
+    path: str | os.PathLike, run: str | None, suffixes: tuple[str, ...], expected: str
+) -> tuple[str, list[Path]]:
+    """(run name, files) under ``path``; ``expected`` names the layout in the error when none is
+    found."""
     root = Path(path)
     if not root.exists():
         raise TraceError(f"no such file or directory: {root}")
     if not root.is_file() and not root.is_dir():
-        raise TraceError(f"{root} is not a regular file or a directory (a device, a FIFO or a socket): not read")
+        raise TraceError(
+            f"{root} is not a regular file or a directory (a device, a FIFO or a socket): not read"
+        )
     if root.is_file():
         if run:
             raise TraceError("--run applies to a logdir, not to a single file")

@@ -1,9 +1,10 @@
-"""A job's node directories: which run directories are the nodes of one job, in order, from their run.json.
+"""A job's node directories: which run directories are the nodes of one job, in order, from their
+run.json.
 
-A node is a run directory whose run.json says ``node`` (``profile --nnodes``, SLURM, TF_CONFIG, JAX);
-a directory holding several of them (a shared ``--out``) stands for all of them. What the merge takes
-from each node's record (its place, its label, its framework, its intra-node reference) is read here;
-the merge itself is analyze/nodes.py's, the join pipeline.py's.
+A node is a run directory whose run.json says ``node`` (``profile --nnodes``, SLURM, TF_CONFIG,
+JAX); a directory holding several of them (a shared ``--out``) stands for all of them. What the
+merge takes from each node's record (its place, its label, its framework, its intra-node reference)
+is read here; the merge itself is analyze/nodes.py's, the join pipeline.py's.
 """
 
 from __future__ import annotations
@@ -16,17 +17,20 @@ from scaldiag.errors import ScaldiagError
 from scaldiag.record.reader import read_record
 from scaldiag.record.rundir import RUN_JSON, read_json
 
-# A node rank or a node count past this is no job's (torchrun's largest jobs have thousands of nodes).
+# A node rank or a node count past this is no job's (torchrun's largest jobs have thousands of
+# nodes).
 MAX_NODES = 1 << 20
-# The hosts of one job keep their clocks within milliseconds of each other (NTP, PTP); an offset of a
-# minute is another job's trace (a run an hour earlier read "offset +3276744 ms, corrected" and lost the
-# real straggler), a trace without its base time (1970), or a clock nobody keeps: its verdict would rest
-# on the clocks. Refused, with the offset (here for the runs' spans, analyze/job_merge.py for the traces).
+# The hosts of one job keep their clocks within milliseconds of each other (NTP, PTP); an offset of
+# a minute is another job's trace (a run an hour earlier read "offset +3276744 ms, corrected" and
+# lost the real straggler), a trace without its base time (1970), or a clock nobody keeps: its
+# verdict would rest on the clocks. Refused, with the offset (here for the runs' spans,
+# analyze/job_merge.py for the traces).
 MAX_CLOCK_OFFSET_NS = 60 * 10**9
 
 
 def node_dirs(paths: list[str], left_out: list[str] | None = None) -> list[Path]:
-    """The node run directories named or held by ``paths``, node 0 first. A directory whose run.json does
+    """The node run directories named or held by ``paths``, node 0 first. A directory whose run.json
+    does
     not say its place in the job (``node_rank`` not a node number) is left out, its reason added to
     ``left_out``; two directories of one node rank, or of different node counts, are not one job."""
     found: dict[Path, Path] = {}
@@ -39,22 +43,30 @@ def node_dirs(paths: list[str], left_out: list[str] | None = None) -> list[Path]
     for d in found.values():
         where = place(d)
         if isinstance(where, str):
-            (left_out if left_out is not None else []).append(f"{d}: {where}: this node is left out")
+            (left_out if left_out is not None else []).append(
+                f"{d}: {where}: this node is left out"
+            )
         else:
             placed[d] = where
     ranks = [r for r, _ in placed.values()]
     twice = sorted({r for r in ranks if ranks.count(r) > 1})
     if twice:
-        raise ScaldiagError(f"node rank {twice[0]} is in more than one of these directories: give one run "
-                            "directory a node, all of the same job")
+        raise ScaldiagError(
+            f"node rank {twice[0]} is in more than one of these directories: give one run "
+            "directory a node, all of the same job"
+        )
     sizes = {n for _, n in placed.values()}
     if len(sizes) > 1:
-        raise ScaldiagError(f"these directories are not of one job: their nodes say {sorted(sizes, key=str)} nodes")
+        raise ScaldiagError(
+            f"these directories are not of one job: their nodes say {sorted(sizes, key=str)} nodes"
+        )
     if len(placed) < 2:
         why = f" ({'; '.join(left_out)})" if left_out else ""
-        raise ScaldiagError("a job report needs the run directories of two or more nodes (written by "
-                            "`scaldiag profile --nnodes N ...`, or under SLURM, TF_CONFIG or JAX); found "
-                            f"{len(placed)} in {', '.join(paths)}{why}")
+        raise ScaldiagError(
+            "a job report needs the run directories of two or more nodes (written by "
+            "`scaldiag profile --nnodes N ...`, or under SLURM, TF_CONFIG or JAX); found "
+            f"{len(placed)} in {', '.join(paths)}{why}"
+        )
     return sorted(placed, key=lambda d: (placed[d][0], str(d)))
 
 
@@ -66,7 +78,8 @@ def _children(p: Path) -> list[Path]:
 
 
 def place(run_dir: Path) -> tuple[int, int | None] | str:
-    """(node rank, node count or None where unsaid) from the node's run.json, or why it is no place."""
+    """(node rank, node count or None where unsaid) from the node's run.json, or why it is no place.
+    """
     node = node_of(run_dir) or {}
     rank, count = node.get("node_rank"), node.get("nnodes")
     if not _is_index(rank):
@@ -93,7 +106,11 @@ def is_job(paths: list[str]) -> bool:
     if len(paths) > 1:
         return True
     p = Path(paths[0])
-    return p.is_dir() and not (p / RUN_JSON).exists() and any(node_of(c) is not None for c in _children(p))
+    return (
+        p.is_dir()
+        and not (p / RUN_JSON).exists()
+        and any(node_of(c) is not None for c in _children(p))
+    )
 
 
 def node_of(run_dir: Path) -> dict | None:
@@ -114,7 +131,8 @@ def label(run_dir: Path) -> str:
 
 
 def framework(run_dir: Path) -> str:
-    """The job's framework as its rules' fixes name it, from node 0's record (PyTorch where unsaid)."""
+    """The job's framework as its rules' fixes name it, from node 0's record (PyTorch where unsaid).
+    """
     said = read_record(run_dir).training.get("framework")
     if not isinstance(said, dict) or said.get("name") == "pytorch":
         return "pytorch"
@@ -122,23 +140,31 @@ def framework(run_dir: Path) -> str:
 
 
 def refuse_other_jobs(dirs: list[Path]) -> None:
-    """Refuse node directories that say they are of different jobs: another launcher or rendezvous, or
+    """Refuse node directories that say they are of different jobs: another launcher or rendezvous,
+    or
     runs that do not overlap even allowing MAX_CLOCK_OFFSET_NS between their hosts' clocks."""
     records = [read_json(d, RUN_JSON) for d in dirs]
     for key in ("launcher", "rdzv_endpoint"):
-        said = {shown(r["node"].get(key)) for r in records if isinstance(r.get("node"), dict)
-                and r["node"].get(key) is not None}
+        said = {
+            shown(r["node"].get(key))
+            for r in records
+            if isinstance(r.get("node"), dict) and r["node"].get(key) is not None
+        }
         if len(said) > 1:
-            raise ScaldiagError(f"these directories are not of one job: their nodes' {key} differ "
-                                f"({', '.join(sorted(said))})")
+            raise ScaldiagError(
+                f"these directories are not of one job: their nodes' {key} differ "
+                f"({', '.join(sorted(said))})"
+            )
     spans = [(d, _span_ns(r)) for d, r in zip(dirs, records)]
     spans = [(d, s) for d, s in spans if s is not None]
     for d, (start, end) in spans[1:]:
         d0, (start0, end0) = spans[0]
         if start > end0 + MAX_CLOCK_OFFSET_NS or start0 > end + MAX_CLOCK_OFFSET_NS:
             apart_s = max(start - end0, start0 - end) / 1e9
-            raise ScaldiagError(f"these directories are not of one job: {d.name}'s run and {d0.name}'s do not "
-                                f"overlap ({apart_s:,.0f} s apart; their clocks may differ by a minute at most)")
+            raise ScaldiagError(
+                f"these directories are not of one job: {d.name}'s run and {d0.name}'s do not "
+                f"overlap ({apart_s:,.0f} s apart; their clocks may differ by a minute at most)"
+            )
 
 
 def _span_ns(record: dict) -> tuple[int, int] | None:
@@ -162,5 +188,14 @@ def intra_node_times_ns(run_dir: Path) -> dict[int, list[int]]:
         table = {"1": table}
     if not isinstance(table, dict):
         return {}
-    return {int(k): v for k, v in table.items() if k.isascii() and k.isdigit() and len(k) < 10 and int(k) > 0
-            and isinstance(v, list) and v and all(is_time_ns(t) for t in v)}
+    return {
+        int(k): v
+        for k, v in table.items()
+        if k.isascii()
+        and k.isdigit()
+        and len(k) < 10
+        and int(k) > 0
+        and isinstance(v, list)
+        and v
+        and all(is_time_ns(t) for t in v)
+    }

@@ -27,7 +27,8 @@ RECORD_NOTE = "record: "  # begins each note on what could not be read cleanly (
 
 
 def read_record(run_dir: Path) -> RunRecord:
-    """The run's facts, well typed whatever the files hold; each damage is a line of ``run["missing"]``."""
+    """The run's facts, well typed whatever the files hold; each damage is a line of
+    ``run["missing"]``."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ScaldiagError(f"no such run directory: {run_dir}")
@@ -42,15 +43,31 @@ def read_record(run_dir: Path) -> RunRecord:
     steps = read_steps(run_dir / STEPS, notes)
     gpu_samples = _rows(run_dir / GPU_SAMPLES, validate.GPU_ROW, True, "t_ns", notes)
     host_samples = _rows(run_dir / HOST_SAMPLES, validate.HOST_ROW, True, "t_ns", notes)
-    # Marks come from two processes (bootstrap and recorder), so they are sorted, not checked for order.
-    marks = sorted(validate.clean_rows(load_jsonl(run_dir / MARKS)[0], validate.MARK_ROW, False)[0],
-                   key=lambda m: m["t_ns"])
-    device_steps = load_jsonl(run_dir / DEVICE_STEPS)[0]  # checked value by value (analyze/runsteps.device_times)
+    # Marks come from two processes (bootstrap and recorder), so they are sorted, not checked for
+    # order.
+    marks = sorted(
+        validate.clean_rows(load_jsonl(run_dir / MARKS)[0], validate.MARK_ROW, False)[0],
+        key=lambda m: m["t_ns"],
+    )
+    device_steps = load_jsonl(run_dir / DEVICE_STEPS)[
+        0
+    ]  # checked value by value (analyze/runsteps.device_times)
     notes += _abandoned(run)
     if notes:
-        run = {**run, "missing": list(run.get("missing", [])) + [f"{RECORD_NOTE}{n}" for n in notes]}
-    return RunRecord(run=run, training=training, inventory=inventory, steps=steps, gpu_samples=gpu_samples,
-                     host_samples=host_samples, marks=marks, device_steps=device_steps)
+        run = {
+            **run,
+            "missing": list(run.get("missing", [])) + [f"{RECORD_NOTE}{n}" for n in notes],
+        }
+    return RunRecord(
+        run=run,
+        training=training,
+        inventory=inventory,
+        steps=steps,
+        gpu_samples=gpu_samples,
+        host_samples=host_samples,
+        marks=marks,
+        device_steps=device_steps,
+    )
 
 
 def _object(run_dir: Path, name: str, fields: dict, notes: list[str]) -> dict:
@@ -63,11 +80,21 @@ def _object(run_dir: Path, name: str, fields: dict, notes: list[str]) -> dict:
 
 
 def read_steps(path: Path, notes: list[str] | None = None) -> list[dict]:
-    """steps.jsonl as one row per step (blocks expanded), well typed and in order; damage noted in ``notes``."""
-    return _rows(path, validate.STEP_ROW, False, "begin_ns", [] if notes is None else notes, validate.expand_step_blocks)
+    """steps.jsonl as one row per step (blocks expanded), well typed and in order; damage noted in
+    ``notes``."""
+    return _rows(
+        path,
+        validate.STEP_ROW,
+        False,
+        "begin_ns",
+        [] if notes is None else notes,
+        validate.expand_step_blocks,
+    )
 
 
-def _rows(path: Path, shape, numbers_only: bool, order_key: str, notes: list[str], expand=None) -> list[dict]:
+def _rows(
+    path: Path, shape, numbers_only: bool, order_key: str, notes: list[str], expand=None
+) -> list[dict]:
     rows, damaged = load_jsonl(path)
     if expand is not None:
         rows, broken = expand(rows)
@@ -81,7 +108,8 @@ def _rows(path: Path, shape, numbers_only: bool, order_key: str, notes: list[str
 
 
 def _abandoned(run: dict) -> list[str]:
-    """A run still marked running whose launcher is gone: it was killed (SIGKILL, OOM) before finalising."""
+    """A run still marked running whose launcher is gone: it was killed (SIGKILL, OOM) before
+    finalising."""
     pid = run.get("launcher_pid")
     if run.get("status") != "running" or pid is None or run.get("host") != platform.node():
         return []
@@ -89,9 +117,11 @@ def _abandoned(run: dict) -> list[str]:
         os.kill(pid, 0)
         return []
     except ProcessLookupError:
-        return [f"run.json says running, but its launcher (pid {pid}) has ended without finalising it: "
-                "scaldiag was killed (SIGKILL, out of memory) or could not write run.json (a full disk); the steps "
-                "and samples up to then are kept"]
+        return [
+            f"run.json says running, but its launcher (pid {pid}) has ended without finalising it:"
+            " scaldiag was killed (SIGKILL, out of memory) or could not write run.json (a full"
+            " disk); the steps and samples up to then are kept"
+        ]
     except (PermissionError, OverflowError, ValueError, OSError):
         return []
 
@@ -102,7 +132,13 @@ def rank_dirs(run_dir: Path) -> dict[int, Path]:
     for path in sorted(Path(run_dir).glob("rank*")):
         suffix = path.name.removeprefix("rank")
         # ASCII digits only: "rank²" is digits to str.isdigit, not to int()
-        if suffix.isascii() and suffix.isdigit() and len(suffix) <= 9 and path.is_dir() and (path / RUN_JSON).exists():
+        if (
+            suffix.isascii()
+            and suffix.isdigit()
+            and len(suffix) <= 9
+            and path.is_dir()
+            and (path / RUN_JSON).exists()
+        ):
             found[int(suffix)] = path
     return found
 
@@ -117,13 +153,23 @@ def sweep_runs(sweep_dir: Path) -> tuple[dict, list[tuple[int, Path]]]:
     if problem:
         raise ScaldiagError(f"{sweep_dir}: damaged sweep record: {problem}")
     listed = spec.get("runs") if isinstance(spec.get("runs"), list) else []
-    runs = [(run["gpus"], Path(sweep_dir) / run["dir"]) for run in listed if _sweep_entry(run)
-            and (Path(sweep_dir) / run["dir"] / RUN_JSON).exists()]
+    runs = [
+        (run["gpus"], Path(sweep_dir) / run["dir"])
+        for run in listed
+        if _sweep_entry(run) and (Path(sweep_dir) / run["dir"] / RUN_JSON).exists()
+    ]
     return spec, runs
 
 
 def _sweep_entry(run) -> bool:
     """A well-formed entry of sweep.json: a device count and a run directory inside the sweep's."""
-    return (isinstance(run, dict) and isinstance(run.get("gpus"), int) and not isinstance(run["gpus"], bool)
-            and run["gpus"] >= 1 and isinstance(run.get("dir"), str) and run["dir"] not in ("", ".", "..")
-            and "/" not in run["dir"] and "\0" not in run["dir"])
+    return (
+        isinstance(run, dict)
+        and isinstance(run.get("gpus"), int)
+        and not isinstance(run["gpus"], bool)
+        and run["gpus"] >= 1
+        and isinstance(run.get("dir"), str)
+        and run["dir"] not in ("", ".", "..")
+        and "/" not in run["dir"]
+        and "\0" not in run["dir"]
+    )

@@ -18,7 +18,7 @@ Written incrementally: JSON files are replaced atomically (write, then
 rename); JSONL files are appended a line at a time and flushed, so a crash,
 kill or Ctrl-C leaves every complete line readable. Readers skip a torn last
 line. One clock: integer nanoseconds since the epoch (``time.time_ns``).
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -37,20 +37,27 @@ RUN_JSON, TRAINING_JSON, INVENTORY_JSON = "run.json", "training.json", "inventor
 JSON_FILES = (RUN_JSON, TRAINING_JSON, INVENTORY_JSON)
 STEPS, GPU_SAMPLES, HOST_SAMPLES = "steps.jsonl", "gpu_samples.jsonl", "host_samples.jsonl"
 MARKS = "marks.jsonl"
-DEVICE_STEPS = "device_steps.jsonl"  # {"step": S, "device_ms": [...]}: the device's time of steps S, S+1...
+DEVICE_STEPS = (  # {"step": S, "device_ms": [...]}: the device's time of steps S, S+1...
+    "device_steps.jsonl"
+)
 TRACE_DIR = "trace"
 SWEEP_JSON = "sweep.json"
-# Every file of a record a report reads (an output there would replace an input: commands/report.py).
-RECORD_FILES = frozenset((*JSON_FILES, SWEEP_JSON, STEPS, MARKS, DEVICE_STEPS, GPU_SAMPLES, HOST_SAMPLES))
+# Every file of a record a report reads (an output there would replace an input:
+# commands/report.py).
+RECORD_FILES = frozenset(
+    (*JSON_FILES, SWEEP_JSON, STEPS, MARKS, DEVICE_STEPS, GPU_SAMPLES, HOST_SAMPLES)
+)
 
 # Reading caps (docs/reliability.md): a record someone damaged or crafted is read within these.
 # run.json and friends hold kilobytes; 16 MiB is no record of ours.
 MAX_JSON_BYTES = 16 << 20
 # Deeper is no record of ours (inventory.json's topology nests 3 deep); renderers recurse over it.
 MAX_JSON_DEPTH = 32
-# A step row is ~100 bytes, a sample row ~300; a longer line is damage, skipped without reading it whole.
+# A step row is ~100 bytes, a sample row ~300; a longer line is damage, skipped without reading it
+# whole.
 MAX_LINE_BYTES = 1 << 20
-# Rows are read into memory (~1 KB each as Python objects): 2 GiB of lines is ~10 GB, days of sampling.
+# Rows are read into memory (~1 KB each as Python objects): 2 GiB of lines is ~10 GB, days of
+# sampling.
 MAX_JSONL_BYTES = 2 << 30
 
 
@@ -61,7 +68,9 @@ def write_json(run_dir: Path, name: str, data: dict) -> None:
     try:
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
         os.replace(tmp, path)
-    except BaseException:  # a full disk, a file size limit, an interrupt: no half-written temporary is left
+    except (
+        BaseException
+    ):  # a full disk, a file size limit, an interrupt: no half-written temporary is left
         try:
             tmp.unlink()
         except OSError:
@@ -77,11 +86,14 @@ def update_json(run_dir: Path, name: str, **fields) -> dict:
     return data
 
 
-def update_run(run_dir: str | os.PathLike, change: Callable[[dict], dict | None] | None = None, **fields) -> dict | None:
-    """The one read-modify-rewrite of run.json (the launcher, a session, torchrun's ranks, the node's
-    reference all-reduce): ``change`` gets its object (``{}`` where absent or damaged) and returns the
-    object to write, or None to leave the file as it is; ``fields`` are merged in after it. Written
-    atomically (``write_json``); returns what was written, or None."""
+def update_run(
+    run_dir: str | os.PathLike, change: Callable[[dict], dict | None] | None = None, **fields
+) -> dict | None:
+    """The one read-modify-rewrite of run.json (the launcher, a session, torchrun's ranks, the
+    node's
+    reference all-reduce): ``change`` gets its object (``{}`` where absent or damaged) and returns
+    the object to write, or None to leave the file as it is; ``fields`` are merged in after it.
+    Written atomically (``write_json``); returns what was written, or None."""
     data = read_json(run_dir, RUN_JSON)
     new = change(data) if change is not None else data
     if new is None:
@@ -97,7 +109,8 @@ def read_json(run_dir: Path, name: str) -> dict:
 
 
 def load_json(path: Path) -> tuple[dict, str | None]:
-    """A JSON object file and what is wrong with it: None, or one line (absent files are not a problem)."""
+    """A JSON object file and what is wrong with it: None, or one line (absent files are not a
+    problem)."""
     path = Path(path)
     try:
         with open_regular(path) as f:
@@ -107,7 +120,10 @@ def load_json(path: Path) -> tuple[dict, str | None]:
     except OSError as exc:
         return {}, f"{path.name}: cannot be read ({exc.strerror or exc})"
     if len(data) > MAX_JSON_BYTES:
-        return {}, f"{path.name}: larger than {MAX_JSON_BYTES >> 20} MiB, not a run record; not read"
+        return (
+            {},
+            f"{path.name}: larger than {MAX_JSON_BYTES >> 20} MiB, not a run record; not read",
+        )
     if not data.strip():
         return {}, f"{path.name}: empty (the writer was stopped before its first write)"
     try:
@@ -115,10 +131,15 @@ def load_json(path: Path) -> tuple[dict, str | None]:
     except UnicodeDecodeError as exc:
         return {}, f"{path.name}: not UTF-8 text (byte {exc.start})"
     except json.JSONDecodeError as exc:
-        return {}, f"{path.name}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        return (
+            {},
+            f"{path.name}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})",
+        )
     except RecursionError:
         return {}, f"{path.name}: nested too deeply to be a run record"
-    except ValueError as exc:  # (after JSONDecodeError, its subclass) an integer of more than 4,300 digits
+    except (
+        ValueError
+    ) as exc:  # (after JSONDecodeError, its subclass) an integer of more than 4,300 digits
         return {}, f"{path.name}: not a run record ({exc})"
     if not isinstance(value, dict):
         return {}, f"{path.name}: holds a JSON {type(value).__name__}, not an object"
@@ -128,11 +149,16 @@ def load_json(path: Path) -> tuple[dict, str | None]:
 
 
 def _deeper_than(value, limit: int) -> bool:
-    """Whether containers nest more than ``limit`` deep (iterative: a deep value must not overflow the stack)."""
+    """Whether containers nest more than ``limit`` deep (iterative: a deep value must not overflow
+    the stack)."""
     level = [value]
     for _ in range(limit):
-        level = [x for v in level for x in (v.values() if isinstance(v, dict) else v)
-                 if isinstance(x, (dict, list))]
+        level = [
+            x
+            for v in level
+            for x in (v.values() if isinstance(v, dict) else v)
+            if isinstance(x, (dict, list))
+        ]
         if not level:
             return False
     return True
@@ -186,7 +212,10 @@ class JsonlWriter:
                 return
             self._pending.extend(self._encode(row) + "\n" for row in rows)
             now = time.monotonic_ns()
-            if len(self._pending) >= self._flush_every or now - self._flushed_ns >= self._max_delay_ns:
+            if (
+                len(self._pending) >= self._flush_every
+                or now - self._flushed_ns >= self._max_delay_ns
+            ):
                 self._write_pending()
                 self._flushed_ns = now
 
@@ -209,7 +238,8 @@ class JsonlWriter:
 
 
 def close_quietly(file, write_last) -> None:
-    """``write_last()``, then close ``file``: where the last rows cannot reach the disk (full, gone),
+    """``write_last()``, then close ``file``: where the last rows cannot reach the disk (full,
+    gone),
     that is a gap in the record, not a failure of the run."""
     try:
         write_last()
@@ -253,7 +283,11 @@ def load_jsonl(path: Path) -> tuple[list[dict], int]:
                     continue
                 try:
                     row = json.loads(raw.decode("utf-8"))
-                except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: an int of 4,300+ digits
+                except (
+                    UnicodeDecodeError,
+                    ValueError,
+                    RecursionError,
+                ):  # ValueError: an int of 4,300+ digits
                     skipped += raw.strip() != b""
                     continue
                 if isinstance(row, dict):

@@ -15,5 +15,9 @@ class RunRecord:
     steps: list[dict]
     gpu_samples: list[dict]
     host_samples: list[dict]
-    marks: list[dict] = field(default_factory=list)  # {"mark", "t_ns"}: fit, epoch, validation bounds...
-    device_steps: list[dict] = field(default_factory=list)  # {"step", "device_ms": [...]}: the device's clock
+    marks: list[dict] = field(
+        default_factory=list
+    )  # {"mark", "t_ns"}: fit, epoch, validation bounds...
+    device_steps: list[dict] = field(
+        default_factory=list
+    )  # {"step", "device_ms": [...]}: the device's clock

@@ -26,7 +26,11 @@ MAX_TIME_NS = 2**62
 
 
 def _int(v):
-    return v if isinstance(v, int) and not isinstance(v, bool) and _INT64_MIN <= v <= _INT64_MAX else _BAD
+    return (
+        v
+        if isinstance(v, int) and not isinstance(v, bool) and _INT64_MIN <= v <= _INT64_MAX
+        else _BAD
+    )
 
 
 def _time(v):
@@ -60,24 +64,34 @@ def _list_of(check):
             return _BAD
         items = [check(x) for x in v]
         return _BAD if any(x is _BAD for x in items) else items
+
     return checked
 
 
 def _obj(fields: dict):
     """A nested object: its known fields checked the same way, unknown ones kept."""
+
     def checked(v):
         if not isinstance(v, dict):
             return _BAD
-        return {k: x for k, x in ((k, fields[k](x) if k in fields else x) for k, x in v.items()) if x is not _BAD}
+        return {
+            k: x
+            for k, x in ((k, fields[k](x) if k in fields else x) for k, x in v.items())
+            if x is not _BAD
+        }
+
     return checked
 
 
 def _all_of(fields: dict):
-    """A nested object that is used whole: every listed field present and well typed, else dropped."""
+    """A nested object that is used whole: every listed field present and well typed, else dropped.
+    """
+
     def checked(v):
         if not isinstance(v, dict) or any(k not in v or fields[k](v[k]) is _BAD for k in fields):
             return _BAD
         return v
+
     return checked
 
 
@@ -88,30 +102,69 @@ def _str_map(v):
 
 
 RUN_FIELDS = {
-    "status": _str, "exit_code": _int, "missing": _list_of(_str), "command": _list_of(_str), "cwd": _str,
-    "host": _str, "python": _str, "started_ns": _time, "ended_ns": _time, "launcher_pid": _int, "signal": _str,
-    "signals_received": _list_of(_str), "samplers": _obj({}), "schema_version": _int, "scaldiag_version": _str,
+    "status": _str,
+    "exit_code": _int,
+    "missing": _list_of(_str),
+    "command": _list_of(_str),
+    "cwd": _str,
+    "host": _str,
+    "python": _str,
+    "started_ns": _time,
+    "ended_ns": _time,
+    "launcher_pid": _int,
+    "signal": _str,
+    "signals_received": _list_of(_str),
+    "samplers": _obj({}),
+    "schema_version": _int,
+    "scaldiag_version": _str,
     "fresh_page_ns_per_byte": _num,
 }
 TRAINING_FIELDS = {
     "framework": _obj({"name": _str, "backend": _str, "versions": _str_map}),
-    "global_batch": _opt(_int), "per_replica_batch": _opt(_int), "replicas": _opt(_int),
-    "steps_per_execution": _opt(_int), "steps_per_epoch": _opt(_int), "parameter_bytes": _opt(_int),
-    "warmup_steps": _int, "trace_steps": _int,
-    "batch_source": _str, "trace": _obj({}),
-    "input_ceiling": _all_of({"samples_per_s": _num, "batches": _int, "seconds": _num, "source": _str}),
+    "global_batch": _opt(_int),
+    "per_replica_batch": _opt(_int),
+    "replicas": _opt(_int),
+    "steps_per_execution": _opt(_int),
+    "steps_per_epoch": _opt(_int),
+    "parameter_bytes": _opt(_int),
+    "warmup_steps": _int,
+    "trace_steps": _int,
+    "batch_source": _str,
+    "trace": _obj({}),
+    "input_ceiling": _all_of(
+        {"samples_per_s": _num, "batches": _int, "seconds": _num, "source": _str}
+    ),
 }
-GPU_INFO_FIELDS = {"index": _int, "name": _str, "uuid": _str, "pci_bus_id": _str, "memory_total_bytes": _int,
-                   "pcie_gen_current": _int, "pcie_gen_max": _int, "pcie_width_current": _int,
-                   "pcie_width_max": _int, "power_limit_mw": _int}
-INVENTORY_FIELDS = {"gpus": _list_of(_obj(GPU_INFO_FIELDS)), "topology": _list_of(_obj({})),
-                    "logical_to_nvml_index": _opt(_list_of(_int)), "cuda_visible_devices": _opt(_str)}
+GPU_INFO_FIELDS = {
+    "index": _int,
+    "name": _str,
+    "uuid": _str,
+    "pci_bus_id": _str,
+    "memory_total_bytes": _int,
+    "pcie_gen_current": _int,
+    "pcie_gen_max": _int,
+    "pcie_width_current": _int,
+    "pcie_width_max": _int,
+    "power_limit_mw": _int,
+}
+INVENTORY_FIELDS = {
+    "gpus": _list_of(_obj(GPU_INFO_FIELDS)),
+    "topology": _list_of(_obj({})),
+    "logical_to_nvml_index": _opt(_list_of(_int)),
+    "cuda_visible_devices": _opt(_str),
+}
 
 # JSONL rows: (required fields, optional fields). Unknown fields of sample rows must be numbers.
-STEP_ROW = ({"step": _int, "begin_ns": _time, "end_ns": _time}, {"epoch": _int, "traced": _bool, "batch": _int})
+STEP_ROW = (
+    {"step": _int, "begin_ns": _time, "end_ns": _time},
+    {"epoch": _int, "traced": _bool, "batch": _int},
+)
 GPU_ROW = ({"t_ns": _time, "gpu": _int}, {})
 MARK_ROW = ({"mark": _str, "t_ns": _time}, {"epoch": _int})
-HOST_ROW = ({"t_ns": _time, "core_pct": _list_of(_num), "proc_cpu_pct": _num, "proc_rss_bytes": _int}, {})
+HOST_ROW = (
+    {"t_ns": _time, "core_pct": _list_of(_num), "proc_cpu_pct": _num, "proc_rss_bytes": _int},
+    {},
+)
 
 
 def clean_object(data: dict, fields: dict, name: str) -> tuple[dict, list[str]]:
@@ -121,19 +174,25 @@ def clean_object(data: dict, fields: dict, name: str) -> tuple[dict, list[str]]:
         check = fields.get(key)
         kept = value if check is None else check(value)
         if kept is _BAD:
-            notes.append(f"{name}: field {key!r} ignored (a {type(value).__name__}, not what the record holds)")
+            notes.append(
+                f"{name}: field {key!r} ignored (a {type(value).__name__}, not what the record"
+                " holds)"
+            )
         else:
             out[key] = kept
     return out, notes
 
 
 def expand_step_blocks(rows: list[dict]) -> tuple[list[dict], int]:
-    """steps.jsonl rows with each block (``bounds_ns``, written by collect/recorder.py) expanded into
+    """steps.jsonl rows with each block (``bounds_ns``, written by collect/recorder.py) expanded
+    into
     one row per step, and how many blocks were damaged (skipped whole: their steps' numbers and ends
     depend on every bound).
 
     A block ``{"step": s, "epoch": e, "bounds_ns": [b0, ..., bn], "batch": [k0, ...]}`` holds steps
-    s .. s+n-1, step s+i from b_i to b_i+1, untraced; ``batch`` (each step's, null for none) is optional."""
+    s .. s+n-1, step s+i from b_i to b_i+1, untraced; ``batch`` (each step's, null for none) is
+    optional.
+    """
     if not any("bounds_ns" in row for row in rows):
         return rows, 0
     out, damaged = [], 0
@@ -153,12 +212,25 @@ def _block_steps(row: dict) -> list[dict] | None:
     step, epoch = _int(row.get("step")), _int(row.get("epoch", 0))
     bounds, batches = _list_of(_time)(row["bounds_ns"]), row.get("batch")
     n = len(bounds) - 1 if bounds is not _BAD else 0
-    if step is _BAD or epoch is _BAD or n < 1 or any(later < earlier for earlier, later in zip(bounds, bounds[1:])):
+    if (
+        step is _BAD
+        or epoch is _BAD
+        or n < 1
+        or any(later < earlier for earlier, later in zip(bounds, bounds[1:]))
+    ):
         return None
     if batches is not None and (_list_of(_opt(_int))(batches) is _BAD or len(batches) != n):
         return None
-    rows = [{"step": step + i, "epoch": epoch, "begin_ns": bounds[i], "end_ns": bounds[i + 1], "traced": False}
-            for i in range(n)]
+    rows = [
+        {
+            "step": step + i,
+            "epoch": epoch,
+            "begin_ns": bounds[i],
+            "end_ns": bounds[i + 1],
+            "traced": False,
+        }
+        for i in range(n)
+    ]
     if batches is not None:
         for r, batch in zip(rows, batches):
             if batch is not None:  # null: that step had no batch index
@@ -166,7 +238,9 @@ def _block_steps(row: dict) -> list[dict] | None:
     return rows
 
 
-def clean_rows(rows: list[dict], shape: tuple[dict, dict], numbers_only: bool) -> tuple[list[dict], int]:
+def clean_rows(
+    rows: list[dict], shape: tuple[dict, dict], numbers_only: bool
+) -> tuple[list[dict], int]:
     """The rows whose required fields are present and well typed; optional bad fields dropped."""
     required, optional = shape
     kept, skipped = [], 0

@@ -26,5 +26,7 @@ FORMATS: dict[str, Callable[..., None]] = {
 VIEW_FORMATS = {"html", "perfetto"}  # they take ``timelines`` / ``runs`` too
 
 
-def write(report, fmt: str, stream: TextIO | None = None, width: int | None = None, **views) -> None:
+def write(
+    report, fmt: str, stream: TextIO | None = None, width: int | None = None, **views
+) -> None:
     FORMATS[fmt](report, stream, width, **views)

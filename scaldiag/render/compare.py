@@ -34,21 +34,38 @@ def _table(title: str, changes: list[Change]) -> Table:
     for col in ("", "before", "after", "change", "noise", "verdict"):
         t.add_column(col, justify="left" if col in ("", "verdict") else "right", overflow="fold")
     for c in changes:
-        change = "?" if c.delta is None else f"{c.delta_pct:+.1f}%" if c.delta_pct is not None else _delta(c)
+        change = (
+            "?"
+            if c.delta is None
+            else f"{c.delta_pct:+.1f}%"
+            if c.delta_pct is not None
+            else _delta(c)
+        )
         # "same" in the table is always within the noise or equal: the column beside it says which.
-        add_row(t, f"{c.metric}, {c.unit}", _num(c.before, c.unit), _num(c.after, c.unit), change, _noise(c),
-                c.verdict.removesuffix(" (within noise)"))
+        add_row(
+            t,
+            f"{c.metric}, {c.unit}",
+            _num(c.before, c.unit),
+            _num(c.after, c.unit),
+            change,
+            _noise(c),
+            c.verdict.removesuffix(" (within noise)"),
+        )
     return t
 
 
 def forecast_words(f: Forecast) -> list[str | Keep]:
-    """A finding's speed-up and what B measured against it, in the run report's words (render/ranges.py)."""
+    """A finding's speed-up and what B measured against it, in the run report's words
+    (render/ranges.py)."""
     said = f"{f.finding} ({f.title}): {f.kind}"
     number = Keep(ranges.speedup(f.predicted, f.low, f.high, f.kind) + ";")
     if f.measured is None:
         return [said, number, "the speed-up was not measured"]
-    where = ("under it" if f.held else "above it: the ceiling did not hold") if f.kind == "ceiling" else \
-        ("inside its range" if f.held else "outside its range")
+    where = (
+        ("under it" if f.held else "above it: the ceiling did not hold")
+        if f.kind == "ceiling"
+        else ("inside its range" if f.held else "outside its range")
+    )
     return [said, number, "measured", Keep(f"{f.measured:.2f}x:"), where]
 
 
@@ -60,11 +77,22 @@ def render(cmp: Comparison, console: Console) -> None:
         say(console, f"note: {note}", style="dim")
     console.print(_table("Side by side (noise: the 95% half-width of the change)", cmp.changes))
     if cmp.categories:
-        console.print(_table("Per-step time by category (exclusive, corrected to the untraced step)", cmp.categories))
+        console.print(
+            _table(
+                "Per-step time by category (exclusive, corrected to the untraced step)",
+                cmp.categories,
+            )
+        )
     top = cmp.most_changed
     if top is not None:
-        say(console, "changed most:", Keep(f"{top.metric},"), Keep(f"{_num(top.before, top.unit)} -> "
-            f"{_num(top.after, top.unit)} {top.unit},"), Keep(_delta(top)), style="bold")
+        say(
+            console,
+            "changed most:",
+            Keep(f"{top.metric},"),
+            Keep(f"{_num(top.before, top.unit)} -> {_num(top.after, top.unit)} {top.unit},"),
+            Keep(_delta(top)),
+            style="bold",
+        )
     for f in cmp.forecasts:
         say(console, *forecast_words(f))
 
@@ -74,16 +102,43 @@ def write(cmp: Comparison, stream=None, width: int | None = None) -> None:
 
 
 def _change(c: Change) -> dict:
-    return {"metric": c.metric, "unit": c.unit, "before": c.before, "after": c.after, "delta": c.delta,
-            "delta_pct": c.delta_pct, "noise": c.noise, "noise_pct": c.noise_pct, "verdict": c.verdict}
+    return {
+        "metric": c.metric,
+        "unit": c.unit,
+        "before": c.before,
+        "after": c.after,
+        "delta": c.delta,
+        "delta_pct": c.delta_pct,
+        "noise": c.noise,
+        "noise_pct": c.noise_pct,
+        "verdict": c.verdict,
+    }
 
 
 def to_json(cmp: Comparison) -> str:
     top = cmp.most_changed
-    return dumps({"before": cmp.before, "after": cmp.after, "kind": cmp.kind,
-                  "changes": [_change(c) for c in cmp.changes], "categories": [_change(c) for c in cmp.categories],
-                  "most_changed": top.metric if top else None,
-                  "forecasts": [{"finding": f.finding, "title": f.title, "predicted": f.predicted, "low": f.low,
-                                 "high": f.high, "kind": f.kind, "measured": f.measured, "held": f.held,
-                                 "said": ranges.speedup(f.predicted, f.low, f.high, f.kind)} for f in cmp.forecasts],
-                  "notes": cmp.notes})
+    return dumps(
+        {
+            "before": cmp.before,
+            "after": cmp.after,
+            "kind": cmp.kind,
+            "changes": [_change(c) for c in cmp.changes],
+            "categories": [_change(c) for c in cmp.categories],
+            "most_changed": top.metric if top else None,
+            "forecasts": [
+                {
+                    "finding": f.finding,
+                    "title": f.title,
+                    "predicted": f.predicted,
+                    "low": f.low,
+                    "high": f.high,
+                    "kind": f.kind,
+                    "measured": f.measured,
+                    "held": f.held,
+                    "said": ranges.speedup(f.predicted, f.low, f.high, f.kind),
+                }
+                for f in cmp.forecasts
+            ],
+            "notes": cmp.notes,
+        }
+    )

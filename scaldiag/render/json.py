@@ -26,21 +26,88 @@ _TRANSFERS = ("bytes_per_step", "count_per_step", "bytes_by_host_kind")
 _HOST_ACTIVITY = ("name", "state", "ms_per_step")
 _EVIDENCE = ("metric", "value", "unit", "threshold", "spread", "device")
 _SPEEDUP = ("value", "low", "high", "arithmetic", "kind")
-_STEPS = ("recorded", "steady", "excluded", "samples_per_step", "samples_per_s",
-          "samples_per_s_low", "samples_per_s_high", "window_ns", "traced_step_ms", "profiler_inflation",
-          "epoch_end_steps", "clock", "outliers", "inflation_note", "compiling_steady")
-_GPU = ("index", "name", "samples", "sample_hz", "util_pct", "mem_used_max_bytes", "pcie_tx_bytes_per_s",
-        "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "sm_clock_mhz_min",
-        "sm_clock_mhz_max", "power_w", "clock_event_reasons", "pcie_gen_max_seen", "pcie_width_max_seen")
-_INPUT_COST = ("step_ms", "input_free_ms", "input_free_min_ms", "input_free_max_ms", "cost_ms", "share_pct",
-               "noise_ms", "significant", "source")
-_HOST = ("samples", "cores", "core_pct_mean", "busiest_core_pct", "process_cpu_pct", "rss_max_bytes")
-_POINT = ("gpus", "runs", "global_batch", "per_replica_batch", "step_time_ms", "step_time_ci95_ms",
-          "samples_per_s", "speedup", "speedup_ci95", "efficiency", "ideal_speedup", "collective_ms",
-          "parameter_bytes", "link_bytes_per_s")
+_STEPS = (
+    "recorded",
+    "steady",
+    "excluded",
+    "samples_per_step",
+    "samples_per_s",
+    "samples_per_s_low",
+    "samples_per_s_high",
+    "window_ns",
+    "traced_step_ms",
+    "profiler_inflation",
+    "epoch_end_steps",
+    "clock",
+    "outliers",
+    "inflation_note",
+    "compiling_steady",
+)
+_GPU = (
+    "index",
+    "name",
+    "samples",
+    "sample_hz",
+    "util_pct",
+    "mem_used_max_bytes",
+    "pcie_tx_bytes_per_s",
+    "pcie_rx_bytes_per_s",
+    "nvlink_tx_bytes_per_s",
+    "nvlink_rx_bytes_per_s",
+    "sm_clock_mhz_min",
+    "sm_clock_mhz_max",
+    "power_w",
+    "clock_event_reasons",
+    "pcie_gen_max_seen",
+    "pcie_width_max_seen",
+)
+_INPUT_COST = (
+    "step_ms",
+    "input_free_ms",
+    "input_free_min_ms",
+    "input_free_max_ms",
+    "cost_ms",
+    "share_pct",
+    "noise_ms",
+    "significant",
+    "source",
+)
+_HOST = (
+    "samples",
+    "cores",
+    "core_pct_mean",
+    "busiest_core_pct",
+    "process_cpu_pct",
+    "rss_max_bytes",
+)
+_POINT = (
+    "gpus",
+    "runs",
+    "global_batch",
+    "per_replica_batch",
+    "step_time_ms",
+    "step_time_ci95_ms",
+    "samples_per_s",
+    "speedup",
+    "speedup_ci95",
+    "efficiency",
+    "ideal_speedup",
+    "collective_ms",
+    "parameter_bytes",
+    "link_bytes_per_s",
+)
 _CAUSE = ("category", "lost_speedup", "spread", "within_noise")
-_PREDICTION = ("gpus", "from_gpus", "step_time_ms", "samples_per_s", "samples_per_s_low", "samples_per_s_high",
-               "assumptions", "measured_samples_per_s", "error_pct")
+_PREDICTION = (
+    "gpus",
+    "from_gpus",
+    "step_time_ms",
+    "samples_per_s",
+    "samples_per_s_low",
+    "samples_per_s_high",
+    "assumptions",
+    "measured_samples_per_s",
+    "error_pct",
+)
 
 
 def _pick(obj, keys: tuple[str, ...]) -> dict:
@@ -48,11 +115,18 @@ def _pick(obj, keys: tuple[str, ...]) -> dict:
 
 
 def finding(f: Finding) -> dict:
-    return {"id": f.id, "title": f.title, "severity": f.severity, "category": f.category, "summary": f.summary,
-            "evidence": [_pick(e, _EVIDENCE) for e in f.evidence], "fix": dict(f.fix),
-            "predicted_speedup": _pick(f.predicted_speedup, _SPEEDUP) if f.predicted_speedup else None,
-            "forecast": _pick(f.forecast, _SPEEDUP) if f.forecast else None,
-            "notes": list(f.notes)}
+    return {
+        "id": f.id,
+        "title": f.title,
+        "severity": f.severity,
+        "category": f.category,
+        "summary": f.summary,
+        "evidence": [_pick(e, _EVIDENCE) for e in f.evidence],
+        "fix": dict(f.fix),
+        "predicted_speedup": _pick(f.predicted_speedup, _SPEEDUP) if f.predicted_speedup else None,
+        "forecast": _pick(f.forecast, _SPEEDUP) if f.forecast else None,
+        "notes": list(f.notes),
+    }
 
 
 def _unit(u: UnitAnalysis) -> dict:
@@ -67,8 +141,10 @@ def _unit(u: UnitAnalysis) -> dict:
         "d2h_bytes_per_step": u.d2h.bytes_per_step if u.d2h else None,
         "h2d": _pick(u.h2d, _TRANSFERS) if u.h2d else None,
         "d2h": _pick(u.d2h, _TRANSFERS) if u.d2h else None,
-        "collective": {"count_per_step": u.collective_count_per_step,
-                       "time_ms_per_step": u.categories["collective"].busy_ms},
+        "collective": {
+            "count_per_step": u.collective_count_per_step,
+            "time_ms_per_step": u.categories["collective"].busy_ms,
+        },
         "input_pipeline_busy_ms": u.input_pipeline_busy_ms,
         "host_activity_while_idle": [_pick(h, _HOST_ACTIVITY) for h in u.host_activity_while_idle],
     }
@@ -83,8 +159,11 @@ def trace_dict(report: Report) -> dict:
         "hosts": a.hosts,
         "framework": a.framework,
         "event_count": a.event_count,
-        "steps": {"method": a.steps_method, "description": a.steps_description,
-                  "count": a.units[0].steps if a.units else 0},
+        "steps": {
+            "method": a.steps_method,
+            "description": a.steps_description,
+            "count": a.units[0].steps if a.units else 0,
+        },
         "verdict": report.verdict,
         "devices": [_unit(u) for u in a.units],
         "findings": [finding(f) for f in report.findings],
@@ -96,8 +175,12 @@ def trace_dict(report: Report) -> dict:
 def _steps(steps) -> dict | None:
     if steps is None:
         return None
-    return {"scope": "steady_step", **_pick(steps, _STEPS[:3]), "step_time_ms": _pick(steps.step_time_ms, _SUMMARY),
-            **_pick(steps, _STEPS[3:])}
+    return {
+        "scope": "steady_step",
+        **_pick(steps, _STEPS[:3]),
+        "step_time_ms": _pick(steps.step_time_ms, _SUMMARY),
+        **_pick(steps, _STEPS[3:]),
+    }
 
 
 _SCOPE = ("ms", "ms_ci95", "steps", "what", "ms_after_first", "ms_last_epoch")
@@ -112,17 +195,28 @@ def _clock(c, samples_per_step) -> dict | None:
         scopes[name] = {**_pick(scope, _SCOPE), "user_ms": scope.user_ms}
         if samples_per_step and scope.ms > 0:
             scopes[name]["samples_per_s"] = samples_per_step / (scope.ms / 1e3)
-    return {"user_scope": c.user_scope, "user_clock": c.user_clock, "scopes": scopes,
-            "parts_ms": [{"part": part, "ms": ms} for part, ms in c.parts_ms], "reported": c.reported}
+    return {
+        "user_scope": c.user_scope,
+        "user_clock": c.user_clock,
+        "scopes": scopes,
+        "parts_ms": [{"part": part, "ms": ms} for part, ms in c.parts_ms],
+        "reported": c.reported,
+    }
 
 
 def _epochs(e) -> dict | None:
     """Whole epochs as Keras's progress bar times them (analyze/epochs.py)."""
     if e is None:
         return None
-    return {"scope": "whole_epoch", "count": len(e.epochs), "compared": e.compared, "ms_per_step": e.ms_per_step,
-            "ms_per_step_ci95": e.ms_per_step_ci95, "ms_per_step_after_first": e.ms_per_step_after_first,
-            "validation_s_per_epoch": e.validation_s_per_epoch}
+    return {
+        "scope": "whole_epoch",
+        "count": len(e.epochs),
+        "compared": e.compared,
+        "ms_per_step": e.ms_per_step,
+        "ms_per_step_ci95": e.ms_per_step_ci95,
+        "ms_per_step_after_first": e.ms_per_step_after_first,
+        "validation_s_per_epoch": e.validation_s_per_epoch,
+    }
 
 
 def run_dict(report: RunReport) -> dict:
@@ -132,8 +226,16 @@ def run_dict(report: RunReport) -> dict:
     return {
         "schema_version": SCHEMA_VERSION,
         "run_dir": report.run_dir,
-        "accounting": {"wall_s": acc.wall_s, "goodput": acc.goodput, "scaldiag_own_s": acc.own_s,
-                       "parts": [{"part": p.part, "seconds": p.seconds} for p in acc.parts]} if acc else None,
+        "accounting": (
+            {
+                "wall_s": acc.wall_s,
+                "goodput": acc.goodput,
+                "scaldiag_own_s": acc.own_s,
+                "parts": [{"part": p.part, "seconds": p.seconds} for p in acc.parts],
+            }
+            if acc
+            else None
+        ),
         "run": a.run,
         "training": a.training,
         "inventory": a.inventory,
@@ -145,7 +247,9 @@ def run_dict(report: RunReport) -> dict:
         "host": _pick(a.host, _HOST) if a.host else None,
         "missing": a.missing,
         "ranks": {str(r): _steps(st) for r, st in sorted(a.ranks.items())},
-        "slow_rank": {"rank": a.slow_rank[0], "excess_pct": 100 * a.slow_rank[1]} if a.slow_rank else None,
+        "slow_rank": (
+            {"rank": a.slow_rank[0], "excess_pct": 100 * a.slow_rank[1]} if a.slow_rank else None
+        ),
         "findings": [finding(f) for f in report.findings],
         "trace_report": trace_dict(report.trace_report) if report.trace_report else None,
     }
@@ -159,8 +263,15 @@ def sweep_dict(report: SweepReport) -> dict:
         "mode": s.mode,
         "emulated": s.emulated,
         "scaling": [_pick(p, _POINT) for p in s.points],
-        "attribution": [{"gpus": a.gpus, "ideal": a.ideal, "measured": a.measured,
-                         "causes": [_pick(c, _CAUSE) for c in a.causes]} for a in s.attribution],
+        "attribution": [
+            {
+                "gpus": a.gpus,
+                "ideal": a.ideal,
+                "measured": a.measured,
+                "causes": [_pick(c, _CAUSE) for c in a.causes],
+            }
+            for a in s.attribution
+        ],
         "validation": [_pick(p, _PREDICTION) for p in s.validation],
         "predictions": [_pick(p, _PREDICTION) for p in s.predictions],
         "notes": s.notes,
@@ -168,27 +279,48 @@ def sweep_dict(report: SweepReport) -> dict:
     }
 
 
-_NODE = ("node", "ranks", "step_ms", "input_ms", "collective_ms", "link_ms", "exposed_ms", "lateness_ms",
-         "last_pct", "bytes_per_step", "steady_step_ms", "intra_node_ms")
+_NODE = (
+    "node",
+    "ranks",
+    "step_ms",
+    "input_ms",
+    "collective_ms",
+    "link_ms",
+    "exposed_ms",
+    "lateness_ms",
+    "last_pct",
+    "bytes_per_step",
+    "steady_step_ms",
+    "intra_node_ms",
+)
 _OFFSET = ("node", "offset_ns", "spread_ns", "collectives")
 
 
 def _node(n) -> dict:
     """A node's figures; each ``*_ms`` a summary over steps (None: not measured)."""
-    return {k: _pick(v, _SUMMARY) if k.endswith("_ms") and v is not None else v for k, v in _pick(n, _NODE).items()}
+    return {
+        k: _pick(v, _SUMMARY) if k.endswith("_ms") and v is not None else v
+        for k, v in _pick(n, _NODE).items()
+    }
 
 
 def job_dict(report: JobReport) -> dict:
-    """A job over several nodes (analyze/nodes.py): its nodes on node 0's clock, each node's figures."""
+    """A job over several nodes (analyze/nodes.py): its nodes on node 0's clock, each node's
+    figures."""
     a = report.analysis
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "job",
         "node_dirs": report.node_dirs,
         "framework": report.framework,
-        "analysis": {"nodes": [_node(n) for n in a.nodes], "offsets": [_pick(o, _OFFSET) for o in a.offsets],
-                     "matched_collectives": a.matched_collectives, "notes": a.notes,
-                     "ranks_per_node": a.ranks_per_node, "one_network_stack": a.one_network_stack},
+        "analysis": {
+            "nodes": [_node(n) for n in a.nodes],
+            "offsets": [_pick(o, _OFFSET) for o in a.offsets],
+            "matched_collectives": a.matched_collectives,
+            "notes": a.notes,
+            "ranks_per_node": a.ranks_per_node,
+            "one_network_stack": a.one_network_stack,
+        },
         "findings": [finding(f) for f in report.findings],
         "rank_files": [list(f) for f in report.rank_files],
     }
@@ -210,9 +342,14 @@ def render(report: Report | RunReport | SweepReport | JobReport) -> str:
     return dumps(to_dict(report))
 
 
-def write(report: Report | RunReport | SweepReport | JobReport, stream: TextIO | None = None,
-          width: int | None = None, **_views) -> None:
-    """The report as JSON (``width`` and the views: the other formats'; the JSON holds everything)."""
+def write(
+    report: Report | RunReport | SweepReport | JobReport,
+    stream: TextIO | None = None,
+    width: int | None = None,
+    **_views,
+) -> None:
+    """The report as JSON (``width`` and the views: the other formats'; the JSON holds everything).
+    """
     (stream or sys.stdout).write(render(report))
 
 

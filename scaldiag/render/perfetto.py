@@ -1,4 +1,5 @@
-"""A run's timeline as Chrome trace-event JSON: opens in Perfetto (ui.perfetto.dev) and chrome://tracing.
+"""A run's timeline as Chrome trace-event JSON: opens in Perfetto (ui.perfetto.dev) and
+chrome://tracing.
 
 One process per trace plane (its streams or threads as threads), one for the
 steps, one per sampled device (counters). Slices are complete events
@@ -27,20 +28,30 @@ from scaldiag.rules.report import JobReport
 
 # Trace events carry floating-point microseconds; three decimals keep nanoseconds.
 _US_DIGITS = 3
-# Lanes where slices nest, searched first-fit for each slice. Real traces need one or two (a CUPTI stream's
-# overlapping kernels); a crafted one overlapping without nesting needed one per slice, and searching them all
-# made the export quadratic (32k slices: 83 s). Slices that fit none go to lanes of disjoint slices instead.
+# Lanes where slices nest, searched first-fit for each slice. Real traces need one or two (a CUPTI
+# stream's overlapping kernels); a crafted one overlapping without nesting needed one per slice, and
+# searching them all made the export quadratic (32k slices: 83 s). Slices that fit none go to lanes
+# of disjoint slices instead.
 NESTING_LANES = 16
 
 
-def write(report, stream: TextIO | None = None, width: int | None = None,
-          timelines: list[RunTimeline] | None = None, merged: dict | None = None, **_views) -> None:
-    """``timelines``: a run's or a sweep's (analyze/timeline.py); ``merged``: a job's ranks' events on one
+def write(
+    report,
+    stream: TextIO | None = None,
+    width: int | None = None,
+    timelines: list[RunTimeline] | None = None,
+    merged: dict | None = None,
+    **_views,
+) -> None:
+    """``timelines``: a run's or a sweep's (analyze/timeline.py); ``merged``: a job's ranks' events
+    on one
     clock (pipeline.job_trace), written as they are."""
     if isinstance(report, JobReport):
         if merged is None:
-            raise ScaldiagError("the Perfetto export of a job needs its ranks' merged trace: "
-                                "give `scaldiag report` the job's node directories")
+            raise ScaldiagError(
+                "the Perfetto export of a job needs its ranks' merged trace: "
+                "give `scaldiag report` the job's node directories"
+            )
         try:  # a number that is not finite left in (the parse refuses them): not written
             text = json.dumps(merged, allow_nan=False)
         except ValueError as exc:
@@ -48,9 +59,13 @@ def write(report, stream: TextIO | None = None, width: int | None = None,
         (stream or sys.stdout).write(text)
         return
     if not timelines:
-        raise ScaldiagError("the Perfetto export needs a run's recorded steps and samples: "
-                            "give `scaldiag report` a run or sweep directory")
-    (stream or sys.stdout).write(json.dumps(trace_document(timelines), separators=(",", ":"), allow_nan=False) + "\n")
+        raise ScaldiagError(
+            "the Perfetto export needs a run's recorded steps and samples: "
+            "give `scaldiag report` a run or sweep directory"
+        )
+    (stream or sys.stdout).write(
+        json.dumps(trace_document(timelines), separators=(",", ":"), allow_nan=False) + "\n"
+    )
 
 
 def trace_document(timelines: list[RunTimeline]) -> dict:
@@ -63,9 +78,15 @@ def trace_document(timelines: list[RunTimeline]) -> dict:
         _tracks(timeline, prefix, base, pids, events)
         _steps(timeline, window, prefix, base, pids, events)
         _counters(timeline, window, prefix, base, pids, events)
-    return {"traceEvents": events, "displayTimeUnit": "ns",
-            "otherData": {"producer": f"scaldiag {__version__}", "base_ns": str(base),
-                          "clock": "; ".join(t.clock for t in timelines if t.clock) or "record clock (epoch ns)"}}
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "producer": f"scaldiag {__version__}",
+            "base_ns": str(base),
+            "clock": "; ".join(t.clock for t in timelines if t.clock) or "record clock (epoch ns)",
+        },
+    }
 
 
 def _shown_window(t: RunTimeline) -> tuple[int, int]:
@@ -92,18 +113,36 @@ class _Pids:
     def pid(self, process: str) -> int:
         if process not in self.processes:
             pid = self.processes[process] = len(self.processes) + 1
-            self.events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": process}})
-            self.events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
-                                "args": {"sort_index": pid}})
+            self.events.append(
+                {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": process}}
+            )
+            self.events.append(
+                {
+                    "ph": "M",
+                    "name": "process_sort_index",
+                    "pid": pid,
+                    "tid": 0,
+                    "args": {"sort_index": pid},
+                }
+            )
         return self.processes[process]
 
     def tid(self, pid: int, thread: str) -> int:
         key = (pid, thread)
         if key not in self.threads:
             tid = self.threads[key] = self.thread_count[pid] = self.thread_count.get(pid, 0) + 1
-            self.events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": thread}})
-            self.events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                                "args": {"sort_index": tid}})
+            self.events.append(
+                {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": thread}}
+            )
+            self.events.append(
+                {
+                    "ph": "M",
+                    "name": "thread_sort_index",
+                    "pid": pid,
+                    "tid": tid,
+                    "args": {"sort_index": tid},
+                }
+            )
         return self.threads[key]
 
 
@@ -114,11 +153,22 @@ def _us(ns: np.ndarray | int, base: int) -> np.ndarray:
 def _slices(events, pid, tid, start_ns, end_ns, names, cats, base, tids=None) -> None:
     """Complete events; ``tids``, one per slice, where they are not all ``tid``."""
     ts = _us(start_ns, base).tolist()
-    dur = np.round(np.maximum(np.asarray(end_ns, np.int64) - np.asarray(start_ns, np.int64), 0) / 1e3,
-                   _US_DIGITS).tolist()
+    dur = np.round(
+        np.maximum(np.asarray(end_ns, np.int64) - np.asarray(start_ns, np.int64), 0) / 1e3,
+        _US_DIGITS,
+    ).tolist()
     for t, d, name, category, thread in zip(ts, dur, names, cats, tids or [tid] * len(ts)):
-        events.append({"ph": "X", "name": str(name), "cat": str(category) or "event", "ts": t, "dur": d,
-                       "pid": pid, "tid": thread})
+        events.append(
+            {
+                "ph": "X",
+                "name": str(name),
+                "cat": str(category) or "event",
+                "ts": t,
+                "dur": d,
+                "pid": pid,
+                "tid": thread,
+            }
+        )
 
 
 def _tracks(t: RunTimeline, prefix: str, base: int, pids: _Pids, events: list[dict]) -> None:
@@ -126,17 +176,33 @@ def _tracks(t: RunTimeline, prefix: str, base: int, pids: _Pids, events: list[di
     for track in t.tracks:
         pid = pids.pid(prefix + track.process)
         n = seen[(pid, track.thread)] = seen.get((pid, track.thread), 0) + 1
-        name = track.thread if n == 1 else f"{track.thread} #{n}"  # threads of one name (python3) stay apart
+        name = (
+            track.thread if n == 1 else f"{track.thread} #{n}"
+        )  # threads of one name (python3) stay apart
         lanes = nesting_lanes(track.start_ns, track.end_ns)
-        # Lane by lane, each lane's slices in their order: one pass over the track, whatever the lanes.
+        # Lane by lane, each lane's slices in their order: one pass over the track, whatever the
+        # lanes.
         order = np.argsort(lanes, kind="stable")
-        tid_of_lane = {lane: pids.tid(pid, name if lane == 0 else f"{name} (overlapping {lane})")
-                       for lane in np.unique(lanes).tolist()}
-        _slices(events, pid, None, track.start_ns[order], track.end_ns[order], track.names[order],
-                track.categories[order], base, [tid_of_lane[lane] for lane in lanes[order].tolist()])
+        tid_of_lane = {
+            lane: pids.tid(pid, name if lane == 0 else f"{name} (overlapping {lane})")
+            for lane in np.unique(lanes).tolist()
+        }
+        _slices(
+            events,
+            pid,
+            None,
+            track.start_ns[order],
+            track.end_ns[order],
+            track.names[order],
+            track.categories[order],
+            base,
+            [tid_of_lane[lane] for lane in lanes[order].tolist()],
+        )
 
 
-def nesting_lanes(start_ns: np.ndarray, end_ns: np.ndarray, nesting: int = NESTING_LANES) -> np.ndarray:
+def nesting_lanes(
+    start_ns: np.ndarray, end_ns: np.ndarray, nesting: int = NESTING_LANES
+) -> np.ndarray:
     """A lane per slice such that the slices of each lane nest (trace viewers need that of a
     thread): a CUPTI stream or a host line can hold events that overlap without nesting.
     ``start_ns`` sorted, parents first (as timeline tracks are).
@@ -165,7 +231,8 @@ def nesting_lanes(start_ns: np.ndarray, end_ns: np.ndarray, nesting: int = NESTI
 
 
 def _disjoint_lane(free_at: list[tuple[int, int]], start: int, end: int, first: int) -> int:
-    """The lane of disjoint slices that has been free longest, if free at ``start``, else a new one."""
+    """The lane of disjoint slices that has been free longest, if free at ``start``, else a new one.
+    """
     if free_at and free_at[0][0] <= start:
         lane = heapq.heapreplace(free_at, (end, free_at[0][1]))[1]
     else:
@@ -179,9 +246,20 @@ def _steps(t: RunTimeline, window, prefix, base, pids: _Pids, events) -> None:
     if not shown.any():
         return
     pid = pids.pid(prefix + "steps")
-    names = [f"step {n}" + (" (traced)" if traced else "") for n, traced in zip(t.step_num[shown], t.traced[shown])]
-    _slices(events, pid, pids.tid(pid, "recorded steps (steps.jsonl)"), t.step_begin_ns[shown], t.step_end_ns[shown],
-            names, ["step"] * len(names), base)
+    names = [
+        f"step {n}" + (" (traced)" if traced else "")
+        for n, traced in zip(t.step_num[shown], t.traced[shown])
+    ]
+    _slices(
+        events,
+        pid,
+        pids.tid(pid, "recorded steps (steps.jsonl)"),
+        t.step_begin_ns[shown],
+        t.step_end_ns[shown],
+        names,
+        ["step"] * len(names),
+        base,
+    )
 
 
 def _counters(t: RunTimeline, window, prefix, base, pids: _Pids, events) -> None:
@@ -193,4 +271,6 @@ def _counters(t: RunTimeline, window, prefix, base, pids: _Pids, events) -> None
         pid = pids.pid(f"{prefix}{series.group} samples ({source})")
         name = f"{series.name} ({series.unit})"
         for ts, value in zip(_us(series.t_ns[shown], base).tolist(), series.values[shown].tolist()):
-            events.append({"ph": "C", "name": name, "ts": ts, "pid": pid, "tid": 0, "args": {"value": value}})
+            events.append(
+                {"ph": "C", "name": name, "ts": ts, "pid": pid, "tid": 0, "args": {"value": value}}
+            )

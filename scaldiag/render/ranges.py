@@ -42,7 +42,8 @@ def _x(v: float) -> str:
 
 
 def interval_x(low: float, high: float) -> str:
-    """The 95% range of a speed-up: ``5.80x-7.70x``, ``5.80x or more``, or "" when it is one value."""
+    """The 95% range of a speed-up: ``5.80x-7.70x``, ``5.80x or more``, or "" when it is one value.
+    """
     if not math.isfinite(high) or high >= UNBOUNDED_RATIO * max(low, 1e-9):
         return f"{_x(low)} or more"
     if abs(high - low) < SAME_X:
@@ -50,7 +51,9 @@ def interval_x(low: float, high: float) -> str:
     return f"{_x(low)}-{_x(high)}"
 
 
-def speedup(value: float, low: float | None = None, high: float | None = None, kind: str = "ceiling") -> str:
+def speedup(
+    value: float, low: float | None = None, high: float | None = None, kind: str = "ceiling"
+) -> str:
     """A speed-up with its range, as every view prints it (module docstring)."""
     if kind == "ceiling" and value < 1.0 - SAME_X:
         return f"no speed-up (its ceiling, {_x(value)}, is under 1x)"

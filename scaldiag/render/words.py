@@ -1,4 +1,5 @@
-"""What every view of a report says alike (the terminal, the HTML): the framework in its users' words,
+"""What every view of a report says alike (the terminal, the HTML): the framework in its users'
+words,
 what a finding's number bounds, the commands that open a trace. Words only: no layout, no markup."""
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ def framework_words(fw: dict) -> str:
 
     def named(key: str) -> str:
         # The version under the package's name: tensorflow-cpu and tensorflow are one framework.
-        version = next((v for k, v in versions.items() if k == key or k.startswith(f"{key}-")), None)
+        version = next(
+            (v for k, v in versions.items() if k == key or k.startswith(f"{key}-")), None
+        )
         return f"{label.get(key, key)} {version}" if version else label.get(key, key)
 
     if name == "pytorch":
@@ -34,13 +37,17 @@ _AT_DEVICES = re.compile(r" at (\d+) devices$")
 
 
 def speedup_words(s) -> tuple[str, str]:
-    """What a finding's number bounds, in words, and the number with its range (render/ranges.py)."""
+    """What a finding's number bounds, in words, and the number with its range (render/ranges.py).
+    """
     at = _AT_DEVICES.search(s.arithmetic)
     if s.kind == "forecast":
         # A forecast's arithmetic opens with the change it forecasts ("per-replica batch x4: ...").
         change = s.arithmetic.split(":", 1)[0] if ":" in s.arithmetic else ""
         of = f" of {change}" if 0 < len(change) <= 50 else ""
         return f"forecast{of}:", ranges.speedup_of(s)
-    what = (f"the speedup at {at[1]} devices" if at else "the sweep's speedup") if _RECOVERY.search(s.arithmetic) \
+    what = (
+        (f"the speedup at {at[1]} devices" if at else "the sweep's speedup")
+        if _RECOVERY.search(s.arithmetic)
         else "this step's speed-up"
+    )
     return f"{what} if fixed:", ranges.speedup_of(s)  # "at most": a ceiling

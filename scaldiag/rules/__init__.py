@@ -1,4 +1,5 @@
-"""Rules: one module each, a ``RULE`` with an ``id`` and ``check(x) -> Finding | None`` (``base.Rule``).
+"""Rules: one module each, a ``RULE`` with an ``id`` and ``check(x) -> Finding | None``
+(``base.Rule``).
 
 ``RULES`` read a trace analysis (ProfileAnalysis), ``RUN_RULES`` a captured
 run (RunAnalysis: samples, inventory), ``SWEEP_RULES`` a sweep (ScalingAnalysis).
@@ -31,18 +32,50 @@ from scaldiag.rules import (
 from scaldiag.rules.base import Evidence, Finding, Rule, Speedup
 
 RULES: list[Rule[ProfileAnalysis]] = [
-    m.RULE for m in (sd101_input_bound, sd102_host_to_device, sd103_collective_bound, sd104_layout,
-                     sd105_host_bound, sd106_low_utilisation, sd206_straggler)]
-# SD211 before SD207: oversubscription slows this run's step (a cause, its fix shown first), the input
-# ceiling bounds what more devices could give (issue 35: SD207's fix was printed first, SD211's not at all).
+    m.RULE
+    for m in (
+        sd101_input_bound,
+        sd102_host_to_device,
+        sd103_collective_bound,
+        sd104_layout,
+        sd105_host_bound,
+        sd106_low_utilisation,
+        sd206_straggler,
+    )
+]
+# SD211 before SD207: oversubscription slows this run's step (a cause, its fix shown first), the
+# input ceiling bounds what more devices could give (issue 35: SD207's fix was printed first,
+# SD211's not at all).
 RUN_RULES: list[Rule[RunAnalysis]] = [
-    sd202_logical_devices.RULE, sd204_throttled_clocks.RULE, sd211_cpu_oversubscribed.RULE,
-    sd207_input_ceiling.RULE, sd208_pcie_link.RULE]
-JOB_RULES = [sd209_internode_link.RULE, sd210_straggler_node.RULE]  # a job over nodes (analyze/nodes.py)
+    sd202_logical_devices.RULE,
+    sd204_throttled_clocks.RULE,
+    sd211_cpu_oversubscribed.RULE,
+    sd207_input_ceiling.RULE,
+    sd208_pcie_link.RULE,
+]
+JOB_RULES = [
+    sd209_internode_link.RULE,
+    sd210_straggler_node.RULE,
+]  # a job over nodes (analyze/nodes.py)
 SWEEP_RULES: list[Rule[ScalingAnalysis]] = [
-    sd201_per_replica_batch.RULE, sd203_collective_growth.RULE, sd205_host_growth.RULE]
+    sd201_per_replica_batch.RULE,
+    sd203_collective_growth.RULE,
+    sd205_host_growth.RULE,
+]
 
-__all__ = ["RULES", "RUN_RULES", "SWEEP_RULES", "JOB_RULES", "Evidence", "Finding", "Rule", "Speedup", "run_rules", "check_all", "rank"]
+__all__ = [
+    "RULES",
+    "RUN_RULES",
+    "SWEEP_RULES",
+    "JOB_RULES",
+    "Evidence",
+    "Finding",
+    "Rule",
+    "Speedup",
+    "run_rules",
+    "check_all",
+    "rank",
+]
 
 
 def check_all(rules, subject) -> list[Finding]:
@@ -61,8 +94,8 @@ def rank(findings: list[Finding]) -> list[Finding]:
     the measurement; between them the one whose share the trace itself shows larger comes first
     (``Finding.seen_speedup``: a share raised by the input-free step is seen only in part). Swaps of
     neighbours only, each one putting two findings in the order of what the trace shows, so it ends.
-    Found on the H200 (bench/results/gpu_h200/accuracy run 6, host_launch round 2): input measured at
-    50.2% +-5.0 ranked above host overhead's 44.0% +-4.7, where the trace showed host overhead.
+    Found on the H200 (bench/results/gpu_h200/accuracy run 6, host_launch round 2): input measured
+    at 50.2% +-5.0 ranked above host overhead's 44.0% +-4.7, where the trace showed host overhead.
     """
     ordered = sorted(findings, key=lambda f: (f.category == "idle", -_value(f)))
     swapped = True
@@ -90,4 +123,7 @@ def _overlap(a: Finding, b: Finding) -> bool:
     """The ranges of the two ceilings meet: the measurement does not say which is larger."""
     if a.predicted_speedup is None or b.predicted_speedup is None:
         return False
-    return a.predicted_speedup.low <= b.predicted_speedup.high and b.predicted_speedup.low <= a.predicted_speedup.high
+    return (
+        a.predicted_speedup.low <= b.predicted_speedup.high
+        and b.predicted_speedup.low <= a.predicted_speedup.high
+    )

@@ -50,7 +50,7 @@ class Speedup:
     """
 
     value: float
-    low: float   # from the low end of the evidence's confidence interval
+    low: float  # from the low end of the evidence's confidence interval
     high: float
     arithmetic: str
     kind: str = "ceiling"
@@ -62,7 +62,7 @@ class Finding:
     title: str
     severity: str  # "high", "medium" or "info"
     category: str
-    summary: str   # one sentence, with the numbers
+    summary: str  # one sentence, with the numbers
     evidence: list[Evidence]
     fix: dict[str, str]  # framework ("tensorflow", "jax") -> what to change, with code
     predicted_speedup: Speedup | None
@@ -87,7 +87,12 @@ def recovery_speedup(measured: float, lost: float, what: str, gpus: int | None =
     """The speedup at ``gpus`` if ``lost`` (in units of speedup) were won back: (S + lost) / S."""
     gain = (measured + lost) / measured
     where = f" at {gpus} devices" if gpus else ""
-    return Speedup(gain, gain, gain, f"{what}: ({measured:.2f} + {lost:.2f}) / {measured:.2f} = {gain:.2f}x{where}")
+    return Speedup(
+        gain,
+        gain,
+        gain,
+        f"{what}: ({measured:.2f} + {lost:.2f}) / {measured:.2f} = {gain:.2f}x{where}",
+    )
 
 
 def clears(value: float, spread: float, threshold: float) -> bool:
@@ -97,12 +102,15 @@ def clears(value: float, spread: float, threshold: float) -> bool:
     return value - spread >= threshold
 
 
-def removal_speedup(share_pct: float, spread_pct: float, what: str, fraction_removed: float = 1.0) -> Speedup:
+def removal_speedup(
+    share_pct: float, spread_pct: float, what: str, fraction_removed: float = 1.0
+) -> Speedup:
     """Speedup if ``fraction_removed`` of an exclusive share of step time went away.
 
     Exclusive time is on the critical path by construction, so removing it
     shortens the step by that much at most: S <= 1 / (1 - f).
     """
+
     def speedup(pct: float) -> float:
         f = min(max(pct, 0.0), 99.0) / 100.0 * fraction_removed
         return 1.0 / (1.0 - f)
@@ -110,13 +118,20 @@ def removal_speedup(share_pct: float, spread_pct: float, what: str, fraction_rem
     spread = 0.0 if math.isinf(spread_pct) or math.isnan(spread_pct) else spread_pct
     f = share_pct / 100.0 * fraction_removed
     part = "" if fraction_removed == 1.0 else f" x {fraction_removed:.0%} of it"
-    return Speedup(value=speedup(share_pct), low=speedup(share_pct - spread), high=speedup(share_pct + spread),
-                   arithmetic=f"removing {share_pct:.1f}% exclusive {what} time{part} -> "
-                              f"1 / (1 - {f:.3f}) = {speedup(share_pct):.2f}x at most")
+    return Speedup(
+        value=speedup(share_pct),
+        low=speedup(share_pct - spread),
+        high=speedup(share_pct + spread),
+        arithmetic=(
+            f"removing {share_pct:.1f}% exclusive {what} time{part} -> "
+            f"1 / (1 - {f:.3f}) = {speedup(share_pct):.2f}x at most"
+        ),
+    )
 
 
 def seen_speedup(share_pct: float, beyond_trace_pct: float) -> float | None:
-    """The ceiling 1 / (1 - f) of the share the trace shows, where part of it came from outside the trace."""
+    """The ceiling 1 / (1 - f) of the share the trace shows, where part of it came from outside the
+    trace."""
     if not beyond_trace_pct > 0:
         return None
     f = min(max(share_pct - beyond_trace_pct, 0.0), 99.0) / 100.0
@@ -132,8 +147,14 @@ def worst_unit(analysis: ProfileAnalysis, category: str) -> UnitAnalysis | None:
 
 def share_evidence(unit: UnitAnalysis, category: str, threshold: float) -> Evidence:
     share = unit.categories[category]
-    return Evidence(metric=f"exclusive {category} share of step time", value=round(share.exclusive_pct, 2),
-                    unit="%", threshold=threshold, spread=_finite(share.exclusive_pct_ci95), device=unit.name)
+    return Evidence(
+        metric=f"exclusive {category} share of step time",
+        value=round(share.exclusive_pct, 2),
+        unit="%",
+        threshold=threshold,
+        spread=_finite(share.exclusive_pct_ci95),
+        device=unit.name,
+    )
 
 
 def severity(value: float, spread: float, high: float) -> str:
@@ -146,5 +167,7 @@ def _finite(x: float) -> float | None:
 
 def spread_note(spread: float) -> list[str]:
     if math.isinf(spread) or math.isnan(spread):
-        return ["only one window: step-to-step spread is unknown, the share is a single measurement"]
+        return [
+            "only one window: step-to-step spread is unknown, the share is a single measurement"
+        ]
     return []

@@ -31,8 +31,8 @@ from scaldiag.rules.report import RunReport, SweepReport
 
 @dataclass(frozen=True)
 class Limits:
-    min_efficiency: float | None = None      # 0.8 = 80% of ideal, each device count of a sweep
-    max_step_ms: float | None = None         # steady mean step time
+    min_efficiency: float | None = None  # 0.8 = 80% of ideal, each device count of a sweep
+    max_step_ms: float | None = None  # steady mean step time
     max_regression_pct: float | None = None  # throughput drop against the baseline, in %
 
 
@@ -55,20 +55,27 @@ def parse_percent(text: str) -> float:
     return number
 
 
-def check(report: RunReport | SweepReport, limits: Limits,
-          baseline: RunReport | SweepReport | None = None) -> list[Result]:
+def check(
+    report: RunReport | SweepReport, limits: Limits, baseline: RunReport | SweepReport | None = None
+) -> list[Result]:
     if limits == Limits():
-        raise ScaldiagError("nothing to check: give --min-efficiency, --max-step-ms or --baseline with "
-                            "--max-regression")
+        raise ScaldiagError(
+            "nothing to check: give --min-efficiency, --max-step-ms or --baseline with "
+            "--max-regression"
+        )
     if (baseline is None) != (limits.max_regression_pct is None):
         raise ScaldiagError("--baseline and --max-regression go together")
     if baseline is not None and type(baseline) is not type(report):
-        raise ScaldiagError("the baseline must be of the same kind: a run for a run, a sweep for a sweep")
+        raise ScaldiagError(
+            "the baseline must be of the same kind: a run for a run, a sweep for a sweep"
+        )
     results = vouch(report) + (vouch(baseline, "baseline") if baseline is not None else [])
     if limits.min_efficiency is not None:
         if not isinstance(report, SweepReport):
-            raise ScaldiagError("--min-efficiency needs a sweep (scaldiag profile --gpus 1,2,...): one run "
-                                "has no scaling efficiency")
+            raise ScaldiagError(
+                "--min-efficiency needs a sweep (scaldiag profile --gpus 1,2,...): one run "
+                "has no scaling efficiency"
+            )
         results += _efficiency(report, limits.min_efficiency)
     if limits.max_step_ms is not None:
         results += _step_time(report, limits.max_step_ms)
@@ -78,52 +85,83 @@ def check(report: RunReport | SweepReport, limits: Limits,
 
 
 def vouch(report: RunReport | SweepReport, label: str = "") -> list[Result]:
-    """One result on whether every run behind the report finished cleanly, or one per run that did not."""
-    runs = ([(f"{gpus} device{'s' if gpus > 1 else ''} ({Path(r.run_dir).name})", r) for gpus, r in report.runs]
-            if isinstance(report, SweepReport) else [("run", report)])
+    """One result on whether every run behind the report finished cleanly, or one per run that did
+    not."""
+    runs = (
+        [
+            (f"{gpus} device{'s' if gpus > 1 else ''} ({Path(r.run_dir).name})", r)
+            for gpus, r in report.runs
+        ]
+        if isinstance(report, SweepReport)
+        else [("run", report)]
+    )
     prefix = f"{label} " if label else ""
     if not runs:
         return [Result("record", False, f"{prefix}sweep: no run was found in it")]
-    failed = [Result("record", False, f"{prefix}{name}: {why}") for name, r in runs
-              for why in [report_problem(r)] if why]
+    failed = [
+        Result("record", False, f"{prefix}{name}: {why}")
+        for name, r in runs
+        for why in [report_problem(r)]
+        if why
+    ]
     if failed:
         return failed
     what = "run" if len(runs) == 1 else f"all {len(runs)} runs"
-    return [Result("record", True, f"{prefix}{what} finished with exit code 0, the record reads clean")]
+    return [
+        Result("record", True, f"{prefix}{what} finished with exit code 0, the record reads clean")
+    ]
 
 
-# A steady step this far outside the run's started..ended is no step of this run (the recorder and the
-# launcher read the same clock; a second covers the launcher's own start and finalising).
+# A steady step this far outside the run's started..ended is no step of this run (the recorder and
+# the launcher read the same clock; a second covers the launcher's own start and finalising).
 RUN_EDGE_SLACK_NS = 10**9
 
 
 def report_problem(report: RunReport) -> str | None:
-    """Why the run behind ``report`` cannot be vouched for: its run.json (``run_problem``), then a record
+    """Why the run behind ``report`` cannot be vouched for: its run.json (``run_problem``), then a
+    record
     that is not one clean run's (``one_run_problem``), then a rank that did not finish."""
     a = report.analysis
-    return (run_problem(a.run) or one_run_problem(a.run, a.training, a.steps.window_ns if a.steps else None)
-            or rank_problem(Path(report.run_dir)))
+    return (
+        run_problem(a.run)
+        or one_run_problem(a.run, a.training, a.steps.window_ns if a.steps else None)
+        or rank_problem(Path(report.run_dir))
+    )
 
 
 def one_run_problem(run: dict, training: dict, steps_ns: tuple[int, int] | None) -> str | None:
-    """A record of another scaldiag, times that are not one run's, or a capture that stopped mid-run."""
+    """A record of another scaldiag, times that are not one run's, or a capture that stopped
+    mid-run."""
     schema = run.get("schema_version")
     if isinstance(schema, int) and schema > RECORD_SCHEMA_VERSION:
-        return (f"run.json is of record schema {schema}, this scaldiag ({__version__}) reads "
-                f"{RECORD_SCHEMA_VERSION}: read it with the scaldiag that wrote it")
+        return (
+            f"run.json is of record schema {schema}, this scaldiag ({__version__}) reads "
+            f"{RECORD_SCHEMA_VERSION}: read it with the scaldiag that wrote it"
+        )
     if _major(run.get("scaldiag_version")) > _major(__version__):
-        return (f"run.json was written by scaldiag {str(run['scaldiag_version'])[:20]}, newer than this "
-                f"{__version__}: read it with the scaldiag that wrote it")
+        return (
+            f"run.json was written by scaldiag {str(run['scaldiag_version'])[:20]}, newer than this"
+            f" {__version__}: read it with the scaldiag that wrote it"
+        )
     started, ended = run.get("started_ns"), run.get("ended_ns")
     if started is not None and ended is not None and ended < started:
         return "run.json says the run ended before it started: the record is not one run's"
-    if steps_ns is not None and started is not None and ended is not None and (
-            steps_ns[0] < started - RUN_EDGE_SLACK_NS or steps_ns[1] > ended + RUN_EDGE_SLACK_NS):
-        return ("its steps lie outside the run's start and end (steps.jsonl of another run?): the record is "
-                "not one run's")
+    if (
+        steps_ns is not None
+        and started is not None
+        and ended is not None
+        and (steps_ns[0] < started - RUN_EDGE_SLACK_NS or steps_ns[1] > ended + RUN_EDGE_SLACK_NS)
+    ):
+        return (
+            "its steps lie outside the run's start and end (steps.jsonl of another run?): the"
+            " record is not one run's"
+        )
     error = training.get("capture_error")
     if error:
-        return f"the capture stopped during the run ({str(error)[:200]}): its steps are not all recorded"
+        return (
+            f"the capture stopped during the run ({str(error)[:200]}): its steps are not all"
+            " recorded"
+        )
     return None
 
 
@@ -133,7 +171,8 @@ def _major(version) -> int:
 
 
 def rank_problem(run_dir: Path) -> str | None:
-    """The first rank (> 0) of a multi-process run whose own run.json says it did not finish cleanly."""
+    """The first rank (> 0) of a multi-process run whose own run.json says it did not finish
+    cleanly."""
     for rank, path in rank_dirs(run_dir).items():
         said = read_json(path, RUN_JSON)
         status, code = said.get("status"), said.get("exit_code")
@@ -154,7 +193,10 @@ def run_problem(run: dict) -> str | None:
     damage = _record_damage(run)
     if status != "finished":
         exited = f", exit code {code}" if code is not None else ""
-        return f"the run did not finish (status {status or 'unknown'}{exited}): {damage or 'its numbers are not a measurement'}"
+        return (
+            f"the run did not finish (status {status or 'unknown'}{exited}):"
+            f" {damage or 'its numbers are not a measurement'}"
+        )
     if code not in (None, 0):
         return f"the script exited with code {code}: its numbers measure a failure"
     if code is None and "launcher_pid" in run:
@@ -163,36 +205,70 @@ def run_problem(run: dict) -> str | None:
 
 
 def _record_damage(run: dict) -> str:
-    """The first of the reader's notes on what it could not read cleanly, and how many more; "" for none."""
-    notes = [m.removeprefix(RECORD_NOTE) for m in run.get("missing", []) if m.startswith(RECORD_NOTE)]
+    """The first of the reader's notes on what it could not read cleanly, and how many more; "" for
+    none."""
+    notes = [
+        m.removeprefix(RECORD_NOTE) for m in run.get("missing", []) if m.startswith(RECORD_NOTE)
+    ]
     if not notes:
         return ""
     return notes[0] + (f" (and {len(notes) - 1} more)" if len(notes) > 1 else "")
 
 
-def _points(report: RunReport | SweepReport) -> list[tuple[str, float | None, float | None, float | None]]:
+def _points(
+    report: RunReport | SweepReport,
+) -> list[tuple[str, float | None, float | None, float | None]]:
     """(label, mean step ms, its 95% half-width, samples/s) per configuration."""
     if isinstance(report, SweepReport):
-        return [(f"{p.gpus} devices", p.step_time_ms, p.step_time_ci95_ms, p.samples_per_s) for p in report.analysis.points]
+        return [
+            (f"{p.gpus} devices", p.step_time_ms, p.step_time_ci95_ms, p.samples_per_s)
+            for p in report.analysis.points
+        ]
     s = report.analysis.steps
-    return [("run", s.step_time_ms.mean if s else None, s.step_time_ms.ci95 if s else None,
-             s.samples_per_s if s else None)]
+    return [
+        (
+            "run",
+            s.step_time_ms.mean if s else None,
+            s.step_time_ms.ci95 if s else None,
+            s.samples_per_s if s else None,
+        )
+    ]
 
 
 def _efficiency(report: SweepReport, minimum: float) -> list[Result]:
-    points = [p for p in report.analysis.points if p.gpus != min(q.gpus for q in report.analysis.points)]
+    points = [
+        p for p in report.analysis.points if p.gpus != min(q.gpus for q in report.analysis.points)
+    ]
     if not points and not report.analysis.left_out:
-        return [Result("efficiency", False, "the sweep has no scaled point to check (one device count only)")]
+        return [
+            Result(
+                "efficiency",
+                False,
+                "the sweep has no scaled point to check (one device count only)",
+            )
+        ]
     out = [Result("efficiency", False, p.unused_devices) for p in report.analysis.left_out]
     for p in points:
         if p.efficiency is None:
-            out.append(Result("efficiency", False, f"{p.gpus} devices: efficiency unknown (global batch unknown)"))
+            out.append(
+                Result(
+                    "efficiency",
+                    False,
+                    f"{p.gpus} devices: efficiency unknown (global batch unknown)",
+                )
+            )
             continue
         spread = f" ±{p.speedup_ci95 / p.ideal_speedup:.0%}" if p.speedup_ci95 is not None else ""
         ok = p.efficiency >= minimum
-        out.append(Result("efficiency", ok, f"{p.gpus} devices: efficiency {p.efficiency:.0%}{spread} "
-                                            f"{'>=' if ok else '<'} {minimum:.0%} (speedup {p.speedup:.2f}x of "
-                                            f"ideal {p.ideal_speedup:.2f}x)"))
+        out.append(
+            Result(
+                "efficiency",
+                ok,
+                f"{p.gpus} devices: efficiency {p.efficiency:.0%}{spread} "
+                f"{'>=' if ok else '<'} {minimum:.0%} (speedup {p.speedup:.2f}x of "
+                f"ideal {p.ideal_speedup:.2f}x)",
+            )
+        )
     return out
 
 
@@ -203,8 +279,13 @@ def _step_time(report, maximum: float) -> list[Result]:
             out.append(Result("step time", False, f"{label}: no steady-state steps to measure"))
         else:
             ok = step_ms <= maximum
-            out.append(Result("step time", ok, f"{label}: mean step {step_ms:.3f} ms {'<=' if ok else '>'} "
-                                               f"{maximum:g} ms"))
+            out.append(
+                Result(
+                    "step time",
+                    ok,
+                    f"{label}: mean step {step_ms:.3f} ms {'<=' if ok else '>'} {maximum:g} ms",
+                )
+            )
     return out
 
 
@@ -216,11 +297,16 @@ def _regression(report, baseline, max_pct: float) -> list[Result]:
             continue
         b_step, b_ci, b_rate = base[label]
         if rate and b_rate:
-            log_drop, what = math.log(b_rate / rate), f"throughput {rate:,.0f} samples/s against {b_rate:,.0f}"
+            log_drop, what = (
+                math.log(b_rate / rate),
+                f"throughput {rate:,.0f} samples/s against {b_rate:,.0f}",
+            )
         elif step and b_step:
             log_drop, what = math.log(step / b_step), f"step {step:.3f} ms against {b_step:.3f} ms"
         else:
-            out.append(Result("regression", False, f"{label}: no throughput to compare with the baseline"))
+            out.append(
+                Result("regression", False, f"{label}: no throughput to compare with the baseline")
+            )
             continue
         noise = ratio_noise(b_step, b_ci, step, ci)
         drop = 100.0 * -math.expm1(-log_drop)  # % of the baseline's throughput lost
@@ -229,12 +315,16 @@ def _regression(report, baseline, max_pct: float) -> list[Result]:
         change = f"{drop:.1f}% slower" if drop > 0 else f"{-drop:.1f}% faster"
         spread = "" if noise is None else f" ±{100.0 * math.expm1(noise):.1f}%"
         if ok and drop > max_pct:
-            verdict = (f"over the {max_pct:g}% allowed, but within the noise: the drop's 95% low end is "
-                       f"{max(low, 0.0):.1f}%")
+            verdict = (
+                f"over the {max_pct:g}% allowed, but within the noise: the drop's 95% low end is "
+                f"{max(low, 0.0):.1f}%"
+            )
         elif ok:
             verdict = f"within the {max_pct:g}% allowed"
         else:
-            verdict = f"beyond the {max_pct:g}% allowed" + (f": at least {low:.1f}% at 95%" if noise is not None else "")
+            verdict = f"beyond the {max_pct:g}% allowed" + (
+                f": at least {low:.1f}% at 95%" if noise is not None else ""
+            )
         out.append(Result("regression", ok, f"{label}: {what}: {change}{spread} ({verdict})"))
     if not out:
         out.append(Result("regression", False, "no configuration in common with the baseline"))

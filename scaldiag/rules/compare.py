@@ -24,8 +24,9 @@ class Change:
     after: float | None
     lower_is_better: bool = True
     noise: float | None = None  # 95% half-width of the difference, when known
-    # 95% half-width of log(after / before), when known: the one noise model of a ratio (ratio_noise),
-    # the same for a step time and the throughput it gives, so that they never disagree.
+    # 95% half-width of log(after / before), when known: the one noise model of a ratio
+    # (ratio_noise), the same for a step time and the throughput it gives, so that they never
+    # disagree.
     log_noise: float | None = None
 
     @property
@@ -42,13 +43,20 @@ class Change:
         """The noise of the change in % of ``before`` (about; from log_noise or noise)."""
         if self.log_noise is not None:
             return 100.0 * math.expm1(self.log_noise)
-        return None if self.noise is None or not self.before else 100.0 * self.noise / abs(self.before)
+        return (
+            None if self.noise is None or not self.before else 100.0 * self.noise / abs(self.before)
+        )
 
     @property
     def within_noise(self) -> bool:
         if self.log_noise is not None:
-            return bool(self.before and self.after and self.before > 0 and self.after > 0
-                        and abs(math.log(self.after / self.before)) <= self.log_noise)
+            return bool(
+                self.before
+                and self.after
+                and self.before > 0
+                and self.after > 0
+                and abs(math.log(self.after / self.before)) <= self.log_noise
+            )
         return self.noise is not None and self.delta is not None and abs(self.delta) <= self.noise
 
     @property
@@ -75,10 +83,15 @@ class Forecast:
 
     @property
     def held(self) -> bool | None:
-        """A forecast holds inside its range; a ceiling holds when the measured speed-up does not pass it."""
+        """A forecast holds inside its range; a ceiling holds when the measured speed-up does not
+        pass it."""
         if self.measured is None:
             return None
-        return self.measured <= self.high if self.kind == "ceiling" else self.low <= self.measured <= self.high
+        return (
+            self.measured <= self.high
+            if self.kind == "ceiling"
+            else self.low <= self.measured <= self.high
+        )
 
 
 @dataclass(frozen=True)
@@ -109,13 +122,34 @@ def _runs(a: RunReport, b: RunReport) -> Comparison:
     notes = _unlike(a, b)
     changes = []
     if sa and sb:
-        noise = ratio_noise(sa.step_time_ms.mean, sa.step_time_ms.ci95, sb.step_time_ms.mean, sb.step_time_ms.ci95)
-        changes.append(Change("step time (steady, mean)", "ms", sa.step_time_ms.mean, sb.step_time_ms.mean,
-                              noise=_hypot(sa.step_time_ms.ci95, sb.step_time_ms.ci95), log_noise=noise))
-        changes.append(Change("throughput", "samples/s", sa.samples_per_s, sb.samples_per_s, lower_is_better=False,
-                              log_noise=noise))
+        noise = ratio_noise(
+            sa.step_time_ms.mean, sa.step_time_ms.ci95, sb.step_time_ms.mean, sb.step_time_ms.ci95
+        )
+        changes.append(
+            Change(
+                "step time (steady, mean)",
+                "ms",
+                sa.step_time_ms.mean,
+                sb.step_time_ms.mean,
+                noise=_hypot(sa.step_time_ms.ci95, sb.step_time_ms.ci95),
+                log_noise=noise,
+            )
+        )
+        changes.append(
+            Change(
+                "throughput",
+                "samples/s",
+                sa.samples_per_s,
+                sb.samples_per_s,
+                lower_is_better=False,
+                log_noise=noise,
+            )
+        )
     else:
-        notes.append("no steady-state steps in " + " and ".join(r.run_dir for r, s in ((a, sa), (b, sb)) if not s))
+        notes.append(
+            "no steady-state steps in "
+            + " and ".join(r.run_dir for r, s in ((a, sa), (b, sb)) if not s)
+        )
     ga, gb = _goodput(a), _goodput(b)
     if ga is not None or gb is not None:
         changes.append(Change("goodput", "%", ga, gb, lower_is_better=False))
@@ -126,27 +160,38 @@ def _runs(a: RunReport, b: RunReport) -> Comparison:
     categories = _categories(a, b)
     if not categories:
         notes.append("no per-category comparison: it needs both runs' traces")
-    measured = _speedup(sa.samples_per_s if sa else None, sb.samples_per_s if sb else None,
-                        sa.step_time_ms.mean if sa else None, sb.step_time_ms.mean if sb else None)
+    measured = _speedup(
+        sa.samples_per_s if sa else None,
+        sb.samples_per_s if sb else None,
+        sa.step_time_ms.mean if sa else None,
+        sb.step_time_ms.mean if sb else None,
+    )
     findings = list(a.findings) + (list(a.trace_report.findings) if a.trace_report else [])
-    return Comparison(a.run_dir, b.run_dir, "run", changes, categories, _forecasts(findings, measured), notes)
+    return Comparison(
+        a.run_dir, b.run_dir, "run", changes, categories, _forecasts(findings, measured), notes
+    )
 
 
 def _unlike(a: RunReport, b: RunReport) -> list[str]:
-    """What makes the two runs more than one script before and after a change: other frameworks, other
+    """What makes the two runs more than one script before and after a change: other frameworks,
+    other
     batches, a run that did not finish (its figures cover the part that ran)."""
     notes = []
     fa, fb = (_framework(r) for r in (a, b))
     if fa and fb and fa != fb:
-        notes.append(f"the runs are of different frameworks ({fa} and {fb}): the figures compare two "
-                     "programs, not a change to one")
+        notes.append(
+            f"the runs are of different frameworks ({fa} and {fb}): the figures compare two "
+            "programs, not a change to one"
+        )
     ba, bb = (r.analysis.training.get("global_batch") for r in (a, b))
     if isinstance(ba, int) and isinstance(bb, int) and ba != bb:
         notes.append(f"the global batch differs ({ba} and {bb}): compare samples/s, not step times")
     for r in (a, b):
         status = (r.analysis.run or {}).get("status")
         if status and status != "finished":
-            notes.append(f"{r.run_dir} did not finish ({status}): its figures cover the part that ran")
+            notes.append(
+                f"{r.run_dir} did not finish ({status}): its figures cover the part that ran"
+            )
     return notes
 
 
@@ -163,21 +208,29 @@ def _goodput(r: RunReport) -> float | None:
 
 
 def _categories(a: RunReport, b: RunReport) -> list[Change]:
-    if not a.trace_report or not b.trace_report or not a.trace_report.analysis.units \
-            or not b.trace_report.analysis.units:
+    if (
+        not a.trace_report
+        or not b.trace_report
+        or not a.trace_report.analysis.units
+        or not b.trace_report.analysis.units
+    ):
         return []
     ua, ub = a.trace_report.analysis.units[0], b.trace_report.analysis.units[0]
-    # A traced step is one call of the train function: steps_per_execution batches. Per batch, so that
-    # a run with steps_per_execution=32 is not read as 32 times the compute of one without.
+    # A traced step is one call of the train function: steps_per_execution batches. Per batch, so
+    # that a run with steps_per_execution=32 is not read as 32 times the compute of one without.
     ka, kb = _batches_per_call(a), _batches_per_call(b)
     out = []
     for c in CATEGORIES:
         ca, cb = ua.categories[c], ub.categories[c]
         if ca.busy_ms or cb.busy_ms:
             # The share's spread, as ms of each run's step.
-            noise = _hypot(ca.exclusive_pct_ci95 * ua.step_time_ms.mean / 100 / ka,
-                           cb.exclusive_pct_ci95 * ub.step_time_ms.mean / 100 / kb)
-            out.append(Change(c, "ms/step", ca.exclusive_ms / ka, cb.exclusive_ms / kb, noise=noise))
+            noise = _hypot(
+                ca.exclusive_pct_ci95 * ua.step_time_ms.mean / 100 / ka,
+                cb.exclusive_pct_ci95 * ub.step_time_ms.mean / 100 / kb,
+            )
+            out.append(
+                Change(c, "ms/step", ca.exclusive_ms / ka, cb.exclusive_ms / kb, noise=noise)
+            )
     return out
 
 
@@ -192,29 +245,82 @@ def _sweeps(a: SweepReport, b: SweepReport) -> Comparison:
     changes = []
     for n in sorted(set(pa) & set(pb)):
         x, y = pa[n], pb[n]
-        noise = ratio_noise(x.step_time_ms, x.step_time_ci95_ms, y.step_time_ms, y.step_time_ci95_ms)
-        changes.append(Change(f"{n} devices: throughput", "samples/s", x.samples_per_s, y.samples_per_s,
-                              lower_is_better=False, log_noise=noise))
-        changes.append(Change(f"{n} devices: step time", "ms", x.step_time_ms, y.step_time_ms,
-                              noise=_hypot(x.step_time_ci95_ms, y.step_time_ci95_ms), log_noise=noise))
+        noise = ratio_noise(
+            x.step_time_ms, x.step_time_ci95_ms, y.step_time_ms, y.step_time_ci95_ms
+        )
+        changes.append(
+            Change(
+                f"{n} devices: throughput",
+                "samples/s",
+                x.samples_per_s,
+                y.samples_per_s,
+                lower_is_better=False,
+                log_noise=noise,
+            )
+        )
+        changes.append(
+            Change(
+                f"{n} devices: step time",
+                "ms",
+                x.step_time_ms,
+                y.step_time_ms,
+                noise=_hypot(x.step_time_ci95_ms, y.step_time_ci95_ms),
+                log_noise=noise,
+            )
+        )
         if n != min(pa):
             # Efficiency is the speedup over N: one ratio, one noise.
             scaled = ratio_noise(x.speedup, x.speedup_ci95, y.speedup, y.speedup_ci95)
-            changes.append(Change(f"{n} devices: speedup", "x", x.speedup, y.speedup, lower_is_better=False,
-                                  noise=_hypot(x.speedup_ci95, y.speedup_ci95), log_noise=scaled))
-            changes.append(Change(f"{n} devices: efficiency", "%", _pct(x.efficiency), _pct(y.efficiency),
-                                  lower_is_better=False, log_noise=scaled))
+            changes.append(
+                Change(
+                    f"{n} devices: speedup",
+                    "x",
+                    x.speedup,
+                    y.speedup,
+                    lower_is_better=False,
+                    noise=_hypot(x.speedup_ci95, y.speedup_ci95),
+                    log_noise=scaled,
+                )
+            )
+            changes.append(
+                Change(
+                    f"{n} devices: efficiency",
+                    "%",
+                    _pct(x.efficiency),
+                    _pct(y.efficiency),
+                    lower_is_better=False,
+                    log_noise=scaled,
+                )
+            )
     only = sorted(set(pa) ^ set(pb))
     notes = [f"device counts in one sweep only: {', '.join(map(str, only))}"] if only else []
     top = max(set(pa) & set(pb), default=None)
-    measured = _speedup(pa[top].samples_per_s, pb[top].samples_per_s, pa[top].step_time_ms,
-                        pb[top].step_time_ms) if top else None
-    return Comparison(a.sweep_dir, b.sweep_dir, "sweep", changes, [], _forecasts(a.findings, measured), notes)
+    measured = (
+        _speedup(
+            pa[top].samples_per_s, pb[top].samples_per_s, pa[top].step_time_ms, pb[top].step_time_ms
+        )
+        if top
+        else None
+    )
+    return Comparison(
+        a.sweep_dir, b.sweep_dir, "sweep", changes, [], _forecasts(a.findings, measured), notes
+    )
 
 
 def _forecasts(findings, measured: float | None) -> list[Forecast]:
-    return [Forecast(f.id, f.title, f.predicted_speedup.value, f.predicted_speedup.low, f.predicted_speedup.high,
-                     measured, f.predicted_speedup.kind) for f in findings if f.predicted_speedup]
+    return [
+        Forecast(
+            f.id,
+            f.title,
+            f.predicted_speedup.value,
+            f.predicted_speedup.low,
+            f.predicted_speedup.high,
+            measured,
+            f.predicted_speedup.kind,
+        )
+        for f in findings
+        if f.predicted_speedup
+    ]
 
 
 def _speedup(rate_a, rate_b, step_a, step_b) -> float | None:
@@ -225,11 +331,14 @@ def _speedup(rate_a, rate_b, step_a, step_b) -> float | None:
     return None
 
 
-def ratio_noise(a: float | None, a_ci95: float | None, b: float | None, b_ci95: float | None) -> float | None:
+def ratio_noise(
+    a: float | None, a_ci95: float | None, b: float | None, b_ci95: float | None
+) -> float | None:
     """The 95% half-width of log(b / a) from each mean's half-width (first order: the relative
     half-widths add in quadrature). One model for every change of a run: a step time and the
     throughput it gives (samples per step over it) move by the same log ratio, so they are both
-    within the noise or both beyond it; ``check --max-regression`` uses the same (rules/check.py)."""
+    within the noise or both beyond it; ``check --max-regression`` uses the same (rules/check.py).
+    """
     if not a or not b or a <= 0 or b <= 0:
         return None
     return _hypot(None if a_ci95 is None else a_ci95 / a, None if b_ci95 is None else b_ci95 / b)

@@ -46,8 +46,8 @@ _WORKERS_IN_FIX = re.compile(r"(num_workers=|PyDataset\(workers=)8\b")
 class CpuBudget:
     cores: int
     training_cores: float  # what the training process tree used (cores, from its CPU %)
-    other_cores: float     # what the rest of the machine used meanwhile
-    ranks: int             # training processes that share this host's cores (torchrun ranks)
+    other_cores: float  # what the rest of the machine used meanwhile
+    ranks: int  # training processes that share this host's cores (torchrun ranks)
 
     @property
     def workers(self) -> int:
@@ -66,11 +66,18 @@ def budget(run: RunAnalysis) -> CpuBudget | None:
         return None
     training = host.process_cpu_pct / 100
     busy = host.core_pct_mean * host.cores / 100
-    ranks = max(1, len(run.ranks)) if (run.training.get("framework") or {}).get("name") == "pytorch" else 1
-    # The cores the training process may use (its affinity: a cpuset or taskset), where it recorded them.
+    ranks = (
+        max(1, len(run.ranks))
+        if (run.training.get("framework") or {}).get("name") == "pytorch"
+        else 1
+    )
+    # The cores the training process may use (its affinity: a cpuset or taskset), where it recorded
+    # them.
     usable = (run.training.get("knobs") or {}).get("cores_usable")
     cores = min(host.cores, usable) if isinstance(usable, int) and usable > 0 else host.cores
-    return CpuBudget(cores=cores, training_cores=training, other_cores=max(0.0, busy - training), ranks=ranks)
+    return CpuBudget(
+        cores=cores, training_cores=training, other_cores=max(0.0, busy - training), ranks=ranks
+    )
 
 
 @dataclass(frozen=True)
@@ -79,82 +86,133 @@ class Handover:
 
     step_ms: float
     input_ms: float
-    batch_bytes: float   # copied to the device a step: what each worker hands the training loop
-    ns_per_byte: float   # the hand-over's cost a byte on this host
+    batch_bytes: float  # copied to the device a step: what each worker hands the training loop
+    ns_per_byte: float  # the hand-over's cost a byte on this host
 
     def step_with(self, workers: int) -> float:
-        """The step with ``workers`` sharing the input: the training loop's part, or the workers' if longer."""
+        """The step with ``workers`` sharing the input: the training loop's part, or the workers' if
+        longer."""
         loop = self.step_ms - self.input_ms + self.batch_bytes * self.ns_per_byte / 1e6
         return max(loop, self.input_ms / workers)
 
 
-def fit_to_machine(findings: list[Finding], run: RunAnalysis, host_events: list[str],
-                   units: list[UnitAnalysis] = ()) -> list[Finding]:
+def fit_to_machine(
+    findings: list[Finding],
+    run: RunAnalysis,
+    host_events: list[str],
+    units: list[UnitAnalysis] = (),
+) -> list[Finding]:
     """The input findings with this machine's worker count, and their forecast bounded by its cores.
 
-    ``host_events``: names of the host activity the trace shows while the devices wait (GIL-holding work);
-    ``units``: the trace's units, for the hand-over of the unit a finding names.
+    ``host_events``: names of the host activity the trace shows while the devices wait (GIL-holding
+    work); ``units``: the trace's units, for the hand-over of the unit a finding names.
     """
     cpu = budget(run)
     if cpu is None:
         return findings
     gil = sorted({n for n in host_events if GIL_EVENT.search(n)})
     fresh = run.run.get("fresh_page_ns_per_byte") or FRESH_PAGE_NS_PER_BYTE
-    # DataLoader workers are processes: each batch crosses into the training process. (Keras' PyDataset
-    # workers are threads, and array input's slicing is itself the hand-over: no second one there.)
-    by_name = {u.name: u for u in units} if (run.training.get("framework") or {}).get("name") == "pytorch" else {}
-    return [_fit(f, cpu, gil, _handover(f, by_name, INPUT_NS_PER_BYTE + fresh)) if f.category == "input" else f
-            for f in findings]
+    # DataLoader workers are processes: each batch crosses into the training process. (Keras'
+    # PyDataset workers are threads, and array input's slicing is itself the hand-over: no second
+    # one there.)
+    by_name = (
+        {u.name: u for u in units}
+        if (run.training.get("framework") or {}).get("name") == "pytorch"
+        else {}
+    )
+    return [
+        (
+            _fit(f, cpu, gil, _handover(f, by_name, INPUT_NS_PER_BYTE + fresh))
+            if f.category == "input"
+            else f
+        )
+        for f in findings
+    ]
 
 
 def _handover(f: Finding, units: dict[str, UnitAnalysis], ns_per_byte: float) -> Handover | None:
     unit = next((units[e.device] for e in f.evidence if e.device in units), None)
     if unit is None or not unit.step_time_ms.mean > 0:
         return None
-    return Handover(unit.step_time_ms.mean, unit.categories["input"].exclusive_ms,
-                    unit.h2d.bytes_per_step if unit.h2d is not None else 0.0, ns_per_byte)
+    return Handover(
+        unit.step_time_ms.mean,
+        unit.categories["input"].exclusive_ms,
+        unit.h2d.bytes_per_step if unit.h2d is not None else 0.0,
+        ns_per_byte,
+    )
 
 
 def _fit(f: Finding, cpu: CpuBudget, gil: list[str], handover: Handover | None = None) -> Finding:
-    fix = {fw: _WORKERS_IN_FIX.sub(lambda m: f"{m.group(1)}{cpu.workers}", text) for fw, text in f.fix.items()}
-    machine = (f"this machine: {cpu.cores} cores; the training processes used {cpu.training_cores:.1f}, the rest "
-               f"of the machine {cpu.other_cores:.1f}; {cpu.ranks} rank(s) share them, so {cpu.workers} input "
-               "worker(s) per rank, one core left for each training loop")
+    fix = {
+        fw: _WORKERS_IN_FIX.sub(lambda m: f"{m.group(1)}{cpu.workers}", text)
+        for fw, text in f.fix.items()
+    }
+    machine = (
+        f"this machine: {cpu.cores} cores; the training processes used {cpu.training_cores:.1f},"
+        f" the rest of the machine {cpu.other_cores:.1f}; {cpu.ranks} rank(s) share them, so"
+        f" {cpu.workers} input worker(s) per rank, one core left for each training loop"
+    )
     notes = [*f.notes, machine]
     forecast = _parallel_forecast(f.predicted_speedup, cpu, gil, handover)
     if gil:
-        notes.append(f"Python under the GIL in the input ({', '.join(gil)}): num_parallel_calls and PyDataset "
-                     "threads take turns on one lock, so they give about 1x; rewrite it as TensorFlow ops or "
-                     "move it into the model")
+        notes.append(
+            f"Python under the GIL in the input ({', '.join(gil)}): num_parallel_calls and"
+            " PyDataset threads take turns on one lock, so they give about 1x; rewrite it as"
+            " TensorFlow ops or move it into the model"
+        )
     return replace(f, fix=fix, notes=notes, forecast=forecast or f.forecast)
 
 
-def _parallel_forecast(ceiling: Speedup | None, cpu: CpuBudget, gil: list[str],
-                       handover: Handover | None = None) -> Speedup | None:
-    """What parallel input workers can give here: the ceiling, bounded by the cores and by the training loop's
+def _parallel_forecast(
+    ceiling: Speedup | None, cpu: CpuBudget, gil: list[str], handover: Handover | None = None
+) -> Speedup | None:
+    """What parallel input workers can give here: the ceiling, bounded by the cores and by the
+    training loop's
     own part with the hand-over of every batch (1x for GIL-held work)."""
     if ceiling is None:
         return None
     if gil:
-        return Speedup(1.0, 1.0, 1.0, "parallel calls of Python under the GIL run one at a time: ~1x", "forecast")
+        return Speedup(
+            1.0,
+            1.0,
+            1.0,
+            "parallel calls of Python under the GIL run one at a time: ~1x",
+            "forecast",
+        )
     bound = cpu.parallel_ceiling
-    said = [f"parallel input workers: the step's CPU work ({cpu.training_cores:.1f} cores) spread over the "
-            f"{cpu.cores - cpu.other_cores:.1f} cores the rest of the machine leaves -> at most {bound:.2f}x"]
+    said = [
+        f"parallel input workers: the step's CPU work ({cpu.training_cores:.1f} cores) spread over"
+        f" the {cpu.cores - cpu.other_cores:.1f} cores the rest of the machine leaves -> at most"
+        f" {bound:.2f}x"
+    ]
     if handover is not None and handover.input_ms > 0:
         after = handover.step_with(cpu.workers)
         bound = min(bound, handover.step_ms / after)
-        taken = (f" and takes each batch's {handover.batch_bytes / 1e6:.1f} MB from them at "
-                 f"{handover.ns_per_byte:.2f} ns a byte" if handover.batch_bytes else "")
-        said.append(f"{cpu.workers} worker(s) share the input's {handover.input_ms:.1f} ms; the training loop keeps "
-                    f"{handover.step_ms - handover.input_ms:.1f} ms{taken}: "
-                    f"{handover.step_ms:.1f} / {after:.1f} ms = {handover.step_ms / after:.2f}x")
+        taken = (
+            f" and takes each batch's {handover.batch_bytes / 1e6:.1f} MB from them at "
+            f"{handover.ns_per_byte:.2f} ns a byte"
+            if handover.batch_bytes
+            else ""
+        )
+        said.append(
+            f"{cpu.workers} worker(s) share the input's {handover.input_ms:.1f} ms; the training"
+            f" loop keeps {handover.step_ms - handover.input_ms:.1f} ms{taken}:"
+            f" {handover.step_ms:.1f} / {after:.1f} ms = {handover.step_ms / after:.2f}x"
+        )
     if bound >= ceiling.high:
-        said.append(f"{'neither binds' if len(said) > 1 else 'the cores do not bind'}: the ceiling of removing the "
-                    "input stands")
+        said.append(
+            f"{'neither binds' if len(said) > 1 else 'the cores do not bind'}: the ceiling of"
+            " removing the input stands"
+        )
     else:
         said.append(f"under the ceiling of removing the input ({ceiling.value:.2f}x)")
-    return Speedup(min(ceiling.value, bound), min(ceiling.low, bound), min(ceiling.high, bound), "; ".join(said),
-                   "forecast")
+    return Speedup(
+        min(ceiling.value, bound),
+        min(ceiling.low, bound),
+        min(ceiling.high, bound),
+        "; ".join(said),
+        "forecast",
+    )
 
 
 def fit_trace_report(report, run: RunAnalysis):
@@ -162,4 +220,6 @@ def fit_trace_report(report, run: RunAnalysis):
     if report is None:
         return None
     events = [a.name for u in report.analysis.units for a in u.host_activity_while_idle]
-    return replace(report, findings=fit_to_machine(report.findings, run, events, report.analysis.units))
+    return replace(
+        report, findings=fit_to_machine(report.findings, run, events, report.analysis.units)
+    )

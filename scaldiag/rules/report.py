@@ -33,7 +33,7 @@ class Report:
 class RunReport:
     run_dir: str
     analysis: RunAnalysis
-    findings: list[Finding]      # run rules: samples, inventory, input ceiling
+    findings: list[Finding]  # run rules: samples, inventory, input ceiling
     trace_report: Report | None  # the trace window's own report
 
     @property
@@ -57,7 +57,9 @@ class JobReport:
     node_dirs: list[str]
     analysis: JobAnalysis
     findings: list[Finding]  # job rules (SD209, SD210)
-    rank_files: list[tuple[str, str, str]] = ()  # (node, rank, trace file): the merged trace's sources
+    rank_files: list[
+        tuple[str, str, str]
+    ] = ()  # (node, rank, trace file): the merged trace's sources
     framework: str = "pytorch"  # whose fix is shown: pytorch, tensorflow or jax (node 0's record)
 
 
@@ -67,32 +69,53 @@ def build_report(analysis: ProfileAnalysis) -> Report:
 
 
 def build_run_report(run_dir: str, analysis: RunAnalysis) -> RunReport:
-    # the trace's findings with the run's machine: its worker count, its cores' bound (rules/machine.py)
-    trace_report = fit_trace_report(build_report(analysis.trace) if analysis.trace else None, analysis)
-    # one value per knob over the run's and the trace's findings, fitted to the machine (rules/knobs.py)
+    # the trace's findings with the run's machine: its worker count, its cores' bound
+    # (rules/machine.py)
+    trace_report = fit_trace_report(
+        build_report(analysis.trace) if analysis.trace else None, analysis
+    )
+    # one value per knob over the run's and the trace's findings, fitted to the machine
+    # (rules/knobs.py)
     found = check_all(RUN_RULES, analysis)
     traced = trace_report.findings if trace_report else []
     agreed = agree(found + traced, analysis)
     if trace_report is not None:
-        trace_report = replace(trace_report, findings=agreed[len(found):])
-    return RunReport(run_dir, analysis, agreed[:len(found)], trace_report)
+        trace_report = replace(trace_report, findings=agreed[len(found) :])
+    return RunReport(run_dir, analysis, agreed[: len(found)], trace_report)
 
 
-def build_sweep_report(sweep_dir: str, analysis: ScalingAnalysis,
-                       runs: dict[int, list[RunAnalysis]], reports: list[tuple[int, RunReport]] | None = None) -> SweepReport:
+def build_sweep_report(
+    sweep_dir: str,
+    analysis: ScalingAnalysis,
+    runs: dict[int, list[RunAnalysis]],
+    reports: list[tuple[int, RunReport]] | None = None,
+) -> SweepReport:
     backends = {r.training.get("framework", {}).get("backend") for rs in runs.values() for r in rs}
     framework = backends.pop() if len(backends) == 1 and None not in backends else "unknown"
     reports = list(reports or [])
-    return SweepReport(sweep_dir, analysis, check_all(SWEEP_RULES, analysis) + _largest_run_findings(runs, reports),
-                       framework, reports)
+    return SweepReport(
+        sweep_dir,
+        analysis,
+        check_all(SWEEP_RULES, analysis) + _largest_run_findings(runs, reports),
+        framework,
+        reports,
+    )
 
 
-def build_job_report(node_dirs: list[str], analysis: JobAnalysis, rank_files: list[tuple[str, str, str]],
-                     framework: str) -> JobReport:
-    return JobReport(node_dirs, analysis, rank(check_all(JOB_RULES, analysis)), rank_files, framework)
+def build_job_report(
+    node_dirs: list[str],
+    analysis: JobAnalysis,
+    rank_files: list[tuple[str, str, str]],
+    framework: str,
+) -> JobReport:
+    return JobReport(
+        node_dirs, analysis, rank(check_all(JOB_RULES, analysis)), rank_files, framework
+    )
 
 
-def _largest_run_findings(runs: dict[int, list[RunAnalysis]], reports: list[tuple[int, RunReport]]) -> list[Finding]:
+def _largest_run_findings(
+    runs: dict[int, list[RunAnalysis]], reports: list[tuple[int, RunReport]]
+) -> list[Finding]:
     """The run and trace findings at the largest device count: the configuration being scaled
     (from its report when the sweep's run reports are given, so the rules run once)."""
     if not runs:
@@ -121,17 +144,24 @@ def verdict(analysis: ProfileAnalysis, findings: list[Finding]) -> str:
     unit = max(analysis.units, key=lambda u: u.categories["compute"].exclusive_pct)
     compute = unit.categories["compute"]
     if not compute.exclusive_pct > 0:  # no compute at all (or NaN shares): no bound can be named
-        return "No verdict: the trace shows no compute in its steps, so nothing can be said to bound them."
+        return (
+            "No verdict: the trace shows no compute in its steps, so nothing can be said to bound"
+            " them."
+        )
     where = "device" if unit.kind == "gpu" else "host"
     idle = next((f for f in findings if f.id == "SD106"), None)
     if not unit.busy_pct >= LOW_BUSY_PCT:
         # Busy under half the step, it waits more than it computes: "Compute-bound" beside SD106
         # ("computes 0.5% (device busy 0.7%)") named the one thing the step was not bound by.
-        return (f"Waiting, not computing: {unit.name} is busy {busy_text(unit.busy_pct)}% of each step "
-                f"(computing {busy_text(compute.exclusive_pct)}%); no input, copy, collective, layout or host "
-                "cause clears its threshold beyond the noise, so what it waits for is not named"
-                + (" (SD106 below)." if idle else "."))
-    line = (f"Compute-bound: {unit.name} computes {compute.exclusive_pct:.1f}% of step time "
-            f"({where} busy {unit.busy_pct:.1f}%); no input, copy, collective, layout or host "
-            "bottleneck clears its threshold beyond the noise.")
+        return (
+            f"Waiting, not computing: {unit.name} is busy {busy_text(unit.busy_pct)}% of each step"
+            f" (computing {busy_text(compute.exclusive_pct)}%); no input, copy, collective, layout"
+            " or host cause clears its threshold beyond the noise, so what it waits for is not"
+            " named" + (" (SD106 below)." if idle else ".")
+        )
+    line = (
+        f"Compute-bound: {unit.name} computes {compute.exclusive_pct:.1f}% of step time "
+        f"({where} busy {unit.busy_pct:.1f}%); no input, copy, collective, layout or host "
+        "bottleneck clears its threshold beyond the noise."
+    )
     return line + (f" Another device waits: {idle.summary} (SD106)." if idle else "")

@@ -21,22 +21,31 @@ FIX = {
         "gradients over several micro-batches. Pack gradients into one NCCL all-reduce:\n"
         "  strategy = tf.distribute.MirroredStrategy(\n"
         "      cross_device_ops=tf.distribute.NcclAllReduce(num_packs=1))\n"
-        "and shrink large Dense layers (global pooling instead of Flatten before them)."),
+        "and shrink large Dense layers (global pooling instead of Flatten before them)."
+    ),
     "jax": (
         "Larger per-device batch or gradient accumulation (optax.MultiSteps); all-reduce bf16 "
         "gradients; let XLA overlap the all-reduce with the backward pass "
-        "(XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=true); shrink large Dense layers."),
+        "(XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=true); shrink large Dense layers."
+    ),
     "pytorch": (
-        "Make each all-reduce worth more compute and let it overlap the backward pass: a larger per-rank "
-        "batch, or gradient accumulation that all-reduces once:\n"
-        "  with model.no_sync():      # DDP: the micro-batches before the last\n"
-        "      loss_fn(model(x), y).backward()\n"
-        "Tune DDP's buckets: DistributedDataParallel(model, bucket_cap_mb=100, gradient_as_bucket_view=True, "
-        "static_graph=True); all-reduce bf16 gradients "
-        "(model.register_comm_hook(None, torch.distributed.algorithms.ddp_comm_hooks.default_hooks.bf16_compress_hook)) "
-        "or train under torch.autocast('cuda', dtype=torch.bfloat16); shrink large nn.Linear layers."),
+        "Make each all-reduce worth more compute and let it overlap the backward pass: a larger"
+        " per-rank batch, or gradient accumulation that all-reduces once:\n  with model.no_sync(): "
+        "     # DDP: the micro-batches before the last\n      loss_fn(model(x), y).backward()\nTune"
+        " DDP's buckets: DistributedDataParallel(model, bucket_cap_mb=100,"
+        " gradient_as_bucket_view=True, static_graph=True); all-reduce bf16 gradients"
+        " (model.register_comm_hook(None,"
+        " torch.distributed.algorithms.ddp_comm_hooks.default_hooks.bf16_compress_hook)) or train"
+        " under torch.autocast('cuda', dtype=torch.bfloat16); shrink large nn.Linear layers."
+    ),
 }
 
-RULE = ShareRule(id="SD103", title="Collective-bound: gradient all-reduce is exposed", category="collective",
-                 what="all-reduce not hidden by compute takes", moderate_pct=MODERATE_PCT, high_pct=HIGH_PCT,
-                 fix=FIX)
+RULE = ShareRule(
+    id="SD103",
+    title="Collective-bound: gradient all-reduce is exposed",
+    category="collective",
+    what="all-reduce not hidden by compute takes",
+    moderate_pct=MODERATE_PCT,
+    high_pct=HIGH_PCT,
+    fix=FIX,
+)

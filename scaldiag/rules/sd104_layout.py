@@ -18,19 +18,28 @@ FIX = {
         "fp16/bf16 tensor cores:\n"
         "  keras.config.set_image_data_format('channels_last')\n"
         "and remove explicit Permute/tf.transpose pairs around layers that can take an axis "
-        "argument (Dense acts on the last axis; use EinsumDense or Conv1D over the right axis)."),
+        "argument (Dense acts on the last axis; use EinsumDense or Conv1D over the right axis)."
+    ),
     "jax": (
-        "Use channels_last (keras.config.set_image_data_format('channels_last'); flax convs are NHWC) "
-        "and avoid jnp.transpose around matmuls: write the contraction with jnp.einsum so XLA picks "
-        "the layout."),
+        "Use channels_last (keras.config.set_image_data_format('channels_last'); flax convs are"
+        " NHWC) and avoid jnp.transpose around matmuls: write the contraction with jnp.einsum so"
+        " XLA picks the layout."
+    ),
     "pytorch": (
-        "Use channels_last for convolutions, model and input both, so cuDNN does not convert each call:\n"
-        "  model = model.to(memory_format=torch.channels_last)\n"
-        "  x = x.to(device, memory_format=torch.channels_last, non_blocking=True)\n"
-        "and with torch.autocast('cuda', dtype=torch.bfloat16) for tensor cores; replace "
-        ".permute(...).contiguous() around matmuls with torch.einsum."),
+        "Use channels_last for convolutions, model and input both, so cuDNN does not convert each"
+        " call:\n  model = model.to(memory_format=torch.channels_last)\n  x = x.to(device,"
+        " memory_format=torch.channels_last, non_blocking=True)\nand with torch.autocast('cuda',"
+        " dtype=torch.bfloat16) for tensor cores; replace .permute(...).contiguous() around matmuls"
+        " with torch.einsum."
+    ),
 }
 
-RULE = ShareRule(id="SD104", title="Layout conversions (transposes) take step time", category="layout",
-                 what="layout conversions (transposes) take", moderate_pct=MODERATE_PCT, high_pct=HIGH_PCT,
-                 fix=FIX)
+RULE = ShareRule(
+    id="SD104",
+    title="Layout conversions (transposes) take step time",
+    category="layout",
+    what="layout conversions (transposes) take",
+    moderate_pct=MODERATE_PCT,
+    high_pct=HIGH_PCT,
+    fix=FIX,
+)

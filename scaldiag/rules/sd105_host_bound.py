@@ -43,54 +43,56 @@ FIX = {
         "Run several steps per host call and compile the step:\n"
         "  model.compile(..., steps_per_execution=32, jit_compile=True)\n"
         "For custom loops, wrap the step in @tf.function(jit_compile=True) and loop inside it; "
-        "raise the per-replica batch if kernels are tiny."),
+        "raise the per-replica batch if kernels are tiny."
+    ),
     "jax": (
-        "Compile more per call: model.compile(..., steps_per_execution=32, jit_compile=True) in Keras; "
-        "in plain JAX jit the whole train step (and jax.lax.scan over several steps), keep Python "
-        "work and host syncs (float(loss), .block_until_ready()) out of the step loop."),
+        "Compile more per call: model.compile(..., steps_per_execution=32, jit_compile=True) in"
+        " Keras; in plain JAX jit the whole train step (and jax.lax.scan over several steps), keep"
+        " Python work and host syncs (float(loss), .block_until_ready()) out of the step loop."
+    ),
     "pytorch": (
-        "Launch fewer, larger kernels per step: compile the model\n"
-        "  model = torch.compile(model)                      # fuses elementwise ops\n"
-        "  model = torch.compile(model, mode='reduce-overhead')   # and replays the step as CUDA graphs\n"
-        "or capture the step with torch.cuda.graphs; use fused optimizers (torch.optim.AdamW(..., fused=True)); "
-        "keep host syncs (loss.item(), print(tensor), .cpu()) out of the step loop; raise the batch if "
-        "kernels are tiny. Compilation is paid once, at the start (9-16 s for a 24-layer MLP on an H200, "
-        "the time of 900-1,400 of its eager steps): it pays in a long run, not in a short one; compare the "
-        "steady steps after it."),
+        "Launch fewer, larger kernels per step: compile the model\n  model = torch.compile(model)  "
+        "                    # fuses elementwise ops\n  model = torch.compile(model,"
+        " mode='reduce-overhead')   # and replays the step as CUDA graphs\nor capture the step with"
+        " torch.cuda.graphs; use fused optimizers (torch.optim.AdamW(..., fused=True)); keep host"
+        " syncs (loss.item(), print(tensor), .cpu()) out of the step loop; raise the batch if"
+        " kernels are tiny. Compilation is paid once, at the start (9-16 s for a 24-layer MLP on an"
+        " H200, the time of 900-1,400 of its eager steps): it pays in a long run, not in a short"
+        " one; compare the steady steps after it."
+    ),
 }
 
-# Where the device is busy at least this share of the step, its kernels are not tiny and what the host
-# adds is per-step work between them (autograd, optimizer, Python): a whole-step CUDA graph removes it,
-# torch.compile of the model alone did not (H200: busy 57%, 1.31x against 1.03x). At 8% busy (tiny
-# kernels) torch.compile gave 2.83x. Two measured cases; 40% lies between them, nearer the busy one.
-# The trace's busy share is a lower bound of the untraced step's (tracing slows only the host), so a
-# trace alone can only under-state it.
+# Where the device is busy at least this share of the step, its kernels are not tiny and what the
+# host adds is per-step work between them (autograd, optimizer, Python): a whole-step CUDA graph
+# removes it, torch.compile of the model alone did not (H200: busy 57%, 1.31x against 1.03x). At 8%
+# busy (tiny kernels) torch.compile gave 2.83x. Two measured cases; 40% lies between them, nearer
+# the busy one. The trace's busy share is a lower bound of the untraced step's (tracing slows only
+# the host), so a trace alone can only under-state it.
 BUSY_DEVICE_PCT = 40.0
 
 _TORCH_BUSY = (
-    "The device is busy {busy:.0f}% of the step, so its kernels are not tiny: the gaps are per-step host "
-    "work between them (autograd, optimizer, Python). Capture the whole step once as a CUDA graph and "
-    "replay it (static shapes; the same kernels, no launches from Python):\n"
-    "  opt = torch.optim.AdamW(model.parameters(), fused=True, capturable=True)\n"
-    "  # x, y: static input tensors; run 3 warm-up steps on a side stream first\n"
-    "  opt.zero_grad(set_to_none=True)\n"
-    "  graph = torch.cuda.CUDAGraph()\n"
-    "  with torch.cuda.graph(graph):\n"
-    "      with torch.autocast('cuda', dtype=torch.bfloat16, cache_enabled=False):\n"
-    "          loss = loss_fn(model(x), y)\n"
-    "      loss.backward(); opt.step()\n"
-    "  for xb, yb in loader: x.copy_(xb); y.copy_(yb); graph.replay()\n"
-    "torch.compile(model, mode='reduce-overhead') graphs only the model's forward and backward (the loss, "
-    "optimizer and loop stay eager). Or raise the per-replica batch if the optimisation allows it; keep "
-    "host syncs (loss.item(), .cpu()) out of the step loop.")
+    "The device is busy {busy:.0f}% of the step, so its kernels are not tiny: the gaps are per-step"
+    " host work between them (autograd, optimizer, Python). Capture the whole step once as a CUDA"
+    " graph and replay it (static shapes; the same kernels, no launches from Python):\n  opt ="
+    " torch.optim.AdamW(model.parameters(), fused=True, capturable=True)\n  # x, y: static input"
+    " tensors; run 3 warm-up steps on a side stream first\n  opt.zero_grad(set_to_none=True)\n "
+    " graph = torch.cuda.CUDAGraph()\n  with torch.cuda.graph(graph):\n      with"
+    " torch.autocast('cuda', dtype=torch.bfloat16, cache_enabled=False):\n          loss ="
+    " loss_fn(model(x), y)\n      loss.backward(); opt.step()\n  for xb, yb in loader: x.copy_(xb);"
+    " y.copy_(yb); graph.replay()\ntorch.compile(model, mode='reduce-overhead') graphs only the"
+    " model's forward and backward (the loss, optimizer and loop stay eager). Or raise the"
+    " per-replica batch if the optimisation allows it; keep host syncs (loss.item(), .cpu()) out of"
+    " the step loop."
+)
 
 # TensorFlow on the CPU (no device planes): XLA's CPU backend made a small Keras CNN 4-6x slower
 # on this project's development machine (issue 11), so jit_compile is not advised there.
 _TF_CPU = (
-    "Run several steps per host call:\n"
-    "  model.compile(..., steps_per_execution=32)\n"
-    "For custom loops, wrap the step in @tf.function and loop inside it. Leave jit_compile off on "
-    "TensorFlow's CPU path unless you measure it faster: XLA on the CPU can be several times slower.")
+    "Run several steps per host call:\n  model.compile(..., steps_per_execution=32)\nFor custom"
+    " loops, wrap the step in @tf.function and loop inside it. Leave jit_compile off on"
+    " TensorFlow's CPU path unless you measure it faster: XLA on the CPU can be several times"
+    " slower."
+)
 
 
 def device_busy_pct(unit: UnitAnalysis) -> float:
@@ -98,13 +100,15 @@ def device_busy_pct(unit: UnitAnalysis) -> float:
     return sum(t.exclusive_pct for c, t in unit.categories.items() if c not in HOST_SIDE)
 
 
-# PyTorch on the CPU: no CUDA graphs; torch.compile fuses the CPU kernels too (its inductor backend).
+# PyTorch on the CPU: no CUDA graphs; torch.compile fuses the CPU kernels too (its inductor
+# backend).
 _TORCH_CPU = (
-    "Do more per Python call: compile the model\n"
-    "  model = torch.compile(model)                      # fuses elementwise ops into fewer kernels\n"
-    "use fused or foreach optimizers (torch.optim.AdamW(..., foreach=True)); keep host syncs (loss.item(), "
-    "print(tensor)) out of the step loop; raise the batch if ops are tiny. Compilation is paid once, at the "
-    "start: compare the steady steps after it.")
+    "Do more per Python call: compile the model\n  model = torch.compile(model)                    "
+    "  # fuses elementwise ops into fewer kernels\nuse fused or foreach optimizers"
+    " (torch.optim.AdamW(..., foreach=True)); keep host syncs (loss.item(), print(tensor)) out of"
+    " the step loop; raise the batch if ops are tiny. Compilation is paid once, at the start:"
+    " compare the steady steps after it."
+)
 
 
 def _advise(analysis: ProfileAnalysis, unit: UnitAnalysis) -> tuple[dict[str, str], list[str]]:
@@ -125,29 +129,41 @@ def _forecast(analysis: ProfileAnalysis, unit: UnitAnalysis) -> Speedup | None:
     f = larger_batch(unit, BATCH_FACTOR)
     if f is None or f.speedup <= 1.0:
         return None
-    return Speedup(f.speedup, f.speedup, f.speedup,
-                   f"per-replica batch x{BATCH_FACTOR}: per-sample parts ({', '.join(f.per_sample_parts)}) "
-                   f"{f.per_sample_ms:.3f} ms grow x{BATCH_FACTOR}, "
-                   f"per-step parts {f.per_step_ms:.3f} ms stay: {BATCH_FACTOR} x {f.per_sample_ms + f.per_step_ms:.3f} / "
-                   f"({BATCH_FACTOR} x {f.per_sample_ms:.3f} + {f.per_step_ms:.3f}) = {f.speedup:.2f}x samples/s",
-                   kind="forecast")
+    return Speedup(
+        f.speedup,
+        f.speedup,
+        f.speedup,
+        f"per-replica batch x{BATCH_FACTOR}: per-sample parts ({', '.join(f.per_sample_parts)})"
+        f" {f.per_sample_ms:.3f} ms grow x{BATCH_FACTOR}, per-step parts {f.per_step_ms:.3f} ms"
+        f" stay: {BATCH_FACTOR} x {f.per_sample_ms + f.per_step_ms:.3f} / ({BATCH_FACTOR} x"
+        f" {f.per_sample_ms:.3f} + {f.per_step_ms:.3f}) = {f.speedup:.2f}x samples/s",
+        kind="forecast",
+    )
 
 
 _SHARE_RULE = ShareRule(
-    id="SD105", title="Host-bound: devices wait on framework and Python work", category="host_overhead",
+    id="SD105",
+    title="Host-bound: devices wait on framework and Python work",
+    category="host_overhead",
     what="no device work runs while the host does framework work (dispatch, Python, runtime) for",
-    moderate_pct=MODERATE_PCT, high_pct=HIGH_PCT, fix=FIX, advise=_advise, forecast=_forecast)
+    moderate_pct=MODERATE_PCT,
+    high_pct=HIGH_PCT,
+    fix=FIX,
+    advise=_advise,
+    forecast=_forecast,
+)
 
 
 def correction_noise_pct(analysis: ProfileAnalysis) -> float:
     """The share of the step the inflation correction put into host-side time from noise alone.
 
     Tracing only slows a step. A profiler inflation below 1 (traced steps faster than untraced ones)
-    says the two windows differ by something the trace did not see (a loaded machine, other processes
-    on the cores), and the correction (analyze/inflation.py) puts the whole difference, 1 - inflation
-    of the untraced step, into host-side time. Measured on the 2-core development machine
-    (bench/results/accuracy, torch_healthy round 1): 0.6% host overhead in the trace became 50.8% at
-    inflation 0.43, and SD105 fired high on a healthy script; the next round, at 1.12, read 0.6%.
+    says the two windows differ by something the trace did not see (a loaded machine, other
+    processes on the cores), and the correction (analyze/inflation.py) puts the whole difference, 1
+    - inflation of the untraced step, into host-side time. Measured on the 2-core development
+    machine (bench/results/accuracy, torch_healthy round 1): 0.6% host overhead in the trace became
+    50.8% at inflation 0.43, and SD105 fired high on a healthy script; the next round, at 1.12, read
+    0.6%.
     """
     inflation = analysis.profiler_inflation
     if inflation is None or not 0 < inflation < 1:
@@ -156,7 +172,8 @@ def correction_noise_pct(analysis: ProfileAnalysis) -> float:
 
 
 def unproven_pct(unit: UnitAnalysis, noise_pct: float) -> float:
-    """host_overhead's part of ``noise_pct``: the correction scales every host-side category by one factor,
+    """host_overhead's part of ``noise_pct``: the correction scales every host-side category by one
+    factor,
     so what it added lands on each in proportion to its (corrected) time."""
     host_side = sum(unit.categories[c].exclusive_pct for c in HOST_SIDE if c in unit.categories)
     share = unit.categories.get("host_overhead")
@@ -166,7 +183,8 @@ def unproven_pct(unit: UnitAnalysis, noise_pct: float) -> float:
 
 
 class _HostBound:
-    """SD105: the host-overhead share, its spread widened by what the inflation correction added from noise."""
+    """SD105: the host-overhead share, its spread widened by what the inflation correction added
+    from noise."""
 
     id = _SHARE_RULE.id
     title = _SHARE_RULE.title
@@ -174,21 +192,43 @@ class _HostBound:
     def check(self, analysis: ProfileAnalysis) -> Finding | None:
         noise = correction_noise_pct(analysis)
         if noise > 0:
-            finding = _SHARE_RULE.check(replace(analysis, units=[_widened(u, noise) for u in analysis.units]))
-            return finding and replace(finding, notes=[*finding.notes, (
-                f"profiler inflation {analysis.profiler_inflation:.2f}x: the untraced steps were slower than the "
-                f"traced ones, which tracing cannot cause; the correction to the untraced step put that "
-                f"{noise:.0f}% of the step into host-side time, host overhead's part of it is in the share's spread")])
+            finding = _SHARE_RULE.check(
+                replace(analysis, units=[_widened(u, noise) for u in analysis.units])
+            )
+            return finding and replace(
+                finding,
+                notes=[
+                    *finding.notes,
+                    (
+                        f"profiler inflation {analysis.profiler_inflation:.2f}x: the untraced steps"
+                        " were slower than the traced ones, which tracing cannot cause; the"
+                        f" correction to the untraced step put that {noise:.0f}% of the step into"
+                        " host-side time, host overhead's part of it is in the share's spread"
+                    ),
+                ],
+            )
         tracer_ms = analysis.tracer_ms_per_step if analysis.profiler_inflation is None else None
         if not tracer_ms:
             return _SHARE_RULE.check(analysis)
-        # A trace alone: its host overhead holds the tracer's own cost, which no untraced step measured.
-        finding = _SHARE_RULE.check(replace(analysis, units=[_widened(u, _tracer_pct(u, tracer_ms))
-                                                             for u in analysis.units]))
-        return finding and replace(finding, notes=[*finding.notes, (
-            f"a trace alone: the tracer's own cost could be up to {tracer_ms:.2f} ms a step (host events a step x "
-            "the most a host event was measured to cost, analyze/tracer_cost.py); it is in the share's spread, "
-            "and `scaldiag profile` measures it instead")])
+        # A trace alone: its host overhead holds the tracer's own cost, which no untraced step
+        # measured.
+        finding = _SHARE_RULE.check(
+            replace(
+                analysis, units=[_widened(u, _tracer_pct(u, tracer_ms)) for u in analysis.units]
+            )
+        )
+        return finding and replace(
+            finding,
+            notes=[
+                *finding.notes,
+                (
+                    f"a trace alone: the tracer's own cost could be up to {tracer_ms:.2f} ms a step"
+                    " (host events a step x the most a host event was measured to cost,"
+                    " analyze/tracer_cost.py); it is in the share's spread, and `scaldiag profile`"
+                    " measures it instead"
+                ),
+            ],
+        )
 
 
 def _tracer_pct(unit: UnitAnalysis, tracer_ms: float) -> float:
@@ -201,7 +241,9 @@ def _widened(unit: UnitAnalysis, noise_pct: float) -> UnitAnalysis:
     share = unit.categories.get("host_overhead")
     if share is None:
         return unit
-    wider = replace(share, exclusive_pct_ci95=share.exclusive_pct_ci95 + unproven_pct(unit, noise_pct))
+    wider = replace(
+        share, exclusive_pct_ci95=share.exclusive_pct_ci95 + unproven_pct(unit, noise_pct)
+    )
     return replace(unit, categories={**unit.categories, "host_overhead": wider})
 
 

@@ -17,9 +17,15 @@ LOW_BUSY_PCT = 50.0
 VERY_LOW_BUSY_PCT = 25.0
 
 FIX = {
-    "tensorflow": "Fix the findings above (input, host overhead, copies); then raise the per-replica batch.",
-    "jax": "Fix the findings above (input, host overhead, copies); then raise the per-device batch.",
-    "pytorch": "Fix the findings above (input, host overhead, copies); then raise the per-rank batch.",
+    "tensorflow": (
+        "Fix the findings above (input, host overhead, copies); then raise the per-replica batch."
+    ),
+    "jax": (
+        "Fix the findings above (input, host overhead, copies); then raise the per-device batch."
+    ),
+    "pytorch": (
+        "Fix the findings above (input, host overhead, copies); then raise the per-rank batch."
+    ),
 }
 
 
@@ -39,22 +45,49 @@ class _LowUtilisation:
         busy = float(shown)
         ceiling = 100.0 / busy if busy > 0 else None
         return Finding(
-            id=self.id, title="Low device utilisation", category="idle",
+            id=self.id,
+            title="Low device utilisation",
+            category="idle",
             severity="high" if unit.busy_pct < VERY_LOW_BUSY_PCT else "medium",
             summary=f"{unit.name} is busy {shown}% of each step",
-            evidence=[Evidence("device busy share of step time", round(unit.busy_pct, 2) or busy, "%",
-                               threshold=LOW_BUSY_PCT, device=unit.name)],
+            evidence=[
+                Evidence(
+                    "device busy share of step time",
+                    round(unit.busy_pct, 2) or busy,
+                    "%",
+                    threshold=LOW_BUSY_PCT,
+                    device=unit.name,
+                )
+            ],
             fix=FIX,
-            predicted_speedup=None if ceiling is None else Speedup(
-                ceiling, ceiling, ceiling,
-                f"a device busy {shown}% of the step: 100 / {shown} = {ceiling:.2f}x if it never waited (ceiling)"),
-            notes=["a ceiling, not a forecast: it is reached only if every cause of waiting is removed"
-                   if ceiling is not None else
-                   "no ceiling: the device runs no work inside the steps, so no speedup can be derived from its share"])
+            predicted_speedup=(
+                None
+                if ceiling is None
+                else Speedup(
+                    ceiling,
+                    ceiling,
+                    ceiling,
+                    f"a device busy {shown}% of the step: 100 / {shown} = {ceiling:.2f}x if it"
+                    " never waited (ceiling)",
+                )
+            ),
+            notes=[
+                (
+                    "a ceiling, not a forecast: it is reached only if every cause of waiting is"
+                    " removed"
+                    if ceiling is not None
+                    else (
+                        "no ceiling: the device runs no work inside the steps, so no speedup can be"
+                        " derived from its share"
+                    )
+                )
+            ],
+        )
 
 
 def busy_text(pct: float) -> str:
-    """A busy share as printed: three significant digits (0.661, 12.3), so a small share is not 0.7 or 0.0."""
+    """A busy share as printed: three significant digits (0.661, 12.3), so a small share is not 0.7
+    or 0.0."""
     return f"{pct:.3g}" if pct > 0 else "0"
 
 

@@ -18,15 +18,22 @@ from scaldiag.analyze.scaling import ScalingAnalysis
 from scaldiag.rules.base import Evidence, Finding, Speedup
 
 FIX = {
-    "tensorflow": "Scale the global batch with the replicas:\n"
-                  "  global_batch = per_replica_batch * strategy.num_replicas_in_sync\n"
-                  "  ds = ds.batch(global_batch)\n"
-                  "(and the learning rate with it, e.g. linearly with warm-up).",
-    "jax": "Scale the global batch with the devices: global_batch = per_replica_batch * jax.device_count() "
-           "(with keras.distribution.DataParallel, fit(batch_size=global_batch)); scale the learning rate too.",
-    "pytorch": "Keep each rank's batch as you add GPUs: DataLoader(ds, batch_size=per_replica_batch, "
-               "sampler=DistributedSampler(ds)) gives a global batch of per_replica_batch * world_size; "
-               "scale the learning rate with it (e.g. linearly with warm-up).",
+    "tensorflow": (
+        "Scale the global batch with the replicas:\n"
+        "  global_batch = per_replica_batch * strategy.num_replicas_in_sync\n"
+        "  ds = ds.batch(global_batch)\n"
+        "(and the learning rate with it, e.g. linearly with warm-up)."
+    ),
+    "jax": (
+        "Scale the global batch with the devices: global_batch = per_replica_batch *"
+        " jax.device_count() (with keras.distribution.DataParallel, fit(batch_size=global_batch));"
+        " scale the learning rate too."
+    ),
+    "pytorch": (
+        "Keep each rank's batch as you add GPUs: DataLoader(ds, batch_size=per_replica_batch, "
+        "sampler=DistributedSampler(ds)) gives a global batch of per_replica_batch * world_size; "
+        "scale the learning rate with it (e.g. linearly with warm-up)."
+    ),
 }
 
 
@@ -39,16 +46,29 @@ class _PerReplicaBatch:
             return None
         first, last = points[0], points[-1]
         return Finding(
-            id=self.id, title="Per-replica batch shrinks as GPUs are added", severity="medium", category="batch",
-            summary=f"per-replica batch {first.per_replica_batch:g} at {first.gpus} device(s), "
-                    f"{last.per_replica_batch:g} at {last.gpus}: the global batch stayed {last.global_batch}",
-            evidence=[Evidence(f"per-replica batch at {p.gpus}", p.per_replica_batch, "samples") for p in points],
-            fix=FIX, predicted_speedup=None, forecast=forecast_speedup(s.kept_batch),
-            notes=[] if s.kept_batch else ["no forecast: it needs both runs' traces and batches"])
+            id=self.id,
+            title="Per-replica batch shrinks as GPUs are added",
+            severity="medium",
+            category="batch",
+            summary=(
+                f"per-replica batch {first.per_replica_batch:g} at {first.gpus} device(s),"
+                f" {last.per_replica_batch:g} at {last.gpus}: the global batch stayed"
+                f" {last.global_batch}"
+            ),
+            evidence=[
+                Evidence(f"per-replica batch at {p.gpus}", p.per_replica_batch, "samples")
+                for p in points
+            ],
+            fix=FIX,
+            predicted_speedup=None,
+            forecast=forecast_speedup(s.kept_batch),
+            notes=[] if s.kept_batch else ["no forecast: it needs both runs' traces and batches"],
+        )
 
 
 def forecast_speedup(f: SweepForecast | None) -> Speedup | None:
-    """A sweep forecast as a finding's number: samples/s with the fix over samples/s measured, at f.gpus."""
+    """A sweep forecast as a finding's number: samples/s with the fix over samples/s measured, at
+    f.gpus."""
     if f is None:
         return None
     return Speedup(f.speedup, f.speedup, f.speedup, f.arithmetic, kind="forecast")

@@ -12,12 +12,19 @@ from scaldiag.analyze.run import RunAnalysis
 from scaldiag.rules.base import Evidence, Finding
 
 FIX = {
-    "tensorflow": "Remove tf.config.set_logical_device_configuration(...) for GPUs and give the strategy one "
-                  "replica per physical GPU: tf.distribute.MirroredStrategy() (all GPUs) or devices=['/gpu:0', ...].",
-    "jax": "Use one replica per physical device: keras.distribution.DataParallel() over jax.devices(); do not "
-           "split a GPU with --xla_force_host_platform_device_count (that flag is for CPUs).",
-    "pytorch": "Run one process per physical GPU: torchrun --nproc-per-node <GPU count>, and in each rank "
-               "torch.cuda.set_device(int(os.environ['LOCAL_RANK'])); two ranks on one device share it.",
+    "tensorflow": (
+        "Remove tf.config.set_logical_device_configuration(...) for GPUs and give the strategy one"
+        " replica per physical GPU: tf.distribute.MirroredStrategy() (all GPUs) or"
+        " devices=['/gpu:0', ...]."
+    ),
+    "jax": (
+        "Use one replica per physical device: keras.distribution.DataParallel() over jax.devices();"
+        " do not split a GPU with --xla_force_host_platform_device_count (that flag is for CPUs)."
+    ),
+    "pytorch": (
+        "Run one process per physical GPU: torchrun --nproc-per-node <GPU count>, and in each rank "
+        "torch.cuda.set_device(int(os.environ['LOCAL_RANK'])); two ranks on one device share it."
+    ),
 }
 
 
@@ -30,12 +37,22 @@ class _LogicalDevices:
         if not replicas or not uuids or replicas <= len(uuids):
             return None
         return Finding(
-            id=self.id, title="Several replicas share one physical GPU", severity="high", category="devices",
-            summary=f"{replicas} replicas run on {len(uuids)} physical GPU{'s' if len(uuids) > 1 else ''}",
-            evidence=[Evidence("replicas", replicas, "count"),
-                      Evidence("distinct GPU UUIDs visible", len(uuids), "count")],
-            fix=FIX, predicted_speedup=None,
-            notes=["replicas on one GPU take turns: more of them cannot speed up a step"])
+            id=self.id,
+            title="Several replicas share one physical GPU",
+            severity="high",
+            category="devices",
+            summary=(
+                f"{replicas} replicas run on {len(uuids)} physical"
+                f" GPU{'s' if len(uuids) > 1 else ''}"
+            ),
+            evidence=[
+                Evidence("replicas", replicas, "count"),
+                Evidence("distinct GPU UUIDs visible", len(uuids), "count"),
+            ],
+            fix=FIX,
+            predicted_speedup=None,
+            notes=["replicas on one GPU take turns: more of them cannot speed up a step"],
+        )
 
 
 RULE = _LogicalDevices()

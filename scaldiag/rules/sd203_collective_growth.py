@@ -35,31 +35,61 @@ class _CollectiveGrowth:
         worst = None
         for a in s.attribution:
             cause = next(c for c in a.causes if c.category == "collective")
-            if cause.lost_speedup - cause.spread >= MIN_LOST and (worst is None or cause.lost_speedup > worst[1].lost_speedup):
+            if cause.lost_speedup - cause.spread >= MIN_LOST and (
+                worst is None or cause.lost_speedup > worst[1].lost_speedup
+            ):
                 worst = (a, cause)
         if worst is None:
             return None
         a, cause = worst
-        evidence = [Evidence(f"speedup lost to exposed all-reduce at {a.gpus} devices", round(cause.lost_speedup, 3),
-                             "x", threshold=MIN_LOST, spread=round(cause.spread, 3))]
+        evidence = [
+            Evidence(
+                f"speedup lost to exposed all-reduce at {a.gpus} devices",
+                round(cause.lost_speedup, 3),
+                "x",
+                threshold=MIN_LOST,
+                spread=round(cause.spread, 3),
+            )
+        ]
         point = next((p for p in s.points if p.gpus == a.gpus), None)
         notes = []
         if point and point.allreduce_bus_bytes_per_s:
-            evidence.append(Evidence(f"all-reduce bus bandwidth achieved at {a.gpus} devices",
-                                     round(point.allreduce_bus_bytes_per_s / 1e9, 2), "GB/s",
-                                     threshold=round(point.link_bytes_per_s / 1e9, 1) if point.link_bytes_per_s
-                                     else None))
-            if point.link_bytes_per_s and point.allreduce_bus_bytes_per_s < LATENCY_BOUND_LINK_FRACTION * point.link_bytes_per_s:
-                notes.append("under a tenth of the link's bandwidth: many small all-reduces, latency-bound; "
-                             "pack gradients into fewer, larger all-reduces")
+            evidence.append(
+                Evidence(
+                    f"all-reduce bus bandwidth achieved at {a.gpus} devices",
+                    round(point.allreduce_bus_bytes_per_s / 1e9, 2),
+                    "GB/s",
+                    threshold=(
+                        round(point.link_bytes_per_s / 1e9, 1) if point.link_bytes_per_s else None
+                    ),
+                )
+            )
+            if (
+                point.link_bytes_per_s
+                and point.allreduce_bus_bytes_per_s
+                < LATENCY_BOUND_LINK_FRACTION * point.link_bytes_per_s
+            ):
+                notes.append(
+                    "under a tenth of the link's bandwidth: many small all-reduces, latency-bound; "
+                    "pack gradients into fewer, larger all-reduces"
+                )
         return Finding(
-            id=self.id, title="All-reduce cost grows with the device count",
-            severity=lost_speedup_severity(cause.lost_speedup, a.ideal), category="collective",
-            summary=f"at {a.gpus} devices exposed all-reduce costs {cause.lost_speedup:.2f}x of the ideal "
-                    f"{a.ideal:.2f}x (measured {a.measured:.2f}x)",
-            evidence=evidence, fix=FIX, notes=notes,
-            predicted_speedup=recovery_speedup(a.measured, cause.lost_speedup, "hiding all of it", a.gpus),
-            forecast=forecast_speedup(next((f for f in s.larger_batch if f.gpus == a.gpus), None)))
+            id=self.id,
+            title="All-reduce cost grows with the device count",
+            severity=lost_speedup_severity(cause.lost_speedup, a.ideal),
+            category="collective",
+            summary=(
+                f"at {a.gpus} devices exposed all-reduce costs {cause.lost_speedup:.2f}x of the"
+                f" ideal {a.ideal:.2f}x (measured {a.measured:.2f}x)"
+            ),
+            evidence=evidence,
+            fix=FIX,
+            notes=notes,
+            predicted_speedup=recovery_speedup(
+                a.measured, cause.lost_speedup, "hiding all of it", a.gpus
+            ),
+            forecast=forecast_speedup(next((f for f in s.larger_batch if f.gpus == a.gpus), None)),
+        )
 
 
 RULE = _CollectiveGrowth()

@@ -15,16 +15,24 @@ MIN_LOST = 0.1  # as SD203: a tenth of a device's worth, beyond the noise
 HOST_PARTS = ("input", "host_overhead")
 
 FIX = {
-    "tensorflow": "Feed each replica its own shard, in parallel and ahead of the step:\n"
-                  "  ds = strategy.experimental_distribute_dataset(ds.prefetch(tf.data.AUTOTUNE))\n"
-                  "or strategy.distribute_datasets_from_function(fn) so each replica reads its shard; move Python "
-                  "per-sample work into tf.data map(num_parallel_calls=AUTOTUNE).",
-    "jax": "Keras on JAX prepares the global batch on one host thread: give a PyDataset workers "
-           "(workers=N, threads: processes pickle every batch back) or feed tf.data with prefetch; in plain JAX build each "
-           "device's shard with jax.make_array_from_callback and prefetch the next batch while the step runs.",
-    "pytorch": "Let each rank load only its shard, in worker processes: DataLoader(ds, sampler=DistributedSampler(ds), "
-               "num_workers=os.cpu_count() // world_size, pin_memory=True, persistent_workers=True); keep "
-               "per-sample Python work out of the main process.",
+    "tensorflow": (
+        "Feed each replica its own shard, in parallel and ahead of the step:\n  ds ="
+        " strategy.experimental_distribute_dataset(ds.prefetch(tf.data.AUTOTUNE))\nor"
+        " strategy.distribute_datasets_from_function(fn) so each replica reads its shard; move"
+        " Python per-sample work into tf.data map(num_parallel_calls=AUTOTUNE)."
+    ),
+    "jax": (
+        "Keras on JAX prepares the global batch on one host thread: give a PyDataset workers"
+        " (workers=N, threads: processes pickle every batch back) or feed tf.data with prefetch; in"
+        " plain JAX build each device's shard with jax.make_array_from_callback and prefetch the"
+        " next batch while the step runs."
+    ),
+    "pytorch": (
+        "Let each rank load only its shard, in worker processes: DataLoader(ds,"
+        " sampler=DistributedSampler(ds), num_workers=os.cpu_count() // world_size,"
+        " pin_memory=True, persistent_workers=True); keep per-sample Python work out of the main"
+        " process."
+    ),
 }
 
 
@@ -40,14 +48,30 @@ class _HostGrowth:
             spread = sum(c.spread for c in parts)
             if lost - spread >= MIN_LOST:
                 return Finding(
-                    id=self.id, title="Per-step host time grows with the global batch",
-                    severity=lost_speedup_severity(lost, a.ideal), category="host_overhead",
-                    summary=f"at {a.gpus} devices the host-side parts ({', '.join(HOST_PARTS)}) cost {lost:.2f}x "
-                            f"of the ideal {a.ideal:.2f}x: one host prepares a batch {a.gpus}x as large",
-                    evidence=[Evidence(f"speedup lost to {c.category} at {a.gpus} devices", round(c.lost_speedup, 3),
-                                       "x", threshold=MIN_LOST, spread=round(c.spread, 3)) for c in parts],
+                    id=self.id,
+                    title="Per-step host time grows with the global batch",
+                    severity=lost_speedup_severity(lost, a.ideal),
+                    category="host_overhead",
+                    summary=(
+                        f"at {a.gpus} devices the host-side parts ({', '.join(HOST_PARTS)}) cost"
+                        f" {lost:.2f}x of the ideal {a.ideal:.2f}x: one host prepares a batch"
+                        f" {a.gpus}x as large"
+                    ),
+                    evidence=[
+                        Evidence(
+                            f"speedup lost to {c.category} at {a.gpus} devices",
+                            round(c.lost_speedup, 3),
+                            "x",
+                            threshold=MIN_LOST,
+                            spread=round(c.spread, 3),
+                        )
+                        for c in parts
+                    ],
                     fix=FIX,
-                    predicted_speedup=recovery_speedup(a.measured, lost, "host work per step held constant"))
+                    predicted_speedup=recovery_speedup(
+                        a.measured, lost, "host work per step held constant"
+                    ),
+                )
         return None
 
 

@@ -20,16 +20,22 @@ MIN_EXCESS = 0.10
 MIN_STEP_SHARE = 0.05
 
 FIX = {
-    "tensorflow": "Find why that GPU is slow: nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE for throttling, "
-                  "nvidia-smi topo -m for a shared PCIe switch, other processes on it (nvidia-smi); give every "
-                  "replica the same batch (drop_remainder=True in ds.batch).",
-    "jax": "Find why that GPU is slow: nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE for throttling, "
-           "nvidia-smi topo -m for a shared PCIe switch, other processes on it (nvidia-smi); keep every "
-           "device's shard the same size.",
-    "pytorch": "Find why that rank is slow: nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE for throttling, "
-               "nvidia-smi topo -m for a shared PCIe switch, other processes on it (nvidia-smi); pin each rank "
-               "to its own GPU (torch.cuda.set_device(local_rank)) and give every rank the same batch "
-               "(DistributedSampler(ds, drop_last=True), DataLoader(..., drop_last=True)).",
+    "tensorflow": (
+        "Find why that GPU is slow: nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE for throttling,"
+        " nvidia-smi topo -m for a shared PCIe switch, other processes on it (nvidia-smi); give"
+        " every replica the same batch (drop_remainder=True in ds.batch)."
+    ),
+    "jax": (
+        "Find why that GPU is slow: nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE for throttling,"
+        " nvidia-smi topo -m for a shared PCIe switch, other processes on it (nvidia-smi); keep"
+        " every device's shard the same size."
+    ),
+    "pytorch": (
+        "Find why that rank is slow: nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE for throttling,"
+        " nvidia-smi topo -m for a shared PCIe switch, other processes on it (nvidia-smi); pin each"
+        " rank to its own GPU (torch.cuda.set_device(local_rank)) and give every rank the same"
+        " batch (DistributedSampler(ds, drop_last=True), DataLoader(..., drop_last=True))."
+    ),
 }
 
 
@@ -44,7 +50,10 @@ class _Straggler:
         fast = min(gpus, key=lambda u: u.categories["compute"].busy_ms)
         slow_ms, fast_ms = slow.categories["compute"].busy_ms, fast.categories["compute"].busy_ms
         # Noise: the exclusive-share intervals of both, in ms of their steps.
-        spread = sum(u.categories["compute"].exclusive_pct_ci95 / 100 * u.step_time_ms.mean for u in (slow, fast))
+        spread = sum(
+            u.categories["compute"].exclusive_pct_ci95 / 100 * u.step_time_ms.mean
+            for u in (slow, fast)
+        )
         excess = slow_ms - fast_ms
         if fast_ms <= 0 or excess / fast_ms < MIN_EXCESS or not excess > spread:
             return None
@@ -53,16 +62,33 @@ class _Straggler:
             return None
         gain = 1 / (1 - min(excess / step, 0.99))
         return Finding(
-            id=self.id, title="A straggler device", severity="medium", category="compute",
-            summary=f"{slow.name} computes {slow_ms:.3f} ms per step, {fast.name} {fast_ms:.3f} ms "
-                    f"(+{100 * excess / fast_ms:.0f}%): every step waits for the slow one",
-            evidence=[Evidence("compute per step", round(slow_ms, 4), "ms", device=slow.name),
-                      Evidence("compute per step", round(fast_ms, 4), "ms", device=fast.name),
-                      Evidence("excess over the fastest", round(100 * excess / fast_ms, 1), "%",
-                               threshold=100 * MIN_EXCESS)],
+            id=self.id,
+            title="A straggler device",
+            severity="medium",
+            category="compute",
+            summary=(
+                f"{slow.name} computes {slow_ms:.3f} ms per step, {fast.name} {fast_ms:.3f} ms "
+                f"(+{100 * excess / fast_ms:.0f}%): every step waits for the slow one"
+            ),
+            evidence=[
+                Evidence("compute per step", round(slow_ms, 4), "ms", device=slow.name),
+                Evidence("compute per step", round(fast_ms, 4), "ms", device=fast.name),
+                Evidence(
+                    "excess over the fastest",
+                    round(100 * excess / fast_ms, 1),
+                    "%",
+                    threshold=100 * MIN_EXCESS,
+                ),
+            ],
             fix=FIX,
-            predicted_speedup=Speedup(gain, gain, gain, f"the slow device as fast as the fastest saves at most "
-                                                        f"{excess:.3f} ms of {step:.3f} ms: {gain:.2f}x"))
+            predicted_speedup=Speedup(
+                gain,
+                gain,
+                gain,
+                "the slow device as fast as the fastest saves at most "
+                f"{excess:.3f} ms of {step:.3f} ms: {gain:.2f}x",
+            ),
+        )
 
 
 RULE = _Straggler()

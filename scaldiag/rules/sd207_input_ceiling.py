@@ -29,23 +29,45 @@ class _InputCeiling:
         if cap >= HEADROOM:
             return None
         return Finding(
-            id=self.id, title="The input pipeline caps the speedup", severity="high" if cap < HIGH_SEVERITY_CAP else "medium",
+            id=self.id,
+            title="The input pipeline caps the speedup",
+            severity="high" if cap < HIGH_SEVERITY_CAP else "medium",
             category="input",
             summary=_summary(ceiling["samples_per_s"], run.steps.samples_per_s, cap),
-            evidence=[Evidence("input pipeline alone", round(ceiling["samples_per_s"]), "samples/s",
-                               threshold=round(HEADROOM * run.steps.samples_per_s)),
-                      Evidence("training throughput", round(run.steps.samples_per_s), "samples/s")],
-            fix=FIX, predicted_speedup=None,
-            notes=[f"measured by {ceiling['source']}, {ceiling['batches']} batches in {ceiling['seconds']:.1f} s "
-                   "after training; a ceiling on what more devices can give, not a gain"])
+            evidence=[
+                Evidence(
+                    "input pipeline alone",
+                    round(ceiling["samples_per_s"]),
+                    "samples/s",
+                    threshold=round(HEADROOM * run.steps.samples_per_s),
+                ),
+                Evidence("training throughput", round(run.steps.samples_per_s), "samples/s"),
+            ],
+            fix=FIX,
+            predicted_speedup=None,
+            notes=[
+                f"measured by {ceiling['source']}, {ceiling['batches']} batches in"
+                f" {ceiling['seconds']:.1f} s after training; a ceiling on what more devices can"
+                " give, not a gain"
+            ],
+        )
 
 
 def _summary(alone: float, consumed: float, cap: float) -> str:
-    """What the cap bounds, in words: more devices' speedup over this run, not this step's (SD101's)."""
+    """What the cap bounds, in words: more devices' speedup over this run, not this step's
+    (SD101's)."""
     head = f"the input alone delivers {alone:,.0f} samples/s; training consumed {consumed:,.0f}"
-    if cap < 1:  # not a speed-up: the input already paces training (a ceiling under 1 is never printed as one)
-        return f"{head}: the input already paces training, so more devices cannot speed it up at all"
-    return f"{head}: more devices can raise throughput at most {cap:.2f}x over this run, however many are added"
+    if (
+        cap < 1
+    # not a speed-up: the input already paces training (a ceiling under 1 is never printed as one)
+    ):
+        return (
+            f"{head}: the input already paces training, so more devices cannot speed it up at all"
+        )
+    return (
+        f"{head}: more devices can raise throughput at most {cap:.2f}x over this run, however many"
+        " are added"
+    )
 
 
 RULE = _InputCeiling()

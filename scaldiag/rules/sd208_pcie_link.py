@@ -11,9 +11,11 @@ from __future__ import annotations
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.rules.base import Evidence, Finding, same_fix
 
-_RESEAT = ("Check the slot and card: nvidia-smi -q -d PCIE shows the link generation and width now and at most; "
-           "a card in an x8 slot, a riser, a BIOS setting or a bad seat lowers them. Reseat the card or move it "
-           "to a full-width slot.")
+_RESEAT = (
+    "Check the slot and card: nvidia-smi -q -d PCIE shows the link generation and width now and at"
+    " most; a card in an x8 slot, a riser, a BIOS setting or a bad seat lowers them. Reseat the"
+    " card or move it to a full-width slot."
+)
 FIX = same_fix(_RESEAT)
 
 
@@ -26,19 +28,43 @@ class _PcieLink:
         for g in run.gpus:
             limit = maxima.get(g.index, {})
             gen_max, width_max = limit.get("pcie_gen_max"), limit.get("pcie_width_max")
-            if g.pcie_gen_max_seen and gen_max and (g.pcie_gen_max_seen < gen_max
-                                                    or (width_max and g.pcie_width_max_seen < width_max)):
+            if (
+                g.pcie_gen_max_seen
+                and gen_max
+                and (
+                    g.pcie_gen_max_seen < gen_max
+                    or (width_max and g.pcie_width_max_seen < width_max)
+                )
+            ):
                 slow.append((g, gen_max, width_max))
         if not slow:
             return None
         return Finding(
-            id=self.id, title="PCIe link below its maximum while training", severity="medium", category="h2d",
-            summary="; ".join(f"GPU {g.index}: Gen{g.pcie_gen_max_seen} x{g.pcie_width_max_seen} "
-                              f"(supports Gen{gm} x{wm})" for g, gm, wm in slow),
-            evidence=[Evidence(f"PCIe generation of GPU {g.index} while training", g.pcie_gen_max_seen, "gen",
-                               threshold=gm) for g, gm, _ in slow],
-            fix=FIX, predicted_speedup=None,
-            notes=["a slower link costs only where host-to-device copies are on the critical path (see SD102)"])
+            id=self.id,
+            title="PCIe link below its maximum while training",
+            severity="medium",
+            category="h2d",
+            summary="; ".join(
+                f"GPU {g.index}: Gen{g.pcie_gen_max_seen} x{g.pcie_width_max_seen} "
+                f"(supports Gen{gm} x{wm})"
+                for g, gm, wm in slow
+            ),
+            evidence=[
+                Evidence(
+                    f"PCIe generation of GPU {g.index} while training",
+                    g.pcie_gen_max_seen,
+                    "gen",
+                    threshold=gm,
+                )
+                for g, gm, _ in slow
+            ],
+            fix=FIX,
+            predicted_speedup=None,
+            notes=[
+                "a slower link costs only where host-to-device copies are on the critical path (see"
+                " SD102)"
+            ],
+        )
 
 
 RULE = _PcieLink()

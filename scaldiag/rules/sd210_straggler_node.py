@@ -16,26 +16,40 @@ import math
 from scaldiag.analyze.nodes import JobAnalysis
 from scaldiag.rules.base import Evidence, Finding, Speedup
 
-# As SD206 (straggler device): a lateness under 5% of the step is noise no fix of the slow node would repay.
-# Compared with the low end of the lateness's 95% interval (docs/rules.md, "Noise"): two workers sharing a
-# loaded 2-core machine read a mean of 0.4-2.1 ms of an 11-18 ms step (4-11%) on a plain job, +-1.2-2.7 ms.
+# As SD206 (straggler device): a lateness under 5% of the step is noise no fix of the slow node
+# would repay. Compared with the low end of the lateness's 95% interval (docs/rules.md, "Noise"):
+# two workers sharing a loaded 2-core machine read a mean of 0.4-2.1 ms of an 11-18 ms step (4-11%)
+# on a plain job, +-1.2-2.7 ms.
 MIN_STEP_SHARE = 0.05
-# The input explains the lateness when the node's extra input time per step covers at least half of it.
+# The input explains the lateness when the node's extra input time per step covers at least half of
+# it.
 INPUT_EXPLAINS = 0.5
 
 FIX_INPUT = {
-    "pytorch": "Feed that node faster: more loader workers there (DataLoader(..., num_workers=N, pin_memory=True, "
-               "persistent_workers=True, prefetch_factor=4)), its data on a local disk or cached "
-               "(a copy on local NVMe, not the network file system), and check nothing else competes for its cores.",
-    "tensorflow": "Feed that node faster: ds.map(..., num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE), "
-                  "ds.cache() to local disk, and check nothing else competes for its cores.",
-    "jax": "Feed that node faster: more loader workers (grain's worker_count, tf.data AUTOTUNE), data on local disk, "
-           "and check nothing else competes for its cores.",
+    "pytorch": (
+        "Feed that node faster: more loader workers there (DataLoader(..., num_workers=N,"
+        " pin_memory=True, persistent_workers=True, prefetch_factor=4)), its data on a local disk"
+        " or cached (a copy on local NVMe, not the network file system), and check nothing else"
+        " competes for its cores."
+    ),
+    "tensorflow": (
+        "Feed that node faster: ds.map(...,"
+        " num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE), ds.cache() to local"
+        " disk, and check nothing else competes for its cores."
+    ),
+    "jax": (
+        "Feed that node faster: more loader workers (grain's worker_count, tf.data AUTOTUNE), data"
+        " on local disk, and check nothing else competes for its cores."
+    ),
 }
 FIX_COMPUTE = {
-    k: "Find why that node computes slower: nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE for throttling, other "
-       "jobs on it (nvidia-smi, top), its CPU and memory (numactl --hardware); give every rank the same batch "
-       "(drop_last=True)." for k in ("pytorch", "tensorflow", "jax")}
+    k: (
+        "Find why that node computes slower: nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE for"
+        " throttling, other jobs on it (nvidia-smi, top), its CPU and memory (numactl --hardware);"
+        " give every rank the same batch (drop_last=True)."
+    )
+    for k in ("pytorch", "tensorflow", "jax")
+}
 
 
 class _StragglerNode:
@@ -55,23 +69,58 @@ class _StragglerNode:
         by_input = extra_input >= INPUT_EXPLAINS * s.mean
         gain = step / (step - min(s.mean, 0.99 * step))
         low_gain = step / (step - min(max(s.mean - ci, 0), 0.99 * step))
-        cause = (f"its input takes {late.input_ms.mean:.1f} ms a step, {extra_input:.1f} ms more than the other "
-                 f"nodes'" if by_input else "its input is no slower than the others': its compute is")
+        cause = (
+            f"its input takes {late.input_ms.mean:.1f} ms a step, {extra_input:.1f} ms more than"
+            " the other nodes'"
+            if by_input
+            else "its input is no slower than the others': its compute is"
+        )
         return Finding(
-            id=self.id, title="A straggler node" + (": its input is slow" if by_input else ""),
-            severity="high" if s.mean / step >= 0.25 else "medium", category="input" if by_input else "compute",
-            summary=f"{late.node} reaches the collectives {s.mean:.1f} ms after the other nodes each step "
-                    f"(last at {late.last_pct:.0f}% of them); {cause}",
-            evidence=[Evidence("lateness at the collectives per step", round(s.mean, 2), "ms",
-                               spread=round(s.ci95, 2), device=late.node),
-                      Evidence("arrived last", round(late.last_pct, 1), "% of collectives", device=late.node),
-                      Evidence("input per step", round(late.input_ms.mean, 2), "ms", spread=round(late.input_ms.ci95, 2),
-                               device=late.node),
-                      *[Evidence("input per step", round(n.input_ms.mean, 2), "ms", spread=round(n.input_ms.ci95, 2),
-                                 device=n.node) for n in others]],
+            id=self.id,
+            title="A straggler node" + (": its input is slow" if by_input else ""),
+            severity="high" if s.mean / step >= 0.25 else "medium",
+            category="input" if by_input else "compute",
+            summary=(
+                f"{late.node} reaches the collectives {s.mean:.1f} ms after the other nodes each"
+                f" step (last at {late.last_pct:.0f}% of them); {cause}"
+            ),
+            evidence=[
+                Evidence(
+                    "lateness at the collectives per step",
+                    round(s.mean, 2),
+                    "ms",
+                    spread=round(s.ci95, 2),
+                    device=late.node,
+                ),
+                Evidence(
+                    "arrived last", round(late.last_pct, 1), "% of collectives", device=late.node
+                ),
+                Evidence(
+                    "input per step",
+                    round(late.input_ms.mean, 2),
+                    "ms",
+                    spread=round(late.input_ms.ci95, 2),
+                    device=late.node,
+                ),
+                *[
+                    Evidence(
+                        "input per step",
+                        round(n.input_ms.mean, 2),
+                        "ms",
+                        spread=round(n.input_ms.ci95, 2),
+                        device=n.node,
+                    )
+                    for n in others
+                ],
+            ],
             fix=FIX_INPUT if by_input else FIX_COMPUTE,
-            predicted_speedup=Speedup(gain, low_gain, gain, f"the other nodes stop waiting {s.mean:.1f} ms of a "
-                                                            f"{step:.1f} ms step"))
+            predicted_speedup=Speedup(
+                gain,
+                low_gain,
+                gain,
+                f"the other nodes stop waiting {s.mean:.1f} ms of a {step:.1f} ms step",
+            ),
+        )
 
 
 RULE = _StragglerNode()

@@ -6,7 +6,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scaldiag.analyze.profile import ProfileAnalysis
-from scaldiag.rules.base import Finding, clears, removal_speedup, seen_speedup, severity, share_evidence, spread_note, worst_unit
+from scaldiag.rules.base import (
+    Finding,
+    clears,
+    removal_speedup,
+    seen_speedup,
+    severity,
+    share_evidence,
+    spread_note,
+    worst_unit,
+)
 
 
 @dataclass(frozen=True)
@@ -14,7 +23,7 @@ class ShareRule:
     id: str
     title: str
     category: str
-    what: str              # how the category reads in a sentence
+    what: str  # how the category reads in a sentence
     moderate_pct: float
     high_pct: float
     fix: dict[str, str]
@@ -22,7 +31,8 @@ class ShareRule:
     # (analysis, unit) -> (fix, notes): the fix conditioned on what the trace shows (backend,
     # device kind, what the pipeline already does); None: ``fix`` as it is.
     advise: Callable | None = None
-    # (analysis, unit) -> Speedup of kind "forecast", or None: what the fix should give, from a model.
+    # (analysis, unit) -> Speedup of kind "forecast", or None: what the fix should give, from a
+    # model.
     forecast: Callable | None = None
 
     def check(self, analysis: ProfileAnalysis) -> Finding | None:
@@ -36,10 +46,18 @@ class ShareRule:
         speedup = removal_speedup(pct, spread, self.category, self.fraction_removed)
         fix, notes = self.advise(analysis, unit) if self.advise else (self.fix, [])
         return Finding(
-            id=self.id, title=self.title, severity=severity(pct, spread, self.high_pct), category=self.category,
-            summary=f"{unit.name}: {self.what} {pct:.1f}% of step time "
-                    f"({share.exclusive_ms:.2f} ms of {unit.step_time_ms.mean:.2f} ms per step)",
+            id=self.id,
+            title=self.title,
+            severity=severity(pct, spread, self.high_pct),
+            category=self.category,
+            summary=(
+                f"{unit.name}: {self.what} {pct:.1f}% of step time "
+                f"({share.exclusive_ms:.2f} ms of {unit.step_time_ms.mean:.2f} ms per step)"
+            ),
             evidence=[share_evidence(unit, self.category, self.moderate_pct)],
-            fix=fix, predicted_speedup=speedup, notes=spread_note(spread) + notes,
+            fix=fix,
+            predicted_speedup=speedup,
+            notes=spread_note(spread) + notes,
             forecast=self.forecast(analysis, unit) if self.forecast else None,
-            seen_speedup=seen_speedup(pct, share.beyond_trace_pct))
+            seen_speedup=seen_speedup(pct, share.beyond_trace_pct),
+        )

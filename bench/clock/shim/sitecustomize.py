@@ -1,4 +1,5 @@
-"""Data for scripts whose dataset loader would download (this machine and the GPU one have no internet).
+"""Data for scripts whose dataset loader would download (this machine and the GPU one have no
+internet).
 
 Put on PYTHONPATH by bench/clock/run.py only for manifest entries that say `shim = "mnist"`.
 The script itself is untouched: when Keras's `keras.src.datasets.mnist` module is executed, its

@@ -21,67 +21,113 @@ import importlib
 from dataclasses import dataclass, field
 
 # What an adapter can know, in the order a report states it.
-EVIDENCE = ("step", "epoch", "evaluation", "sanity check", "checkpoint", "logging", "compile",
-            "batch", "clock")
+EVIDENCE = (
+    "step",
+    "epoch",
+    "evaluation",
+    "sanity check",
+    "checkpoint",
+    "logging",
+    "compile",
+    "batch",
+    "clock",
+)
 
 
 @dataclass(frozen=True)
 class Adapter:
     name: str
-    module: str                # scaldiag's module with ``patches()``
+    module: str  # scaldiag's module with ``patches()``
     triggers: tuple[str, ...]  # framework modules whose import arms it
     evidence: dict[str, str] = field(default_factory=dict)  # EVIDENCE key -> its signal
 
 
 _FW = "scaldiag.collect.frameworks."
-KERAS = Adapter("keras", _FW + "keras_hooks", ("keras.src.models.model", "tensorflow"), {
-    "step": "Keras callbacks: on_train_batch_begin (one execution of steps_per_execution batches)",
-    "epoch": "on_epoch_begin / on_epoch_end, numbered across repeated fit calls",
-    "evaluation": "on_test_begin / on_test_end inside fit (validation)",
-    "compile": "tf.function traces; JAX compile events (jax.monitoring)",
-    "batch": "fit's batch_size or the data's first batch",
-    "clock": "Keras's progress bar: ms/step of whole epochs",
-})
-PYTORCH = Adapter("pytorch", _FW + "torch_hooks", (
-    "torch.optim.optimizer", "torch.utils.data.dataloader", "torch.nn.modules.module",
-    "torch._dynamo.callback"), {
-    "step": "torch.optim global step hooks: a step ends at optimizer.step()",
-    "epoch": "each new pass over the followed DataLoader",
-    "evaluation": "model.eval() to model.train() of the optimized model",
-    "compile": "torch._dynamo compile callbacks",
-    "batch": "the first DataLoader batch, or the first forward call's input",
-})
-LIGHTNING = Adapter("lightning", _FW + "lightning_adapter", (
-    "lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer"), {
-    "step": "torch.optim step hooks: Lightning's optimizer steps",
-    "epoch": "Callback on_train_epoch_start / on_train_epoch_end",
-    "evaluation": "Callback on_validation_start / on_validation_end",
-    "sanity check": "Callback on_sanity_check_start / on_sanity_check_end",
-    "checkpoint": "Callback on_save_checkpoint (a point, before the file is written)",
-    "compile": "torch._dynamo compile callbacks",
-    "batch": "the first batch the training DataLoader gives",
-    "clock": "Lightning's progress bar: batches per second of an epoch's training batches",
-})
-TRANSFORMERS = Adapter("transformers", _FW + "hf_adapter", ("transformers.trainer",), {
-    "step": "torch.optim step hooks: the Trainer's optimizer steps (gradient_accumulation_steps "
-            "micro-batches each)",
-    "epoch": "TrainerCallback on_epoch_begin / on_epoch_end",
-    "evaluation": "Trainer.evaluate (and Trainer.predict), begin to end",
-    "checkpoint": "Trainer._save_checkpoint, begin to end",
-    "logging": "TrainerCallback on_log",
-    "compile": "torch._dynamo compile callbacks",
-    "batch": "TrainingArguments: per-device batch x gradient accumulation x world size",
-    "clock": "the Trainer's train_runtime and train_steps_per_second (optimizer steps over "
-             "train_runtime, in-training evaluation and checkpoints included)",
-})
-JAX = Adapter("jax", _FW + "jax_loop", ("jax",), {
-    "step": "a jax.jit function whose trace takes a gradient (jax.grad, value_and_grad, vjp): "
-            "one step per call",
-    "evaluation": "other jitted functions called between training steps (after a sync with the "
-                  "last step's outputs)",
-    "compile": "JAX compile events (jax.monitoring)",
-    "batch": "the leading dimension of the step's first array argument it does not give back",
-})
+KERAS = Adapter(
+    "keras",
+    _FW + "keras_hooks",
+    ("keras.src.models.model", "tensorflow"),
+    {
+        "step": (
+            "Keras callbacks: on_train_batch_begin (one execution of steps_per_execution batches)"
+        ),
+        "epoch": "on_epoch_begin / on_epoch_end, numbered across repeated fit calls",
+        "evaluation": "on_test_begin / on_test_end inside fit (validation)",
+        "compile": "tf.function traces; JAX compile events (jax.monitoring)",
+        "batch": "fit's batch_size or the data's first batch",
+        "clock": "Keras's progress bar: ms/step of whole epochs",
+    },
+)
+PYTORCH = Adapter(
+    "pytorch",
+    _FW + "torch_hooks",
+    (
+        "torch.optim.optimizer",
+        "torch.utils.data.dataloader",
+        "torch.nn.modules.module",
+        "torch._dynamo.callback",
+    ),
+    {
+        "step": "torch.optim global step hooks: a step ends at optimizer.step()",
+        "epoch": "each new pass over the followed DataLoader",
+        "evaluation": "model.eval() to model.train() of the optimized model",
+        "compile": "torch._dynamo compile callbacks",
+        "batch": "the first DataLoader batch, or the first forward call's input",
+    },
+)
+LIGHTNING = Adapter(
+    "lightning",
+    _FW + "lightning_adapter",
+    ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer"),
+    {
+        "step": "torch.optim step hooks: Lightning's optimizer steps",
+        "epoch": "Callback on_train_epoch_start / on_train_epoch_end",
+        "evaluation": "Callback on_validation_start / on_validation_end",
+        "sanity check": "Callback on_sanity_check_start / on_sanity_check_end",
+        "checkpoint": "Callback on_save_checkpoint (a point, before the file is written)",
+        "compile": "torch._dynamo compile callbacks",
+        "batch": "the first batch the training DataLoader gives",
+        "clock": "Lightning's progress bar: batches per second of an epoch's training batches",
+    },
+)
+TRANSFORMERS = Adapter(
+    "transformers",
+    _FW + "hf_adapter",
+    ("transformers.trainer",),
+    {
+        "step": (
+            "torch.optim step hooks: the Trainer's optimizer steps (gradient_accumulation_steps "
+            "micro-batches each)"
+        ),
+        "epoch": "TrainerCallback on_epoch_begin / on_epoch_end",
+        "evaluation": "Trainer.evaluate (and Trainer.predict), begin to end",
+        "checkpoint": "Trainer._save_checkpoint, begin to end",
+        "logging": "TrainerCallback on_log",
+        "compile": "torch._dynamo compile callbacks",
+        "batch": "TrainingArguments: per-device batch x gradient accumulation x world size",
+        "clock": (
+            "the Trainer's train_runtime and train_steps_per_second (optimizer steps over "
+            "train_runtime, in-training evaluation and checkpoints included)"
+        ),
+    },
+)
+JAX = Adapter(
+    "jax",
+    _FW + "jax_loop",
+    ("jax",),
+    {
+        "step": (
+            "a jax.jit function whose trace takes a gradient (jax.grad, value_and_grad, vjp): "
+            "one step per call"
+        ),
+        "evaluation": (
+            "other jitted functions called between training steps (after a sync with the "
+            "last step's outputs)"
+        ),
+        "compile": "JAX compile events (jax.monitoring)",
+        "batch": "the leading dimension of the step's first array argument it does not give back",
+    },
+)
 ADAPTERS = (KERAS, PYTORCH, LIGHTNING, TRANSFORMERS, JAX)
 
 
@@ -109,12 +155,15 @@ def _lazy(adapter: Adapter, trigger: str):
     def patch(module) -> None:
         from scaldiag.collect.frameworks.guard import attempt, say
 
-        found = attempt(lambda: importlib.import_module(adapter.module).patches().get(trigger),
-                        lambda why: say(f"no {adapter.name} adapter ({why})"))
+        found = attempt(
+            lambda: importlib.import_module(adapter.module).patches().get(trigger),
+            lambda why: say(f"no {adapter.name} adapter ({why})"),
+        )
         if found is not None:
             found(module)
             if adapter.name not in _ARMED:
                 _ARMED.append(adapter.name)
+
     return patch
 
 
@@ -137,5 +186,8 @@ def evidence_facts(names: list[str]) -> dict:
     known: dict[str, str] = {}
     for adapter in armed:  # a later, more specific adapter's word wins (Lightning over torch)
         known.update({k: v for k, v in adapter.evidence.items() if v})
-    return {"loop_adapters": [a.name for a in armed], "loop_evidence": known,
-            "loop_evidence_lacking": [what for what in EVIDENCE if what not in known]}
+    return {
+        "loop_adapters": [a.name for a in armed],
+        "loop_evidence": known,
+        "loop_evidence_lacking": [what for what in EVIDENCE if what not in known],
+    }

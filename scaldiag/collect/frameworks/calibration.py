@@ -1,9 +1,9 @@
 """``scaldiag calibrate``'s framework parts: what runs inside PyTorch and JAX (imported lazily).
 
-``collect/calibrate.py`` holds the parent side (sizes, the rank processes, the machine from NVML) and
-imports this module only when a measurement runs, so the command's parser and the rest of scaldiag work
-without either framework; each function here imports its framework itself. A PyTorch rank is this module
-run as ``python -m scaldiag.collect.frameworks.calibration CONFIG RANK``.
+``collect/calibrate.py`` holds the parent side (sizes, the rank processes, the machine from NVML)
+and imports this module only when a measurement runs, so the command's parser and the rest of
+scaldiag work without either framework; each function here imports its framework itself. A PyTorch
+rank is this module run as ``python -m scaldiag.collect.frameworks.calibration CONFIG RANK``.
 """
 
 from __future__ import annotations
@@ -17,18 +17,29 @@ from pathlib import Path
 from scaldiag.errors import ScaldiagError
 
 REPEATS = 7  # timed batches per size: the median and the spread (min-max) come from these
-WARMUP_CALLS = 3  # untimed calls per size first (NCCL sets up its buffers and protocol on the first ones)
-BATCH_TARGET_S = 2e-3  # a timed batch lasts about this long (event and clock resolution ~us), 1-50 calls
+WARMUP_CALLS = (
+    3  # untimed calls per size first (NCCL sets up its buffers and protocol on the first ones)
+)
+BATCH_TARGET_S = (
+    2e-3  # a timed batch lasts about this long (event and clock resolution ~us), 1-50 calls
+)
 MAX_BATCH_CALLS = 50
-LOCAL_BYTES = 256 * 2 ** 20  # one GPU: copy and add over 256 MiB, well past its caches (H200 L2: 50 MB)
+LOCAL_BYTES = (
+    256 * 2**20
+)  # one GPU: copy and add over 256 MiB, well past its caches (H200 L2: 50 MB)
 
 
 def spread(times_s: list[float]) -> dict:
-    return {"median_s": statistics.median(times_s), "min_s": min(times_s), "max_s": max(times_s),
-            "repeats": len(times_s)}
+    return {
+        "median_s": statistics.median(times_s),
+        "min_s": min(times_s),
+        "max_s": max(times_s),
+        "repeats": len(times_s),
+    }
 
 
 # --- PyTorch: one rank (a process of its own) ---
+
 
 def _rank_main(config_path: str, rank: int) -> None:
     import torch
@@ -38,8 +49,12 @@ def _rank_main(config_path: str, rank: int) -> None:
     ranks, cuda = config["ranks"], config["device"] == "cuda"
     if cuda:
         torch.cuda.set_device(rank)
-    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{config['port']}",
-                            rank=rank, world_size=ranks)
+    dist.init_process_group(
+        "nccl" if cuda else "gloo",
+        init_method=f"tcp://127.0.0.1:{config['port']}",
+        rank=rank,
+        world_size=ranks,
+    )
     device = torch.device("cuda", rank) if cuda else torch.device("cpu")
     check = torch.ones(4, device=device)
     dist.all_reduce(check)
@@ -57,10 +72,15 @@ def _time_size(torch, dist, device, message_bytes: int, cuda: bool) -> dict:
     for _ in range(WARMUP_CALLS):
         dist.all_reduce(x)
     one = torch.tensor([_batch_s(torch, dist, x, 1, cuda)], dtype=torch.float64, device=device)
-    dist.all_reduce(one, op=dist.ReduceOp.MAX)  # every rank must make the same number of calls, or they hang
+    dist.all_reduce(
+        one, op=dist.ReduceOp.MAX
+    )  # every rank must make the same number of calls, or they hang
     calls = max(1, min(MAX_BATCH_CALLS, int(BATCH_TARGET_S / max(one.item(), 1e-9))))
-    mine = torch.tensor([_batch_s(torch, dist, x, calls, cuda) for _ in range(REPEATS)], dtype=torch.float64,
-                        device=device)
+    mine = torch.tensor(
+        [_batch_s(torch, dist, x, calls, cuda) for _ in range(REPEATS)],
+        dtype=torch.float64,
+        device=device,
+    )
     dist.all_reduce(mine, op=dist.ReduceOp.MAX)  # each repeat: its slowest rank
     return {"bytes": x.numel() * 4, "calls_per_repeat": calls, **spread(mine.tolist())}
 
@@ -85,18 +105,31 @@ def _batch_s(torch, dist, x, calls: int, cuda: bool) -> float:
 
 # --- one GPU: what it can show ---
 
+
 def torch_local_bandwidth() -> dict:
-    """One GPU's copy and add bandwidth (``calibrate.measure_torch_one_gpu`` adds a one-rank NCCL call)."""
+    """One GPU's copy and add bandwidth (``calibrate.measure_torch_one_gpu`` adds a one-rank NCCL
+    call)."""
     import torch
 
     n = LOCAL_BYTES // 4
     a, b = torch.zeros(n, device="cuda"), torch.ones(n, device="cuda")
     copy = _cuda_repeats(torch, lambda: a.copy_(b))
     add = _cuda_repeats(torch, lambda: a.add_(b))
-    return {"bytes": LOCAL_BYTES,
-            "copy": {**copy, "bytes_per_s": LOCAL_BYTES / copy["median_s"], "what": "dst.copy_(src): bytes copied/s"},
-            "add": {**add, "bytes_per_s": LOCAL_BYTES / add["median_s"],
-                    "what": "a.add_(b): bytes of a reduced/s (reads 2, writes 1), the local step of a reduction"}}
+    return {
+        "bytes": LOCAL_BYTES,
+        "copy": {
+            **copy,
+            "bytes_per_s": LOCAL_BYTES / copy["median_s"],
+            "what": "dst.copy_(src): bytes copied/s",
+        },
+        "add": {
+            **add,
+            "bytes_per_s": LOCAL_BYTES / add["median_s"],
+            "what": (
+                "a.add_(b): bytes of a reduced/s (reads 2, writes 1), the local step of a reduction"
+            ),
+        },
+    }
 
 
 def _cuda_repeats(torch, op, calls: int = 10) -> dict:
@@ -116,6 +149,7 @@ def _cuda_repeats(torch, op, calls: int = 10) -> dict:
 
 # --- JAX ---
 
+
 def jax_devices() -> tuple[int, str, str]:
     """How many local devices JAX has, their platform ("gpu", "cpu"...) and kind ("NVIDIA H200")."""
     import jax
@@ -133,7 +167,8 @@ def torch_gpus() -> tuple[int, str | None]:
 
 
 def measure_jax(sizes: list[int]) -> list[dict]:
-    """``psum`` over every local device (jit of shard_map): rows as measure_torch's, timed on the host."""
+    """``psum`` over every local device (jit of shard_map): rows as measure_torch's, timed on the
+    host."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding
@@ -145,7 +180,9 @@ def measure_jax(sizes: list[int]) -> list[dict]:
         from jax.experimental.shard_map import shard_map
     n = jax.local_device_count()
     mesh = jax.make_mesh((n,), ("i",))
-    psum = jax.jit(shard_map(lambda v: jax.lax.psum(v, "i"), mesh=mesh, in_specs=P("i"), out_specs=P("i")))
+    psum = jax.jit(
+        shard_map(lambda v: jax.lax.psum(v, "i"), mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    )
     sharded = NamedSharding(mesh, P("i"))
     check = psum(jax.device_put(jnp.ones(4 * n, jnp.float32), sharded))
     if not bool((check == n).all()):
@@ -158,8 +195,13 @@ def measure_jax(sizes: list[int]) -> list[dict]:
             psum(x).block_until_ready()
         one = _host_batch_s(psum, x, 1)
         calls = max(1, min(MAX_BATCH_CALLS, int(BATCH_TARGET_S / max(one, 1e-9))))
-        rows.append({"bytes": count * 4, "calls_per_repeat": calls,
-                     **spread([_host_batch_s(psum, x, calls) for _ in range(REPEATS)])})
+        rows.append(
+            {
+                "bytes": count * 4,
+                "calls_per_repeat": calls,
+                **spread([_host_batch_s(psum, x, calls) for _ in range(REPEATS)]),
+            }
+        )
         del x
     return rows
 
@@ -185,9 +227,15 @@ def measure_jax_one_gpu() -> dict:
     tiny(small).block_until_ready()
     big = spread([_host_batch_s(copy, a, 10) for _ in range(REPEATS)])
     call = spread([_host_batch_s(tiny, small, 1) for _ in range(REPEATS)])
-    return {"bytes": LOCAL_BYTES,
-            "copy": {**big, "bytes_per_s": LOCAL_BYTES / big["median_s"], "what": "jit(v + 1): bytes written/s"},
-            "one_call_8B": {**call, "what": "a jitted call on 8 B, dispatch to result on the host"}}
+    return {
+        "bytes": LOCAL_BYTES,
+        "copy": {
+            **big,
+            "bytes_per_s": LOCAL_BYTES / big["median_s"],
+            "what": "jit(v + 1): bytes written/s",
+        },
+        "one_call_8B": {**call, "what": "a jitted call on 8 B, dispatch to result on the host"},
+    }
 
 
 if __name__ == "__main__":  # a rank process of calibrate.measure_torch

@@ -25,9 +25,11 @@ import functools
 import time
 
 # jax._src.dispatch: one event per top-level jaxpr trace, per lowering, per backend compile.
-JAX_EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "jax trace",
-              "/jax/core/compile/jaxpr_to_mlir_module_duration": "jax lowering",
-              "/jax/core/compile/backend_compile_duration": "jax backend compile"}
+JAX_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "jax trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "jax lowering",
+    "/jax/core/compile/backend_compile_duration": "jax backend compile",
+}
 TF_SOURCE = "tf.function trace"
 
 
@@ -50,7 +52,9 @@ class CompileLog:
 
 
 LOG = CompileLog()
-_listening_to: set[str] = set()  # the sources hooked in this process (once each: neither can be unhooked)
+_listening_to: set[str] = (
+    set()
+)  # the sources hooked in this process (once each: neither can be unhooked)
 
 
 def listen(backend: str) -> list[str]:

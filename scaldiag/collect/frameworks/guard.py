@@ -38,13 +38,19 @@ def say(line: str) -> None:
 
 def on_import(what: str):
     """A decorator for a patch applied when a framework module is imported: a failure (an unknown
-    version of the framework) leaves that module unpatched and says so; the script runs as it would."""
+    version of the framework) leaves that module unpatched and says so; the script runs as it would.
+    """
+
     def wrap(patch):
         @functools.wraps(patch)
         def guarded(module) -> None:
-            attempt(lambda: patch(module),
-                    lambda why: say(f"cannot hook {getattr(module, '__name__', what)} ({why})"))
+            attempt(
+                lambda: patch(module),
+                lambda why: say(f"cannot hook {getattr(module, '__name__', what)} ({why})"),
+            )
+
         return guarded
+
     return wrap
 
 

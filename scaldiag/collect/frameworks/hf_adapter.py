@@ -109,8 +109,10 @@ def _batch(trainer, args) -> tuple[int, int, str]:
     world = int(args.world_size)
     total = getattr(trainer, "get_total_train_batch_size", None)
     global_batch = int(total(args)) if callable(total) else micro * accumulation * world
-    source = (f"TrainingArguments: per-device batch {micro} x gradient_accumulation_steps "
-              f"{accumulation} x world size {world} (the Trainer's total train batch size)")
+    source = (
+        f"TrainingArguments: per-device batch {micro} x gradient_accumulation_steps "
+        f"{accumulation} x world size {world} (the Trainer's total train batch size)"
+    )
     return global_batch, micro * accumulation, source
 
 
@@ -124,20 +126,32 @@ def _give_batch(trainer, args) -> None:
     capture.batch = (per_replica, source)
     given = os.environ.get(GLOBAL_BATCH_ENV, "")
     if not (given.isdigit() and int(given) > 0):  # `scaldiag profile --global-batch` wins
-        capture.adapter_facts(global_batch=global_batch, per_replica_batch=per_replica,
-                              batch_source=source)
+        capture.adapter_facts(
+            global_batch=global_batch, per_replica_batch=per_replica, batch_source=source
+        )
 
 
 def _user_clock(state) -> dict | None:
     """The metrics of the train() call that just ended: its last log holding train_runtime."""
-    last = next((logs for logs in reversed(getattr(state, "log_history", None) or [])
-                 if isinstance(logs, dict) and "train_runtime" in logs), None)
+    last = next(
+        (
+            logs
+            for logs in reversed(getattr(state, "log_history", None) or [])
+            if isinstance(logs, dict) and "train_runtime" in logs
+        ),
+        None,
+    )
     if last is None:
         return None
     clock = {key: last[key] for key in CLOCK_KEYS if key in last}
-    clock.update(global_step=int(state.global_step), source="transformers Trainer.train() metrics "
-                 "(speed_metrics): from before on_train_begin to the last epoch's end, evaluation "
-                 "and checkpoints inside training included")
+    clock.update(
+        global_step=int(state.global_step),
+        source=(
+            "transformers Trainer.train() metrics "
+            "(speed_metrics): from before on_train_begin to the last epoch's end, evaluation "
+            "and checkpoints inside training included"
+        ),
+    )
     return clock
 
 
@@ -171,8 +185,10 @@ def _callback_class(base):
             self._epoch += 1
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            attempt(lambda: _capture().adapter_mark("log", source="TrainerCallback.on_log"),
-                    _quiet("the log"))
+            attempt(
+                lambda: _capture().adapter_mark("log", source="TrainerCallback.on_log"),
+                _quiet("the log"),
+            )
 
         def on_train_end(self, args, state, control, **kwargs):
             clock = attempt(lambda: _user_clock(state), _quiet("the Trainer's clock"))

@@ -33,12 +33,18 @@ def measure(x, seconds: float = CEILING_SECONDS) -> dict | None:
     elapsed = time.perf_counter() - start
     if count == 0 or elapsed <= 0:
         return None
-    return {"samples_per_s": samples / elapsed, "batches": count, "seconds": elapsed, "source": source,
-            "first_batch_size": batch_size(first)}
+    return {
+        "samples_per_s": samples / elapsed,
+        "batches": count,
+        "seconds": elapsed,
+        "source": source,
+        "first_batch_size": batch_size(first),
+    }
 
 
 def replayable(x):
-    """(an iterator over the batches of ``x``, how) when ``x`` can be iterated again, else (None, None)."""
+    """(an iterator over the batches of ``x``, how) when ``x`` can be iterated again, else (None,
+    None)."""
     if hasattr(x, "element_spec") and hasattr(x, "__iter__"):
         return iter(x), "tf.data.Dataset iterated alone"
     try:

@@ -1,4 +1,5 @@
-"""The step without its input: the model's step on one cached batch, after training, within a budget.
+"""The step without its input: the model's step on one cached batch, after training, within a
+budget.
 
 The steady step minus this step is what the input costs the step, every way at
 once: waiting for batches, handing them to the device, and input work on other
@@ -40,19 +41,22 @@ import numpy as np
 
 from scaldiag.collect.frameworks import keras_info
 
-BUDGET_S = 3.0          # issue 27: the measurement costs at most 3 s or 5% of the run, whichever is larger
+BUDGET_S = 3.0  # issue 27: the measurement costs at most 3 s or 5% of the run, whichever is larger
 BUDGET_FRACTION = 0.05
-TIMED_SECONDS = 1.0     # per timed epoch at most: more time buys no accuracy that was measured
-TIMED_EPOCHS = 3        # the median of three: one epoch disturbed by the machine does not decide
-MAX_STEPS = 1000      # per timed epoch: as before (a bound where the host runs ahead of the device)
-BUDGET_SPENT = 0.9      # of what is left after compiling, the share the timed epochs are sized to
-MIN_FIT_STEPS = 10      # a fit this short has too few steady steps to compare with
+TIMED_SECONDS = 1.0  # per timed epoch at most: more time buys no accuracy that was measured
+TIMED_EPOCHS = 3  # the median of three: one epoch disturbed by the machine does not decide
+MAX_STEPS = 1000  # per timed epoch: as before (a bound where the host runs ahead of the device)
+BUDGET_SPENT = 0.9  # of what is left after compiling, the share the timed epochs are sized to
+MIN_FIT_STEPS = 10  # a fit this short has too few steady steps to compare with
 _measured_in_this_process = False  # once: a script calling fit in a loop must not pay it every call
-# A clone (or a copy of the state) doubles the model's memory (weights, gradients, optimizer slots): past
-# this, do not risk the device's memory after the user's training.
+# A clone (or a copy of the state) doubles the model's memory (weights, gradients, optimizer slots):
+# past this, do not risk the device's memory after the user's training.
 MAX_PARAMETER_BYTES = 512 * 2**20
 
-OWN_STEP = "the model's own compiled step on one cached batch after training (its state copied and put back)"
+OWN_STEP = (
+    "the model's own compiled step on one cached batch after training (its state copied and put"
+    " back)"
+)
 CLONE = "a clone of the model trained on one cached batch after training"
 
 
@@ -67,7 +71,8 @@ def budget_s(run_elapsed_s: float) -> float:
 
 
 def run_budget_s(run_dir) -> float:
-    """``budget_s`` of the run recorded in ``run_dir``, from its start (run.json's ``started_ns``: the launch
+    """``budget_s`` of the run recorded in ``run_dir``, from its start (run.json's ``started_ns``:
+    the launch
     under ``scaldiag profile``, else the first fit) to now; 3 s when the start cannot be read."""
     from scaldiag.record.rundir import RUN_JSON, read_json
 
@@ -76,15 +81,22 @@ def run_budget_s(run_dir) -> float:
     return budget_s(elapsed)
 
 
-def measure(model, batch, backend: str, step_s: float, parameter_bytes: int | None,
-            budget_s: float = BUDGET_S) -> dict:
-    """{"step_ms", "step_ms_min", "step_ms_max", "steps_per_epoch", "epochs_timed", "seconds", "budget_s",
+def measure(
+    model,
+    batch,
+    backend: str,
+    step_s: float,
+    parameter_bytes: int | None,
+    budget_s: float = BUDGET_S,
+) -> dict:
+    """{"step_ms", "step_ms_min", "step_ms_max", "steps_per_epoch", "epochs_timed", "seconds",
+    "budget_s",
     "compile_s", "method", "source"}.
 
     ``step_s``: the steady period between batch hooks seen in training (one execution of
     ``steps_per_execution`` batches), to size the epochs. ``budget_s``: the most seconds the whole
-    measurement may take (``budget_s(run_elapsed_s)``). Raises Skipped with the reason when it cannot
-    be measured within it.
+    measurement may take (``budget_s(run_elapsed_s)``). Raises Skipped with the reason when it
+    cannot be measured within it.
     """
     import keras
 
@@ -94,13 +106,20 @@ def measure(model, batch, backend: str, step_s: float, parameter_bytes: int | No
     if batch is None:
         raise Skipped("no batch of the input was kept")
     if parameter_bytes and parameter_bytes > MAX_PARAMETER_BYTES:
-        raise Skipped(f"the model has {parameter_bytes / 2**20:.0f} MiB of parameters; a clone could exhaust memory")
+        raise Skipped(
+            f"the model has {parameter_bytes / 2**20:.0f} MiB of parameters; a clone could exhaust"
+            " memory"
+        )
     per_execution = keras_info.steps_per_execution(model)
     batch_s = step_s / per_execution  # Keras calls a batch hook once per execution of K batches
-    least_s = batch_s * per_execution * (TIMED_EPOCHS + 1)  # a warm-up (or compile), then 3 epochs of one execution
+    least_s = (
+        batch_s * per_execution * (TIMED_EPOCHS + 1)
+    )  # a warm-up (or compile), then 3 epochs of one execution
     if least_s > budget_s:
-        raise Skipped(f"steps of {batch_s:.2f} s: timing {TIMED_EPOCHS} epochs would take over the "
-                      f"{budget_s:.0f} s budget")
+        raise Skipped(
+            f"steps of {batch_s:.2f} s: timing {TIMED_EPOCHS} epochs would take over the "
+            f"{budget_s:.0f} s budget"
+        )
     _measured_in_this_process = True
     started = time.perf_counter()
     # The clone's initializers and seeds draw on the global generators: the user's script after fit
@@ -118,10 +137,18 @@ def measure(model, batch, backend: str, step_s: float, parameter_bytes: int | No
         random.setstate(python_state)
         np.random.set_state(numpy_state)
     timed = sorted(seconds / steps * 1e3 for seconds, steps in timing.epochs)
-    return {"step_ms": timed[len(timed) // 2], "step_ms_min": timed[0], "step_ms_max": timed[-1],
-            "steps_per_epoch": max(steps for _, steps in timing.epochs), "epochs_timed": len(timed),
-            "seconds": time.perf_counter() - started, "budget_s": budget_s, "compile_s": timing.compile_s,
-            "method": method, "source": source}
+    return {
+        "step_ms": timed[len(timed) // 2],
+        "step_ms_min": timed[0],
+        "step_ms_max": timed[-1],
+        "steps_per_epoch": max(steps for _, steps in timing.epochs),
+        "epochs_timed": len(timed),
+        "seconds": time.perf_counter() - started,
+        "budget_s": budget_s,
+        "compile_s": timing.compile_s,
+        "method": method,
+        "source": source,
+    }
 
 
 def _whole(steps: int, per_execution: int) -> int:
@@ -144,12 +171,17 @@ class _Timing:
         self.compile_s = seconds
         left = self.deadline - time.perf_counter()
         if left < self.batch_s * self.per_execution * TIMED_EPOCHS:
-            raise Skipped(f"compiling took {seconds:.1f} s of the {self.budget:.1f} s budget: "
-                          "no time left to time the step")
+            raise Skipped(
+                f"compiling took {seconds:.1f} s of the {self.budget:.1f} s budget: "
+                "no time left to time the step"
+            )
 
     def next_epoch_s(self) -> float:
-        """Seconds for the next epoch: the epochs left share what is left of the budget, each at most
-        TIMED_SECONDS; 0 when the timing is done, or when what is left cannot hold one execution an epoch."""
+        """Seconds for the next epoch: the epochs left share what is left of the budget, each at
+        most
+        TIMED_SECONDS; 0 when the timing is done, or when what is left cannot hold one execution an
+        epoch.
+        """
         todo = TIMED_EPOCHS - len(self.epochs)
         if todo <= 0:
             return 0.0
@@ -158,7 +190,9 @@ class _Timing:
             self.batch_s = seconds / steps
         left = self.deadline - time.perf_counter()
         epoch_s = min(TIMED_SECONDS, BUDGET_SPENT * left / todo)
-        if self.epochs and epoch_s < self.batch_s * self.per_execution:  # (training's step may overstate it)
+        if (
+            self.epochs and epoch_s < self.batch_s * self.per_execution
+        ):  # (training's step may overstate it)
             return 0.0
         return epoch_s
 
@@ -167,15 +201,22 @@ class _Timing:
 
     def check(self) -> None:
         if len(self.epochs) < TIMED_EPOCHS:
-            raise Skipped(f"the epochs would take over the {self.budget:.1f} s budget: stopped after "
-                          f"{len(self.epochs)} of {TIMED_EPOCHS}")
+            raise Skipped(
+                f"the epochs would take over the {self.budget:.1f} s budget: stopped after "
+                f"{len(self.epochs)} of {TIMED_EPOCHS}"
+            )
 
 
-# --- the model's own compiled step (TensorFlow) -------------------------------------------------------
+# --- the model's own compiled step (TensorFlow)
+# -------------------------------------------------------
 
 
 def _own_step_applies(model, backend: str) -> bool:
-    if backend != "tensorflow" or getattr(model, "train_function", None) is None or getattr(model, "run_eagerly", False):
+    if (
+        backend != "tensorflow"
+        or getattr(model, "train_function", None) is None
+        or getattr(model, "run_eagerly", False)
+    ):
         return False
     strategy = getattr(model, "distribute_strategy", None)
     # One device: the default strategy (a mirrored one would need the state copied per replica).
@@ -183,10 +224,14 @@ def _own_step_applies(model, backend: str) -> bool:
 
 
 def _state(model) -> list:
-    """Every variable a train step can change: weights, random seeds, optimizer slots and step, metrics."""
+    """Every variable a train step can change: weights, random seeds, optimizer slots and step,
+    metrics."""
     found, seen = [], set()
-    groups = [getattr(model, "variables", []), getattr(model.optimizer, "variables", []) if model.optimizer else [],
-              getattr(model, "metrics_variables", [])]
+    groups = [
+        getattr(model, "variables", []),
+        getattr(model.optimizer, "variables", []) if model.optimizer else [],
+        getattr(model, "metrics_variables", []),
+    ]
     for variable in (v for group in groups for v in group):
         if id(variable) not in seen:
             seen.add(id(variable))
@@ -203,7 +248,9 @@ def _time_own_step(model, batch, keras, timing: _Timing) -> None:
         step = model.train_function
         counter = model.optimizer.iterations if model.optimizer is not None else state[0]
         t0 = time.perf_counter()
-        step(iterator)  # warm-up: the step was traced in training; a first call may still build caches
+        step(
+            iterator
+        )  # warm-up: the step was traced in training; a first call may still build caches
         counter.numpy()
         timing.compiled(time.perf_counter() - t0)
 
@@ -228,22 +275,35 @@ def _time_own_step(model, batch, keras, timing: _Timing) -> None:
     timing.check()
 
 
-# --- a clone -------------------------------------------------------------------------------------------
+# --- a clone
+# -------------------------------------------------------------------------------------------
 
 
 def _time_clone(model, batch, backend: str, keras, timing: _Timing) -> None:
     clone = _clone(model, keras)
     try:
         data = _repeated(_on_device(batch, keras), backend)
-        fit = inspect.unwrap(keras.Model.fit)  # scaldiag's own hook on fit must not observe the clone
+        fit = inspect.unwrap(
+            keras.Model.fit
+        )  # scaldiag's own hook on fit must not observe the clone
         t0 = time.perf_counter()
-        fit(clone, data, steps_per_epoch=timing.per_execution, epochs=1, verbose=0, shuffle=False)  # compiles
+        fit(
+            clone, data, steps_per_epoch=timing.per_execution, epochs=1, verbose=0, shuffle=False
+        )  # compiles
         timing.compiled(time.perf_counter() - t0)
 
         most = _whole(MAX_STEPS, timing.per_execution)
         while epoch_s := timing.next_epoch_s():
             timer = _epoch_timer(keras, epoch_s, timing.per_execution)
-            fit(clone, data, steps_per_epoch=most, epochs=1, verbose=0, shuffle=False, callbacks=[timer])
+            fit(
+                clone,
+                data,
+                steps_per_epoch=most,
+                epochs=1,
+                verbose=0,
+                shuffle=False,
+                callbacks=[timer],
+            )
             timing.add(timer.epoch_s, timer.steps)
     except Skipped:
         raise
@@ -256,8 +316,14 @@ def _time_clone(model, batch, backend: str, keras, timing: _Timing) -> None:
 
 
 def _clone(model, keras):
-    strategy = getattr(model, "distribute_strategy", None)  # TensorFlow: the clone's variables mirror the same way
-    scope = strategy.scope() if strategy is not None and hasattr(strategy, "scope") else contextlib.nullcontext()
+    strategy = getattr(
+        model, "distribute_strategy", None
+    )  # TensorFlow: the clone's variables mirror the same way
+    scope = (
+        strategy.scope()
+        if strategy is not None and hasattr(strategy, "scope")
+        else contextlib.nullcontext()
+    )
     with scope:
         try:
             clone = keras.models.clone_model(model)
@@ -271,7 +337,9 @@ def _clone(model, keras):
                 optimizer = type(model.optimizer).from_config(model.optimizer.get_config())
                 clone.compile(optimizer=optimizer, loss=model.loss)
         except Exception as exc:
-            raise Skipped(f"the clone cannot be compiled as the model was ({type(exc).__name__}: {exc})") from exc
+            raise Skipped(
+                f"the clone cannot be compiled as the model was ({type(exc).__name__}: {exc})"
+            ) from exc
     return clone
 
 
@@ -279,16 +347,18 @@ def _on_device(batch, keras):
     """The batch as backend tensors, once: the steps then take no input work at all."""
     if isinstance(batch, list):
         batch = tuple(batch)
-    return keras.tree.map_structure(lambda a: keras.ops.convert_to_tensor(a) if a is not None else None, batch)
+    return keras.tree.map_structure(
+        lambda a: keras.ops.convert_to_tensor(a) if a is not None else None, batch
+    )
 
 
 def _repeated(data, backend: str):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        # Native tf.data: no Python per batch (a generator would add its own cost back). No autotuning:
-        # there is nothing to tune, and dropping an iterator waits for its autotuning thread (0.7-2.2 s
-        # measured here, after the timing, inside the budget).
+        # Native tf.data: no Python per batch (a generator would add its own cost back). No
+        # autotuning: there is nothing to tune, and dropping an iterator waits for its autotuning
+        # thread (0.7-2.2 s measured here, after the timing, inside the budget).
         options = tf.data.Options()
         options.autotune.enabled = False
         return tf.data.Dataset.from_tensors(data).repeat().with_options(options)
@@ -301,10 +371,12 @@ def _forever(data):
 
 
 def _epoch_timer(keras, epoch_s: float, per_execution: int):
-    """A callback timing one epoch, from its beginning to Keras's epoch-end synchronisation, that ends
+    """A callback timing one epoch, from its beginning to Keras's epoch-end synchronisation, that
+    ends
     the epoch with the last execution that fits in ``epoch_s`` (at least one): decided at a batch's
-    beginning, which Keras calls without waiting for the device (no batch end: that would read the logs
-    every step)."""
+    beginning, which Keras calls without waiting for the device (no batch end: that would read the
+    logs every step)."""
+
     class EpochTimer(keras.callbacks.Callback):
         epoch_s, steps = 0.0, 0
 
@@ -316,9 +388,12 @@ def _epoch_timer(keras, epoch_s: float, per_execution: int):
             done = self.steps // per_execution
             self.steps += per_execution  # the execution this hook begins runs, stopped or not
             now = time.perf_counter()
-            if done and now + 2 * (now - self._t0) / done > self._end:  # this one, and one more, would not fit
+            if (
+                done and now + 2 * (now - self._t0) / done > self._end
+            ):  # this one, and one more, would not fit
                 self.model.stop_training = True
 
         def on_epoch_end(self, epoch, logs=None):  # Keras has synchronised with the device here
             self.epoch_s = time.perf_counter() - self._t0
+
     return EpochTimer()

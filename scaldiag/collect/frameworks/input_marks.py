@@ -30,7 +30,8 @@ _WINDOWS = tracing.PROCESS_WINDOWS
 
 
 def _annotation(backend: str):
-    """``(annotate, tracing)``: a context manager factory, and whether a profiler traces now (or None)."""
+    """``(annotate, tracing)``: a context manager factory, and whether a profiler traces now (or
+    None)."""
     if backend == "jax":
         import jax
 
@@ -89,7 +90,8 @@ def _annotate_getitem(dataset, annotation, seen) -> None:
     """Give this one object a subclass whose ``__getitem__`` is annotated (Python looks
     special methods up on the type, so patching the instance would not be seen), until a trace
     window has finished since and none is to come: then the object gets its own class back, and its
-    batches call the user's ``__getitem__`` alone. A later fit's annotation replaces an earlier one."""
+    batches call the user's ``__getitem__`` alone. A later fit's annotation replaces an earlier one.
+    """
     cls = type(dataset).__dict__.get("_scaldiag_plain", type(dataset))
     original = cls.__getitem__
     annotate, tracing = annotation
@@ -97,8 +99,11 @@ def _annotate_getitem(dataset, annotation, seen) -> None:
 
     def __getitem__(self, index):
         if seen.callback is None and _WINDOWS.finished > finished_before and not _WINDOWS.to_come:
-            if type(self) is annotated:  # (not a later fit's annotation, made while a worker was in here)
-                self.__class__ = cls  # (a batch a worker thread fetches meanwhile is annotated or not: either is right)
+            if (
+                type(self) is annotated
+            ):  # (not a later fit's annotation, made while a worker was in here)
+                # (a batch a worker thread fetches meanwhile is annotated or not: either is right)
+                self.__class__ = cls
             return original(self, index)
         if tracing():
             with annotate():
@@ -109,8 +114,16 @@ def _annotate_getitem(dataset, annotation, seen) -> None:
             seen(batch)
         return batch
 
-    annotated = type(cls.__name__, (cls,), {"__getitem__": __getitem__, "__module__": cls.__module__,
-                                            "__qualname__": cls.__qualname__, "_scaldiag_plain": cls})
+    annotated = type(
+        cls.__name__,
+        (cls,),
+        {
+            "__getitem__": __getitem__,
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+            "_scaldiag_plain": cls,
+        },
+    )
     dataset.__class__ = annotated
 
 
@@ -145,17 +158,19 @@ def annotating(get_iterator, annotation):
 
 
 class _Fetch:
-    """``iterator``'s batches, annotated while a profiler traces, up to the moment a trace window has
+    """``iterator``'s batches, annotated while a profiler traces, up to the moment a trace window
+    has
     finished since these batches began and none is to come (and the first batch has been seen): then
     this stops, and ``_annotated_iterator``'s chain goes on with ``iterator`` itself, so the batches
-    after the window pay no Python call of this. (A window that finished before is no reason to stop: the
-    fit hook wraps a generator before the callback makes this fit's window, and Keras may take
-    batches in between.)
+    after the window pay no Python call of this. (A window that finished before is no reason to
+    stop: the fit hook wraps a generator before the callback makes this fit's window, and Keras may
+    take batches in between.)
 
     An iterator object, not a generator, so that nothing of ours holds a batch between fetches: a
-    generator suspended at ``yield item`` keeps the batch it yielded alive until the next one is made.
-    That cost 4% of a Keras-on-JAX convnet step on the H200 machine (3 MiB batches; the previous batch
-    alive while the next is sliced: bench/results/gpu_h200/overhead_pieces/overhead.md#capture_overhead_attributionmd).
+    generator suspended at ``yield item`` keeps the batch it yielded alive until the next one is
+    made. That cost 4% of a Keras-on-JAX convnet step on the H200 machine (3 MiB batches; the
+    previous batch alive while the next is sliced:
+    bench/results/gpu_h200/overhead_pieces/overhead.md#capture_overhead_attributionmd).
     """
 
     def __init__(self, iterator, annotation, seen):
@@ -169,7 +184,11 @@ class _Fetch:
 
     def __next__(self):
         # (attribute reads, not calls: every batch until the window's end pays for this test)
-        if self._seen.callback is None and _WINDOWS.finished > self._finished_before and not _WINDOWS.to_come:
+        if (
+            self._seen.callback is None
+            and _WINDOWS.finished > self._finished_before
+            and not _WINDOWS.to_come
+        ):
             raise StopIteration  # the chain takes the batches from here on
         if self._tracing():
             with self._annotate():

@@ -100,7 +100,8 @@ def _on_jax_import(jax) -> None:
 
 
 def _follow_eager_ops() -> None:
-    """JAX ops run outside any jitted call (JAX's eager ``EvalTrace``: an un-jitted accuracy pass, as
+    """JAX ops run outside any jitted call (JAX's eager ``EvalTrace``: an un-jitted accuracy pass,
+    as
     JAX's own MNIST examples evaluate) are the loop's other work too, as a jitted call without a
     gradient is: between two steps they are evaluation, unless they run in every gap (``EAGER``)."""
     from jax._src import core
@@ -119,6 +120,7 @@ def _follow_eager_ops() -> None:
 
 def _noting(real, returns_function: bool):
     """``jax.grad`` & co.: called while a jitted function is traced, that function is a step."""
+
     def note() -> None:
         info = _TRACING.get()
         if info is not None:
@@ -135,7 +137,9 @@ def _noting(real, returns_function: bool):
         def taking(*a, **k):  # a gradient function made outside the step, called inside it
             note()
             return made(*a, **k)
+
         return taking
+
     return transform
 
 
@@ -147,7 +151,7 @@ class _Info:
     def __init__(self):
         self.grad = False
         self.called = False
-        self.last_gap = -2    # the gap between steps it was last called in
+        self.last_gap = -2  # the gap between steps it was last called in
         self.per_step = False  # called in consecutive gaps: the loop's iteration, not evaluation
 
 
@@ -191,7 +195,7 @@ class JaxLoop:
         # The first jitted function seen to take a gradient; another one (a GAN's second step) is
         # the loop's other work, as torch_capture counts the first optimizer's steps only.
         self.step_info: _Info | None = None
-        self.steps = 0        # step calls so far; gap g lies after the g-th
+        self.steps = 0  # step calls so far; gap g lies after the g-th
         self.last_out = None  # the last step's outputs, waited for where the loop leaves the steps
         self.in_step_run = False  # a step was called since the last synchronisation
         self.evaluating = False
@@ -276,8 +280,12 @@ class JaxLoop:
                 self._syncing = False
             # The device's backlog, waited for here: a timer the script stops before any sync
             # reads the host's dispatch without it (analyze/clock.py, "host dispatch").
-            self.session.recorder.mark("device_wait", t_ns=begin_ns, end_ns=time.time_ns(),
-                                       source="jax.block_until_ready on the last step's outputs")
+            self.session.recorder.mark(
+                "device_wait",
+                t_ns=begin_ns,
+                end_ns=time.time_ns(),
+                source="jax.block_until_ready on the last step's outputs",
+            )
 
     # --- the run -------------------------------------------------------------
     def _start(self, args, out, begin_ns: int) -> None:
@@ -294,8 +302,11 @@ class JaxLoop:
         self.session.describe(**adapters.evidence_facts(["jax"]))
         self.session.describe(
             framework={"name": "jax", "backend": _platform(), "versions": versions()},
-            steps_per_execution=1, step_source=STEP_SOURCE, compile_evidence=sources,
-            **batch_facts(args, out))
+            steps_per_execution=1,
+            step_source=STEP_SOURCE,
+            compile_evidence=sources,
+            **batch_facts(args, out),
+        )
 
     def _fail(self, reason: str) -> None:
         if not self.failed:
@@ -364,8 +375,11 @@ def _kinds(tree) -> list[tuple]:
     """The (shape, dtype) of each array leaf of a tree."""
     import jax
 
-    return [(tuple(leaf.shape), str(leaf.dtype)) for leaf in jax.tree_util.tree_leaves(tree)
-            if hasattr(leaf, "shape") and hasattr(leaf, "dtype")]
+    return [
+        (tuple(leaf.shape), str(leaf.dtype))
+        for leaf in jax.tree_util.tree_leaves(tree)
+        if hasattr(leaf, "shape") and hasattr(leaf, "dtype")
+    ]
 
 
 def _is_key(leaf) -> bool:
@@ -404,17 +418,33 @@ def batch_facts(args, out) -> dict:
     facts = {"replicas": replicas, "replicas_source": how}
     if value.isdigit() and int(value) > 0:
         batch = int(value)
-        return {**facts, "global_batch": batch, "per_replica_batch": batch // replicas,
-                "batch_source": "scaldiag profile --global-batch"}
+        return {
+            **facts,
+            "global_batch": batch,
+            "per_replica_batch": batch // replicas,
+            "batch_source": "scaldiag profile --global-batch",
+        }
     if leaf is None:
-        return {**facts, "global_batch": None, "per_replica_batch": None,
-                "batch_source": "unknown: no array argument of the step that it does not give "
-                                "back; "
-                                f"{HOW_TO_GIVE_BATCH}"}
+        return {
+            **facts,
+            "global_batch": None,
+            "per_replica_batch": None,
+            "batch_source": (
+                "unknown: no array argument of the step that it does not give "
+                "back; "
+                f"{HOW_TO_GIVE_BATCH}"
+            ),
+        }
     size = int(leaf.shape[0])
-    return {**facts, "global_batch": size, "per_replica_batch": size // replicas,
-            "batch_source": "leading dimension of the step's first array argument that is not "
-                            "state (not among its outputs)"}
+    return {
+        **facts,
+        "global_batch": size,
+        "per_replica_batch": size // replicas,
+        "batch_source": (
+            "leading dimension of the step's first array argument that is not "
+            "state (not among its outputs)"
+        ),
+    }
 
 
 def _replicas(leaf) -> tuple[int, str]:
@@ -429,5 +459,6 @@ EAGER = _Info()  # every eagerly dispatched op: one kind of the loop's other wor
 
 
 def finish() -> None:
-    """The script ended (adapters.finish, from bootstrap's ``finally``; atexit too, for the loop API)."""
+    """The script ended (adapters.finish, from bootstrap's ``finally``; atexit too, for the loop
+    API)."""
     LOOP.finish()

@@ -20,28 +20,44 @@ import sys
 import keras
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, INPUT_FREE_ENV, RUN_DIR_ENV
-from scaldiag.collect.frameworks import compile_marks, input_ceiling, input_free, keras_info, knob_facts
+from scaldiag.collect.frameworks import (
+    compile_marks,
+    input_ceiling,
+    input_free,
+    keras_info,
+    knob_facts,
+)
 from scaldiag.collect.frameworks.guard import attempt
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS
 from scaldiag.collect.session import Session, capture_failed
 
-HOW_TO_GIVE_BATCH = "give it with `scaldiag profile --global-batch N` or ScaldiagCallback(global_batch=N)"
+HOW_TO_GIVE_BATCH = (
+    "give it with `scaldiag profile --global-batch N` or ScaldiagCallback(global_batch=N)"
+)
 
 
 def _guarded(method):
     """Run a callback hook; on any error, disable the callback and keep training."""
+
     @functools.wraps(method)
     def hook(self, *args, **kwargs):
         if self._failed:
             return None
         name = method.__name__.lstrip("_")
-        return attempt(lambda: method(self, *args, **kwargs), lambda why: self._capture_off(f"{name}: {why}"))
+        return attempt(
+            lambda: method(self, *args, **kwargs), lambda why: self._capture_off(f"{name}: {why}")
+        )
+
     return hook
 
 
 def _from_env() -> tuple[int, str] | None:
     value = os.environ.get(GLOBAL_BATCH_ENV, "")
-    return (int(value), "scaldiag profile --global-batch") if value.isdigit() and int(value) > 0 else None
+    return (
+        (int(value), "scaldiag profile --global-batch")
+        if value.isdigit() and int(value) > 0
+        else None
+    )
 
 
 class ScaldiagCallback(keras.callbacks.Callback):
@@ -61,12 +77,24 @@ class ScaldiagCallback(keras.callbacks.Callback):
             ``SCALDIAG_INPUT_FREE=0`` turns it off too).
     """
 
-    def __init__(self, run_dir=None, global_batch: int | None = None, warmup_steps: int = WARMUP_STEPS,
-                 trace_steps: int = TRACE_STEPS, sample: bool | None = None, quiet: bool = False,
-                 input_ceiling_s: float = input_ceiling.CEILING_SECONDS, input_free: bool = True):
+    def __init__(
+        self,
+        run_dir=None,
+        global_batch: int | None = None,
+        warmup_steps: int = WARMUP_STEPS,
+        trace_steps: int = TRACE_STEPS,
+        sample: bool | None = None,
+        quiet: bool = False,
+        input_ceiling_s: float = input_ceiling.CEILING_SECONDS,
+        input_free: bool = True,
+    ):
         super().__init__()
-        self._options = dict(run_dir=run_dir, warmup_steps=warmup_steps, trace_steps=trace_steps, sample=sample)
-        self._global_batch = (global_batch, "ScaldiagCallback(global_batch=)") if global_batch else _from_env()
+        self._options = dict(
+            run_dir=run_dir, warmup_steps=warmup_steps, trace_steps=trace_steps, sample=sample
+        )
+        self._global_batch = (
+            (global_batch, "ScaldiagCallback(global_batch=)") if global_batch else _from_env()
+        )
         self._quiet = quiet
         self._failed: str | None = None
         self.session: Session | None = None
@@ -87,7 +115,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
             self._unknown_because = source
 
     def observe_batch(self, batch) -> None:
-        """The first batch training took (Python input): its size is the global batch, if still unknown."""
+        """The first batch training took (Python input): its size is the global batch, if still
+        unknown."""
         if self._first_batch is None:
             self._first_batch = batch
         self._learn_batch(input_ceiling.batch_size(batch), "the first batch training took")
@@ -103,10 +132,16 @@ class ScaldiagCallback(keras.callbacks.Callback):
         if self._global_batch:
             batch, source = self._global_batch
         else:
-            batch, source = None, f"{self._unknown_because or 'unknown: fit was not seen'}; {HOW_TO_GIVE_BATCH}"
+            batch, source = (
+                None,
+                f"{self._unknown_because or 'unknown: fit was not seen'}; {HOW_TO_GIVE_BATCH}",
+            )
         replicas = self._replicas
-        return {"global_batch": batch, "batch_source": source,
-                "per_replica_batch": batch // replicas if batch and replicas else None}
+        return {
+            "global_batch": batch,
+            "batch_source": source,
+            "per_replica_batch": batch // replicas if batch and replicas else None,
+        }
 
     def on_train_begin(self, logs=None):
         # Each fit is captured afresh: one whose capture failed (a full disk, say) does not switch
@@ -121,7 +156,9 @@ class ScaldiagCallback(keras.callbacks.Callback):
         options = dict(self._options)
         where = self._given_run_dir()
         if where and _run_epochs(where)["traced"]:
-            options["trace_steps"] = 0  # fit again into the same run: an earlier fit's whole trace stands
+            options["trace_steps"] = (
+                0  # fit again into the same run: an earlier fit's whole trace stands
+            )
         self.session = Session(backend=name, **options)
         self._in_fit = True  # from here a session is open: on_train_end or fit_raised closes it
         recorder = self.session.recorder
@@ -136,10 +173,13 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self.session.describe(
             compile_evidence=compile_marks.listen(name),
             framework={"name": "keras", "backend": name, "versions": keras_info.versions(name)},
-            replicas=self._replicas, steps_per_execution=keras_info.steps_per_execution(self.model),
+            replicas=self._replicas,
+            steps_per_execution=keras_info.steps_per_execution(self.model),
             steps_per_epoch=(self.params or {}).get("steps"),
-            parameter_bytes=keras_info.parameter_bytes(self.model), **self._batch_facts(),
-            **knob_facts.keras_facts(self._x, name))
+            parameter_bytes=keras_info.parameter_bytes(self.model),
+            **self._batch_facts(),
+            **knob_facts.keras_facts(self._x, name),
+        )
         # The step hook is the recorder's ``begin`` itself, in this instance (it shadows the method
         # below): every step pays for it, and this way it pays for one Python call, not two. Its
         # usual step cannot fail; its other steps report to ``_step_hook_failed``.
@@ -160,7 +200,9 @@ class ScaldiagCallback(keras.callbacks.Callback):
         number = run["before"] + epoch
         run["seen"] = max(run["seen"], number + 1)
         self.session.recorder.epoch = number
-        self.session.recorder.mark("epoch_begin", epoch=number, fit=run["fits"] - 1, fit_epoch=epoch)
+        self.session.recorder.mark(
+            "epoch_begin", epoch=number, fit=run["fits"] - 1, fit_epoch=epoch
+        )
 
     def on_train_batch_begin(self, batch, logs=None):
         """Outside a fit, or once capture has failed: nothing (in a fit, ``on_train_begin`` puts the
@@ -170,8 +212,11 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self._capture_off(f"on_train_batch_begin: {reason}")
 
     def _capture_off(self, reason: str) -> None:
-        """Capture is off for the rest of this fit: a hook failed (``_guarded``) or the recorder did."""
-        self.__dict__.pop("on_train_batch_begin", None)  # back to the method above: no more steps recorded
+        """Capture is off for the rest of this fit: a hook failed (``_guarded``) or the recorder
+        did."""
+        self.__dict__.pop(
+            "on_train_batch_begin", None
+        )  # back to the method above: no more steps recorded
         if not self._failed:
             self._failed = reason
             capture_failed(self.session, reason)
@@ -199,7 +244,9 @@ class ScaldiagCallback(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         self.session.recorder.end()
         compile_marks.LOG.drain(self.session.recorder)
-        self.session.recorder.mark("epoch_end", epoch=_run_epochs(self._run_key())["before"] + epoch)
+        self.session.recorder.mark(
+            "epoch_end", epoch=_run_epochs(self._run_key())["before"] + epoch
+        )
 
     def on_train_end(self, logs=None):
         self._in_fit = False
@@ -209,25 +256,31 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self.__dict__.pop("on_train_batch_begin", None)  # this fit's recorder is closed below
         self._end_of_fit()
         if self._failed and self.session is not None:
-            # Capture failed earlier (or just now): what was recorded until then is still closed as a
-            # run, with the reason in it (capture_failed), rather than left "running".
+            # Capture failed earlier (or just now): what was recorded until then is still closed as
+            # a run, with the reason in it (capture_failed), rather than left "running".
             try:
                 self.session.close()
             except Exception:
                 pass
 
     def fit_raised(self, error: BaseException) -> None:
-        """``fit`` raised (an interrupt, the user's input or another callback failing): close this fit's
+        """``fit`` raised (an interrupt, the user's input or another callback failing): close this
+        fit's
         run as ``on_train_end`` would have, its trace window stopped (called by the fit patch)."""
         if self.session is None or self.session.closed:
-            return  # before this fit's on_train_begin (the last fit's run is closed), or after its run closed
+            # before this fit's on_train_begin (the last fit's run is closed), or after its run
+            # closed
+            return
         # (Also from inside on_train_end: an interrupt while the input is measured after training.)
         self._in_fit = False
         self.__dict__.pop("on_train_batch_begin", None)
         self._stop_compile_marks()
         try:
-            self.session.recorder.drop_open()  # the step in progress did not complete: it is not a step
-            self.session.recorder.mark("fit_end", raised=type(error).__name__)  # (the accounting pairs it with fit_begin)
+            # the step in progress did not complete: it is not a step
+            self.session.recorder.drop_open()
+            self.session.recorder.mark(
+                "fit_end", raised=type(error).__name__
+            )  # (the accounting pairs it with fit_begin)
         except Exception:
             pass  # the run directory failing too: the close below still stops the window
         try:
@@ -236,7 +289,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
             pass  # the user's error is what the user must see
 
     def _stop_compile_marks(self) -> None:
-        """The compiles of this fit written, and no more kept (the input-free clone compiles too)."""
+        """The compiles of this fit written, and no more kept (the input-free clone compiles too).
+        """
         try:
             if self.session is not None and not self._failed:
                 compile_marks.LOG.drain(self.session.recorder)
@@ -254,7 +308,10 @@ class ScaldiagCallback(keras.callbacks.Callback):
                 self.session.recorder.mark("ceiling_end")
                 if ceiling:
                     self.session.describe(input_ceiling=ceiling)
-                    self._learn_batch(ceiling.get("first_batch_size"), "the input's first batch (measured after training)")
+                    self._learn_batch(
+                        ceiling.get("first_batch_size"),
+                        "the input's first batch (measured after training)",
+                    )
         except Exception as exc:  # missing evidence; the run is still closed below
             self.session.describe(input_ceiling_error=f"{type(exc).__name__}: {exc}")
         if self._input_free:
@@ -262,8 +319,11 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self.session.recorder.mark("fit_end")
         self.session.close()
         if not self._quiet and self.session.owns_run:
-            print(f"scaldiag: run recorded in {self.session.run_dir} (scaldiag report {self.session.run_dir})",
-                  file=sys.stderr)
+            print(
+                f"scaldiag: run recorded in {self.session.run_dir} (scaldiag report"
+                f" {self.session.run_dir})",
+                file=sys.stderr,
+            )
 
     def _measure_input_free(self) -> None:
         """The step without its input (``input_free``), after training so that it cannot slow it."""
@@ -272,12 +332,19 @@ class ScaldiagCallback(keras.callbacks.Callback):
             begins = list(self.session.recorder.recent_begin_ns)  # the last steps' beginnings
             periods = sorted((b - a) / 1e9 for a, b in zip(begins, begins[1:]))
             if len(periods) < input_free.MIN_FIT_STEPS:
-                raise input_free.Skipped(f"this fit ran {len(periods) + 1} steps: too few to compare with")
+                raise input_free.Skipped(
+                    f"this fit ran {len(periods) + 1} steps: too few to compare with"
+                )
             _not_one_of_several()
             step_s = periods[len(periods) // 2]
-            result = input_free.measure(self.model, self._a_batch(), keras_info.backend(), step_s,
-                                        keras_info.parameter_bytes(self.model),
-                                        budget_s=input_free.run_budget_s(self.session.run_dir))
+            result = input_free.measure(
+                self.model,
+                self._a_batch(),
+                keras_info.backend(),
+                step_s,
+                keras_info.parameter_bytes(self.model),
+                budget_s=input_free.run_budget_s(self.session.run_dir),
+            )
             self.session.describe(input_free=result)
         except input_free.Skipped as skipped:
             self.session.describe(input_free_skipped=str(skipped))
@@ -286,7 +353,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self.session.recorder.mark("input_free_end")
 
     def _a_batch(self):
-        """One batch of the user's data: the first one training took, or one taken from ``fit``'s data."""
+        """One batch of the user's data: the first one training took, or one taken from ``fit``'s
+        data."""
         if self._first_batch is not None:
             return self._first_batch
         x = self._x
@@ -298,12 +366,15 @@ class ScaldiagCallback(keras.callbacks.Callback):
         if keras_info.is_array_like(x) and self._global_batch:
             rows = self._global_batch[0]
             parts = [x, self._y, self._sample_weight]
-            return tuple(_first_rows(p, rows) for p in parts[:3 if self._sample_weight is not None else 2])
+            return tuple(
+                _first_rows(p, rows) for p in parts[: 3 if self._sample_weight is not None else 2]
+            )
         return None
 
 
 # run directory -> {"fits": fits begun, "before": epochs before this fit, "seen": epochs seen,
-# "traced": a fit traced its whole window (a fit that raised inside it leaves the next one to trace)}
+# "traced": a fit traced its whole window (a fit that raised inside it leaves the next one to
+# trace)}
 _EPOCHS: dict = {}
 
 
@@ -323,14 +394,19 @@ def _first_rows(data, rows: int):
 
 
 def _not_one_of_several() -> None:
-    """Raises Skipped in a process that is one of several of a job (TF_CONFIG, JAX's processes, SLURM,
-    WORLD_SIZE): the measurement re-runs training steps, whose all-reduces wait for every process, and
-    the processes reach it at different times or not at all; a two-process JAX job hung there (issue 26)."""
+    """Raises Skipped in a process that is one of several of a job (TF_CONFIG, JAX's processes,
+    SLURM,
+    WORLD_SIZE): the measurement re-runs training steps, whose all-reduces wait for every process,
+    and the processes reach it at different times or not at all; a two-process JAX job hung there
+    (issue 26).
+    """
     from scaldiag.collect import multinode
 
     node = multinode.detect(os.environ)
     world = os.environ.get("WORLD_SIZE", "1")
     if node is not None or (world.isdigit() and int(world) > 1):
         who = f"{node.nnodes} ({node.launcher})" if node is not None else f"{world} (WORLD_SIZE)"
-        raise input_free.Skipped(f"this process is one of {who} of a job: its steps' all-reduces would wait on "
-                                 "processes that are not measuring, so it is not measured (it could hang the job)")
+        raise input_free.Skipped(
+            f"this process is one of {who} of a job: its steps' all-reduces would wait on "
+            "processes that are not measuring, so it is not measured (it could hang the job)"
+        )

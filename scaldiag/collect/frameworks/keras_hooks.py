@@ -39,23 +39,34 @@ def _on_keras_import(module) -> None:
 
 def _emulate_devices(count: int):
     """A patch for ``tensorflow``: N logical CPU devices, and MirroredStrategy using them."""
+
     def patch(tf) -> None:
         try:
             cpus = tf.config.list_physical_devices("CPU")
-            tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * count)
+            tf.config.set_logical_device_configuration(
+                cpus[0], [tf.config.LogicalDeviceConfiguration()] * count
+            )
             devices = [f"/cpu:{i}" for i in range(count)]
             original = tf.distribute.MirroredStrategy.__init__
 
             @functools.wraps(original)
             def init(self, *args, **kwargs):
                 # Without GPUs, MirroredStrategy() takes only CPU:0; under emulation it takes all.
-                if not args and kwargs.get("devices") is None and not tf.config.list_physical_devices("GPU"):
+                if (
+                    not args
+                    and kwargs.get("devices") is None
+                    and not tf.config.list_physical_devices("GPU")
+                ):
                     kwargs["devices"] = devices
                 original(self, *args, **kwargs)
 
             tf.distribute.MirroredStrategy.__init__ = init
         except Exception as exc:
-            print(f"scaldiag: cannot emulate {count} devices ({type(exc).__name__}: {exc})", file=sys.stderr)
+            print(
+                f"scaldiag: cannot emulate {count} devices ({type(exc).__name__}: {exc})",
+                file=sys.stderr,
+            )
+
     return patch
 
 
@@ -106,7 +117,11 @@ def _with_callback(model, args, kwargs, add: bool):
         from scaldiag.collect.frameworks.input_marks import annotate_array_batches, mark_input
         from scaldiag.collect.frameworks.keras_callback import ScaldiagCallback
 
-        given = args[_FIT_CALLBACKS_POSITION] if len(args) > _FIT_CALLBACKS_POSITION else kwargs.get("callbacks")
+        given = (
+            args[_FIT_CALLBACKS_POSITION]
+            if len(args) > _FIT_CALLBACKS_POSITION
+            else kwargs.get("callbacks")
+        )
         container = given if isinstance(given, keras.callbacks.CallbackList) else None
         callbacks = container.callbacks if container is not None else list(given or [])
         ours = [c for c in callbacks if isinstance(c, ScaldiagCallback)]
@@ -114,26 +129,45 @@ def _with_callback(model, args, kwargs, add: bool):
             return args, kwargs, []
         if not ours:
             # First in the list: its epoch-end hook then runs before other callbacks' (a checkpoint
-            # save), so the step that ends the epoch ends where Keras synchronised, not after the save.
+            # save), so the step that ends the epoch ends where Keras synchronised, not after the
+            # save.
             ours = [ScaldiagCallback(quiet=True)]
             callbacks.insert(0, ours[0])
-            if container is not None:  # fit calls neither set_model nor set_params on a CallbackList's members
+            if (
+                container is not None
+            ):  # fit calls neither set_model nor set_params on a CallbackList's members
                 ours[0].set_model(model)
                 ours[0].set_params(container.params)
         x = args[0] if args else kwargs.get("x")
         y = args[1] if len(args) > 1 else kwargs.get("y")
         batch_size = args[2] if len(args) > 2 else kwargs.get("batch_size")
         for callback in ours:
-            callback.set_fit_arguments(x, batch_size, y=y, sample_weight=kwargs.get("sample_weight"))
-        annotate_array_batches(keras_info.backend())  # once; Keras is whole by the time fit is called
-        marked = mark_input(x, keras_info.backend(), on_first_batch=lambda b: [c.observe_batch(b) for c in ours])
+            callback.set_fit_arguments(
+                x, batch_size, y=y, sample_weight=kwargs.get("sample_weight")
+            )
+        annotate_array_batches(
+            keras_info.backend()
+        )  # once; Keras is whole by the time fit is called
+        marked = mark_input(
+            x, keras_info.backend(), on_first_batch=lambda b: [c.observe_batch(b) for c in ours]
+        )
         if marked is not x:
-            args, kwargs = ((marked, *args[1:]), kwargs) if args else (args, {**kwargs, "x": marked})
+            args, kwargs = (
+                ((marked, *args[1:]), kwargs) if args else (args, {**kwargs, "x": marked})
+            )
         if container is None:  # (a CallbackList was changed in place: fit gets the same one)
             if len(args) > _FIT_CALLBACKS_POSITION:
-                args = (*args[:_FIT_CALLBACKS_POSITION], callbacks, *args[_FIT_CALLBACKS_POSITION + 1:])
+                args = (
+                    *args[:_FIT_CALLBACKS_POSITION],
+                    callbacks,
+                    *args[_FIT_CALLBACKS_POSITION + 1 :],
+                )
             else:
                 kwargs = {**kwargs, "callbacks": callbacks}
     except Exception as exc:  # capture is optional; the user's fit is not
         print(f"scaldiag: not capturing this fit ({type(exc).__name__}: {exc})", file=sys.stderr)
-    return args, kwargs, ours  # (ours found so far: one already in a CallbackList still runs in this fit)
+    return (
+        args,
+        kwargs,
+        ours,
+    )  # (ours found so far: one already in a CallbackList still runs in this fit)

@@ -18,7 +18,11 @@ def backend() -> str:
 
 
 def versions(backend_name: str) -> dict[str, str]:
-    names = ["keras", "tensorflow", "tensorflow-cpu"] if backend_name == "tensorflow" else ["keras", "jax", "jaxlib"]
+    names = (
+        ["keras", "tensorflow", "tensorflow-cpu"]
+        if backend_name == "tensorflow"
+        else ["keras", "jax", "jaxlib"]
+    )
     found = {}
     for name in names:
         try:
@@ -59,9 +63,17 @@ def global_batch(x, batch_size) -> tuple[int | None, str]:
 
         leaves = tf.nest.flatten(x.element_spec)
         dim = leaves[0].shape[0] if leaves and leaves[0].shape.rank else None
-        return (int(dim), "tf.data element_spec") if dim is not None else (None, "unknown: dataset batch is dynamic")
+        return (
+            (int(dim), "tf.data element_spec")
+            if dim is not None
+            else (None, "unknown: dataset batch is dynamic")
+        )
     if is_array_like(x):
-        return (int(batch_size), "fit(batch_size=)") if batch_size else (KERAS_DEFAULT_BATCH, "Keras default batch_size")
+        return (
+            (int(batch_size), "fit(batch_size=)")
+            if batch_size
+            else (KERAS_DEFAULT_BATCH, "Keras default batch_size")
+        )
     size = getattr(x, "batch_size", None)  # the usual attribute of a PyDataset or Sequence
     if isinstance(size, int) and size > 0:
         return size, f"{type(x).__name__}.batch_size"
@@ -81,6 +93,8 @@ def parameter_bytes(model) -> int | None:
     import numpy as np
 
     try:
-        return int(sum(int(np.prod(w.shape)) * np.dtype(w.dtype).itemsize for w in model.trainable_weights))
+        return int(
+            sum(int(np.prod(w.shape)) * np.dtype(w.dtype).itemsize for w in model.trainable_weights)
+        )
     except Exception:
         return None

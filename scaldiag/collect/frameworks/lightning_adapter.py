@@ -1,4 +1,5 @@
-"""The PyTorch Lightning adapter: ``Trainer.fit``'s own Callback hooks say what each part of its loop is.
+"""The PyTorch Lightning adapter: ``Trainer.fit``'s own Callback hooks say what each part of its
+loop is.
 
 Lightning trains with torch.optim optimizers, so the PyTorch adapter's step
 hooks record its steps (one per optimizer step). What they cannot see, this
@@ -37,8 +38,11 @@ def patches() -> dict:
 @on_import("lightning")
 def _on_trainer_import(module) -> None:
     package = module.__name__.rsplit(".trainer.trainer", 1)[0]
-    after_init(module.Trainer, lambda trainer: _attach(trainer, package),
-               lambda why: say(f"not following this Trainer ({why})"))
+    after_init(
+        module.Trainer,
+        lambda trainer: _attach(trainer, package),
+        lambda why: say(f"not following this Trainer ({why})"),
+    )
 
 
 def _capture():

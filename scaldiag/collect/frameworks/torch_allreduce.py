@@ -23,8 +23,9 @@ import time
 from datetime import timedelta
 
 WARMUP = 2  # gloo's first all-reduces set up its pairs and buffers
-# The bytes sent as 1, 2, 4... all-reduces back to back, as DDP sends its buckets: a job's per-message
-# cost is part of what it pays, and the merge picks the split nearest the job's collectives a step.
+# The bytes sent as 1, 2, 4... all-reduces back to back, as DDP sends its buckets: a job's
+# per-message cost is part of what it pays, and the merge picks the split nearest the job's
+# collectives a step.
 SPLITS = (1, 2, 4, 8, 16, 32)
 TIMEOUT = timedelta(seconds=60)
 
@@ -41,9 +42,13 @@ def measure(nbytes: int, repeats: int) -> dict:
     times: dict[int, list[list[int]]] = {k: [[], []] for k in SPLITS}
 
     def rank(r: int) -> None:
-        groups[r] = dist.ProcessGroupGloo(store, r, 2, TIMEOUT)  # loopback: GLOO_SOCKET_IFNAME=lo (main)
+        groups[r] = dist.ProcessGroupGloo(
+            store, r, 2, TIMEOUT
+        )  # loopback: GLOO_SOCKET_IFNAME=lo (main)
         for split in SPLITS:
-            parts = [torch.ones(max(1, nbytes // 4 // split), dtype=torch.float32) for _ in range(split)]
+            parts = [
+                torch.ones(max(1, nbytes // 4 // split), dtype=torch.float32) for _ in range(split)
+            ]
             for i in range(WARMUP + repeats):
                 together.wait()
                 t0 = time.perf_counter_ns()
@@ -57,9 +62,15 @@ def measure(nbytes: int, repeats: int) -> dict:
         t.start()
     for t in threads:
         t.join()
-    # A rank's all-reduce ends when it has every other rank's data: the later of the two is the collective's.
-    return {"bytes": max(1, nbytes // 4) * 4, "ranks": 2, "backend": "gloo", "interface": "lo",
-            "times_ns": {str(k): [max(a, b) for a, b in zip(*v)] for k, v in times.items()}}
+    # A rank's all-reduce ends when it has every other rank's data: the later of the two is the
+    # collective's.
+    return {
+        "bytes": max(1, nbytes // 4) * 4,
+        "ranks": 2,
+        "backend": "gloo",
+        "interface": "lo",
+        "times_ns": {str(k): [max(a, b) for a, b in zip(*v)] for k, v in times.items()},
+    }
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""Capture of an unmodified PyTorch training loop: steps from the optimizer, input from the DataLoader.
+"""Capture of an unmodified PyTorch training loop: steps from the optimizer, input from the
+DataLoader.
 
 A step is one ``optimizer.step()`` of the first optimizer that steps (a
 second optimizer, a GAN's, does not add steps): it ends when that call
@@ -74,10 +75,17 @@ def versions() -> dict[str, str]:
 
 
 def parameter_bytes(optimizer) -> int | None:
-    """Bytes of the parameters the optimizer updates: what a data-parallel step all-reduces (as gradients)."""
+    """Bytes of the parameters the optimizer updates: what a data-parallel step all-reduces (as
+    gradients)."""
     try:
-        return int(sum(p.numel() * p.element_size() for group in optimizer.param_groups for p in group["params"]
-                       if getattr(p, "requires_grad", True)))
+        return int(
+            sum(
+                p.numel() * p.element_size()
+                for group in optimizer.param_groups
+                for p in group["params"]
+                if getattr(p, "requires_grad", True)
+            )
+        )
     except Exception:
         return None
 
@@ -93,15 +101,24 @@ class TorchCapture:
         self.batch: tuple[int, str] | None = None
         self.forward_batch: int | None = None
         self.finished = False
-        self.pre_hook = None  # the optimizer pre-step hook's handle (torch_hooks), removed once it has done its work
+        # the optimizer pre-step hook's handle (torch_hooks), removed once it has done its work
+        self.pre_hook = None
         self._settled = False  # the first step's end has been seen (see post_step)
-        self._begin = None  # the step hook: the recorder's ``begin``, or ``_begin_timed`` with the device clock
+        # the step hook: the recorder's ``begin``, or ``_begin_timed`` with the device clock
+        self._begin = None
         self._recorder_begin = None
-        self.clock: torch_device_clock.DeviceClock | None = None  # on CUDA, from the first step's end
+        self.clock: torch_device_clock.DeviceClock | None = (
+            None  # on CUDA, from the first step's end
+        )
         self._clock_writer = None
-        self.epoch = 0  # epochs of the followed DataLoader (``self.loader``): one per iter() after the first
-        self._epochs_open = True  # False once training is over (the input ceiling iterates the loader again)
-        # Compiles (torch._dynamo): None where nobody listens (the scaldiag.torch API); torch_hooks arms it.
+        self.epoch = (
+            0  # epochs of the followed DataLoader (``self.loader``): one per iter() after the first
+        )
+        self._epochs_open = (
+            True  # False once training is over (the input ceiling iterates the loader again)
+        )
+        # Compiles (torch._dynamo): None where nobody listens (the scaldiag.torch API); torch_hooks
+        # arms it.
         self.compile_sources: list[str] | None = None
         self.compile_error: str | None = None
         self._compile_begin_ns: int | None = None
@@ -109,7 +126,9 @@ class TorchCapture:
         # A loop adapter (Lightning, transformers) that says itself where epochs and evaluation are:
         # the DataLoader passes and mode switches are then not read as such (``owned_by``).
         self.loop_owner: str | None = None
-        self.aside = 0  # depth of the adapter's loops that are not training (validation, sanity check)
+        self.aside = (
+            0  # depth of the adapter's loops that are not training (validation, sanity check)
+        )
 
     @property
     def tracing(self) -> bool:
@@ -121,19 +140,24 @@ class TorchCapture:
             return None
         return attempt(action, self._step_failed)
 
-    # --- hooks ---------------------------------------------------------------
-    # Every batch and every step pays for these: past the first ones, each is a test or two and, at a
-    # step's end, the recorder's ``begin`` (whose failures go to ``_step_failed``, not into the loop).
+    # --- hooks --------------------------------------------------------------- Every batch and
+    # every step pays for these: past the first ones, each is a test or two and, at a step's end,
+    # the recorder's ``begin`` (whose failures go to ``_step_failed``, not into the loop).
     def before_fetch(self, loader) -> None:
         if (self.session is None or self.loader is None) and not self.aside:
             self._guard(lambda: self._start(loader=loader))
 
     def after_fetch(self, batch) -> None:
         if self.batch is None and not self.failed and not self.aside:
-            self._guard(lambda: self._learn_batch(input_ceiling.batch_size(batch), "the first batch the DataLoader gave"))
+            self._guard(
+                lambda: self._learn_batch(
+                    input_ceiling.batch_size(batch), "the first batch the DataLoader gave"
+                )
+            )
 
     def pre_step(self, optimizer, args=None, kwargs=None) -> None:
-        """torch.optim's global pre-step hook: the first optimizer to step is the one whose steps count."""
+        """torch.optim's global pre-step hook: the first optimizer to step is the one whose steps
+        count."""
         if self.session is None or self.optimizer is None:
             self._guard(lambda: self._start(optimizer=optimizer))
 
@@ -149,18 +173,25 @@ class TorchCapture:
 
     def _first_step_ended(self) -> None:
         self._settled = True
-        if self.batch is None and self.forward_batch:  # the forward hook has run by now, if it ever will
+        if (
+            self.batch is None and self.forward_batch
+        ):  # the forward hook has run by now, if it ever will
             self._learn_batch(self.forward_batch, "the first forward call's input")
-        if self.pre_hook is not None:  # its work is done (removed here: torch iterates the pre hooks live)
+        if (
+            self.pre_hook is not None
+        ):  # its work is done (removed here: torch iterates the pre hooks live)
             self.pre_hook.remove()
             self.pre_hook = None
         self._start_clock()
 
     # --- the device clock (CUDA) ---------------------------------------------
     def _start_clock(self) -> None:
-        """On CUDA, from the step after the first: an event at each boundary (``torch_device_clock``)."""
+        """On CUDA, from the step after the first: an event at each boundary
+        (``torch_device_clock``)."""
         try:
-            made = torch_device_clock.cuda_clock(self.session.run_dir, self.optimizer, self.session.recorder.step + 1)
+            made = torch_device_clock.cuda_clock(
+                self.session.run_dir, self.optimizer, self.session.recorder.step + 1
+            )
         except Exception as exc:
             self.session.describe(device_clock_error=f"{type(exc).__name__}: {exc}")
             return
@@ -182,7 +213,9 @@ class TorchCapture:
         self._begin = self._recorder_begin
         self.clock = None
         reason = f"{type(exc).__name__}: {exc}"
-        print(f"scaldiag: device step times stopped, training continues ({reason})", file=sys.stderr)
+        print(
+            f"scaldiag: device step times stopped, training continues ({reason})", file=sys.stderr
+        )
         try:
             self.session.describe(device_clock_error=reason)
         except Exception:
@@ -202,36 +235,58 @@ class TorchCapture:
 
     # --- epochs: the followed DataLoader's iterators -------------------------
     def new_iter(self, loader) -> None:
-        """``DataLoader.__iter__`` returned: another pass over the followed loader begins an epoch (a loader
+        """``DataLoader.__iter__`` returned: another pass over the followed loader begins an epoch
+        (a loader
         made again over the same dataset counts as the same one)."""
         followed = self.loader
         if followed is None or self.session is None or self.failed or not self._epochs_open:
             return
         if self.loop_owner is not None:  # the adapter marks epochs (``adapter_epoch``)
             return
-        if loader is not followed and getattr(loader, "dataset", None) is not getattr(followed, "dataset", followed):
+        if loader is not followed and getattr(loader, "dataset", None) is not getattr(
+            followed, "dataset", followed
+        ):
             return
         self.loader = loader
         self._guard(lambda: self._epoch_begins(self.epoch + 1))
 
     def first_batch_of_pass(self, loader, workers: int) -> None:
-        """A new pass's first batch from worker processes: until it arrived the workers were starting
+        """A new pass's first batch from worker processes: until it arrived the workers were
+        starting
         (or, persistent, restarting the pass's prefetch). That wait is the epoch's edge, as the
         iterator starting is: ``input_ready`` (runsteps), the step begins there."""
-        if (workers > 0 and loader is self.loader and self.session is not None and not self.failed
-                and not self.finished and self._epochs_open and not self.aside):
-            self._guard(lambda: self.session.recorder.mark("input_ready", workers=int(workers),
-                                                           source="DataLoader: a new iterator's first batch"))
+        if (
+            workers > 0
+            and loader is self.loader
+            and self.session is not None
+            and not self.failed
+            and not self.finished
+            and self._epochs_open
+            and not self.aside
+        ):
+            self._guard(
+                lambda: self.session.recorder.mark(
+                    "input_ready",
+                    workers=int(workers),
+                    source="DataLoader: a new iterator's first batch",
+                )
+            )
 
     def exhausted(self, loader) -> None:
         """The followed loader's iterator raised StopIteration: its epoch's data has run out."""
-        if (loader is self.loader and self.session is not None and not self.failed and self._epochs_open
-                and self.loop_owner is None):
+        if (
+            loader is self.loader
+            and self.session is not None
+            and not self.failed
+            and self._epochs_open
+            and self.loop_owner is None
+        ):
             self._guard(lambda: self.session.recorder.mark("epoch_end", epoch=self.epoch))
 
     # --- a loop adapter's evidence (lightning_adapter, hf_adapter) ----------
     def owned_by(self, adapter: str) -> None:
-        """From here a loop adapter says where epochs and evaluation are (its framework's callbacks)."""
+        """From here a loop adapter says where epochs and evaluation are (its framework's
+        callbacks)."""
         self.loop_owner = adapter
         if self.session is not None:
             from scaldiag.collect.frameworks import adapters
@@ -239,7 +294,8 @@ class TorchCapture:
             self.adapter_facts(**adapters.evidence_facts(["pytorch", adapter]))
 
     def adapter_start(self) -> None:
-        """The adapter's loop begins (Lightning's on_fit_start): the run starts here, before its first
+        """The adapter's loop begins (Lightning's on_fit_start): the run starts here, before its
+        first
         step, so that what comes before the first step (a sanity check) is marked too."""
         if self.session is None:
             self._guard(self._start)
@@ -269,14 +325,20 @@ class TorchCapture:
 
     def _epoch_begins(self, epoch: int) -> None:
         recorder = self.session.recorder
-        self.epoch = recorder.epoch = epoch  # the open step ends in this epoch: the edge is its first step
+        self.epoch = recorder.epoch = (
+            epoch  # the open step ends in this epoch: the edge is its first step
+        )
         recorder.mark("epoch_begin", epoch=epoch)
 
     # --- compiles: torch._dynamo's callbacks ---------------------------------
     def listen_to_compiles(self, handler) -> None:
-        """Called once torch._dynamo.callback is imported (``torch_hooks``): its start and end callbacks time
-        each outermost compile. ``torch._dynamo.reset()`` clears the callbacks: we register again after it."""
+        """Called once torch._dynamo.callback is imported (``torch_hooks``): its start and end
+        callbacks time
+        each outermost compile. ``torch._dynamo.reset()`` clears the callbacks: we register again
+        after it.
+        """
         try:
+
             def listen():
                 handler.register_start_callback(self.compile_started)
                 handler.register_end_callback(self.compile_ended)
@@ -296,17 +358,24 @@ class TorchCapture:
             self._guard(lambda: self.session.describe(**self._compile_facts()))
 
     def compile_started(self, *args) -> None:
-        """torch._dynamo: an outermost compile begins (torch >= 2.7 passes CallbackArgs, earlier ones nothing)."""
+        """torch._dynamo: an outermost compile begins (torch >= 2.7 passes CallbackArgs, earlier
+        ones nothing)."""
         self._compile_begin_ns = time.time_ns()
 
     def compile_ended(self, *args) -> None:
         end, begin, self._compile_begin_ns = time.time_ns(), self._compile_begin_ns, None
         if begin is None or self.failed or self.finished:
             return
-        if self.session is None:  # compiled before the first step began: written when the session starts
+        if (
+            self.session is None
+        ):  # compiled before the first step began: written when the session starts
             self._early_compiles.append((begin, end))
         else:
-            self._guard(lambda: self.session.recorder.mark("compile", t_ns=begin, end_ns=end, source=COMPILE_SOURCE))
+            self._guard(
+                lambda: self.session.recorder.mark(
+                    "compile", t_ns=begin, end_ns=end, source=COMPILE_SOURCE
+                )
+            )
 
     def _compile_facts(self) -> dict:
         if self.compile_sources is None:
@@ -325,9 +394,15 @@ class TorchCapture:
             capture_failed(self.session, reason)
 
     def first_forward(self, inputs) -> bool:
-        """A module call's first tensor argument: its leading dimension is the batch. True once known
-        (a symbolic call, as Keras on torch makes to build a model, has a batch of None: not yet)."""
-        tensor = next((a for a in inputs if len(getattr(a, "shape", ()) or ()) > 0), None) if inputs else None
+        """A module call's first tensor argument: its leading dimension is the batch. True once
+        known
+        (a symbolic call, as Keras on torch makes to build a model, has a batch of None: not yet).
+        """
+        tensor = (
+            next((a for a in inputs if len(getattr(a, "shape", ()) or ()) > 0), None)
+            if inputs
+            else None
+        )
         first = tensor.shape[0] if tensor is not None else None
         if self.forward_batch is None and isinstance(first, int) and first > 0:
             self.forward_batch = int(first)
@@ -344,7 +419,9 @@ class TorchCapture:
         if follow:
             self.loader = loader
         if self.session is not None:
-            if follow:  # the DataLoader's own arguments: what the advice may call in place (knob_facts)
+            if (
+                follow
+            ):  # the DataLoader's own arguments: what the advice may call in place (knob_facts)
                 self.session.describe(**knob_facts.torch_facts(loader))
             if mark_epoch:  # a loop that stepped before its first fetch: epoch 0's data begins here
                 self.session.recorder.mark("epoch_begin", epoch=self.epoch)
@@ -365,13 +442,20 @@ class TorchCapture:
             recorder.mark("epoch_begin", epoch=self.epoch)
         from scaldiag.collect.frameworks import adapters
 
-        self.session.describe(**adapters.evidence_facts(["pytorch", *filter(None, [self.loop_owner])]))
-        self.session.describe(framework={"name": "pytorch", "backend": BACKEND, "versions": versions()},
-                              replicas=world_size(), steps_per_execution=1, rank=rank(),
-                              step_source="torch.optim global step hooks: a step ends at optimizer.step()",
-                              parameter_bytes=parameter_bytes(optimizer) if optimizer is not None else None,
-                              **self._batch_facts(), **self._compile_facts(),
-                              **knob_facts.torch_facts(self.loader))
+        self.session.describe(
+            **adapters.evidence_facts(["pytorch", *filter(None, [self.loop_owner])])
+        )
+        self.session.describe(
+            framework={"name": "pytorch", "backend": BACKEND, "versions": versions()},
+            replicas=world_size(),
+            steps_per_execution=1,
+            rank=rank(),
+            step_source="torch.optim global step hooks: a step ends at optimizer.step()",
+            parameter_bytes=parameter_bytes(optimizer) if optimizer is not None else None,
+            **self._batch_facts(),
+            **self._compile_facts(),
+            **knob_facts.torch_facts(self.loader),
+        )
         recorder.begin()
 
     def _learn_batch(self, size: int, source: str) -> None:
@@ -386,14 +470,27 @@ class TorchCapture:
         value = os.environ.get(GLOBAL_BATCH_ENV, "")
         if value.isdigit() and int(value) > 0:
             batch = int(value)
-            return {"global_batch": batch, "batch_source": "scaldiag profile --global-batch",
-                    "per_replica_batch": batch // replicas}
+            return {
+                "global_batch": batch,
+                "batch_source": "scaldiag profile --global-batch",
+                "per_replica_batch": batch // replicas,
+            }
         if self.batch is None:
-            return {"global_batch": None, "per_replica_batch": None,
-                    "batch_source": f"unknown: no DataLoader batch or forward call seen yet; {HOW_TO_GIVE_BATCH}"}
+            return {
+                "global_batch": None,
+                "per_replica_batch": None,
+                "batch_source": (
+                    f"unknown: no DataLoader batch or forward call seen yet; {HOW_TO_GIVE_BATCH}"
+                ),
+            }
         size, source = self.batch
-        return {"global_batch": size * replicas, "per_replica_batch": size,
-                "batch_source": f"{source} (per replica) x {replicas} replica{'s' if replicas > 1 else ''}"}
+        return {
+            "global_batch": size * replicas,
+            "per_replica_batch": size,
+            "batch_source": (
+                f"{source} (per replica) x {replicas} replica{'s' if replicas > 1 else ''}"
+            ),
+        }
 
     def finish(self) -> None:
         """The script ended: drop the open step, measure the input ceiling, close the run."""
@@ -409,13 +506,19 @@ class TorchCapture:
             if not self.failed and self.loader is not None and rank() == 0:
                 self._ceiling(recorder)
         except Exception as exc:
-            print(f"scaldiag: could not finish the capture ({type(exc).__name__}: {exc})", file=sys.stderr)
+            print(
+                f"scaldiag: could not finish the capture ({type(exc).__name__}: {exc})",
+                file=sys.stderr,
+            )
         finally:
             self.finished = True
             try:
                 session.close()
             except Exception as exc:
-                print(f"scaldiag: could not close the run ({type(exc).__name__}: {exc})", file=sys.stderr)
+                print(
+                    f"scaldiag: could not close the run ({type(exc).__name__}: {exc})",
+                    file=sys.stderr,
+                )
 
     def _ceiling(self, recorder) -> None:
         """The DataLoader iterated alone, after training, for a bounded time (``input_ceiling``)."""
@@ -431,7 +534,8 @@ class TorchCapture:
 
 
 def measure_loader(loader, seconds: float) -> dict | None:
-    """Samples per second a DataLoader delivers alone (a fresh iterator: its workers start again)."""
+    """Samples per second a DataLoader delivers alone (a fresh iterator: its workers start again).
+    """
     import time
 
     batches = iter(loader)
@@ -447,9 +551,16 @@ def measure_loader(loader, seconds: float) -> dict | None:
     elapsed = time.perf_counter() - start
     if count == 0 or elapsed <= 0:
         return None
-    return {"samples_per_s": samples * world_size() / elapsed, "batches": count, "seconds": elapsed,
-            "source": "DataLoader iterated alone" + (f" (rank 0, x {world_size()} ranks)" if world_size() > 1 else ""),
-            "first_batch_size": input_ceiling.batch_size(first)}
+    return {
+        "samples_per_s": samples * world_size() / elapsed,
+        "batches": count,
+        "seconds": elapsed,
+        "source": (
+            "DataLoader iterated alone"
+            + (f" (rank 0, x {world_size()} ranks)" if world_size() > 1 else "")
+        ),
+        "first_batch_size": input_ceiling.batch_size(first),
+    }
 
 
 CAPTURE = TorchCapture()

@@ -1,14 +1,13 @@
 """Device-side step times for PyTorch on CUDA: an event on the stream at each step boundary.
 
-CUDA runs asynchronously: ``optimizer.step()`` returns as soon as its kernels
-are queued, so where the host runs ahead of the device the host's step
-intervals measure how fast work is queued, and the device's wait surfaces at
-the script's next synchronisation (a ``.item()``, an epoch's end). At each
-step boundary (where the capture calls the recorder's ``begin``) the clock
-records one ``torch.cuda.Event(enable_timing=True)`` on the current stream of
-the model's device (looked up every READ_EVERY boundaries), and never synchronises while training runs: the events
-are read later, only once ``query()`` says the device has passed them, and
-the time between two consecutive boundaries is ``start.elapsed_time(end)``.
+CUDA runs asynchronously: ``optimizer.step()`` returns as soon as its kernels are queued, so where
+the host runs ahead of the device the host's step intervals measure how fast work is queued, and the
+device's wait surfaces at the script's next synchronisation (a ``.item()``, an epoch's end). At each
+step boundary (where the capture calls the recorder's ``begin``) the clock records one
+``torch.cuda.Event(enable_timing=True)`` on the current stream of the model's device (looked up
+every READ_EVERY boundaries), and never synchronises while training runs: the events are read later,
+only once ``query()`` says the device has passed them, and the time between two consecutive
+boundaries is ``start.elapsed_time(end)``.
 
 Written to ``RUN_DIR/device_steps.jsonl``, one row per read::
 
@@ -38,24 +37,39 @@ from pathlib import Path
 
 from scaldiag.record.rundir import DEVICE_STEPS, JsonlWriter
 
-DEVICE_CLOCK = "cuda events on the current stream at each optimizer.step boundary"  # training.json's device_clock
-POOL_EVENTS = 256     # events made at the start: the device may be this many boundaries behind before the pool grows
-READ_EVERY = 64       # boundaries between reads (a read costs a query and an elapsed_time a step)
+DEVICE_CLOCK = (  # training.json's device_clock
+    "cuda events on the current stream at each optimizer.step boundary"
+)
+# events made at the start: the device may be this many boundaries behind before the pool grows
+POOL_EVENTS = 256
+READ_EVERY = 64  # boundaries between reads (a read costs a query and an elapsed_time a step)
 MAX_EVENTS = 1 << 16  # the pool stops growing here: a device that far behind is not being timed
-WRITE_EVERY_ROWS = 1 << 20  # rows reach the disk within a second (JsonlWriter's max_delay_s) and at the end, not a write a read
+WRITE_EVERY_ROWS = (
+    1 << 20
+# rows reach the disk within a second (JsonlWriter's max_delay_s) and at the end, not a write a read
+)
 
 
 class DeviceClock:
-    """A ring of timing events, one recorded at each step boundary, read once the device has passed them.
+    """A ring of timing events, one recorded at each step boundary, read once the device has passed
+    them.
 
-    ``new_event()`` makes an event with ``record(stream)``, ``query()``, ``elapsed_time(other)`` (ms) and
-    ``synchronize()``, as ``torch.cuda.Event(enable_timing=True)``; ``stream()`` gives the stream to record
-    on (the model device's current stream); ``write(row)`` takes each row of device_steps.jsonl;
-    ``first_step``: the step the first boundary begins.
+    ``new_event()`` makes an event with ``record(stream)``, ``query()``, ``elapsed_time(other)``
+    (ms) and ``synchronize()``, as ``torch.cuda.Event(enable_timing=True)``; ``stream()`` gives the
+    stream to record on (the model device's current stream); ``write(row)`` takes each row of
+    device_steps.jsonl; ``first_step``: the step the first boundary begins.
     """
 
-    def __init__(self, new_event: Callable, stream: Callable, write: Callable[[dict], None], first_step: int,
-                 pool: int = POOL_EVENTS, read_every: int = READ_EVERY, max_events: int = MAX_EVENTS):
+    def __init__(
+        self,
+        new_event: Callable,
+        stream: Callable,
+        write: Callable[[dict], None],
+        first_step: int,
+        pool: int = POOL_EVENTS,
+        read_every: int = READ_EVERY,
+        max_events: int = MAX_EVENTS,
+    ):
         if not 0 < read_every <= pool:
             raise ValueError("read_every must be between 1 and the pool's size")
         self._new_event = new_event
@@ -65,21 +79,25 @@ class DeviceClock:
         self._ring = [new_event() for _ in range(pool)]
         self._size = pool
         self._max = max_events
-        self._w = 0          # the slot the next boundary takes
-        self._r = 0          # the oldest boundary not yet read: it begins step ``_head_step``
-        self._pending = 0    # boundaries recorded and not yet read (the slots from _r on)
+        self._w = 0  # the slot the next boundary takes
+        self._r = 0  # the oldest boundary not yet read: it begins step ``_head_step``
+        self._pending = 0  # boundaries recorded and not yet read (the slots from _r on)
         self._head_step = first_step
         self._read_every = read_every
         self._countdown = read_every
 
-    # -- at each step boundary --------------------------------------------------------------------------
+    # -- at each step boundary
+    # --------------------------------------------------------------------------
     def tick(self) -> None:
-        """A step begins: one event on the stream. Raises what ``record`` raises (the caller stops the clock).
+        """A step begins: one event on the stream. Raises what ``record`` raises (the caller stops
+        the clock).
 
-        Between reads at most ``read_every`` boundaries arrive, and a read leaves room for them (``_grow``),
-        so a slot is never taken while its boundary is unread. The current stream is looked up at each read,
-        not at each step: ``torch.cuda.current_stream`` costs more than the ``record`` itself (5.6 against
-        3.6 us on the H200 machine, bench/results/gpu_h200/torch/torch.md#device_clock_check_1txt)."""
+        Between reads at most ``read_every`` boundaries arrive, and a read leaves room for them
+        (``_grow``), so a slot is never taken while its boundary is unread. The current stream is
+        looked up at each read, not at each step: ``torch.cuda.current_stream`` costs more than the
+        ``record`` itself (5.6 against 3.6 us on the H200 machine,
+        bench/results/gpu_h200/torch/torch.md#device_clock_check_1txt).
+        """
         w = self._w
         self._ring[w].record(self._current)
         w += 1
@@ -93,13 +111,16 @@ class DeviceClock:
             if self._pending > self._size - self._read_every:
                 self._grow()
 
-    # -- reading ------------------------------------------------------------------------------------------
+    # -- reading
+    # ------------------------------------------------------------------------------------------
     def read(self) -> None:
-        """Every step whose two boundaries the device has passed, as one row; never waits for the device.
+        """Every step whose two boundaries the device has passed, as one row; never waits for the
+        device.
 
         Work on a stream completes in order, so the device's progress is found by bisection (a few
-        ``query`` calls a read, not one a step); ``elapsed_time`` checks both events itself, and a pair it
-        refuses (boundaries on different streams, completing out of order) ends the read there."""
+        ``query`` calls a read, not one a step); ``elapsed_time`` checks both events itself, and a
+        pair it refuses (boundaries on different streams, completing out of order) ends the read
+        there."""
         ring, size, r = self._ring, self._size, self._r
         passed, ahead = 0, self._pending - 1  # boundaries r + passed done; r + ahead not known done
         if ahead <= 0:
@@ -128,14 +149,19 @@ class DeviceClock:
     def finish(self) -> None:
         """Training is over: wait once for the last boundary, then read everything."""
         if self._pending:
-            self._ring[self._w - 1].synchronize()  # slot -1 is the ring's last, the one before slot 0
+            self._ring[
+                self._w - 1
+            ].synchronize()  # slot -1 is the ring's last, the one before slot 0
         self.read()
 
     def _grow(self) -> None:
-        """The device is nearly a pool behind: double the pool (the unread boundaries first, in order)."""
+        """The device is nearly a pool behind: double the pool (the unread boundaries first, in
+        order)."""
         if self._size * 2 > self._max:
-            raise RuntimeError(f"the device is more than {self._size - self._read_every} steps behind the host")
-        ring = self._ring[self._r:] + self._ring[:self._r]
+            raise RuntimeError(
+                f"the device is more than {self._size - self._read_every} steps behind the host"
+            )
+        ring = self._ring[self._r :] + self._ring[: self._r]
         self._ring = ring + [self._new_event() for _ in range(self._size)]
         self._r, self._w = 0, self._pending
         self._size *= 2
@@ -150,14 +176,21 @@ def model_device(optimizer):
 
 
 def cuda_clock(run_dir: Path, optimizer, first_step: int) -> tuple[DeviceClock, JsonlWriter] | None:
-    """The real clock, where CUDA is available and the model is on a CUDA device; else None (the host's
+    """The real clock, where CUDA is available and the model is on a CUDA device; else None (the
+    host's
     step times are then the truth)."""
     import torch
 
     device = model_device(optimizer)
     if device is None or device.type != "cuda" or not torch.cuda.is_available():
         return None
-    writer = JsonlWriter(Path(run_dir) / DEVICE_STEPS, flush_every=WRITE_EVERY_ROWS, max_delay_s=1.0)
-    clock = DeviceClock(functools.partial(torch.cuda.Event, enable_timing=True),
-                        functools.partial(torch.cuda.current_stream, device), writer.write, first_step)
+    writer = JsonlWriter(
+        Path(run_dir) / DEVICE_STEPS, flush_every=WRITE_EVERY_ROWS, max_delay_s=1.0
+    )
+    clock = DeviceClock(
+        functools.partial(torch.cuda.Event, enable_timing=True),
+        functools.partial(torch.cuda.current_stream, device),
+        writer.write,
+        first_step,
+    )
     return clock, writer

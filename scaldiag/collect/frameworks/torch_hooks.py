@@ -41,8 +41,12 @@ DYNAMO_CALLBACK_MODULE = "torch._dynamo.callback"
 
 def patches() -> dict:
     """Module name -> function(module), applied right after the module executes (adapters.py)."""
-    return {OPTIMIZER_MODULE: _on_optimizer_import, DATALOADER_MODULE: _on_dataloader_import,
-            MODULE_MODULE: _on_module_import, DYNAMO_CALLBACK_MODULE: _on_dynamo_callback_import}
+    return {
+        OPTIMIZER_MODULE: _on_optimizer_import,
+        DATALOADER_MODULE: _on_dataloader_import,
+        MODULE_MODULE: _on_module_import,
+        DYNAMO_CALLBACK_MODULE: _on_dynamo_callback_import,
+    }
 
 
 def _capture_module():
@@ -61,7 +65,9 @@ _safely = on_import("torch")
 @_safely
 def _on_optimizer_import(module) -> None:
     capture = _capture()
-    if capture.compile_sources is None:  # torch._dynamo's import is watched (DYNAMO_CALLBACK_MODULE)
+    if (
+        capture.compile_sources is None
+    ):  # torch._dynamo's import is watched (DYNAMO_CALLBACK_MODULE)
         capture.compile_sources = [_capture_module().COMPILE_SOURCE]
     capture.pre_hook = module.register_optimizer_step_pre_hook(capture.pre_step)
     module.register_optimizer_step_post_hook(capture.post_step)
@@ -106,7 +112,8 @@ def _loader_of(iterator):
 
 
 def _wrap_iter(loader_class, capture) -> None:
-    """Remember which DataLoader an iterator came from (to measure its input ceiling after training); a
+    """Remember which DataLoader an iterator came from (to measure its input ceiling after
+    training); a
     new pass over the loader the capture follows is a new epoch."""
     original = loader_class.__iter__
 
@@ -173,20 +180,24 @@ def enter_rank_dir() -> None:
 
 
 def exec_torchrun(script: str, args: list[str]) -> None:
-    """Under ``profile --nproc-per-node N``: become ``torchrun --standalone`` running the bootstrap per rank.
+    """Under ``profile --nproc-per-node N``: become ``torchrun --standalone`` running the bootstrap
+    per rank.
 
-    torchrun runs in this process (``torch.distributed.run.main``), as ``python -m torch.distributed.run``
-    would, so that its end is told as a script's would be (torchrun itself exits 1 whatever happened):
-    a rank's exit code N (the first rank to fail) is this process' exit code; a signal that ended torchrun
-    (SIGINT, SIGTERM: it sends the same to every rank) ends this process with that signal; a rank killed by
-    signal N ends it with N. A rank that could not say how it ended (killed: its ``finally:`` never ran)
-    has its ``rank<R>/run.json`` finalised here, from the exit code torchrun saw. Never returns.
+    torchrun runs in this process (``torch.distributed.run.main``), as ``python -m
+    torch.distributed.run`` would, so that its end is told as a script's would be (torchrun itself
+    exits 1 whatever happened): a rank's exit code N (the first rank to fail) is this process' exit
+    code; a signal that ended torchrun (SIGINT, SIGTERM: it sends the same to every rank) ends this
+    process with that signal; a rank killed by signal N ends it with N. A rank that could not say
+    how it ended (killed: its ``finally:`` never ran) has its ``rank<R>/run.json`` finalised here,
+    from the exit code torchrun saw. Never returns.
     """
     nproc = os.environ.pop(TORCHRUN_ENV, "")
     if not nproc or "RANK" in os.environ:
         return
     if importlib.util.find_spec("torch") is None:
-        raise SystemExit("scaldiag: --nproc-per-node needs PyTorch (torchrun), which this Python cannot import")
+        raise SystemExit(
+            "scaldiag: --nproc-per-node needs PyTorch (torchrun), which this Python cannot import"
+        )
     sys.stdout.flush()
     sys.stderr.flush()
     argv = torchrun_arguments(script, args, int(nproc))
@@ -194,7 +205,9 @@ def exec_torchrun(script: str, args: list[str]) -> None:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    exits: dict[int, int] = {}  # local rank (= rank: one node) -> its exit code, as torchrun reaped it
+    exits: dict[
+        int, int
+    ] = {}  # local rank (= rank: one node) -> its exit code, as torchrun reaped it
     _watch_rank_exits(exits)
     sys.argv = [torchrun.__file__, *argv]  # as `python -m torch.distributed.run` sees it
     try:
@@ -204,7 +217,9 @@ def exec_torchrun(script: str, args: list[str]) -> None:
         import traceback
 
         # torchrun's own report of the failed ranks, as it prints it (from its frames on)
-        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
+        traceback.print_exception(
+            type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None
+        )
         for r, failure in exc.failures.items():
             exits.setdefault(r, failure.exitcode)
         code, sig = exc.get_first_failure()[1].exitcode, None
@@ -215,11 +230,14 @@ def exec_torchrun(script: str, args: list[str]) -> None:
     sys.stderr.flush()
     if code < 0:
         _die_by(-code)
-    os._exit(code if 0 <= code < 256 else 1)  # torchrun's threads (its store, its watchdog) are not waited for
+    os._exit(
+        code if 0 <= code < 256 else 1
+    )  # torchrun's threads (its store, its watchdog) are not waited for
 
 
 def _die_by(sig: int) -> None:
-    """End this process with signal ``sig``, as a script killed by it ends (the launcher reports 128 + sig)."""
+    """End this process with signal ``sig``, as a script killed by it ends (the launcher reports 128
+    + sig)."""
     import signal
 
     try:
@@ -232,12 +250,16 @@ def _die_by(sig: int) -> None:
 
 
 def _watch_rank_exits(exits: dict[int, int]) -> None:
-    """Keep each rank's exit code when torchrun closes its workers (after their end, or its SIGKILL)."""
+    """Keep each rank's exit code when torchrun closes its workers (after their end, or its
+    SIGKILL)."""
     try:
         from torch.distributed.elastic.multiprocessing import api
     except Exception:
         return
-    for context in (getattr(api, "SubprocessContext", None), getattr(api, "MultiprocessContext", None)):
+    for context in (
+        getattr(api, "SubprocessContext", None),
+        getattr(api, "MultiprocessContext", None),
+    ):
         close = getattr(context, "_close", None)
         if close is None or getattr(close, "_scaldiag", False):
             continue
@@ -247,17 +269,21 @@ def _watch_rank_exits(exits: dict[int, int]) -> None:
                 return _original(self, *a, **k)
             finally:
                 try:
-                    for local_rank, handler in (getattr(self, "subprocess_handlers", None) or {}).items():
+                    for local_rank, handler in (
+                        getattr(self, "subprocess_handlers", None) or {}
+                    ).items():
                         if handler.proc.returncode is not None:
                             exits[int(local_rank)] = handler.proc.returncode
                 except Exception:
                     pass  # an unknown torch version: the ranks' own records stand
+
         _close._scaldiag = True
         context._close = _close
 
 
 def _finalise_ranks(exits: dict[int, int], nproc: int, sig: int | None) -> None:
-    """``rank<R>/run.json`` still 'running' (the rank was killed): its end, from what torchrun saw."""
+    """``rank<R>/run.json`` still 'running' (the rank was killed): its end, from what torchrun saw.
+    """
     import time
 
     from scaldiag.record.rundir import RUN_JSON, update_run
@@ -278,11 +304,21 @@ def _finalise_ranks(exits: dict[int, int], nproc: int, sig: int | None) -> None:
             else:
                 fields["status"] = "finished" if code == 0 else "failed"
             if sig:
-                fields["signals_received"] = [_signal_name(sig)]  # torchrun's, sent on to every rank
+                fields["signals_received"] = [
+                    _signal_name(sig)
+                ]  # torchrun's, sent on to every rank
             # the rank that said how it ended (bootstrap.py) is left as it said
-            update_run(rank_dir, lambda run, fields=fields: {**run, **fields} if run.get("status") == "running" else None)
+            update_run(
+                rank_dir,
+                lambda run, fields=fields: (
+                    {**run, **fields} if run.get("status") == "running" else None
+                ),
+            )
         except Exception as exc:  # the record only: never the job's exit code
-            print(f"scaldiag: rank {r}: cannot finalise its {RUN_JSON} ({type(exc).__name__}: {exc})", file=sys.stderr)
+            print(
+                f"scaldiag: rank {r}: cannot finalise its {RUN_JSON} ({type(exc).__name__}: {exc})",
+                file=sys.stderr,
+            )
 
 
 def _signal_name(sig: int) -> str:
@@ -295,13 +331,23 @@ def _signal_name(sig: int) -> str:
 
 
 def rank_outcome(exc: BaseException | None) -> dict:
-    """How the script ended in this process, as the launcher words it (status, exit_code, signal)."""
+    """How the script ended in this process, as the launcher words it (status, exit_code, signal).
+    """
     if exc is None:
         return {"status": "finished", "exit_code": 0}
     if isinstance(exc, SystemExit):
         code = exc.code
-        code = 0 if code is None else (code % 256 if isinstance(code, int) and not isinstance(code, bool)
-                                       else int(code) if isinstance(code, bool) else 1)
+        code = (
+            0
+            if code is None
+            else (
+                code % 256
+                if isinstance(code, int) and not isinstance(code, bool)
+                else int(code)
+                if isinstance(code, bool)
+                else 1
+            )
+        )
         return {"status": "finished" if code == 0 else "failed", "exit_code": code}
     if isinstance(exc, KeyboardInterrupt):  # Python ends by SIGINT on an uncaught KeyboardInterrupt
         return {"status": "interrupted", "exit_code": -2, "signal": "SIGINT"}
@@ -309,7 +355,8 @@ def rank_outcome(exc: BaseException | None) -> dict:
 
 
 def record_rank_outcome(outcome: dict) -> None:
-    """In a torchrun rank R > 0, after the capture closed its run: how the script really ended (the capture
+    """In a torchrun rank R > 0, after the capture closed its run: how the script really ended (the
+    capture
     closes a run as 'finished'; the launcher finalises rank 0's, the job's)."""
     import time
 
@@ -320,6 +367,12 @@ def record_rank_outcome(outcome: dict) -> None:
         return
     try:
         # a rank whose capture never began has no record to correct
-        update_run(Path(run_dir), lambda run: {**run, "ended_ns": time.time_ns(), **outcome} if run else None)
+        update_run(
+            Path(run_dir),
+            lambda run: {**run, "ended_ns": time.time_ns(), **outcome} if run else None,
+        )
     except Exception as exc:
-        print(f"scaldiag: cannot write how rank {rank()} ended ({type(exc).__name__}: {exc})", file=sys.stderr)
+        print(
+            f"scaldiag: cannot write how rank {rank()} ended ({type(exc).__name__}: {exc})",
+            file=sys.stderr,
+        )

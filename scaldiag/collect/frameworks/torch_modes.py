@@ -25,7 +25,9 @@ class ModeMarks:
 
     def __init__(self, capture):
         self._capture = capture
-        self._depth = 0  # train() recurses into the children: only the outermost call is the script's
+        self._depth = (
+            0  # train() recurses into the children: only the outermost call is the script's
+        )
         self._training: dict[int, bool] = {}  # id(module) -> its last mode seen
         self._followed: dict[int, bool] = {}  # id(module) -> holds the optimizer's parameters
         self._in_eval = False
@@ -60,7 +62,12 @@ class ModeMarks:
             capture = self._capture
             if capture.loop_owner is not None:  # the loop's adapter marks evaluation itself
                 return
-            if capture.session is None or capture.failed or capture.finished or not self._holds_optimized(module):
+            if (
+                capture.session is None
+                or capture.failed
+                or capture.finished
+                or not self._holds_optimized(module)
+            ):
                 return
             recorder = capture.session.recorder
             if not training and not self._in_eval:

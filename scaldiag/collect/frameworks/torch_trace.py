@@ -20,7 +20,7 @@ from scaldiag.collect.frameworks import tracing
 from scaldiag.record.rundir import TRACE_DIR
 
 BACKEND = "pytorch"
-TRACE_RUN = "torch"                  # plugins/profile/<run>: the same for every rank, so they merge
+TRACE_RUN = "torch"  # plugins/profile/<run>: the same for every rank, so they merge
 
 
 def rank() -> int:
@@ -39,15 +39,17 @@ CUPTI_TEARDOWN_SAFE_CUDA = (12, 6)
 
 
 def teardown_cupti_at_stop(cuda_version: str | None, environ) -> None:
-    """Ask Kineto to finalise CUPTI when the window stops, so the training after it runs at full speed.
+    """Ask Kineto to finalise CUPTI when the window stops, so the training after it runs at full
+    speed.
 
-    Kineto leaves CUPTI initialised after a trace unless TEARDOWN_CUPTI=1 (pytorch/pytorch#144455), and
-    the steps after the window stay slower for the rest of the process: on one H200 (torch 2.11, CUDA
-    13.0; bench/results/gpu_h200/torch/torch.md#profiler_aftermathmd) a host-bound eager step ran 1.23x slower
-    than in a plain process 1-55 steps after a 6-step window and 1.17x (1.07-1.32 in each of 4 rounds)
-    135-375 steps after it; with TEARDOWN_CUPTI=1, 0.96-1.00x and 0.90x (0.68-1.12). The user's own
-    setting stands, and torch itself sets 0 where CUDA graphs make teardown unsafe (inductor's
-    cudagraphs, CUDA before 12.6); below CUDA 12.6 we leave it alone too, as torch does."""
+    Kineto leaves CUPTI initialised after a trace unless TEARDOWN_CUPTI=1 (pytorch/pytorch#144455),
+    and the steps after the window stay slower for the rest of the process: on one H200 (torch 2.11,
+    CUDA 13.0; bench/results/gpu_h200/torch/torch.md#profiler_aftermathmd) a host-bound eager step
+    ran 1.23x slower than in a plain process 1-55 steps after a 6-step window and 1.17x (1.07-1.32
+    in each of 4 rounds) 135-375 steps after it; with TEARDOWN_CUPTI=1, 0.96-1.00x and 0.90x
+    (0.68-1.12). The user's own setting stands, and torch itself sets 0 where CUDA graphs make
+    teardown unsafe (inductor's cudagraphs, CUDA before 12.6); below CUDA 12.6 we leave it alone
+    too, as torch does."""
     if TEARDOWN_ENV in environ or not cuda_version:
         return
     try:
@@ -74,8 +76,11 @@ class TorchTraceWindow(tracing.TraceWindow):
         if torch.cuda.is_available():
             activities.append(ProfilerActivity.CUDA)
             teardown_cupti_at_stop(torch.version.cuda, os.environ)
-        # Shapes, stacks and memory off: each costs host time per op that the untraced run does not have.
-        self._profiler = profile(activities=activities, record_shapes=False, with_stack=False, profile_memory=False)
+        # Shapes, stacks and memory off: each costs host time per op that the untraced run does not
+        # have.
+        self._profiler = profile(
+            activities=activities, record_shapes=False, with_stack=False, profile_memory=False
+        )
         self._profiler.start()
 
     def _stop(self) -> None:

@@ -19,6 +19,7 @@ from scaldiag.collect.frameworks.guard import attempt
 
 MARKER = "train"
 
+
 class _ProcessWindows:
     """This process's trace windows: how many are still to start or open (``to_come``), and how many
     have finished (``finished``). Plain counts, read per batch by input_marks without a call."""
@@ -54,7 +55,9 @@ class TraceWindow:
         self.active = False
         self._marker = None
         PROCESS_WINDOWS.to_come += 1
-        self._leave = weakref.finalize(self, PROCESS_WINDOWS.leave)  # garbage without finish: it leaves too
+        self._leave = weakref.finalize(
+            self, PROCESS_WINDOWS.leave
+        )  # garbage without finish: it leaves too
 
     def finish(self) -> None:
         """No step of this window is to come (it has stopped, or it will not start)."""

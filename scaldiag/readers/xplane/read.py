@@ -53,7 +53,9 @@ from scaldiag.readers.xplane.wire import (
 )
 from scaldiag.trace import INT_STATS, WANTED_STATS, Line, Plane, SparseStat, Trace
 
-try:  # the C decoder, where it was built (setup.py); else the numpy one below, which gives the same columns
+# the C decoder, where it was built (setup.py); else the numpy one below, which gives the same
+# columns
+try:
     from scaldiag.readers.xplane import _wire as _wire_c
 except ImportError:
     _wire_c = None
@@ -79,7 +81,9 @@ def read_trace(files: list[str | os.PathLike]) -> Trace:
         try:
             host, file_planes = _read_file(file)
         except (WireError, IndexError, DecodeError, RuntimeError, ValueError) as exc:
-            raise TraceError(f"{file} is not a readable XPlane trace (truncated or another format): {exc}") from exc
+            raise TraceError(
+                f"{file} is not a readable XPlane trace (truncated or another format): {exc}"
+            ) from exc
         # Arbitrary bytes can decode as a message of unknown fields; a real
         # XSpace has named planes such as /host:CPU or /device:GPU:0.
         if not any(p.name.startswith("/") for p in file_planes):
@@ -144,14 +148,20 @@ class _Helper:
         from concurrent.futures import ProcessPoolExecutor
 
         try:
-            pool = ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"),
-                                       initializer=_helper_open, initargs=(str(file),))
+            pool = ProcessPoolExecutor(
+                workers,
+                multiprocessing.get_context("spawn"),
+                initializer=_helper_open,
+                initargs=(str(file),),
+            )
         except (OSError, RuntimeError):  # no processes here (sandbox, frozen app): decode alone
             return None
         return cls(pool)
 
     def submit(self, starts, ends, context: _PlaneContext):
-        return self.pool.submit(_helper_decode, starts, ends, context.stat_names, context.wanted_ids)
+        return self.pool.submit(
+            _helper_decode, starts, ends, context.stat_names, context.wanted_ids
+        )
 
     def stop(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -176,14 +186,18 @@ def _helper_decode(starts, ends, stat_names, wanted_ids):
     return result
 
 
-def _read_mapped(file: Path, data: mmap.mmap, helper: _Helper | None = None) -> tuple[str, list[Plane]]:
+def _read_mapped(
+    file: Path, data: mmap.mmap, helper: _Helper | None = None
+) -> tuple[str, list[Plane]]:
     buf = np.frombuffer(data, np.uint8)
     pages = _Pages(data)
     pages.helper = helper
     rest, plane_starts, plane_ends = split_fields(data, buf, 0, len(data), PLANES_TAG)
     space = XSpace.FromString(rest)  # hostnames, errors: everything but the planes
     host = space.hostnames[0] if space.hostnames else file.name.removesuffix(XPLANE_SUFFIX)
-    return host, [_plane(data, buf, s, e, pages) for s, e in zip(plane_starts.tolist(), plane_ends.tolist())]
+    return host, [
+        _plane(data, buf, s, e, pages) for s, e in zip(plane_starts.tolist(), plane_ends.tolist())
+    ]
 
 
 class _Pages:
@@ -216,9 +230,16 @@ def _plane(data, buf: np.ndarray, start: int, end: int, pages: _Pages) -> Plane:
     proto = XPlane.FromString(rest)  # name, metadata and plane stats: everything but the lines
     stat_names = {key: meta.name for key, meta in proto.stat_metadata.items()}
     wanted_ids = {key: name for key, name in stat_names.items() if name in WANTED_STATS}
-    context = _PlaneContext(proto, stat_names, wanted_ids, _metadata_stats(proto, stat_names, wanted_ids))
-    lines = [_line(data, buf, s, e, context, pages) for s, e in zip(line_starts.tolist(), line_ends.tolist())]
-    plane_stats = {stat_names.get(s.metadata_id, ""): _stat_value(s, stat_names) for s in proto.stats}
+    context = _PlaneContext(
+        proto, stat_names, wanted_ids, _metadata_stats(proto, stat_names, wanted_ids)
+    )
+    lines = [
+        _line(data, buf, s, e, context, pages)
+        for s, e in zip(line_starts.tolist(), line_ends.tolist())
+    ]
+    plane_stats = {
+        stat_names.get(s.metadata_id, ""): _stat_value(s, stat_names) for s in proto.stats
+    }
     return Plane(name=proto.name, event_names=context.names, lines=lines, stats=plane_stats)
 
 
@@ -226,10 +247,19 @@ class _PlaneContext:
     """What decoding a plane's lines shares: its metadata, and the names found so far."""
 
     def __init__(self, proto, stat_names, wanted_ids, meta_stats):
-        self.proto, self.stat_names, self.wanted_ids, self.meta_stats = proto, stat_names, wanted_ids, meta_stats
-        # Metadata-level stats of the types the analysis reads (Python values: bool is an int subclass).
-        self.meta_stats_typed = all(type(v) is (int if name in INT_STATS else str)
-                                    for found in meta_stats.values() for name, v in found.items())
+        self.proto, self.stat_names, self.wanted_ids, self.meta_stats = (
+            proto,
+            stat_names,
+            wanted_ids,
+            meta_stats,
+        )
+        # Metadata-level stats of the types the analysis reads (Python values: bool is an int
+        # subclass).
+        self.meta_stats_typed = all(
+            type(v) is (int if name in INT_STATS else str)
+            for found in meta_stats.values()
+            for name, v in found.items()
+        )
         self.names: list[str] = []
         self.name_index: dict[int, int] = {}
 
@@ -239,7 +269,9 @@ class _PlaneContext:
         if found is None:
             meta = self.proto.event_metadata.get(key)
             found = self.name_index[key] = len(self.names)
-            self.names.append((meta.name or meta.display_name) if meta is not None else f"<unknown {key}>")
+            self.names.append(
+                (meta.name or meta.display_name) if meta is not None else f"<unknown {key}>"
+            )
         return found
 
 
@@ -249,7 +281,9 @@ def _metadata_stats(proto, stat_names, wanted_ids) -> dict[int, dict[str, object
     for key, meta in proto.event_metadata.items():
         for stat in meta.stats:
             if stat.metadata_id in wanted_ids:
-                found.setdefault(key, {})[wanted_ids[stat.metadata_id]] = _stat_value(stat, stat_names)
+                found.setdefault(key, {})[wanted_ids[stat.metadata_id]] = _stat_value(
+                    stat, stat_names
+                )
     return found
 
 
@@ -258,9 +292,13 @@ def _line(data, buf, start, end, context: _PlaneContext, pages: _Pages) -> Line:
     rest: list[bytes] = []
     native = _native()
     if native is not None:
-        start_ns, end_ns, metadata_id, stat_parts = _native_columns(native, data, start, end, context, rest, pages)
+        start_ns, end_ns, metadata_id, stat_parts = _native_columns(
+            native, data, start, end, context, rest, pages
+        )
     else:
-        start_ns, end_ns, metadata_id, stat_parts = _numpy_columns(data, buf, start, end, context, rest, pages)
+        start_ns, end_ns, metadata_id, stat_parts = _numpy_columns(
+            data, buf, start, end, context, rest, pages
+        )
     n = len(start_ns)
     header = XLine.FromString(b"".join(rest))  # id, name, timestamp: everything but the events
     start_ns += header.timestamp_ns
@@ -275,18 +313,25 @@ def _line(data, buf, start, end, context: _PlaneContext, pages: _Pages) -> Line:
         typed = typed and all(number in fields_ok for _, _, number in parts)
     name_id, local, unique = _name_ids(metadata_id, context)
     _fill_from_metadata(stats, unique, local, context.meta_stats, n)
-    return Line(name=header.name or header.display_name, start_ns=start_ns, end_ns=end_ns, name_id=name_id,
-                stats=stats, stats_typed=typed)
+    return Line(
+        name=header.name or header.display_name,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        name_id=name_id,
+        stats=stats,
+        stats_typed=typed,
+    )
 
 
 # A stat on at most this share of a line's events (of lines this long or longer) is kept as a
-# SparseStat: at 270 MB, two step-marker columns of the host thread's 6.8 M events took 0.2 s to fill
-# with None and 0.2 s more to search.
+# SparseStat: at 270 MB, two step-marker columns of the host thread's 6.8 M events took 0.2 s to
+# fill with None and 0.2 s more to search.
 SPARSE_SHARE, SPARSE_MIN_EVENTS = 1 / 16, 4096
 
 
 def _stat_column(parts: list[tuple[np.ndarray, list, int]], n: int) -> np.ndarray | SparseStat:
-    """A stat's values on a line's n events from its assignments (rows, values, field), applied in order."""
+    """A stat's values on a line's n events from its assignments (rows, values, field), applied in
+    order."""
     assigned = sum(len(rows) for rows, _, _ in parts)
     if n < SPARSE_MIN_EVENTS or assigned > n * SPARSE_SHARE:
         column = np.full(n, None, dtype=object)
@@ -297,7 +342,7 @@ def _stat_column(parts: list[tuple[np.ndarray, list, int]], n: int) -> np.ndarra
     values = np.empty(len(rows), dtype=object)
     at = 0
     for r, v, _ in parts:
-        values[at:at + len(r)] = v
+        values[at : at + len(r)] = v
         at += len(r)
     order = np.argsort(rows, kind="stable")
     rows, values = rows[order], values[order]
@@ -313,22 +358,33 @@ _TEXT_FIELDS = (STAT_STR, STAT_BYTES, STAT_REF)
 
 
 def _numpy_columns(data, buf, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages):
-    """(start, end relative to the line's timestamp, metadata id, stat assignments) of a line's events."""
+    """(start, end relative to the line's timestamp, metadata id, stat assignments) of a line's
+    events."""
     rel_start, rel_end, metadata_ids = [], [], []
     stat_parts: dict[str, list[tuple[np.ndarray, list]]] = {}
     n = 0
-    for first, last, metadata_id, stats in _numpy_batches(data, buf, start, end, context, rest, pages):
+    for first, last, metadata_id, stats in _numpy_batches(
+        data, buf, start, end, context, rest, pages
+    ):
         rel_start.append(first)
         rel_end.append(last)
         metadata_ids.append(metadata_id)
         for name, parts in stats.items():
-            stat_parts.setdefault(name, []).extend((rows + n, values, number) for rows, values, number in parts)
+            stat_parts.setdefault(name, []).extend(
+                (rows + n, values, number) for rows, values, number in parts
+            )
         n += len(first)
-    return _joined(rel_start, np.int64), _joined(rel_end, np.int64), _joined(metadata_ids, np.int64), stat_parts
+    return (
+        _joined(rel_start, np.int64),
+        _joined(rel_end, np.int64),
+        _joined(metadata_ids, np.int64),
+        stat_parts,
+    )
 
 
 def _native():
-    """The C decoder (_wire.c), unless it was not built or SCALDIAG_NATIVE=0 asks for the numpy one."""
+    """The C decoder (_wire.c), unless it was not built or SCALDIAG_NATIVE=0 asks for the numpy one.
+    """
     return native.enabled(_wire_c)
 
 
@@ -336,8 +392,11 @@ _NATIVE_BATCH = 1 << 20  # events decoded per call: the file's pages are release
 _BYTES_PER_EVENT = 12
 
 
-def _native_columns(native, data, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages):
-    """_numpy_columns by the C decoder: one pass over the events' bytes, into the columns themselves."""
+def _native_columns(
+    native, data, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages
+):
+    """_numpy_columns by the C decoder: one pass over the events' bytes, into the columns
+    themselves."""
     wanted = np.fromiter(context.wanted_ids, np.int64).tobytes()
     # Room for an event every _BYTES_PER_EVENT bytes (real events take 20-100), grown and in the end
     # shrunk in place (realloc: no copy where the block has pages of its own). Reserving for the
@@ -349,15 +408,21 @@ def _native_columns(native, data, start, end, context: _PlaneContext, rest: list
     while pos < end:
         if n == len(columns[0]):
             for column in columns:
-                column.resize(len(column) * 3 // 2, refcheck=False)  # nothing else refers to them yet
+                column.resize(
+                    len(column) * 3 // 2, refcheck=False
+                )  # nothing else refers to them yet
         try:
-            pos, got, head, records = native.decode_events(data, pos, end, wanted, _NATIVE_BATCH, *columns, n)
+            pos, got, head, records = native.decode_events(
+                data, pos, end, wanted, _NATIVE_BATCH, *columns, n
+            )
         except ValueError as exc:
             raise WireError(str(exc)) from None
         rest.append(head)
         records = np.frombuffer(records, np.int64).reshape(-1, 6)
         if len(records):
-            for name, parts in _stat_assignments(data, *records.T, context.stat_names, context.wanted_ids).items():
+            for name, parts in _stat_assignments(
+                data, *records.T, context.stat_names, context.wanted_ids
+            ).items():
                 stat_parts.setdefault(name, []).extend(parts)
         n += got
         pages.release(pos)
@@ -367,10 +432,13 @@ def _native_columns(native, data, start, end, context: _PlaneContext, rest: list
 
 
 def _numpy_batches(data, buf, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages):
-    """The line's events in batches (following the byte windows of bulk_batches), decoded with numpy;
+    """The line's events in batches (following the byte windows of bulk_batches), decoded with
+    numpy;
     every other batch by the helper process where there is one."""
     pending: list = []  # batches in order: decoded here, or futures of the helper
-    for k, (starts, ends) in enumerate(bulk_batches(data, buf, start, end, EVENTS_TAG, rest, _EVENT_HEAD)):
+    for k, (starts, ends) in enumerate(
+        bulk_batches(data, buf, start, end, EVENTS_TAG, rest, _EVENT_HEAD)
+    ):
         if pages.helper is not None and k % 2 == 0:
             pending.append(pages.helper.submit(starts, ends, context))
         else:
@@ -383,12 +451,14 @@ def _numpy_batches(data, buf, start, end, context: _PlaneContext, rest: list[byt
         yield batch.result() if hasattr(batch, "result") else batch
 
 
-# What an XEvent's bytes start with as serializers write them: the tags of metadata_id and offset_ps.
+# What an XEvent's bytes start with as serializers write them: the tags of metadata_id and
+# offset_ps.
 _EVENT_HEAD = (tag(EVENT_METADATA_ID, WIRE_VARINT), tag(EVENT_OFFSET_PS, WIRE_VARINT))
 
 
 def _batch(data, buf, starts, ends, context: _PlaneContext):
-    """(start ns, end ns, both relative to the line's timestamp; metadata_id; stats) of a batch of events."""
+    """(start ns, end ns, both relative to the line's timestamp; metadata_id; stats) of a batch of
+    events."""
     offset_ps, duration_ps, metadata_id, stats = _event_columns(data, buf, starts, ends, context)
     first = offset_ps // 1000
     return first, first + (np.maximum(duration_ps, 0) + 500) // 1000, metadata_id, stats
@@ -404,7 +474,9 @@ def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
 
 # XEvent's leading fields as serializers write them (in field-number order):
 # (tag byte, field number) of metadata_id, offset_ps, duration_ps.
-_EVENT_PREFIX = tuple((tag(n, WIRE_VARINT), n) for n in (EVENT_METADATA_ID, EVENT_OFFSET_PS, EVENT_DURATION_PS))
+_EVENT_PREFIX = tuple(
+    (tag(n, WIRE_VARINT), n) for n in (EVENT_METADATA_ID, EVENT_OFFSET_PS, EVENT_DURATION_PS)
+)
 
 
 def _event_columns(data, buf, starts, ends, context: _PlaneContext):
@@ -426,13 +498,25 @@ def _event_columns(data, buf, starts, ends, context: _PlaneContext):
         rows = f["field"] == number
         column[msg[rows]] = as_int64(f["value"][rows])
     stat_rows = f["field"] == EVENT_STATS
-    stats = _wanted_stats(data, buf, msg[stat_rows], f["body_start"][stat_rows], f["body_end"][stat_rows],
-                          context.stat_names, context.wanted_ids) if context.wanted_ids and stat_rows.any() else {}
+    stats = (
+        _wanted_stats(
+            data,
+            buf,
+            msg[stat_rows],
+            f["body_start"][stat_rows],
+            f["body_end"][stat_rows],
+            context.stat_names,
+            context.wanted_ids,
+        )
+        if context.wanted_ids and stat_rows.any()
+        else {}
+    )
     return columns[EVENT_OFFSET_PS], columns[EVENT_DURATION_PS], columns[EVENT_METADATA_ID], stats
 
 
 def _leading_varint(buf, pos, ends, field_tag) -> np.ndarray:
-    """The varint field ``field_tag`` at ``pos`` of each event that has it there (else 0); ``pos`` moves past it."""
+    """The varint field ``field_tag`` at ``pos`` of each event that has it there (else 0); ``pos``
+    moves past it."""
     has = pos < ends
     has &= buf[np.minimum(pos, len(buf) - 1)] == field_tag
     if has.all():  # the usual case: every event has the field, no subsets to gather
@@ -474,7 +558,9 @@ def _unwanted_stats(buf, body_start, body_end, wanted_ids) -> np.ndarray:
     sure &= ~wanted[meta]
     value_at = body_start + 2
     value_tag = buf[at + 2]
-    varint = (value_tag == tag(STAT_UINT64, WIRE_VARINT)) | (value_tag == tag(STAT_INT64, WIRE_VARINT))
+    varint = (value_tag == tag(STAT_UINT64, WIRE_VARINT)) | (
+        value_tag == tag(STAT_INT64, WIRE_VARINT)
+    )
     varint |= value_tag == tag(STAT_REF, WIRE_VARINT)
     text = (value_tag == tag(STAT_STR, WIRE_LENGTH)) | (value_tag == tag(STAT_BYTES, WIRE_LENGTH))
     double = value_tag == tag(STAT_DOUBLE, WIRE_FIXED64)
@@ -505,27 +591,57 @@ def _wanted_stats(data, buf, stat_event, body_start, body_end, stat_names, wante
     id_rows = sf["field"] == STAT_METADATA_ID
     meta[sf["msg"][id_rows]] = as_int64(sf["value"][id_rows])
     wanted = np.isin(meta, np.fromiter(wanted_ids, np.int64))
-    rows = np.flatnonzero((sf["field"] >= STAT_DOUBLE) & (sf["field"] <= STAT_REF) & wanted[sf["msg"]])
-    return _stat_assignments(data, stat_event[sf["msg"][rows]], meta[sf["msg"][rows]], sf["field"][rows],
-                             sf["value"][rows], sf["body_start"][rows], sf["body_end"][rows], stat_names, wanted_ids)
+    rows = np.flatnonzero(
+        (sf["field"] >= STAT_DOUBLE) & (sf["field"] <= STAT_REF) & wanted[sf["msg"]]
+    )
+    return _stat_assignments(
+        data,
+        stat_event[sf["msg"][rows]],
+        meta[sf["msg"][rows]],
+        sf["field"][rows],
+        sf["value"][rows],
+        sf["body_start"][rows],
+        sf["body_end"][rows],
+        stat_names,
+        wanted_ids,
+    )
 
 
-def _stat_assignments(data, event, meta, field, value, body_start, body_end, stat_names, wanted_ids):
-    """Per stat name, the (event rows, values, field number) assignments of wanted stats' value fields, in
-    the order they apply: by stat id, then value field, each in the events' order (a later one wins where
-    an event has a stat twice). One row per value field: its event, stat id, field number, raw bits and body."""
+def _stat_assignments(
+    data, event, meta, field, value, body_start, body_end, stat_names, wanted_ids
+):
+    """Per stat name, the (event rows, values, field number) assignments of wanted stats' value
+    fields, in
+    the order they apply: by stat id, then value field, each in the events' order (a later one wins
+    where an event has a stat twice). One row per value field: its event, stat id, field number, raw
+    bits and body.
+    """
     stats: dict[str, list[tuple[np.ndarray, list, int]]] = {}
     for meta_id in np.unique(meta).tolist():
         mine = np.flatnonzero(meta == meta_id)
         parts = stats.setdefault(wanted_ids[meta_id], [])
         for number in np.unique(field[mine]).tolist():
             r = mine[field[mine] == number]
-            parts.append((event[r], _wire_values(data, number, value[r].astype(np.uint64), body_start[r], body_end[r],
-                                                 stat_names), number))
+            parts.append(
+                (
+                    event[r],
+                    _wire_values(
+                        data,
+                        number,
+                        value[r].astype(np.uint64),
+                        body_start[r],
+                        body_end[r],
+                        stat_names,
+                    ),
+                    number,
+                )
+            )
     return stats
 
 
-def _wire_values(data, number: int, raw: np.ndarray, start: np.ndarray, end: np.ndarray, stat_names):
+def _wire_values(
+    data, number: int, raw: np.ndarray, start: np.ndarray, end: np.ndarray, stat_names
+):
     """Python values of one XStat value field (double .. ref) for many stats."""
     if number == STAT_DOUBLE:
         return raw.view(np.float64).tolist()
@@ -533,14 +649,18 @@ def _wire_values(data, number: int, raw: np.ndarray, start: np.ndarray, end: np.
         return raw.tolist()
     if number == STAT_INT64:
         return raw.view(np.int64).tolist()
-    if number in (STAT_STR, STAT_BYTES):  # one str per distinct text: a trace repeats its op names every step
+    if number in (
+        STAT_STR,
+        STAT_BYTES,
+    ):  # one str per distinct text: a trace repeats its op names every step
         native = _native()
         if native is not None and len(start):
-            inverse, firsts = native.distinct_texts(data, np.ascontiguousarray(start, np.int64),
-                                                    np.ascontiguousarray(end, np.int64))
+            inverse, firsts = native.distinct_texts(
+                data, np.ascontiguousarray(start, np.int64), np.ascontiguousarray(end, np.int64)
+            )
             firsts = np.frombuffer(firsts, np.int64).tolist()
             texts = np.empty(len(firsts), dtype=object)
-            texts[:] = [data[start[k]:end[k]].decode("utf-8", "replace") for k in firsts]
+            texts[:] = [data[start[k] : end[k]].decode("utf-8", "replace") for k in firsts]
             return texts[np.frombuffer(inverse, np.int64)]
         texts: dict[bytes, str] = {}
         values = []
@@ -561,7 +681,8 @@ _TABLE_IDS = 1 << 22
 
 
 def _name_ids(metadata_id: np.ndarray, context: _PlaneContext):
-    """(name index per event, index of each event's id in unique, the line's distinct ids ascending).
+    """(name index per event, index of each event's id in unique, the line's distinct ids
+    ascending).
 
     Names are numbered in the order the plane's lines first use them, each
     line's new ids ascending.

@@ -77,8 +77,9 @@ _MESSAGES = {
 }
 _ONEOFS = {"XEvent": "data", "XStat": "value"}
 # map<int64, V> fields are repeated nested *Entry messages with map_entry set.
-_MAP_ENTRIES = {"XPlane": [("EventMetadataEntry", "XEventMetadata"),
-                           ("StatMetadataEntry", "XStatMetadata")]}
+_MAP_ENTRIES = {
+    "XPlane": [("EventMetadataEntry", "XEventMetadata"), ("StatMetadataEntry", "XStatMetadata")]
+}
 
 
 def _add_field(msg, name, number, ftype, label, type_name, oneof):
@@ -91,7 +92,8 @@ def _add_field(msg, name, number, ftype, label, type_name, oneof):
 
 def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
     fdp = descriptor_pb2.FileDescriptorProto(
-        name="scaldiag/xplane.proto", package=_PACKAGE, syntax="proto3")
+        name="scaldiag/xplane.proto", package=_PACKAGE, syntax="proto3"
+    )
     for msg_name, fields in _MESSAGES.items():
         msg = fdp.message_type.add(name=msg_name)
         if msg_name in _ONEOFS:
@@ -108,20 +110,33 @@ def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
 
 _POOL = descriptor_pool.DescriptorPool()
 _POOL.Add(_file_descriptor())
-XSpace, XPlane, XLine = (GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
-                          for name in ("XSpace", "XPlane", "XLine"))
+XSpace, XPlane, XLine = (
+    GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+    for name in ("XSpace", "XPlane", "XLine")
+)
 
 
 def _number(message: str, field: str) -> int:
     return next(f[1] for f in _MESSAGES[message] if f[0] == field)
 
 
-# The field numbers the vectorised decoder reads by hand (wire.py, read.py), named once, from the table above.
+# The field numbers the vectorised decoder reads by hand (wire.py, read.py), named once, from the
+# table above.
 EVENT_METADATA_ID, EVENT_OFFSET_PS, EVENT_DURATION_PS, EVENT_STATS = (
-    _number("XEvent", f) for f in ("metadata_id", "offset_ps", "duration_ps", "stats"))
+    _number("XEvent", f) for f in ("metadata_id", "offset_ps", "duration_ps", "stats")
+)
 STAT_METADATA_ID, STAT_DOUBLE, STAT_UINT64, STAT_INT64, STAT_STR, STAT_BYTES, STAT_REF = (
-    _number("XStat", f) for f in ("metadata_id", "double_value", "uint64_value", "int64_value", "str_value",
-                                  "bytes_value", "ref_value"))
+    _number("XStat", f)
+    for f in (
+        "metadata_id",
+        "double_value",
+        "uint64_value",
+        "int64_value",
+        "str_value",
+        "bytes_value",
+        "ref_value",
+    )
+)
 WIRE_VARINT, WIRE_FIXED64, WIRE_LENGTH = 0, 1, 2  # protobuf wire types
 
 
@@ -132,5 +147,5 @@ def tag(number: int, wire: int) -> int:
 
 # One-byte tags of the repeated fields that hold the bulk of a trace.
 PLANES_TAG = 1 << 3 | 2  # XSpace.planes
-LINES_TAG = 3 << 3 | 2   # XPlane.lines
+LINES_TAG = 3 << 3 | 2  # XPlane.lines
 EVENTS_TAG = 4 << 3 | 2  # XLine.events

@@ -65,13 +65,17 @@ def word_varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return values, length
 
 
-def word_varints_unchecked(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(values, lengths, rows longer than 8 bytes) from 8-byte words, for guesses a caller checks itself."""
+def word_varints_unchecked(
+    buf: np.ndarray, pos: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values, lengths, rows longer than 8 bytes) from 8-byte words, for guesses a caller checks
+    itself."""
     return _decode_words(_words(buf, pos))
 
 
 def varint_lengths(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    """Encoded length of the varint at each position, from its 8-byte word; 9 where longer than 8 bytes."""
+    """Encoded length of the varint at each position, from its 8-byte word; 9 where longer than 8
+    bytes."""
     stop = np.invert(_words(buf, pos))
     stop &= _HIGH_BITS  # the high bit of every byte that ends a varint
     low = np.invert(stop)
@@ -88,13 +92,22 @@ def varint_lengths(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
 
 _HIGH_BITS = np.uint64(0x8080808080808080)
 _LOW_BITS = np.uint64(0x7F7F7F7F7F7F7F7F)
-_PACK = (np.uint64(0x7F007F007F007F00), np.uint64(0x3FFF00003FFF0000), np.uint64(0x0FFFFFFF00000000))
-_KEEP = (np.uint64(0x007F007F007F007F), np.uint64(0x00003FFF00003FFF), np.uint64(0x000000000FFFFFFF))
+_PACK = (
+    np.uint64(0x7F007F007F007F00),
+    np.uint64(0x3FFF00003FFF0000),
+    np.uint64(0x0FFFFFFF00000000),
+)
+_KEEP = (
+    np.uint64(0x007F007F007F007F),
+    np.uint64(0x00003FFF00003FFF),
+    np.uint64(0x000000000FFFFFFF),
+)
 _SHIFT = (np.uint64(1), np.uint64(2), np.uint64(4))
 
 
 def _decode_words(word: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(values, lengths, rows longer than 8 bytes, left undecoded) of the varints starting each word.
+    """(values, lengths, rows longer than 8 bytes, left undecoded) of the varints starting each
+    word.
 
     Operates in place on few arrays: at a million words, fresh temporaries
     per operation would cost more than the arithmetic.
@@ -161,7 +174,9 @@ _WINDOW_BYTES = 1 << 21
 _VALID_WIRE_TYPES = (0, 1, 2, 5)
 
 
-def split_fields(data, buf: np.ndarray, start: int, end: int, bulk_tag: int) -> tuple[bytes, np.ndarray, np.ndarray]:
+def split_fields(
+    data, buf: np.ndarray, start: int, end: int, bulk_tag: int
+) -> tuple[bytes, np.ndarray, np.ndarray]:
     """Split the message in ``data[start:end]`` into its bulk repeated field and the rest.
 
     Returns the bytes of every other field (itself a valid encoding of the
@@ -176,8 +191,15 @@ def split_fields(data, buf: np.ndarray, start: int, end: int, bulk_tag: int) -> 
     return b"".join(rest), starts, ends
 
 
-def bulk_batches(data, buf: np.ndarray, start: int, end: int, bulk_tag: int, rest: list[bytes],
-                 head: tuple[int, int] | None = None):
+def bulk_batches(
+    data,
+    buf: np.ndarray,
+    start: int,
+    end: int,
+    bulk_tag: int,
+    rest: list[bytes],
+    head: tuple[int, int] | None = None,
+):
     """Yield the payloads (starts, ends) of the bulk fields, a batch at a time.
 
     Every other field's bytes are appended to ``rest``. Following one field
@@ -200,7 +222,10 @@ def bulk_batches(data, buf: np.ndarray, start: int, end: int, bulk_tag: int, res
         tag, pos = _varint(data, pos)
         wire = tag & 7
         if tag >> 3 == 0 or wire not in _VALID_WIRE_TYPES:
-            raise WireError(f"no protobuf field at byte {field_start} (field number {tag >> 3}, wire type {wire})")
+            raise WireError(
+                f"no protobuf field at byte {field_start} (field number {tag >> 3}, wire type"
+                f" {wire})"
+            )
         if wire == 0:
             _, pos = _varint(data, pos)
         elif wire == 2:
@@ -237,8 +262,14 @@ def _short_run(data, pos: int, end: int, bulk_tag: int) -> tuple[list[int], list
     return starts, ends, pos
 
 
-def bulk_run(buf: np.ndarray, pos: int, end: int, tag: int, window: int | None = None,
-             head: tuple[int, int] | None = None):
+def bulk_run(
+    buf: np.ndarray,
+    pos: int,
+    end: int,
+    tag: int,
+    window: int | None = None,
+    head: tuple[int, int] | None = None,
+):
     """The consecutive ``tag`` fields from ``pos`` within one window of bytes, by numpy.
 
     Every byte equal to ``tag`` in the window is a candidate field start; its
@@ -262,7 +293,9 @@ def bulk_run(buf: np.ndarray, pos: int, end: int, tag: int, window: int | None =
     ok &= length <= np.uint64(max(end, 0)) - np.minimum(body, end).astype(np.uint64)
     after = body + np.where(ok, length, 0).astype(np.int64)
     m = len(cand)
-    node = np.full(limit - pos + 1, m, np.int32)  # candidate index at each byte of the window, else m
+    node = np.full(
+        limit - pos + 1, m, np.int32
+    )  # candidate index at each byte of the window, else m
     node[cand - pos] = np.arange(m, dtype=np.int32)
     jump = np.append(node[np.where(ok, np.minimum(after, limit), limit) - pos], np.int32(m))
     # m: the chain stops here (the sentinel maps to itself)
@@ -287,7 +320,8 @@ _MAX_BREAKS = 32
 
 
 def _checked_chain(buf, pos, limit, end, tag, head, cand):
-    """The chain of fields from ``pos``, guessed from what their payloads start with, every link checked.
+    """The chain of fields from ``pos``, guessed from what their payloads start with, every link
+    checked.
 
     The guess: the candidates with a length of 1 or 2 bytes whose payload
     starts with ``head[0]``, a varint of 1 or 2 bytes, then ``head[1]``
@@ -309,11 +343,14 @@ def _checked_chain(buf, pos, limit, end, tag, head, cand):
     looks &= buf[body + after_varint] == second
     rows = np.flatnonzero(looks)
     guess, body = inside[rows], body[rows]
-    length = np.where(short[rows], b1[rows], (b1[rows] & 0x7F).astype(np.int64) | (b2[rows].astype(np.int64) << 7))
+    length = np.where(
+        short[rows], b1[rows], (b1[rows] & 0x7F).astype(np.int64) | (b2[rows].astype(np.int64) << 7)
+    )
     guess_after = body + length
     # breaks[k]: the guessed chain does not go on after its field k
     breaks = np.append(np.flatnonzero(guess_after[:-1] != guess[1:]), len(guess) - 1)
-    pieces: list = []  # runs of the chain: guessed rows [a, b), or a (payload start, end) outside the guess
+    # runs of the chain: guessed rows [a, b), or a (payload start, end) outside the guess
+    pieces: list = []
     p = pos
     while p < limit and buf[p] == tag:
         if len(pieces) > _MAX_BREAKS:
@@ -323,7 +360,7 @@ def _checked_chain(buf, pos, limit, end, tag, head, cand):
             j = int(breaks[np.searchsorted(breaks, i)])
             if guess_after[j] > end:
                 raise WireError("a field runs past the end of its message (truncated?)")
-            pieces.append((body[i:j + 1], guess_after[i:j + 1]))
+            pieces.append((body[i : j + 1], guess_after[i : j + 1]))
             p = int(guess_after[j])
             continue
         size, start = _varint_at(buf, p + 1, end)  # a field that does not look like the others
@@ -349,8 +386,11 @@ def _varint_at(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
             return value, pos + k
 
 
-def _varints_bounded(buf: np.ndarray, pos: np.ndarray, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Like varints, for candidate positions: (values, lengths, ok) where a varint may run past ``end``."""
+def _varints_bounded(
+    buf: np.ndarray, pos: np.ndarray, end: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Like varints, for candidate positions: (values, lengths, ok) where a varint may run past
+    ``end``."""
     values, length, long = _decode_words(_words(buf, pos))
     for row in long.tolist():  # rare: longer than 8 bytes
         value, k, done = 0, 0, False
@@ -389,7 +429,9 @@ def fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, n
     ``value`` (varints and fixed-width values, as uint64) and ``body_start``
     / ``body_end`` (length-delimited fields).
     """
-    out: dict[str, list[np.ndarray]] = {k: [] for k in ("msg", "field", "value", "body_start", "body_end")}
+    out: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("msg", "field", "value", "body_start", "body_end")
+    }
     msg = np.flatnonzero(ends > starts)
     cur = starts[msg]
     while len(msg):
@@ -426,8 +468,15 @@ def fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, n
 
 
 def _kept_fields(out, ends, msg, field, value, body_start, body_end, nxt):
-    """One field of each message appended to ``out``; the messages with fields left and where they go on."""
-    for key, arr in (("msg", msg), ("field", field), ("value", value), ("body_start", body_start), ("body_end", body_end)):
+    """One field of each message appended to ``out``; the messages with fields left and where they
+    go on."""
+    for key, arr in (
+        ("msg", msg),
+        ("field", field),
+        ("value", value),
+        ("body_start", body_start),
+        ("body_end", body_end),
+    ):
         out[key].append(arr)
     more = nxt < ends[msg]
     return msg[more], nxt[more]

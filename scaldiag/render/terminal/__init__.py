@@ -9,28 +9,40 @@ from rich.console import Console
 from scaldiag.render.terminal import job, run, sweep, trace
 from scaldiag.rules.report import JobReport, Report, RunReport, SweepReport
 
-_BY_KIND = {Report: trace.render, RunReport: run.render, SweepReport: sweep.render, JobReport: job.render}
+_BY_KIND = {
+    Report: trace.render,
+    RunReport: run.render,
+    SweepReport: sweep.render,
+    JobReport: job.render,
+}
 
 
 class _Console(Console):
     """rich's console, but a reader gone away (``| head``) raises BrokenPipeError for the command to
-    take, where rich exits 1 (``SystemExit``): a closed stdout is not an error, and under ``profile``
-    the exit code is the script's."""
+    take, where rich exits 1 (``SystemExit``): a closed stdout is not an error, and under
+    ``profile`` the exit code is the script's."""
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
         raise BrokenPipeError("the reader of the output has gone")
 
 
-def render(report: Report | RunReport | SweepReport | JobReport, console: Console, all_fixes: bool = False) -> None:
+def render(
+    report: Report | RunReport | SweepReport | JobReport, console: Console, all_fixes: bool = False
+) -> None:
     """``all_fixes`` (``--verbose``): the whole report, every framework's fix; else one screen."""
     # The detected framework's fix; with --verbose its family's too (common.FAMILIES: a PyTorch run
     # reads PyTorch's words only). Where the framework is unknown, every framework's fix.
     _BY_KIND[type(report)](report, console, None, verbose=all_fixes)
 
 
-def write(report: Report | RunReport | SweepReport | JobReport, stream: TextIO | None = None,
-          width: int | None = None, all_fixes: bool = False, **_views) -> None:
+def write(
+    report: Report | RunReport | SweepReport | JobReport,
+    stream: TextIO | None = None,
+    width: int | None = None,
+    all_fixes: bool = False,
+    **_views,
+) -> None:
     """The report on ``stream`` (default: stdout, colour when it is a terminal, none with NO_COLOR).
 
     ``all_fixes`` (``--verbose``): the whole report, not one screen, and the fixes of the detected

@@ -24,17 +24,23 @@ from rich.table import Table
 from rich.text import Text
 
 from scaldiag import sanitize
-from scaldiag.render.words import framework_words as framework_words  # noqa: PLC0414 (the terminal's modules take it here)
+from scaldiag.render.words import (
+    framework_words as framework_words,
+)  # noqa: PLC0414 (the terminal's modules take it here)
 from scaldiag.render.words import speedup_words
 from scaldiag.rules import Finding
 from scaldiag.rules.report import top_cause
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "info": "cyan"}
-FRAMEWORK_LABEL = {"tensorflow": "TensorFlow / Keras", "jax": "JAX / Keras on JAX", "pytorch": "PyTorch"}
+FRAMEWORK_LABEL = {
+    "tensorflow": "TensorFlow / Keras",
+    "jax": "JAX / Keras on JAX",
+    "pytorch": "PyTorch",
+}
 ALL_FIXES = "*"  # as the framework: show every framework's fix (--verbose)
 CODE_INDENT = 4  # a command or a code line: indented, alone on its line
-# Findings shown with their fix in the default report (one screen); the others with their summary and
-# speed-up (--verbose: every fix). A fix runs 3-15 lines at 80 columns.
+# Findings shown with their fix in the default report (one screen); the others with their summary
+# and speed-up (--verbose: every fix). A fix runs 3-15 lines at 80 columns.
 FIXES_SHOWN = 1
 
 
@@ -47,7 +53,8 @@ class Keep:
 
 
 def inert(value: object) -> str:
-    """``value`` as one line a terminal shows literally (render/sanitize.py): every control, newlines
+    """``value`` as one line a terminal shows literally (render/sanitize.py): every control,
+    newlines
     and bidirectional marks included, becomes ``\\xNN`` / ``\\uNNNN``; a huge name is shortened."""
     return sanitize.line(value)
 
@@ -60,8 +67,10 @@ def text(value: object, style: str = "", lines: bool = False) -> Text:
 
 # A number and its unit stay on one line ("1047.69 ms", "11.0 %", "3 cores").
 _NUMBER = re.compile(r"^[(\[]?[-+±~]?[\d,.]*\d(\.\d+)?x?$")
-_UNIT = re.compile(r"^(ns|us|µs|ms|s|%|x|B|KiB|MiB|GiB|KB|MB|GB|W|MHz|cores?|steps?|samples(/s)?|ms/step|devices?|"
-                   r"GPUs?|ranks?|threads?|events?|copies|bytes)[),;:.]*$")
+_UNIT = re.compile(
+    r"^(ns|us|µs|ms|s|%|x|B|KiB|MiB|GiB|KB|MB|GB|W|MHz|cores?|steps?|samples(/s)?|ms/step|devices?|"
+    r"GPUs?|ranks?|threads?|events?|copies|bytes)[),;:.]*$"
+)
 
 # A word that opens a call (``AdamW(``, ``Rescaling(1``): its words stay together up to the closing
 # parenthesis, where the whole call fits on a line.
@@ -69,7 +78,8 @@ _OPENS_CALL = re.compile(r"[\w.\]]\(")
 
 
 def tokens(parts: Iterable[str | Keep]) -> list[Keep]:
-    """The unbreakable tokens of ``parts``: prose split at spaces, a call's words joined, Keep whole."""
+    """The unbreakable tokens of ``parts``: prose split at spaces, a call's words joined, Keep
+    whole."""
     out: list[Keep] = []
     for part in parts:
         if isinstance(part, Keep):
@@ -117,11 +127,17 @@ def plain(line: list[Keep]) -> str:
     return "".join(k.text for k in line)
 
 
-def say(console: Console, *parts: str | Keep, style: str = "", indent: int = 0, hang: int = 0) -> None:
+def say(
+    console: Console, *parts: str | Keep, style: str = "", indent: int = 0, hang: int = 0
+) -> None:
     """Prose laid out at the console's width (module docstring): breaks only between tokens."""
     for line in pack(tokens(parts), console.width, indent, hang):
-        line[-1] = Keep(line[-1].text.rstrip(), line[-1].style)  # a padded token ends no line with spaces
-        console.print(Text.assemble(*((k.text, k.style) for k in line), style=style), soft_wrap=True)
+        line[-1] = Keep(
+            line[-1].text.rstrip(), line[-1].style
+        )  # a padded token ends no line with spaces
+        console.print(
+            Text.assemble(*((k.text, k.style) for k in line), style=style), soft_wrap=True
+        )
 
 
 def own(console: Console, value: str, style: str = "", indent: int = CODE_INDENT) -> None:
@@ -147,10 +163,14 @@ def code_lines(line: str, width: int) -> list[str]:
         return [pad + body]
     m = _COMMENT.match(body)
     if not m:
-        return [pad + body]  # wider than the terminal, still one line: the terminal folds it, a copy is whole
+        return [
+            pad + body
+        ]  # wider than the terminal, still one line: the terminal folds it, a copy is whole
     lead = " " * (len(m["code"]) - len(m["code"].lstrip()))
     words = [Keep(w) for w in m["comment"].removeprefix("#").split()]
-    comment = [f"{pad}{lead}# {plain(c).strip()}" for c in pack(words, width - len(pad + lead) - 2, 0, 0)]
+    comment = [
+        f"{pad}{lead}# {plain(c).strip()}" for c in pack(words, width - len(pad + lead) - 2, 0, 0)
+    ]
     return comment + [pad + m["code"]]
 
 
@@ -166,9 +186,18 @@ def fix_block(console: Console, fix: str, indent: int = 2) -> None:
 
 def table(title: str | Text, caption: str | Text | None = None) -> Table:
     """A table without side borders: a number is never folded by a border's columns."""
-    # At least as wide as its title, so that a narrow table does not fold its title (the console caps it).
-    return Table(title=title, title_justify="left", caption=caption, caption_justify="left",
-                 box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, min_width=len(str(title)))
+    # At least as wide as its title, so that a narrow table does not fold its title (the console
+    # caps it).
+    return Table(
+        title=title,
+        title_justify="left",
+        caption=caption,
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        min_width=len(str(title)),
+    )
 
 
 def bytes_text(n: float) -> str:
@@ -185,14 +214,21 @@ _CELL_UNIT = re.compile(r"(\d) (?=(B|KiB|MiB|GiB|copies|ms|s|x|%)\b)")
 
 def add_row(table, *cells) -> None:
     """One row; a cell already made (``text(..., lines=True)``) is kept as it is."""
-    table.add_row(*(c if isinstance(c, Text) else text(_CELL_UNIT.sub("\\1\u00a0", inert(c))) for c in cells))
+    table.add_row(
+        *(c if isinstance(c, Text) else text(_CELL_UNIT.sub("\\1\u00a0", inert(c))) for c in cells)
+    )
 
 
 def columns(table, names, left=(), whole=()) -> None:
     """Columns that fold a long cell onto more lines instead of cutting it ('…'); those in ``whole``
     (a device's name) are never wrapped: the others give way."""
     for name in names:
-        table.add_column(name, justify="left" if name in left else "right", overflow="fold", no_wrap=name in whole)
+        table.add_column(
+            name,
+            justify="left" if name in left else "right",
+            overflow="fold",
+            no_wrap=name in whole,
+        )
 
 
 def exit_text(code: int, signal: str | None = None) -> str:
@@ -210,16 +246,24 @@ def speedup_line(s) -> list[str | Keep]:
 
 
 def headline(console: Console, report) -> None:
-    """A trace report's verdict, and what fixing its cause gives, in the words of the finding's line."""
+    """A trace report's verdict, and what fixing its cause gives, in the words of the finding's
+    line."""
     say(console, report.verdict, style="bold")
     top = top_cause(report.findings)
     if top is not None and top.predicted_speedup is not None:
         say(console, *speedup_line(top.predicted_speedup), style="bold")
 
 
-def print_findings(console: Console, findings: list[Finding], framework: str, verbose: bool = False,
-                   heading: str = "Findings", headlined: Finding | None = None) -> None:
-    """The heading, always, then each finding; the first FIXES_SHOWN fixes, or every one with ``verbose``.
+def print_findings(
+    console: Console,
+    findings: list[Finding],
+    framework: str,
+    verbose: bool = False,
+    heading: str = "Findings",
+    headlined: Finding | None = None,
+) -> None:
+    """The heading, always, then each finding; the first FIXES_SHOWN fixes, or every one with
+    ``verbose``.
     ``headlined``: the finding the headline already told (its summary is not said twice)."""
     say(console, f"{heading} ({len(findings)})", style="bold")
     if not findings:
@@ -228,13 +272,24 @@ def print_findings(console: Console, findings: list[Finding], framework: str, ve
     for n, finding in enumerate(findings):
         if n:
             console.print()
-        print_finding(console, finding, framework, verbose, with_fix=verbose or n < FIXES_SHOWN, shown=shown,
-                      said=not verbose and finding is headlined)
+        print_finding(
+            console,
+            finding,
+            framework,
+            verbose,
+            with_fix=verbose or n < FIXES_SHOWN,
+            shown=shown,
+            said=not verbose and finding is headlined,
+        )
 
 
 # Frameworks whose fixes read alike: Keras runs on either backend, so --verbose shows a Keras run
 # both; a PyTorch run reads only PyTorch's (its report is in PyTorch's words, verbose or not).
-FAMILIES = {"tensorflow": ("tensorflow", "jax"), "jax": ("tensorflow", "jax"), "pytorch": ("pytorch",)}
+FAMILIES = {
+    "tensorflow": ("tensorflow", "jax"),
+    "jax": ("tensorflow", "jax"),
+    "pytorch": ("pytorch",),
+}
 
 
 def _fixes(f: Finding, framework: str, verbose: bool) -> list[str]:
@@ -246,11 +301,23 @@ def _fixes(f: Finding, framework: str, verbose: bool) -> list[str]:
     return [framework] + [fw for fw in f.fix if fw in family and fw != framework]
 
 
-def print_finding(console: Console, f: Finding, framework: str, verbose: bool, with_fix: bool,
-                  shown: dict[str, str], said: bool = False) -> None:
+def print_finding(
+    console: Console,
+    f: Finding,
+    framework: str,
+    verbose: bool,
+    with_fix: bool,
+    shown: dict[str, str],
+    said: bool = False,
+) -> None:
     """One finding, unboxed; ``said``: its summary and ceiling are the headline's, above."""
-    say(console, Keep(f.id, "bold"), Keep(f.severity, SEVERITY_STYLE.get(f.severity, "")),
-        Keep(inert(f.title), "bold"), *([Keep("(above)")] if said else []))
+    say(
+        console,
+        Keep(f.id, "bold"),
+        Keep(f.severity, SEVERITY_STYLE.get(f.severity, "")),
+        Keep(inert(f.title), "bold"),
+        *([Keep("(above)")] if said else []),
+    )
     if not said:
         say(console, f.summary, indent=2)
     for s in (None if said else f.predicted_speedup, f.forecast):
@@ -263,7 +330,12 @@ def print_finding(console: Console, f: Finding, framework: str, verbose: bool, w
             spread = f" ±{e.spread}" if e.spread is not None else ""
             unit = e.unit if e.unit in ("%", "x") else f" {e.unit}"
             threshold = f" (threshold {e.threshold}{unit})" if e.threshold is not None else ""
-            say(console, f"evidence: {e.metric} = {e.value}{spread} {e.unit}{threshold}", indent=2, style="dim")
+            say(
+                console,
+                f"evidence: {e.metric} = {e.value}{spread} {e.unit}{threshold}",
+                indent=2,
+                style="dim",
+            )
         for note in f.notes:
             say(console, f"note: {note}", indent=2, style="dim")
     if not with_fix:

@@ -41,7 +41,9 @@ XPROF_PIP = "pip install xprof"
 SMALL_PART = 0.01
 
 
-def render(report: RunReport, console: Console, framework: str | None = None, verbose: bool = False) -> None:
+def render(
+    report: RunReport, console: Console, framework: str | None = None, verbose: bool = False
+) -> None:
     a = report.analysis
     _header(report, console)
     if a.clock is not None:
@@ -60,7 +62,8 @@ def render(report: RunReport, console: Console, framework: str | None = None, ve
     if verbose:
         _samples(a, console)
     # A GPU counter the driver does not offer (or no GPU at all) is a detail; every other gap (no
-    # steps, a damaged record, a sampler that stopped, a trace not read) changes what the report means.
+    # steps, a damaged record, a sampler that stopped, a trace not read) changes what the report
+    # means.
     for gap in a.missing if verbose else [g for g in a.missing if not g.startswith("nvml")]:
         say(console, f"missing evidence: {gap}", style="yellow")
     fw = framework or report.framework
@@ -75,37 +78,61 @@ def render(report: RunReport, console: Console, framework: str | None = None, ve
         console.print()
         _open_the_trace(report, console, verbose)
     if not verbose:
-        say(console, "more with --verbose: samples, the trace's tables, evidence, every fix", style="dim")
+        say(
+            console,
+            "more with --verbose: samples, the trace's tables, evidence, every fix",
+            style="dim",
+        )
 
 
 def _header(report: RunReport, console: Console) -> None:
     a = report.analysis
     run, training = a.run, a.training
     exit_code = run.get("exit_code")
-    status = f"{run.get('status', '?')}" + (f", {exit_text(exit_code, run.get('signal'))}" if exit_code is not None else "")
+    status = f"{run.get('status', '?')}" + (
+        f", {exit_text(exit_code, run.get('signal'))}" if exit_code is not None else ""
+    )
     labelled(console, "scaldiag run:", report.run_dir, style="bold")
     command = " ".join(run.get("command", [])[1:]) or "?"
     labelled(console, "command:", command)
-    say(console, Keep(f"status: {status};"), Keep(f"framework: {framework_words(training.get('framework', {}))};"),
-        Keep(f"replicas: {training.get('replicas', '?')};"), Keep(f"global batch: {training.get('global_batch', '?')};"),
-        Keep(f"per-replica batch: {training.get('per_replica_batch', '?')}"))
+    say(
+        console,
+        Keep(f"status: {status};"),
+        Keep(f"framework: {framework_words(training.get('framework', {}))};"),
+        Keep(f"replicas: {training.get('replicas', '?')};"),
+        Keep(f"global batch: {training.get('global_batch', '?')};"),
+        Keep(f"per-replica batch: {training.get('per_replica_batch', '?')}"),
+    )
 
 
 def _user_clock_line(c) -> str:
-    """The figure the user already reads first, at its scope, as the steady step plus named parts."""
+    """The figure the user already reads first, at its scope, as the steady step plus named parts.
+    """
     scope = c.scopes[c.user_scope]
     ms = scope.user_ms
     where = f"{c.user_clock[:1].upper()}{c.user_clock[1:]}"
-    if scope.reads_last_epoch and scope.ms_last_epoch is not None:  # Lightning's bar: the last epoch's
-        where, ms = f"{where} ({scope.ms_last_epoch:.3g} ms a step in the last epoch); every epoch", scope.ms
+    if (
+        scope.reads_last_epoch and scope.ms_last_epoch is not None
+    ):  # Lightning's bar: the last epoch's
+        where, ms = (
+            f"{where} ({scope.ms_last_epoch:.3g} ms a step in the last epoch); every epoch",
+            scope.ms,
+        )
     line = f"{where} ({WORDS[c.user_scope]}): {ms:.3g} ms a step"
-    parts = " + ".join(f"{part} {part_ms:.3g}" for part, part_ms in c.parts_ms if abs(part_ms) >= 0.005 * ms)
+    parts = " + ".join(
+        f"{part} {part_ms:.3g}" for part, part_ms in c.parts_ms if abs(part_ms) >= 0.005 * ms
+    )
     step = c.scopes[STEADY_STEP].ms
     if c.user_scope == HOST_DISPATCH:
-        return (f"{line}; the training step takes {step:.3g} ms with the device's backlog a sync waits "
-                f"for ({c.parts_ms[0][1]:.3g} ms a step).")
-    line = f"{line}, the training step alone." if not parts else \
-        f"{line} = training step {step:.3g} + {parts}."
+        return (
+            f"{line}; the training step takes {step:.3g} ms with the device's backlog a sync waits "
+            f"for ({c.parts_ms[0][1]:.3g} ms a step)."
+        )
+    line = (
+        f"{line}, the training step alone."
+        if not parts
+        else f"{line} = training step {step:.3g} + {parts}."
+    )
     epoch = c.scopes.get(WHOLE_EPOCH)
     if c.user_scope == LOOP_ITERATION and epoch is not None and abs(epoch.ms / ms - 1) > 0.05:
         # Which clock a plain loop prints is the script's: a timer around its epochs reads this.
@@ -116,9 +143,15 @@ def _user_clock_line(c) -> str:
 def _accounting(a: RunAnalysis, console: Console, verbose: bool) -> None:
     acc = a.accounting
     if acc.goodput is not None:
-        own_s = f", less scaldiag's own measurements ({acc.own_s:.1f} s)" if acc.own_s >= 0.05 else ""
-        say(console, Keep(f"goodput {acc.goodput:.0%}:"), f"steady training time over the run's wall time "
-            f"({acc.wall_s:.1f} s{own_s})", style="bold")
+        own_s = (
+            f", less scaldiag's own measurements ({acc.own_s:.1f} s)" if acc.own_s >= 0.05 else ""
+        )
+        say(
+            console,
+            Keep(f"goodput {acc.goodput:.0%}:"),
+            f"steady training time over the run's wall time ({acc.wall_s:.1f} s{own_s})",
+            style="bold",
+        )
     compiled = bool(a.steps and (COMPILE in a.steps.excluded or a.steps.compiling_steady))
     fw = a.training.get("framework", {}).get("name", "")
     t = table(f"Where the run's {acc.wall_s:.1f} s went")
@@ -126,14 +159,25 @@ def _accounting(a: RunAnalysis, console: Console, verbose: bool) -> None:
         t.add_column(col, justify="left" if col == "part" else "right")
     small = 0.0
     for part in acc.parts:
-        if part.seconds >= 0.005 and (verbose or part.seconds >= SMALL_PART * acc.wall_s or part.part == STEADY):
+        if part.seconds >= 0.005 and (
+            verbose or part.seconds >= SMALL_PART * acc.wall_s or part.part == STEADY
+        ):
             name = part_name(part.part, fw, compiled)
-            add_row(t, f"{name} (scaldiag's)" if part.part in OWN else name, f"{part.seconds:.2f}",
-                    f"{100 * part.seconds / acc.wall_s:.1f}")
+            add_row(
+                t,
+                f"{name} (scaldiag's)" if part.part in OWN else name,
+                f"{part.seconds:.2f}",
+                f"{100 * part.seconds / acc.wall_s:.1f}",
+            )
         elif part.seconds >= 0.005:  # parts that print as 0.00 s are in the JSON only
             small += part.seconds
     if small:
-        add_row(t, f"parts under {SMALL_PART:.0%} each (--verbose)", f"{small:.2f}", f"{100 * small / acc.wall_s:.1f}")
+        add_row(
+            t,
+            f"parts under {SMALL_PART:.0%} each (--verbose)",
+            f"{small:.2f}",
+            f"{100 * small / acc.wall_s:.1f}",
+        )
     console.print(t)
 
 
@@ -141,21 +185,37 @@ def _steps(a: RunAnalysis, console: Console, verbose: bool) -> None:
     s = a.steps
     console.print(_steps_table(a))
     if s.excluded:
-        say(console, "not steady, left out: " + ", ".join(f"{reason} {len(steps)}" for reason, steps in s.excluded.items()),
-            style="dim")
+        say(
+            console,
+            "not steady, left out: "
+            + ", ".join(f"{reason} {len(steps)}" for reason, steps in s.excluded.items()),
+            style="dim",
+        )
     if s.compiling_steady:
-        say(console, f"{s.compiling_steady} steady step(s) compiled: the framework compiles in most steps (a shape "
-            "that changes, a retrace), so compiling is this run's steady state and counts", style="yellow")
+        say(
+            console,
+            f"{s.compiling_steady} steady step(s) compiled: the framework compiles in most steps (a"
+            " shape that changes, a retrace), so compiling is this run's steady state and counts",
+            style="yellow",
+        )
     if s.outliers:
         shown = ", ".join(map(str, s.outliers[:8])) + (" ..." if len(s.outliers) > 8 else "")
-        say(console, f"{len(s.outliers)} steady step(s) took over 3x the median (step {shown}); no framework "
-            "evidence says what they were, so they count: your stopwatch paid for them", style="dim")
+        say(
+            console,
+            f"{len(s.outliers)} steady step(s) took over 3x the median (step {shown}); no framework"
+            " evidence says what they were, so they count: your stopwatch paid for them",
+            style="dim",
+        )
     # The observer effect, in the default report too: the breakdown's shares depend on it.
     if s.inflation_note:
         say(console, s.inflation_note, style="dim")
     elif s.traced_step_ms and s.profiler_inflation:
-        say(console, f"profiler inflation {s.profiler_inflation:.2f}x (traced {s.traced_step_ms:.3f} ms a step): "
-            "breakdown corrected for it", style="dim")
+        say(
+            console,
+            f"profiler inflation {s.profiler_inflation:.2f}x (traced {s.traced_step_ms:.3f} ms a"
+            " step): breakdown corrected for it",
+            style="dim",
+        )
     if not verbose:
         return
     if a.training.get("step_source"):  # where a step begins and ends, in the framework's words
@@ -165,8 +225,12 @@ def _steps(a: RunAnalysis, console: Console, verbose: bool) -> None:
     if a.epochs is not None:
         say(console, _epochs_line(a), style="dim")
     if s.clock == "device":
-        say(console, "step times from the device's clock (CUDA events at each step's boundary): the host "
-            "queues work ahead of the device", style="dim")
+        say(
+            console,
+            "step times from the device's clock (CUDA events at each step's boundary): the host "
+            "queues work ahead of the device",
+            style="dim",
+        )
 
 
 def _epoch_end_line(a: RunAnalysis) -> str:
@@ -174,12 +238,19 @@ def _epoch_end_line(a: RunAnalysis) -> str:
     run the host does the work as it goes and there is no catch-up to name."""
     n = a.steps.epoch_end_steps
     if not a.gpus and a.steps.clock != "device":
-        return f"{n} steady step(s) end an epoch: they count, as the stopwatch around the steady steps does"
+        return (
+            f"{n} steady step(s) end an epoch: they count, as the stopwatch around the steady steps"
+            " does"
+        )
     if a.training.get("framework", {}).get("name") == "pytorch":
-        return (f"{n} steady step(s) end an epoch and hold the wait for the CUDA stream's queued kernels: "
-                "the mean is a stopwatch around the steady steps")
-    return (f"{n} steady step(s) end an epoch and hold the device's catch-up (asynchronous dispatch): the mean "
-            "is a stopwatch around the steady steps")
+        return (
+            f"{n} steady step(s) end an epoch and hold the wait for the CUDA stream's queued"
+            " kernels: the mean is a stopwatch around the steady steps"
+        )
+    return (
+        f"{n} steady step(s) end an epoch and hold the device's catch-up (asynchronous dispatch):"
+        " the mean is a stopwatch around the steady steps"
+    )
 
 
 def _input(a: RunAnalysis, console: Console, verbose: bool) -> None:
@@ -188,10 +259,17 @@ def _input(a: RunAnalysis, console: Console, verbose: bool) -> None:
         consumed = a.steps.samples_per_s if a.steps else None
         line = f"input ceiling: the input alone delivers {ceiling['samples_per_s']:,.0f} samples/s"
         if consumed:
-            line += (f" against {consumed:,.0f} consumed; throughput more devices can reach: "
-                     f"{ranges.speedup(ceiling['samples_per_s'] / consumed)}")
-        say(console, line + (f" ({ceiling.get('source', '')})" if verbose and ceiling.get("source") else ""))
-    if a.input_cost is not None and (verbose or a.input_cost.significant):  # the evidence of an input finding
+            line += (
+                f" against {consumed:,.0f} consumed; throughput more devices can reach: "
+                f"{ranges.speedup(ceiling['samples_per_s'] / consumed)}"
+            )
+        say(
+            console,
+            line + (f" ({ceiling.get('source', '')})" if verbose and ceiling.get("source") else ""),
+        )
+    if a.input_cost is not None and (
+        verbose or a.input_cost.significant
+    ):  # the evidence of an input finding
         say(console, describe(a.input_cost))
     if verbose and a.input_cost is None and a.training.get("input_free_skipped"):
         say(console, f"input cost not measured: {a.training['input_free_skipped']}", style="dim")
@@ -203,16 +281,24 @@ def _samples(a: RunAnalysis, console: Console) -> None:
             console.print(t)
     if a.host:
         h = a.host
-        say(console, f"host ({h.samples} samples): {h.cores} cores at {h.core_pct_mean:.0f}% mean, busiest core "
-            f"{h.busiest_core_pct:.0f}%; training processes {h.process_cpu_pct:.0f}% of one core; peak RSS "
-            f"{bytes_text(h.rss_max_bytes)}")
+        say(
+            console,
+            f"host ({h.samples} samples): {h.cores} cores at {h.core_pct_mean:.0f}% mean, busiest"
+            f" core {h.busiest_core_pct:.0f}%; training processes {h.process_cpu_pct:.0f}% of one"
+            f" core; peak RSS {bytes_text(h.rss_max_bytes)}",
+        )
 
 
 def _open_the_trace(report: RunReport, console: Console, verbose: bool) -> None:
-    """Where to look at the trace itself: TensorBoard and xprof read XPlane logdirs (neither comes with
+    """Where to look at the trace itself: TensorBoard and xprof read XPlane logdirs (neither comes
+    with
     scaldiag: the pip line says what to install); Perfetto reads our export."""
     sources = report.trace_report.analysis.sources
-    say(console, "the trace's timeline: write it, then open scaldiag_trace.json in ui.perfetto.dev", style="dim")
+    say(
+        console,
+        "the trace's timeline: write it, then open scaldiag_trace.json in ui.perfetto.dev",
+        style="dim",
+    )
     own(console, f"scaldiag report {report.run_dir} --format perfetto", style="dim")
     if any(str(s).endswith(".xplane.pb") for s in sources):
         # Checked with xprof 2.24.2's server: --logdir RUN_DIR lists the run "trace/<session>".
@@ -227,8 +313,12 @@ def _open_the_trace(report: RunReport, console: Console, verbose: bool) -> None:
 
 def _ranks_table(a: RunAnalysis):
     slow = a.slow_rank
-    caption = (f"rank {slow[0]} is {100 * slow[1]:.0f}% slower than the fastest: every collective waits for it"
-               if slow else "no rank slower than another beyond the noise")
+    caption = (
+        f"rank {slow[0]} is {100 * slow[1]:.0f}% slower than the fastest: every collective waits"
+        " for it"
+        if slow
+        else "no rank slower than another beyond the noise"
+    )
     t = table(f"Ranks ({len(a.ranks)} processes)", caption=text(caption))
     columns(t, ("rank", "steady of recorded", "step ms ±95%", "samples/s"), left=("rank",))
     for rank, s in sorted(a.ranks.items()):
@@ -236,7 +326,13 @@ def _ranks_table(a: RunAnalysis):
             add_row(t, rank, "no steady steps", "-", "-")
             continue
         rate = "-" if s.samples_per_s is None else f"{s.samples_per_s:,.0f}"
-        add_row(t, rank, f"{s.steady} of {s.recorded}", ranges.spread(s.step_time_ms.mean, s.step_time_ms.ci95), rate)
+        add_row(
+            t,
+            rank,
+            f"{s.steady} of {s.recorded}",
+            ranges.spread(s.step_time_ms.mean, s.step_time_ms.ci95),
+            rate,
+        )
     return t
 
 
@@ -249,22 +345,46 @@ def _steps_table(a: RunAnalysis):
         rate, span = "unknown", "(--global-batch N)"
     else:
         rate = f"{s.samples_per_s:,.0f}"
-        span = ranges.interval(s.samples_per_s_low, s.samples_per_s_high) if s.samples_per_s_low else "-"
-    add_row(t, ranges.spread(tm.mean, tm.ci95), f"{tm.p50:,.3f}", f"{tm.p90:,.3f}", f"{tm.stdev:,.3f}", rate, span)
+        span = (
+            ranges.interval(s.samples_per_s_low, s.samples_per_s_high)
+            if s.samples_per_s_low
+            else "-"
+        )
+    add_row(
+        t,
+        ranges.spread(tm.mean, tm.ci95),
+        f"{tm.p50:,.3f}",
+        f"{tm.p90:,.3f}",
+        f"{tm.stdev:,.3f}",
+        rate,
+        span,
+    )
     return t
 
 
 def _epochs_line(a: RunAnalysis) -> str:
     """The whole-epoch clock beside the steady one: how Keras's ms/step differs, and by what."""
     e = a.epochs
-    which = f"epoch {e.compared[0] + 1}" if len(e.compared) == 1 else f"epochs {e.compared[0] + 1}-{e.compared[-1] + 1}"
-    line = f"whole epochs ({which}): {e.ms_per_step:.3f} ms a step from each epoch's begin to its end"
+    which = (
+        f"epoch {e.compared[0] + 1}"
+        if len(e.compared) == 1
+        else f"epochs {e.compared[0] + 1}-{e.compared[-1] + 1}"
+    )
+    line = (
+        f"whole epochs ({which}): {e.ms_per_step:.3f} ms a step from each epoch's begin to its end"
+    )
     if a.training.get("framework", {}).get("name") == "pytorch":
-        return line + "; the steady step leaves out the epoch's edges (the DataLoader's iterator starting, "\
-                      "end-of-epoch code)"
+        return (
+            line
+            + "; the steady step leaves out the epoch's edges (the DataLoader's iterator starting, "
+            "end-of-epoch code)"
+        )
     line += ", as Keras's ms/step counts with verbose=2"
     if e.ms_per_step_after_first is not None:
-        line += f" ({e.ms_per_step_after_first:.3f} ms after each epoch's first step, as verbose=1 counts)"
+        line += (
+            f" ({e.ms_per_step_after_first:.3f} ms after each epoch's first step, as verbose=1"
+            " counts)"
+        )
     line += "; the steady step leaves out the epoch's edges"
     if e.validation_s_per_epoch >= 0.0005:
         line += f" and validation ({e.validation_s_per_epoch:.2f} s an epoch)"
@@ -275,8 +395,11 @@ def _gpu_tables(a: RunAnalysis):
     """Two narrow tables rather than one wide one: numbers are never folded or cut at 80 columns."""
     names = "; ".join(f"GPU {g.index}: {g.name}" for g in a.gpus if g.name)
     state = table("GPUs (NVML, steady-state window)", caption=text(names) if names else None)
-    columns(state, ("gpu", "samples (Hz)", "util %", "mem peak", "SM MHz", "power W", "clock events"),
-            left=("gpu", "clock events"))
+    columns(
+        state,
+        ("gpu", "samples (Hz)", "util %", "mem peak", "SM MHz", "power W", "clock events"),
+        left=("gpu", "clock events"),
+    )
     links = table("GPU links (NVML, steady-state window)")
     columns(links, ("gpu", "PCIe TX/s", "PCIe RX/s", "NVLink TX/s", "NVLink RX/s"), left=("gpu",))
 
@@ -288,8 +411,22 @@ def _gpu_tables(a: RunAnalysis):
 
     for g in a.gpus:
         clocks = "-" if g.sm_clock_mhz_min is None else f"{g.sm_clock_mhz_min}-{g.sm_clock_mhz_max}"
-        add_row(state, str(g.index), f"{g.samples} ({g.sample_hz:.0f})", num(g.util_pct), rate(g.mem_used_max_bytes),
-                clocks, num(g.power_w), ", ".join(g.clock_event_reasons) or "none")
-        add_row(links, str(g.index), rate(g.pcie_tx_bytes_per_s), rate(g.pcie_rx_bytes_per_s),
-                rate(g.nvlink_tx_bytes_per_s), rate(g.nvlink_rx_bytes_per_s))
+        add_row(
+            state,
+            str(g.index),
+            f"{g.samples} ({g.sample_hz:.0f})",
+            num(g.util_pct),
+            rate(g.mem_used_max_bytes),
+            clocks,
+            num(g.power_w),
+            ", ".join(g.clock_event_reasons) or "none",
+        )
+        add_row(
+            links,
+            str(g.index),
+            rate(g.pcie_tx_bytes_per_s),
+            rate(g.pcie_rx_bytes_per_s),
+            rate(g.nvlink_tx_bytes_per_s),
+            rate(g.nvlink_rx_bytes_per_s),
+        )
     return [state, links]

@@ -7,16 +7,35 @@ from rich.table import Table
 
 from scaldiag.analyze.scaling import UNEXPLAINED, ScalingAnalysis
 from scaldiag.render import ranges
-from scaldiag.render.terminal.common import Keep, add_row, columns, labelled, print_findings, say, table
+from scaldiag.render.terminal.common import (
+    Keep,
+    add_row,
+    columns,
+    labelled,
+    print_findings,
+    say,
+    table,
+)
 from scaldiag.rules.report import SweepReport
 
 
-def render(report: SweepReport, console: Console, framework: str | None = None, verbose: bool = False) -> None:
+def render(
+    report: SweepReport, console: Console, framework: str | None = None, verbose: bool = False
+) -> None:
     s = report.analysis
     labelled(console, "scaldiag sweep:", report.sweep_dir, style="bold")
     kind = "emulated devices" if s.emulated else "GPUs"
-    say(console, f"{s.mode} scaling over {kind}" + (" (per-replica batch fixed)" if s.mode == "weak" else
-                                                   " (global batch fixed)" if s.mode == "strong" else ""))
+    say(
+        console,
+        f"{s.mode} scaling over {kind}"
+        + (
+            " (per-replica batch fixed)"
+            if s.mode == "weak"
+            else " (global batch fixed)"
+            if s.mode == "strong"
+            else ""
+        ),
+    )
     for note in s.notes:
         say(console, f"note: {note}", style="dim")
     console.print(_table(s))
@@ -36,8 +55,13 @@ def _validation(s: ScalingAnalysis) -> Table:
     t = table(f"Predicted from the {s.validation[0].from_gpus}-device run alone vs measured")
     columns(t, ("devices", "predicted\nsamples/s", "measured\nsamples/s", "error"))
     for p in s.validation:
-        add_row(t, str(p.gpus), f"{p.samples_per_s:,.0f}", _num(p.measured_samples_per_s, "{:,.0f}"),
-                      _num(p.error_pct, "{:+.1f}%"))
+        add_row(
+            t,
+            str(p.gpus),
+            f"{p.samples_per_s:,.0f}",
+            _num(p.measured_samples_per_s, "{:,.0f}"),
+            _num(p.error_pct, "{:+.1f}%"),
+        )
     return t
 
 
@@ -56,18 +80,38 @@ def _num(x, fmt):
 
 def _table(s: ScalingAnalysis) -> Table:
     t = table("Scaling")
-    columns(t, ("devices", "runs", "per-\nreplica\nbatch", "global\nbatch", "step ms\n±95%", "samples/s",
-                    "speedup\n±95%", "effi-\nciency"))
+    columns(
+        t,
+        (
+            "devices",
+            "runs",
+            "per-\nreplica\nbatch",
+            "global\nbatch",
+            "step ms\n±95%",
+            "samples/s",
+            "speedup\n±95%",
+            "effi-\nciency",
+        ),
+    )
     for p in s.points:
         speedup = "?" if p.speedup is None else f"{p.speedup:.2f}x ±{p.speedup_ci95:.2f}"
-        add_row(t, str(p.gpus), str(p.runs), _num(p.per_replica_batch, "{:g}"), _num(p.global_batch, "{}"),
-                      ranges.spread(p.step_time_ms, p.step_time_ci95_ms), _num(p.samples_per_s, "{:,.0f}"),
-                      speedup, _num(p.efficiency, "{:.0%}"))
+        add_row(
+            t,
+            str(p.gpus),
+            str(p.runs),
+            _num(p.per_replica_batch, "{:g}"),
+            _num(p.global_batch, "{}"),
+            ranges.spread(p.step_time_ms, p.step_time_ci95_ms),
+            _num(p.samples_per_s, "{:,.0f}"),
+            speedup,
+            _num(p.efficiency, "{:.0%}"),
+        )
     return t
 
 
 def _waterfall(a, console: Console) -> None:
-    """The ideal speedup, each cause's lost (or won) share of it, the measured one: a cause never broken."""
+    """The ideal speedup, each cause's lost (or won) share of it, the measured one: a cause never
+    broken."""
     parts = [f"{a.gpus} devices:", Keep(f"ideal {a.ideal:.2f}x")]
     for cause in a.causes:
         if abs(cause.lost_speedup) < 0.005:

@@ -9,15 +9,33 @@ from rich.table import Table
 
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.profile import Transfers, UnitAnalysis
-from scaldiag.render.terminal.common import Keep, add_row, bytes_text, columns, headline, inert, own, print_findings, say, table, text
+from scaldiag.render.terminal.common import (
+    Keep,
+    add_row,
+    bytes_text,
+    columns,
+    headline,
+    inert,
+    own,
+    print_findings,
+    say,
+    table,
+    text,
+)
 from scaldiag.rules.report import Report, top_cause
 
 
-def render(report: Report, console: Console, framework: str | None = None, verbose: bool = False,
-           findings: bool = True) -> None:
-    """``framework``: whose fix to show (default: the trace's). ``verbose``: every finding's evidence,
-    notes and fix. ``findings``: False where the run report shows them with its own. A trace's report
-    (``analyze``) keeps its tables by default: it is what the command is for."""
+def render(
+    report: Report,
+    console: Console,
+    framework: str | None = None,
+    verbose: bool = False,
+    findings: bool = True,
+) -> None:
+    """``framework``: whose fix to show (default: the trace's). ``verbose``: every finding's
+    evidence,
+    notes and fix. ``findings``: False where the run report shows them with its own. A trace's
+    report (``analyze``) keeps its tables by default: it is what the command is for."""
     a = report.analysis
     say(console, f"scaldiag analyze: {a.run}", style="bold")
     say(console, f"({a.event_count:,} events, framework: {a.framework}) from:")
@@ -40,8 +58,13 @@ def render(report: Report, console: Console, framework: str | None = None, verbo
             _activity(idlest, console)
     if findings:
         console.print()
-        print_findings(console, report.findings, framework or a.framework, verbose,
-                       headlined=top_cause(report.findings))
+        print_findings(
+            console,
+            report.findings,
+            framework or a.framework,
+            verbose,
+            headlined=top_cause(report.findings),
+        )
 
 
 def _ms(x: float) -> str:
@@ -54,11 +77,25 @@ def _pm(x: float) -> str:
 
 def _step_table(units: list[UnitAnalysis]) -> Table:
     t = table("Step time (ms)")
-    columns(t, ("device", "steps", "mean", "±95%", "p50", "p90", "stdev", "busy %"), left=("device",), whole=("device",))
+    columns(
+        t,
+        ("device", "steps", "mean", "±95%", "p50", "p90", "stdev", "busy %"),
+        left=("device",),
+        whole=("device",),
+    )
     for u in units:
         s = u.step_time_ms
-        add_row(t, u.name, str(u.steps), _ms(s.mean), _pm(s.ci95), _ms(s.p50), _ms(s.p90), _ms(s.stdev),
-                      f"{u.busy_pct:.1f}")
+        add_row(
+            t,
+            u.name,
+            str(u.steps),
+            _ms(s.mean),
+            _pm(s.ci95),
+            _ms(s.p50),
+            _ms(s.p90),
+            _ms(s.stdev),
+            f"{u.busy_pct:.1f}",
+        )
     return t
 
 
@@ -71,39 +108,69 @@ def _breakdown_table(units: list[UnitAnalysis]) -> Table:
         cells = []
         for u in units:
             c = u.categories[category]
-            cells.append(f"{c.exclusive_pct:5.1f}% ±{_pm(c.exclusive_pct_ci95)} "
-                         f"({c.exclusive_ms:.3f} / {c.busy_ms:.3f})")
+            cells.append(
+                f"{c.exclusive_pct:5.1f}% ±{_pm(c.exclusive_pct_ci95)} "
+                f"({c.exclusive_ms:.3f} / {c.busy_ms:.3f})"
+            )
         if any(u.categories[category].busy_ms > 0 for u in units):
             add_row(t, category, *cells)
     return t
 
 
 def _pageable(t: Transfers | None) -> str:
-    """The share of a direction's bytes copied from pageable host memory (which cannot overlap compute)."""
+    """The share of a direction's bytes copied from pageable host memory (which cannot overlap
+    compute)."""
     if t is None or not t.bytes_per_step or not t.bytes_by_host_kind:
         return "-"
     return f"{100 * t.bytes_by_host_kind.get('pageable', 0.0) / t.bytes_per_step:.0f}%"
 
 
 def _transfer_table(units: list[UnitAnalysis]) -> Table:
-    """Short cells only, so that no cell wraps at 80 columns (a wrapped cell parts a number from its unit)."""
+    """Short cells only, so that no cell wraps at 80 columns (a wrapped cell parts a number from its
+    unit)."""
     t = table("Per step: copies and collectives")
-    columns(t, ("device", "H2D\nbytes", "H2D\ncopies", "page-\nable", "D2H\nbytes", "D2H\ncopies", "collec-\ntives",
-                "collec-\ntive ms"), left=("device",), whole=("device",))
+    columns(
+        t,
+        (
+            "device",
+            "H2D\nbytes",
+            "H2D\ncopies",
+            "page-\nable",
+            "D2H\nbytes",
+            "D2H\ncopies",
+            "collec-\ntives",
+            "collec-\ntive ms",
+        ),
+        left=("device",),
+        whole=("device",),
+    )
     for u in units:
         h, d = u.h2d, u.d2h
-        add_row(t, u.name, "-" if h is None else bytes_text(h.bytes_per_step), "-" if h is None else f"{h.count_per_step:.1f}",
-                _pageable(h), "-" if d is None else bytes_text(d.bytes_per_step), "-" if d is None else f"{d.count_per_step:.1f}",
-                f"{u.collective_count_per_step:.1f}", f"{u.categories['collective'].busy_ms:.3f}")
+        add_row(
+            t,
+            u.name,
+            "-" if h is None else bytes_text(h.bytes_per_step),
+            "-" if h is None else f"{h.count_per_step:.1f}",
+            _pageable(h),
+            "-" if d is None else bytes_text(d.bytes_per_step),
+            "-" if d is None else f"{d.count_per_step:.1f}",
+            f"{u.collective_count_per_step:.1f}",
+            f"{u.categories['collective'].busy_ms:.3f}",
+        )
     return t
 
 
 def _activity(u: UnitAnalysis, console: Console) -> None:
-    """What the host does while the device waits, one event a line: a name (a trace's, often long) is
+    """What the host does while the device waits, one event a line: a name (a trace's, often long)
+    is
     never folded: it moves whole under the line's numbers where it does not fit beside them."""
     work = "kernels or copies" if u.kind == "gpu" else "ops"
-    say(console, f"While {inert(u.name)} runs no {work} ({100 - u.busy_pct:.1f}% of the step), the host is in "
-        "(thread-ms per step, state, innermost host event)", style="bold")
+    say(
+        console,
+        f"While {inert(u.name)} runs no {work} ({100 - u.busy_pct:.1f}% of the step), the host is"
+        " in (thread-ms per step, state, innermost host event)",
+        style="bold",
+    )
     state_width = max(len(h.state) for h in u.host_activity_while_idle)
     for h in u.host_activity_while_idle:
         say(console, Keep(f"{h.ms_per_step:9.3f}  {h.state:<{state_width}}"), Keep(h.name), hang=4)
