@@ -14,11 +14,6 @@ RESULTS = ROOT / "bench" / "results"
 RETIRED = {"nvml_sampling_probe", "profiler_aftermath", "rank_abort", "make_test"}
 
 
-def _left_out(rel: Path) -> bool:
-    """results/clock/ and results/fuzz*: other work is rewriting them; left out of the count for now."""
-    return rel.parts[0] == "clock" or rel.parts[0].startswith("fuzz")
-
-
 def _names() -> set[str]:
     bench = {p.parent.name for p in (ROOT / "bench").glob("*/run.py")}
     gpu = {p.stem.removeprefix("run_") for p in (ROOT / "bench" / "gpu").glob("run_*.sh")}
@@ -30,7 +25,7 @@ def test_at_most_two_files_per_benchmark_in_each_folder():
     wrong = []
     for path in sorted(RESULTS.rglob("*")):
         rel = path.relative_to(RESULTS)
-        if not path.is_file() or _left_out(rel) or path.name == "README.md":
+        if not path.is_file() or path.name == "README.md":
             continue
         stem, _, ext = path.name.partition(".")
         if ext not in ("md", "json") or stem not in names:

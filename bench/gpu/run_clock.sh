@@ -14,7 +14,7 @@
 # CLOCK_SET=new_loops_a | new_loops_b (issue 32's loop shapes, in two calls of about 7 minutes each):
 #   CLOCK_SET=new_loops_a bash bench/gpu/run_clock.sh   # Lightning x2, addition_rnn
 #   CLOCK_SET=new_loops_b bash bench/gpu/run_clock.sh   # gat, vae, JAX x3
-# The table is then $OUT/gpu_<date>_<names>.md/.json (copy to bench/results/clock/gpu_new_loops_before*.md).
+# The table is then $OUT/gpu_<date>_<names>.md/.json (add it to bench/results/clock/clock.md as a row and section, its .json as a key of clock.json).
 set -u
 case "${CLOCK_SET:-}" in
   new_loops_a) CLOCK_ONLY="lightning_transformer,lightning_gan,kio3_addition_rnn" ;;
