@@ -3,7 +3,7 @@
 The layout (bench/README.md, "How bench/results is laid out"): every folder under bench/results holds an
 optional README.md and, per benchmark, at most NAME.md and NAME.json, where NAME is a benchmark of
 `python -m bench` (bench/NAME/run.py), a GPU runner (bench/gpu/run_NAME.sh) or one of RETIRED.
-"""
+"""  # noqa: E501
 import re
 from pathlib import Path
 
@@ -33,7 +33,7 @@ def test_at_most_two_files_per_benchmark_in_each_folder():
     assert not wrong, f"not NAME.md or NAME.json of a benchmark (bench/README.md): {wrong}"
 
 
-# A path under bench/results as the pages write it: in bench/README.md relative (results/...), in docs/
+# A path under bench/results as the pages write it: in bench/README.md relative (results/...), in docs/  # noqa: E501
 # ../bench/results/..., in README.md bench/results/...; up to a character that ends a path.
 PATH = re.compile(r"(?:\.\./)*(?:bench/)?results/([A-Za-z0-9_./*{}<>,-]*)")
 
@@ -56,7 +56,8 @@ def _named(page: Path) -> set[str]:
     for m in PATH.finditer(text):
         before = text[max(0, m.start() - 60):m.start()]
         path = m.group(1).split("#")[0].rstrip(".,)")
-        if "git show" in before.split("`")[-1] or ":" in before[-1:]:  # a revision's file, not the tree's
+        # a revision's file, not the tree's
+        if "git show" in before.split("`")[-1] or ":" in before[-1:]:
             continue
         if not path or any(c in path for c in "*{}<>") or path.endswith("PATH") or "NAME" in path:
             continue  # a pattern, not a file
@@ -67,7 +68,7 @@ def _named(page: Path) -> set[str]:
 
 
 def test_every_results_path_the_docs_name_exists():
-    pages = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pages = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # noqa: E501
     missing = sorted({(page.relative_to(ROOT).as_posix(), p) for page in pages for p in _named(page)
                       if not (RESULTS / p).exists()})
     assert not missing, f"bench/results paths named but absent: {missing}"
