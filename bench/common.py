@@ -245,3 +245,21 @@ def _rows_last(text: str) -> str:
     return (
         "\n".join(rest).rstrip() + "\n\n## Every measurement\n\n```\n" + "\n".join(rows) + "\n```\n"
     )
+
+
+def revision_tree(tmp: Path, rev: str, name: str) -> Path:
+    """The tree at git revision ``rev``, its C parts built, in ``tmp/name``: a "before"."""
+    tree = tmp / name
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", rev], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+        cwd=tree,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return tree

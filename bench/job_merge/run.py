@@ -36,7 +36,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench" / "kineto")]
 
 from run import measure  # noqa: E402 (bench/kineto/run.py)
 
-from bench.common import in_temporary  # noqa: E402
+from bench.common import in_temporary, revision_tree  # noqa: E402
 from bench.job_merge.grow import grow  # noqa: E402
 
 CLAIM = (__doc__ or "").strip().splitlines()[0]
@@ -86,20 +86,7 @@ def _engines(spec: str) -> tuple[list[str], list[str]]:
 
 
 def _before_tree(tmp: Path, rev: str) -> Path:
-    tree = tmp / f"before-{rev}"
-    tree.mkdir()
-    archive = subprocess.run(
-        ["git", "archive", rev], cwd=ROOT, capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    subprocess.run(
-        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
-        cwd=tree,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    return tree
+    return revision_tree(tmp, rev, f"before-{rev}")
 
 
 def _one(engine: str, job: Path, out: Path, code: Path, timeout_s: float) -> dict:

@@ -36,7 +36,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 
 from make_trace import make  # noqa: E402
 
-from bench.common import TreeRss, in_temporary  # noqa: E402
+from bench.common import TreeRss, in_temporary, revision_tree  # noqa: E402
 
 CLAIM = (__doc__ or "").strip().splitlines()[0]
 BEFORE_REV = "088b4d0"
@@ -125,20 +125,7 @@ def loads(runs: list[dict]) -> str:
 
 def before_tree(tmp: Path) -> Path:
     """Revision 088b4d0 (the whole-document json.loads reader), its C parts built, in ``tmp``."""
-    tree = tmp / "before"
-    tree.mkdir()
-    archive = subprocess.run(
-        ["git", "archive", BEFORE_REV], cwd=ROOT, capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    subprocess.run(
-        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
-        cwd=tree,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    return tree
+    return revision_tree(tmp, BEFORE_REV, "before")
 
 
 def main(argv: list[str]) -> int:
