@@ -5,7 +5,7 @@ sweeps (scaldiag/analyze/_hoststate.c).
 Both optional: where they cannot be built (no C compiler), the install goes on
 and scaldiag uses its numpy code, which gives the same results (the tests
 compare the two; SCALDIAG_NATIVE=0 selects the numpy code); Kineto files are
-then read with json.loads (kineto_json.py), slower and in more memory.
+then read with json.loads (readers/kineto/reference.py), slower and in more memory.
 """
 
 from setuptools import Extension, setup

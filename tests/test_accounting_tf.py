@@ -15,7 +15,7 @@ import textwrap
 import pytest
 from conftest import ROOT
 
-from scaldiag.analyze import runsteps
+from scaldiag.analyze import recorded_steps
 from scaldiag.pipeline import diagnose_run
 from scaldiag.record.reader import read_record
 
@@ -105,7 +105,7 @@ def test_steady_epochs_add_up_to_the_scripts_stopwatch(convnet):
 
     run_dir, watch, _ = convnet
     record = read_record(run_dir)
-    found = runsteps.periods(record.steps, record.training, record.marks)
+    found = recorded_steps.periods(record.steps, record.training, record.marks)
     epochs = epoch_stats(found, record.marks).epochs
     for epoch, seconds in enumerate(watch["epochs_s"]):
         steps = [p for p in found if p.epoch == epoch]
@@ -137,8 +137,8 @@ def test_headline_throughput_and_every_step_listed(convnet):
     record = read_record(run_dir)
     steady = [
         p
-        for p in runsteps.periods(record.steps, record.training, record.marks)
-        if p.kind == runsteps.STEADY
+        for p in recorded_steps.periods(record.steps, record.training, record.marks)
+        if p.kind == recorded_steps.STEADY
     ]
     assert steady
     for e in analysis.epochs.epochs:

@@ -2,7 +2,7 @@
 
 import math
 
-from scaldiag.analyze import runsteps
+from scaldiag.analyze import recorded_steps
 from scaldiag.analyze.clock import LOOP_ITERATION, STEADY_STEP, WHOLE_EPOCH, WHOLE_TRAINING, clock
 from scaldiag.analyze.epochs import epoch_stats
 
@@ -19,7 +19,7 @@ def _loop(steps: int, step_ms: int, eval_ms: int):
         begin = t
         t += step_ms * MS
         found.append(
-            runsteps.Period(
+            recorded_steps.Period(
                 step=i,
                 epoch=0,
                 first_batch=i,
@@ -28,7 +28,7 @@ def _loop(steps: int, step_ms: int, eval_ms: int):
                 end_ns=t,
                 ends_epoch=False,
                 traced=False,
-                kind=runsteps.STEADY,
+                kind=recorded_steps.STEADY,
             )
         )
         marks += [{"mark": "test_begin", "t_ns": t}, {"mark": "test_end", "t_ns": t + eval_ms * MS}]
@@ -56,7 +56,7 @@ def test_keras_reads_whole_epochs_and_names_validation():
         marks.append({"mark": "epoch_begin", "t_ns": t, "epoch": epoch})
         for i in range(5):
             found.append(
-                runsteps.Period(
+                recorded_steps.Period(
                     step=epoch * 5 + i,
                     epoch=epoch,
                     first_batch=epoch * 5 + i,
@@ -65,7 +65,7 @@ def test_keras_reads_whole_epochs_and_names_validation():
                     end_ns=t + 2 * MS,
                     ends_epoch=i == 4,
                     traced=False,
-                    kind=runsteps.STEADY,
+                    kind=recorded_steps.STEADY,
                 )
             )
             t += 2 * MS
@@ -118,7 +118,7 @@ def test_lightning_reads_the_last_epochs_iterations():
     for epoch, step_ms in enumerate((4, 4, 6)):
         for i in range(5):
             found.append(
-                runsteps.Period(
+                recorded_steps.Period(
                     step=epoch * 5 + i,
                     epoch=epoch,
                     first_batch=epoch * 5 + i,
@@ -127,7 +127,7 @@ def test_lightning_reads_the_last_epochs_iterations():
                     end_ns=t + step_ms * MS,
                     ends_epoch=i == 4,
                     traced=False,
-                    kind=runsteps.STEADY,
+                    kind=recorded_steps.STEADY,
                 )
             )
             t += step_ms * MS
@@ -148,7 +148,7 @@ def test_transformers_train_runtime_reaches_the_epochs_end_past_the_last_steps_e
     marks = [{"mark": "fit_begin", "t_ns": 0}, {"mark": "epoch_begin", "t_ns": MS, "epoch": 0}]
     for i in range(10):
         found.append(
-            runsteps.Period(
+            recorded_steps.Period(
                 step=i,
                 epoch=0,
                 first_batch=i,
@@ -157,7 +157,7 @@ def test_transformers_train_runtime_reaches_the_epochs_end_past_the_last_steps_e
                 end_ns=t + 4 * MS,
                 ends_epoch=i == 9,
                 traced=False,
-                kind=runsteps.STEADY,
+                kind=recorded_steps.STEADY,
             )
         )
         t += 4 * MS

@@ -17,7 +17,7 @@ import pytest
 
 from scaldiag.analyze.device import device_events
 from scaldiag.analyze.profile import analyze_trace
-from scaldiag.analyze.steps import device_steps, find_steps
+from scaldiag.analyze.trace_steps import device_steps, find_steps
 from scaldiag.readers.kineto import read_trace
 from scaldiag.trace import Line, Plane, Trace
 

@@ -11,7 +11,7 @@ from rawproto import events, union_length_in
 from scaldiag.analyze.breakdown import breakdown
 from scaldiag.analyze.device import device_events
 from scaldiag.analyze.profile import analyze_trace
-from scaldiag.analyze.steps import find_steps
+from scaldiag.analyze.trace_steps import find_steps
 from scaldiag.readers.xplane.read import find_run, read_trace
 from scaldiag.rules.report import build_report
 

@@ -11,7 +11,7 @@ from loops import intervals, profile
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
-from scaldiag.analyze import runsteps  # noqa: E402
+from scaldiag.analyze import recorded_steps  # noqa: E402
 from scaldiag.collect.env import GLOBAL_BATCH_ENV  # noqa: E402
 from scaldiag.collect.frameworks import hf_adapter  # noqa: E402
 from scaldiag.pipeline import analyze_run_dir  # noqa: E402
@@ -82,10 +82,10 @@ def test_evaluation_checkpoints_epochs_and_logs_are_the_trainers(hf_run):
 def test_steps_are_optimizer_steps_and_none_holds_an_evaluation(hf_run):
     run_dir, stdout = hf_run
     record = read_record(run_dir)
-    found = runsteps.periods(record.steps, record.training, record.marks)
+    found = recorded_steps.periods(record.steps, record.training, record.marks)
     assert f"global_step {2 * STEPS_PER_EPOCH}" in stdout
     assert len(found) == 2 * STEPS_PER_EPOCH  # one per optimizer step, not per micro-batch
-    assert any(p.kind == runsteps.STEADY for p in found)
+    assert any(p.kind == recorded_steps.STEADY for p in found)
     for period in found:
         for begin, end in intervals(record.marks, "evaluation"):
             assert period.end_ns <= begin or period.begin_ns >= end, (period, begin, end)

@@ -68,7 +68,9 @@ def test_a_file_that_is_not_json_text_is_refused_at_its_first_bad_byte(tmp_path,
 
     from scaldiag import native
     from scaldiag.errors import TraceError
-    from scaldiag.readers import kineto, kineto_fast, kineto_json
+    from scaldiag.readers import kineto
+    from scaldiag.readers.kineto import fast as kineto_fast
+    from scaldiag.readers.kineto import reference as kineto_json
 
     if native.enabled(kineto_fast._kineto_scan) is None:
         pytest.skip("the compiled scanner is not built here")
@@ -90,7 +92,7 @@ def test_slow_events_are_parsed_one_at_a_time():
     of
     them as dicts at once took 17x the file's size (issue 34, item 12). A 16 MB file of B/E events:
     294 MiB peak before, 112 MiB after (the same JSON report)."""
-    from scaldiag.readers.kineto_fast import _parsed
+    from scaldiag.readers.kineto.fast import _parsed
 
     slow = [(i, b'{"ph": "B", "ts": %d}' % i) for i in range(5)]
     events = _parsed(slow)

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from scaldiag.analyze import runsteps  # noqa: E402
+from scaldiag.analyze import recorded_steps  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,7 +117,7 @@ def _profile(tmp_path, source: str, *extra: str, **env_extra) -> Path:
 
 def _evaluations(marks) -> list[tuple[int, int]]:
     ours = [m for m in marks if m.get("source") == SOURCE]
-    return runsteps.mark_pairs(ours, "test_begin", "test_end")
+    return recorded_steps.mark_pairs(ours, "test_begin", "test_end")
 
 
 def test_an_optax_loop_records_its_steps_and_marks_its_evaluation(tmp_path):
@@ -130,7 +130,7 @@ def test_an_optax_loop_records_its_steps_and_marks_its_evaluation(tmp_path):
     # The batch is x's 24, not the parameters' 8 (given back) nor the PRNG key's 2.
     batch = (training["global_batch"], training["per_replica_batch"], training["replicas"])
     assert batch == (24, 24, 1)
-    found = runsteps.periods(record.steps, training, record.marks)
+    found = recorded_steps.periods(record.steps, training, record.marks)
     assert len(found) == 60
     evaluations = _evaluations(record.marks)
     # The per-step metric's first call (after step 0, a warm-up step) is marked: only its second gap
@@ -138,7 +138,7 @@ def test_an_optax_loop_records_its_steps_and_marks_its_evaluation(tmp_path):
     assert found[0].end_ns <= evaluations[0][0] and evaluations[0][1] <= found[1].begin_ns
     evaluations = evaluations[1:]
     assert len(evaluations) == 3
-    steady = [p for p in found if p.kind == runsteps.STEADY]
+    steady = [p for p in found if p.kind == recorded_steps.STEADY]
     assert steady
     for p in steady:
         assert not any(b < p.end_ns and p.begin_ns < e for b, e in evaluations), p
@@ -162,7 +162,7 @@ def test_a_flax_nnx_loop_is_followed(tmp_path):
     record = read_record(run_dir)
     training = json.loads((run_dir / "training.json").read_text())
     assert training["framework"]["name"] == "jax"
-    assert len(runsteps.periods(record.steps, training, record.marks)) == 30
+    assert len(recorded_steps.periods(record.steps, training, record.marks)) == 30
     assert len(_evaluations(record.marks)) == 2
     assert training["global_batch"] == 16
 
@@ -174,5 +174,5 @@ def test_keras_on_jax_fit_records_its_own_steps_once(tmp_path):
     training = json.loads((run_dir / "training.json").read_text())
     assert training["framework"]["name"] == "keras"
     # 2 epochs x 10 batches, as the Keras adapter alone records them
-    assert len(runsteps.periods(record.steps, training, record.marks)) == 20
+    assert len(recorded_steps.periods(record.steps, training, record.marks)) == 20
     assert not [m for m in record.marks if m.get("source") == SOURCE]

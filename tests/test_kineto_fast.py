@@ -20,7 +20,10 @@ import numpy as np
 import pytest
 
 from scaldiag.errors import TraceError
-from scaldiag.readers import files, kineto_fast, kineto_json, kineto_stream
+from scaldiag.readers import files
+from scaldiag.readers.kineto import fast as kineto_fast
+from scaldiag.readers.kineto import reference as kineto_json
+from scaldiag.readers.kineto import stream as kineto_stream
 
 _kineto_scan = pytest.importorskip("scaldiag.readers._kineto_scan")
 

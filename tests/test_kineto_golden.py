@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from scaldiag.cli import main
-from scaldiag.readers import kineto_fast
+from scaldiag.readers.kineto import fast as kineto_fast
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"

@@ -9,7 +9,7 @@ from loops import intervals, profile
 
 pytest.importorskip("lightning")
 
-from scaldiag.analyze import runsteps  # noqa: E402
+from scaldiag.analyze import recorded_steps  # noqa: E402
 from scaldiag.pipeline import analyze_run_dir  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
 
@@ -73,7 +73,7 @@ def test_sanity_check_and_validation_are_marked_by_lightnings_callbacks(lightnin
 def test_no_steady_step_holds_a_validation_loop(lightning_run):
     run_dir, stdout = lightning_run
     record = read_record(run_dir)
-    found = runsteps.periods(record.steps, record.training, record.marks)
+    found = recorded_steps.periods(record.steps, record.training, record.marks)
     assert len(found) == 3 * 20  # one per optimizer step: the first begins at on_fit_start
     assert f"global_step {3 * 20}" in stdout
     validation = intervals(record.marks, "validation")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from scaldiag.analyze import ranks
-from scaldiag.analyze.steps import find_steps, step_evidence
+from scaldiag.analyze.trace_steps import find_steps, step_evidence
 from scaldiag.engines import open_engine
 from scaldiag.errors import TraceError
 from scaldiag.pipeline import _analyze, analyze_trace_at, read_trace

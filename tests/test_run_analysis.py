@@ -81,11 +81,11 @@ def test_an_epoch_begin_inside_a_step_starts_it_there():
 
 
 def test_the_device_clock_times_the_steps_where_it_was_recorded():
-    from scaldiag.analyze import runsteps
+    from scaldiag.analyze import recorded_steps
 
     rows = steps([2] * 10)  # the host queued each step in 2 ms; the device took 9 ms
-    device = runsteps.device_times([{"step": 0, "device_ms": [9.0] * 10}])
-    found = runsteps.periods(rows, {"warmup_steps": 2}, (), device)
+    device = recorded_steps.device_times([{"step": 0, "device_ms": [9.0] * 10}])
+    found = recorded_steps.periods(rows, {"warmup_steps": 2}, (), device)
     assert [p.ns_per_batch for p in found] == [9 * MS] * 10
 
 
@@ -182,7 +182,7 @@ def test_accounting_paints_every_second_once():
     """Launch 0 s, script 0.1 s, Keras 1 s, fit 2-9 s with 2 epochs of steps and a validation,
     ceiling,
     script end 9.5 s, launcher end 10 s."""
-    from scaldiag.analyze import runsteps
+    from scaldiag.analyze import recorded_steps
     from scaldiag.analyze.accounting import account
 
     s = 1_000_000_000
@@ -222,7 +222,7 @@ def test_accounting_paints_every_second_once():
         }
         for i in range(10)
     ]  # over the run
-    found = runsteps.periods(rows, {"warmup_steps": 3}, marks)
+    found = recorded_steps.periods(rows, {"warmup_steps": 3}, marks)
     acc = account({"started_ns": 0, "ended_ns": 10 * s}, marks, found)
     parts = {p.part: round(p.seconds, 6) for p in acc.parts}
     assert sum(parts.values()) == pytest.approx(10.0)
@@ -299,11 +299,14 @@ def test_a_host_sample_row_with_another_number_of_cores_is_left_out():
 
 def test_the_device_clock_sets_the_mean_too():
     rows = steps([2] * 10)
-    from scaldiag.analyze import runsteps
+    from scaldiag.analyze import recorded_steps
     from scaldiag.analyze.run import _step_stats
 
-    found = runsteps.periods(
-        rows, {"warmup_steps": 0}, (), runsteps.device_times([{"step": 0, "device_ms": [9.0] * 10}])
+    found = recorded_steps.periods(
+        rows,
+        {"warmup_steps": 0},
+        (),
+        recorded_steps.device_times([{"step": 0, "device_ms": [9.0] * 10}]),
     )
     s = _step_stats(found, {"global_batch": 9})
     assert s.clock == "device" and s.step_time_ms.mean == pytest.approx(9.0)
@@ -329,7 +332,7 @@ def test_whole_epochs_are_timed_as_keras_prints_them():
     validation after its last: Keras's verbose=2 ms/step is (5 + 20 + 20) / 10 = 4.5 ms, the steady
     step 2 ms.
     """
-    from scaldiag.analyze import runsteps
+    from scaldiag.analyze import recorded_steps
     from scaldiag.analyze.epochs import epoch_stats
 
     rows, marks, t = [], [], 0
@@ -344,7 +347,7 @@ def test_whole_epochs_are_timed_as_keras_prints_them():
         marks += [{"mark": "test_begin", "t_ns": t}, {"mark": "test_end", "t_ns": t + 20 * MS}]
         t += 20 * MS
         marks.append({"mark": "epoch_end", "t_ns": t, "epoch": epoch})
-    found = runsteps.periods(rows, {"warmup_steps": 0}, marks)
+    found = recorded_steps.periods(rows, {"warmup_steps": 0}, marks)
     e = epoch_stats(found, marks)
     assert e.compared == [2, 3] and e.ms_per_step == pytest.approx(4.5)
     assert e.ms_per_step_after_first == pytest.approx((18 + 20) / 9)  # from the first step's end

@@ -6,7 +6,7 @@ from conftest import tf_cpu_trace
 from rawproto import events, union_length_in
 
 from scaldiag.analyze.profile import analyze_trace
-from scaldiag.analyze.steps import find_steps
+from scaldiag.analyze.trace_steps import find_steps
 from scaldiag.readers.xplane.read import read_trace
 from scaldiag.rules.report import build_report
 

@@ -8,7 +8,7 @@ from loops import profile
 
 pytest.importorskip("torch")
 
-from scaldiag.analyze import runsteps  # noqa: E402
+from scaldiag.analyze import recorded_steps  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
 
 SCRIPT = textwrap.dedent("""
@@ -42,6 +42,6 @@ def test_the_workers_start_is_the_epochs_edge(tmp_path):
     begins = [m["t_ns"] for m in record.marks if m["mark"] == "epoch_begin"]
     assert len(ready) == len(begins) == 4
     waits = list(zip(begins, [m["t_ns"] for m in ready]))
-    for period in runsteps.periods(record.steps, record.training, record.marks):
+    for period in recorded_steps.periods(record.steps, record.training, record.marks):
         for begin, arrived in waits:
             assert period.end_ns <= begin or period.begin_ns >= arrived, (period, begin, arrived)

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from scaldiag.analyze import runsteps  # noqa: E402
+from scaldiag.analyze import recorded_steps  # noqa: E402
 from scaldiag.pipeline import analyze_run_dir  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
 
@@ -87,8 +87,8 @@ def test_evaluation_between_steps_is_validation_not_a_step(tmp_path):
     ]
     steady = [
         p
-        for p in runsteps.periods(record.steps, record.training, record.marks)
-        if p.kind == runsteps.STEADY
+        for p in recorded_steps.periods(record.steps, record.training, record.marks)
+        if p.kind == recorded_steps.STEADY
     ]
     assert steady and len(evaluations) >= 3
     assert not [

@@ -6,7 +6,7 @@ from conftest import FIXTURES
 
 from scaldiag.analyze import tracer_cost
 from scaldiag.analyze.profile import analyze_trace
-from scaldiag.analyze.steps import find_steps
+from scaldiag.analyze.trace_steps import find_steps
 from scaldiag.readers import read_trace
 from scaldiag.rules.report import build_report
 

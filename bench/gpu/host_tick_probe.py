@@ -38,8 +38,8 @@ from scaldiag.collect.host import (
     ProcTree,
     PsutilTree,
 )  # noqa: E402
+from scaldiag.collect.periodic import PeriodicSampler  # noqa: E402
 from scaldiag.collect.samplers import FLUSH_EVERY_ROWS, FLUSH_MAX_DELAY_S  # noqa: E402
-from scaldiag.collect.sampling import PeriodicSampler  # noqa: E402
 from scaldiag.record.rundir import JsonlWriter  # noqa: E402
 
 

@@ -98,7 +98,8 @@ def ijson_(path: Path) -> int:
 
 def scaldiag_scanner(path: Path) -> int:
     sys.path.insert(0, str(ROOT))
-    from scaldiag.readers import _kineto_scan, kineto_stream
+    from scaldiag.readers import _kineto_scan
+    from scaldiag.readers.kineto import stream as kineto_stream
 
     scanner = _kineto_scan.Scanner()
     kineto_stream.scan(path, scanner)

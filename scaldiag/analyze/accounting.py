@@ -3,14 +3,14 @@
 The parts are painted in priority order: a part's intervals count only where
 no earlier part already claimed the time, so they are disjoint and, with
 ``other`` taking the rest, sum to the wall time exactly. The step parts come
-from the classified step periods (``runsteps``), the others from the marks
+from the classified step periods (``recorded_steps``), the others from the marks
 the bootstrap and the callback write (``marks.jsonl``) and the launcher's
 start and end. *Goodput* is steady training time over the user's wall
 time: the run's wall time less scaldiag's own measurements after training
 (the input-ceiling and input-free measurements, shown as scaldiag's).
 
 The wait for the device at an epoch's end is inside the epoch's last step
-(``runsteps``): it is the device finishing training work, so it is training.
+(``recorded_steps``): it is the device finishing training work, so it is training.
 The epoch's edges (its iterator starting before its first step, callbacks
 after its last) are not: they are the epoch boundaries part.
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scaldiag.analyze import intervals as iv
-from scaldiag.analyze import runsteps
+from scaldiag.analyze import recorded_steps
 
 STEADY = "steady training steps"
 # Parts that are scaldiag's own work, not the user's: outside goodput's wall.
@@ -102,7 +102,7 @@ class Accounting:
         return steady / self.user_wall_s if self.user_wall_s > 0 else None
 
 
-def account(run: dict, marks: list[dict], found: list[runsteps.Period]) -> Accounting | None:
+def account(run: dict, marks: list[dict], found: list[recorded_steps.Period]) -> Accounting | None:
     """The run's wall time split into PARTS, or None when the run has no start time."""
     start = run.get("started_ns")
     if not isinstance(start, int):
@@ -127,19 +127,19 @@ def account(run: dict, marks: list[dict], found: list[runsteps.Period]) -> Accou
     return Accounting(wall_s=(end - start) / 1e9, parts=parts)
 
 
-def _spans(name: str, start: int, end: int, marks: list[dict], found: list[runsteps.Period]):
+def _spans(name: str, start: int, end: int, marks: list[dict], found: list[recorded_steps.Period]):
     kinds = {
-        "profiler window": (runsteps.TRACED,),
-        "compilation and warm-up": (runsteps.WARMUP, runsteps.COMPILE),
-        STEADY: (runsteps.STEADY,),
+        "profiler window": (recorded_steps.TRACED,),
+        "compilation and warm-up": (recorded_steps.WARMUP, recorded_steps.COMPILE),
+        STEADY: (recorded_steps.STEADY,),
     }
     if name in kinds:
         chosen = [p for p in found if p.kind in kinds[name]]
         pairs = [(p.begin_ns, p.end_ns) for p in chosen]
         if name == "profiler window":
-            pairs += runsteps.mark_pairs(
+            pairs += recorded_steps.mark_pairs(
                 marks, "trace_start", "trace_started"
-            ) + runsteps.mark_pairs(marks, "trace_stop", "trace_stopped")
+            ) + recorded_steps.mark_pairs(marks, "trace_stop", "trace_stopped")
         return _arrays(pairs)
     if name in _TEST_KINDS:
         kind = _TEST_KINDS[name]
@@ -149,12 +149,12 @@ def _spans(name: str, start: int, end: int, marks: list[dict], found: list[runst
             if m.get("mark") in ("test_begin", "test_end")
             and (kind is None or m.get("kind") == kind)
         ]
-        return _arrays(runsteps.mark_pairs(tests, "test_begin", "test_end"))
+        return _arrays(recorded_steps.mark_pairs(tests, "test_begin", "test_end"))
     if name == "input-ceiling measurement":
-        return _arrays(runsteps.mark_pairs(marks, "ceiling_begin", "ceiling_end"))
+        return _arrays(recorded_steps.mark_pairs(marks, "ceiling_begin", "ceiling_end"))
     if name == "input-free measurement":
-        return _arrays(runsteps.mark_pairs(marks, "input_free_begin", "input_free_end"))
-    fits = runsteps.mark_pairs(marks, "fit_begin", "fit_end", open_end=end)
+        return _arrays(recorded_steps.mark_pairs(marks, "input_free_begin", "input_free_end"))
+    fits = recorded_steps.mark_pairs(marks, "fit_begin", "fit_end", open_end=end)
     if name == "fit start-up":
         return _arrays(
             [

@@ -14,7 +14,7 @@ import numpy as np
 
 from scaldiag.analyze import intervals as iv
 from scaldiag.analyze.categories import CATEGORIES, DEVICE_CATEGORIES
-from scaldiag.analyze.steps import Steps
+from scaldiag.analyze.trace_steps import Steps
 
 
 @dataclass(frozen=True)

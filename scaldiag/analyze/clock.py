@@ -1,6 +1,6 @@
 """The user's own clock first: one step's time at each scope a training loop is timed at.
 
-- *steady step*: a training step alone (runsteps: evaluation, epoch edges and
+- *steady step*: a training step alone (recorded_steps: evaluation, epoch edges and
   compiles cut out, by the framework's evidence);
 - *loop iteration*: from one steady step's end to the next one's, in the same
   epoch: the step plus what the loop does between steps (evaluation inside
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scaldiag.analyze import intervals as iv
-from scaldiag.analyze import runsteps
+from scaldiag.analyze import recorded_steps
 from scaldiag.analyze.epochs import EpochStats
 from scaldiag.analyze.stats import ci95_half_width
 
@@ -90,7 +90,7 @@ class Clock:
 
 
 def clock(
-    found: list[runsteps.Period],
+    found: list[recorded_steps.Period],
     marks: list[dict],
     training: dict,
     epochs: EpochStats | None,
@@ -104,11 +104,11 @@ def clock(
             STEADY_STEP,
             steady_ms,
             steady_ci95,
-            sum(p.batches for p in found if p.kind == runsteps.STEADY),
+            sum(p.batches for p in found if p.kind == recorded_steps.STEADY),
             "steady steps: evaluation, epoch edges, compiles left out",
         )
     }
-    evaluation = runsteps.mark_pairs(marks, "test_begin", "test_end")
+    evaluation = recorded_steps.mark_pairs(marks, "test_begin", "test_end")
     family = _family(training)
     iteration = _loop_iteration(found, evaluation, reads_last_epoch=family == "lightning")
     if iteration is not None:
@@ -164,7 +164,7 @@ def _family(training: dict) -> str:
     return (training.get("framework") or {}).get("name") or ""
 
 
-def _training_span(found: list[runsteps.Period], marks: list[dict]) -> tuple[int, int]:
+def _training_span(found: list[recorded_steps.Period], marks: list[dict]) -> tuple[int, int]:
     """What a stopwatch around the training call reads (transformers' train_runtime: from just
     before
     on_train_begin to the end of the last epoch): from the loop's start (its ``fit_begin`` at or
@@ -179,14 +179,16 @@ def _training_span(found: list[runsteps.Period], marks: list[dict]) -> tuple[int
 
 
 def _loop_iteration(
-    found: list[runsteps.Period], evaluation: list[tuple[int, int]], reads_last_epoch: bool = False
+    found: list[recorded_steps.Period],
+    evaluation: list[tuple[int, int]],
+    reads_last_epoch: bool = False,
 ) -> tuple[Scope, float] | None:
     """Each steady step's end to the previous step's end, where both are in one epoch; with the
     evaluation inside those iterations, in ms per step."""
     pairs = [
         (before, p)
         for before, p in zip(found, found[1:])
-        if p.kind == runsteps.STEADY and before.epoch == p.epoch
+        if p.kind == recorded_steps.STEADY and before.epoch == p.epoch
     ]
     if not pairs:
         return None
@@ -212,13 +214,13 @@ def _loop_iteration(
     return scope, eval_ns / batches / 1e6
 
 
-def _host_dispatch(found: list[runsteps.Period], marks: list[dict]) -> Scope | None:
+def _host_dispatch(found: list[recorded_steps.Period], marks: list[dict]) -> Scope | None:
     """The steady steps less the waits for the device's backlog the adapter made at each sync
     (``device_wait`` marks, JAX): what a timer around the loop reads when it stops before a sync."""
     waits = [
         (m["t_ns"], m.get("end_ns", m["t_ns"])) for m in marks if m.get("mark") == "device_wait"
     ]
-    steady = [p for p in found if p.kind == runsteps.STEADY]
+    steady = [p for p in found if p.kind == recorded_steps.STEADY]
     if not waits or not steady:
         return None
     total_ns = sum(p.duration_ns for p in steady)

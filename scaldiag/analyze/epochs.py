@@ -1,7 +1,7 @@
 """Whole epochs, as Keras's progress bar times them: from an epoch's begin to its end.
 
 The steady step time leaves out what is not a training step (an epoch's
-iterator starting, validation, epoch-end callbacks: analyze/runsteps.py). The
+iterator starting, validation, epoch-end callbacks: analyze/recorded_steps.py). The
 clock users read in Keras's output counts them: its ``ms/step`` is the time
 from the epoch's ``on_epoch_begin`` to its ``on_epoch_end`` (after
 validation) over the epoch's steps, with ``verbose=2``; here an epoch runs
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scaldiag.analyze.runsteps import Period, mark_pairs
+from scaldiag.analyze.recorded_steps import Period, mark_pairs
 from scaldiag.analyze.stats import ci95_half_width
 
 # Keras's own figure is read from the third epoch on (the first compiles, the second may recompile).

@@ -8,7 +8,7 @@ Per rank, the trace gives its steps, its collectives and its input:
   (``gloo:all_reduce``... on host threads, ``nccl`` kernels on devices),
   handed over by c10d's ``c10d::allreduce_``; input the DataLoader's fetches.
 - TensorFlow (XPlane, e.g. ``MultiWorkerMirroredStrategy``): steps as the
-  trace analysis finds them (``analyze/steps.py``: scaldiag's own ``train``
+  trace analysis finds them (``analyze/trace_steps.py``: scaldiag's own ``train``
   markers with their ``step_num``, else the train function's calls numbered
   in order); collectives TF's collective ops (``scope/name:CollectiveReduceV2``
   on the collective executor's ``collective_ops`` threads), handed over by
@@ -52,7 +52,7 @@ import numpy as np
 from scaldiag.analyze import categories, intervals
 from scaldiag.analyze.clock_skew import densest
 from scaldiag.analyze.stats import Summary
-from scaldiag.analyze.steps import find_steps
+from scaldiag.analyze.trace_steps import find_steps
 from scaldiag.trace import Line, Plane, Trace
 
 STEP = re.compile(r"^ProfilerStep(#\d+)?$")

@@ -18,7 +18,7 @@ from scaldiag.analyze.categories import CATEGORIES, DEVICE_CATEGORIES
 from scaldiag.analyze.device import DeviceEvents, device_events
 from scaldiag.analyze.hoststate import HostTimeline, host_states, host_states_during
 from scaldiag.analyze.stats import Summary, ci95_half_width
-from scaldiag.analyze.steps import Steps, device_steps, find_steps, with_device_tail
+from scaldiag.analyze.trace_steps import Steps, device_steps, find_steps, with_device_tail
 from scaldiag.analyze.transfers import copies_per_step, per_step
 from scaldiag.trace import Trace
 
@@ -159,7 +159,8 @@ def reduce_rank(trace: Trace, steps: Steps | None = None, shift_ns: int = 0) -> 
         else None
     )
     steps = find_steps(trace, all_device) if steps is None else with_device_tail(steps, all_device)
-    # Each device's own steps where it has step markers of its own (analyze/steps.py, device_steps).
+    # Each device's own steps where it has step markers of its own (analyze/trace_steps.py,
+    # device_steps).
     unit_steps = [
         device_steps(plane, events.start_ns, events.end_ns, steps) or steps
         for plane, (_, events) in zip(trace.device_planes, devices)
@@ -303,7 +304,7 @@ def detect_framework(trace: Trace) -> str:
     for plane in trace.planes:
         if "jax_version" in plane.stats:
             return "jax"
-        if "kineto_schema_version" in plane.stats:  # set by readers/kineto.py
+        if "kineto_schema_version" in plane.stats:  # set by readers/kineto/__init__.py
             return "pytorch"
     for plane in trace.host_planes:
         if any(line.name.startswith(("tf_Compute", "tf_data_", "tf_numa")) for line in plane.lines):

@@ -22,7 +22,7 @@ import numpy as np
 from scaldiag.analyze import clock_skew
 from scaldiag.analyze.clock_skew import Offset
 from scaldiag.analyze.device import device_events
-from scaldiag.analyze.steps import SPAN_PLANE, Steps, find_steps, step_evidence
+from scaldiag.analyze.trace_steps import SPAN_PLANE, Steps, find_steps, step_evidence
 from scaldiag.errors import TraceError
 from scaldiag.trace import Trace
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from scaldiag.analyze import inflation, runsteps
+from scaldiag.analyze import inflation, recorded_steps
 from scaldiag.analyze.accounting import Accounting, account
 from scaldiag.analyze.clock import Clock, clock
 from scaldiag.analyze.epochs import EpochStats, epoch_stats
@@ -59,7 +59,8 @@ class StepStats:
         default_factory=list
     )  # steady steps far off the rest: reported, never dropped
     inflation_note: str | None = None  # why the inflation is not measurable, when it is not
-    compiling_steady: int = 0  # steady steps that compiled: compiles recur in most steps (runsteps)
+    # steady steps that compiled: compiles recur in most steps (recorded_steps)
+    compiling_steady: int = 0
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ def step_stats(steps: list[dict], training: dict, marks: list[dict] = ()) -> Ste
     """Steady-state step times: warm-up, compile/retrace (with the framework's evidence) and
     trace-window
     steps left out, each listed."""
-    return _step_stats(runsteps.periods(steps, training, marks), training)
+    return _step_stats(recorded_steps.periods(steps, training, marks), training)
 
 
 # A steady step this many times the steady median is listed as an outlier in the report. It stays in
@@ -154,13 +155,13 @@ def step_stats(steps: list[dict], training: dict, marks: list[dict] = ()) -> Ste
 OUTLIER_FACTOR = 3.0
 
 
-def _step_stats(found: list[runsteps.Period], training: dict) -> StepStats | None:
-    steady = [p for p in found if p.kind == runsteps.STEADY]
+def _step_stats(found: list[recorded_steps.Period], training: dict) -> StepStats | None:
+    steady = [p for p in found if p.kind == recorded_steps.STEADY]
     if not steady:
         return None
     excluded: dict[str, list[int]] = {}
     for p in found:
-        if p.kind != runsteps.STEADY:
+        if p.kind != recorded_steps.STEADY:
             excluded.setdefault(p.kind, []).extend(range(p.first_batch, p.first_batch + p.batches))
     per_batch_ms = np.array([p.ns_per_batch for p in steady]) / 1e6
     # The mean is total time over total batches: a stopwatch around the steady steps.
@@ -208,7 +209,7 @@ def _step_stats(found: list[runsteps.Period], training: dict) -> StepStats | Non
 MIN_EPOCHS_FOR_SPREAD = 3
 
 
-def _between_epochs_ci95(steady: list[runsteps.Period]) -> float:
+def _between_epochs_ci95(steady: list[recorded_steps.Period]) -> float:
     """The 95% half-width of the mean step from the epochs' own means, where there are enough
     epochs.
 
@@ -226,7 +227,7 @@ def _between_epochs_ci95(steady: list[runsteps.Period]) -> float:
     return ci95_half_width(means)
 
 
-def _traced_ms(found: list[runsteps.Period]) -> float | None:
+def _traced_ms(found: list[recorded_steps.Period]) -> float | None:
     """Mean step time inside the profiler window (steps that end an epoch hold a catch-up: left
     out)."""
     traced = [p.ns_per_batch for p in found if p.traced and not p.ends_epoch]
@@ -431,9 +432,12 @@ def analyze_record(
     )
 
 
-def _periods(record: RunRecord) -> list[runsteps.Period]:
-    return runsteps.periods(
-        record.steps, record.training, record.marks, runsteps.device_times(record.device_steps)
+def _periods(record: RunRecord) -> list[recorded_steps.Period]:
+    return recorded_steps.periods(
+        record.steps,
+        record.training,
+        record.marks,
+        recorded_steps.device_times(record.device_steps),
     )
 
 

@@ -22,7 +22,7 @@ from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.device import device_events
 from scaldiag.analyze.hoststate import host_states
 from scaldiag.analyze.run import counter_rate
-from scaldiag.analyze.steps import Steps, find_steps
+from scaldiag.analyze.trace_steps import Steps, find_steps
 from scaldiag.trace import Trace
 
 # Samples this far outside the trace window still go with it: NVML and psutil

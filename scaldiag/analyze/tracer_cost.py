@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scaldiag.analyze.steps import Steps
+from scaldiag.analyze.trace_steps import Steps
 from scaldiag.trace import Trace
 
 US_PER_HOST_EVENT = {"jax": 1.79, "pytorch": 1.60}

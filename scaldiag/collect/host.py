@@ -14,7 +14,7 @@ import time
 
 import psutil
 
-from scaldiag.collect.sampling import PeriodicSampler
+from scaldiag.collect.periodic import PeriodicSampler
 from scaldiag.record.rundir import JsonlWriter
 
 PERIOD_S = 0.1  # 10 Hz: CPU percentages need a window to mean anything

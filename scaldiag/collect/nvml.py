@@ -44,7 +44,7 @@ import functools
 import math
 import time
 
-from scaldiag.collect.sampling import PeriodicSampler
+from scaldiag.collect.periodic import PeriodicSampler
 from scaldiag.record.rundir import JsonlWriter
 
 # 20 Hz wake-ups for all GPUs, the PCIe counters' fastest rate (a no-op tick: 0.15% of a core)

@@ -144,7 +144,7 @@ def other_formats(root: Path, read: TraceFormat) -> list[str]:
     return notes
 
 
-# Kineto writes these per rank file into the host plane's stats (readers/kineto.py).
+# Kineto writes these per rank file into the host plane's stats (readers/kineto/__init__.py).
 _RANK, _WORLD, _BACKEND = "distributed_rank", "distributed_world_size", "distributed_backend"
 
 

@@ -1,9 +1,9 @@
 /* A streaming scanner of Kineto (Chrome trace) JSON: the events the analysis reads
    go straight into columns, nothing else is kept.
 
-   kineto_json.py (json.loads of the whole document, then one dict per event) is
+   kineto/reference.py (json.loads of the whole document, then one dict per event) is
    the reference: this scanner either gives its result exactly or gives up
-   (ScanError), and the caller then reads the file with kineto_json.py, which says
+   (ScanError), and the caller then reads the file with kineto/reference.py, which says
    what is wrong with it in its own words. It gives up on anything outside the
    strict JSON of RFC 8259 (Python's json also takes NaN and Infinity), on invalid
    UTF-8, on nesting deeper than MAX_DEPTH, on integers of MAX_INT_DIGITS digits
@@ -24,7 +24,7 @@
    of the raw string bytes), pid, tid, device, stream, bytes and flags saying which
    were present and which of pid/tid are string ids. Any other event that may
    matter (ph B, E, M, any odd field, a key written with escapes) is "slow": its
-   bytes are kept as they are, with its seq, and kineto_fast.py reads it with
+   bytes are kept as they are, with its seq, and kineto/fast.py reads it with
    json.loads. Events of other phases (flows, instants, counters) are checked and
    dropped. The top-level values other than traceEvents that the reader uses are
    kept as bytes (meta). No numpy headers: the columns go out as bytes, without a copy. */
@@ -484,7 +484,7 @@ typedef struct {
 static int read_string_field(const char **pp, const char *end, const char **s, size_t *n, int *slow) {
     if (**pp != '"') { *slow = 1; return skip_value(pp, end); }
     int esc;
-    return scan_string(pp, end, s, n, &esc);  /* escapes stay raw: kineto_fast.py decodes each distinct string once */
+    return scan_string(pp, end, s, n, &esc);  /* escapes stay raw: kineto/fast.py decodes each distinct string once */
 }
 
 /* ts or dur: a number read by read_us; anything else (text, null, a container) makes the event slow. */

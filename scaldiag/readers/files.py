@@ -22,7 +22,7 @@ from scaldiag.errors import TraceError
 # Real Kineto traces compress 13-15x (the fixtures: 20 KB to 172 KB gzipped); 100x leaves room for
 # more repetitive ones and refuses a bomb (deflate reaches ~1,000x) after 1% of its expansion.
 GZIP_MAX_RATIO = 100
-# The Kineto reader streams the text into columns (readers/kineto_stream.py: 1 GB of one rank in 659
+# The Kineto reader streams the text into columns (readers/kineto/stream.py: 1 GB of one rank in 659
 # MiB, bench/results/kineto.md), but its fallback, the reference reader, parses JSON whole, and a
 # bomb's expansion costs time: 1 GiB of output at most. A larger trace is read gunzipped (plain
 # files have no cap: their size is what the user gave).

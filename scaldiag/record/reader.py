@@ -51,7 +51,7 @@ def read_record(run_dir: Path) -> RunRecord:
     )
     device_steps = load_jsonl(run_dir / DEVICE_STEPS)[
         0
-    ]  # checked value by value (analyze/runsteps.device_times)
+    ]  # checked value by value (analyze/recorded_steps.device_times)
     notes += _abandoned(run)
     if notes:
         run = {

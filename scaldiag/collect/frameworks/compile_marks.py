@@ -1,7 +1,7 @@
 """Compile evidence for Keras fits: when the framework traced or compiled, as ``compile`` marks.
 
 The analysis leaves a step out of the steady clock as "compile or retrace"
-only where the framework says it compiled inside it (analyze/runsteps.py),
+only where the framework says it compiled inside it (analyze/recorded_steps.py),
 never because it was slow. The sources cost nothing on a step that compiles
 nothing:
 

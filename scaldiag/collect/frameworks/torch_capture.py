@@ -254,7 +254,7 @@ class TorchCapture:
         """A new pass's first batch from worker processes: until it arrived the workers were
         starting
         (or, persistent, restarting the pass's prefetch). That wait is the epoch's edge, as the
-        iterator starting is: ``input_ready`` (runsteps), the step begins there."""
+        iterator starting is: ``input_ready`` (recorded_steps), the step begins there."""
         if (
             workers > 0
             and loader is self.loader

@@ -8,7 +8,7 @@ script puts the model it trains in evaluation mode (``model.eval()``, i.e.
 switches of a module that holds the followed optimizer's parameters are
 written as the same marks Keras's validation writes, ``test_begin`` and
 ``test_end``: the accounting counts the time as validation, and the step
-that holds it begins at ``test_end`` (analyze/runsteps.py).
+that holds it begins at ``test_end`` (analyze/recorded_steps.py).
 
 Cost: ``Module.train`` is wrapped once; a call that does not change the
 root module's mode (scripts that call ``model.train()`` every step) costs a

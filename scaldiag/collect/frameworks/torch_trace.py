@@ -6,7 +6,7 @@ itself writes under a schedule, so the trace reads like any other
 ``torch.profiler`` trace. On stop the trace is exported to
 ``RUN_DIR/trace/plugins/profile/torch/rank<R>.pt.trace.json`` (the run's
 root directory for every rank of a ``torchrun`` job), the layout
-``readers/kineto.py`` finds. Importing this module registers the window
+``readers/kineto/__init__.py`` finds. Importing this module registers the window
 under the backend name ``pytorch``.
 """
 

@@ -13,8 +13,8 @@ from rich.console import Console
 from scaldiag.analyze.accounting import OWN, STEADY, part_name
 from scaldiag.analyze.clock import HOST_DISPATCH, LOOP_ITERATION, STEADY_STEP, WHOLE_EPOCH, WORDS
 from scaldiag.analyze.input_cost import describe
+from scaldiag.analyze.recorded_steps import COMPILE
 from scaldiag.analyze.run import RunAnalysis
-from scaldiag.analyze.runsteps import COMPILE
 from scaldiag.render import ranges
 from scaldiag.render.terminal import trace
 from scaldiag.render.terminal.common import (

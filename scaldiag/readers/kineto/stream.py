@@ -1,4 +1,4 @@
-"""A Kineto file's bytes, a piece at a time, through the scanner (_kineto_scan.c).
+"""A Kineto file's bytes, a piece at a time, through the scanner (readers/_kineto_scan.c).
 
 Plain files are read PIECE_BYTES at a time; gzip files are decompressed as a
 stream under the caps of readers/files.py (GZIP_MAX_RATIO times the compressed
@@ -7,7 +7,7 @@ them. Memory is one piece and the scanner's columns, never the document.
 
 Where the bytes are not what the fast path reads (damaged gzip, bytes after the
 last member, odd JSON) ``GiveUp`` is raised and the caller reads the file with
-the reference reader (kineto_json.py), which says what is wrong in its words.
+the reference reader (reference.py), which says what is wrong in its words.
 """
 
 from __future__ import annotations

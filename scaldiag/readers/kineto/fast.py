@@ -1,7 +1,7 @@
 """One Kineto file read as a stream into columns (the fast path; docs/pytorch.md, "Reading traces").
 
-The scanner (_kineto_scan.c) keeps, per complete event, only what the model
-of kineto.py needs: seq, ts, dur, name and cat ids, pid, tid, args.device,
+The scanner (readers/_kineto_scan.c) keeps, per complete event, only what the model
+of kineto/__init__.py needs: seq, ts, dur, name and cat ids, pid, tid, args.device,
 args.stream, args.bytes; each distinct string once. The few events it calls
 slow (ph B, E, M, odd fields) go through the reference reader's own code
 (kineto_json._Builder) with their seq; both kinds are then put in file order
@@ -20,8 +20,8 @@ import numpy as np
 
 from scaldiag import native
 from scaldiag.errors import TraceError
-from scaldiag.readers import kineto_json as ref
-from scaldiag.readers.kineto_stream import GiveUp, scan
+from scaldiag.readers.kineto import reference as ref
+from scaldiag.readers.kineto.stream import GiveUp, scan
 from scaldiag.trace import Line, Plane, StepMarks
 
 try:
@@ -512,7 +512,7 @@ def _lines(
     rows: dict, table: list[str], keys: list, line_name, stats_of
 ) -> tuple[list[str], list[Line]]:
     """A plane's event names (in order of first use) and lines (by key), rows in seq order: as
-    kineto_json builds them."""
+    the reference reader builds them."""
     used = _first_use(rows["name"])
     local = np.zeros(int(used.max()) + 1 if len(used) else 1, np.int32)
     local[used] = np.arange(len(used), dtype=np.int32)
@@ -548,11 +548,9 @@ def _line(name: str, start: np.ndarray, end: np.ndarray, name_id: np.ndarray, st
 
 
 def _by_start_longest_first(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """np.lexsort((-end, start)), kineto_json's order (by start, parents before children), in a
-    third of its
-    time where it can: a stable sort by start, kept if every run of equal starts is longest first
-    already.
-    """
+    """np.lexsort((-end, start)), the reference reader's order (by start, parents before children),
+    in a third of its time where it can: a stable sort by start, kept if every run of equal starts
+    is longest first already."""
     order = np.argsort(start, kind="stable")
     ties = np.diff(start[order]) == 0
     if (ties & (np.diff(end[order]) > 0)).any() or (

@@ -1,10 +1,10 @@
 """The reference reader of one Kineto file: ``json.loads`` of the whole document, then one dict per
 event.
 
-kineto_fast.py reads files this way only where its scanner gives up (odd JSON,
-invalid text: see _kineto_scan.c), so the words of every refusal are these;
+fast.py reads files this way only where its scanner gives up (odd JSON,
+invalid text: see readers/_kineto_scan.c), so the words of every refusal are these;
 the tests compare the two readers on every fixture and on mutated traces. The
-model it fills is described in kineto.py.
+model it fills is described in kineto/__init__.py.
 """
 
 from __future__ import annotations

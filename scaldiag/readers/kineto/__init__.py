@@ -39,7 +39,7 @@ from pathlib import Path
 from scaldiag.errors import TraceError
 
 # The tests reach these here.
-from scaldiag.readers.kineto_json import MAX_DEVICES_PER_FILE, _int, _ns  # noqa: F401
+from scaldiag.readers.kineto.reference import MAX_DEVICES_PER_FILE, _int, _ns  # noqa: F401
 from scaldiag.readers.runs import find_files
 from scaldiag.trace import Plane, Trace
 
@@ -252,12 +252,12 @@ def _with_host(plane: Plane, host: str) -> Plane:
 
 
 def _read_file(file: Path):
-    """One rank's file: the streaming scanner (kineto_fast.py), or the reference reader where it
+    """One rank's file: the streaming scanner (fast.py), or the reference reader where it
     gives up."""
-    from scaldiag.readers import kineto_fast, kineto_json
+    from scaldiag.readers.kineto import fast, reference
 
-    found = kineto_fast.read_file(file)
-    return found if found is not None else kineto_json.read_file(file)
+    found = fast.read_file(file)
+    return found if found is not None else reference.read_file(file)
 
 
 def read_document(file: Path) -> dict:
