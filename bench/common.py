@@ -8,6 +8,7 @@ machine mean little without its load.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
 import os
@@ -263,3 +264,19 @@ def revision_tree(tmp: Path, rev: str, name: str) -> Path:
         stderr=subprocess.DEVNULL,
     )
     return tree
+
+
+@contextlib.contextmanager
+def busy_cores(n: int):
+    """``n`` processes spinning on a core each while the block runs: the load a user's machine has
+    beside training (issue 37 measures under one busy core). The benchmark starts it itself, so the
+    load is known, not the weather of a shared machine."""
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(max(0, n))
+    ]
+    try:
+        yield
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()

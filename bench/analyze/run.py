@@ -41,7 +41,7 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
-from bench.common import record, show
+from bench.common import busy_cores, record, show
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -163,6 +163,13 @@ def _main(argv: list[str]) -> int | None:
     )
     parser.add_argument("--keep", action="store_true", help="keep the traces in --traces")
     parser.add_argument(
+        "--busy-cores",
+        type=int,
+        default=1,
+        help="processes spinning on a core each while the tools run (default 1: the load beside"
+        " training that issue 37 measures under; 0 for a quiet machine)",
+    )
+    parser.add_argument(
         "--out", help="also write the table here (it always goes to bench/results/analyze.md)"
     )
     args = parser.parse_args(argv)
@@ -178,14 +185,8 @@ def _main(argv: list[str]) -> int | None:
     )  # the tools run with another working directory
     pythons = {"scaldiag": sys.executable, "xprof": args.xprof_python, "bare parse": sys.executable}
     results: dict[int, dict[str, list[dict]]] = {c: {t: [] for t in TOOLS} for c in copies}
-    for r in range(args.rounds):
-        for c in copies:
-            names = list(TOOLS)
-            names = names[r % len(names) :] + names[: r % len(names)]  # rotate who goes first
-            for name in names:
-                row = run(pythons[name], TOOLS[name], str(traces[c]))
-                results[c][name].append(row)
-                print(json.dumps({"copies": c, "tool": name, "round": r, **row}), flush=True)
+    with busy_cores(args.busy_cores):
+        _rounds(args, copies, traces, pythons, results)
     zeros = folder / "zeros_100mb.xplane.pb"
     with open(zeros, "wb") as f:
         f.truncate(100 * 10**6)
@@ -197,6 +198,17 @@ def _main(argv: list[str]) -> int | None:
             path.unlink(missing_ok=True)
     tmp.cleanup()
     write(args, copies, sizes, results, rejected)
+
+
+def _rounds(args, copies, traces, pythons, results) -> None:
+    for r in range(args.rounds):
+        for c in copies:
+            names = list(TOOLS)
+            names = names[r % len(names) :] + names[: r % len(names)]  # rotate who goes first
+            for name in names:
+                row = run(pythons[name], TOOLS[name], str(traces[c]))
+                results[c][name].append(row)
+                print(json.dumps({"copies": c, "tool": name, "round": r, **row}), flush=True)
 
 
 def _versions(xprof_python: str) -> str:
@@ -259,7 +271,9 @@ def write(args, copies, sizes, results, rejected) -> None:
         "",
         f"Machine: {_machine()}; shared with other work, so only ratios within a round mean much.",
         f"Versions: {_versions(args.xprof_python)}.",
-        f"({args.rounds} rounds, tools rotating, fresh processes; wall time from process start).",
+        f"({args.rounds} rounds, tools rotating, fresh processes; wall time from process start;"
+        f" {args.busy_cores} other process(es) spinning on a core each for the whole run, started"
+        " by the benchmark: --busy-cores).",
         (
             "Traces: the H200 fixture (fixtures/gpu/h200x2_jax_dataparallel.xplane.pb) tiled in"
             " time by bench/analyze/make_large_trace.py."
@@ -302,8 +316,8 @@ def write(args, copies, sizes, results, rejected) -> None:
         "",
         (
             f"Load average (1 min) on the {os.cpu_count()} cores when each run started: median"
-            f" {statistics.median(loads):.1f}, {min(loads):.1f}-{max(loads):.1f} (other agents'"
-            " work; 1.0 = one core busy)."
+            f" {statistics.median(loads):.1f}, {min(loads):.1f}-{max(loads):.1f} (the busy cores"
+            " and any other work; 1.0 = one core busy)."
         ),
     ]
     lines += [
