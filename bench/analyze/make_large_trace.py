@@ -15,7 +15,7 @@ from pathlib import Path
 from scaldiag.readers.xplane.schema import XSpace
 
 SOURCE = (
-    Path(__file__).resolve().parent.parent
+    Path(__file__).resolve().parents[2]
     / "fixtures"
     / "gpu"
     / "h200x2_jax_dataparallel.xplane.pb"
