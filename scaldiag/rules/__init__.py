@@ -29,7 +29,7 @@ from scaldiag.rules import (
     sd210_straggler_node,
     sd211_cpu_oversubscribed,
 )
-from scaldiag.rules.base import Evidence, Finding, Rule, Speedup
+from scaldiag.rules.base import BORDERLINE, Evidence, Finding, Rule, Speedup, graded
 
 RULES: list[Rule[ProfileAnalysis]] = [
     m.RULE
@@ -79,7 +79,8 @@ __all__ = [
 
 
 def check_all(rules, subject) -> list[Finding]:
-    return [f for rule in rules if (f := rule.check(subject)) is not None]
+    """Every rule's finding, its severity set by the gain its range allows (``base.graded``)."""
+    return [graded(f) for rule in rules if (f := rule.check(subject)) is not None]
 
 
 def run_rules(analysis: ProfileAnalysis) -> list[Finding]:
@@ -88,7 +89,8 @@ def run_rules(analysis: ProfileAnalysis) -> list[Finding]:
 
 
 def rank(findings: list[Finding]) -> list[Finding]:
-    """Causes by predicted speedup, then the utilisation symptom, never ordered on noise.
+    """Causes by predicted speedup, then the utilisation symptom, then the borderline findings
+    (their ranges straddle their thresholds), never ordered on noise.
 
     Two causes whose ceilings' ranges (from their shares' 95% intervals) overlap are not ordered by
     the measurement; between them the one whose share the trace itself shows larger comes first
@@ -97,18 +99,24 @@ def rank(findings: list[Finding]) -> list[Finding]:
     Found on the H200 (bench/results/gpu_h200/accuracy run 6, host_launch round 2): input measured
     at 50.2% +-5.0 ranked above host overhead's 44.0% +-4.7, where the trace showed host overhead.
     """
-    ordered = sorted(findings, key=lambda f: (f.category == "idle", -_value(f)))
+    ordered = sorted(findings, key=lambda f: (_borderline(f), f.category == "idle", -_value(f)))
     swapped = True
     while swapped:
         swapped = False
         for i in range(len(ordered) - 1):
             a, b = ordered[i], ordered[i + 1]
-            if "idle" in (a.category, b.category) or not _overlap(a, b):
+            if "idle" in (a.category, b.category) or _borderline(a) != _borderline(b):
+                continue
+            if not _overlap(a, b):
                 continue
             if _seen(b) > _seen(a):
                 ordered[i], ordered[i + 1] = b, a
                 swapped = True
     return ordered
+
+
+def _borderline(f: Finding) -> bool:
+    return f.severity == BORDERLINE
 
 
 def _value(f: Finding) -> float:

@@ -1,15 +1,16 @@
 """What a rule returns, and the arithmetic rules share.
 
-A finding is raised only when its evidence clears the threshold *beyond the
-noise*: the lower end of the 95% confidence interval of the per-step share
-must reach the threshold (with one window, spread is unknown, and the
-finding says so).
+A share rule decides from the share's 95% range, never from its point (``presence``): a finding
+when the range's low end reaches the threshold; a *borderline* finding, in fixed words, when the
+range straddles it; nothing when its high end is below. With one window the spread is unknown: the
+share itself is compared, and the finding says so. Severity follows the gain the range allows
+(``graded``): a ceiling under 1.1x at its range's high end is ``low``, whatever the share.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
 from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
@@ -18,6 +19,17 @@ from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
 # ideal (0.6x of an ideal 2x) is high severity: a third of the devices added
 # give nothing back.
 HIGH_LOST_FRACTION_OF_IDEAL = 0.3
+
+# A finding whose ceiling, at the high end of its range, is under this gain is low severity: the
+# most fixing it could give is a tenth, the smallest gain the sweep rules (SD203, SD205: 0.1x of
+# speedup) and the smallest moderate share thresholds (SD103, SD105: 10%, 1.11x) count. SD204 read
+# "medium" for "at most 1.02x" (issue 35).
+LOW_GAIN = 1.1
+
+# Severities, strongest first. ``borderline``: the range straddles the rule's threshold, so the run
+# does not settle whether it is a cause; ranked after the established findings.
+SEVERITIES = ("high", "medium", "low", "borderline", "info")
+BORDERLINE = "borderline"
 
 Subject = TypeVar("Subject", contravariant=True)
 
@@ -60,7 +72,7 @@ class Speedup:
 class Finding:
     id: str
     title: str
-    severity: str  # "high", "medium" or "info"
+    severity: str  # one of SEVERITIES
     category: str
     summary: str  # one sentence, with the numbers
     evidence: list[Evidence]
@@ -100,6 +112,37 @@ def clears(value: float, spread: float, threshold: float) -> bool:
     if math.isinf(spread) or math.isnan(spread):
         return value >= threshold
     return value - spread >= threshold
+
+
+def presence(value: float, spread: float, threshold: float) -> str | None:
+    """What the 95% range ``value`` +- ``spread`` says of ``threshold``: ``"clear"`` (its low end
+    reaches it), ``BORDERLINE`` (it straddles it) or None (its high end is below). An unknown
+    spread (one window) compares the value itself."""
+    if clears(value, spread, threshold):
+        return "clear"
+    if math.isinf(spread) or math.isnan(spread) or not value + spread >= threshold:
+        return None
+    return BORDERLINE
+
+
+def borderline_words(value: float, spread: float, threshold: float, what: str = "share") -> str:
+    """The fixed words of a borderline finding: only the numbers change from run to run."""
+    low, high = max(value - spread, 0.0), value + spread
+    return (
+        f"borderline: the {what}'s 95% range {low:.1f}-{high:.1f}% straddles the {threshold:g}%"
+        " threshold, so this run does not settle whether it is a cause"
+    )
+
+
+def graded(finding: Finding) -> Finding:
+    """The finding with its severity set by the gain its range allows: ``low`` where its ceiling's
+    high end is under LOW_GAIN (a borderline or info finding keeps its word)."""
+    s = finding.predicted_speedup
+    if finding.severity not in ("high", "medium") or s is None:
+        return finding
+    if not max(s.value, s.high) < LOW_GAIN:
+        return finding
+    return replace(finding, severity="low")
 
 
 def removal_speedup(

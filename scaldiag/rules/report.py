@@ -17,6 +17,7 @@ from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.analyze.scaling import ScalingAnalysis
 from scaldiag.rules import JOB_RULES, RUN_RULES, SWEEP_RULES, Finding, check_all, rank, run_rules
+from scaldiag.rules.base import BORDERLINE
 from scaldiag.rules.knobs import agree
 from scaldiag.rules.machine import fit_trace_report
 from scaldiag.rules.sd106_low_utilisation import LOW_BUSY_PCT, busy_text
@@ -128,7 +129,8 @@ def _largest_run_findings(
 
 
 def top_cause(findings: list[Finding]) -> Finding | None:
-    """The finding the headline names: the first (ranked) that is a cause, not idleness."""
+    """The finding the headline names: the first (ranked) that is a cause, not idleness; a
+    borderline one (ranked after every established finding) only where no cause is established."""
     return next((f for f in findings if f.category != "idle"), None)
 
 
@@ -138,6 +140,10 @@ def verdict(analysis: ProfileAnalysis, findings: list[Finding]) -> str:
     if top is not None:
         # What fixing it gives is the finding's speed-up line, in each view's words for a range
         # (render/ranges.py): the headline names the cause and its numbers.
+        if top.severity == BORDERLINE:
+            # The same words every run where the range straddles the threshold (issue 35: two
+            # identical runs read "Compute-bound" and "SD105 high").
+            return f"Borderline. {top.title}. {top.summary} ({top.id})."
         return f"{top.title}. {top.summary} ({top.id})."
     if not analysis.units:
         return "Nothing to analyse: the trace has no host or device activity."

@@ -25,10 +25,12 @@ from scaldiag.analyze.transfers import (
     Handover,
 )
 from scaldiag.rules.base import (
+    BORDERLINE,
     Evidence,
     Finding,
     Speedup,
-    clears,
+    borderline_words,
+    presence,
     removal_speedup,
     seen_speedup,
     severity,
@@ -89,7 +91,8 @@ class _HostToDevice:
         if not scored:
             return None
         unit, pct, spread, h = max(scored, key=lambda s: s[1])
-        if not clears(pct, spread, MODERATE_PCT):
+        where = presence(pct, spread, MODERATE_PCT)
+        if where is None:
             return None
         what = (
             "host-to-device copies and the host's hand-over of the batch"
@@ -107,10 +110,12 @@ class _HostToDevice:
             if h
             else ""
         ) + f" in {unit.step_time_ms.mean:.2f} ms per step)"
+        if where == BORDERLINE:
+            summary += f"; {borderline_words(pct, spread, MODERATE_PCT)}"
         return Finding(
             id=self.id,
             title=self.title,
-            severity=severity(pct, spread, HIGH_PCT),
+            severity=BORDERLINE if where == BORDERLINE else severity(pct, spread, HIGH_PCT),
             category="h2d",
             summary=summary,
             evidence=_evidence(unit, h, pct, spread),

@@ -1,4 +1,9 @@
-"""The common shape of rules that fire on one category's exclusive share."""
+"""The common shape of rules that fire on one category's exclusive share.
+
+Decided from the share's 95% range (``base.presence``): a finding where its low end reaches
+``moderate_pct``, a borderline one (severity ``borderline``, fixed words in its summary) where the
+range straddles it, none where its high end is below.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,10 @@ from dataclasses import dataclass
 
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.rules.base import (
+    BORDERLINE,
     Finding,
-    clears,
+    borderline_words,
+    presence,
     removal_speedup,
     seen_speedup,
     severity,
@@ -41,18 +48,21 @@ class ShareRule:
             return None
         share = unit.categories[self.category]
         pct, spread = share.exclusive_pct, share.exclusive_pct_ci95
-        if not clears(pct, spread, self.moderate_pct):
+        where = presence(pct, spread, self.moderate_pct)
+        if where is None:
             return None
+        borderline = where == BORDERLINE
+        tail = f"; {borderline_words(pct, spread, self.moderate_pct)}" if borderline else ""
         speedup = removal_speedup(pct, spread, self.category, self.fraction_removed)
         fix, notes = self.advise(analysis, unit) if self.advise else (self.fix, [])
         return Finding(
             id=self.id,
             title=self.title,
-            severity=severity(pct, spread, self.high_pct),
+            severity=BORDERLINE if borderline else severity(pct, spread, self.high_pct),
             category=self.category,
             summary=(
                 f"{unit.name}: {self.what} {pct:.1f}% of step time "
-                f"({share.exclusive_ms:.2f} ms of {unit.step_time_ms.mean:.2f} ms per step)"
+                f"({share.exclusive_ms:.2f} ms of {unit.step_time_ms.mean:.2f} ms per step)" + tail
             ),
             evidence=[share_evidence(unit, self.category, self.moderate_pct)],
             fix=fix,
