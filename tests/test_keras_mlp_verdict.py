@@ -1,0 +1,44 @@
+"""Issue 35's Keras MLP on the CPU (tests/keras_mlp.py: tiny Dense model, batch 16, 600 steps,
+steps_per_execution=1), profiled twice: each report names SD105 (host-bound), plainly or as
+borderline, never "Compute-bound" with no finding, and both say it in the same words."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _profile(out: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(out / "runs"),
+         "--json", str(out / "r.json"), str(ROOT / "tests" / "keras_mlp.py")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads((out / "r.json").read_text())
+
+
+def _words(text: str) -> str:
+    return re.sub(r"\d[\d,]*(\.\d+)?", "#", text)
+
+
+@pytest.mark.slow
+def test_a_keras_mlp_on_the_cpu_is_host_bound_in_the_same_words_twice(tmp_path):
+    pytest.importorskip("tensorflow")
+    reports = [_profile(tmp_path / str(i)) for i in range(2)]
+    said = []
+    for report in reports:
+        trace = report["trace_report"]
+        sd105 = [f for f in trace["findings"] if f["id"] == "SD105"]
+        assert sd105, trace["verdict"]
+        assert not trace["verdict"].startswith("Compute-bound")
+        assert trace["verdict"].endswith("(SD105).") and sd105[0]["category"] == "host_overhead"
+        said.append((sd105[0]["severity"] == "borderline", _words(sd105[0]["title"])))
+    assert said[0] == said[1]
