@@ -21,6 +21,7 @@ case "${CLOCK_SET:-}" in
   new_loops_b) CLOCK_ONLY="gat_cora,vae_workers,jax_mnist_fromscratch,jax_mnist_stax,jax_spmd_mnist" ;;
   new_loops_c) CLOCK_ONLY="hf_clm_accum,hf_clm_eval,lightning_autoencoder_cli" ;;  # transformers Trainer x2, LightningCLI (about 5 min)
   new_loops_d) CLOCK_ONLY="flax_train_state,flax_nnx_sharded,flax_vae" ;;  # Flax + optax (about 2 min)
+  new_loops_e) CLOCK_ONLY="lightning_template_ptl" ;;  # Lightning-AI multinode template, 2 epochs + test (about 1 min)
   "") ;;
   *) echo "unknown CLOCK_SET=$CLOCK_SET"; exit 2 ;;
 esac
