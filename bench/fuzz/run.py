@@ -842,11 +842,12 @@ def run_cli_mode(
     else:
         shards = [_shard((mode, range(cases), seed, deadline))]
     counts = collections.Counter()
-    failures, times, ran = [], [], 0
+    failures, times, raised, ran = [], [], [], 0
     for shard in shards:
         counts.update(shard["counts"])
         failures += shard["failures"]
         times += shard["times"]
+        raised += shard["raised"]
         ran += shard["ran"]
     rss_mb = max(
         [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]
@@ -864,6 +865,7 @@ def run_cli_mode(
         partial=ran if ran < cases and only is None else None,
         revision=revision,
         jobs=jobs,
+        raised=raised,
     )
     print(text)
     if out and only is None:
@@ -907,8 +909,21 @@ def _revision() -> str:
     return revision + (" (with uncommitted changes in tracked files)" if dirty else "")
 
 
+def _peak_mib() -> float:
+    """The peak RSS so far of this process or of any one child it waited for (an engine's worker
+    processes: job mode's --engine local:2)."""
+    return (
+        max(
+            resource.getrusage(who).ru_maxrss
+            for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        )
+        / 1024
+    )
+
+
 def _shard(task) -> dict:
-    """Cases ``indices`` in this process; its counts, failures, case times and peak RSS."""
+    """Cases ``indices`` in this process; its counts, failures, case times, the cases that raised
+    its peak RSS, and the peak."""
     mode, indices, seed, deadline = task
     maker = _maker(mode)
     verify = getattr(
@@ -918,6 +933,7 @@ def _shard(task) -> dict:
     counts = collections.Counter()
     failures: list[str] = []
     times: list[tuple[float, int, str, str]] = []
+    raised: list[tuple[float, int, float, float, str, str]] = []  # (MiB raised, n, before, after)
     tmp_root = Path(tempfile.mkdtemp(prefix=f"fuzz_{mode}_"))
     ran = 0
     for n in indices:
@@ -928,6 +944,7 @@ def _shard(task) -> dict:
         work = tmp_root / str(n)
         work.mkdir()
         what, argv = "(the case was being built)", ["?"]
+        before = _peak_mib()  # the peak only rises: a case that raises it is one that took more
         t0 = time.perf_counter()
         signal.alarm(ABORT_S)
         try:
@@ -979,7 +996,11 @@ def _shard(task) -> dict:
         finally:
             signal.alarm(0)
             _rmtree(work)
-        times.append((elapsed, n, what, " ".join(argv).replace(str(work), "CASE")))
+        command = " ".join(argv).replace(str(work), "CASE")
+        times.append((elapsed, n, what, command))
+        after = _peak_mib()
+        if after > before:
+            raised = sorted([*raised, (after - before, n, before, after, what, command)])[-20:]
         if ran % 500 == 0:
             print(
                 f"{mode}: {ran} cases in this worker: {dict(counts)}", file=sys.stderr, flush=True
@@ -989,15 +1010,10 @@ def _shard(task) -> dict:
         "counts": counts,
         "failures": failures,
         "times": sorted(times, reverse=True)[:20],
+        "raised": raised,
         "ran": ran,
-        "rss_mb": (
-            max(
-                resource.getrusage(who).ru_maxrss
-                for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-            )
-            / 1024
-        ),
-    }  # children: an engine's worker processes (job mode's --engine local:2)
+        "rss_mb": _peak_mib(),
+    }
 
 
 def _maker(mode: str):
@@ -1068,6 +1084,7 @@ def cli_report(
     partial: int | None = None,
     revision: str = "?",
     jobs: int = 1,
+    raised: list | None = None,
 ) -> str:
     title = {
         "kineto": "mutated Kineto traces through `analyze`",
@@ -1148,6 +1165,22 @@ def cli_report(
     ]
     for elapsed, n, what, argv in sorted(times, reverse=True)[:10]:
         lines.append(f"| {n} | {elapsed:.2f} | {what.replace('|', '/')[:300]} | `{argv}` |")
+    lines += [
+        "",
+        "## Cases that raised the peak",
+        "",
+        (
+            "The peak RSS (of the process, or of any one engine worker it started) before and after"
+            " the case; the first case's includes importing scaldiag."
+        ),
+        "",
+        "| case | MiB before | MiB after | input | command |",
+        "|---|---|---|---|---|",
+    ]
+    for _, n, before, after, what, argv in sorted(raised or [], reverse=True)[:10]:
+        lines.append(
+            f"| {n} | {before:.0f} | {after:.0f} | {what.replace('|', '/')[:300]} | `{argv}` |"
+        )
     if failures:
         lines += [
             "",
