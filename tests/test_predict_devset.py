@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from scaldiag.analyze import model_error
 from scaldiag.analyze.predict import Basis, basis_extras, predict
 from scaldiag.analyze.scaling import _basis
 from scaldiag.pipeline import analyze_run_dir
@@ -97,3 +98,53 @@ def test_two_gpu_prediction_from_the_one_gpu_run(case):
     assert (
         any("one process drives every device" in a for a in p.assumptions) == keras
     )  # not under torchrun
+
+
+# -- the model's own error (analyze/model_error.py) ----------------------------------------------
+
+
+def _devset_predictions():
+    """Each development case's 2-GPU prediction and its measured throughput: the ones on this
+    machine (the three of ../shared, where it is there; train_cnn always, from its reports)."""
+    found = {
+        "train_cnn": (
+            predict(_basis_from_report(GPU / "h200x2_train_cnn_profile_1gpu.json"), 2, "weak"),
+            json.loads((GPU / "h200x2_train_cnn_profile_2gpu.json").read_text())["steps"][
+                "samples_per_s"
+            ],
+        )
+    }
+    if DEVSET.exists():
+        for case, (mode, measured) in CASES.items():
+            basis = _basis(1, [analyze_run_dir(DEVSET / case / "run_1gpu")])
+            found[case] = (predict(basis, 2, mode), measured)
+    return found
+
+
+def test_the_model_error_table_is_the_models_error_on_each_development_case():
+    for case, (p, measured) in _devset_predictions().items():
+        error = (p.samples_per_s - measured) / measured
+        assert error == pytest.approx(model_error.RESIDUALS[case], abs=0.0015), case
+
+
+def test_each_development_case_lies_inside_the_range_made_without_it():
+    # leave one out: the range of each case widened by the other cases' residuals alone
+    inside = {}
+    for case, (p, measured) in _devset_predictions().items():
+        assert p.noise_samples_per_s_low <= p.samples_per_s <= p.noise_samples_per_s_high
+        low, high = model_error.widen(
+            p.samples_per_s, p.noise_samples_per_s_low, p.noise_samples_per_s_high, leave_out=case
+        )
+        inside[case] = low <= measured <= high
+    assert sum(inside.values()) >= 0.9 * len(inside), inside
+
+
+def test_a_prediction_s_range_holds_the_noise_range_and_says_what_it_carries():
+    p, _ = _devset_predictions()["train_cnn"]
+    assert p.samples_per_s_low < p.noise_samples_per_s_low <= p.noise_samples_per_s_high
+    assert p.noise_samples_per_s_high < p.samples_per_s_high
+    assert any("the model's own error" in a for a in p.assumptions)
+    # at the measured point itself no model stands between the clock and the figure
+    same = predict(_basis_from_report(GPU / "h200x2_train_cnn_profile_1gpu.json"), 1, "weak")
+    assert same.noise_samples_per_s_low is None
+    assert not any("the model's own error" in a for a in same.assumptions)

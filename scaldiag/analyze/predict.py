@@ -47,6 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from scaldiag.analyze import interconnect as ic
+from scaldiag.analyze import model_error
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.collective import exposed_ms
 
@@ -107,9 +108,12 @@ class Prediction:
     assumptions: list[str] = field(default_factory=list)
     measured_samples_per_s: float | None = None
     error_pct: float | None = None  # (predicted - measured) / measured
-    # 95% range: the basis step's own interval and the model's stated ranges (dispatch growth)
+    # 95% range: the noise range below and the model's own error (analyze/model_error.py)
     samples_per_s_low: float | None = None
     samples_per_s_high: float | None = None
+    # the basis step's own interval and the model's stated ranges (dispatch growth) alone
+    noise_samples_per_s_low: float | None = None
+    noise_samples_per_s_high: float | None = None
 
 
 def link_bytes_per_s(inventory: dict) -> float | None:
@@ -154,10 +158,18 @@ def predict(
         interconnect,
         DISPATCH_GROWTH_RANGE[0],
     )
+    low = min(slow.samples_per_s, p.samples_per_s)
+    high = max(fast.samples_per_s, p.samples_per_s)
+    if n == basis.gpus:  # the measured point itself: no model between it and the prediction
+        return replace(p, samples_per_s_low=low, samples_per_s_high=high)
+    wide_low, wide_high = model_error.widen(p.samples_per_s, low, high)
     return replace(
         p,
-        samples_per_s_low=min(slow.samples_per_s, p.samples_per_s),
-        samples_per_s_high=max(fast.samples_per_s, p.samples_per_s),
+        samples_per_s_low=wide_low,
+        samples_per_s_high=wide_high,
+        noise_samples_per_s_low=low,
+        noise_samples_per_s_high=high,
+        assumptions=[*p.assumptions, model_error.describe()],
     )
 
 

@@ -104,6 +104,8 @@ _PREDICTION = (
     "samples_per_s",
     "samples_per_s_low",
     "samples_per_s_high",
+    "noise_samples_per_s_low",
+    "noise_samples_per_s_high",
     "assumptions",
     "measured_samples_per_s",
     "error_pct",

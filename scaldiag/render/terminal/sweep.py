@@ -68,9 +68,17 @@ def _validation(s: ScalingAnalysis) -> Table:
 def _predictions(s: ScalingAnalysis) -> Table:
     base = s.predictions[0].from_gpus
     t = table(f"Predicted from the {base}-device run (model: docs/scaling.md)")
-    columns(t, ("devices", "step ms", "samples/s"))
+    columns(t, ("devices", "step ms", "samples/s", "95% range"))
     for p in s.predictions:
-        add_row(t, str(p.gpus), f"{p.step_time_ms:.3f}", f"{p.samples_per_s:,.0f}")
+        add_row(
+            t,
+            str(p.gpus),
+            f"{p.step_time_ms:.3f}",
+            f"{p.samples_per_s:,.0f}",
+            ranges.interval(p.samples_per_s_low, p.samples_per_s_high)
+            if p.samples_per_s_low is not None
+            else "",
+        )
     return t
 
 
