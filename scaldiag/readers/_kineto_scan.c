@@ -191,7 +191,10 @@ static void init_tables(void) {
     STR_PLAIN['"'] = STR_PLAIN['\\'] = 0;
 }
 
+/* Between tokens a writer puts nothing or one space: both are tested before the loop. */
 static inline const char *skip_ws(const char *p, const char *end) {
+    if (p < end && (unsigned char)*p > ' ') return p;
+    if (p < end && *p == ' ' && p + 1 < end && (unsigned char)p[1] > ' ') return p + 1;
     while (p < end && WS[(unsigned char)*p]) p++;
     return p;
 }
@@ -215,6 +218,17 @@ static int utf8_seq(const unsigned char **pp, const unsigned char *end) {
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
+/* The index of the lowest byte whose high bit is set in a nonzero mask of high bits (a little-endian
+   load: the lowest byte is the first in memory; elsewhere 0, and the byte loop after it finds it). */
+static inline int first_byte(uint64_t highs) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return __builtin_ctzll(highs) >> 3;
+#else
+    (void)highs;
+    return 0;
+#endif
+}
+
 static int hexdig(unsigned char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
@@ -230,7 +244,16 @@ static int scan_string(const char **pp, const char *end, const char **s, size_t 
             uint64_t w;
             memcpy(&w, p, 8);
             uint64_t quote = w ^ (ONES * '"'), slash = w ^ (ONES * '\\');
-            if (((w - ONES * 0x20) | (quote - ONES) | (slash - ONES) | w) & HIGHS) break;
+            uint64_t hit = ((w - ONES * 0x20) | (quote - ONES) | (slash - ONES) | w) & HIGHS;
+            if (hit) {
+                /* Exact for the lowest byte: each test (x - ONES*k) & ~x marks the first byte below k
+                   at its own place (a borrow only marks bytes above it), and w's own high bits are
+                   the bytes above 0x7F. So the first marked byte is the first one not plain. */
+                hit = (((w - ONES * 0x20) & ~w) | ((quote - ONES) & ~quote) | ((slash - ONES) & ~slash) | w)
+                      & HIGHS;
+                p += first_byte(hit);
+                break;
+            }
             p += 8;
         }
         while (p < e && STR_PLAIN[*p]) p++;
