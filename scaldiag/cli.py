@@ -8,13 +8,13 @@ import errno
 import sys
 
 from scaldiag import __version__
-from scaldiag.commands import analyze, calibrate, check, compare, profile, report
+from scaldiag.commands import analyze, calibrate, check, compare, profile, report, try_fix
 from scaldiag.commands.output import flush_stdout, stdout_gone
 from scaldiag.errors import ScaldiagError
 from scaldiag.sanitize import line
 
 INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): distinct from 2, a problem with the input
-COMMANDS = (profile, analyze, report, compare, check, calibrate)
+COMMANDS = (profile, analyze, report, compare, check, calibrate, try_fix)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,9 @@ TORCHRUN_ENV = "SCALDIAG_TORCHRUN"  # nproc-per-node: the child re-runs the boot
 RUN_ROOT_ENV = (  # a torchrun job's run directory; ranks > 0 record in RUN_ROOT/rank<R>
     "SCALDIAG_RUN_ROOT"
 )
+TRY_DATALOADER_ENV = (  # scaldiag try: DataLoader keyword arguments, JSON (try_fixes.py)
+    "SCALDIAG_TRY_DATALOADER"
+)
 TEARDOWN_ENV = (  # Kineto's own, read when the profiler stops (collect/frameworks/torch_trace.py)
     "TEARDOWN_CUPTI"
 )

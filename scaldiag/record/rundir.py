@@ -42,6 +42,7 @@ DEVICE_STEPS = (  # {"step": S, "device_ms": [...]}: the device's time of steps 
 )
 TRACE_DIR = "trace"
 SWEEP_JSON = "sweep.json"
+TRY_JSON = "try.json"  # scaldiag try: baseline and fixed rounds, speed-up (commands/try_fix.py)
 # Every file of a record a report reads (an output there would replace an input:
 # commands/report.py).
 RECORD_FILES = frozenset(

@@ -75,6 +75,9 @@ def _on_optimizer_import(module) -> None:
 
 @_safely
 def _on_dataloader_import(module) -> None:
+    from scaldiag.collect.frameworks.try_fixes import patch_dataloader
+
+    patch_dataloader(module)  # scaldiag try's fix, where it set one
     iterator = module._BaseDataLoaderIter
     original = iterator.__next__
     if getattr(original, "_scaldiag", False):
