@@ -6,10 +6,12 @@ what tests/test_multinode_tf.py (TF_CONFIG) and tests/test_multinode_jax.py (JAX
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,12 +30,34 @@ def free_ports(n: int) -> list[int]:
 
 
 def profile_two(
-    out: Path, envs: list[dict], job: Path, job_args: list[str], timeout_s: float
+    out: Path, make_envs, job: Path, job_args: list[str], timeout_s: float
 ) -> list[Path]:
-    """Both processes' ``scaldiag profile`` at once (process k with ``envs[k]``); their run
-    directories, node 0
-    first. A process still running when the other is done or the time is up is killed: one stuck at
-    a collective its peer left is not left behind."""
+    """Both processes' ``scaldiag profile`` at once (process k with ``make_envs()[k]``, called
+    again for a second try: new ports); their run directories, node 0 first.
+
+    A job whose script died of a native crash (SIGABRT or SIGSEGV, as ``profile`` reports it for
+    the script it ran) is run once more, with a warning that keeps the crash's log: TensorFlow
+    2.21's MultiWorkerMirroredStrategy on the CPU aborted once in CI ("free(): invalid pointer" in
+    worker 1, its peer then failing at the next all-reduce) and in none of 10 runs here since. That
+    crash is the framework's, not an answer scaldiag gave; a second one in a row fails the test."""
+    attempt = _profile_two_once(out / "try1", make_envs(), job, job_args, timeout_s)
+    if not isinstance(attempt, str):
+        return attempt
+    warnings.warn(f"a script crashed natively; the job runs once more:\n{attempt}", stacklevel=2)
+    again = _profile_two_once(out / "try2", make_envs(), job, job_args, timeout_s)
+    assert not isinstance(again, str), f"the script crashed natively twice in a row:\n{again}"
+    return again
+
+
+# The exit codes ``scaldiag profile`` passes on for a script killed by SIGABRT or SIGSEGV.
+NATIVE_CRASH_CODES = {128 + signal.SIGABRT, 128 + signal.SIGSEGV}
+
+
+def _profile_two_once(
+    out: Path, envs: list[dict], job: Path, job_args: list[str], timeout_s: float
+) -> list[Path] | str:
+    """One try of the job: its run directories, or both logs where a script crashed natively."""
+    out.mkdir(parents=True)
     started = time.monotonic()
     procs = [
         subprocess.Popen(
@@ -65,9 +89,15 @@ def profile_two(
                 p.kill()
     # Both logs: the one that failed first is often the peer of the one whose error shows (a TF
     # worker reports its peer's missed heartbeats).
-    assert [p.returncode for p in procs] == [0] * len(procs), "\n".join(
+    told = "\n".join(
         f"process {k} (exit {p.returncode}):\n{logs[k][-2500:]}" for k, p in enumerate(procs)
     )
+    if any(
+        p.returncode in NATIVE_CRASH_CODES and "killed by signal" in logs[k]
+        for k, p in enumerate(procs)
+    ):
+        return told
+    assert [p.returncode for p in procs] == [0] * len(procs), told
     print(f"{out.name}: both processes profiled in {time.monotonic() - started:.0f} s")
     dirs = sorted(out.iterdir(), key=lambda d: d.name[-1])  # by node rank
     assert [d.name.endswith(f"-node{k}") for k, d in enumerate(dirs)] == [True, True], dirs

@@ -54,16 +54,19 @@ HOST = socket.gethostname()
 
 def _job(out: Path, *job_args: str) -> list[Path]:
     """Both processes' ``scaldiag profile``, at once; their run directories, node 0 first."""
-    coordinator = f"127.0.0.1:{free_ports(1)[0]}"
-    envs = [
-        {
-            **ENV,
-            "JAX_NUM_PROCESSES": "2",
-            "JAX_PROCESS_ID": str(k),
-            "JAX_COORDINATOR_ADDRESS": coordinator,
-        }
-        for k in range(2)
-    ]
+
+    def envs() -> list[dict]:
+        coordinator = f"127.0.0.1:{free_ports(1)[0]}"
+        return [
+            {
+                **ENV,
+                "JAX_NUM_PROCESSES": "2",
+                "JAX_PROCESS_ID": str(k),
+                "JAX_COORDINATOR_ADDRESS": coordinator,
+            }
+            for k in range(2)
+        ]
+
     return profile_two(out, envs, JOB, ["--steps", STEPS, *SIZE, *job_args], JOB_TIMEOUT_S)
 
 

@@ -54,18 +54,20 @@ HOST = socket.gethostname()
 def _job(out: Path, *job_args: str) -> list[Path]:
     """Both workers' ``scaldiag profile``, at once, each with its TF_CONFIG; their run directories,
     node 0 first."""
-    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    configs = [
-        json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": k}})
-        for k in range(2)
-    ]
-    return profile_two(
-        out,
-        [{**ENV, "TF_CONFIG": c} for c in configs],
-        JOB,
-        ["--steps", STEPS, *job_args],
-        JOB_TIMEOUT_S,
-    )
+
+    def envs() -> list[dict]:
+        workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+        return [
+            {
+                **ENV,
+                "TF_CONFIG": json.dumps(
+                    {"cluster": {"worker": workers}, "task": {"type": "worker", "index": k}}
+                ),
+            }
+            for k in range(2)
+        ]
+
+    return profile_two(out, envs, JOB, ["--steps", STEPS, *job_args], JOB_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
