@@ -38,8 +38,9 @@ def profile_two(
     A job whose script died of a native crash (SIGABRT or SIGSEGV, as ``profile`` reports it for
     the script it ran) is run once more, with a warning that keeps the crash's log: TensorFlow
     2.21's MultiWorkerMirroredStrategy on the CPU aborted once in CI ("free(): invalid pointer" in
-    worker 1, its peer then failing at the next all-reduce) and in none of 10 runs here since. That
-    crash is the framework's, not an answer scaldiag gave; a second one in a row fails the test."""
+    worker 1, its peer then failing at the next all-reduce). That crash is the framework's, not
+    an answer scaldiag gave; a second one in a row fails the test. Any other failure fails it
+    at once."""
     attempt = _profile_two_once(out / "try1", make_envs(), job, job_args, timeout_s)
     if not isinstance(attempt, str):
         return attempt
