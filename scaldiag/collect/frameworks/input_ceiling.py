@@ -5,6 +5,12 @@ after training ends, and counts samples. Only data that can be iterated again
 without consuming the user's stream: a ``tf.data.Dataset`` or a
 ``keras.utils.PyDataset``. Arrays are not measured (slicing is not the limit:
 their hand-over to devices is in the trace); generators cannot be replayed.
+
+The pipeline is measured as ``fit`` runs it: a PyDataset with workers through
+Keras's own enqueuer (its thread or process pool), not ``__getitem__`` one call
+at a time, which read a 4-worker pipeline as a quarter of its speed and raised
+SD207 on a twin whose workers were the fix (issue 35). The pool's first batches,
+made while it starts, are start-up, not throughput.
 """
 
 from __future__ import annotations
@@ -18,10 +24,23 @@ MAX_BATCHES = 200
 def measure(x, seconds: float = CEILING_SECONDS) -> dict | None:
     """{"samples_per_s", "batches", "seconds", "source", "first_batch_size"}, or None when ``x``
     cannot be replayed."""
-    batches, source = replayable(x)
+    batches, source, startup = _as_fit_runs_it(x)
     if batches is None or seconds <= 0:
         return None
-    first = next(batches, None)  # pipeline start-up (threads, first reads) is not throughput
+    try:
+        return _count(batches, source, startup, seconds)
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()  # a worker pool stops here (its generator's finally)
+
+
+def _count(batches, source: str, startup: int, seconds: float) -> dict | None:
+    # pipeline start-up (threads, a pool's first batches, first reads) is not throughput
+    first = next(batches, None)
+    for _ in range(startup - 1):
+        if next(batches, None) is None:
+            return None
     if first is None:
         return None
     samples, count, start = 0, 0, time.perf_counter()
@@ -40,6 +59,41 @@ def measure(x, seconds: float = CEILING_SECONDS) -> dict | None:
         "source": source,
         "first_batch_size": batch_size(first),
     }
+
+
+def _as_fit_runs_it(x):
+    """(batches, how, start-up batches): a PyDataset with workers through Keras's enqueuer, else
+    ``replayable``'s iterator with one start-up batch."""
+    pooled = _through_workers(x)
+    if pooled is not None:
+        return pooled
+    batches, source = replayable(x)
+    return batches, source, 1
+
+
+def _through_workers(x):
+    """A PyDataset's batches from Keras's own OrderedEnqueuer over its workers (what ``fit``'s
+    PyDatasetAdapter starts each epoch), or None where it has none."""
+    try:
+        import keras
+        from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+    except ImportError:
+        return None
+    if not isinstance(x, keras.utils.PyDataset):
+        return None
+    adapter = PyDatasetAdapter(x, shuffle=False)
+    if adapter.enqueuer is None:  # workers=1 without processes: fit calls __getitem__ itself
+        return None
+    kind = "processes" if x.use_multiprocessing else "threads"
+
+    def batches():
+        try:
+            yield from adapter.get_numpy_iterator()
+        finally:
+            adapter.enqueuer.stop()
+
+    how = f"{type(x).__name__} through Keras's enqueuer ({x.workers} worker {kind}, as fit runs it)"
+    return batches(), how, max(1, int(x.workers))
 
 
 def replayable(x):
