@@ -50,3 +50,16 @@ def test_a_pydataset_without_workers_is_called_as_fit_calls_it():
     got = input_ceiling.measure(data, seconds=0.2)
     assert got is not None and got["source"] == "Slow.__getitem__ called alone"
     assert data.made_on == {threading.get_ident()}
+
+
+def test_a_dataloader_s_workers_first_batches_are_start_up_not_throughput():
+    torch = pytest.importorskip("torch")
+    from scaldiag.collect.frameworks.torch_capture import measure_loader
+
+    rows = torch.utils.data.TensorDataset(torch.zeros(7 * 4, 3))
+    loader = torch.utils.data.DataLoader(rows, batch_size=4, num_workers=2)
+    got = measure_loader(loader, seconds=30)
+    # 7 batches: the first (the workers' start) and the second worker's first are left out
+    assert got is not None and got["batches"] == 5 and got["first_batch_size"] == 4
+    plain = measure_loader(torch.utils.data.DataLoader(rows, batch_size=4), seconds=30)
+    assert plain is not None and plain["batches"] == 6

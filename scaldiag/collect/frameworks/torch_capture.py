@@ -540,6 +540,10 @@ def measure_loader(loader, seconds: float) -> dict | None:
 
     batches = iter(loader)
     first = next(batches, None)  # worker start-up is not throughput
+    # nor are the other workers' first batches, made while the first was: they come at once
+    for _ in range(int(getattr(loader, "num_workers", 0) or 0) - 1):
+        if next(batches, None) is None:
+            return None
     if first is None:
         return None
     samples, count, start = 0, 0, time.perf_counter()
