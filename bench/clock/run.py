@@ -376,7 +376,9 @@ def _run(entry: dict, machine: str, work: Path, timeout: float) -> dict:
             rep = json.loads(report.read_text())
         except ValueError:
             rep = None
+    dirs = sorted(p for p in runs.glob("*") if p.is_dir()) if runs.exists() else []
     return {
+        "run_dir": dirs[-1] if dirs else None,
         "cmd": cmd,
         "rc": rc,
         "wall_s": wall,
@@ -532,11 +534,41 @@ def _rich_bar(segments) -> dict | None:
         "scope": "loop_iteration",
         "epochs": [int(m.group("epoch"))],
         "batches_done": f"{m.group('n')}/{m.group('tot')}",
+        "window": {"epoch": int(m.group("epoch")), "batches": int(m.group("n"))},
         "what": (
             f"Lightning RichProgressBar's it/s, printed once at exit (epoch {m.group('epoch')},"
             f" {m.group('n')}/{m.group('tot')} batches; rich's speed over the last 30 s of training"
             " batches)"
         ),
+    }
+
+
+RICH_SPEED_PERIOD_S = 30.0  # rich's Progress(speed_estimate_period=30): Lightning keeps it
+
+
+def _rich_window(run_dir: Path, epoch: int, batches: int) -> dict:
+    """scaldiag's own step ends over the bar's window: rich's task.speed counts the progress samples
+    (one at each training batch's end) of the last 30 s of the epoch the bar shows, the first
+    sample's batch left out, over the time from the first sample to the last. The same steps from
+    the run's steps.jsonl (the epoch's first ``batches`` steps): the loop iteration of the clock's
+    own window, beside the report's figure over every steady step."""
+    from scaldiag.record.reader import read_record  # noqa: PLC0415
+
+    try:
+        steps = read_record(run_dir).steps
+    except Exception as exc:  # a damaged run: no window figure, said
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    ends = sorted(s["end_ns"] for s in steps if s.get("epoch") == epoch)[:batches]
+    if len(ends) < batches or len(ends) < 2:
+        return {"error": f"{len(ends)} steps recorded in epoch {epoch}, the bar shows {batches}"}
+    kept = [e for e in ends if e >= ends[-1] - RICH_SPEED_PERIOD_S * 1e9]
+    if len(kept) < 2:
+        return {"error": "one batch in the bar's last 30 s"}
+    return {
+        "ms_per_step": (kept[-1] - kept[0]) / 1e6 / (len(kept) - 1),
+        "epoch": epoch,
+        "steps": len(kept) - 1,
+        "what": f"epoch {epoch}'s batches {batches - len(kept) + 2}-{batches} (rich's window)",
     }
 
 
@@ -756,7 +788,7 @@ def reanalyze(saved: Path, work_root: Path) -> None:
                 manifest[row["name"]],
                 data["meta"]["machine"],
                 base,
-                {"segments": segments, "report": report},
+                {"segments": segments, "report": report, "run_dir": dirs[-1] if dirs else None},
             )
         )
     meta = {
@@ -775,8 +807,7 @@ def reanalyze(saved: Path, work_root: Path) -> None:
 
 
 def _compare(entry: dict, machine: str, row: dict, res: dict) -> dict:
-    """The script's clock read from its output, scaldiag's figure of the same scope, and the error.
-    """
+    """The script's clock read from its output, scaldiag's figure of the same scope, and the error."""
     row["clock"] = CLOCKS[entry["clock"]["kind"]](
         res["segments"], {**entry["clock"], "machine": machine}
     )
@@ -795,6 +826,9 @@ def _compare(entry: dict, machine: str, row: dict, res: dict) -> dict:
                 row["clock"][key] *= per
         row["clock"]["what"] += f" (x {per} batches an optimizer step)"
     row["scaldiag"] = _scaldiag_side(res["report"])
+    window = row["clock"].get("window")
+    if window and res.get("run_dir") is not None:
+        row["same_window"] = _rich_window(Path(res["run_dir"]), **window)
     batch = entry.get(f"batch_{machine}", entry.get("batch"))
     row["batch"] = batch
     c, s = row["clock"].get("ms_per_step"), row["scaldiag"].get("ms_per_step")
@@ -865,6 +899,9 @@ def _compare(entry: dict, machine: str, row: dict, res: dict) -> dict:
         lc = row["clock"].get("line_ms_per_step")
         if lc:
             row["error_vs_line_clock_pct"] = 100.0 * (lc / s - 1.0)
+        w = (row.get("same_window") or {}).get("ms_per_step")
+        if w:
+            row["same_window"]["error_pct"] = 100.0 * (c / w - 1.0)
     return row
 
 
@@ -973,8 +1010,21 @@ def write(rows: list[dict], meta: dict, out_md: Path) -> None:
                 f" s{', ' + r['stopped'] if r.get('stopped') else ''}; args"
                 f" `{' '.join(r['args'])}`; batch {r['batch']}. {r.get('notes') or ''}"
                 + (f" **Seen:** {r['seen']}" if r.get("seen") else "")
+                + _window_note(r.get("same_window"))
             )
     out_md.write_text("\n".join(L) + "\n")
+
+
+def _window_note(w: dict | None) -> str:
+    if not w:
+        return ""
+    if "ms_per_step" not in w:
+        return f" **Same window:** not read ({w.get('error')})."
+    err = f" ({w['error_pct']:+.1f}% against the bar)" if "error_pct" in w else ""
+    return (
+        f" **Same window:** scaldiag's step ends over {w['what']}: {w['ms_per_step']:.2f} ms a"
+        f" step{err}."
+    )
 
 
 def _versions() -> str:
@@ -1033,6 +1083,7 @@ def main() -> None:
     todo = [e for e in manifest if not only or e["name"] in only]
     keep = Path(a.keep)
     keep.mkdir(parents=True, exist_ok=True)
+
     def git(*c):
         return subprocess.run(["git", *c], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
