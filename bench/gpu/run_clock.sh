@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine (device tool, nvidia-h200), from the project root, with .whl carried (Keras wheels,
+# On the GPU machine (device tool, one GPU: an H200 or an H100; the table names the card nvidia-smi reads), from the project root, with .whl carried (Keras wheels,
 # as for the other GPU scripts; see bench/README.md):
 #   bash bench/gpu/run_clock.sh
 # Issue 27: bench/clock/run.py on one H200: the public scripts of bench/clock/manifest.toml that run
@@ -37,7 +37,7 @@ export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0 CUDA_DEVICE_ORDER=PCI_BUS_ID KE
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 timeout -s INT -k 20 "${CLOCK_BUDGET_S:-510}" python3 bench/clock/run.py --machine gpu --timeout 100 "${ONLY_ARGS[@]}" \
-  --machine-desc "one NVIDIA H200 (device tool nvidia-h200), Keras 3 on JAX, PyTorch; $(nproc) CPUs" \
+  --machine-desc "one $(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null || echo 'GPU (nvidia-smi failed)') (device tool), Keras 3 on JAX, PyTorch; $(nproc) CPUs" \
   --out-dir "$OUT" --keep /tmp/gpu_clock/work
 echo "runner exit $?"
 cp "$OUT"/gpu_*.md "$OUT"/gpu_*.json "$OUT/env.txt" "$FINAL_OUT"/ 2>/dev/null
