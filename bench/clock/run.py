@@ -807,7 +807,8 @@ def reanalyze(saved: Path, work_root: Path) -> None:
 
 
 def _compare(entry: dict, machine: str, row: dict, res: dict) -> dict:
-    """The script's clock read from its output, scaldiag's figure of the same scope, and the error."""
+    """The script's clock read from its output, scaldiag's figure of the same scope, and the error.
+    """
     row["clock"] = CLOCKS[entry["clock"]["kind"]](
         res["segments"], {**entry["clock"], "machine": machine}
     )

@@ -13,6 +13,7 @@ import numpy as np
 
 from scaldiag.analyze import clock_skew, ranks, tracer_cost
 from scaldiag.analyze import intervals as iv
+from scaldiag.analyze.batch_memory import DeviceMemory
 from scaldiag.analyze.breakdown import breakdown
 from scaldiag.analyze.categories import CATEGORIES, DEVICE_CATEGORIES
 from scaldiag.analyze.device import DeviceEvents, device_events
@@ -103,6 +104,10 @@ class ProfileAnalysis:
     # The most the tracer could have added to a step of a trace alone (analyze/tracer_cost.py), in
     # ms.
     tracer_ms_per_step: float | None = None
+    # The fullest device's memory over the run and the per-replica batch, for a batch forecast's
+    # "does it fit" (analyze/batch_memory.py); None for a trace alone.
+    device_memory: DeviceMemory | None = None
+    per_replica_batch: int | None = None
 
 
 @dataclass(frozen=True)

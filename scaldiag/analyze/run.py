@@ -14,6 +14,7 @@ import numpy as np
 
 from scaldiag.analyze import inflation, recorded_steps
 from scaldiag.analyze.accounting import Accounting, account
+from scaldiag.analyze.batch_memory import device_memory
 from scaldiag.analyze.clock import Clock, clock
 from scaldiag.analyze.epochs import EpochStats, epoch_stats
 from scaldiag.analyze.input_cost import InputCost, input_cost, with_input_cost
@@ -383,6 +384,11 @@ def analyze_record(
     fresh = record.run.get("fresh_page_ns_per_byte")
     if trace is not None and fresh is not None:
         trace = replace(trace, fresh_page_ns_per_byte=float(fresh))
+    memory = device_memory(record.training, record.gpu_samples, record.inventory)
+    if trace is not None and memory is not None:
+        trace = replace(
+            trace, device_memory=memory, per_replica_batch=record.training.get("per_replica_batch")
+        )
     if trace is not None and steps is not None:
         trace = _corrected(trace, steps, record.training)
         if cost is not None:

@@ -134,6 +134,10 @@ TRAINING_FIELDS = {
     "input_ceiling": _all_of(
         {"samples_per_s": _num, "batches": _int, "seconds": _num, "source": _str}
     ),
+    # the framework allocator's peak per device (collect/frameworks/device_memory.py)
+    "device_memory": _list_of(
+        _all_of({"device": _int, "peak_bytes": _int, "limit_bytes": _int, "source": _str})
+    ),
 }
 GPU_INFO_FIELDS = {
     "index": _int,

@@ -25,6 +25,7 @@ advice says what compilation costs and the benchmark compares steady steps.
 
 from dataclasses import replace
 
+from scaldiag.analyze import batch_memory
 from scaldiag.analyze.forecast import larger_batch
 from scaldiag.analyze.inflation import HOST_SIDE
 from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
@@ -129,6 +130,15 @@ def _forecast(analysis: ProfileAnalysis, unit: UnitAnalysis) -> Speedup | None:
     f = larger_batch(unit, BATCH_FACTOR)
     if f is None or f.speedup <= 1.0:
         return None
+    memory = analysis.device_memory
+    fits = (
+        "; "
+        + batch_memory.describe(
+            memory, batch_memory.room(memory, BATCH_FACTOR), analysis.per_replica_batch
+        )
+        if memory is not None
+        else ""
+    )
     return Speedup(
         f.speedup,
         f.speedup,
@@ -136,7 +146,7 @@ def _forecast(analysis: ProfileAnalysis, unit: UnitAnalysis) -> Speedup | None:
         f"per-replica batch x{BATCH_FACTOR}: per-sample parts ({', '.join(f.per_sample_parts)})"
         f" {f.per_sample_ms:.3f} ms grow x{BATCH_FACTOR}, per-step parts {f.per_step_ms:.3f} ms"
         f" stay: {BATCH_FACTOR} x {f.per_sample_ms + f.per_step_ms:.3f} / ({BATCH_FACTOR} x"
-        f" {f.per_sample_ms:.3f} + {f.per_step_ms:.3f}) = {f.speedup:.2f}x samples/s",
+        f" {f.per_sample_ms:.3f} + {f.per_step_ms:.3f}) = {f.speedup:.2f}x samples/s{fits}",
         kind="forecast",
     )
 

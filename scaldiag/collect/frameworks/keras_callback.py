@@ -22,6 +22,7 @@ import keras
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, INPUT_FREE_ENV, RUN_DIR_ENV
 from scaldiag.collect.frameworks import (
     compile_marks,
+    device_memory,
     input_ceiling,
     input_free,
     keras_info,
@@ -301,6 +302,13 @@ class ScaldiagCallback(keras.callbacks.Callback):
 
     @_guarded
     def _end_of_fit(self) -> None:
+        # the allocator's peak of training, before the measurements below allocate their own
+        peaks = attempt(
+            lambda: device_memory.keras_peaks(keras_info.backend()),
+            lambda why: self.session.describe(device_memory_error=why),
+        )
+        if peaks:
+            self.session.describe(device_memory=peaks)
         try:
             if self._x is not None:  # after training, so it cannot slow it
                 self.session.recorder.mark("ceiling_begin")

@@ -35,7 +35,12 @@ import sys
 import time
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, RUN_DIR_ENV
-from scaldiag.collect.frameworks import input_ceiling, knob_facts, torch_device_clock
+from scaldiag.collect.frameworks import (
+    device_memory,
+    input_ceiling,
+    knob_facts,
+    torch_device_clock,
+)
 from scaldiag.collect.frameworks.guard import attempt
 from scaldiag.collect.frameworks.torch_trace import BACKEND, rank
 
@@ -502,6 +507,7 @@ class TorchCapture:
             recorder = session.recorder
             recorder.drop_open()  # the step the last optimizer.step() opened: no update ends it
             self._finish_clock()
+            self._memory_peaks()
             recorder.mark("fit_end")
             if not self.failed and self.loader is not None and rank() == 0:
                 self._ceiling(recorder)
@@ -519,6 +525,15 @@ class TorchCapture:
                     f"scaldiag: could not close the run ({type(exc).__name__}: {exc})",
                     file=sys.stderr,
                 )
+
+    def _memory_peaks(self) -> None:
+        """The CUDA allocator's peak of training, before the input ceiling's loader runs."""
+        peaks = attempt(
+            device_memory.torch_peaks,
+            lambda why: self.session.describe(device_memory_error=why),
+        )
+        if peaks:
+            self.session.describe(device_memory=peaks)
 
     def _ceiling(self, recorder) -> None:
         """The DataLoader iterated alone, after training, for a bounded time (``input_ceiling``)."""
