@@ -182,6 +182,29 @@ def test_a_gzip_bomb_is_refused_within_its_cap_of_memory(tmp_path, capsys):
     assert "docs/reliability.md" in err and "gunzip it" in err
 
 
+def test_a_sparse_gzip_with_bytes_after_its_zeros_is_refused_without_reading_it_whole(tmp_path):
+    # 1 GiB of zeros (a sparse file: no disk) and one byte after a real trace's gzip member: the
+    # fast reader gives it up (not padding), and the reference reader read the whole file and
+    # copied it once more (4.3 GB for 2 GiB, issue 34's fuzz); now it stops past the padding bound.
+    path = tmp_path / "rank0.pt.trace.json.gz"
+    member = (FIXTURES / "kineto" / "cpu_ddp_gloo").rglob("rank0.pt.trace.json.gz").__next__()
+    path.write_bytes(member.read_bytes())
+    with path.open("r+b") as f:
+        f.truncate(1 << 30)
+        f.seek(0, os.SEEK_END)
+        f.write(b"x")
+    tracemalloc.start()
+    try:
+        with pytest.raises(TraceError, match="bytes after its end that are not gzip"):
+            files.read_text_bytes(path)
+        with pytest.raises(TraceError):
+            diagnose_trace(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 << 20, f"peak {peak >> 20} MiB for a file of 1 GiB"
+
+
 def test_the_absolute_cap_holds_whatever_the_ratio(tmp_path, monkeypatch):
     assert files.gzip_cap_bytes(1 << 30) == files.GZIP_MAX_BYTES  # 100x of 1 GiB would be 100 GiB
     # the same rule at a size a test can afford: 2 MiB of well-compressible events, cap lowered to 1

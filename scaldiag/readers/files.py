@@ -12,6 +12,7 @@ that much memory is used (docs/reliability.md).
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import zlib
@@ -37,6 +38,7 @@ GZIP_MAX_PADDING_BYTES = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # a gzip header and trailer, not a bare zlib stream
 _PIECE_BYTES = 8 << 20  # output per call: memory stays the output so far plus one piece
+_READ_BYTES = 8 << 20  # compressed input read at a time
 
 
 def open_regular(path: Path):
@@ -67,6 +69,21 @@ def read_bytes(path: Path) -> bytes:
             raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
+def read_text_bytes(path: Path) -> bytes | bytearray:
+    """A trace file's bytes, gunzipped where it is gzip. A gzip file is read a piece at a time, so
+    memory stays its output (capped) and one piece whatever follows its last member: a 2 GiB sparse
+    file with bytes after its end was read whole and copied once more (4.3 GB, issue 34)."""
+    with open_regular(path) as f:
+        try:
+            if is_gzip(f.read(2)):
+                f.seek(0)
+                return _gunzip_file(f, os.fstat(f.fileno()).st_size, path)
+            f.seek(0)
+            return f.read()
+        except OSError as exc:
+            raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
 def is_gzip(data: bytes) -> bool:
     return data[:2] == _GZIP_MAGIC
 
@@ -78,34 +95,44 @@ def gzip_cap_bytes(compressed_bytes: int) -> int:
 
 
 def gunzip(data: bytes, path: Path) -> bytearray:
-    """Every gzip member of ``data`` decompressed, or TraceError: damaged, truncated, or past the
-    cap."""
-    cap = gzip_cap_bytes(len(data))
+    """Every gzip member of ``data`` decompressed, or TraceError (``read_text_bytes``'s rules)."""
+    return _gunzip_file(io.BytesIO(data), len(data), path)
+
+
+def _gunzip_file(f, size: int, path: Path) -> bytearray:
+    """Every gzip member of the open file ``f`` (``size`` bytes) decompressed, or TraceError:
+    damaged, truncated, past the cap, or followed by anything but a little zero padding."""
+    cap = gzip_cap_bytes(size)
     out = bytearray()
-    rest = data
+    rest = f.read(_READ_BYTES)
     try:
-        while rest:
-            rest = _member(rest, out, cap, path)
-            if rest and not is_gzip(rest):
-                if len(rest) > GZIP_MAX_PADDING_BYTES or rest.strip(
-                    b"\0"
-                ):  # zeros are padding (tapes, writers)
-                    raise TraceError(
-                        f"{path} is not a readable gzip file: bytes after its end that are not gzip"
-                    )
-                break
+        while True:
+            rest = _member(f, rest, out, cap, path)
+            while len(rest) < 2 and (more := f.read(_READ_BYTES)):
+                rest += more
+            if not rest:
+                return out
+            if not is_gzip(rest):
+                _only_padding(f, rest, path)
+                return out
     except zlib.error as exc:
         raise TraceError(f"{path} is not a readable gzip file: {exc}") from exc
-    return out
 
 
-def _member(data: bytes, out: bytearray, cap: int, path: Path) -> bytes:
-    """One gzip member decompressed onto ``out`` without passing ``cap``; the bytes after it."""
+def _member(f, data: bytes, out: bytearray, cap: int, path: Path) -> bytes:
+    """One gzip member decompressed onto ``out`` without passing ``cap``, reading ``f`` as it needs;
+    the bytes read after the member's end."""
     d = zlib.decompressobj(_GZIP_WBITS)
-    chunk = data
     while not d.eof:
+        if not data:
+            data = f.read(_READ_BYTES)
+            if not data:
+                raise TraceError(
+                    f"{path} is not a readable gzip file: it ends before its last member does"
+                    " (truncated?)"
+                )
         piece = d.decompress(
-            chunk, min(_PIECE_BYTES, cap + 1 - len(out))
+            data, min(_PIECE_BYTES, cap + 1 - len(out))
         )  # never past the cap by more than a byte
         out += piece
         if len(out) > cap:
@@ -114,10 +141,18 @@ def _member(data: bytes, out: bytearray, cap: int, path: Path) -> bytes:
                 f"(the caps: {GZIP_MAX_RATIO}x the compressed size, {GZIP_MAX_BYTES >> 30} GiB; "
                 "docs/reliability.md). If it is a real trace, gunzip it and give the .json"
             )
-        chunk = d.unconsumed_tail
-        if not piece and not chunk:
-            raise TraceError(
-                f"{path} is not a readable gzip file: it ends before its last member does"
-                " (truncated?)"
-            )
+        data = d.unconsumed_tail
     return d.unused_data
+
+
+def _only_padding(f, rest: bytes, path: Path) -> None:
+    """Zeros after the last member are padding (tapes, writers), up to GZIP_MAX_PADDING_BYTES; read
+    no further than that."""
+    seen = 0
+    while rest:
+        seen += len(rest)
+        if seen > GZIP_MAX_PADDING_BYTES or rest.strip(b"\0"):
+            raise TraceError(
+                f"{path} is not a readable gzip file: bytes after its end that are not gzip"
+            )
+        rest = f.read(GZIP_MAX_PADDING_BYTES + 1 - seen)

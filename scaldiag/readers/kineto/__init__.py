@@ -268,7 +268,7 @@ def read_document(file: Path) -> dict:
     import json
     import math
 
-    from scaldiag.readers.files import gunzip, is_gzip, read_bytes
+    from scaldiag.readers.files import read_text_bytes
 
     def finite_or_none(text: str) -> float | None:
         value = float(text)
@@ -279,10 +279,10 @@ def read_document(file: Path) -> dict:
     ) -> int | None:  # a longer one is no Kineto number (10**400 overflowed)
         return int(text) if len(text.lstrip("-")) <= 18 else None
 
-    data = read_bytes(file)
+    data = read_text_bytes(file)
     try:
         doc = json.loads(
-            gunzip(data, file) if is_gzip(data) else data,
+            data,
             parse_constant=lambda _: None,
             parse_float=finite_or_none,
             parse_int=int64_or_none,

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from scaldiag.errors import TraceError
-from scaldiag.readers.files import gunzip, is_gzip, read_bytes
+from scaldiag.readers.files import read_text_bytes
 from scaldiag.trace import WANTED_STATS, Line, Plane, StepMarks
 
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -65,11 +65,9 @@ class _File:
 
 
 def _load(file: Path):
-    raw = read_bytes(file)
+    raw = read_text_bytes(file)  # gzip refused past its caps (readers/files.py)
     if not raw:
         raise TraceError(f"{file} is empty")
-    if is_gzip(raw):
-        raw = gunzip(raw, file)  # refused past its caps (readers/files.py)
     try:
         # Decimals stay exact: ts are microseconds with nanosecond decimals on a large base.
         return json.loads(raw, parse_float=decimal_or_none)
