@@ -16,6 +16,7 @@ import io
 import os
 import stat
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from scaldiag.errors import TraceError
@@ -95,54 +96,59 @@ def gzip_cap_bytes(compressed_bytes: int) -> int:
 
 
 def gunzip(data: bytes, path: Path) -> bytearray:
-    """Every gzip member of ``data`` decompressed, or TraceError (``read_text_bytes``'s rules)."""
+    """Every gzip member of ``data`` decompressed, or TraceError (``gunzip_pieces``' rules)."""
     return _gunzip_file(io.BytesIO(data), len(data), path)
 
 
 def _gunzip_file(f, size: int, path: Path) -> bytearray:
-    """Every gzip member of the open file ``f`` (``size`` bytes) decompressed, or TraceError:
-    damaged, truncated, past the cap, or followed by anything but a little zero padding."""
-    cap = gzip_cap_bytes(size)
     out = bytearray()
-    rest = f.read(_READ_BYTES)
+    for piece in gunzip_pieces(f, size, path):
+        out += piece
+    return out
+
+
+def gunzip_pieces(f, size: int, path: Path) -> Iterator[bytes]:
+    """Every gzip member of the open file ``f`` (``size`` bytes), decompressed a piece at a time, or
+    TraceError: damaged, truncated, past the cap, or followed by anything but a little zero
+    padding. Memory is one piece and one read, whatever the file holds."""
+    cap = gzip_cap_bytes(size)
+    total = 0
+    data = f.read(_READ_BYTES)
     try:
         while True:
-            rest = _member(f, rest, out, cap, path)
-            while len(rest) < 2 and (more := f.read(_READ_BYTES)):
-                rest += more
-            if not rest:
-                return out
-            if not is_gzip(rest):
-                _only_padding(f, rest, path)
-                return out
+            d = zlib.decompressobj(_GZIP_WBITS)
+            while not d.eof:  # one member
+                if not data:
+                    data = f.read(_READ_BYTES)
+                    if not data:
+                        raise TraceError(
+                            f"{path} is not a readable gzip file: it ends before its last member"
+                            " does (truncated?)"
+                        )
+                piece = d.decompress(
+                    data, min(_PIECE_BYTES, cap + 1 - total)
+                )  # never past the cap by more than a byte
+                total += len(piece)
+                if total > cap:
+                    raise TraceError(
+                        f"{path} is refused: its gzip expands to more than {cap:,} bytes (the"
+                        f" caps: {GZIP_MAX_RATIO}x the compressed size,"
+                        f" {GZIP_MAX_BYTES >> 30} GiB; docs/reliability.md). If it is a real"
+                        " trace, gunzip it and give the .json"
+                    )
+                data = d.unconsumed_tail
+                if piece:
+                    yield piece
+            data = d.unused_data
+            while len(data) < 2 and (more := f.read(_READ_BYTES)):
+                data += more
+            if not data:
+                return
+            if not is_gzip(data):
+                _only_padding(f, data, path)
+                return
     except zlib.error as exc:
         raise TraceError(f"{path} is not a readable gzip file: {exc}") from exc
-
-
-def _member(f, data: bytes, out: bytearray, cap: int, path: Path) -> bytes:
-    """One gzip member decompressed onto ``out`` without passing ``cap``, reading ``f`` as it needs;
-    the bytes read after the member's end."""
-    d = zlib.decompressobj(_GZIP_WBITS)
-    while not d.eof:
-        if not data:
-            data = f.read(_READ_BYTES)
-            if not data:
-                raise TraceError(
-                    f"{path} is not a readable gzip file: it ends before its last member does"
-                    " (truncated?)"
-                )
-        piece = d.decompress(
-            data, min(_PIECE_BYTES, cap + 1 - len(out))
-        )  # never past the cap by more than a byte
-        out += piece
-        if len(out) > cap:
-            raise TraceError(
-                f"{path} is refused: its gzip expands to more than {cap:,} bytes "
-                f"(the caps: {GZIP_MAX_RATIO}x the compressed size, {GZIP_MAX_BYTES >> 30} GiB; "
-                "docs/reliability.md). If it is a real trace, gunzip it and give the .json"
-            )
-        data = d.unconsumed_tail
-    return d.unused_data
 
 
 def _only_padding(f, rest: bytes, path: Path) -> None:
@@ -150,9 +156,14 @@ def _only_padding(f, rest: bytes, path: Path) -> None:
     no further than that."""
     seen = 0
     while rest:
-        seen += len(rest)
-        if seen > GZIP_MAX_PADDING_BYTES or rest.strip(b"\0"):
+        if rest.strip(b"\0"):
             raise TraceError(
                 f"{path} is not a readable gzip file: bytes after its end that are not gzip"
+            )
+        seen += len(rest)
+        if seen > GZIP_MAX_PADDING_BYTES:  # a sparse file: checking 2 GiB of zeros took 40 s
+            raise TraceError(
+                f"{path} is not a readable gzip file: more than {GZIP_MAX_PADDING_BYTES >> 20} MiB"
+                " of zeros after its end (a sparse or damaged file)"
             )
         rest = f.read(GZIP_MAX_PADDING_BYTES + 1 - seen)

@@ -1,13 +1,14 @@
 """A Kineto file's bytes, a piece at a time, through the scanner (readers/_kineto_scan.c).
 
 Plain files are read PIECE_BYTES at a time; gzip files are decompressed as a
-stream under the caps of readers/files.py (GZIP_MAX_RATIO times the compressed
-size, GZIP_MAX_BYTES), refused with its words as soon as the output passes
-them. Memory is one piece and the scanner's columns, never the document.
+stream by readers/files.gunzip_pieces, under its caps and padding bound, which
+the reference reader's gunzip shares: a damaged, truncated or padded-on gzip is
+refused there with its words. Memory is one piece and the scanner's columns,
+never the document.
 
-Where the bytes are not what the fast path reads (damaged gzip, bytes after the
-last member, odd JSON) ``GiveUp`` is raised and the caller reads the file with
-the reference reader (reference.py), which says what is wrong in its words.
+Where the JSON is not what the fast path reads ``GiveUp`` is raised and the
+caller reads the file with the reference reader (reference.py), which says
+what is wrong in its words.
 """
 
 from __future__ import annotations
@@ -19,20 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from scaldiag.errors import TraceError
-from scaldiag.readers.files import (
-    GZIP_MAX_BYTES,
-    GZIP_MAX_PADDING_BYTES,
-    GZIP_MAX_RATIO,
-    gzip_cap_bytes,
-    is_gzip,
-    open_regular,
-)
+from scaldiag.readers.files import gunzip_pieces, is_gzip, open_regular
 
 PIECE_BYTES = (
     16 << 20
 )  # JSON per scanner call: large enough that the per-call cost vanishes, small next to the columns
-_READ_BYTES = 1 << 20  # compressed bytes per read
-_GZIP_WBITS = 16 + zlib.MAX_WBITS
 
 
 class GiveUp(Exception):
@@ -48,7 +40,12 @@ def scan(file: Path, scanner) -> None:
             head = f.read(2)
             f.seek(0)
             if is_gzip(head):
-                _feed(_Gunzipped(_gunzipped(f, file)), scanner, PIECE_BYTES, file)
+                _feed(
+                    _Gunzipped(gunzip_pieces(f, os.fstat(f.fileno()).st_size, file)),
+                    scanner,
+                    PIECE_BYTES,
+                    file,
+                )
             # a small file gets a buffer of its size (+1: a full buffer is not known to be the end)
             else:
                 _feed(f, scanner, min(PIECE_BYTES, os.fstat(f.fileno()).st_size + 1), file)
@@ -104,7 +101,7 @@ def _feed(source, scanner, buffer_bytes: int, file: Path | None = None) -> None:
 
 
 class _Gunzipped:
-    """readinto over the output of _gunzipped."""
+    """readinto over the output of files.gunzip_pieces."""
 
     def __init__(self, pieces: Iterator[bytes]):
         self.pieces, self.rest = pieces, memoryview(b"")
@@ -116,56 +113,3 @@ class _Gunzipped:
         view[:n] = self.rest[:n]
         self.rest = self.rest[n:]
         return n
-
-
-def _gunzipped(f, path: Path) -> Iterator[bytes]:
-    """Every gzip member's output, PIECE_BYTES at most at a time, refused past the caps
-    (files.gunzip's rules)."""
-    cap = gzip_cap_bytes(os.fstat(f.fileno()).st_size)
-    total = 0
-    d = zlib.decompressobj(_GZIP_WBITS)
-    data = f.read(_READ_BYTES)
-    while True:
-        if d.eof:
-            data = d.unused_data
-            while len(data) < 2 and (more := f.read(_READ_BYTES)):
-                data += more
-            if not data:
-                return
-            if not is_gzip(data):
-                _only_padding(
-                    data, f, path
-                )  # zeros after the last member are padding (tapes, some writers)
-                return
-            d = zlib.decompressobj(_GZIP_WBITS)
-        if not data:
-            data = f.read(_READ_BYTES)
-        piece = d.decompress(
-            data, min(PIECE_BYTES, cap + 1 - total)
-        )  # never past the cap by more than a byte
-        if not piece and not data and not d.eof:
-            raise GiveUp("the gzip stream ends before its last member does (truncated?)")
-        total += len(piece)
-        if total > cap:
-            raise TraceError(
-                f"{path} is refused: its gzip expands to more than {cap:,} bytes "
-                f"(the caps: {GZIP_MAX_RATIO}x the compressed size, {GZIP_MAX_BYTES >> 30} GiB; "
-                "docs/reliability.md). If it is a real trace, gunzip it and give the .json"
-            )
-        data = d.unconsumed_tail
-        if piece:
-            yield piece
-
-
-def _only_padding(rest: bytes, f, path: Path) -> None:
-    seen = 0
-    while rest:
-        if rest.strip(b"\0"):
-            raise GiveUp("bytes after the gzip stream's end that are not gzip")
-        seen += len(rest)
-        if seen > GZIP_MAX_PADDING_BYTES:  # a sparse file: checking 2 GiB of zeros took 40 s
-            raise TraceError(
-                f"{path} is not a readable gzip file: more than {GZIP_MAX_PADDING_BYTES >> 20} MiB"
-                " of zeros after its end (a sparse or damaged file)"
-            )
-        rest = f.read(_READ_BYTES)
