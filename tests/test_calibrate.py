@@ -5,8 +5,10 @@ that GPU predictions leave it alone."""
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -103,26 +105,15 @@ def test_jax_psum_over_two_xla_cpu_devices(tmp_path):
     env = dict(
         os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu"
     )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            code,
-            "calibrate",
-            "--device",
-            "cpu",
-            "--framework",
-            "jax",
-            "--sizes",
-            "8,64K",
-            "--out",
-            str(out),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    argv = [sys.executable, "-c", code, "calibrate", "--device", "cpu", "--framework", "jax"]
+    argv += ["--sizes", "8,64K", "--out", str(out)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    if done.returncode == -signal.SIGABRT and "rendezvous" in done.stderr:
+        # XLA's in-process all-reduce aborts itself when a device's thread has not joined within
+        # 40 s (seen once, another process keeping one of the two cores busy): XLA's, not an
+        # answer of scaldiag's; run once more, and a second abort fails the test
+        warnings.warn(f"XLA's all-reduce aborted; once more:\n{done.stderr[-1500:]}", stacklevel=1)
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     assert (doc["device"], doc["backend"], doc["ranks"]) == ("cpu", "xla-cpu", 2)

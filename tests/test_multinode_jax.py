@@ -103,7 +103,8 @@ def test_a_plain_jax_job_is_one_report_on_one_clock_without_findings(plain):
     # gloo's, so the estimate reads about that: the load decides how much, so no figure is asserted;
     # each rank's clock is checked against the recorder's in the next test.)
     assert offset["collectives"] == 5, offset
-    assert "SD209" not in ids(report) and "SD210" not in ids(report), report["findings"]
+    assert "SD209" not in ids(report), report["findings"]
+    assert _no_straggler_but_the_machines(report), report["findings"]
 
 
 def test_scaldiag_s_input_free_measurement_skips_itself_in_a_process_of_several(plain):
@@ -176,3 +177,11 @@ def test_one_processs_slow_input_names_that_node(slow_input):
     ]
     assert "SD209" not in ids(report), report["findings"]
     assert "fix (JAX / Keras on JAX):" in local.report(ENV, *slow_input, fmt="term")
+
+
+def _no_straggler_but_the_machines(report: dict) -> bool:
+    """No SD210, or one that blames a node's compute: with a third process on one of the two cores
+    (the busy core of issue 33's runs) one worker really is slower, and SD210 named it, its compute
+    as the cause (3 failures in 6 runs under a busy core, none of 9 quiet). The plain job's input is
+    instant and the machine has no network: neither may ever be blamed."""
+    return all(f["category"] == "compute" for f in report["findings"] if f["id"] == "SD210")
