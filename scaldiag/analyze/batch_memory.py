@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 GIB = float(1 << 30)
+# The largest factor said: past it the batch, not the memory, is what the advice is about.
+SURE_FACTOR_MAX = 1024
 
 
 @dataclass(frozen=True)
@@ -92,10 +94,11 @@ def device_memory(training: dict, gpu_samples: list[dict], inventory: dict) -> D
 def room(mem: DeviceMemory, factor: float) -> BatchRoom:
     grows = max(0, mem.peak_bytes - mem.fixed_min_bytes)
     worst = mem.fixed_min_bytes + factor * grows
-    if grows == 0:
-        sure_factor = 1 << 20 if mem.peak_bytes <= mem.total_bytes else 0
+    if grows == 0:  # nothing but the parameters: any factor, as far as this bound can say
+        sure_factor = SURE_FACTOR_MAX if mem.peak_bytes <= mem.total_bytes else 0
     else:
-        sure_factor = max(0, int((mem.total_bytes - mem.fixed_min_bytes) // grows))
+        sure = (mem.total_bytes - mem.fixed_min_bytes) // grows
+        sure_factor = max(0, min(SURE_FACTOR_MAX, int(sure)))
     may_grow = (mem.total_bytes - mem.peak_bytes) / (factor - 1) if factor > 1 else grows
     return BatchRoom(
         factor,
@@ -126,11 +129,7 @@ def describe(mem: DeviceMemory, r: BatchRoom, per_replica_batch: int | None) -> 
     sure = (
         "no larger batch is sure to stay within it"
         if r.sure_factor < 2
-        else f"sure to stay within it up to x{min(r.sure_factor, 1024)}"
-        + (
-            f" (per-replica batch {per_replica_batch * min(r.sure_factor, 1024)})"
-            if per_replica_batch
-            else ""
-        )
+        else f"sure to stay within it up to x{r.sure_factor}"
+        + (f" (per-replica batch {per_replica_batch * r.sure_factor})" if per_replica_batch else "")
     )
     return f"{head}: {verdict}; {sure}"

@@ -61,15 +61,6 @@ def open_regular(path: Path):
     return f
 
 
-def read_bytes(path: Path) -> bytes:
-    """A regular file's bytes (TraceError for anything else or a read failure)."""
-    with open_regular(path) as f:
-        try:
-            return f.read()
-        except OSError as exc:
-            raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from exc
-
-
 def read_text_bytes(path: Path) -> bytes | bytearray:
     """A trace file's bytes, gunzipped where it is gzip. A gzip file is read a piece at a time, so
     memory stays its output (capped) and one piece whatever follows its last member: a 2 GiB sparse

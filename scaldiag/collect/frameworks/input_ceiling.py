@@ -28,21 +28,23 @@ def measure(x, seconds: float = CEILING_SECONDS) -> dict | None:
     if batches is None or seconds <= 0:
         return None
     try:
-        return _count(batches, source, startup, seconds)
+        return count_batches(batches, source, startup, seconds)
     finally:
         close = getattr(batches, "close", None)
         if close is not None:
             close()  # a worker pool stops here (its generator's finally)
 
 
-def _count(batches, source: str, startup: int, seconds: float) -> dict | None:
-    # pipeline start-up (threads, a pool's first batches, first reads) is not throughput
+def count_batches(batches, source: str, startup: int, seconds: float) -> dict | None:
+    """Samples per second from ``batches`` for up to ``seconds`` (MAX_BATCHES at most), after its
+    first ``startup`` batches: a pipeline's start-up (threads, a pool's first batches, made while
+    the first was, first reads) is not throughput. Also the torch adapter's DataLoader count."""
     first = next(batches, None)
+    if first is None:
+        return None
     for _ in range(startup - 1):
         if next(batches, None) is None:
             return None
-    if first is None:
-        return None
     samples, count, start = 0, 0, time.perf_counter()
     for batch in batches:
         samples += batch_size(batch)

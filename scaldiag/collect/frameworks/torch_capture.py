@@ -549,36 +549,18 @@ class TorchCapture:
 
 
 def measure_loader(loader, seconds: float) -> dict | None:
-    """Samples per second a DataLoader delivers alone (a fresh iterator: its workers start again).
-    """
-    import time
-
-    batches = iter(loader)
-    first = next(batches, None)  # worker start-up is not throughput
-    # nor are the other workers' first batches, made while the first was: they come at once
-    for _ in range(int(getattr(loader, "num_workers", 0) or 0) - 1):
-        if next(batches, None) is None:
-            return None
-    if first is None:
-        return None
-    samples, count, start = 0, 0, time.perf_counter()
-    for batch in batches:
-        samples += input_ceiling.batch_size(batch)
-        count += 1
-        if count >= input_ceiling.MAX_BATCHES or time.perf_counter() - start >= seconds:
-            break
-    elapsed = time.perf_counter() - start
-    if count == 0 or elapsed <= 0:
-        return None
+    """Samples per second a DataLoader delivers alone (a fresh iterator: its workers start again;
+    their first batches, one a worker, are start-up), scaled to the job's ranks."""
+    workers = int(getattr(loader, "num_workers", 0) or 0)
+    found = input_ceiling.count_batches(
+        iter(loader), "DataLoader iterated alone", max(1, workers), seconds
+    )
+    if found is None or world_size() == 1:
+        return found
     return {
-        "samples_per_s": samples * world_size() / elapsed,
-        "batches": count,
-        "seconds": elapsed,
-        "source": (
-            "DataLoader iterated alone"
-            + (f" (rank 0, x {world_size()} ranks)" if world_size() > 1 else "")
-        ),
-        "first_batch_size": input_ceiling.batch_size(first),
+        **found,
+        "samples_per_s": found["samples_per_s"] * world_size(),
+        "source": f"{found['source']} (rank 0, x {world_size()} ranks)",
     }
 
 
