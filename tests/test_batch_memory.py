@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scaldiag.analyze.batch_memory import GIB, describe, device_memory, room
+from scaldiag.analyze.batch_memory import GIB, brief, describe, device_memory, held, room
+from scaldiag.render.words import speedup_words
+from scaldiag.rules.base import Speedup
 
 G = 1 << 30
 INVENTORY = {
@@ -69,3 +71,41 @@ def test_a_full_card_may_not_take_the_larger_batch_and_says_how_much_may_grow():
     assert "NVML's figure holds the framework's pool" in text  # not the allocator's own peak
     assert "no larger batch is sure to stay within it" in text
     assert f"peak {56 * G / GIB:.1f} of 80.0 GiB" in text
+
+
+def test_the_forecast_line_says_whether_it_fits_and_what_the_ceiling_bounds():
+    roomy = device_memory({"parameter_bytes": 2 * G}, _nvml((0, 10 * G)), INVENTORY)
+    full = device_memory({}, _nvml((0, 56 * G)), INVENTORY)
+    assert brief(roomy, room(roomy, 4)) == "x4 fits in device memory (NVML's peak 10.0 of 80.0 GiB)"
+    # NVML's used memory holds the pool: a misfit is not known from it
+    assert brief(full, room(full, 4)) == (
+        "whether x4 fits is unknown (NVML's 56.0 of 80.0 GiB holds the framework's pool)"
+    )
+    allocator = device_memory(
+        {"device_memory": [{"device": 0, "peak_bytes": 30 * G, "limit_bytes": 80 * G}]},
+        [],
+        INVENTORY,
+    )
+    assert brief(allocator, room(allocator, 4)) == (
+        "x4 may not fit in device memory (peak 30.0 of 80.0 GiB; sure up to x2)"
+    )
+    ceiling = Speedup(1.74, 1.46, 2.16, "host work removed", kind="ceiling")
+    fits = brief(roomy, room(roomy, 4))
+    under = Speedup(1.47, 1.47, 1.47, "per-replica batch x4: ...", kind="forecast", fits=fits)
+    what, number = speedup_words(under, ceiling)
+    assert what == "forecast of per-replica batch x4:"
+    assert number == f"1.47x; within the 1.74x ceiling; {fits}"
+    over = Speedup(2.5, 2.5, 2.5, "per-replica batch x4: ...", kind="forecast")
+    assert "above the 1.74x ceiling" in speedup_words(over, ceiling)[1]
+    same = Speedup(1.74, 1.46, 2.16, "parallel input workers: ...", kind="forecast")
+    assert speedup_words(same, ceiling)[1] == "1.74x (95% range 1.46x-2.16x)"  # one number
+    assert speedup_words(over)[1] == "2.50x"  # alone: no ceiling, no memory said
+
+
+def test_a_kept_batch_fitted_where_it_ran():
+    mem = device_memory(
+        {"device_memory": [{"device": 0, "peak_bytes": 30 * G, "limit_bytes": 80 * G}]},
+        [],
+        INVENTORY,
+    )
+    assert held(mem, 64, 1) == "per-replica batch 64 fitted at 1 device(s) (peak 30.0 of 80.0 GiB)"

@@ -2,9 +2,12 @@
 sweep's
 forecasts are made of (whether they come true against a twin is `python -m bench accuracy`'s)."""
 
+from dataclasses import replace
+
 import pytest
 from test_scaling import run
 
+from scaldiag.analyze.batch_memory import DeviceMemory
 from scaldiag.analyze.scaling import analyze_scaling
 from scaldiag.rules import SWEEP_RULES, check_all
 
@@ -108,3 +111,26 @@ def test_larger_batch_forecast_on_an_emulated_tf_sweep(emulated_sweep):
     assert f.global_batch == 128 and f.measured_samples_per_s == measured
     assert f.samples_per_s == pytest.approx(128 / (f.step_time_ms / 1e3))
     assert f.speedup == pytest.approx(f.samples_per_s / measured)
+
+
+def _holding(r, peak_gib: float):
+    """A hand-made run whose allocator peaked at ``peak_gib`` of an 80 GiB card."""
+    mem = DeviceMemory(0, int(peak_gib * (1 << 30)), 80 << 30, 0, "the allocator", True)
+    return replace(r, device_memory=mem)
+
+
+def test_batch_forecasts_say_whether_the_batch_fits():
+    one, two = _holding(run(10.0, 256, 1, {}), 30), _holding(run(7.0, 256, 2, {}), 20)
+    (kept,) = [f for f in check_all(SWEEP_RULES, analyze_scaling({1: [one], 2: [two]}, False))]
+    # SD201 keeps the one-device run's batch: it fitted there
+    assert (
+        kept.forecast.fits == "per-replica batch 256 fitted at 1 device(s) (peak 30.0 of 80.0 GiB)"
+    )
+    one, two = run(10.0, 256, 1, {}), _holding(run(14.0, 512, 2, {"collective": 40}), 30)
+    s = analyze_scaling({1: [one], 2: [two]}, emulated=False)
+    (grown,) = [f for f in check_all(SWEEP_RULES, s) if f.id == "SD203"]
+    # SD203 grows the two-device run's batch x4: 4 x 30 GiB may not fit in 80 (x2 surely does)
+    assert (
+        grown.forecast.fits
+        == "x4 may not fit in device memory (peak 30.0 of 80.0 GiB; sure up to x2)"
+    )

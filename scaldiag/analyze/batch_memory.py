@@ -133,3 +133,29 @@ def describe(mem: DeviceMemory, r: BatchRoom, per_replica_batch: int | None) -> 
         + (f" (per-replica batch {per_replica_batch * r.sure_factor})" if per_replica_batch else "")
     )
     return f"{head}: {verdict}; {sure}"
+
+
+def brief(mem: DeviceMemory, r: BatchRoom) -> str:
+    """``describe`` in a few words, for the forecast's own line. NVML's used memory holds the
+    framework's pool (JAX and TensorFlow reserve most of the card), so from it alone only a fit is
+    known, never a misfit."""
+    k = f"x{r.factor:g}"
+    of = f"{mem.peak_bytes / GIB:.1f} of {mem.total_bytes / GIB:.1f} GiB"
+    if not mem.allocator:
+        if r.sure:
+            return f"{k} fits in device memory (NVML's peak {of})"
+        return f"whether {k} fits is unknown (NVML's {of} holds the framework's pool)"
+    if r.sure:
+        return f"{k} fits in device memory (peak {of})"
+    sure = f"; sure up to x{r.sure_factor}" if r.sure_factor >= 2 else ""
+    return f"{k} may not fit in device memory (peak {of}{sure})"
+
+
+def held(mem: DeviceMemory, per_replica_batch: float, devices: int) -> str:
+    """A batch a run already held, for a forecast that keeps it (SD201): it fitted there, at
+    that peak; more devices add only the collectives' buffers."""
+    whose = "" if mem.allocator else "NVML's "
+    return (
+        f"per-replica batch {per_replica_batch:g} fitted at {devices} device(s)"
+        f" ({whose}peak {mem.peak_bytes / GIB:.1f} of {mem.total_bytes / GIB:.1f} GiB)"
+    )

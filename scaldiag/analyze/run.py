@@ -14,7 +14,7 @@ import numpy as np
 
 from scaldiag.analyze import inflation, recorded_steps
 from scaldiag.analyze.accounting import Accounting, account
-from scaldiag.analyze.batch_memory import device_memory
+from scaldiag.analyze.batch_memory import DeviceMemory, device_memory
 from scaldiag.analyze.clock import Clock, clock
 from scaldiag.analyze.epochs import EpochStats, epoch_stats
 from scaldiag.analyze.input_cost import InputCost, input_cost, with_input_cost
@@ -119,6 +119,8 @@ class RunAnalysis:
         None  # whole epochs as Keras's progress bar times them (analyze/epochs.py)
     )
     clock: Clock | None = None  # a step at each scope, the user's own first (analyze/clock.py)
+    # The fullest device's peak memory (analyze/batch_memory.py), trace or not.
+    device_memory: DeviceMemory | None = None
     # (rank, excess over the fastest rank as a fraction): the rank slower than the others beyond the
     # noise
     slow_rank: tuple[int, float] | None = None
@@ -435,6 +437,7 @@ def analyze_record(
         clock=scopes,
         ranks=ranks,
         slow_rank=slow_rank(ranks),
+        device_memory=memory,
     )
 
 

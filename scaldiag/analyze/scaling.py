@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from scaldiag.analyze.batch_memory import DeviceMemory
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.epochs import FIRST_EPOCH_COMPARED
 from scaldiag.analyze.forecast import SweepForecast, kept_batch, larger_batch_at
@@ -66,6 +67,7 @@ class ScalingPoint:
     unused_devices: str | None = (
         None  # why the point is left out of speedup and efficiency, if it is
     )
+    device_memory: DeviceMemory | None = None  # its first run's fullest device (batch_memory.py)
 
     @property
     def compared(self) -> bool:
@@ -376,6 +378,7 @@ def _point(
         link_bytes_per_s=link_bytes_per_s(runs[0].inventory),
         replicas=replicas,
         unused_devices=unused,
+        device_memory=runs[0].device_memory,
     )
 
 

@@ -134,7 +134,10 @@ def _finding(f: Finding, framework: str) -> str:
             f" {esc(s.arithmetic)}</p>"
         )
     if f.forecast:
-        out.append(f"<p><b>Forecast:</b> {esc(f.forecast.arithmetic)}</p>")
+        what, number = speedup_words(f.forecast, f.predicted_speedup)
+        out.append(
+            f"<p><b>{esc(what.capitalize())}</b> {esc(number)}: {esc(f.forecast.arithmetic)}</p>"
+        )
     out += [_p(f"note: {n}", "dim") for n in f.notes]
     first = [framework] if framework in f.fix else list(f.fix)[:1]
     for fw in first:

@@ -25,7 +25,7 @@ _CATEGORY = ("exclusive_ms", "exclusive_pct", "exclusive_pct_ci95", "busy_ms")
 _TRANSFERS = ("bytes_per_step", "count_per_step", "bytes_by_host_kind")
 _HOST_ACTIVITY = ("name", "state", "ms_per_step")
 _EVIDENCE = ("metric", "value", "unit", "threshold", "spread", "device")
-_SPEEDUP = ("value", "low", "high", "arithmetic", "kind")
+_SPEEDUP = ("value", "low", "high", "arithmetic", "kind", "fits")
 _STEPS = (
     "recorded",
     "steady",

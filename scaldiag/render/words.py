@@ -36,18 +36,32 @@ _RECOVERY = re.compile(r"\([\d.]+ \+ [\d.]+\) / [\d.]+ = [\d.]+x")
 _AT_DEVICES = re.compile(r" at (\d+) devices$")
 
 
-def speedup_words(s) -> tuple[str, str]:
+def speedup_words(s, ceiling=None) -> tuple[str, str]:
     """What a finding's number bounds, in words, and the number with its range (render/ranges.py).
-    """
+    ``ceiling``: the same finding's ceiling, which a forecast is said against (one headline
+    speed-up a finding, the other said as a part of it or past it)."""
     at = _AT_DEVICES.search(s.arithmetic)
     if s.kind == "forecast":
         # A forecast's arithmetic opens with the change it forecasts ("per-replica batch x4: ...").
         change = s.arithmetic.split(":", 1)[0] if ":" in s.arithmetic else ""
         of = f" of {change}" if 0 < len(change) <= 50 else ""
-        return f"forecast{of}:", ranges.speedup_of(s)
+        tail = [_against(s, ceiling)] if ceiling is not None and ceiling.kind == "ceiling" else []
+        tail += [getattr(s, "fits", "")]
+        return f"forecast{of}:", ranges.speedup_of(s) + "".join(f"; {t}" for t in tail if t)
     what = (
         (f"the speedup at {at[1]} devices" if at else "the sweep's speedup")
         if _RECOVERY.search(s.arithmetic)
         else "this step's speed-up"
     )
     return f"{what} if fixed:", ranges.speedup_of(s)  # "at most": a ceiling
+
+
+def _against(forecast, ceiling) -> str:
+    """A forecast beside its finding's ceiling: the ceiling removes the whole cause, a fix wins a
+    part of it, or (a larger batch) more, as it also spreads the step's other per-step costs; ""
+    where the two are one number."""
+    if f"{forecast.value:.2f}" == f"{ceiling.value:.2f}":
+        return ""
+    if forecast.value < ceiling.value:
+        return f"within the {ceiling.value:.2f}x ceiling"
+    return f"above the {ceiling.value:.2f}x ceiling: it also spreads per-step costs"

@@ -66,6 +66,9 @@ class Speedup:
     high: float
     arithmetic: str
     kind: str = "ceiling"
+    # Whether the change fits in device memory, in a few words (a batch forecast: analyze/
+    # batch_memory.py ``brief``); said on the number's line, the detail is in ``arithmetic``.
+    fits: str = ""
 
 
 @dataclass(frozen=True)

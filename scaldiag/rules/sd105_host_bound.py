@@ -131,11 +131,9 @@ def _forecast(analysis: ProfileAnalysis, unit: UnitAnalysis) -> Speedup | None:
     if f is None or f.speedup <= 1.0:
         return None
     memory = analysis.device_memory
+    room = batch_memory.room(memory, BATCH_FACTOR) if memory is not None else None
     fits = (
-        "; "
-        + batch_memory.describe(
-            memory, batch_memory.room(memory, BATCH_FACTOR), analysis.per_replica_batch
-        )
+        "; " + batch_memory.describe(memory, room, analysis.per_replica_batch)
         if memory is not None
         else ""
     )
@@ -148,6 +146,7 @@ def _forecast(analysis: ProfileAnalysis, unit: UnitAnalysis) -> Speedup | None:
         f" stay: {BATCH_FACTOR} x {f.per_sample_ms + f.per_step_ms:.3f} / ({BATCH_FACTOR} x"
         f" {f.per_sample_ms:.3f} + {f.per_step_ms:.3f}) = {f.speedup:.2f}x samples/s{fits}",
         kind="forecast",
+        fits=batch_memory.brief(memory, room) if memory is not None else "",
     )
 
 

@@ -13,8 +13,9 @@ batch and the largest run's measured all-reduce, host and input parts
 
 from __future__ import annotations
 
+from scaldiag.analyze.batch_memory import brief, held, room
 from scaldiag.analyze.forecast import SweepForecast
-from scaldiag.analyze.scaling import ScalingAnalysis
+from scaldiag.analyze.scaling import ScalingAnalysis, ScalingPoint
 from scaldiag.rules.base import Evidence, Finding, Speedup
 
 FIX = {
@@ -61,17 +62,27 @@ class _PerReplicaBatch:
             ],
             fix=FIX,
             predicted_speedup=None,
-            forecast=forecast_speedup(s.kept_batch),
+            forecast=forecast_speedup(s.kept_batch, first),
             notes=[] if s.kept_batch else ["no forecast: it needs both runs' traces and batches"],
         )
 
 
-def forecast_speedup(f: SweepForecast | None) -> Speedup | None:
+def forecast_speedup(f: SweepForecast | None, base: ScalingPoint | None = None) -> Speedup | None:
     """A sweep forecast as a finding's number: samples/s with the fix over samples/s measured, at
-    f.gpus."""
+    f.gpus. ``base``: a run at another per-replica batch, whose peak memory says whether the
+    forecast's batch fits: the batch it ran (SD201 keeps it), or k times it (SD203 grows it)."""
     if f is None:
         return None
-    return Speedup(f.speedup, f.speedup, f.speedup, f.arithmetic, kind="forecast")
+    mem = base.device_memory if base is not None else None
+    fits = ""
+    if mem is not None and base.per_replica_batch:
+        factor = f.per_replica_batch / base.per_replica_batch
+        fits = (
+            held(mem, base.per_replica_batch, base.gpus)
+            if factor <= 1
+            else brief(mem, room(mem, factor))
+        )
+    return Speedup(f.speedup, f.speedup, f.speedup, f.arithmetic, kind="forecast", fits=fits)
 
 
 RULE = _PerReplicaBatch()

@@ -88,7 +88,10 @@ class _CollectiveGrowth:
             predicted_speedup=recovery_speedup(
                 a.measured, cause.lost_speedup, "hiding all of it", a.gpus
             ),
-            forecast=forecast_speedup(next((f for f in s.larger_batch if f.gpus == a.gpus), None)),
+            forecast=forecast_speedup(
+                next((f for f in s.larger_batch if f.gpus == a.gpus), None),
+                next((p for p in s.points if p.gpus == a.gpus), None),
+            ),
         )
 
 

@@ -238,11 +238,13 @@ def exit_text(code: int, signal: str | None = None) -> str:
     return f"exit code {code}"
 
 
-def speedup_line(s) -> list[str | Keep]:
+def speedup_line(s, ceiling=None) -> list[str | Keep]:
     """What a finding's number bounds, in words, and the number with its range (render/ranges.py),
-    as parts for ``say``: the number and its range are never split."""
-    what, number = speedup_words(s)
-    return [what, Keep(number)]
+    as parts for ``say``: the number and its range are never split. ``ceiling``: the finding's,
+    beside a forecast."""
+    what, number = speedup_words(s, ceiling)
+    head, *tail = number.split("; ", 1)
+    return [what, Keep(head + (";" if tail else "")), *tail]
 
 
 def headline(console: Console, report) -> None:
@@ -322,7 +324,7 @@ def print_finding(
         say(console, f.summary, indent=2)
     for s in (None if said else f.predicted_speedup, f.forecast):
         if s is not None:
-            say(console, *speedup_line(s), indent=2)
+            say(console, *speedup_line(s, f.predicted_speedup), indent=2)
             if verbose:
                 say(console, f"arithmetic: {s.arithmetic}", indent=4, style="dim")
     if verbose:
