@@ -683,7 +683,8 @@ CLOCKS = {
 # ---------------------------------------------------------------- one row
 def _scaldiag_side(rep: dict | None) -> dict:
     if not rep:
-        return {"error": "no report"}
+        # a script that did not start (or a report not written) still makes its row
+        return {"error": "no report", "epochs_ms_per_step": {}}
     st = rep.get("steps") or {}
     sps, per = st.get("samples_per_s"), st.get("samples_per_step")
     out = {
