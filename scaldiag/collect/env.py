@@ -20,6 +20,9 @@ RUN_ROOT_ENV = (  # a torchrun job's run directory; ranks > 0 record in RUN_ROOT
 TRY_DATALOADER_ENV = (  # scaldiag try: DataLoader keyword arguments, JSON (try_fixes.py)
     "SCALDIAG_TRY_DATALOADER"
 )
+TRY_KERAS_ENV = (  # scaldiag try: compile's steps_per_execution, PyDataset's workers, JSON
+    "SCALDIAG_TRY_KERAS"
+)
 TEARDOWN_ENV = (  # Kineto's own, read when the profiler stops (collect/frameworks/torch_trace.py)
     "TEARDOWN_CUPTI"
 )

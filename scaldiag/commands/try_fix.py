@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scaldiag.collect.frameworks.try_fixes import DATALOADER_ENV
+from scaldiag.collect.frameworks.try_fixes import DATALOADER_ENV, KERAS_ENV
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.rundir import RUN_JSON, TRY_JSON, read_json, write_json
 
@@ -37,7 +37,9 @@ def add_parser(subparsers) -> None:
         ),
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by profile")
-    p.add_argument("finding", metavar="FINDING", help="the finding's id (SD211, SD101)")
+    p.add_argument(
+        "finding", metavar="FINDING", help="the finding's id (SD211, SD101, SD105 on Keras)"
+    )
     p.add_argument("--rounds", type=int, default=3, help="baseline+fixed pairs (default 3)")
     p.add_argument("--budget-s", type=float, default=600.0, help="stop starting rounds after this")
     p.add_argument(
@@ -64,26 +66,45 @@ def fix_for(finding_id: str, run_dir: Path):
         raise ScaldiagError(f"{finding_id}: not a finding of {run_dir} (its findings: {ids})")
     plan = knobs.plan(knobs.machine(report.analysis), findings)
     fix_text = found.fix.get(report.framework) or next(iter(found.fix.values()), "")
-    values = knobs.values(fix_text)
-    env: dict[str, str] = {}
-    sets: dict[str, object] = {}
-    if "intra_op_threads" in values:
-        n = plan["intra_op_threads"]
-        env["OMP_NUM_THREADS"] = n
-        sets["intra_op_threads"] = int(n)
-    loader = {}
-    if "num_workers" in values and report.framework == "pytorch":
-        loader["num_workers"] = int(plan["num_workers"])
-        loader["persistent_workers"] = True
-    if loader:
-        env[DATALOADER_ENV] = json.dumps(loader)
-        sets.update(loader)
+    env, sets = fix_env(knobs.values(fix_text), report.framework, plan)
     if not env:
         raise CannotApply(
             f"{finding_id}: its fix cannot be applied from outside the script yet; paste this"
             f" instead: {' '.join(fix_text.split()) or '(no fix text)'}"
         )
     return found, env, sets
+
+
+def fix_env(values: dict, framework: str, plan: dict[str, str]) -> tuple[dict, dict]:
+    """The child's environment that applies the knobs a fix names (``knobs.values`` of its text),
+    at the plan's values, and what it sets; both empty where none can be applied from outside.
+    Keras runs are named by their backend (tensorflow, jax)."""
+    env: dict[str, str] = {}
+    sets: dict[str, object] = {}
+    if "intra_op_threads" in values:
+        env["OMP_NUM_THREADS"] = plan["intra_op_threads"]
+        sets["intra_op_threads"] = int(plan["intra_op_threads"])
+    loader, keras = {}, {}
+    if "num_workers" in values and framework == "pytorch":
+        loader["num_workers"] = int(plan["num_workers"])
+        loader["persistent_workers"] = True
+    if framework in ("tensorflow", "jax"):
+        if "steps_per_execution" in values:
+            keras["steps_per_execution"] = _value(plan, values, "steps_per_execution")
+        if "pydataset_workers" in values:
+            keras["workers"] = _value(plan, values, "pydataset_workers")
+    if loader:
+        env[DATALOADER_ENV] = json.dumps(loader)
+        sets.update(loader)
+    if keras:
+        env[KERAS_ENV] = json.dumps(keras)
+        sets.update({"pydataset_workers" if k == "workers" else k: v for k, v in keras.items()})
+    return env, sets
+
+
+def _value(plan: dict[str, str], values: dict, knob: str) -> int:
+    """The plan's value for a knob, else the fix text's own (the largest it names)."""
+    return int(plan.get(knob) or max(values[knob], key=int))
 
 
 def _steady_ms(round_dir: Path) -> float | None:

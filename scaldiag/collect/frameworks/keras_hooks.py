@@ -25,16 +25,23 @@ FITS_RUNNING = 0
 def patches() -> dict:
     """Module name -> function(module), applied right after the module executes (adapters.py);
     TensorFlow's only under emulation (``profile --emulate``)."""
+    from scaldiag.collect.frameworks import try_fixes
+
     emulate = int(os.environ.get(EMULATE_ENV, "0") or 0)
     found = {MODEL_MODULE: _on_keras_import}
     if emulate > 1:
         found["tensorflow"] = _emulate_devices(emulate)
+    if try_fixes.keras_overrides():  # `scaldiag try`'s fixed rounds only
+        found[try_fixes.PYDATASET_MODULE] = try_fixes.patch_pydataset
     return found
 
 
 def _on_keras_import(module) -> None:
+    from scaldiag.collect.frameworks.try_fixes import patch_compile
+
     append_mark(os.environ.get(RUN_DIR_ENV), "keras_imported")
     patch_fit(module.Model, add_callback=True)
+    patch_compile(module.Model)  # scaldiag try's fix, where it set one
 
 
 def _emulate_devices(count: int):

@@ -2,7 +2,10 @@
 
 ``SCALDIAG_TRY_DATALOADER`` holds JSON keyword arguments (``{"num_workers": 1,
 "persistent_workers": true}``) that every ``torch.utils.data.DataLoader`` the script builds gets in
-place of its own. The script's file is never read or written; unset, nothing changes.
+place of its own. ``SCALDIAG_TRY_KERAS`` (``{"steps_per_execution": 32, "workers": 1}``): every
+``Model.compile`` gets that ``steps_per_execution``, every ``keras.utils.PyDataset`` those
+``workers`` (threads; ``use_multiprocessing`` stays the script's). The script's file is never read
+or written; unset, nothing changes.
 """
 
 from __future__ import annotations
@@ -12,14 +15,64 @@ import json
 import os
 
 from scaldiag.collect.env import TRY_DATALOADER_ENV as DATALOADER_ENV
+from scaldiag.collect.env import TRY_KERAS_ENV as KERAS_ENV
+
+# Where Keras 3 defines PyDataset (both backends).
+PYDATASET_MODULE = "keras.src.trainers.data_adapters.py_dataset_adapter"
 
 
-def dataloader_overrides() -> dict:
+def _overrides(name: str) -> dict:
     try:
-        value = json.loads(os.environ.get(DATALOADER_ENV) or "{}")
+        value = json.loads(os.environ.get(name) or "{}")
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def dataloader_overrides() -> dict:
+    return _overrides(DATALOADER_ENV)
+
+
+def keras_overrides() -> dict:
+    return _overrides(KERAS_ENV)
+
+
+def patch_compile(model_class) -> None:
+    """``Model.compile`` with ``try``'s steps_per_execution, where it set one."""
+    n = keras_overrides().get("steps_per_execution")
+    original = model_class.compile
+    if not isinstance(n, int) or getattr(original, "_scaldiag_try", False):
+        return
+
+    @functools.wraps(original)
+    def compile(self, *args, **kwargs):
+        import inspect
+
+        given = inspect.signature(original).bind(self, *args, **kwargs).arguments
+        given.pop("self", None)
+        given.update(given.pop("kwargs", {}))  # a subclass's compile(**kwargs)
+        given["steps_per_execution"] = n
+        return original(self, **given)
+
+    compile._scaldiag_try = True
+    model_class.compile = compile
+
+
+def patch_pydataset(module) -> None:
+    """``PyDataset.__init__`` with ``try``'s workers, where it set some: subclasses pass their
+    keyword arguments up (``super().__init__(**kwargs)``), and the workers are read from there."""
+    n = keras_overrides().get("workers")
+    data = getattr(module, "PyDataset", None)
+    if not isinstance(n, int) or data is None or getattr(data.__init__, "_scaldiag_try", False):
+        return
+    original = data.__init__
+
+    @functools.wraps(original)
+    def __init__(self, workers=1, use_multiprocessing=False, max_queue_size=10):
+        original(self, n, use_multiprocessing, max_queue_size)
+
+    __init__._scaldiag_try = True
+    data.__init__ = __init__
 
 
 def patch_dataloader(module) -> None:
