@@ -1,0 +1,179 @@
+"""`scaldiag try` measures what the hand-written fixed twin does, within their spreads.
+
+    python -m bench try [--rounds K] [--cases torch_input_bound,keras_mlp] [--out FILE]
+
+For each case: one `scaldiag profile` of the planted script, `scaldiag try RUN_DIR FINDING
+--rounds K` (the fix applied from outside, alternating baseline and fixed rounds), then K
+alternating pairs of the planted script and its twin (the same fix written by hand) under
+`scaldiag profile`. Both sides are the ratio of steady steps (median, the report's), per pair; a
+side's speed-up is the median of its pairs with their min-max as the spread. The finding's own
+forecast and ceiling stand beside them. "agree" where the two spreads overlap.
+
+The twins apply exactly the fix `try` applies on this machine: the DataLoader's workers at the
+plan's count (cores - 1, `persistent_workers=True` in `try`; the twin's workers are started once
+per run as well) and `steps_per_execution=32` for Keras.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common import ROOT, machine, write_result
+
+CLAIM = __doc__.splitlines()[0]
+WORKERS = str(max(1, (os.cpu_count() or 1) - 1))  # the plan's count for one rank (rules/machine.py)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    script: str
+    finding: str
+    planted: list[str]
+    twin: list[str]
+    fix: str  # the fix, in words
+
+
+CASES = {
+    c.name: c
+    for c in (
+        Case(
+            "torch_input_bound",
+            "bench/torch/input_bound.py",
+            "SD101",
+            ["--steps", "24"],
+            ["--steps", "24", "--fixed", "--workers", WORKERS],
+            f"DataLoader num_workers={WORKERS}",
+        ),
+        Case(
+            "keras_mlp",
+            "tests/keras_mlp.py",
+            "SD105",
+            [],
+            ["--steps-per-execution", "32"],
+            "steps_per_execution=32",
+        ),
+    )
+}
+
+
+def _scaldiag(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "scaldiag", *args], capture_output=True, text=True, cwd=ROOT
+    )
+
+
+def _profile(out: Path, script: str, args: list[str]) -> tuple[Path, dict]:
+    report = out.with_suffix(".json")
+    done = _scaldiag("profile", "-q", "--out", str(out), "--json", str(report), script, "--", *args)
+    if done.returncode != 0:
+        raise RuntimeError(f"{script} {args}: exit {done.returncode}: {done.stderr[-1500:]}")
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    return run_dir, json.loads(report.read_text())
+
+
+def _step_ms(report: dict) -> float | None:
+    return ((report.get("steps") or {}).get("step_time_ms") or {}).get("p50")
+
+
+def _finding(report: dict, finding: str) -> dict | None:
+    found = list(report.get("findings") or [])
+    found += (report.get("trace_report") or {}).get("findings") or []
+    return next((f for f in found if f["id"] == finding), None)
+
+
+def _spread(ratios: list[float]) -> tuple[float, float, float]:
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
+def run_case(case: Case, rounds: int, work: Path) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    run_dir, report = _profile(work / "planted", case.script, case.planted)
+    f = _finding(report, case.finding)
+    row = {"case": case.name, "finding": case.finding, "fix": case.fix, "found": f is not None}
+    if f is None:
+        return row
+    row["ceiling"] = (f.get("predicted_speedup") or {}).get("value")
+    row["forecast"] = (f.get("forecast") or {}).get("value")
+    row["forecast_of"] = ((f.get("forecast") or {}).get("arithmetic") or "").split(":")[0]
+    done = _scaldiag("try", str(run_dir), case.finding, "--rounds", str(rounds))
+    if done.returncode != 0:
+        row["try_error"] = done.stderr.strip()[-500:]
+    else:
+        kept = json.loads((run_dir / "try.json").read_text())
+        ratios = [
+            p["baseline"]["step_ms"] / p["fixed"]["step_ms"]
+            for p in kept["rounds"]
+            if p["baseline"].get("step_ms") and p["fixed"].get("step_ms")
+        ]
+        row["try_sets"] = kept["sets"]
+        row["try"] = _spread(ratios) if ratios else None
+    twin = []
+    for k in range(rounds):  # alternating order, as try's rounds
+        order = [("planted", case.planted), ("twin", case.twin)]
+        ms = {}
+        for side, args in order if k % 2 == 0 else order[::-1]:
+            _, rep = _profile(work / f"{side}_{k}", case.script, args)
+            ms[side] = _step_ms(rep)
+        if ms["planted"] and ms["twin"]:
+            twin.append(ms["planted"] / ms["twin"])
+    row["twin"] = _spread(twin) if twin else None
+    if row.get("try") and row["twin"]:
+        row["agree"] = row["try"][1] <= row["twin"][2] and row["twin"][1] <= row["try"][2]
+    return row
+
+
+def _x(s) -> str:
+    return f"{s[0]:.2f}x ({s[1]:.2f}-{s[2]:.2f})" if s else "-"
+
+
+def table(rows: list[dict], rounds: int) -> str:
+    out = [
+        f"{rounds} pairs a side; speed-up = baseline steady step / fixed steady step (medians of"
+        " the report's steady steps), median of the pairs (min-max).",
+        "",
+        "| case | finding | fix | forecast | ceiling | `try` measured | twin measured | agree |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if not r.get("found"):
+            out.append(f"| {r['case']} | {r['finding']} | {r['fix']} | not found in the run |||||")
+            continue
+        fc = f"{r['forecast']:.2f}x ({r['forecast_of']})" if r.get("forecast") else "-"
+        ceiling = f"{r['ceiling']:.2f}x" if r.get("ceiling") else "-"
+        measured = _x(r.get("try")) if "try_error" not in r else f"error: {r['try_error']}"
+        agree = {True: "yes", False: "NO"}.get(r.get("agree"), "-")
+        out.append(
+            f"| {r['case']} | {r['finding']} | {r['fix']} | {fc} | {ceiling} | {measured} |"
+            f" {_x(r.get('twin'))} | {agree} |"
+        )
+    out += ["", "Rows as JSON:", "", "```", *(json.dumps(r) for r in rows), "```"]
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench try")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--out", type=Path, help="the result file (default bench/results/try.md)")
+    a = p.parse_args(argv)
+    before = machine()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_try_") as tmp:
+        for name in a.cases.split(","):
+            rows.append(run_case(CASES[name], a.rounds, Path(tmp) / name))
+            print(json.dumps(rows[-1]), file=sys.stderr)
+    write_result("try", CLAIM, argv, table(rows, a.rounds), before, out=a.out)
+    return 0 if all(r.get("agree") is not False for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
