@@ -37,6 +37,17 @@ def keras_overrides() -> dict:
     return _overrides(KERAS_ENV)
 
 
+def _given(original, self, args, kwargs) -> dict:
+    """The arguments of a call by name, as ``original`` binds them (positional ones too), with a
+    ``**kwargs`` catch-all flattened: what a wrapper changes one value of, then passes on."""
+    import inspect
+
+    given = dict(inspect.signature(original).bind(self, *args, **kwargs).arguments)
+    given.pop("self", None)
+    given.update(given.pop("kwargs", {}))
+    return given
+
+
 def patch_compile(model_class) -> None:
     """``Model.compile`` with ``try``'s steps_per_execution, where it set one."""
     n = keras_overrides().get("steps_per_execution")
@@ -46,13 +57,7 @@ def patch_compile(model_class) -> None:
 
     @functools.wraps(original)
     def compile(self, *args, **kwargs):
-        import inspect
-
-        given = inspect.signature(original).bind(self, *args, **kwargs).arguments
-        given.pop("self", None)
-        given.update(given.pop("kwargs", {}))  # a subclass's compile(**kwargs)
-        given["steps_per_execution"] = n
-        return original(self, **given)
+        return original(self, **{**_given(original, self, args, kwargs), "steps_per_execution": n})
 
     compile._scaldiag_try = True
     model_class.compile = compile
@@ -68,8 +73,8 @@ def patch_pydataset(module) -> None:
     original = data.__init__
 
     @functools.wraps(original)
-    def __init__(self, workers=1, use_multiprocessing=False, max_queue_size=10):
-        original(self, n, use_multiprocessing, max_queue_size)
+    def __init__(self, *args, **kwargs):
+        original(self, **{**_given(original, self, args, kwargs), "workers": n})
 
     __init__._scaldiag_try = True
     data.__init__ = __init__
@@ -85,14 +90,7 @@ def patch_dataloader(module) -> None:
 
     @functools.wraps(original)
     def __init__(self, *args, **kwargs):
-        import inspect
-
-        bound = inspect.signature(original).bind(self, *args, **kwargs)
-        given = dict(bound.arguments)
-        given.pop("self", None)
-        extra = given.pop("kwargs", {})
-        given.update(extra)
-        given.update(overrides)
+        given = {**_given(original, self, args, kwargs), **overrides}
         if not given.get("num_workers"):
             given.pop("persistent_workers", None)  # DataLoader refuses it without workers
         original(self, **given)
