@@ -70,3 +70,15 @@ def test_compile_takes_try_s_steps_per_execution(monkeypatch):
     plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     plain.compile("sgd", "mse", steps_per_execution=1)
     assert plain.steps_per_execution == 1
+
+
+def test_the_dataloader_fix_takes_every_knob_the_text_names_pin_memory_on_a_gpu_only():
+    from scaldiag.rules.sd101_input_bound import FIX as SD101_FIX
+
+    values = knobs.values(SD101_FIX["pytorch"])
+    env, sets = fix_env(values, "pytorch", PLAN)  # a CPU plan: no pin_memory in it
+    loader = json.loads(env[try_fixes.DATALOADER_ENV])
+    assert loader == {"num_workers": 1, "persistent_workers": True, "prefetch_factor": 4}
+    assert sets == loader
+    env, _ = fix_env(values, "pytorch", {**PLAN, "pin_memory": "True"})  # a GPU's plan
+    assert json.loads(env[try_fixes.DATALOADER_ENV])["pin_memory"] is True

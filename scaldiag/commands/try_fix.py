@@ -88,6 +88,10 @@ def fix_env(values: dict, framework: str, plan: dict[str, str]) -> tuple[dict, d
     if "num_workers" in values and framework == "pytorch":
         loader["num_workers"] = int(plan["num_workers"])
         loader["persistent_workers"] = True
+        if "prefetch_factor" in values:
+            loader["prefetch_factor"] = _value(plan, values, "prefetch_factor")
+        if "pin_memory" in values and plan.get("pin_memory") == "True":  # the plan's: CUDA only
+            loader["pin_memory"] = True
     if framework in ("tensorflow", "jax"):
         if "steps_per_execution" in values:
             keras["steps_per_execution"] = _value(plan, values, "steps_per_execution")

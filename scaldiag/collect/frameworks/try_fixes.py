@@ -91,8 +91,9 @@ def patch_dataloader(module) -> None:
     @functools.wraps(original)
     def __init__(self, *args, **kwargs):
         given = {**_given(original, self, args, kwargs), **overrides}
-        if not given.get("num_workers"):
-            given.pop("persistent_workers", None)  # DataLoader refuses it without workers
+        if not given.get("num_workers"):  # DataLoader refuses both without workers
+            given.pop("persistent_workers", None)
+            given.pop("prefetch_factor", None)
         original(self, **given)
 
     __init__._scaldiag_try = True
