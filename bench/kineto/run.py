@@ -38,7 +38,7 @@ from make_trace import make  # noqa: E402
 
 from bench.common import TreeRss, in_temporary, revision_tree  # noqa: E402
 
-CLAIM = (__doc__ or "").strip().splitlines()[0]
+CLAIM = " ".join((__doc__ or "").strip().split("\n\n")[0].split())  # the first paragraph
 BEFORE_REV = "088b4d0"
 # A job's ranks through the engines (scaldiag/engines.py): in the analyzing process one rank at a
 # time, and in worker processes, one per core (the default).
