@@ -86,6 +86,12 @@ GPU_RUNNERS = {
         "nvidia-h200",
         "clock/",
     ),
+    "device_memory": GpuRunner(
+        "the framework allocators' peaks a profiled run records (torch, JAX) against NVML's, and "
+        "the batch x4 statement made from them (issue 35)",
+        "nvidia-h200 or nvidia-h100-x1",
+        "gpu_h200/",
+    ),
     "host_and_fit_checks": GpuRunner(
         "the host tick against psutil on the H200 host, its CPU in place, a fit "
         "that raises in the trace window",
