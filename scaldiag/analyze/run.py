@@ -121,6 +121,8 @@ class RunAnalysis:
     clock: Clock | None = None  # a step at each scope, the user's own first (analyze/clock.py)
     # The fullest device's peak memory (analyze/batch_memory.py), trace or not.
     device_memory: DeviceMemory | None = None
+    # `scaldiag try` on this run (try.json, as the record holds it): {} where never tried.
+    tried: dict = field(default_factory=dict)
     # (rank, excess over the fastest rank as a fraction): the rank slower than the others beyond the
     # noise
     slow_rank: tuple[int, float] | None = None
@@ -438,6 +440,7 @@ def analyze_record(
         ranks=ranks,
         slow_rank=slow_rank(ranks),
         device_memory=memory,
+        tried=record.tried,
     )
 
 

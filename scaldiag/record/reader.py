@@ -18,6 +18,7 @@ from scaldiag.record.rundir import (
     STEPS,
     SWEEP_JSON,
     TRAINING_JSON,
+    TRY_JSON,
     load_json,
     load_jsonl,
 )
@@ -52,6 +53,7 @@ def read_record(run_dir: Path) -> RunRecord:
     device_steps = load_jsonl(run_dir / DEVICE_STEPS)[
         0
     ]  # checked value by value (analyze/recorded_steps.device_times)
+    tried = _object(run_dir, TRY_JSON, validate.TRY_FIELDS, notes)  # {} where never tried
     notes += _abandoned(run)
     if notes:
         run = {
@@ -67,6 +69,7 @@ def read_record(run_dir: Path) -> RunRecord:
         host_samples=host_samples,
         marks=marks,
         device_steps=device_steps,
+        tried=tried if tried.get("finding") else {},
     )
 
 

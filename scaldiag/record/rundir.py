@@ -46,7 +46,7 @@ TRY_JSON = "try.json"  # scaldiag try: baseline and fixed rounds, speed-up (comm
 # Every file of a record a report reads (an output there would replace an input:
 # commands/report.py).
 RECORD_FILES = frozenset(
-    (*JSON_FILES, SWEEP_JSON, STEPS, MARKS, DEVICE_STEPS, GPU_SAMPLES, HOST_SAMPLES)
+    (*JSON_FILES, SWEEP_JSON, STEPS, MARKS, DEVICE_STEPS, GPU_SAMPLES, HOST_SAMPLES, TRY_JSON)
 )
 
 # Reading caps (docs/reliability.md): a record someone damaged or crafted is read within these.

@@ -21,3 +21,6 @@ class RunRecord:
     device_steps: list[dict] = field(
         default_factory=list
     )  # {"step", "device_ms": [...]}: the device's clock
+    # scaldiag try's result where it ran on this run (try.json): the finding, what was set, the
+    # measured speed-up; {} where not tried
+    tried: dict = field(default_factory=dict)

@@ -139,6 +139,15 @@ TRAINING_FIELDS = {
         _all_of({"device": _int, "peak_bytes": _int, "limit_bytes": _int, "source": _str})
     ),
 }
+# try.json (commands/try_fix.py): what a report says of it must be whole, else it is not said.
+TRY_FIELDS = {
+    "finding": _str,
+    "sets": _obj({}),
+    "forecast": _opt(_num),
+    "ceiling": _opt(_num),
+    "interrupted": _bool,
+    "speedup": _opt(_all_of({"median": _num, "low": _num, "high": _num, "pairs": _int})),
+}
 GPU_INFO_FIELDS = {
     "index": _int,
     "name": _str,

@@ -74,6 +74,9 @@ def render(
     console.print()
     headlined = top_cause(report.trace_report.findings) if report.trace_report else None
     print_findings(console, findings, fw, verbose, headlined=headlined)
+    if report.analysis.tried:
+        console.print()
+        say(console, tried_line(report.analysis.tried), style="bold")
     if report.trace_report is not None:
         console.print()
         _open_the_trace(report, console, verbose)
@@ -430,3 +433,18 @@ def _gpu_tables(a: RunAnalysis):
             rate(g.nvlink_rx_bytes_per_s),
         )
     return [state, links]
+
+
+def tried_line(t: dict) -> str:
+    """`scaldiag try`'s result kept in the run directory (try.json), in one line."""
+    sets = ", ".join(f"{k}={v}" for k, v in (t.get("sets") or {}).items()) or "its fix"
+    s = t.get("speedup")
+    measured = (
+        f"measured {s['median']:.2f}x (range {s['low']:.2f}-{s['high']:.2f}, {s['pairs']} pairs)"
+        if s
+        else "not measured (no round had steady steps)"
+    )
+    beside = [f"{k} {t[k]:.2f}x" for k in ("forecast", "ceiling") if t.get(k)]
+    tail = f"; {', '.join(beside)}" if beside else ""
+    stopped = " (interrupted)" if t.get("interrupted") else ""
+    return f"Tried (scaldiag try {t['finding']}): {sets}: {measured}{tail}{stopped}"
