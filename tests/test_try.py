@@ -102,3 +102,18 @@ def test_try_names_the_run_findings_for_an_unknown_id(tmp_path):
     run_dir.mkdir()
     done = _scaldiag("try", str(run_dir), "SD211")
     assert done.returncode == 2 and "run.json" in done.stderr
+
+
+def test_profile_try_refuses_a_sweep_and_keeps_the_script_s_status_when_the_finding_is_absent(
+    tmp_path,
+):
+    done = _scaldiag("profile", "--emulate", "--try", "SD101", str(SCRIPT))
+    assert done.returncode == 2 and "--try measures a fix on one run" in done.stderr
+    out = tmp_path / "runs"
+    done = _scaldiag(
+        "profile", "-q", "--out", str(out), "--try", "SD999", str(SCRIPT), "--steps", "8"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]  # the script's status, not try's refusal
+    assert "scaldiag: try: SD999: not a finding of" in done.stderr
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    assert not (run_dir / "try.json").exists()

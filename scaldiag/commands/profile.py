@@ -98,6 +98,15 @@ def add_parser(subparsers) -> None:
             "with --gpus or --emulate: run each sweep point under torchrun, one process per device"
         ),
     )
+    p.add_argument(
+        "--try",
+        dest="try_finding",
+        metavar="FINDING",
+        help=(
+            "then, if the run has that finding, apply its fix and measure it (scaldiag try RUN_DIR"
+            " FINDING: 3 baseline and fixed rounds; one run, not a sweep or a job)"
+        ),
+    )
     add_verbose(p)
     add_interconnect(p)
     p.set_defaults(func=run)
@@ -153,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
             "a sweep (--gpus, --emulate) runs on one machine: --nnodes, --node-rank and "
             "--rdzv-endpoint are for one run of a job over several"
         )
+    if args.try_finding and (args.gpus or args.emulate or args.nproc_per_node or args.nnodes):
+        raise ScaldiagError("--try measures a fix on one run: not with a sweep or a job")
     if args.gpus or args.emulate:
         return _sweep(args, script, script_args)
     if args.torchrun and not args.nproc_per_node:
@@ -202,7 +213,33 @@ def run(args: argparse.Namespace) -> int:
         )
     _report(lambda: emit(diagnose_run(run_dir), args.json, args.verbose), args)
     print(line(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})"), file=sys.stderr)
+    if args.try_finding and code == 0:
+        tried = _try(run_dir, args.try_finding)
+        if tried == 130:  # Ctrl-C during the rounds: the pairs so far are kept
+            return tried
     return exit_status(code)
+
+
+def _try(run_dir: Path, finding: str) -> int:
+    """``scaldiag try RUN_DIR FINDING`` with its defaults; its refusal is a line, not the run's
+    failure (the script's exit status stays the command's)."""
+    from scaldiag.commands import try_fix
+
+    print(line(f"scaldiag: trying {finding}'s fix on {run_dir}..."), file=sys.stderr, flush=True)
+    try:
+        return try_fix.run(
+            argparse.Namespace(
+                run_dir=str(run_dir),
+                finding=finding,
+                rounds=try_fix.DEFAULT_ROUNDS,
+                budget_s=try_fix.DEFAULT_BUDGET_S,
+                allow_semantic=False,
+                json=None,
+            )
+        )
+    except ScaldiagError as exc:
+        print(line(f"scaldiag: try: {exc}"), file=sys.stderr)
+        return 2
 
 
 def _node(args) -> multinode.Node | None:

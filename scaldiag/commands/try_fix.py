@@ -26,6 +26,9 @@ class CannotApply(ScaldiagError):
     pass
 
 
+DEFAULT_ROUNDS, DEFAULT_BUDGET_S = 3, 600.0
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "try",
@@ -40,8 +43,15 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "finding", metavar="FINDING", help="the finding's id (SD211, SD101, SD105 on Keras)"
     )
-    p.add_argument("--rounds", type=int, default=3, help="baseline+fixed pairs (default 3)")
-    p.add_argument("--budget-s", type=float, default=600.0, help="stop starting rounds after this")
+    p.add_argument(
+        "--rounds", type=int, default=DEFAULT_ROUNDS, help="baseline+fixed pairs (default 3)"
+    )
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        help="stop starting rounds after this (default 600)",
+    )
     p.add_argument(
         "--allow-semantic",
         action="store_true",
