@@ -62,3 +62,9 @@ def test_a_damaged_try_json_is_a_note_and_no_line(tmp_path):
     assert any("try.json" in m for m in data["missing"])
     run_dir = _copy(tmp_path / "b", "not json")
     assert "Tried" not in _report(run_dir).stdout
+
+
+def test_the_tried_line_is_inert(tmp_path):
+    run_dir = _copy(tmp_path, {**TRIED, "sets": {"\x1b[31mred": "\x1b]0;title\x07"}})
+    out = _report(run_dir).stdout
+    assert "Tried (scaldiag try SD105)" in out and "\x1b" not in out and "\\x1b" in out

@@ -25,6 +25,7 @@ from scaldiag.render.terminal.common import (
     exit_text,
     framework_words,
     headline,
+    inert,
     labelled,
     own,
     print_findings,
@@ -76,7 +77,8 @@ def render(
     print_findings(console, findings, fw, verbose, headlined=headlined)
     if report.analysis.tried:
         console.print()
-        say(console, tried_line(report.analysis.tried), style="bold")
+        # try.json is a file anyone could have written: its words are shown inert
+        say(console, inert(tried_line(report.analysis.tried)), style="bold")
     if report.trace_report is not None:
         console.print()
         _open_the_trace(report, console, verbose)
