@@ -46,7 +46,7 @@ def test_report_says_what_try_measured(tmp_path):
     text = _report(run_dir)
     assert text.returncode == 0, text.stderr
     assert (
-        "Tried (scaldiag try SD105): steps_per_execution=32: measured 1.31x (range 1.20-1.40,"
+        "Tried (scaldiag try): SD105: steps_per_execution=32: measured 1.31x (range 1.20-1.40,"
         " 3 pairs); forecast 1.47x, ceiling 1.74x" in text.stdout
     )
     data = json.loads(_report(run_dir, "--format", "json").stdout)
@@ -67,4 +67,4 @@ def test_a_damaged_try_json_is_a_note_and_no_line(tmp_path):
 def test_the_tried_line_is_inert(tmp_path):
     run_dir = _copy(tmp_path, {**TRIED, "sets": {"\x1b[31mred": "\x1b]0;title\x07"}})
     out = _report(run_dir).stdout
-    assert "Tried (scaldiag try SD105)" in out and "\x1b" not in out and "\\x1b" in out
+    assert "Tried (scaldiag try): SD105" in out and "\x1b" not in out and "\\x1b" in out

@@ -109,10 +109,15 @@ def room(mem: DeviceMemory, factor: float) -> BatchRoom:
     )
 
 
+def _of(mem: DeviceMemory) -> str:
+    """The peak against the whole: ``56.0 of 80.0 GiB``."""
+    return f"{mem.peak_bytes / GIB:.1f} of {mem.total_bytes / GIB:.1f} GiB"
+
+
 def describe(mem: DeviceMemory, r: BatchRoom, per_replica_batch: int | None) -> str:
     """One sentence for a batch forecast: whether x factor fits, and the largest batch sure to."""
     head = (
-        f"device memory: peak {mem.peak_bytes / GIB:.1f} of {mem.total_bytes / GIB:.1f} GiB on"
+        f"device memory: peak {_of(mem)} on"
         f" device {mem.device} ({mem.source})"
     )
     k = f"x{r.factor:g}"
@@ -139,8 +144,7 @@ def brief(mem: DeviceMemory, r: BatchRoom) -> str:
     """``describe`` in a few words, for the forecast's own line. NVML's used memory holds the
     framework's pool (JAX and TensorFlow reserve most of the card), so from it alone only a fit is
     known, never a misfit."""
-    k = f"x{r.factor:g}"
-    of = f"{mem.peak_bytes / GIB:.1f} of {mem.total_bytes / GIB:.1f} GiB"
+    k, of = f"x{r.factor:g}", _of(mem)
     if not mem.allocator:
         if r.sure:
             return f"{k} fits in device memory (NVML's peak {of})"
@@ -157,5 +161,5 @@ def held(mem: DeviceMemory, per_replica_batch: float, devices: int) -> str:
     whose = "" if mem.allocator else "NVML's "
     return (
         f"per-replica batch {per_replica_batch:g} fitted at {devices} device(s)"
-        f" ({whose}peak {mem.peak_bytes / GIB:.1f} of {mem.total_bytes / GIB:.1f} GiB)"
+        f" ({whose}peak {_of(mem)})"
     )

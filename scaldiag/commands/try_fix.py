@@ -196,13 +196,6 @@ def _result(finding, sets, rounds, interrupted) -> dict:
 
 
 def _print(r: dict) -> None:
-    s = r["speedup"]
-    meas = (
-        f"{s['median']:.2f}x (range {s['low']:.2f}-{s['high']:.2f}, {s['pairs']} pairs)"
-        if s
-        else "not measured (no round had steady steps)"
-    )
-    fc = f"{r['forecast']:.2f}x" if r["forecast"] else "none"
-    ce = f"{r['ceiling']:.2f}x" if r["ceiling"] else "none"
-    sets = ", ".join(f"{k}={v}" for k, v in r["sets"].items())
-    print(f"{r['finding']}: {sets}: measured {meas}; forecast {fc}, ceiling {ce}")
+    from scaldiag.render.words import tried_words
+
+    print(tried_words(r))

@@ -46,7 +46,7 @@ def speedup_words(s, ceiling=None) -> tuple[str, str]:
         change = s.arithmetic.split(":", 1)[0] if ":" in s.arithmetic else ""
         of = f" of {change}" if 0 < len(change) <= 50 else ""
         tail = [_against(s, ceiling)] if ceiling is not None and ceiling.kind == "ceiling" else []
-        tail += [getattr(s, "fits", "")]
+        tail += [s.fits]
         return f"forecast{of}:", ranges.speedup_of(s) + "".join(f"; {t}" for t in tail if t)
     what = (
         (f"the speedup at {at[1]} devices" if at else "the sweep's speedup")
@@ -65,3 +65,17 @@ def _against(forecast, ceiling) -> str:
     if forecast.value < ceiling.value:
         return f"within the {ceiling.value:.2f}x ceiling"
     return f"above the {ceiling.value:.2f}x ceiling: it also spreads per-step costs"
+
+
+def tried_words(t: dict) -> str:
+    """A `scaldiag try` result (try.json's fields) in one line, as `try` prints it and `report`
+    repeats it: what was set, the measured speed-up with its range, the forecast and ceiling."""
+    sets = ", ".join(f"{k}={v}" for k, v in (t.get("sets") or {}).items()) or "its fix"
+    s = t.get("speedup")
+    measured = (
+        f"measured {s['median']:.2f}x (range {s['low']:.2f}-{s['high']:.2f}, {s['pairs']} pairs)"
+        if s
+        else "not measured (no round had steady steps)"
+    )
+    fc, ce = (f"{t[k]:.2f}x" if t.get(k) else "none" for k in ("forecast", "ceiling"))
+    return f"{t['finding']}: {sets}: {measured}; forecast {fc}, ceiling {ce}"

@@ -33,7 +33,7 @@ from scaldiag.render.terminal.common import (
     table,
     text,
 )
-from scaldiag.render.words import TENSORBOARD_PIP
+from scaldiag.render.words import TENSORBOARD_PIP, tried_words
 from scaldiag.rules.report import RunReport, top_cause
 
 # How to read a trace where it was suggested: neither viewer comes with scaldiag.
@@ -78,7 +78,9 @@ def render(
     if report.analysis.tried:
         console.print()
         # try.json is a file anyone could have written: its words are shown inert
-        say(console, inert(tried_line(report.analysis.tried)), style="bold")
+        t = report.analysis.tried
+        stopped = " (interrupted)" if t.get("interrupted") else ""
+        say(console, inert(f"Tried (scaldiag try): {tried_words(t)}{stopped}"), style="bold")
     if report.trace_report is not None:
         console.print()
         _open_the_trace(report, console, verbose)
@@ -435,18 +437,3 @@ def _gpu_tables(a: RunAnalysis):
             rate(g.nvlink_rx_bytes_per_s),
         )
     return [state, links]
-
-
-def tried_line(t: dict) -> str:
-    """`scaldiag try`'s result kept in the run directory (try.json), in one line."""
-    sets = ", ".join(f"{k}={v}" for k, v in (t.get("sets") or {}).items()) or "its fix"
-    s = t.get("speedup")
-    measured = (
-        f"measured {s['median']:.2f}x (range {s['low']:.2f}-{s['high']:.2f}, {s['pairs']} pairs)"
-        if s
-        else "not measured (no round had steady steps)"
-    )
-    beside = [f"{k} {t[k]:.2f}x" for k in ("forecast", "ceiling") if t.get(k)]
-    tail = f"; {', '.join(beside)}" if beside else ""
-    stopped = " (interrupted)" if t.get("interrupted") else ""
-    return f"Tried (scaldiag try {t['finding']}): {sets}: {measured}{tail}{stopped}"
