@@ -34,6 +34,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #if defined(__linux__)
 #include <sys/random.h>
 #endif
@@ -43,6 +46,8 @@
 #define TS_INT_DIGITS 15
 #define TS_FRAC_DIGITS 9
 #define ID_DIGITS 18
+
+static const int64_t POW10[] = {1, 10, 100, 1000, 10000, 100000, 1000000};  /* up to TS_FRAC_DIGITS - 3 */
 
 enum { OK = 0, MORE = 1, BAD = 2, SLOW = 3 };
 enum { F_DEVICE = 1, F_STREAM = 2, F_BYTES = 4, F_PID_STR = 8, F_TID_STR = 16, F_CAT = 32 };
@@ -54,8 +59,8 @@ static int buf_put(buf_t *b, const void *p, size_t n) {
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n) cap *= 2;
-        char *grown = PyMem_Realloc(b->data, cap);
-        if (!grown) { PyErr_NoMemory(); return -1; }
+        char *grown = PyMem_RawRealloc(b->data, cap);  /* Raw: called without the GIL (feed) */
+        if (!grown) return -1;  /* feed raises MemoryError once it holds the GIL again */
         b->data = grown;
         b->cap = cap;
     }
@@ -64,7 +69,7 @@ static int buf_put(buf_t *b, const void *p, size_t n) {
     return 0;
 }
 
-static void buf_free(buf_t *b) { PyMem_Free(b->data); b->data = NULL; b->len = b->cap = 0; }
+static void buf_free(buf_t *b) { PyMem_RawFree(b->data); b->data = NULL; b->len = b->cap = 0; }
 
 /* The string table: raw bytes (between the quotes, escapes as written) to ids 0, 1, ... */
 typedef struct {
@@ -72,6 +77,7 @@ typedef struct {
     size_t nslots;
     buf_t arena, offsets, hashes;  /* offsets: uint64 start per id (and one past the last) */
     uint32_t count;
+    int overflow;   /* ran out of ids: feed raises OverflowError (no Python error is set without the GIL) */
     uint64_t seed;  /* secret per scanner: names cannot be built to share a slot (issue 34, item 11) */
 } intern_t;
 
@@ -105,15 +111,15 @@ static uint64_t hash_bytes(const char *p, size_t n, uint64_t seed) {
 
 static int intern_grow(intern_t *t) {
     size_t n = t->nslots ? t->nslots * 2 : 1024;
-    uint32_t *slots = PyMem_Calloc(n, sizeof(uint32_t));
-    if (!slots) { PyErr_NoMemory(); return -1; }
+    uint32_t *slots = PyMem_RawCalloc(n, sizeof(uint32_t));
+    if (!slots) return -1;
     uint64_t *hashes = (uint64_t *)t->hashes.data;
     for (uint32_t id = 0; id < t->count; id++) {
         size_t i = hashes[id] & (n - 1);
         while (slots[i]) i = (i + 1) & (n - 1);
         slots[i] = id + 1;
     }
-    PyMem_Free(t->slots);
+    PyMem_RawFree(t->slots);
     t->slots = slots;
     t->nslots = n;
     return 0;
@@ -133,7 +139,7 @@ static int64_t intern(intern_t *t, const char *p, size_t n) {
         if (hashes[id] == h && offs[id + 1] - offs[id] == n && memcmp(t->arena.data + offs[id], p, n) == 0) return id;
         i = (i + 1) & (t->nslots - 1);
     }
-    if (t->count == UINT32_MAX - 1) { PyErr_SetString(PyExc_OverflowError, "too many distinct strings"); return -1; }
+    if (t->count == UINT32_MAX - 1) { t->overflow = 1; return -1; }
     if (buf_put(&t->arena, p, n) < 0 || buf_put(&t->hashes, &h, 8) < 0) return -1;
     uint64_t end = t->arena.len;
     if (buf_put(&t->offsets, &end, 8) < 0) return -1;
@@ -142,7 +148,7 @@ static int64_t intern(intern_t *t, const char *p, size_t n) {
 }
 
 static void intern_free(intern_t *t) {
-    PyMem_Free(t->slots); t->slots = NULL; t->nslots = 0;
+    PyMem_RawFree(t->slots); t->slots = NULL; t->nslots = 0;
     buf_free(&t->arena); buf_free(&t->offsets); buf_free(&t->hashes);
     t->count = 0;
 }
@@ -150,24 +156,9 @@ static void intern_free(intern_t *t) {
 #define NCOLS 11
 static const char *COL_NAMES[NCOLS] = {"seq", "ts_ns", "dur_ns", "name", "cat", "pid", "tid",
                                        "device", "stream", "bytes", "flags"};
-static const int COL_SIZES[NCOLS] = {8, 8, 8, 4, 4, 8, 8, 8, 8, 8, 1};
 
 /* A column: a bytes object grown in place (_PyBytes_Resize), handed out as it is, never copied. */
 typedef struct { PyObject *bytes; size_t len, cap; } col_t;
-
-static int col_put(col_t *c, const void *p, size_t n) {
-    if (c->len + n > c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 1 << 16;
-        while (cap < c->len + n) cap *= 2;
-        if (!c->bytes) c->bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
-        else if (_PyBytes_Resize(&c->bytes, (Py_ssize_t)cap) < 0) c->bytes = NULL;
-        if (!c->bytes) { c->len = c->cap = 0; return -1; }
-        c->cap = cap;
-    }
-    memcpy(PyBytes_AS_STRING(c->bytes) + c->len, p, n);
-    c->len += n;
-    return 0;
-}
 
 typedef struct {
     PyObject_HEAD
@@ -177,7 +168,35 @@ typedef struct {
     intern_t strings;
     PyObject *slow;  /* list of (seq, bytes) */
     PyObject *meta;  /* dict: top-level key -> bytes of its value */
+    PyThreadState *unlocked;  /* while feed runs without the GIL: the thread state to take it back with */
+    int feeding;  /* a feed is running: a second one on this scanner (another thread) is refused */
 } Scanner;
+
+/* feed scans without the GIL, so that a second thread can scan another part of the file at the same
+   time (kineto/stream.py). The rare steps that make Python objects (a column grows, a slow event, a
+   top-level value) take the GIL back around them. */
+static inline void gil_take(Scanner *sc) { if (sc->unlocked) PyEval_RestoreThread(sc->unlocked); }
+static inline void gil_drop(Scanner *sc) { if (sc->unlocked) sc->unlocked = PyEval_SaveThread(); }
+
+/* Room for n more bytes: the bytes object doubled (rarely called: kept out of col_put's inlined path). */
+static int col_grow(Scanner *sc, col_t *c, size_t n) {
+    size_t cap = c->cap ? c->cap * 2 : 1 << 16;
+    while (cap < c->len + n) cap *= 2;
+    gil_take(sc);
+    if (!c->bytes) c->bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
+    else if (_PyBytes_Resize(&c->bytes, (Py_ssize_t)cap) < 0) c->bytes = NULL;
+    gil_drop(sc);
+    if (!c->bytes) { c->len = c->cap = 0; return -1; }
+    c->cap = cap;
+    return 0;
+}
+
+static inline int col_put(Scanner *sc, col_t *c, const void *p, size_t n) {
+    if (c->len + n > c->cap && col_grow(sc, c, n) < 0) return -1;
+    memcpy(PyBytes_AS_STRING(c->bytes) + c->len, p, n);
+    c->len += n;
+    return 0;
+}
 
 static PyObject *ScanError;
 
@@ -233,30 +252,50 @@ static int hexdig(unsigned char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
+/* The first byte at or after p that is not plain in a string ('"', '\\', below 0x20, above 0x7F),
+   or e. Each block's first stop is exact, so a hit returns at once: no byte loop after it. */
+static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *e) {
+#if defined(__SSE2__)
+    /* Sixteen bytes at a time where SSE2 is (every x86-64): one signed compare below 0x20 finds the
+       control bytes and the bytes above 0x7F (negative as signed bytes) at once. */
+    while (e - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                                 _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                                    _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)));
+        int mask = _mm_movemask_epi8(stop);
+        if (mask) return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
+    /* Eight plain bytes at a time: none is '"', '\\', below 0x20 or above 0x7F (a word that may hold
+       one is looked at exactly: the first test can say yes for a plain word, never no for another). */
+    while (e - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        uint64_t quote = w ^ (ONES * '"'), slash = w ^ (ONES * '\\');
+        uint64_t hit = ((w - ONES * 0x20) | (quote - ONES) | (slash - ONES) | w) & HIGHS;
+        if (hit) {
+            /* Exact for the lowest byte: each test (x - ONES*k) & ~x marks the first byte below k
+               at its own place (a borrow only marks bytes above it), and w's own high bits are
+               the bytes above 0x7F. So the first marked byte is the first one not plain. */
+            hit = (((w - ONES * 0x20) & ~w) | ((quote - ONES) & ~quote) | ((slash - ONES) & ~slash) | w)
+                  & HIGHS;
+            p += first_byte(hit);
+            break;  /* first_byte is 0 off little-endian GCC: the byte loop finds the stop */
+        }
+        p += 8;
+    }
+    while (p < e && STR_PLAIN[*p]) p++;
+    return p;
+}
+
 /* A string at *pp (on its opening quote): [*s, *s + *n) its raw bytes, *esc whether it has escapes. */
 static int scan_string(const char **pp, const char *end, const char **s, size_t *n, int *esc) {
     const unsigned char *p = (const unsigned char *)*pp + 1, *e = (const unsigned char *)end;
     *esc = 0;
     for (;;) {
-        /* Eight plain bytes at a time: none is '"', '\\', below 0x20 or above 0x7F (a word that may hold
-           one goes byte by byte: the tests below can say yes for a plain word, never no for another). */
-        while (e - p >= 8) {
-            uint64_t w;
-            memcpy(&w, p, 8);
-            uint64_t quote = w ^ (ONES * '"'), slash = w ^ (ONES * '\\');
-            uint64_t hit = ((w - ONES * 0x20) | (quote - ONES) | (slash - ONES) | w) & HIGHS;
-            if (hit) {
-                /* Exact for the lowest byte: each test (x - ONES*k) & ~x marks the first byte below k
-                   at its own place (a borrow only marks bytes above it), and w's own high bits are
-                   the bytes above 0x7F. So the first marked byte is the first one not plain. */
-                hit = (((w - ONES * 0x20) & ~w) | ((quote - ONES) & ~quote) | ((slash - ONES) & ~slash) | w)
-                      & HIGHS;
-                p += first_byte(hit);
-                break;
-            }
-            p += 8;
-        }
-        while (p < e && STR_PLAIN[*p]) p++;
+        p = plain_run(p, e);
         if (p >= e) return MORE;
         if (*p == '"') break;
         if (*p == '\\') {
@@ -285,23 +324,43 @@ static int scan_string(const char **pp, const char *end, const char **s, size_t 
     return OK;
 }
 
-/* A number's text at *pp: int_digits, frac digits, has exponent. */
-typedef struct { const char *int_start; int neg, int_digits, frac_digits, has_exp; const char *frac_start; } num_t;
+/* A number's text at *pp: int_digits, frac digits, has exponent, and the digits' values read on the
+   way (int_value, frac_value: one pass over the digits; they wrap past 19 digits, where no caller
+   reads them). */
+typedef struct {
+    const char *int_start, *frac_start;
+    int neg, int_digits, frac_digits, has_exp;
+    uint64_t int_value, frac_value;
+} num_t;
+
+/* The digits at *pp, their count and their value (modulo 2**64). */
+static inline const char *digit_run(const char *p, const char *end, uint64_t *value) {
+    uint64_t v = 0;
+    unsigned d;
+    while (p < end && (d = (unsigned)(unsigned char)*p - '0') <= 9) {
+        v = v * 10 + d;
+        p++;
+    }
+    *value = v;
+    return p;
+}
 
 static int scan_number(const char **pp, const char *end, num_t *num) {
     const char *p = *pp;
-    memset(num, 0, sizeof *num);
+    num->neg = num->has_exp = num->frac_digits = 0;
+    num->frac_start = NULL;
+    num->frac_value = 0;
     if (p < end && *p == '-') { num->neg = 1; p++; }
     if (p >= end) return MORE;
     num->int_start = p;
-    if (*p == '0') p++;
-    else if (*p >= '1' && *p <= '9') { while (p < end && *p >= '0' && *p <= '9') p++; }
+    if (*p == '0') { p++; num->int_value = 0; }
+    else if (*p >= '1' && *p <= '9') p = digit_run(p, end, &num->int_value);
     else return BAD;
     num->int_digits = (int)(p - num->int_start);
     if (p < end && *p == '.') {
         p++;
         num->frac_start = p;
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        p = digit_run(p, end, &num->frac_value);
         num->frac_digits = (int)(p - num->frac_start);
         if (p < end && num->frac_digits == 0) return BAD;
     }
@@ -390,8 +449,7 @@ static int read_id(const char **pp, const char *end, int64_t *out) {
     if (r != OK) return r;
     *pp = p;
     if (num.frac_start || num.has_exp || num.int_digits > ID_DIGITS) return SLOW;
-    int64_t v = 0;
-    for (int i = 0; i < num.int_digits; i++) v = v * 10 + (num.int_start[i] - '0');
+    int64_t v = (int64_t)num.int_value;  /* at most 18 digits: no wrap */
     *out = num.neg ? -v : v;
     return OK;
 }
@@ -404,13 +462,14 @@ static int read_us(const char **pp, const char *end, int64_t *out) {
     if (r != OK) return r;
     *pp = p;
     if (num.has_exp || num.int_digits > TS_INT_DIGITS || num.frac_digits > TS_FRAC_DIGITS) return SLOW;
-    int64_t v = 0;
-    for (int i = 0; i < num.int_digits; i++) v = v * 10 + (num.int_start[i] - '0');
-    for (int i = 0; i < 3; i++) v = v * 10 + (i < num.frac_digits ? num.frac_start[i] - '0' : 0);
-    if (num.frac_digits > 3) {
-        int64_t rest = 0, half = 5;
-        for (int i = 3; i < num.frac_digits; i++) rest = rest * 10 + (num.frac_start[i] - '0');
-        for (int i = 4; i < num.frac_digits; i++) half *= 10;
+    /* At most 15 integer digits times 1000 and 9 decimal digits: no wrap. */
+    int64_t v = (int64_t)num.int_value * 1000;
+    int fd = num.frac_digits;
+    if (fd <= 3) {
+        v += (int64_t)num.frac_value * POW10[3 - fd];
+    } else {
+        int64_t scale = POW10[fd - 3], rest = (int64_t)num.frac_value % scale, half = scale / 2;
+        v += (int64_t)num.frac_value / scale;
         if (rest > half || (rest == half && (v & 1))) v++;
     }
     *out = num.neg ? -v : v;
@@ -580,10 +639,14 @@ static int put_event(Scanner *sc, event_t *ev) {
     }
     int32_t name32 = (int32_t)name, cat32 = (int32_t)cat;
     uint8_t flags = (uint8_t)(ev->flags | (ev->pid_str ? F_PID_STR : 0) | (ev->tid_str ? F_TID_STR : 0));
-    const void *vals[NCOLS] = {&sc->seq, &ev->ts, &ev->dur, &name32, &cat32, &ev->pid, &ev->tid,
-                               &ev->args[0], &ev->args[1], &ev->args[2], &flags};
-    for (int i = 0; i < NCOLS; i++)
-        if (col_put(&sc->cols[i], vals[i], (size_t)COL_SIZES[i]) < 0) return -1;
+    /* One call per column with its constant size: col_put inlines to a store (a loop over the sizes
+       called memcpy for each of the 11 values of every event). */
+    col_t *c = sc->cols;
+    if (col_put(sc, &c[0], &sc->seq, 8) < 0 || col_put(sc, &c[1], &ev->ts, 8) < 0 || col_put(sc, &c[2], &ev->dur, 8) < 0 ||
+        col_put(sc, &c[3], &name32, 4) < 0 || col_put(sc, &c[4], &cat32, 4) < 0 || col_put(sc, &c[5], &ev->pid, 8) < 0 ||
+        col_put(sc, &c[6], &ev->tid, 8) < 0 || col_put(sc, &c[7], &ev->args[0], 8) < 0 ||
+        col_put(sc, &c[8], &ev->args[1], 8) < 0 || col_put(sc, &c[9], &ev->args[2], 8) < 0 || col_put(sc, &c[10], &flags, 1) < 0)
+        return -1;
     return 0;
 }
 
@@ -615,10 +678,12 @@ static int scan_event(Scanner *sc, const char **pp, const char *end) {
     if ((ev.ph == PH_NONE || ev.ph == PH_OTHER) && !ev.esc_key) return OK;
     if (ev.dur < 0) ev.dur = 0;
     if (ev.slow || ev.ph == PH_ODD || !ev.has_name || !ev.has_ts || !ev.has_pid || !ev.has_tid) {
+        gil_take(sc);
         PyObject *item = Py_BuildValue("(Ly#)", (long long)sc->seq, start, (Py_ssize_t)(p - start));
-        if (!item || PyList_Append(sc->slow, item) < 0) { Py_XDECREF(item); return -1; }
-        Py_DECREF(item);
-        return OK;
+        int bad = !item || PyList_Append(sc->slow, item) < 0;
+        Py_XDECREF(item);
+        gil_drop(sc);
+        return bad ? -1 : OK;
     }
     return put_event(sc, &ev) < 0 ? -1 : OK;
 }
@@ -651,11 +716,13 @@ static int scan_top_member(Scanner *sc, const char **pp, const char *end) {
     if ((r = skip_value(&p, end)) != OK) return r;
     for (const char **k = META_KEYS; *k; k++) {
         if (strlen(*k) == n && memcmp(*k, s, n) == 0) {
+            gil_take(sc);
             PyObject *key = PyUnicode_FromStringAndSize(s, (Py_ssize_t)n);
             PyObject *val = PyBytes_FromStringAndSize(v, p - v);
             int bad = !key || !val || PyDict_SetItem(sc->meta, key, val) < 0;  /* the last one wins, as in json */
             Py_XDECREF(key);
             Py_XDECREF(val);
+            gil_drop(sc);
             if (bad) return -1;
         }
     }
@@ -710,8 +777,15 @@ static PyObject *Scanner_feed(Scanner *sc, PyObject *args) {
     Py_buffer view;
     int final;
     if (!PyArg_ParseTuple(args, "y*p", &view, &final)) return NULL;
+    if (sc->feeding) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_RuntimeError, "this scanner is being fed by another thread");
+        return NULL;
+    }
     const char *base = view.buf, *p = base, *end = base + view.len;
     int r = OK;
+    sc->feeding = 1;
+    sc->unlocked = PyEval_SaveThread();  /* the buffer stays exported (view): nobody resizes it meanwhile */
     for (;;) {
         p = skip_ws(p, end);
         if (p >= end) break;
@@ -719,8 +793,17 @@ static PyObject *Scanner_feed(Scanner *sc, PyObject *args) {
         r = scan_unit(sc, &p, end);
         if (r != OK) { p = unit; break; }
     }
+    PyEval_RestoreThread(sc->unlocked);
+    sc->unlocked = NULL;
+    sc->feeding = 0;
     PyBuffer_Release(&view);
-    if (r < 0) return NULL;
+    if (r < 0) {
+        if (!PyErr_Occurred()) {  /* the string table's: it sets no Python error without the GIL */
+            if (sc->strings.overflow) PyErr_SetString(PyExc_OverflowError, "too many distinct strings");
+            else PyErr_NoMemory();
+        }
+        return NULL;
+    }
     if (r == BAD || (final && (r == MORE || sc->state != ST_DONE))) {
         PyErr_Format(ScanError, "not the JSON this scanner reads, near byte %zd of the piece", (Py_ssize_t)(p - base));
         return NULL;
@@ -728,8 +811,39 @@ static PyObject *Scanner_feed(Scanner *sc, PyObject *args) {
     return PyLong_FromSsize_t(p - base);
 }
 
+static int refuse_while_feeding(Scanner *sc) {
+    if (!sc->feeding) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "this scanner is being fed by another thread");
+    return -1;
+}
+
+/* A fresh scanner put just after an element of traceEvents, before its comma: it scans the part of
+   a file from there (a second thread's part, kineto/stream.py); its seq counts from 0 there. */
+static PyObject *Scanner_resume_in_events(Scanner *sc, PyObject *args) {
+    int top_is_array;
+    if (!PyArg_ParseTuple(args, "p", &top_is_array)) return NULL;
+    if (sc->state != ST_START || sc->seq != 0 || sc->feeding) {
+        PyErr_SetString(PyExc_RuntimeError, "resume_in_events needs a fresh scanner");
+        return NULL;
+    }
+    sc->state = ST_EVENTS;
+    sc->need_comma = 1;
+    sc->seen_events = 1;
+    sc->top_is_array = top_is_array;
+    return Py_NewRef(Py_None);
+}
+
+/* (elements of traceEvents so far, whether the document is a bare array) where the scanner stands
+   just after an element of traceEvents, before its comma; else None. Where one scanner stopped in
+   that state another resumed there (resume_in_events) reads the rest as this one would. */
+static PyObject *Scanner_between_events(Scanner *sc, PyObject *unused) {
+    if (sc->state != ST_EVENTS || !sc->need_comma || sc->feeding) return Py_NewRef(Py_None);
+    return Py_BuildValue("(LO)", (long long)sc->seq, sc->top_is_array ? Py_True : Py_False);
+}
+
 /* The columns as a dict of bytes (the scanner's own, not copies; it keeps none). */
 static PyObject *Scanner_take_columns(Scanner *sc, PyObject *unused) {
+    if (refuse_while_feeding(sc) < 0) return NULL;
     PyObject *out = PyDict_New();
     if (!out) return NULL;
     for (int i = 0; i < NCOLS; i++) {
@@ -747,6 +861,7 @@ static PyObject *Scanner_take_columns(Scanner *sc, PyObject *unused) {
 
 /* The string table: a list of the raw bytes of each id. */
 static PyObject *Scanner_strings(Scanner *sc, PyObject *unused) {
+    if (refuse_while_feeding(sc) < 0) return NULL;
     PyObject *out = PyList_New(sc->strings.count);
     if (!out) return NULL;
     uint64_t *offs = (uint64_t *)sc->strings.offsets.data;
@@ -785,6 +900,10 @@ static PyMethodDef Scanner_methods[] = {
     {"strings", (PyCFunction)Scanner_strings, METH_NOARGS, "raw bytes of each string id"},
     {"slow", (PyCFunction)Scanner_slow, METH_NOARGS, "[(seq, bytes of the event)]"},
     {"meta", (PyCFunction)Scanner_meta, METH_NOARGS, "{top-level key: bytes of its value}"},
+    {"resume_in_events", (PyCFunction)Scanner_resume_in_events, METH_VARARGS,
+     "resume_in_events(top_is_array): a fresh scanner set just after an element of traceEvents"},
+    {"between_events", (PyCFunction)Scanner_between_events, METH_NOARGS,
+     "(elements so far, top is an array) where it stands just after an element of traceEvents, else None"},
     {NULL, NULL, 0, NULL},
 };
 
