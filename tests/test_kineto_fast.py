@@ -422,3 +422,133 @@ def test_mutated_real_traces_read_as_the_reference_reads_them(tmp_path):
         file.write_text(json.dumps({**source, "traceEvents": mutated(sample, rng)}))
         fast += check(file)
     assert fast >= 30, "mutated fields make events slow, not whole files given up"
+
+
+# ---- a large file in two parts, the second scanned by another thread (stream.py) ----
+
+
+@pytest.fixture
+def in_two_parts(monkeypatch):
+    """Every plain file read in two parts (as from SPLIT_MIN_BYTES on, where two cores are); the
+    parts scan() returned, per call, recorded."""
+    monkeypatch.setattr(kineto_stream, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(kineto_stream, "_cores", lambda: 2)
+    calls: list[int] = []
+    scan = kineto_stream.scan
+
+    def counted(file, new_scanner):
+        parts = scan(file, new_scanner)
+        calls.append(len(parts))
+        return parts
+
+    monkeypatch.setattr(kineto_fast, "scan", counted)
+    return calls
+
+
+def plain_copy(file: Path, tmp_path: Path) -> Path:
+    out = tmp_path / file.name.removesuffix(".gz")
+    data = file.read_bytes()
+    out.write_bytes(gzip.decompress(data) if file.name.endswith(".gz") else data)
+    return out
+
+
+@pytest.mark.parametrize("file", FIXTURES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_two_parts_read_as_one_stream_reads(file, tmp_path, in_two_parts):
+    plain = plain_copy(file, tmp_path)
+    assert check(plain), f"the scanner gave up on a real trace in two parts: {file}"
+    assert in_two_parts == [2], "the file was read in two parts"
+
+
+def test_odd_and_mutated_input_in_two_parts_read_as_the_reference_reads_it(tmp_path, in_two_parts):
+    """Wherever the cut falls (odd events, mutated fields, a bare array), the result is the
+    reference's: two parts where the cut was between events, one otherwise."""
+    for case, text in enumerate(ODD_TEXTS + [json.dumps(d) for d in odd_docs()]):
+        file = tmp_path / f"odd{case}.pt.trace.json"
+        file.write_bytes(text.encode("utf-8"))
+        check(file)
+    source = json.loads(gzip.decompress(REAL.read_bytes()))
+    events = source.pop("traceEvents")
+    rng = random.Random(37)
+    for case in range(20):
+        sample = mutated(events[:: rng.randint(3, 12)], rng)
+        file = tmp_path / f"case{case}.pt.trace.json"
+        file.write_text(json.dumps(sample if case % 4 == 0 else {**source, "traceEvents": sample}))
+        check(file)
+    assert 2 in in_two_parts and 1 in in_two_parts
+
+
+def middle_cut_doc(middle: dict) -> tuple[str, int, int]:
+    """A document whose middle byte is inside ``middle`` (a long event with "}, {" in it), and where
+    that event starts and ends."""
+    side = [cpu(ts=1000 + i) for i in range(200)]  # as many bytes before it as after it
+    text = json.dumps(doc(side + [middle] + side))
+    at = text.index('"cat": "odd"') - 1
+    end = text.index('"last": 1}', at) + len('"last": 1}')
+    assert at < len(text) // 2 < end
+    return text, at, end
+
+
+@pytest.mark.parametrize(
+    "middle",
+    [
+        cpu(cat="odd", name="a}, {b" * 500, last=1),  # the cut inside a string
+        cpu(cat="odd", args={"nested": [{}, {"a": 1}] * 300}, last=1),  # inside an array in args
+    ],
+    ids=["string", "nested"],
+)
+def test_a_cut_not_between_events_reads_one_part(middle, tmp_path, in_two_parts, monkeypatch):
+    cuts = []
+    boundary = kineto_stream._event_boundary
+    monkeypatch.setattr(
+        kineto_stream,
+        "_event_boundary",
+        lambda fd, near: cuts.append(boundary(fd, near)) or cuts[-1],
+    )
+    file = tmp_path / "rank0.pt.trace.json"
+    text, at, end = middle_cut_doc(middle)
+    file.write_text(text)
+    assert check(file)
+    assert at < cuts[0] < end, "the cut fell inside the odd event"
+    assert in_two_parts == [1]
+
+
+def test_the_second_part_s_error_is_the_file_s(tmp_path, in_two_parts):
+    """Damage after the cut: given up (the reference then says why), or the control byte's
+    TraceError, as one stream gives."""
+    text = json.dumps(doc([cpu(ts=i) for i in range(400)]))
+    at = text.index("{", len(text) * 3 // 4)  # an event's first byte
+    damaged = tmp_path / "rank0.pt.trace.json"
+    damaged.write_text(text[:at] + "!" + text[at:])
+    assert kineto_fast.read_file(damaged) is None
+    assert in_two_parts == []  # gave up inside scan()
+    nul = tmp_path / "nul.pt.trace.json"
+    at = text.index(", {", at)  # a comma between events: where a unit starts
+    nul.write_bytes(text[:at].encode() + b"\0" + text[at + 1 :].encode())
+    with pytest.raises(TraceError, match=rf"not JSON text \(byte {at:,} is 0x00\)"):
+        kineto_fast.read_file(nul)
+
+
+def test_a_second_part_that_would_grow_without_bound_is_dropped(
+    tmp_path, in_two_parts, monkeypatch
+):  # noqa: E501
+    """A cut not between events can make the second part's scanner see one long unit (of a whole
+    part, where the cut fell in a huge event): its buffer stops at SECOND_MAX_BUFFER_BYTES and the
+    first part's scanner reads on."""
+    monkeypatch.setattr(kineto_stream, "PIECE_BYTES", 64)
+    monkeypatch.setattr(kineto_stream, "SECOND_MAX_BUFFER_BYTES", 256)
+    file = tmp_path / "rank0.pt.trace.json"
+    # The cut: the comma after "pad"'s object; from there the second part's scanner sees a long
+    # object (in a first part's unit, as valid JSON).
+    nested = [{"pad": "y" * 8000}, {"a": [0] * 2000}]
+    file.write_text(middle_cut_doc(cpu(cat="odd", args={"nested": nested}, last=1))[0])
+    assert check(file)
+    assert in_two_parts == [1]
+
+
+def test_resume_in_events_needs_a_fresh_scanner():
+    scanner = _kineto_scan.Scanner()
+    assert scanner.between_events() is None
+    scanner.feed(b'{"traceEvents": [{"ph": "X"}', False)
+    assert scanner.between_events() == (1, False)
+    with pytest.raises(RuntimeError):
+        scanner.resume_in_events(False)

@@ -101,9 +101,8 @@ def scaldiag_scanner(path: Path) -> int:
     from scaldiag.readers import _kineto_scan
     from scaldiag.readers.kineto import stream as kineto_stream
 
-    scanner = _kineto_scan.Scanner()
-    kineto_stream.scan(path, scanner)
-    return len(scanner.take_columns()["seq"]) // 8 + len(scanner.slow())
+    parts = kineto_stream.scan(path, _kineto_scan.Scanner)  # one scanner, or two (two parts)
+    return sum(len(sc.take_columns()["seq"]) // 8 + len(sc.slow()) for sc, _ in parts)
 
 
 CANDIDATES = {

@@ -13,6 +13,7 @@ where the scanner gives up; the caller then reads the file with kineto_json.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -54,50 +55,64 @@ def read_file(file: Path):
     native.tell_if_missing(_kineto_scan, "the Kineto reader")
     if scan_module is None:
         return None
-    scanner = scan_module.Scanner()
     try:
-        scan(file, scanner)
-        doc = {
-            key: json.loads(raw, parse_float=ref.decimal_or_none)
-            for key, raw in scanner.meta().items()
-        }
-        strings = _Strings(scanner.strings())
-        slow = scanner.slow()
+        # One scanner, or two where the file was read in two parts (stream.py): each with the
+        # number of traceEvents' elements before its part, which its seq counts from.
+        parts = scan(file, scan_module.Scanner)
+        meta = {}
+        for scanner, _ in parts:
+            meta.update(scanner.meta())  # a later part's value wins, as json's last key does
+        doc = {key: json.loads(raw, parse_float=ref.decimal_or_none) for key, raw in meta.items()}
+        strings = _Strings([scanner.strings() for scanner, _ in parts])
+        slow = [_parsed(scanner.slow(), seq0) for scanner, seq0 in parts]
     except (
         GiveUp,
         ValueError,
         RecursionError,
     ):  # json's errors (an int of 4,301 digits too): the reference decides
         return None
-    columns = {k: np.frombuffer(v, _COLUMNS[k]) for k, v in scanner.take_columns().items()}
-    del scanner
     rows = _Rows(file, ref.base_ns(doc), strings)
-    rows.add_fast(columns)
-    del columns
+    for canon, (scanner, seq0) in zip(strings.canons, parts):
+        columns = _columns(scanner, seq0)
+        rows.add_fast(columns, canon)
+        del columns
+    del parts, scanner
     try:
         # One event parsed at a time, each let go once added: all of them as dicts at once took 17x
         # the file's size where most events are slow ones (ph B/E, args.device as text).
-        rows.add_slow(_parsed(slow))
+        rows.add_slow(itertools.chain.from_iterable(slow))
     except (ValueError, RecursionError):
         return None
     return ref.file_of(file, doc, rows.planes)
 
 
-def _parsed(slow: list):
-    """The scanner's slow events, parsed one by one, each raw text let go as it is parsed."""
+def _columns(scanner, seq0: int) -> dict[str, np.ndarray]:
+    """A part's columns (taken from its scanner, without a copy), seq counted in the whole file."""
+    columns = {k: np.frombuffer(v, _COLUMNS[k]) for k, v in scanner.take_columns().items()}
+    if seq0:
+        columns["seq"] = columns["seq"] + seq0
+    return columns
+
+
+def _parsed(slow: list, seq0: int = 0):
+    """A scanner's slow events, parsed one by one, each raw text let go as it is parsed; seq
+    counted in the whole file (``seq0``: the elements of traceEvents before the scanner's part)."""
     slow.reverse()
     while slow:
         seq, raw = slow.pop()
-        yield seq, json.loads(raw, parse_float=ref.decimal_or_none)
+        yield seq + seq0, json.loads(raw, parse_float=ref.decimal_or_none)
 
 
 class _Strings:
-    """The distinct strings: the scanner's raw ids mapped to one id per decoded string (and any
-    added later)."""
+    """The distinct strings: each scanner's raw ids mapped to one id per decoded string (and any
+    added later). Parts come in file order, so ids are given in order of first use as one scanner's
+    would be."""
 
-    def __init__(self, raw: list[bytes]):
+    def __init__(self, raw_parts: list[list[bytes]]):
         self.index: dict[str, int] = {}
-        self.canon = np.array([self.id(_decode(r)) for r in raw] or [0], np.int64)
+        self.canons = [
+            np.array([self.id(_decode(r)) for r in raw] or [0], np.int64) for raw in raw_parts
+        ]
         self.step_marker = self.id(ref.STEP_MARKER)
 
     def id(self, text: str) -> int:
@@ -151,13 +166,14 @@ class _Rows:
 
     # ---- the fast events ----
 
-    def add_fast(self, c: dict) -> None:
+    def add_fast(self, c: dict, canon: np.ndarray) -> None:
+        """One scanner's events (``canon``: its string ids to the file's)."""
         s = self.strings
-        name = s.canon[c["name"]]
+        name = canon[c["name"]]
         has_cat = c["cat"] >= 0
         kind = np.where(
             has_cat,
-            s.per_string(_category, np.int8)[s.canon[np.where(has_cat, c["cat"], 0)]],
+            s.per_string(_category, np.int8)[canon[np.where(has_cat, c["cat"], 0)]],
             _HOST,
         )
         start, end, ok = self._absolute(c["ts_ns"], c["ts_ns"] + c["dur_ns"])
@@ -189,7 +205,7 @@ class _Rows:
                 "ok": ok[rows],
                 "name": name[rows],
                 "copy": kind[rows] == _MEMCPY,
-                "memcpy": self._memcpy(c, rows, kind[rows] == _MEMCPY),
+                "memcpy": self._memcpy(c, canon, rows, kind[rows] == _MEMCPY),
             }
         )
 
@@ -209,7 +225,7 @@ class _Rows:
         self.host.append(
             {
                 "seq": c["seq"][rows],
-                "key": self._host_keys(c, rows),
+                "key": self._host_keys(c, canon, rows),
                 "start": start[rows],
                 "end": end[rows],
                 "ok": ok[rows],
@@ -228,17 +244,19 @@ class _Rows:
             return start_rel + base, end_rel + base, ok
         return np.where(ok, start_rel, 0) + base, np.where(ok, end_rel, 0) + base, ok
 
-    def _host_keys(self, c: dict, rows: np.ndarray) -> np.ndarray:
+    def _host_keys(self, c: dict, canon: np.ndarray, rows: np.ndarray) -> np.ndarray:
         tid_str = (c["flags"][rows] & _F_TID_STR) != 0
         unique, inverse = _distinct(c["pid"][rows], c["tid"][rows], tid_str)
         table = self.strings.table()
         keys = [
-            self.key_id((int(pid), table[self.strings.canon[tid]] if is_str else int(tid)))
+            self.key_id((int(pid), table[canon[tid]] if is_str else int(tid)))
             for pid, tid, is_str in unique
         ]
         return np.array(keys or [0], np.int64)[inverse]
 
-    def _memcpy(self, c: dict, rows: np.ndarray, is_memcpy: np.ndarray) -> np.ndarray | None:
+    def _memcpy(
+        self, c: dict, canon: np.ndarray, rows: np.ndarray, is_memcpy: np.ndarray
+    ) -> np.ndarray | None:
         """memcpy_details per row (None but on copies), computed once per distinct (name, bytes)."""
         if not is_memcpy.any():
             return None
@@ -246,7 +264,7 @@ class _Rows:
         at = rows[is_memcpy]
         has_bytes = (c["flags"][at] & _F_BYTES) != 0
         unique, inverse = _distinct(
-            self.strings.canon[c["name"][at]], np.where(has_bytes, c["bytes"][at], 0), has_bytes
+            canon[c["name"][at]], np.where(has_bytes, c["bytes"][at], 0), has_bytes
         )
         table = self.strings.table()
         details = [
@@ -484,8 +502,8 @@ def _joined(parts: list[dict], optional: tuple[str, ...] = ()) -> dict:
             )
         else:
             out[k] = np.concatenate([p[k] for p in parts])
-    if len(parts) == 1:
-        return out  # the fast events alone: in seq order already
+    if len(parts) == 1 or (np.diff(out["seq"]) > 0).all():
+        return out  # the fast events alone (of one part or two in file order): in seq order already
     order = np.argsort(out["seq"], kind="stable")
     return {k: v[order] if v is not None else None for k, v in out.items()}
 
