@@ -552,3 +552,27 @@ def test_resume_in_events_needs_a_fresh_scanner():
     assert scanner.between_events() == (1, False)
     with pytest.raises(RuntimeError):
         scanner.resume_in_events(False)
+
+
+def test_numbers_of_every_length_at_every_place_read_exactly():
+    """ts, dur, pid of 1 to 15 integer digits and 0 to 9 decimals, anywhere in the piece: the
+    scanner reads a digit run shorter than 16 in one block where 16 bytes are readable, else digit
+    by digit (both against Decimal, rounded half to even past nanoseconds)."""
+    from decimal import ROUND_HALF_EVEN, Decimal
+
+    rng = random.Random(37)
+    for _ in range(2000):
+        whole = str(rng.randint(1, 10 ** rng.randint(1, 15) - 1)) if rng.random() < 0.9 else "0"
+        ts = whole + (
+            "." + str(rng.randint(0, 10**9))[: rng.randint(1, 9)] if rng.random() < 0.8 else ""
+        )
+        pid = rng.randint(0, 10 ** rng.randint(1, 18) - 1)
+        event = f'{{"ph": "X", "name": "a", "pid": {pid}, "tid": 1, "ts": {ts}, "dur": {ts}}}'
+        text = '{"traceEvents": [' + " " * rng.randint(0, 20) + event + "]}"
+        columns, _, slow, _ = scanned(
+            text.encode(), len(text) - rng.randint(0, 40) if rng.random() < 0.3 else len(text) + 1
+        )
+        want = int((Decimal(ts) * 1000).to_integral_value(ROUND_HALF_EVEN))
+        assert not slow and np.frombuffer(columns["ts_ns"], np.int64).tolist() == [want], ts
+        assert np.frombuffer(columns["dur_ns"], np.int64).tolist() == [want], ts
+        assert np.frombuffer(columns["pid"], np.int64).tolist() == [pid], pid
