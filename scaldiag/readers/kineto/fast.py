@@ -110,6 +110,7 @@ class _Strings:
 
     def __init__(self, raw_parts: list[list[bytes]]):
         self.index: dict[str, int] = {}
+        self._per_string: dict[tuple, np.ndarray] = {}
         self.canons = [
             np.array([self.id(_decode(r)) for r in raw] or [0], np.int64) for raw in raw_parts
         ]
@@ -125,7 +126,11 @@ class _Strings:
         return list(self.index)
 
     def per_string(self, f, dtype) -> np.ndarray:
-        return np.array([f(s) for s in self.index], dtype)
+        """f of every string, by id; computed once while no string is added (each part asks)."""
+        key = (f, np.dtype(dtype), len(self.index))
+        if key not in self._per_string:
+            self._per_string[key] = np.array([f(s) for s in self.index], dtype)
+        return self._per_string[key]
 
 
 def _decode(raw: bytes) -> str:
@@ -170,12 +175,9 @@ class _Rows:
         """One scanner's events (``canon``: its string ids to the file's)."""
         s = self.strings
         name = canon[c["name"]]
-        has_cat = c["cat"] >= 0
-        kind = np.where(
-            has_cat,
-            s.per_string(_category, np.int8)[canon[np.where(has_cat, c["cat"], 0)]],
-            _HOST,
-        )
+        # Per raw id first (thousands of strings), then one gather per event: kind from cat (-1, no
+        # cat, takes the table's last entry, _HOST), step from name.
+        kind = np.append(s.per_string(_category, np.int8)[canon], np.int8(_HOST))[c["cat"]]
         start, end, ok = self._absolute(c["ts_ns"], c["ts_ns"] + c["dur_ns"])
         flags = c["flags"]
         pid_int = (flags & _F_PID_STR) == 0
@@ -184,7 +186,8 @@ class _Rows:
         has_device = (flags & _F_DEVICE) != 0
         device = np.where(has_device, c["device"], c["pid"])
         device_ok = (has_device | pid_int) & (device >= 0)
-        step = s.per_string(_step_num, np.int64)[name]
+        step_of = s.per_string(_step_num, np.int64)[canon]
+        step = step_of[c["name"]]
 
         on_device = ((kind == _DEVICE) | (kind == _MEMCPY)) & device_ok
         rows = np.flatnonzero(on_device)
@@ -193,7 +196,7 @@ class _Rows:
             c["stream"][rows],
             np.where((flags[rows] & _F_TID_STR) != 0, -1, c["tid"][rows]),
         )
-        streams, stream_key = np.unique(stream, return_inverse=True)
+        streams, stream_key, _ = _unique(stream)
         key_of = np.array([self.key_id(int(k)) for k in streams] or [0], np.int64)
         self.device.append(
             {
@@ -230,7 +233,7 @@ class _Rows:
                 "end": end[rows],
                 "ok": ok[rows],
                 "step": step[rows],
-                "name": np.where(step[rows] >= 0, s.step_marker, name[rows]),
+                "name": np.where(step_of >= 0, s.step_marker, canon)[c["name"][rows]],
             }
         )
 
@@ -239,9 +242,14 @@ class _Rows:
         dropped later)."""
         base = self.base_ns
         lo, hi = max(_INT64_MIN - base, _INT64_MIN), min(_INT64_MAX - base, _INT64_MAX)
+        if not len(start_rel) or (
+            start_rel.min() >= lo
+            and start_rel.max() <= hi
+            and end_rel.min() >= lo
+            and end_rel.max() <= hi
+        ):  # the usual: four reductions, no temporaries
+            return start_rel + base, end_rel + base, np.ones(len(start_rel), bool)
         ok = (start_rel >= lo) & (start_rel <= hi) & (end_rel >= lo) & (end_rel <= hi)
-        if ok.all():
-            return start_rel + base, end_rel + base, ok
         return np.where(ok, start_rel, 0) + base, np.where(ok, end_rel, 0) + base, ok
 
     def _host_keys(self, c: dict, canon: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -342,7 +350,7 @@ class _Rows:
         keys = list(self.keys)
         device = _joined(self.device, ("memcpy",))
         steps = _joined(self.steps)
-        devices = np.unique(device["device"])
+        devices = _unique(device["device"], inverse=False)[0]
         if len(devices) > ref.MAX_DEVICES_PER_FILE:
             raise TraceError(
                 f"{self.file} is refused: its events name more than {ref.MAX_DEVICES_PER_FILE} "
@@ -466,11 +474,28 @@ def _first_use(ids: np.ndarray) -> np.ndarray:
 
 def _group(keys: np.ndarray) -> dict[int, np.ndarray]:
     """Row indices per key, each in row order (a radix sort where the keys fit 16 bits)."""
-    distinct, small = np.unique(keys, return_inverse=True)
-    small = small.reshape(-1).astype(np.int16 if len(distinct) < 2**15 else np.int64)
+    distinct, small, counts = _unique(keys)
+    small = small.astype(np.int16 if len(distinct) < 2**15 else np.int64)
     order = np.argsort(small, kind="stable")
-    bounds = np.searchsorted(small[order], np.arange(len(distinct)))
-    return dict(zip(distinct.tolist(), np.split(order, bounds[1:])))
+    return dict(zip(distinct.tolist(), np.split(order, np.cumsum(counts)[:-1])))
+
+
+_COUNTED_MAX = 1 << 20  # values below this are counted (a table of this many), not sorted
+
+
+def _unique(values: np.ndarray, inverse: bool = True) -> tuple:
+    """np.unique(values, return_inverse=True, return_counts=True): the distinct values, sorted,
+    each value's index among them (None unless ``inverse``) and their counts. Line keys, streams
+    and devices are small non-negative integers: counted, not sorted (a sort of every event's key
+    was a third of building the planes)."""
+    if len(values) and values.min() >= 0 and values.max() < _COUNTED_MAX:
+        counts = np.bincount(values)
+        present = counts > 0
+        distinct = np.flatnonzero(present)
+        index = (np.cumsum(present) - 1)[values] if inverse else None
+        return distinct.astype(values.dtype), index, counts[distinct]
+    distinct, index, counts = np.unique(values, return_inverse=True, return_counts=True)
+    return distinct, index.reshape(-1) if inverse else None, counts
 
 
 def _fits(start: int, end: int) -> bool:
