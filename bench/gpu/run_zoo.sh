@@ -20,7 +20,7 @@ if [ -n "${FRESH_PAGES:-}" ]; then
   python3 bench/accuracy/fresh_pages.py --pairs 2 --dtype uint8 >> "$FINAL_OUT/fresh_pages.json" 2>&1; tail -1 "$FINAL_OUT/fresh_pages.json"
 fi
 python3 bench/accuracy/run.py --out "$OUT/accuracy" ${CASES:+--cases "$CASES"} --rounds "${ROUNDS:-3}" --torch-rounds "${TORCH_ROUNDS:-1}" \
-  --budget-s "${BUDGET_S:-380}" --timeout-s "${PROFILE_TIMEOUT_S:-120}" --table-to "$FINAL_OUT" --label "(1 x H200, Keras 3 on JAX; PyTorch)" 2>&1 | cut -c1-400
+  --budget-s "${BUDGET_S:-380}" --timeout-s "${PROFILE_TIMEOUT_S:-120}" --table-to "$FINAL_OUT" --label "(1 x $(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null || echo GPU), Keras 3 on JAX; PyTorch)" 2>&1 | cut -c1-400
 keep=$(cd /tmp && ls -d gpu_zoo/accuracy/runs/{input_python_planted,host_to_device_planted,host_to_device_twin}_r0 \
   gpu_zoo/accuracy/runs/host_launch_planted_r* 2>/dev/null)  # host_launch: every round, to re-analyse its ranking
 tar czf "$FINAL_OUT/gpu_zoo.tgz" -C /tmp --exclude=gpu_zoo/accuracy/runs gpu_zoo

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool, one GPU), from the project root, with .whl carried:
+#   [TRY_CASES=keras_mlp] [ROUNDS=3] [TRY_BUDGET_S=540] bash bench/gpu/run_try.sh
+# Issue 36: `python -m bench try --gpu` (bench/try/run.py): `scaldiag try` against the hand-written
+# twin on one GPU (Keras 3 on JAX, PyTorch). Results: $OUT/try.md (rewritten after every case, so a
+# stop at TRY_BUDGET_S keeps the cases done) and env.txt; copy try.md to
+# bench/results/gpu_h200/try.md (or the card's folder).
+set -u
+source bench/gpu/setup.sh /tmp/gpu_try
+export CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
+  python3 -c "import jax, keras, torch, sys; print('python', sys.version.split()[0], 'jax', jax.__version__, 'keras', keras.__version__, 'torch', torch.__version__)"
+} > "$FINAL_OUT/env.txt" 2>&1
+cat "$FINAL_OUT/env.txt"
+timeout -s INT -k 20 "${TRY_BUDGET_S:-540}" python3 -m bench try --gpu --rounds "${ROUNDS:-3}" \
+  ${TRY_CASES:+--cases "$TRY_CASES"} --out "$FINAL_OUT/try.md" 2>&1 | cut -c1-600
+cat "$FINAL_OUT/try.md" 2>/dev/null
