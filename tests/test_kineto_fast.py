@@ -576,3 +576,15 @@ def test_numbers_of_every_length_at_every_place_read_exactly():
         assert not slow and np.frombuffer(columns["ts_ns"], np.int64).tolist() == [want], ts
         assert np.frombuffer(columns["dur_ns"], np.int64).tolist() == [want], ts
         assert np.frombuffer(columns["pid"], np.int64).tolist() == [pid], pid
+
+
+def test_a_bare_array_behind_much_whitespace_is_read_in_one_part(tmp_path, in_two_parts):
+    """Whether the document is a bare array is guessed for the second part from the first 4 KB; a
+    wrong guess (more whitespace than that) is found at the cut and one part is read."""
+    events = [cpu(ts=1000 + i) for i in range(400)]
+    file = tmp_path / "rank0.pt.trace.json"
+    file.write_text(" " * 5000 + json.dumps(events))
+    check(file)
+    file.write_text(" " * 100 + json.dumps(events))
+    check(file)
+    assert in_two_parts == [1, 2]

@@ -96,7 +96,8 @@ def _scan_in_two(fd: int, size: int, new_scanner, file: Path) -> list[tuple[obje
         _feed(_Pread(fd, 0), first, PIECE_BYTES, file)
         return [(first, 0)]
     second = new_scanner()
-    second.resume_in_events(_top_is_array(fd))
+    top_is_array = _top_is_array(fd)
+    second.resume_in_events(top_is_array)
     failed: list[BaseException] = []
 
     def second_part() -> None:
@@ -118,8 +119,13 @@ def _scan_in_two(fd: int, size: int, new_scanner, file: Path) -> list[tuple[obje
         stopped = _feed(_Pread(fd, 0, cut), first, PIECE_BYTES, file, final=False)
     finally:
         thread.join()
-    at = first.between_events()
-    if stopped != cut or at is None or (failed and isinstance(failed[0], _SplitRefused)):
+    at = first.between_events()  # (elements so far, the document is a bare array) or None
+    if (
+        stopped != cut
+        or at is None
+        or at[1] != top_is_array  # its guess from the first bytes was wrong (whitespace past 4 KB)
+        or (failed and isinstance(failed[0], _SplitRefused))
+    ):
         # The cut was not between two events (inside a string, a nested array): one part after all.
         _feed(_Pread(fd, stopped), first, PIECE_BYTES, file, start=stopped)
         return [(first, 0)]
