@@ -279,20 +279,21 @@ def diagnose(
 
 
 def analyze_run_dir(run_dir: Path, engine: Engine | None = None) -> RunAnalysis:
-    trace, trace_missing = _run_trace(run_dir, engine)
+    record = read_record(run_dir)
+    trace, trace_missing = _run_trace(run_dir, engine, record.training.get("trace_error"))
     others = {rank: read_record(path) for rank, path in rank_dirs(run_dir).items()}
-    return analyze_record(read_record(run_dir), trace, trace_missing, others)
+    return analyze_record(record, trace, trace_missing, others)
 
 
 def _run_trace(
-    run_dir: Path, engine: Engine | None = None
+    run_dir: Path, engine: Engine | None = None, trace_error: str | None = None
 ) -> tuple[ProfileAnalysis | None, list[str]]:
-    """The analysis of the run's trace window, or why there is none."""
+    """The analysis of the run's trace window, or why there is none (``trace_error``: what the
+    capture recorded of it)."""
     logdir = Path(run_dir) / TRACE_DIR
     if not logdir.exists():
-        return None, [
-            "trace: no profiler trace in this run (too few steps, or the profiler failed)"
-        ]
+        why = trace_error or "no profiler trace in this run (too few steps, or the profiler failed)"
+        return None, [f"trace: {why}"]
     try:
         return analyze_trace_at(logdir, None, engine), []
     except TraceError as exc:
@@ -318,9 +319,12 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
     job_dirs.refuse_other_jobs(dirs)
     by_node = _rank_events(dirs, engine, left_out)
     for d in [d for d in dirs if not by_node[d]]:
+        why = read_record(d).training.get("trace_error")  # the capture's word, where it has one
         left_out.append(
             f"{d}: no rank's trace with steps (PyTorch's ProfilerStep markers, scaldiag's step "
-            "markers or the train function's calls): this node is left out"
+            "markers or the train function's calls)"
+            + (f" ({why})" if why else "")
+            + ": this node is left out"
         )
     dirs = [d for d in dirs if by_node[d]]
     if len(dirs) < 2:

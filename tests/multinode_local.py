@@ -36,18 +36,23 @@ def profile_two(
     again for a second try: new ports); their run directories, node 0 first.
 
     A job whose script died of a native crash (SIGABRT or SIGSEGV, as ``profile`` reports it for
-    the script it ran) is run once more, with a warning that keeps the crash's log: TensorFlow
+    the script it ran) is run again, up to TRIES times, with a warning that keeps the crash's log: TensorFlow
     2.21's MultiWorkerMirroredStrategy on the CPU aborted once in CI ("free(): invalid pointer" in
     worker 1, its peer then failing at the next all-reduce). That crash is the framework's, not
-    an answer scaldiag gave; a second one in a row fails the test. Any other failure fails it
-    at once."""
-    attempt = _profile_two_once(out / "try1", make_envs(), job, job_args, timeout_s)
-    if not isinstance(attempt, str):
-        return attempt
-    warnings.warn(f"a script crashed natively; the job runs once more:\n{attempt}", stacklevel=2)
-    again = _profile_two_once(out / "try2", make_envs(), job, job_args, timeout_s)
-    assert not isinstance(again, str), f"the script crashed natively twice in a row:\n{again}"
-    return again
+    an answer scaldiag gave; TRIES in a row fail the test. Any other failure fails it at once."""
+    crashes = []
+    for k in range(1, TRIES + 1):
+        attempt = _profile_two_once(out / f"try{k}", make_envs(), job, job_args, timeout_s)
+        if not isinstance(attempt, str):
+            return attempt
+        crashes.append(attempt)
+        warnings.warn(f"a script crashed natively; try {k} of {TRIES}:\n{attempt}", stacklevel=2)
+    raise AssertionError(f"the script crashed natively {TRIES} times in a row:\n{crashes[-1]}")
+
+
+# Tries of a job whose script crashes natively: TF's profiler aborts a traced non-chief worker in a
+# few percent of jobs (docs/multinode.md), and the tests that trace both workers opt in to that.
+TRIES = 3
 
 
 # The exit codes ``scaldiag profile`` passes on for a script killed by SIGABRT or SIGSEGV.

@@ -7,7 +7,11 @@ their XPlane traces:
 1. a plain job: one job report with both nodes, worker 1's clock estimated within the collectives'
    spread of worker 0's (one machine, one clock), no finding about the network or a straggler;
 2. worker 1's input slowed (its generator sleeps before each batch): SD210 names that node, its
-   input as the cause.
+   input as the cause;
+3. by default only the chief is traced (TensorFlow's profiler can abort the other tasks when it
+   stops: docs/multinode.md, "Known fault"): worker 1 trains to its end untraced, its report says
+   why, and the job still merges. Jobs 1 and 2 trace both workers (TF_TRACE_ALL_WORKERS_ENV), as a
+   user who accepts that risk would.
 
 The evidence is TF's own (analyze/nodes.py): scaldiag's ``train`` step markers, the
 ``:CollectiveReduceV2`` ops on the collective executor's threads, their hand-over
@@ -20,11 +24,16 @@ import importlib.util
 import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import multinode_local as local
 import pytest
 from multinode_local import free_ports, ids, profile_two
+
+from scaldiag.collect.env import TF_TRACE_ALL_WORKERS_ENV
+from scaldiag.record.rundir import TRACE_DIR
 
 pytestmark = pytest.mark.slow  # a two-process TensorFlow job
 
@@ -43,15 +52,16 @@ STEPS = "12"  # 3 warm-up, the 5 traced steps (4 collectives each), and a few af
 SLOW_INPUT_MS = "250"
 JOB_TIMEOUT_S = 180
 ENV = {
-    **os.environ,
+    **{k: v for k, v in os.environ.items() if k != TF_TRACE_ALL_WORKERS_ENV},
     "PYTHONPATH": str(ROOT),
     "TF_CPP_MIN_LOG_LEVEL": "3",
     "KERAS_BACKEND": "tensorflow",
 }
+ALL_TRACED = {**ENV, TF_TRACE_ALL_WORKERS_ENV: "1"}
 HOST = socket.gethostname()
 
 
-def _job(out: Path, *job_args: str) -> list[Path]:
+def _job(out: Path, *job_args: str, env: dict = ALL_TRACED) -> list[Path]:
     """Both workers' ``scaldiag profile``, at once, each with its TF_CONFIG; their run directories,
     node 0 first."""
 
@@ -59,7 +69,7 @@ def _job(out: Path, *job_args: str) -> list[Path]:
         workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
         return [
             {
-                **ENV,
+                **env,
                 "TF_CONFIG": json.dumps(
                     {"cluster": {"worker": workers}, "task": {"type": "worker", "index": k}}
                 ),
@@ -73,6 +83,11 @@ def _job(out: Path, *job_args: str) -> list[Path]:
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory):
     return _job(tmp_path_factory.mktemp("tf_plain"))
+
+
+@pytest.fixture(scope="module")
+def chief_only(tmp_path_factory):
+    return _job(tmp_path_factory.mktemp("tf_chief_only"), env=ENV)
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +177,25 @@ def _no_straggler_but_the_machines(report: dict) -> bool:
     as the cause (3 failures in 6 runs under a busy core, none of 9 quiet). The plain job's input is
     instant and the machine has no network: neither may ever be blamed."""
     return all(f["category"] == "compute" for f in report["findings"] if f["id"] == "SD210")
+
+
+def test_by_default_only_the_chief_is_traced_and_the_job_still_reports(chief_only):
+    chief, worker = chief_only
+    assert any((chief / TRACE_DIR).rglob("*.xplane.pb")), "the chief's trace"
+    assert not (worker / TRACE_DIR).exists()
+    alone = json.loads(local.report(ENV, worker))
+    said = [m for m in alone["missing"] if m.startswith("trace: ")]
+    assert said and "not traced: task 1 of a TF multi-worker job" in said[0], alone["missing"]
+    assert TF_TRACE_ALL_WORKERS_ENV in said[0]
+    assert alone["steps"]["recorded"] >= 12, alone["steps"]  # its steps are recorded all the same
+    # The job's merge needs every node's collectives: it refuses, and says why the worker has none.
+    merged = subprocess.run(
+        [sys.executable, "-m", "scaldiag", "report", str(chief), str(worker)],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert merged.returncode != 0 and "Traceback" not in merged.stderr, merged.stderr
+    assert "not traced: task 1" in merged.stderr and "left out" in merged.stderr, merged.stderr

@@ -467,3 +467,21 @@ def test_arrivals_pair_in_order_and_survive_a_collective_cut_at_the_window_s_edg
     assert nodes.pair_arrivals(np.array([195, 290, 390]), work).tolist() == [100, 195, 290, 390]
     # far apart counts: no pairing is safe
     assert nodes.pair_arrivals(np.arange(10) * 50, work) is None
+
+
+def _tf_env(task_type: str, index: int, **extra: str) -> dict:
+    cluster = {"chief": ["c:1"], "worker": ["w:1", "w:2"]}
+    return {
+        "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}}),
+        **extra,
+    }
+
+
+def test_only_the_tf_chief_is_traced_unless_every_task_is_asked_for():
+    assert multinode.tf_task_untraced({}) is None  # not a TF multi-worker job
+    assert multinode.tf_task_untraced(_tf_env("chief", 0)) is None
+    why = multinode.tf_task_untraced(_tf_env("worker", 1))
+    assert why.startswith("not traced: task 2 of a TF multi-worker job"), why  # chief, w0, w1
+    assert multinode.TF_TRACE_ALL_WORKERS_ENV in why
+    asked = _tf_env("worker", 1, **{multinode.TF_TRACE_ALL_WORKERS_ENV: "1"})
+    assert multinode.tf_task_untraced(asked) is None

@@ -12,6 +12,9 @@ GLOBAL_BATCH_ENV = (  # samples per step, when the data cannot tell (profile --g
     "SCALDIAG_GLOBAL_BATCH"
 )
 HOST_TRACER_LEVEL_ENV = "SCALDIAG_HOST_TRACER_LEVEL"  # JAX profiler host tracer level (default 2)
+# 1: trace every TF multi-worker task, not only the chief (TensorFlow's profiler can abort the
+# others: docs/multinode.md, "Known fault").
+TF_TRACE_ALL_WORKERS_ENV = "SCALDIAG_TF_TRACE_ALL_WORKERS"
 INPUT_FREE_ENV = "SCALDIAG_INPUT_FREE"  # 0: skip the input-free step measured after training
 TORCHRUN_ENV = "SCALDIAG_TORCHRUN"  # nproc-per-node: the child re-runs the bootstrap under torchrun
 RUN_ROOT_ENV = (  # a torchrun job's run directory; ranks > 0 record in RUN_ROOT/rank<R>

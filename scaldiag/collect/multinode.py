@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scaldiag.collect import torchrun
+from scaldiag.collect.env import TF_TRACE_ALL_WORKERS_ENV
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -131,6 +132,23 @@ def _tf_config(environ) -> tuple[int, int, str] | None:
         return len(order), order.index((task["type"], int(task["index"]))), "tf_config"
     except (TypeError, KeyError, ValueError, AttributeError, json.JSONDecodeError):
         return None
+
+
+def tf_task_untraced(environ) -> str | None:
+    """Why this TF multi-worker task takes no profiler trace, or None where it may.
+
+    TensorFlow 2.21's profiler, stopped in a task that is not the coordination service's leader (the
+    chief, else worker 0), aborts that process now and then (a double free in
+    TraceMeRecorder::Consume; docs/multinode.md, "Known fault"); the leader never did. A broken
+    training run costs the user more than a missing trace, so only the leader is traced unless
+    TF_TRACE_ALL_WORKERS_ENV is 1."""
+    found = _tf_config(environ)
+    if found is None or found[1] == 0 or environ.get(TF_TRACE_ALL_WORKERS_ENV) == "1":
+        return None
+    return (
+        f"not traced: task {found[1]} of a TF multi-worker job (TensorFlow's profiler can abort a"
+        f" task that is not the chief when it stops; {TF_TRACE_ALL_WORKERS_ENV}=1 traces it anyway)"
+    )
 
 
 def _jax(environ) -> tuple[int, int, str] | None:

@@ -131,6 +131,7 @@ TRAINING_FIELDS = {
     "trace_steps": _int,
     "batch_source": _str,
     "trace": _obj({}),
+    "trace_error": _str,  # why the trace window did not start or stop (collect/session.py)
     "input_ceiling": _all_of(
         {"samples_per_s": _num, "batches": _int, "seconds": _num, "source": _str}
     ),

@@ -110,6 +110,11 @@ class TensorFlowTraceWindow(TraceWindow):
     def _start(self) -> None:
         import tensorflow as tf
 
+        from scaldiag.collect.multinode import tf_task_untraced
+
+        untraced = tf_task_untraced(os.environ)
+        if untraced:
+            raise RuntimeError(untraced)  # kept as the window's error: the report says it
         # The defaults are what we want (host tracer level 2, Python tracer
         # off, device tracer on); TF 2.21 warns when they are passed explicitly.
         tf.profiler.experimental.start(str(self.logdir))
