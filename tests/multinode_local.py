@@ -36,10 +36,11 @@ def profile_two(
     again for a second try: new ports); their run directories, node 0 first.
 
     A job whose script died of a native crash (SIGABRT or SIGSEGV, as ``profile`` reports it for
-    the script it ran) is run again, up to TRIES times, with a warning that keeps the crash's log: TensorFlow
-    2.21's MultiWorkerMirroredStrategy on the CPU aborted once in CI ("free(): invalid pointer" in
-    worker 1, its peer then failing at the next all-reduce). That crash is the framework's, not
-    an answer scaldiag gave; TRIES in a row fail the test. Any other failure fails it at once."""
+    the script it ran) is run again, up to TRIES times, with a warning that keeps the crash's log:
+    TensorFlow 2.21's profiler aborts a traced non-chief worker now and then ("free(): invalid
+    pointer" in worker 1, its peer then failing at the next all-reduce; docs/multinode.md). That
+    crash is the framework's, not an answer scaldiag gave; TRIES in a row fail the test. Any other
+    failure fails it at once."""
     crashes = []
     for k in range(1, TRIES + 1):
         attempt = _profile_two_once(out / f"try{k}", make_envs(), job, job_args, timeout_s)
