@@ -6,8 +6,9 @@ from rich.console import Console
 from rich.table import Table
 
 from scaldiag.render import ranges
-from scaldiag.render.json import dumps
-from scaldiag.render.terminal.common import Keep, add_row, labelled, say, table
+from scaldiag.render.json import dumps, tried_dict
+from scaldiag.render.terminal.common import Keep, add_row, inert, labelled, say, table
+from scaldiag.render.words import tried_words
 from scaldiag.rules.compare import Change, Comparison, Forecast
 
 
@@ -60,13 +61,22 @@ def forecast_words(f: Forecast) -> list[str | Keep]:
     said = f"{f.finding} ({f.title}): {f.kind}"
     number = Keep(ranges.speedup(f.predicted, f.low, f.high, f.kind) + ";")
     if f.measured is None:
-        return [said, number, "the speed-up was not measured"]
+        return [said, number, *_then_tried("the speed-up was not measured", f.tried)]
     where = (
         ("under it" if f.held else "above it: the ceiling did not hold")
         if f.kind == "ceiling"
         else ("inside its range" if f.held else "outside its range")
     )
-    return [said, number, "measured", Keep(f"{f.measured:.2f}x:"), where]
+    return [said, number, "measured", Keep(f"{f.measured:.2f}x:"), *_then_tried(where, f.tried)]
+
+
+def _then_tried(last: str, t: dict | None) -> list[str]:
+    """The line's last words, then `scaldiag try`'s measurement of the same finding on the first
+    run where there is one; try.json is a file anyone could write, so its words are shown inert (as
+    `report` does)."""
+    if not t:
+        return [last]
+    return [f"{last};", "scaldiag try on the first run:", inert(tried_words(t))]
 
 
 def render(cmp: Comparison, console: Console) -> None:
@@ -136,6 +146,7 @@ def to_json(cmp: Comparison) -> str:
                     "measured": f.measured,
                     "held": f.held,
                     "said": ranges.speedup(f.predicted, f.low, f.high, f.kind),
+                    "tried": tried_dict(f.tried),  # run A's `scaldiag try` of this finding
                 }
                 for f in cmp.forecasts
             ],

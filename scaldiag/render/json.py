@@ -254,9 +254,13 @@ def run_dict(report: RunReport) -> dict:
         ),
         "findings": [finding(f) for f in report.findings],
         "trace_report": trace_dict(report.trace_report) if report.trace_report else None,
-        # scaldiag try's result on this run (try.json), its rounds' directories left out
-        "tried": {k: v for k, v in a.tried.items() if k != "rounds"} or None,
+        "tried": tried_dict(a.tried),
     }
+
+
+def tried_dict(tried: dict | None) -> dict | None:
+    """scaldiag try's result on a run (try.json), its rounds' directories left out."""
+    return {k: v for k, v in (tried or {}).items() if k != "rounds"} or None
 
 
 def sweep_dict(report: SweepReport) -> dict:

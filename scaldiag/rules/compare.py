@@ -80,6 +80,9 @@ class Forecast:
     high: float
     measured: float | None  # speedup of B over A (samples/s, or inverse step time)
     kind: str = "ceiling"  # rules/base.py Speedup.kind
+    # `scaldiag try` of this finding on run A (its try.json's "speedup": median, low, high, pairs
+    # and "sets"), where one was run: the fix measured on A's own script, beside B's measurement.
+    tried: dict | None = None
 
     @property
     def held(self) -> bool | None:
@@ -167,9 +170,8 @@ def _runs(a: RunReport, b: RunReport) -> Comparison:
         sb.step_time_ms.mean if sb else None,
     )
     findings = list(a.findings) + (list(a.trace_report.findings) if a.trace_report else [])
-    return Comparison(
-        a.run_dir, b.run_dir, "run", changes, categories, _forecasts(findings, measured), notes
-    )
+    forecasts = _forecasts(findings, measured, a.analysis.tried)
+    return Comparison(a.run_dir, b.run_dir, "run", changes, categories, forecasts, notes)
 
 
 def _unlike(a: RunReport, b: RunReport) -> list[str]:
@@ -307,7 +309,10 @@ def _sweeps(a: SweepReport, b: SweepReport) -> Comparison:
     )
 
 
-def _forecasts(findings, measured: float | None) -> list[Forecast]:
+def _forecasts(findings, measured: float | None, tried: dict | None = None) -> list[Forecast]:
+    """Each finding's speed-up against B's measurement (``tried``: run A's try.json, set beside
+    the finding it tried)."""
+    tried = tried or {}
     return [
         Forecast(
             f.id,
@@ -317,6 +322,7 @@ def _forecasts(findings, measured: float | None) -> list[Forecast]:
             f.predicted_speedup.high,
             measured,
             f.predicted_speedup.kind,
+            tried if tried.get("finding") == f.id else None,
         )
         for f in findings
         if f.predicted_speedup
