@@ -8,9 +8,7 @@
 set -u
 source bench/gpu/setup.sh /tmp/gpu_try
 export CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
-  python3 -c "import jax, keras, torch, sys; print('python', sys.version.split()[0], 'jax', jax.__version__, 'keras', keras.__version__, 'torch', torch.__version__)"
-} > "$FINAL_OUT/env.txt" 2>&1
+gpu_env "$FINAL_OUT/env.txt"
 cat "$FINAL_OUT/env.txt"
 timeout -s INT -k 20 "${TRY_BUDGET_S:-540}" python3 -m bench try --gpu --rounds "${ROUNDS:-3}" \
   ${TRY_CASES:+--cases "$TRY_CASES"} --out "$FINAL_OUT/try.md" 2>&1 | cut -c1-600

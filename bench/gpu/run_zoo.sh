@@ -11,9 +11,7 @@
 set -u
 source bench/gpu/setup.sh /tmp/gpu_zoo
 export CUDA_VISIBLE_DEVICES=0 PYTHONUNBUFFERED=1
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
-  python3 -c "import jax, keras, torch, sys; print('python', sys.version.split()[0], 'jax', jax.__version__, 'keras', keras.__version__, 'torch', torch.__version__)"
-} > "$OUT/env.txt" 2>&1
+gpu_env "$OUT/env.txt"
 cp "$OUT/env.txt" "$FINAL_OUT/"
 if [ -n "${FRESH_PAGES:-}" ]; then
   python3 bench/accuracy/fresh_pages.py --pairs "$FRESH_PAGES" > "$FINAL_OUT/fresh_pages.json" 2>&1; cat "$FINAL_OUT/fresh_pages.json"

@@ -14,3 +14,10 @@ python3 setup.py -q build_ext --inplace > /tmp/build_ext.log 2>&1
 python3 -c "import scaldiag.readers._kineto_scan, scaldiag.readers.xplane._wire" 2>/dev/null \
   && echo "scaldiag C parts built" || { echo "scaldiag C parts NOT built (numpy and json.loads, ~4x slower):"; tail -3 /tmp/build_ext.log; }
 export PYTHONPATH=/tmp/site:$PWD KERAS_BACKEND=jax CUDA_DEVICE_ORDER=PCI_BUS_ID
+
+# The card, its driver, the cores and the frameworks' versions, into the file $1 (a runner's env.txt).
+gpu_env() {
+  { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
+    python3 -c "import jax, keras, torch, sys; print('python', sys.version.split()[0], 'jax', jax.__version__, 'keras', keras.__version__, 'torch', torch.__version__)"
+  } > "$1" 2>&1
+}

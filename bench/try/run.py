@@ -68,6 +68,15 @@ CASES = {
             "steps_per_execution=32",
             tf_only=True,
         ),
+        # Keras 3 on any backend (the zoo's host_launch): the GPU machine's Keras case (JAX there).
+        Case(
+            "keras_host_launch",
+            "bench/zoo/host_launch.py",
+            "SD105",
+            [],
+            ["--steps-per-execution", "32"],
+            "steps_per_execution=32",
+        ),
     )
 }
 
