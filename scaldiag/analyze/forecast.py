@@ -11,7 +11,10 @@ step. Which parts follow the samples is read from the evidence:
 - h2d, d2h: always per sample (the bytes grow with the batch);
 - compute, layout, other: per sample when the device is busy at least half
   the step (its kernels fill it); else per step (kernels too small to fill
-  the device take about as long on k times the data);
+  the device take about as long on k times the data). On a host unit (the
+  CPU is the device): per sample unless its compute pieces (the innermost
+  host events computing) average under HOST_OP_FIXED_US, where an op is mostly
+  its fixed cost (dispatch, allocation, a kernel's setup);
 - input: per sample when a step copies at least 8 MiB to the device (the cost
   follows the bytes); else per step (handing over a small batch is per-call
   work: slicing, conversion, dispatch);
@@ -23,6 +26,11 @@ MLP at batch 16, device busy 9%, input 2 KB a step; with every part but host
 overhead taken as per sample the forecast for 4x the batch was 2.03x where the
 twin gave 3.8-6.5x (two runs); the per-step reading gives the 4x the samples
 that the same step time carries; run 5 (3 rounds): 3.97x against 3.34-4.42x.
+
+On the 2-core development CPU (TF 2.21, the zoo's host_launch: 12 Dense layers of 32 at batch 16,
+2026-12-06): TF's MKL MatMul ops took 14-16 us at 16 rows and at 64, and the step's compute (811
+pieces, 0.8 us each on average) grew 1.19x for 4x the batch; taking it as per sample forecast
+2.26-2.44x for 4x the batch where the twin measured 4.59x and 6.97x (bench/results/accuracy).
 
 Fewer bytes (``fewer_bytes``, SD102): the hand-over of a heavy batch costs the same per byte copied,
 plus fresh pages for arrays over glibc's 32 MiB mmap ceiling, which go when the fix brings them
@@ -52,6 +60,9 @@ FULL_DEVICE_BUSY_PCT = 50.0
 # HEAVY_BATCH_BYTES (analyze/transfers.py): from this many bytes a step, input follows its bytes.
 ALWAYS_PER_SAMPLE = ("h2d", "d2h")
 DEVICE_WORK = ("compute", "layout", "other")
+# A host op shorter than this on average is mostly its fixed cost: TF's MatMul on the development
+# CPU took 14-16 us at 16 rows and at 64 (the module docstring).
+HOST_OP_FIXED_US = 20.0
 
 
 @dataclass(frozen=True)
@@ -65,11 +76,25 @@ class BatchForecast:
 
 def per_sample_parts(unit: UnitAnalysis) -> tuple[str, ...]:
     parts = list(ALWAYS_PER_SAMPLE)
-    if unit.kind == "host" or unit.busy_pct >= FULL_DEVICE_BUSY_PCT:
+    if (unit.kind == "host" and not host_ops_are_fixed_cost(unit)) or (
+        unit.kind != "host" and unit.busy_pct >= FULL_DEVICE_BUSY_PCT
+    ):
         parts += DEVICE_WORK
     if unit.h2d is not None and unit.h2d.bytes_per_step >= HEAVY_BATCH_BYTES:
         parts.append("input")
     return tuple(parts)
+
+
+def host_op_us(unit: UnitAnalysis) -> float | None:
+    """A host unit's mean compute piece in microseconds (None: not counted)."""
+    if unit.kind != "host" or unit.compute_pieces_per_step <= 0:
+        return None
+    return 1e3 * unit.categories["compute"].busy_ms / unit.compute_pieces_per_step
+
+
+def host_ops_are_fixed_cost(unit: UnitAnalysis) -> bool:
+    us = host_op_us(unit)
+    return us is not None and us < HOST_OP_FIXED_US
 
 
 def larger_batch(unit: UnitAnalysis, factor: float) -> BatchForecast | None:

@@ -17,7 +17,7 @@ from scaldiag.analyze.batch_memory import DeviceMemory
 from scaldiag.analyze.breakdown import breakdown
 from scaldiag.analyze.categories import CATEGORIES, DEVICE_CATEGORIES
 from scaldiag.analyze.device import DeviceEvents, device_events
-from scaldiag.analyze.hoststate import HostTimeline, host_states, host_states_during
+from scaldiag.analyze.hoststate import HOST_STATES, HostTimeline, host_states, host_states_during
 from scaldiag.analyze.stats import Summary, ci95_half_width
 from scaldiag.analyze.trace_steps import Steps, device_steps, find_steps, with_device_tail
 from scaldiag.analyze.transfers import copies_per_step, per_step
@@ -76,6 +76,10 @@ class UnitAnalysis:
     d2h: Transfers | None = None
     collective_count_per_step: float = 0.0
     input_pipeline_busy_ms: float = 0.0  # tf.data producers running ahead (background)
+    # A host unit's compute pieces per step (the innermost host events in the compute state: an op,
+    # or an op's own part beside its children): with the compute time, how long an op runs, which
+    # says whether a larger batch grows it (analyze/forecast.py). 0: not counted (device units).
+    compute_pieces_per_step: float = 0.0
     # What the host threads were in while the unit did no work, top first.
     host_activity_while_idle: list[HostActivity] = field(default_factory=list)
 
@@ -206,7 +210,17 @@ def reduce_rank(trace: Trace, steps: Steps | None = None, shift_ns: int = 0) -> 
         sets = {
             c: host.get(c) for c in ("compute", "layout", "collective", "input", "host_overhead")
         }
-        units = [_unit(name, "host", sets, ("compute", "layout", "collective"), steps, host)]
+        units = [
+            _unit(
+                name,
+                "host",
+                sets,
+                ("compute", "layout", "collective"),
+                steps,
+                host,
+                compute_pieces_per_step=_compute_pieces_per_step(host, steps),
+            )
+        ]
     own = [
         (
             (unit.description, float(np.mean(unit.end_ns - unit.start_ns)))
@@ -326,6 +340,15 @@ def _device_extras(events: DeviceEvents, steps: Steps) -> dict:
         "d2h": _transfers(events, "d2h", steps),
         "collective_count_per_step": float(inside.sum()) / steps.count,
     }
+
+
+def _compute_pieces_per_step(host: HostTimeline, steps: Steps) -> float:
+    """How many compute pieces (host_states' innermost segments in the compute state) begin inside
+    the steps, per step."""
+    begin = host.seg_start[host.seg_state == HOST_STATES.index("compute")]
+    step = np.searchsorted(steps.start_ns, begin, side="right") - 1
+    inside = (step >= 0) & (begin < steps.end_ns[np.maximum(step, 0)])
+    return float(inside.sum()) / max(steps.count, 1)
 
 
 def _transfers(events: DeviceEvents, direction: str, steps: Steps) -> Transfers:

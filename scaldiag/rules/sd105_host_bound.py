@@ -26,7 +26,7 @@ advice says what compilation costs and the benchmark compares steady steps.
 from dataclasses import replace
 
 from scaldiag.analyze import batch_memory
-from scaldiag.analyze.forecast import larger_batch
+from scaldiag.analyze.forecast import host_op_us, host_ops_are_fixed_cost, larger_batch
 from scaldiag.analyze.inflation import HOST_SIDE
 from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
 from scaldiag.rules.base import Finding, Speedup
@@ -125,6 +125,16 @@ def _advise(analysis: ProfileAnalysis, unit: UnitAnalysis) -> tuple[dict[str, st
 BATCH_FACTOR = 4
 
 
+def _host_ops_words(unit: UnitAnalysis) -> str:
+    """Why a host unit's compute stays per step, where it does."""
+    if not host_ops_are_fixed_cost(unit):
+        return ""
+    return (
+        f" (its compute per step: host ops of {host_op_us(unit):.1f} us on average, mostly their"
+        " fixed cost)"
+    )
+
+
 def _forecast(analysis: ProfileAnalysis, unit: UnitAnalysis) -> Speedup | None:
     """A larger per-replica batch amortises the per-step host work (analyze/forecast.py)."""
     f = larger_batch(unit, BATCH_FACTOR)
@@ -144,7 +154,8 @@ def _forecast(analysis: ProfileAnalysis, unit: UnitAnalysis) -> Speedup | None:
         f"per-replica batch x{BATCH_FACTOR}: per-sample parts ({', '.join(f.per_sample_parts)})"
         f" {f.per_sample_ms:.3f} ms grow x{BATCH_FACTOR}, per-step parts {f.per_step_ms:.3f} ms"
         f" stay: {BATCH_FACTOR} x {f.per_sample_ms + f.per_step_ms:.3f} / ({BATCH_FACTOR} x"
-        f" {f.per_sample_ms:.3f} + {f.per_step_ms:.3f}) = {f.speedup:.2f}x samples/s{fits}",
+        f" {f.per_sample_ms:.3f} + {f.per_step_ms:.3f}) = {f.speedup:.2f}x samples/s"
+        f"{_host_ops_words(unit)}{fits}",
         kind="forecast",
         fits=batch_memory.brief(memory, room) if memory is not None else "",
     )
