@@ -249,3 +249,29 @@ def test_copies_alone_keep_the_copy_share_and_no_bytes_forecast():
     assert [f.id for f in found][:2] == ["SD101", "SD102"]
     sd102 = found[1]
     assert sd102.predicted_speedup.value == pytest.approx(1 / 0.9) and sd102.forecast is None
+
+
+@pytest.mark.parametrize(
+    "pieces, per_step_compute",
+    [
+        (0.0, False),  # not counted (a trace alone of another kind): per sample, as before
+        (100.0, False),  # 10 ms of compute in 100 pieces: 100 us each, work that follows the batch
+        (10_000.0, True),  # 1 us each: ops that are mostly their fixed cost stay per step
+    ],
+)
+def test_a_host_units_compute_follows_the_batch_only_where_its_ops_are_long(
+    pieces, per_step_compute
+):
+    """SD105's batch forecast on a CPU: 50% host overhead, the rest compute (5 ms a step)."""
+    from dataclasses import replace
+
+    from scaldiag.analyze.forecast import larger_batch
+
+    host = replace(unit({"host_overhead": 50.0}, kind="host"), compute_pieces_per_step=pieces)
+    f = larger_batch(host, 4)
+    assert ("compute" not in f.per_sample_parts) is per_step_compute
+    # per step: 4 x 10 / (4 x 0 + 10) = 4x; per sample: 4 x 10 / (4 x 5 + 5) = 1.6x
+    assert f.speedup == pytest.approx(4.0 if per_step_compute else 1.6)
+    (found,) = [x for x in run_rules(analysis(host)) if x.id == "SD105"]
+    said = found.forecast.arithmetic
+    assert ("mostly their fixed cost" in said) is per_step_compute, said
