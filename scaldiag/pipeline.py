@@ -331,29 +331,21 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
         raise ScaldiagError(
             f"{len(dirs)} node of the job can be merged, nothing to merge: " + "; ".join(left_out)
         )
-    found_ranks, bytes_per_step, steady, intra, files = [], {}, {}, {}, []
-    for d in dirs:
-        label = job_dirs.label(d)
-        found = [r for r, _ in by_node[d]]
-        files += [(label, r.rank, path) for r, path in by_node[d]]
-        found_ranks += found
-        bytes_per_step[label], steady[label] = _record_facts(d)
-        per_step = len(found[0].coll_key) / max(1, len(found[0].step_num))
-        intra[label] = job_merge.intra_node_ms(job_dirs.intra_node_times_ns(d), per_step)
-    job_merge.refuse_copies(found_ranks)
-    ref = found_ranks[0]
-    step_ns = float(np.median(ref.step_end_ns - ref.step_start_ns))
+    job, files, bytes_per_step, steady, intra = _job_events(dirs, by_node)
+    del by_node  # each rank's packed evidence is in ``job`` now: held once, not twice
+    job_merge.refuse_copies(job)
+    first_steps = job.steps_of(0)
+    step_ns = float(np.median(job.step_end_ns[first_steps] - job.step_start_ns[first_steps]))
     try:
-        aligned, offsets, notes = job_nodes.align(found_ranks, step_ns)
+        job, offsets, notes = job_nodes.align(job, step_ns)  # the clocks' copy replaces the job
     except job_nodes.MergeRefused as exc:
         raise ScaldiagError(f"the nodes are not merged: {exc}") from None
     job_merge.refuse_far_clocks(offsets)
     notes = left_out + notes + job_merge.uncertain_clocks(offsets, step_ns)
     notes += [
-        f"{r.rank}: steps numbered {r.steps_numbered_by}; paired with the other ranks' on the"
+        f"{job.ranks[i]}: steps numbered {why}; paired with the other ranks' on the"
         " assumption that every trace window began at the same step"
-        for r in found_ranks
-        if r.steps_numbered_by
+        for i, why in job.numbered_by.items()
     ]
     nnodes = job_dirs.place(dirs[0])[1]
     if nnodes is not None and nnodes > len(dirs):
@@ -362,7 +354,7 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
         )
     one_stack = job_nodes.shared_network_stack([job_dirs.node_of(d) for d in dirs])
     notes += [one_stack] if one_stack else []
-    analysis = job_nodes.reduce_job(aligned, offsets, bytes_per_step, notes)
+    analysis = job_nodes.reduce_job(job, offsets, bytes_per_step, notes)
     analysis = replace(
         analysis,
         nodes=[
@@ -374,9 +366,24 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
     return build_job_report([str(d) for d in dirs], analysis, files, job_dirs.framework(dirs[0]))
 
 
+def _job_events(dirs: list[Path], by_node: dict[Path, list[tuple[job_nodes.PackedRank, str]]]):
+    """The nodes' ranks in one ``JobEvents`` (in the nodes' order), each rank's file, and per node
+    its bytes a step, steady step time and own all-reduce times (pipeline.diagnose_job's)."""
+    packed, bytes_per_step, steady, intra, files = [], {}, {}, {}, []
+    for d in dirs:
+        label = job_dirs.label(d)
+        found = by_node[d]
+        files += [(label, r.rank, path) for r, path in found]
+        packed += [r for r, _ in found]
+        bytes_per_step[label], steady[label] = _record_facts(d)
+        per_step = found[0][0].collectives / max(1, found[0][0].steps)
+        intra[label] = job_merge.intra_node_ms(job_dirs.intra_node_times_ns(d), per_step)
+    return job_nodes.JobEvents.of(packed), files, bytes_per_step, steady, intra
+
+
 def _rank_events(
     dirs: list[Path], engine: Engine | None, left_out: list[str]
-) -> dict[Path, list[tuple[job_nodes.RankEvents, str]]]:
+) -> dict[Path, list[tuple[job_nodes.PackedRank, str]]]:
     """Per node directory, each of its ranks' evidence with its trace file (ranks without steps left
     out;
     a file that cannot be read left out, its reason added to ``left_out``)."""
@@ -391,14 +398,15 @@ def _rank_events(
     return by_node
 
 
-def _rank_events_of(item: tuple[str, Path]) -> job_nodes.RankEvents | str | None:
-    """One rank's trace read and reduced to its evidence, or why it cannot be read (runs in a
-    worker: a
+def _rank_events_of(item: tuple[str, Path]) -> job_nodes.PackedRank | str | None:
+    """One rank's trace read and reduced to its evidence, packed in one array (analyze/nodes.pack:
+    the job holds every rank's until the merge), or why it cannot be read (runs in a worker: a
     reason, not an exception, so that no engine prints its own traceback for a damaged file)."""
     label, f = item
     try:
         _, trace = read_trace(f)
-        return job_nodes.rank_events(label, f"{label}/{f.name.split('.')[0]}", trace.planes)
+        events = job_nodes.rank_events(label, f"{label}/{f.name.split('.')[0]}", trace.planes)
+        return None if events is None else job_nodes.pack(events)
     except TRACE_FAILURES as exc:
         return f"{f}: cannot read this rank's trace ({line(exc) or type(exc).__name__})"
 

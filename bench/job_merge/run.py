@@ -39,7 +39,8 @@ from run import measure  # noqa: E402 (bench/kineto/run.py)
 from bench.common import in_temporary, revision_tree  # noqa: E402
 from bench.job_merge.grow import grow  # noqa: E402
 
-CLAIM = (__doc__ or "").strip().splitlines()[0]
+# The docstring's first sentence, over its line break.
+CLAIM = " ".join((__doc__ or "").strip().split("\n\n")[0].split())
 # In process: the merge of the job at argv[1] written as JSON to argv[2]; prints its seconds and
 # peak RSS.
 INPROC = """

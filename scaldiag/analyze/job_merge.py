@@ -1,7 +1,7 @@
 """Whether the ranks merged into a job are one job's, and the figures a node's record adds to the
 merge.
 
-Pure: each function takes what the readers and the record gave (analyze/nodes.py's ``RankEvents``
+Pure: each function takes what the readers and the record gave (analyze/nodes.py's ``JobEvents``
 and ``NodeOffset``, a node's recorded all-reduce times) and refuses with a ``ScaldiagError`` what is
 not one job's, or says what makes a figure doubtful. pipeline.diagnose_job calls them in order.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from scaldiag.analyze.nodes import NodeOffset, RankEvents
+from scaldiag.analyze.nodes import JobEvents, NodeOffset
 from scaldiag.analyze.stats import Summary
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.nodes import MAX_CLOCK_OFFSET_NS, is_time_ns
@@ -20,17 +20,21 @@ from scaldiag.record.nodes import MAX_CLOCK_OFFSET_NS, is_time_ns
 MAX_SPREAD_OF_STEP = 0.1
 
 
-def refuse_copies(ranks: list[RankEvents]) -> None:
+def refuse_copies(job: JobEvents) -> None:
     """The same trace in two places (a rank file copied into another node) is one rank, not two."""
     seen: dict[bytes, str] = {}
-    for r in ranks:
-        key = r.step_start_ns.tobytes() + b"|" + r.coll_end_ns.tobytes()
+    for i, rank in enumerate(job.ranks):
+        key = (
+            job.step_start_ns[job.steps_of(i)].tobytes()
+            + b"|"
+            + job.end_ns[job.colls_of(i)].tobytes()
+        )
         if key in seen:
             raise ScaldiagError(
-                f"{r.rank} and {seen[key]} are the same trace (every step and collective at the "
+                f"{rank} and {seen[key]} are the same trace (every step and collective at the "
                 "same instant): a copied file is not another rank; not merged"
             )
-        seen[key] = r.rank
+        seen[key] = rank
 
 
 def refuse_far_clocks(offsets: list[NodeOffset]) -> None:

@@ -131,6 +131,145 @@ class RankEvents:
 
 
 @dataclass(frozen=True)
+class PackedRank:
+    """One rank's evidence as the merge reads it, in one int64 array: a job holds every rank's until
+    they are merged, so one array a rank, not ten arrays, a list of key tuples and an interval set
+    (``RankEvents``: about 2.7 KB a rank of the grown 5-step job, against about 0.5 KB here).
+
+    ``data`` holds, one column after the other: the steps' numbers, starts and ends (``steps``
+    each), the collectives' step numbers, k, arrivals and ends (``collectives`` each; a collective
+    without a key has step -1, as one before the first step), the input's starts and ends
+    (``inputs`` each)."""
+
+    node: str
+    rank: str
+    steps: int
+    collectives: int
+    inputs: int
+    data: np.ndarray
+    steps_numbered_by: str | None = None
+
+
+def pack(r: RankEvents) -> PackedRank:
+    """The rank's evidence in one array (PackedRank): what the merge reads of it, nothing else."""
+    arrive_ns, end_ns = np.asarray(r.arrive_ns, np.int64), np.asarray(r.coll_end_ns, np.int64)
+    n = min(len(arrive_ns), len(end_ns))
+    key = np.full((2, n), -1, np.int64)
+    keyed = min(n, len(r.coll_key))
+    if keyed:
+        key[:, :keyed] = np.array(r.coll_key[:keyed], np.int64).reshape(-1, 2).T
+    columns = [r.step_num, r.step_start_ns, r.step_end_ns, key[0], key[1], arrive_ns[:n]]
+    columns += [end_ns[:n], r.input[0], r.input[1]]
+    data = np.concatenate([np.asarray(c, np.int64) for c in columns])
+    return PackedRank(
+        r.node, r.rank, len(r.step_num), n, len(r.input[0]), data, r.steps_numbered_by
+    )
+
+
+@dataclass(frozen=True)
+class JobEvents:
+    """Every rank's evidence in flat int64 columns, the ranks one after another: each ``*_at``
+    holds where each rank's rows begin, then the end (rank i's steps are
+    ``step_at[i]:step_at[i + 1]``). Per rank only its node's index and its name are more; node
+    and rank names are held once for the job."""
+
+    nodes: list[str]  # in the order of their first rank
+    node_of: np.ndarray  # (ranks,): the index of each rank's node in ``nodes``
+    ranks: list[str]
+    numbered_by: dict[int, str]  # rank index: how its steps were numbered, where not by markers
+    step_at: np.ndarray
+    step_num: np.ndarray
+    step_start_ns: np.ndarray
+    step_end_ns: np.ndarray
+    coll_at: np.ndarray
+    coll_step: np.ndarray  # -1: not in a numbered step (never matched)
+    coll_k: np.ndarray  # k-th collective of its step
+    arrive_ns: np.ndarray
+    end_ns: np.ndarray
+    input_at: np.ndarray
+    input_start_ns: np.ndarray
+    input_end_ns: np.ndarray
+
+    @classmethod
+    def of(cls, ranks: list[RankEvents | PackedRank]) -> JobEvents:
+        packed = [r if isinstance(r, PackedRank) else pack(r) for r in ranks]
+        node_ids: dict[str, int] = {}
+        node_of = np.array([node_ids.setdefault(p.node, len(node_ids)) for p in packed], np.int64)
+        steps, colls, inputs = (
+            np.array([getattr(p, k) for p in packed], np.int64).reshape(-1)
+            for k in ("steps", "collectives", "inputs")
+        )
+        flat = np.concatenate([p.data for p in packed]) if packed else _EMPTY_I64
+        base = np.concatenate(([0], np.cumsum(3 * steps + 4 * colls + 2 * inputs)))[:-1]
+
+        def column(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
+            return _gather(flat, base + first, counts)
+
+        s, c = 3 * steps, 3 * steps + 4 * colls
+        return cls(
+            list(node_ids),
+            node_of,
+            [p.rank for p in packed],
+            {i: p.steps_numbered_by for i, p in enumerate(packed) if p.steps_numbered_by},
+            _bounds(steps),
+            column(0 * steps, steps),
+            column(steps, steps),
+            column(2 * steps, steps),
+            _bounds(colls),
+            column(s, colls),
+            column(s + colls, colls),
+            column(s + 2 * colls, colls),
+            column(s + 3 * colls, colls),
+            _bounds(inputs),
+            column(c, inputs),
+            column(c + inputs, inputs),
+        )
+
+    def shifted(self, shift_of_node_ns: np.ndarray) -> JobEvents:
+        """Every rank's times less its node's shift (its clock minus node 0's)."""
+        if not shift_of_node_ns.any():
+            return self
+        per_rank = shift_of_node_ns[self.node_of]
+
+        def moved(at: np.ndarray, values: np.ndarray) -> np.ndarray:
+            return values - np.repeat(per_rank, np.diff(at))
+
+        return replace(
+            self,
+            step_start_ns=moved(self.step_at, self.step_start_ns),
+            step_end_ns=moved(self.step_at, self.step_end_ns),
+            arrive_ns=moved(self.coll_at, self.arrive_ns),
+            end_ns=moved(self.coll_at, self.end_ns),
+            input_start_ns=moved(self.input_at, self.input_start_ns),
+            input_end_ns=moved(self.input_at, self.input_end_ns),
+        )
+
+    def steps_of(self, i: int) -> slice:
+        return slice(int(self.step_at[i]), int(self.step_at[i + 1]))
+
+    def colls_of(self, i: int) -> slice:
+        return slice(int(self.coll_at[i]), int(self.coll_at[i + 1]))
+
+    def input_of(self, i: int) -> intervals.IntervalSet:
+        at = slice(int(self.input_at[i]), int(self.input_at[i + 1]))
+        return self.input_start_ns[at], self.input_end_ns[at]
+
+    def keys_of(self, i: int) -> list[tuple[int, int]]:
+        at = self.colls_of(i)
+        return list(zip(self.coll_step[at].tolist(), self.coll_k[at].tolist()))
+
+
+def _bounds(counts: np.ndarray) -> np.ndarray:
+    return np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+
+
+def _gather(flat: np.ndarray, first: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """One column of every rank: rank r's ``counts[r]`` values of ``flat`` from ``first[r]`` on."""
+    at = _bounds(counts)
+    return flat[np.arange(at[-1]) + np.repeat(first - at[:-1], counts)]
+
+
+@dataclass(frozen=True)
 class NodeOffset:
     node: str
     offset_ns: int | None  # this node's clock minus node 0's; None: not estimated
@@ -417,24 +556,23 @@ def _keys(
 
 
 def align(
-    ranks: list[RankEvents], step_ns: float
-) -> tuple[list[RankEvents], list[NodeOffset], list[str]]:
+    ranks: list[RankEvents] | JobEvents, step_ns: float
+) -> tuple[JobEvents, list[NodeOffset], list[str]]:
     """Every node on node 0's clock (the first node listed), from the matched ends of collectives.
 
     Raises MergeRefused where a node's offset cannot be estimated and its steps start more than
     ``step_ns`` from node 0's: a wrong clock would then decide who is late."""
-    first_rank: dict[str, RankEvents] = {}
-    for r in ranks:
-        first_rank.setdefault(r.node, r)
-    nodes = list(first_rank)
-    ref = first_rank[nodes[0]]
-    offsets, notes, moved = [NodeOffset(nodes[0], 0, 0, len(ref.coll_key))], [], []
-    shift = {nodes[0]: 0}
-    for node in nodes[1:]:
-        other = first_rank[node]
-        a, b = _matched_ends(ref, other)
+    job = ranks if isinstance(ranks, JobEvents) else JobEvents.of(ranks)
+    nodes = job.nodes
+    first_rank = np.unique(job.node_of, return_index=True)[1]  # nodes are numbered as they come
+    ref = int(first_rank[0])
+    offsets, notes = [NodeOffset(nodes[0], 0, 0, len(job.keys_of(ref)))], []
+    shift_ns = np.zeros(len(nodes), np.int64)
+    for at, node in enumerate(nodes[1:], 1):
+        other = int(first_rank[at])
+        a, b = _matched_ends(job, ref, other)
         if not len(a):
-            gap = _first_common_step_gap(ref, other)
+            gap = _first_common_step_gap(job, ref, other)
             if gap is None or abs(gap) > step_ns:
                 raise MergeRefused(
                     f"{node}'s clock cannot be aligned with {nodes[0]}'s: no collective ends on"
@@ -454,35 +592,34 @@ def align(
                 f"{node}: clock offset not estimated (no collective to align on); merged as"
                 " recorded"
             )
-            shift[node] = 0
             continue
         offset, spread = densest(b - a)
         offsets.append(NodeOffset(node, offset, spread, len(a)))
-        shift[node] = offset
-    for r in ranks:
-        moved.append(r.shifted(shift[r.node]))
-    return moved, offsets, notes
+        shift_ns[at] = offset
+    return job.shifted(shift_ns), offsets, notes
 
 
-def _matched_ends(a: RankEvents, b: RankEvents) -> tuple[np.ndarray, np.ndarray]:
-    index = {k: i for i, k in enumerate(b.coll_key)}
-    pairs = [(i, index[k]) for i, k in enumerate(a.coll_key) if k in index and k[0] >= 0]
+def _matched_ends(job: JobEvents, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ends of the collectives ranks ``a`` and ``b`` both hold (by key), in ``a``'s order."""
+    index = {k: i for i, k in enumerate(job.keys_of(b))}
+    pairs = [(i, index[k]) for i, k in enumerate(job.keys_of(a)) if k in index and k[0] >= 0]
     if not pairs:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     ia, ib = np.array(pairs).T
-    return a.coll_end_ns[ia], b.coll_end_ns[ib]
+    return job.end_ns[job.colls_of(a)][ia], job.end_ns[job.colls_of(b)][ib]
 
 
-def _first_common_step_gap(a: RankEvents, b: RankEvents) -> int | None:
-    common = np.intersect1d(a.step_num, b.step_num)
+def _first_common_step_gap(job: JobEvents, a: int, b: int) -> int | None:
+    num_a, num_b = job.step_num[job.steps_of(a)], job.step_num[job.steps_of(b)]
+    common = np.intersect1d(num_a, num_b)
     if not len(common):
         return None
-    ia, ib = np.flatnonzero(a.step_num == common[0])[0], np.flatnonzero(b.step_num == common[0])[0]
-    return int(b.step_start_ns[ib] - a.step_start_ns[ia])
+    ia, ib = np.flatnonzero(num_a == common[0])[0], np.flatnonzero(num_b == common[0])[0]
+    return int(job.step_start_ns[job.steps_of(b)][ib] - job.step_start_ns[job.steps_of(a)][ia])
 
 
 def reduce_job(
-    ranks: list[RankEvents],
+    ranks: list[RankEvents] | JobEvents,
     offsets: list[NodeOffset],
     bytes_per_step: dict[str, int | None],
     notes: list[str] | None = None,
@@ -493,16 +630,20 @@ def reduce_job(
     Linear in ranks x collectives: every rank's arrival at every collective matched on every rank is
     one table (``_arrivals``), each collective's last and first arrival and their sum computed once,
     and each rank's figures from them (``_per_rank``)."""
-    table = _arrivals(ranks)
-    per_rank = _per_rank(ranks, table)
-    by_node: dict[str, list[int]] = {}
-    for i, r in enumerate(ranks):
-        by_node.setdefault(r.node, []).append(i)
+    job = ranks if isinstance(ranks, JobEvents) else JobEvents.of(ranks)
+    table = _arrivals(job)
+    figures = _per_rank(job, table)
+    by_node = np.argsort(job.node_of, kind="stable")  # each node's ranks in the job's order
+    node_at = np.searchsorted(job.node_of[by_node], np.arange(len(job.nodes) + 1))
     summaries = [
         _node_summary(
-            node, [ranks[i] for i in at], [per_rank[i] for i in at], bytes_per_step.get(node)
+            job,
+            k,
+            by_node[node_at[k] : node_at[k + 1]].tolist(),
+            figures,
+            bytes_per_step.get(node),
         )
-        for node, at in by_node.items()
+        for k, node in enumerate(job.nodes)
     ]
     per_node = max(1, max(len(s.ranks) for s in summaries))
     return JobAnalysis(summaries, offsets, table.count, list(notes or []), ranks_per_node=per_node)
@@ -564,24 +705,14 @@ class _Table:
 _EMPTY_I64 = np.empty(0, np.int64)
 
 
-def _arrivals(ranks: list[RankEvents]) -> _Table:
+def _arrivals(job: JobEvents) -> _Table:
     """The table of every rank's arrival at each collective matched on every rank (steps numbered >=
     0)."""
     name_ids: dict[str, int] = {}
-    rank_of, name_of, steps, ks, arrive, end = [], [], [], [], [], []
-    for i, r in enumerate(ranks):
-        u = name_ids.setdefault(r.rank, len(name_ids))
-        m = min(len(r.coll_key), len(r.arrive_ns), len(r.coll_end_ns))
-        key = np.array(r.coll_key[:m], np.int64).reshape(-1, 2)
-        rank_of.append(np.full(m, i, np.int64))
-        name_of.append(np.full(m, u, np.int64))
-        steps.append(key[:, 0])
-        ks.append(key[:, 1])
-        arrive.append(np.asarray(r.arrive_ns[:m], np.int64))
-        end.append(np.asarray(r.coll_end_ns[:m], np.int64))
-    rank_of, name_of, steps, ks, arrive, end = (
-        np.concatenate(a) if a else _EMPTY_I64 for a in (rank_of, name_of, steps, ks, arrive, end)
-    )
+    name_of_rank = np.array([name_ids.setdefault(r, len(name_ids)) for r in job.ranks], np.int64)
+    rank_of = np.repeat(np.arange(len(job.ranks), dtype=np.int64), np.diff(job.coll_at))
+    name_of = name_of_rank.reshape(-1)[rank_of]
+    steps, ks, arrive, end = job.coll_step, job.coll_k, job.arrive_ns, job.end_ns
     numbered = steps >= 0
     rank_of, name_of, steps, ks, arrive, end = (
         a[numbered] for a in (rank_of, name_of, steps, ks, arrive, end)
@@ -620,21 +751,25 @@ def _arrivals(ranks: list[RankEvents]) -> _Table:
 
 
 @dataclass(frozen=True)
-class _RankFigures:
-    """One rank's figures at the matched collectives: its collectives after their last arrival, per
-    step
-    its tail after the step's last hand-over and its lateness, and at how many it arrived last."""
+class _Figures:
+    """Every rank's figures at the matched collectives, in flat arrays (no object a rank): per cell
+    (``_Cells``) when its collective ran after its last arrival; per group (a rank's step) its tail
+    after the step's last hand-over and its lateness; per rank at how many collectives it arrived
+    last and at how many it was compared. ``cell_at``, ``group_at``: where each rank's begin."""
 
-    after_last: intervals.IntervalSet
-    tails_ms: list[float]
-    late_ms: list[float]
-    last: int
-    n: int
+    after_start_ns: np.ndarray
+    end_ns: np.ndarray  # per cell: the rank's own end of the collective
+    cell_at: np.ndarray
+    tails_ms: np.ndarray
+    late_ms: np.ndarray | None  # None: fewer than two rank names, no lateness
+    group_at: np.ndarray
+    last: np.ndarray
+    n: np.ndarray
 
 
-def _per_rank(ranks: list[RankEvents], t: _Table) -> list[_RankFigures]:
+def _per_rank(job: JobEvents, t: _Table) -> _Figures:
     c = t.cells
-    n_ranks = len(ranks)
+    n_ranks = len(job.ranks)
     after_start = np.maximum(c.arrive_ns, t.last_ns[c.col]) if len(c.col) else _EMPTY_I64
     # Groups: a rank's cells of one step, by rank then step, each in the rank's own order (a stable
     # sort).
@@ -647,43 +782,41 @@ def _per_rank(ranks: list[RankEvents], t: _Table) -> list[_RankFigures]:
     group = np.cumsum(new) - 1
     tails = _tails_ms(t, g_step, c.end_ns[order], starts)
     late, last, n = _lateness(t, order, group, starts, n_ranks)
-    group_rank = g_rank[starts]
-    bounds = np.searchsorted(group_rank, np.arange(n_ranks + 1))
-    cell_bounds = np.searchsorted(c.rank, np.arange(n_ranks + 1))
-    out = []
-    for i in range(n_ranks):
-        a, b = cell_bounds[i], cell_bounds[i + 1]
-        g0, g1 = bounds[i], bounds[i + 1]
-        out.append(
-            _RankFigures(
-                intervals.union(after_start[a:b], c.end_ns[a:b]),
-                tails[g0:g1].tolist(),
-                late[g0:g1].tolist() if late is not None else [],
-                int(last[i]),
-                int(n[i]),
-            )
-        )
-    return out
+    ranks = np.arange(n_ranks + 1)
+    return _Figures(
+        after_start,
+        c.end_ns,
+        np.searchsorted(c.rank, ranks),
+        tails,
+        late,
+        np.searchsorted(g_rank[starts], ranks),
+        last,
+        n,
+    )
 
 
 def _node_summary(
-    node: str, ranks: list[RankEvents], figures: list[_RankFigures], bytes_per_step: int | None
+    job: JobEvents, k: int, ranks: list[int], f: _Figures, bytes_per_step: int | None
 ) -> NodeSummary:
+    """Node ``k``'s figures from its ranks' (``ranks``: their indices in the job)."""
     step, inp, coll, link, exposed, late = [], [], [], [], [], []
     last = total = 0
-    for r, f in zip(ranks, figures):
-        step.extend(((r.step_end_ns - r.step_start_ns) / 1e6).tolist())
-        w0, w1 = r.step_start_ns, r.step_end_ns
-        inp.extend((intervals.measure_in_windows(r.input, w0, w1) / 1e6).tolist())
-        own = intervals.union(r.arrive_ns, r.coll_end_ns)
+    for i in ranks:
+        w0, w1 = job.step_start_ns[job.steps_of(i)], job.step_end_ns[job.steps_of(i)]
+        step.extend(((w1 - w0) / 1e6).tolist())
+        inp.extend((intervals.measure_in_windows(job.input_of(i), w0, w1) / 1e6).tolist())
+        own = intervals.union(job.arrive_ns[job.colls_of(i)], job.end_ns[job.colls_of(i)])
         coll.extend((intervals.measure_in_windows(own, w0, w1) / 1e6).tolist())
-        link.extend((intervals.measure_in_windows(f.after_last, w0, w1) / 1e6).tolist())
-        exposed.extend(f.tails_ms)
-        late.extend(f.late_ms)
-        last, total = last + f.last, total + f.n
+        cells = slice(int(f.cell_at[i]), int(f.cell_at[i + 1]))
+        after_last = intervals.union(f.after_start_ns[cells], f.end_ns[cells])
+        link.extend((intervals.measure_in_windows(after_last, w0, w1) / 1e6).tolist())
+        groups = slice(int(f.group_at[i]), int(f.group_at[i + 1]))
+        exposed.extend(f.tails_ms[groups].tolist())
+        late.extend(f.late_ms[groups].tolist() if f.late_ms is not None else [])
+        last, total = last + int(f.last[i]), total + int(f.n[i])
     return NodeSummary(
-        node,
-        [r.rank for r in ranks],
+        job.nodes[k],
+        [job.ranks[i] for i in ranks],
         Summary.of(step),
         Summary.of(inp),
         Summary.of(coll),
