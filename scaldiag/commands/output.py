@@ -81,7 +81,7 @@ def emit(
         write(report, "json")
     elif json_path:
         with replacing(Path(json_path)) as stream:
-            stream.write(json.render(report))
+            json.write(report, stream)
 
 
 @contextlib.contextmanager
