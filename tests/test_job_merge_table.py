@@ -185,7 +185,7 @@ def test_the_table_gives_the_reference_figures_bit_for_bit(base_ns):
     rng = random.Random(base_ns % 1000 + 37)
     for trial in range(60):
         ranks = random_job(rng, base_ns, same_names=trial % 10 == 9)
-        got = figures(nodes.reduce_job(ranks, [], {}))
+        got = figures(nodes.reduce_job(nodes.JobEvents.of(ranks), [], {}))
         want = reference_job(ranks)
         assert repr(got) == repr(want), (
             trial,
@@ -214,7 +214,9 @@ def test_a_mean_halfway_between_two_floats_rounds_as_pythons_division():
                 intervals.EMPTY,
             )
         )
-    assert repr(figures(nodes.reduce_job(ranks, [], {}))) == repr(reference_job(ranks))
+    assert repr(figures(nodes.reduce_job(nodes.JobEvents.of(ranks), [], {}))) == repr(
+        reference_job(ranks)
+    )
 
 
 def _big_job(n_ranks: int, per_node: int = 8) -> list[nodes.RankEvents]:
@@ -245,7 +247,7 @@ def _big_job(n_ranks: int, per_node: int = 8) -> list[nodes.RankEvents]:
 
 
 def _merge(ranks: list[nodes.RankEvents]) -> nodes.JobAnalysis:
-    aligned, offsets, _ = nodes.align(ranks, 100 * MS)
+    aligned, offsets, _ = nodes.align(nodes.JobEvents.of(ranks), 100 * MS)
     return nodes.reduce_job(aligned, offsets, {})
 
 

@@ -114,7 +114,7 @@ def _rank(
 
 def test_a_node_off_by_50_ms_is_put_back_on_node_0s_clock():
     ranks = [_rank("a/node0", 0), _rank("b/node1", 50 * MS)]
-    aligned, offsets, notes = nodes.align(ranks, 100 * MS)
+    aligned, offsets, notes = nodes.align(nodes.JobEvents.of(ranks), 100 * MS)
     assert (
         [o.offset_ns for o in offsets] == [0, 50 * MS]
         and offsets[1].collectives == 12
@@ -139,7 +139,7 @@ def test_without_collectives_a_node_more_than_a_step_away_is_refused():
         far.input,
     )
     with pytest.raises(nodes.MergeRefused, match="more than a step"):
-        nodes.align([_rank("a/node0", 0), bare], 100 * MS)
+        nodes.align(nodes.JobEvents.of([_rank("a/node0", 0), bare]), 100 * MS)
     near = nodes.RankEvents(
         bare.node,
         bare.rank,
@@ -151,7 +151,7 @@ def test_without_collectives_a_node_more_than_a_step_away_is_refused():
         [],
         bare.input,
     )
-    _, offsets, notes = nodes.align([_rank("a/node0", 0), near], 100 * MS)
+    _, offsets, notes = nodes.align(nodes.JobEvents.of([_rank("a/node0", 0), near]), 100 * MS)
     assert offsets[1].offset_ns is None and "not estimated" in notes[0]
 
 
@@ -167,7 +167,7 @@ def test_a_node_with_slow_input_is_late_and_named_by_sd210_not_sd209():
             link_ns=2 * MS,
         ),
     ]
-    job = nodes.reduce_job(*nodes.align(ranks, 100 * MS)[:2], {})
+    job = nodes.reduce_job(*nodes.align(nodes.JobEvents.of(ranks), 100 * MS)[:2], {})
     late = {n.node: n.lateness_ms.mean for n in job.nodes}
     assert late == {"a/node0": pytest.approx(-15.0), "b/node1": pytest.approx(15.0)}
     assert job.nodes[1].last_pct == 100.0 and job.nodes[0].link_ms.mean == pytest.approx(22.0)
@@ -187,7 +187,7 @@ def test_sd210_fires_only_where_the_low_end_of_the_lateness_clears_5_percent_of_
             link_ns=2 * MS,
         ),
     ]
-    job = nodes.reduce_job(*nodes.align(ranks, 100 * MS)[:2], {})
+    job = nodes.reduce_job(*nodes.align(nodes.JobEvents.of(ranks), 100 * MS)[:2], {})
     from dataclasses import replace
 
     from scaldiag.analyze.stats import Summary
@@ -212,7 +212,8 @@ def test_sd210_fires_only_where_the_low_end_of_the_lateness_clears_5_percent_of_
 def test_sd209_weighs_the_link_against_the_same_all_reduce_inside_a_node():
     ranks = [_rank("a/node0", 0), _rank("b/node1", 0)]
     job = nodes.reduce_job(
-        *nodes.align(ranks, 100 * MS)[:2], {"a/node0": 8_000_000, "b/node1": 8_000_000}
+        *nodes.align(nodes.JobEvents.of(ranks), 100 * MS)[:2],
+        {"a/node0": 8_000_000, "b/node1": 8_000_000},
     )
     assert job.nodes[0].exposed_ms.mean == pytest.approx(
         30.0
@@ -245,7 +246,8 @@ def test_sd209_weighs_the_link_against_the_same_all_reduce_inside_a_node():
 def test_nodes_on_one_kernel_in_one_network_namespace_have_no_network_to_judge():
     ranks = [_rank("a/node0", 0), _rank("b/node1", 0)]
     job = nodes.reduce_job(
-        *nodes.align(ranks, 100 * MS)[:2], {"a/node0": 8_000_000, "b/node1": 8_000_000}
+        *nodes.align(nodes.JobEvents.of(ranks), 100 * MS)[:2],
+        {"a/node0": 8_000_000, "b/node1": 8_000_000},
     )
     assert (
         sd209_internode_link.RULE.check(job).id == "SD209"

@@ -555,14 +555,11 @@ def _keys(
     return keys
 
 
-def align(
-    ranks: list[RankEvents] | JobEvents, step_ns: float
-) -> tuple[JobEvents, list[NodeOffset], list[str]]:
+def align(job: JobEvents, step_ns: float) -> tuple[JobEvents, list[NodeOffset], list[str]]:
     """Every node on node 0's clock (the first node listed), from the matched ends of collectives.
 
     Raises MergeRefused where a node's offset cannot be estimated and its steps start more than
     ``step_ns`` from node 0's: a wrong clock would then decide who is late."""
-    job = ranks if isinstance(ranks, JobEvents) else JobEvents.of(ranks)
     nodes = job.nodes
     first_rank = np.unique(job.node_of, return_index=True)[1]  # nodes are numbered as they come
     ref = int(first_rank[0])
@@ -619,7 +616,7 @@ def _first_common_step_gap(job: JobEvents, a: int, b: int) -> int | None:
 
 
 def reduce_job(
-    ranks: list[RankEvents] | JobEvents,
+    job: JobEvents,
     offsets: list[NodeOffset],
     bytes_per_step: dict[str, int | None],
     notes: list[str] | None = None,
@@ -630,7 +627,6 @@ def reduce_job(
     Linear in ranks x collectives: every rank's arrival at every collective matched on every rank is
     one table (``_arrivals``), each collective's last and first arrival and their sum computed once,
     and each rank's figures from them (``_per_rank``)."""
-    job = ranks if isinstance(ranks, JobEvents) else JobEvents.of(ranks)
     table = _arrivals(job)
     figures = _per_rank(job, table)
     by_node = np.argsort(job.node_of, kind="stable")  # each node's ranks in the job's order
