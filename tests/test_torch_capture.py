@@ -180,8 +180,11 @@ def test_the_window_asks_kineto_to_tear_cupti_down_where_that_is_safe():
         ("weird", {}, None),
     ):
         environ = dict(before)
-        teardown_cupti_at_stop(cuda, environ)
+        assert teardown_cupti_at_stop(cuda, environ) is (after == "1" and not before)
         assert environ.get(TEARDOWN_ENV) == after, (cuda, before)
+    # once the process has captured a CUDA graph, teardown is unsafe (torch turns it off itself)
+    environ = {}
+    assert teardown_cupti_at_stop("13.0", environ, graphs=1) is False and environ == {}
 
 
 HOOKS_AND_A_FULL_DISK = textwrap.dedent("""
@@ -237,3 +240,46 @@ def test_a_symbolic_first_call_leaves_the_batch_unknown_and_raises_nothing():
     capture = TorchCapture()
     assert capture.first_forward((Symbolic(),)) is False and capture.forward_batch is None
     assert capture.first_forward((real_torch.zeros(32, 4),)) is True and capture.forward_batch == 32
+
+
+def test_a_step_recorded_into_a_cuda_graph_is_no_step_boundary():
+    """Inside torch.cuda.graph, optimizer.step() records kernels and runs none: the capture counts
+    it as a graph step and opens no step (nor a device event, which CUDA may fold into the
+    capture: a run whose graph twin hung at exit on an H100, 2026-12-06). CUDA graphs need a GPU,
+    so the class below stands in for torch.cuda.graphs.CUDAGraph's two methods, which the hook
+    wraps; the real capture is run on the GPU by bench/torch/healthy.py --fixed graphs."""
+    from scaldiag.collect.frameworks import torch_hooks
+    from scaldiag.collect.frameworks.torch_capture import CAPTURE
+
+    class CUDAGraph:
+        def capture_begin(self, pool=None):
+            self.began = True
+
+        def capture_end(self):
+            self.ended = True
+
+    class GraphsModule:
+        pass
+
+    GraphsModule.CUDAGraph = CUDAGraph
+    torch_hooks._on_graphs_import(GraphsModule)
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    boundaries = []
+    saved = CAPTURE.optimizer, CAPTURE._settled, CAPTURE._begin
+    try:
+        CAPTURE.optimizer, CAPTURE._settled = opt, True
+        CAPTURE._begin = lambda: boundaries.append("step")
+        CAPTURE.post_step(opt)
+        graph = CUDAGraph()
+        graph.capture_begin()
+        CAPTURE.post_step(opt)  # the step recorded into the graph
+        graph.capture_end()
+        CAPTURE.post_step(opt)
+        graphed, capturing = CAPTURE.graph_steps, CAPTURE.graph_captures
+    finally:
+        CAPTURE.optimizer, CAPTURE._settled, CAPTURE._begin = saved
+        CAPTURE.graph_steps = CAPTURE.graph_captures = 0
+    assert graph.began and graph.ended  # the wrapped methods still do their work
+    assert boundaries == ["step", "step"]
+    assert graphed == 1 and capturing == 0

@@ -29,6 +29,11 @@ class FakeStream:
         """The host queues ``ms`` of device work."""
         self.queued_ms += ms
 
+    def wait(self, seconds: float) -> None:
+        """The clock's end polls and sleeps: the device catches up meanwhile."""
+        self.syncs += 1
+        self.done_ms = self.queued_ms
+
 
 class FakeEvent:
     made = 0
@@ -51,8 +56,7 @@ class FakeEvent:
         return end.at - self.at
 
     def synchronize(self) -> None:
-        self.stream.syncs += 1
-        self.stream.done_ms = max(self.stream.done_ms, self.at)
+        raise AssertionError("the clock never blocks on an event")
 
 
 def make_clock(rows, first_step=1, **sizes):
@@ -90,7 +94,7 @@ def test_each_step_is_the_device_time_between_its_boundaries_read_only_once_pass
     clock.read()
     assert len(rows) == 1  # nothing new
     clock.tick()  # the boundary that begins step 7 ends step 6
-    clock.finish()  # training over: one wait, for the last boundary
+    clock.finish(sleep=stream.wait)  # training over: a wait, for the last boundary
     assert stream.syncs == 1
     assert device_times(rows) == {1 + i: ms for i, ms in enumerate(work)}
     assert rows[-1]["step"] == 4
@@ -105,7 +109,7 @@ def test_the_pool_is_reused_when_the_device_keeps_up():
         stream.done_ms = max(
             0.0, stream.queued_ms - 2.5
         )  # the device one or two steps behind the host
-    clock.finish()
+    clock.finish(sleep=stream.wait)
     assert FakeEvent.made == 8  # no event made after the start
     assert device_times(rows) == {
         step: 1.0 + step % 3 for step in range(999)
@@ -121,7 +125,7 @@ def test_the_pool_grows_when_the_device_falls_a_pool_behind_and_loses_nothing():
         clock.tick()
         stream.run(0.5 * (step % 7 + 1))
     assert rows == [] and FakeEvent.made >= 100
-    clock.finish()
+    clock.finish(sleep=stream.wait)
     assert device_times(rows) == {5 + step: 0.5 * (step % 7 + 1) for step in range(99)}
 
 
@@ -144,7 +148,7 @@ def test_rows_are_the_contracts_lines(tmp_path):
         clock.tick()
         stream.run(ms)
     clock.tick()
-    clock.finish()
+    clock.finish(sleep=stream.wait)
     writer.close()
     lines = (tmp_path / DEVICE_STEPS).read_text().splitlines()
     assert [json.loads(line) for line in lines] == [{"step": 1, "device_ms": [1.5, 2.5, 4.0]}]
@@ -165,3 +169,18 @@ def test_a_boundary_on_another_stream_that_completes_late_holds_the_read_back_wi
     events[2].at = 2.0
     clock.read()
     assert device_times(rows) == {step: 1.0 for step in range(5)}
+
+
+def test_a_last_boundary_the_device_never_passes_ends_the_wait_with_what_was_read():
+    """An event CUDA never completes (recorded while a stream was captured into a graph) must not
+    hang the script's exit: the end polls for at most its wait and says why it stopped."""
+    rows = []
+    clock, stream = make_clock(rows, first_step=1, pool=8, read_every=4)
+    for ms in (2.0, 3.0, 5.0):
+        clock.tick()
+        stream.run(ms)
+    clock._ring[clock._w - 1].at = None  # the last boundary's event: recorded, never completes
+    stream.done_ms = stream.queued_ms
+    with pytest.raises(RuntimeError, match="had not passed the last step's boundary"):
+        clock.finish(wait_s=0.05)
+    assert device_times(rows) == {1: 2.0}  # the one step both of whose boundaries passed

@@ -134,8 +134,8 @@ SLOW_RANK_EXCESS = 0.05
 
 
 def slow_rank(ranks: dict[int, StepStats]) -> tuple[int, float] | None:
-    """(rank, excess over the fastest rank as a fraction) when one rank is slower beyond the noise.
-    """
+    """(rank, excess over the fastest rank as a fraction) when one rank is slower beyond the
+    noise."""
     timed = {r: s.step_time_ms for r, s in ranks.items() if s is not None}
     if len(timed) < 2:
         return None
@@ -404,6 +404,13 @@ def analyze_record(
         missing.append(
             "steps: no training step was recorded (did the script call model.fit, "
             "or use scaldiag.loop.capture?)"
+        )
+    graphed = record.training.get("cuda_graph_steps")
+    if graphed:
+        missing.append(
+            f"steps: {graphed} optimizer step(s) were captured into CUDA graphs; a graph's replays"
+            " call no optimizer.step(), so only the steps run outside graphs are recorded (the"
+            " script's own clock times the replays)"
         )
     if not record.gpu_samples and not any(m.startswith("nvml") for m in missing):
         missing.append("nvml: no GPU samples")

@@ -84,8 +84,8 @@ def _obj(fields: dict):
 
 
 def _all_of(fields: dict):
-    """A nested object that is used whole: every listed field present and well typed, else dropped.
-    """
+    """A nested object that is used whole: every listed field present and well typed, else
+    dropped."""
 
     def checked(v):
         if not isinstance(v, dict) or any(k not in v or fields[k](v[k]) is _BAD for k in fields):
@@ -132,6 +132,9 @@ TRAINING_FIELDS = {
     "batch_source": _str,
     "trace": _obj({}),
     "trace_error": _str,  # why the trace window did not start or stop (collect/session.py)
+    # optimizer steps recorded into CUDA graphs (collect/frameworks/torch_hooks.py): their replays
+    # call no optimizer.step(), so the step hooks never see them
+    "cuda_graph_steps": _int,
     "input_ceiling": _all_of(
         {"samples_per_s": _num, "batches": _int, "seconds": _num, "source": _str}
     ),

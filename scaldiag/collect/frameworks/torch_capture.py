@@ -40,6 +40,7 @@ from scaldiag.collect.frameworks import (
     input_ceiling,
     knob_facts,
     torch_device_clock,
+    torch_trace,
 )
 from scaldiag.collect.frameworks.guard import attempt
 from scaldiag.collect.frameworks.torch_trace import BACKEND, rank
@@ -134,6 +135,9 @@ class TorchCapture:
         self.aside = (
             0  # depth of the adapter's loops that are not training (validation, sanity check)
         )
+        # CUDA graph captures under way (torch_hooks): a step inside one runs nothing
+        self.graph_captures = 0
+        self.graph_steps = 0  # optimizer steps recorded into CUDA graphs
 
     @property
     def tracing(self) -> bool:
@@ -170,6 +174,11 @@ class TorchCapture:
         """torch.optim's global post-step hook: a step ends, the next begins."""
         if optimizer is not self.optimizer or self.failed or self.finished:
             return
+        if self.graph_captures:
+            # The step was recorded into a CUDA graph, not run: no boundary (and no device event
+            # on a stream while another captures, which CUDA may fold into the capture).
+            self.graph_steps += 1
+            return
         if not self._settled:
             self._guard(self._first_step_ended)
             if self.failed:
@@ -188,6 +197,22 @@ class TorchCapture:
             self.pre_hook.remove()
             self.pre_hook = None
         self._start_clock()
+
+    def before_graph_capture(self) -> None:
+        """A CUDA graph capture is about to begin: an open trace window closes first, for good.
+        With the profiler on through a capture and the graph's replays, its stop at the script's
+        end never returned (an H100 and an H200, torch 2.11, CUDA 13.0, 2026-12-06: 58 s and more,
+        with or without CUPTI's teardown); a window that closed before the capture is a shorter
+        trace, not a hung script. A capture before the window opens leaves it be."""
+        if self.tracing:
+            attempt(self.session.recorder.stop_trace, self._step_failed)
+
+    def graph_capture_began(self) -> None:
+        self.graph_captures += 1
+        torch_trace.graph_captured()  # the window's stop then leaves CUPTI set up
+
+    def graph_capture_ended(self) -> None:
+        self.graph_captures = max(0, self.graph_captures - 1)
 
     # --- the device clock (CUDA) ---------------------------------------------
     def _start_clock(self) -> None:
@@ -507,6 +532,8 @@ class TorchCapture:
             recorder = session.recorder
             recorder.drop_open()  # the step the last optimizer.step() opened: no update ends it
             self._finish_clock()
+            if self.graph_steps:
+                session.describe(cuda_graph_steps=self.graph_steps)
             self._memory_peaks()
             recorder.mark("fit_end")
             if not self.failed and self.loader is not None and rank() == 0:

@@ -32,6 +32,7 @@ given), so it is tested with a fake event; ``cuda_clock`` builds the real one.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,11 +44,13 @@ DEVICE_CLOCK = (  # training.json's device_clock
 # events made at the start: the device may be this many boundaries behind before the pool grows
 POOL_EVENTS = 256
 READ_EVERY = 64  # boundaries between reads (a read costs a query and an elapsed_time a step)
+# the end's wait for the device's last boundary: the queue holds a few steps, rarely seconds
+FINISH_WAIT_S = 30.0
+FINISH_POLL_S = 0.001
 MAX_EVENTS = 1 << 16  # the pool stops growing here: a device that far behind is not being timed
-WRITE_EVERY_ROWS = (
-    1 << 20
-# rows reach the disk within a second (JsonlWriter's max_delay_s) and at the end, not a write a read
-)
+# rows reach the disk within a second (JsonlWriter's max_delay_s) and at the end, not a write a
+# read
+WRITE_EVERY_ROWS = 1 << 20
 
 
 class DeviceClock:
@@ -146,12 +149,22 @@ class DeviceClock:
             self._pending -= len(times)
             self._head_step += len(times)
 
-    def finish(self) -> None:
-        """Training is over: wait once for the last boundary, then read everything."""
+    def finish(self, wait_s: float = FINISH_WAIT_S, sleep=time.sleep) -> None:
+        """Training is over: wait for the last boundary, at most ``wait_s``, then read what the
+        device has passed. Polled, never ``synchronize()``: an event CUDA never completes (one
+        recorded while a stream was being captured into a graph) must not hang the script's exit.
+        """
         if self._pending:
-            self._ring[
-                self._w - 1
-            ].synchronize()  # slot -1 is the ring's last, the one before slot 0
+            last = self._ring[self._w - 1]  # slot -1 is the ring's last, the one before slot 0
+            deadline = time.monotonic() + wait_s
+            while not last.query():
+                if time.monotonic() > deadline:
+                    self.read()
+                    raise RuntimeError(
+                        f"the device had not passed the last step's boundary {wait_s:.0f} s after"
+                        f" training ended: {self._pending} step(s) left unread"
+                    )
+                sleep(FINISH_POLL_S)
         self.read()
 
     def _grow(self) -> None:

@@ -11,7 +11,11 @@
   Only when the program imports torch._dynamo (eager PyTorch does at its
   first ``optimizer.step()``): we never import it;
 - ``torch.nn.modules.module``: a global forward pre-hook, removed at its
-  first call, reads the batch of a loop without a DataLoader.
+  first call, reads the batch of a loop without a DataLoader;
+- ``torch.cuda.graphs``: ``CUDAGraph.capture_begin``/``capture_end`` tell the
+  capture that a stream is being captured (torch.cuda.graph, make_graphed_callables,
+  torch.compile's CUDA graph trees): an ``optimizer.step()`` then records its
+  kernels into a graph and runs nothing, so it is no step boundary.
 
 Under ``scaldiag profile --nproc-per-node N`` (or ``--torchrun``) the child
 process re-executes itself under ``torchrun --standalone`` (``exec_torchrun``);
@@ -37,6 +41,7 @@ OPTIMIZER_MODULE = "torch.optim.optimizer"
 DATALOADER_MODULE = "torch.utils.data.dataloader"
 MODULE_MODULE = "torch.nn.modules.module"
 DYNAMO_CALLBACK_MODULE = "torch._dynamo.callback"
+GRAPHS_MODULE = "torch.cuda.graphs"
 
 
 def patches() -> dict:
@@ -46,6 +51,7 @@ def patches() -> dict:
         DATALOADER_MODULE: _on_dataloader_import,
         MODULE_MODULE: _on_module_import,
         DYNAMO_CALLBACK_MODULE: _on_dynamo_callback_import,
+        GRAPHS_MODULE: _on_graphs_import,
     }
 
 
@@ -137,6 +143,27 @@ def _wrap_iter(loader_class, capture) -> None:
 @_safely
 def _on_dynamo_callback_import(module) -> None:
     _capture().listen_to_compiles(module.callback_handler)
+
+
+@_safely
+def _on_graphs_import(module) -> None:
+    capture = _capture()
+    graph = module.CUDAGraph
+    begin, end = graph.capture_begin, graph.capture_end
+
+    @functools.wraps(begin)
+    def capture_begin(self, *args, **kwargs):
+        capture.before_graph_capture()  # the profiler must not be on while CUDA captures
+        result = begin(self, *args, **kwargs)
+        capture.graph_capture_began()  # after: a capture that failed to begin is none
+        return result
+
+    @functools.wraps(end)
+    def capture_end(self, *args, **kwargs):
+        capture.graph_capture_ended()  # before: a capture that fails to end has ended too
+        return end(self, *args, **kwargs)
+
+    graph.capture_begin, graph.capture_end = capture_begin, capture_end
 
 
 @_safely
@@ -285,8 +312,8 @@ def _watch_rank_exits(exits: dict[int, int]) -> None:
 
 
 def _finalise_ranks(exits: dict[int, int], nproc: int, sig: int | None) -> None:
-    """``rank<R>/run.json`` still 'running' (the rank was killed): its end, from what torchrun saw.
-    """
+    """``rank<R>/run.json`` still 'running' (the rank was killed): its end, from what torchrun
+    saw."""
     import time
 
     from scaldiag.record.rundir import RUN_JSON, update_run
@@ -334,8 +361,8 @@ def _signal_name(sig: int) -> str:
 
 
 def rank_outcome(exc: BaseException | None) -> dict:
-    """How the script ended in this process, as the launcher words it (status, exit_code, signal).
-    """
+    """How the script ended in this process, as the launcher words it (status, exit_code,
+    signal)."""
     if exc is None:
         return {"status": "finished", "exit_code": 0}
     if isinstance(exc, SystemExit):

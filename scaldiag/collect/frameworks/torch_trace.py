@@ -36,9 +36,19 @@ def trace_file(logdir: Path) -> Path:
 
 
 CUPTI_TEARDOWN_SAFE_CUDA = (12, 6)
+# CUDA graph captures seen in this process (torch_hooks wraps CUDAGraph.capture_begin). Once a graph
+# exists CUPTI's teardown is unsafe: torch itself sets TEARDOWN_CUPTI=0 for its own CUDA graphs, and
+# on an H200 (torch 2.11, CUDA 13.0) a script that captured its step as a graph while the window was
+# open hung in the profiler's stop at exit with our TEARDOWN_CUPTI=1 (2026-12-06).
+graphs_captured = 0
 
 
-def teardown_cupti_at_stop(cuda_version: str | None, environ) -> None:
+def graph_captured() -> None:
+    global graphs_captured
+    graphs_captured += 1
+
+
+def teardown_cupti_at_stop(cuda_version: str | None, environ, graphs: int = 0) -> bool:
     """Ask Kineto to finalise CUPTI when the window stops, so the training after it runs at full
     speed.
 
@@ -48,16 +58,18 @@ def teardown_cupti_at_stop(cuda_version: str | None, environ) -> None:
     ran 1.23x slower than in a plain process 1-55 steps after a 6-step window and 1.17x (1.07-1.32
     in each of 4 rounds) 135-375 steps after it; with TEARDOWN_CUPTI=1, 0.96-1.00x and 0.90x
     (0.68-1.12). The user's own setting stands, and torch itself sets 0 where CUDA graphs make
-    teardown unsafe (inductor's cudagraphs, CUDA before 12.6); below CUDA 12.6 we leave it alone
-    too, as torch does."""
-    if TEARDOWN_ENV in environ or not cuda_version:
-        return
+    teardown unsafe (inductor's cudagraphs, CUDA before 12.6); below CUDA 12.6, or once the process
+    has captured a CUDA graph (``graphs``), we leave it alone too. True where it was set."""
+    if TEARDOWN_ENV in environ or not cuda_version or graphs:
+        return False
     try:
         version = tuple(int(part) for part in cuda_version.split(".")[:2])
     except ValueError:
-        return
+        return False
     if version >= CUPTI_TEARDOWN_SAFE_CUDA:
         environ[TEARDOWN_ENV] = "1"
+        return True
+    return False
 
 
 class TorchTraceWindow(tracing.TraceWindow):
@@ -67,6 +79,7 @@ class TorchTraceWindow(tracing.TraceWindow):
         super().__init__(logdir)
         self._profiler = None
         self.file: Path | None = None
+        self._teardown_set = False  # TEARDOWN_CUPTI=1 is ours (teardown_cupti_at_stop)
 
     def _start(self) -> None:
         import torch
@@ -75,7 +88,9 @@ class TorchTraceWindow(tracing.TraceWindow):
         activities = [ProfilerActivity.CPU]
         if torch.cuda.is_available():
             activities.append(ProfilerActivity.CUDA)
-            teardown_cupti_at_stop(torch.version.cuda, os.environ)
+            self._teardown_set = teardown_cupti_at_stop(
+                torch.version.cuda, os.environ, graphs_captured
+            )
         # Shapes, stacks and memory off: each costs host time per op that the untraced run does not
         # have.
         self._profiler = profile(
@@ -87,6 +102,8 @@ class TorchTraceWindow(tracing.TraceWindow):
         profiler, self._profiler = self._profiler, None
         if profiler is None:
             return
+        if self._teardown_set and graphs_captured:  # a graph was captured while the window was open
+            os.environ[TEARDOWN_ENV] = "0"
         profiler.stop()
         file = trace_file(self.logdir)
         file.parent.mkdir(parents=True, exist_ok=True)
