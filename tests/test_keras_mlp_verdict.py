@@ -1,7 +1,9 @@
 """Issue 35's Keras MLP on the CPU (tests/keras_mlp.py: tiny Dense model, batch 16, 600 steps,
-steps_per_execution=1), profiled twice: each report names SD105 (host-bound), plainly or as
-borderline, never "Compute-bound" with no finding, and both say it in the same words (the verdict
-leads with it on a quiet machine; under load an established input wait may lead)."""
+steps_per_execution=1), profiled five times (about 13 s each): each report names SD105
+(host-bound), plainly or as borderline, never "Compute-bound" with no finding, and all five say it
+in the same words (the verdict leads with it on a quiet machine; under load an established input
+wait may lead). The issue's two runs of this script read "Compute-bound, 0 findings" and "SD105
+high"."""
 
 import json
 import os
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+RUNS = 5
 
 
 def _profile(out: Path) -> dict:
@@ -31,9 +34,9 @@ def _words(text: str) -> str:
 
 
 @pytest.mark.slow
-def test_a_keras_mlp_on_the_cpu_is_host_bound_in_the_same_words_twice(tmp_path):
+def test_a_keras_mlp_on_the_cpu_is_host_bound_in_the_same_words_five_times(tmp_path):
     pytest.importorskip("tensorflow")
-    reports = [_profile(tmp_path / str(i)) for i in range(2)]
+    reports = [_profile(tmp_path / str(i)) for i in range(RUNS)]
     said = []
     for report in reports:
         trace = report["trace_report"]
@@ -45,4 +48,4 @@ def test_a_keras_mlp_on_the_cpu_is_host_bound_in_the_same_words_twice(tmp_path):
         # which then leads, SD105 after it (issue 33's runs under a busy core): not asserted.
         assert sd105[0]["category"] == "host_overhead"
         said.append((sd105[0]["severity"] == "borderline", _words(sd105[0]["title"])))
-    assert said[0] == said[1]
+    assert said == [said[0]] * RUNS, said
