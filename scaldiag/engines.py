@@ -18,6 +18,7 @@ optional extra ``scaldiag[dask]``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import multiprocessing
 import os
@@ -45,6 +46,11 @@ START_METHOD = "spawn"
 # (CPython 3.11-3.13 can also deadlock with max_tasks_per_child > 1: CPython issue 115634.)
 # The pool lasts the engine's life (open_engine closes it): no worker outlives the engine.
 ITEMS_PER_WORKER: int | None = None
+# Tasks a worker is given at most in one map: many items (a job's thousands of small rank files)
+# go several to a task. Each task is a round trip (the item and its result pickled, the pool's
+# queues; a Dask task's scheduling), which cost as much as reading a 34 KB rank; a few hundred tasks
+# still balance the workers. Fewer items than this per worker: one item a task, as before.
+TASKS_PER_WORKER = 16
 # Worker processes that do not stop within this after SIGTERM get SIGKILL.
 STOP_TIMEOUT_S = 5.0
 
@@ -117,12 +123,12 @@ class LocalEngine:
     def _pool_map(self, fn, items: list, processes: int) -> list:
         executor = self._pool(processes)
         try:
-            futures = _submitted(executor, fn, items)
+            futures = _submitted(executor, functools.partial(_each, fn), tasks(items, processes))
             wait(futures, return_when=FIRST_EXCEPTION)
             failed = _first_failed(futures)
             if failed is not None:
                 raise failed
-            return [f.result() for f in futures]
+            return [result for f in futures for result in f.result()]
         except BrokenProcessPool:  # a worker killed (the OOM killer) or unable to start
             self._executor = None
             _stop_workers(executor)
@@ -156,6 +162,18 @@ class LocalEngine:
         return ProcessPoolExecutor(
             processes, mp_context=context, initializer=_ignore_sigint, **per_worker
         )
+
+
+def tasks(items: list, workers: int) -> list[list]:
+    """The items in order, cut into tasks of equal size: one item each unless there are more than
+    TASKS_PER_WORKER a worker."""
+    size = max(1, -(-len(items) // (max(1, workers) * TASKS_PER_WORKER)))
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _each(fn: Callable[[Any], Any], task: list) -> list:
+    """``fn`` of each item of a task, in order, in the worker (an item's error ends the task)."""
+    return [fn(item) for item in task]
 
 
 def _submitted(executor: ProcessPoolExecutor, fn, items: list) -> list:
@@ -227,7 +245,9 @@ class DaskEngine:
             return []
         # pure=False: the same path given twice is two tasks, as it is locally (no cached result
         # from an earlier call).
-        futures = self.client.map(fn, items, pure=False)
+        futures = self.client.map(
+            functools.partial(_each, fn), tasks(items, self.workers), pure=False
+        )
         try:
             # loop=: this client's, not a default one (the engine never installs itself as the
             # default client).
@@ -236,7 +256,7 @@ class DaskEngine:
                     # raises the item's exception, its own type and message (Dask ships it with
                     # tblib)
                     done.result()
-            return self.client.gather(futures)
+            return [result for task in self.client.gather(futures) for result in task]
         except BaseException:
             self.client.cancel(futures)
             raise

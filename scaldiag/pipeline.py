@@ -45,7 +45,7 @@ from scaldiag.readers import (
 from scaldiag.readers.kineto import read_document
 from scaldiag.record import nodes as job_dirs
 from scaldiag.record.reader import is_sweep, rank_dirs, read_record, sweep_runs
-from scaldiag.record.rundir import TRACE_DIR
+from scaldiag.record.rundir import RUN_JSON, TRACE_DIR, read_json
 from scaldiag.rules.report import (
     JobReport,
     Report,
@@ -316,8 +316,14 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
     named; one rank file that cannot be read is left out of its node and named."""
     left_out: list[str] = []
     dirs = job_dirs.node_dirs(paths, left_out)
-    job_dirs.refuse_other_jobs(dirs)
-    by_node = _rank_events(dirs, engine, left_out)
+    # Each node's run.json read once here for what the merge takes from it but its intra-node
+    # all-reduce (it was read four times); only its ``node`` is kept, not the whole record.
+    runs = [read_json(d, RUN_JSON) for d in dirs]
+    job_dirs.refuse_other_jobs(dirs, runs)
+    said = {d: job_dirs.node_in(run) for d, run in zip(dirs, runs)}
+    del runs
+    labels = {d: job_dirs.label_of(said[d]) for d in dirs}
+    by_node = _rank_events(dirs, labels, engine, left_out)
     for d in [d for d in dirs if not by_node[d]]:
         why = read_record(d).training.get("trace_error")  # the capture's word, where it has one
         left_out.append(
@@ -331,7 +337,7 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
         raise ScaldiagError(
             f"{len(dirs)} node of the job can be merged, nothing to merge: " + "; ".join(left_out)
         )
-    job, files, bytes_per_step, steady, intra = _job_events(dirs, by_node)
+    job, files, bytes_per_step, steady, intra = _job_events(dirs, by_node, labels)
     del by_node  # each rank's packed evidence is in ``job`` now: held once, not twice
     job_merge.refuse_copies(job)
     first_steps = job.steps_of(0)
@@ -347,31 +353,31 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
         " assumption that every trace window began at the same step"
         for i, why in job.numbered_by.items()
     ]
-    nnodes = job_dirs.place(dirs[0])[1]
+    nnodes = job_dirs.place_of(said[dirs[0]])[1]
     if nnodes is not None and nnodes > len(dirs):
         notes.append(
             f"{len(dirs)} of the job's {nnodes} nodes merged: the others are not in this report"
         )
-    one_stack = job_nodes.shared_network_stack([job_dirs.node_of(d) for d in dirs])
+    one_stack = job_nodes.shared_network_stack([said[d] for d in dirs])
     notes += [one_stack] if one_stack else []
-    analysis = job_nodes.reduce_job(job, offsets, bytes_per_step, notes)
-    analysis = replace(
-        analysis,
-        nodes=[
-            replace(n, steady_step_ms=steady.get(n.node), intra_node_ms=intra.get(n.node))
-            for n in analysis.nodes
-        ],
-        one_network_stack=one_stack is not None,
-    )
+    # Each node's summary made once with its record's figures (a copy of every one was a second
+    # set of them at the peak).
+    analysis = job_nodes.reduce_job(job, offsets, bytes_per_step, notes, steady, intra)
+    analysis = replace(analysis, one_network_stack=one_stack is not None)
     return build_job_report([str(d) for d in dirs], analysis, files, job_dirs.framework(dirs[0]))
 
 
-def _job_events(dirs: list[Path], by_node: dict[Path, list[tuple[job_nodes.PackedRank, str]]]):
+def _job_events(
+    dirs: list[Path],
+    by_node: dict[Path, list[tuple[job_nodes.PackedRank, str]]],
+    labels: dict[Path, str],
+):
     """The nodes' ranks in one ``JobEvents`` (in the nodes' order), each rank's file, and per node
-    its bytes a step, steady step time and own all-reduce times (pipeline.diagnose_job's)."""
+    its bytes a step, steady step time and own all-reduce times (pipeline.diagnose_job's;
+    ``labels``: each node's)."""
     packed, bytes_per_step, steady, intra, files = [], {}, {}, {}, []
     for d in dirs:
-        label = job_dirs.label(d)
+        label = labels[d]
         found = by_node[d]
         files += [(label, r.rank, path) for r, path in found]
         packed += [r for r, _ in found]
@@ -382,13 +388,12 @@ def _job_events(dirs: list[Path], by_node: dict[Path, list[tuple[job_nodes.Packe
 
 
 def _rank_events(
-    dirs: list[Path], engine: Engine | None, left_out: list[str]
+    dirs: list[Path], labels: dict[Path, str], engine: Engine | None, left_out: list[str]
 ) -> dict[Path, list[tuple[job_nodes.PackedRank, str]]]:
     """Per node directory, each of its ranks' evidence with its trace file (ranks without steps left
-    out;
-    a file that cannot be read left out, its reason added to ``left_out``)."""
+    out; a file that cannot be read left out, its reason added to ``left_out``)."""
     where = [(d, f) for d in dirs for f in trace_files(d / TRACE_DIR)]
-    found = map_on(engine, _rank_events_of, [(job_dirs.label(d), f) for d, f in where])
+    found = map_on(engine, _rank_events_of, [(labels[d], f) for d, f in where])
     by_node: dict[Path, list] = {d: [] for d in dirs}
     for (d, f), events in zip(where, found):
         if isinstance(events, str):
@@ -404,11 +409,22 @@ def _rank_events_of(item: tuple[str, Path]) -> job_nodes.PackedRank | str | None
     reason, not an exception, so that no engine prints its own traceback for a damaged file)."""
     label, f = item
     try:
-        _, trace = read_trace(f)
+        trace = _rank_trace(f)
         events = job_nodes.rank_events(label, f"{label}/{f.name.split('.')[0]}", trace.planes)
         return None if events is None else job_nodes.pack(events)
     except TRACE_FAILURES as exc:
         return f"{f}: cannot read this rank's trace ({line(exc) or type(exc).__name__})"
+
+
+def _rank_trace(file: Path) -> Trace:
+    """One rank's file read as ``read_trace`` reads it: a regular file of a per-rank format
+    (Kineto) straight through its ``read_rank``, the same trace without the search for a run in a
+    path that is the file itself; anything else (XPlane, a directory, a FIFO) as ``read_trace``
+    finds it, in its words."""
+    fmt = format_of(file)
+    if fmt is not None and fmt.read_rank is not None and file.is_file():
+        return read_rank(fmt, file)[1]
+    return read_trace(file)[1]
 
 
 def _record_facts(run_dir: Path):

@@ -19,7 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from scaldiag.engines import LocalEngine, default_workers, open_engine, parse_spec
+from scaldiag import engines
+from scaldiag.engines import LocalEngine, default_workers, open_engine, parse_spec, tasks
 from scaldiag.errors import ScaldiagError, TraceError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,6 +125,35 @@ def test_empty_and_single_items():
         assert engine.map(events_of, []) == []
         ((n, pid),) = engine.map(events_of, RANK_FILES[:1])
     assert n == _events_here()[0] and pid == os.getpid()  # one item: no pool started for it
+
+
+def test_items_go_one_a_task_unless_a_worker_has_many():
+    assert tasks(list(range(10)), 2) == [[i] for i in range(10)]
+    many = list(range(2 * engines.TASKS_PER_WORKER * 3 + 1))
+    cut = tasks(many, 2)
+    assert [i for task in cut for i in task] == many  # in order, each once
+    assert len(cut) <= 2 * engines.TASKS_PER_WORKER and {len(t) for t in cut[:-1]} == {4}
+    assert tasks([], 2) == []
+
+
+def test_many_items_several_to_a_task_give_the_same_results_in_order(monkeypatch, dask_engine):
+    monkeypatch.setattr(engines, "TASKS_PER_WORKER", 1)  # 2 workers: 2 tasks of several items
+    items = RANK_FILES * 2
+    want = [events_of(p)[0] for p in items]
+    with open_engine("local:2") as engine:
+        results = engine.map(events_of, items)
+    assert [n for n, _ in results] == want and os.getpid() not in {pid for _, pid in results}
+    assert [n for n, _ in dask_engine.map(events_of, items)] == want
+
+
+def test_an_items_error_in_a_task_of_several_reaches_the_caller(monkeypatch, truncated):
+    expected = _error_here(truncated)
+    monkeypatch.setattr(engines, "TASKS_PER_WORKER", 1)
+    before = _children()
+    with open_engine("local:2") as engine, pytest.raises(TraceError) as raised:
+        engine.map(events_of, [*RANK_FILES, truncated, *RANK_FILES])
+    assert str(raised.value) == str(expected)
+    assert not _workers_alive(before)
 
 
 def test_default_spec_is_local_with_a_worker_per_core():

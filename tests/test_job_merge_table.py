@@ -194,6 +194,42 @@ def test_the_table_gives_the_reference_figures_bit_for_bit(base_ns):
         )  # repr: every float's exact digits, nan as nan
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 3])
+def test_nodes_summarised_a_chunk_at_a_time_give_the_same_figures(chunk, monkeypatch):
+    """reduce_job summarises SUMMARY_CHUNK_NODES nodes at a time: any chunk gives every node's
+    figures, in the nodes' order, with each node's record figures (steady, intra-node) by name."""
+    rng = random.Random(chunk)
+    for _ in range(10):
+        job = nodes.JobEvents.of(random_job(rng, EPOCH_NS))
+        steady = {n: Summary.of([float(i), 2.0 * i]) for i, n in enumerate(job.nodes)}
+        whole = nodes.reduce_job(job, [], {}, None, steady, {})
+        monkeypatch.setattr(nodes, "SUMMARY_CHUNK_NODES", chunk)
+        cut = nodes.reduce_job(job, [], {}, None, steady, {})
+        monkeypatch.undo()
+        assert repr(cut) == repr(whole)
+        assert [s.steady_step_ms for s in cut.nodes] == [steady[n] for n in job.nodes]
+        assert all(s.intra_node_ms is None for s in cut.nodes)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_summaries_of_many_samples_are_each_summary_of(seed):
+    """analyze/nodes.summaries_of: the samples of one length summarised along the rows of one array,
+    every float as Summary.of gives it alone (the pairwise sums of 8 values or more, percentiles'
+    interpolation, nan, one value, none)."""
+    rng = np.random.default_rng(seed)
+    samples = []
+    for _ in range(60):
+        n = int(rng.choice([0, 1, 2, 3, 5, 7, 8, 9, 16, 17, 100, 129, 1000]))
+        scale = 10.0 ** int(rng.integers(-3, 13))
+        values = rng.normal(size=n) * scale + float(rng.integers(0, 3)) * 1.7e12
+        if n and rng.random() < 0.2:
+            values[rng.integers(0, n)] = np.nan
+        if rng.random() < 0.2:
+            values = np.round(values / scale) * scale  # ties
+        samples.append(values)
+    assert [repr(s) for s in nodes.summaries_of(samples)] == [repr(Summary.of(v)) for v in samples]
+
+
 def test_a_mean_halfway_between_two_floats_rounds_as_pythons_division():
     """Past 2**53 the mean of the others can fall exactly halfway between two floats with a
     remainder

@@ -588,3 +588,53 @@ def test_a_bare_array_behind_much_whitespace_is_read_in_one_part(tmp_path, in_tw
     file.write_text(" " * 100 + json.dumps(events))
     check(file)
     assert in_two_parts == [1, 2]
+
+
+def test_a_gzip_text_larger_than_its_buffer_is_read_in_pieces_as_the_reference_reads_it(
+    tmp_path, monkeypatch
+):
+    """The gzip buffer is sized from the compressed size (stream.gzip_buffer_bytes): a text that
+    expands more than GZIP_EXPECTED_RATIO goes through the scanner in several pieces, and reads as
+    the whole document does."""
+    plain = SMALL.read_bytes()
+    file = tmp_path / "rank0.pt.trace.json.gz"
+    file.write_bytes(gzip.compress(plain, 9))
+    monkeypatch.setattr(kineto_stream, "MIN_BUFFER_BYTES", 4096)
+    monkeypatch.setattr(kineto_stream, "GZIP_EXPECTED_RATIO", 1)
+    fed = []
+    feed = kineto_stream._feed
+
+    def counted(source, scanner, buffer_bytes, *args, **kwargs):
+        fed.append(buffer_bytes)
+        return feed(source, scanner, buffer_bytes, *args, **kwargs)
+
+    monkeypatch.setattr(kineto_stream, "_feed", counted)
+    assert check(file)
+    assert fed and fed[0] == max(4096, file.stat().st_size) < len(plain)
+
+
+def test_the_gzip_buffer_follows_the_compressed_size_within_its_bounds():
+    assert kineto_stream.gzip_buffer_bytes(0) == kineto_stream.MIN_BUFFER_BYTES
+    assert kineto_stream.gzip_buffer_bytes(34_000) == 34_000 * kineto_stream.GZIP_EXPECTED_RATIO
+    assert kineto_stream.gzip_buffer_bytes(1 << 30) == kineto_stream.PIECE_BYTES
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_distinct_rows_of_few_runs_are_the_sorted_unique_rows(seed, monkeypatch):
+    """fast._distinct: the distinct rows (sorted column by column) and each row's index, the same
+    through its set of tuples (few runs) and its np.unique passes (many)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 300))
+    runs = rng.integers(1, 40, size=n)  # rows come in runs, as a thread's events do
+    columns = [
+        np.repeat(rng.integers(-3, 4, size=n), runs)[:n],
+        np.repeat(rng.integers(0, 2**40, size=n) % 5, runs)[:n],
+        np.repeat(rng.integers(0, 2, size=n).astype(bool), runs)[:n],
+    ]
+    rows = list(zip(*(c.tolist() for c in columns)))
+    want = sorted(set(rows))
+    for few in (0, 1 << 30):  # np.unique's passes; the set of tuples
+        monkeypatch.setattr(kineto_fast, "_FEW_RUNS", few)
+        got, index = kineto_fast._distinct(*columns)
+        assert [tuple(map(int, r)) for r in got] == [tuple(map(int, r)) for r in want]
+        assert [want[i] for i in index.tolist()] == rows

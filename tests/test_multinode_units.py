@@ -487,3 +487,18 @@ def test_only_the_tf_chief_is_traced_unless_every_task_is_asked_for():
     assert multinode.TF_TRACE_ALL_WORKERS_ENV in why
     asked = _tf_env("worker", 1, **{multinode.TF_TRACE_ALL_WORKERS_ENV: "1"})
     assert multinode.tf_task_untraced(asked) is None
+
+
+def test_names_judged_once_a_pattern_give_each_name_s_own_search(monkeypatch):
+    """analyze/nodes._flags remembers whether a pattern finds a name (the ranks of a job name the
+    same ops): the flags are each name's own search, whether remembered, forgotten at the bound,
+    or of a plane with more names than the bound (searched, not remembered)."""
+    monkeypatch.setattr(nodes, "_FOUND", {})
+    monkeypatch.setattr(nodes, "_REMEMBERED_NAMES", 8)
+    names = ["gloo:all_reduce", "aten::add_", "c10d::allreduce_", "ProfilerStep#3", "ProfilerStep"]
+    many = [f"op{i}" for i in range(20)] + ["nccl:all_reduce"]
+    for pattern in (nodes.HOST_COLLECTIVE, nodes.ENQUEUE, nodes.STEP, nodes.DEVICE_COLLECTIVE):
+        for plane in (names, names[::-1], many, names, many[:7], names):
+            want = [pattern.search(n) is not None for n in plane] + [False]
+            assert nodes._flags(plane, pattern).tolist() == want, (pattern.pattern, plane)
+        assert len(nodes._FOUND[pattern.pattern]) <= 8

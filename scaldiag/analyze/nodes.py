@@ -44,6 +44,7 @@ step, never by time, so a clock off by a whole step still pairs the right ones.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 
@@ -51,7 +52,7 @@ import numpy as np
 
 from scaldiag.analyze import categories, intervals
 from scaldiag.analyze.clock_skew import densest
-from scaldiag.analyze.stats import Summary
+from scaldiag.analyze.stats import Summary, t95
 from scaldiag.analyze.trace_steps import find_steps
 from scaldiag.trace import Line, Plane, Trace
 
@@ -393,7 +394,9 @@ def _input_waits(planes: list[Plane]) -> intervals.IntervalSet:
     for plane in planes:
         if not plane.is_host:
             continue
-        by_name = [categories.host_category(n, False) == "input" for n in plane.event_names]
+        by_name = np.array(
+            [categories.host_category(n, False) == "input" for n in plane.event_names] + [False]
+        )
         for line in plane.lines:
             default = categories.host_line_default(line.name)
             if not len(line) or default == categories.BACKGROUND:
@@ -413,9 +416,10 @@ def _arrivals_of(planes: list[Plane], work_start: np.ndarray) -> np.ndarray | No
     order
     given: ``pair_arrivals``); None where no pairing is safe or there are no enqueue events."""
     found = [
-        line.start_ns[_match(line, p.event_names, ENQUEUE)]
+        line.start_ns[_selected(line, flags)]
         for p in planes
         if not p.is_device
+        for flags in [_flags(p.event_names, ENQUEUE)]
         for line in p.lines
         if len(line)
     ]
@@ -466,17 +470,42 @@ def _plane_of(planes: list[Plane], line: Line) -> Plane:
 
 
 def _match(line: Line, names: list[str], pattern: re.Pattern) -> np.ndarray:
-    return _selected(line, [bool(pattern.search(n)) for n in names])
+    return _selected(line, _flags(names, pattern))
 
 
-def _selected(line: Line, wanted_by_name: list[bool]) -> np.ndarray:
-    """The line's events whose name is wanted (``wanted_by_name``: one flag per event name); an id
-    out of
-    range is not."""
-    wanted = np.array(list(wanted_by_name) + [False])
+# Whether each pattern finds a name, remembered by the pattern's text: the ranks of a job name the
+# same ops, so each distinct name is searched once, not once a rank. Bounded, in names and so in
+# memory (names are the trace's to choose; an XPlane plane can hold 100,000): a plane of more names
+# is searched without them.
+_FOUND: dict[str, dict[str, bool]] = {}
+_REMEMBERED_NAMES = 2048
+
+
+def _flags(names: list[str], pattern: re.Pattern) -> np.ndarray:
+    """One flag per event name, whether ``pattern`` finds it, and a last False for ids out of range:
+    a plane's names are judged once, not once for each of its lines (600 searches a rank were a
+    third of its evidence)."""
+    if len(names) > _REMEMBERED_NAMES:
+        return np.array([pattern.search(n) is not None for n in names] + [False])
+    found = _FOUND.setdefault(pattern.pattern, {})
+    if len(found) + len(names) > _REMEMBERED_NAMES:
+        found.clear()
+    flags = []
+    for name in names:
+        hit = found.get(name)
+        if hit is None:
+            hit = found[name] = pattern.search(name) is not None
+        flags.append(hit)
+    flags.append(False)
+    return np.array(flags)
+
+
+def _selected(line: Line, wanted: np.ndarray) -> np.ndarray:
+    """The line's events whose name is wanted (``wanted``: ``_flags``' one flag per event name and
+    the last False); an id out of range is not."""
     n = len(wanted) - 1
-    ids = np.clip(line.name_id, -1, n).astype(np.int64)
-    return wanted[np.where(ids < 0, n, ids)]
+    ids = line.name_id.astype(np.int64)
+    return wanted[np.where((ids >= 0) & (ids < n), ids, n)]  # (np.clip took 15 us a line)
 
 
 def _step_line(planes: list[Plane]):
@@ -486,7 +515,7 @@ def _step_line(planes: list[Plane]):
     for plane in planes:
         if plane.is_device:
             continue
-        is_step = np.array([bool(STEP.match(n)) for n in plane.event_names] + [False])
+        is_step = _flags(plane.event_names, STEP)  # (anchored: search is match)
         for line in plane.lines:
             if not len(line):
                 continue
@@ -517,20 +546,24 @@ def _collectives(planes: list[Plane]) -> tuple[np.ndarray, np.ndarray]:
     starts, ends = [], []
     # A TF or JAX collective whose work runs on a GPU (NCCL) is there as its kernels; its host op is
     # the launch.
+    device_flags = {id(p): _flags(p.event_names, DEVICE_COLLECTIVE) for p in planes if p.is_device}
     on_device = any(
-        _match(line, p.event_names, DEVICE_COLLECTIVE).any()
+        _selected(line, device_flags[id(p)]).any()
         for p in planes
         if p.is_device
         for line in p.lines
         if len(line)
     )
     for plane in planes:
-        pattern = DEVICE_COLLECTIVE if plane.is_device else HOST_COLLECTIVE
+        if plane.is_device:
+            wanted = device_flags[id(plane)]
+        else:
+            wanted = _flags(plane.event_names, HOST_COLLECTIVE)
+            if not on_device:
+                wanted = wanted | _flags(plane.event_names, HOST_FRAMEWORK_COLLECTIVE)
         for line in plane.lines:
             if len(line):
-                sel = _match(line, plane.event_names, pattern)
-                if not plane.is_device and not on_device:
-                    sel |= _match(line, plane.event_names, HOST_FRAMEWORK_COLLECTIVE)
+                sel = _selected(line, wanted)
                 starts.append(line.start_ns[sel])
                 ends.append(line.end_ns[sel])
     if not starts:
@@ -620,9 +653,11 @@ def reduce_job(
     offsets: list[NodeOffset],
     bytes_per_step: dict[str, int | None],
     notes: list[str] | None = None,
+    steady_ms: dict[str, Summary | None] | None = None,
+    intra_node_ms: dict[str, Summary | None] | None = None,
 ) -> JobAnalysis:
     """Per node: steps, input, collectives, the link's time, lateness at the collectives (ranks
-    aligned).
+    aligned); ``steady_ms`` and ``intra_node_ms``: each node's figures from its record, by name.
 
     Linear in ranks x collectives: every rank's arrival at every collective matched on every rank is
     one table (``_arrivals``), each collective's last and first arrival and their sum computed once,
@@ -631,18 +666,36 @@ def reduce_job(
     figures = _per_rank(job, table)
     by_node = np.argsort(job.node_of, kind="stable")  # each node's ranks in the job's order
     node_at = np.searchsorted(job.node_of[by_node], np.arange(len(job.nodes) + 1))
-    summaries = [
-        _node_summary(
-            job,
-            k,
-            by_node[node_at[k] : node_at[k + 1]].tolist(),
-            figures,
-            bytes_per_step.get(node),
-        )
-        for k, node in enumerate(job.nodes)
-    ]
+    steady_ms, intra_node_ms = steady_ms or {}, intra_node_ms or {}
+    summaries = []
+    # A chunk of nodes at a time: their samples summarised together (summaries_of), then let go.
+    for first in range(0, len(job.nodes), SUMMARY_CHUNK_NODES):
+        chunk = range(first, min(first + SUMMARY_CHUNK_NODES, len(job.nodes)))
+        samples = [
+            _node_samples(job, by_node[node_at[k] : node_at[k + 1]].tolist(), figures)
+            for k in chunk
+        ]
+        stats = iter(summaries_of([values for node in samples for values in node.values]))
+        summaries += [
+            NodeSummary(
+                job.nodes[k],
+                [job.ranks[i] for i in found.ranks],
+                *[next(stats) for _ in found.values],
+                100.0 * found.last / found.total if found.total else float("nan"),
+                bytes_per_step.get(job.nodes[k]),
+                steady_ms.get(job.nodes[k]),
+                intra_node_ms.get(job.nodes[k]),
+            )
+            for k, found in zip(chunk, samples)
+        ]
     per_node = max(1, max(len(s.ranks) for s in summaries))
     return JobAnalysis(summaries, offsets, table.count, list(notes or []), ranks_per_node=per_node)
+
+
+# Nodes whose per-step samples are held at once, summarised together: large enough that numpy's
+# calls are shared by hundreds of rows, small enough that the samples of a 4,096-node job (six
+# arrays a node) are not all held beside their summaries.
+SUMMARY_CHUNK_NODES = 256
 
 
 def shared_network_stack(nodes: list[dict | None]) -> str | None:
@@ -791,37 +844,70 @@ def _per_rank(job: JobEvents, t: _Table) -> _Figures:
     )
 
 
-def _node_summary(
-    job: JobEvents, k: int, ranks: list[int], f: _Figures, bytes_per_step: int | None
-) -> NodeSummary:
-    """Node ``k``'s figures from its ranks' (``ranks``: their indices in the job)."""
+@dataclass(frozen=True)
+class _NodeSamples:
+    """A node's per-step values, its ranks' together, in NodeSummary's order (step, input,
+    collective, link, exposed, lateness; ms), and at how many collectives its ranks arrived last
+    of how many compared."""
+
+    ranks: list[int]
+    values: list[np.ndarray]
+    last: int
+    total: int
+
+
+def _node_samples(job: JobEvents, ranks: list[int], f: _Figures) -> _NodeSamples:
+    """Node's per-step values from its ranks' (``ranks``: their indices in the job)."""
     step, inp, coll, link, exposed, late = [], [], [], [], [], []
     last = total = 0
     for i in ranks:
         w0, w1 = job.step_start_ns[job.steps_of(i)], job.step_end_ns[job.steps_of(i)]
-        step.extend(((w1 - w0) / 1e6).tolist())
-        inp.extend((intervals.measure_in_windows(job.input_of(i), w0, w1) / 1e6).tolist())
+        step.append((w1 - w0) / 1e6)
+        inp.append(intervals.measure_in_windows(job.input_of(i), w0, w1) / 1e6)
         own = intervals.union(job.arrive_ns[job.colls_of(i)], job.end_ns[job.colls_of(i)])
-        coll.extend((intervals.measure_in_windows(own, w0, w1) / 1e6).tolist())
+        coll.append(intervals.measure_in_windows(own, w0, w1) / 1e6)
         cells = slice(int(f.cell_at[i]), int(f.cell_at[i + 1]))
         after_last = intervals.union(f.after_start_ns[cells], f.end_ns[cells])
-        link.extend((intervals.measure_in_windows(after_last, w0, w1) / 1e6).tolist())
+        link.append(intervals.measure_in_windows(after_last, w0, w1) / 1e6)
         groups = slice(int(f.group_at[i]), int(f.group_at[i + 1]))
-        exposed.extend(f.tails_ms[groups].tolist())
-        late.extend(f.late_ms[groups].tolist() if f.late_ms is not None else [])
+        exposed.append(f.tails_ms[groups])
+        late.append(f.late_ms[groups] if f.late_ms is not None else _EMPTY_F64)
         last, total = last + int(f.last[i]), total + int(f.n[i])
-    return NodeSummary(
-        job.nodes[k],
-        [job.ranks[i] for i in ranks],
-        Summary.of(step),
-        Summary.of(inp),
-        Summary.of(coll),
-        Summary.of(link),
-        Summary.of(exposed),
-        Summary.of(late),
-        100.0 * last / total if total else float("nan"),
-        bytes_per_step,
-    )
+    values = [_joined_f64(v) for v in (step, inp, coll, link, exposed, late)]
+    return _NodeSamples(ranks, values, last, total)
+
+
+_EMPTY_F64 = np.empty(0, np.float64)
+
+
+def _joined_f64(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts).astype(np.float64, copy=False) if parts else _EMPTY_F64
+
+
+def summaries_of(samples: list[np.ndarray]) -> list[Summary]:
+    """``Summary.of`` of each sample, the same floats, computed for all samples of one length at
+    once: one row each in one array, numpy's mean, percentiles and deviation along the rows (each
+    row reduced as the sample alone is: the same pairwise sums, the same interpolation). Six
+    summaries a node at 166 us each were most of the merge's arithmetic (1 ms a node)."""
+    out: list[Summary | None] = [None] * len(samples)
+    by_length: dict[int, list[int]] = {}
+    for i, values in enumerate(samples):
+        by_length.setdefault(len(values), []).append(i)
+    for n, at in by_length.items():
+        if n == 0:
+            for i in at:
+                out[i] = Summary.of(samples[i])
+            continue
+        rows = np.array([samples[i] for i in at], np.float64).reshape(len(at), n)
+        mean = rows.mean(axis=1).tolist()
+        p50 = np.percentile(rows, 50, axis=1).tolist()
+        p90 = np.percentile(rows, 90, axis=1).tolist()
+        stdev = rows.std(axis=1, ddof=1).tolist() if n > 1 else [0.0] * len(at)
+        half = t95(n - 1)
+        for i, m, a, b, sd in zip(at, mean, p50, p90, stdev):
+            ci95 = half * sd / math.sqrt(n) if n > 1 else math.inf
+            out[i] = Summary(mean=m, p50=a, p90=b, stdev=sd, n=n, ci95=ci95)
+    return out
 
 
 def _tails_ms(t: _Table, g_step: np.ndarray, g_end: np.ndarray, starts: np.ndarray) -> np.ndarray:

@@ -40,6 +40,12 @@ PIECE_BYTES = (
 # scanner 1.9 s in one thread, 1.0 s in two. A thread costs well under a millisecond; below this
 # the parts' merge (a second string table, seq shifted) is not worth it either.
 SPLIT_MIN_BYTES = 32 << 20
+# A gzip file's buffer is sized from its compressed size at this ratio (real Kineto traces expand
+# 13-15x, readers/files.py), up to PIECE_BYTES: a fresh 16 MB buffer for every small rank file cost
+# more than decompressing it (0.7 ms against 1.0 ms for a 34 KB rank; bench/results/job_merge.md).
+# A file that expands more is scanned in more pieces, as a large one always is.
+GZIP_EXPECTED_RATIO = 16
+MIN_BUFFER_BYTES = 64 << 10
 SEARCH_BYTES = 1 << 20  # looked at from the middle for an event boundary; none there: one part
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*(,)[ \t\r\n]*\{")  # "}, {": the comma between two objects
 # The second part's buffer grows at most this far: a cut inside a long string can make its scanner
@@ -63,7 +69,8 @@ def scan(file: Path, new_scanner: Callable[[], object]) -> list[tuple[object, in
             size = os.fstat(f.fileno()).st_size
             if is_gzip(head):
                 scanner = new_scanner()
-                _feed(_Gunzipped(gunzip_pieces(f, size, file)), scanner, PIECE_BYTES, file)
+                pieces = _Gunzipped(gunzip_pieces(f, size, file))
+                _feed(pieces, scanner, gzip_buffer_bytes(size), file)
                 return [(scanner, 0)]
             if size >= SPLIT_MIN_BYTES and _cores() >= 2:
                 return _scan_in_two(f.fileno(), size, new_scanner, file)
@@ -74,6 +81,11 @@ def scan(file: Path, new_scanner: Callable[[], object]) -> list[tuple[object, in
         # ScanError is a ValueError; a damaged gzip is gunzip_pieces' TraceError, passed on
         except (OSError, ValueError) as exc:
             raise GiveUp(str(exc)) from exc
+
+
+def gzip_buffer_bytes(compressed_bytes: int) -> int:
+    """The scanner's buffer for a gzip file of this size: about its text, PIECE_BYTES at most."""
+    return min(PIECE_BYTES, max(MIN_BUFFER_BYTES, GZIP_EXPECTED_RATIO * compressed_bytes))
 
 
 def _cores() -> int:
