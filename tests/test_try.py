@@ -117,3 +117,28 @@ def test_profile_try_refuses_a_sweep_and_keeps_the_script_s_status_when_the_find
     assert "scaldiag: try: SD999: not a finding of" in done.stderr
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     assert not (run_dir / "try.json").exists()
+
+
+def test_try_allow_semantic_runs_the_batch_the_forecast_is_of(tmp_path):
+    """SD105's forecast on the Keras MLP is a per-replica batch x4: with --allow-semantic, try
+    runs that batch (the fit's batch_size multiplied from outside), says what it changes, and
+    measures samples/s, so the measurement stands beside the forecast."""
+    script = ROOT / "tests" / "keras_mlp.py"
+    run_dir, report = _profile(tmp_path / "runs", script, "--steps", "300")
+    sd105 = [f for f in report["trace_report"]["findings"] if f["id"] == "SD105"]
+    assert sd105 and sd105[0]["forecast"]["arithmetic"].startswith("per-replica batch x4")
+    before = _digest(script)
+    done = _scaldiag("try", str(run_dir), "SD105", "--rounds", "1", "--allow-semantic")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _digest(script) == before  # the user's file is never written
+    assert "changes what is trained: per-replica batch x4" in done.stderr
+    assert done.stdout.startswith("SD105: per-replica batch x4: measured ")
+    kept = json.loads((run_dir / "try.json").read_text())
+    assert kept["sets"] == {"per_replica_batch_factor": 4}
+    pair = kept["rounds"][0]
+    fixed = json.loads((Path(pair["fixed"]["dir"]) / "training.json").read_text())
+    base = json.loads((Path(pair["baseline"]["dir"]) / "training.json").read_text())
+    assert fixed["per_replica_batch"] == 4 * base["per_replica_batch"]
+    assert pair["fixed"]["samples_per_step"] == 4 * pair["baseline"]["samples_per_step"]
+    per_sample = [pair[s]["step_ms"] / pair[s]["samples_per_step"] for s in ("baseline", "fixed")]
+    assert kept["speedup"]["median"] == pytest.approx(per_sample[0] / per_sample[1])

@@ -82,3 +82,83 @@ def test_the_dataloader_fix_takes_every_knob_the_text_names_pin_memory_on_a_gpu_
     assert sets == loader
     env, _ = fix_env(values, "pytorch", {**PLAN, "pin_memory": "True"})  # a GPU's plan
     assert json.loads(env[try_fixes.DATALOADER_ENV])["pin_memory"] is True
+
+
+def test_fit_takes_try_s_batch_factor_for_arrays_only(monkeypatch):
+    """``try --allow-semantic``'s batch x k: Model.fit's batch_size multiplied where x is an array
+    (Keras's default 32 where the script gives none); a dataset batches itself, left alone."""
+    keras = pytest.importorskip("keras")
+    np = pytest.importorskip("numpy")
+    monkeypatch.setenv(try_fixes.KERAS_ENV, json.dumps({"batch_size_factor": 4}))
+    seen = []
+
+    class Small(keras.Sequential):
+        def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", **kwargs):
+            seen.append(batch_size)  # stands in for Keras's fit, which stays untouched
+
+    try_fixes.patch_fit_batch(Small)
+    model = Small([keras.Input((4,)), keras.layers.Dense(1)])
+    x, y = np.zeros((64, 4), "float32"), np.zeros((64, 1), "float32")
+    model.fit(x, y, 8)  # positional, as some scripts do
+    model.fit(x, y)  # no batch given: Keras's 32
+    model.fit(x=iter([(x, y)]))  # a generator: its own batches
+    assert seen == [32, 4 * try_fixes.KERAS_DEFAULT_BATCH, None]
+
+
+def test_the_dataloader_takes_try_s_batch_factor_unless_a_batch_sampler_makes_the_batches(
+    monkeypatch,
+):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
+
+    monkeypatch.setenv(try_fixes.DATALOADER_ENV, json.dumps({"batch_size_factor": 4}))
+
+    class Loader(DataLoader):  # stands in for torch's, which stays untouched
+        pass
+
+    try_fixes.patch_dataloader(types.SimpleNamespace(DataLoader=Loader))
+    data = TensorDataset(torch.zeros(64, 2))
+    assert Loader(data, batch_size=8).batch_size == 32
+    assert Loader(data).batch_size == 4  # DataLoader's default batch of 1
+    sampler = BatchSampler(SequentialSampler(data), batch_size=8, drop_last=False)
+    assert len(next(iter(Loader(data, batch_sampler=sampler)))[0]) == 8
+    assert DataLoader(data, batch_size=8).batch_size == 8
+
+
+def test_a_batch_fix_is_measured_in_samples_and_one_the_script_ignored_measures_nothing():
+    from scaldiag.commands.try_fix import _result, batch_unchanged, pair_ratio
+
+    # batch x4: the fixed step is 2x longer with 4x the samples: 2x the samples/s
+    pair = {
+        "baseline": {"step_ms": 10.0, "samples_per_step": 16},
+        "fixed": {"step_ms": 20.0, "samples_per_step": 64},
+    }
+    assert pair_ratio(pair) == pytest.approx(2.0)
+    # the same batch on both sides: the steps' ratio
+    same = {
+        "baseline": {"step_ms": 10.0, "samples_per_step": 16},
+        "fixed": {"step_ms": 8.0, "samples_per_step": 16},
+    }
+    assert pair_ratio(same) == pytest.approx(1.25)
+    assert pair_ratio({"baseline": {"step_ms": 10.0}}) is None  # an interrupted pair
+    sets = {"per_replica_batch_factor": 4}
+    assert batch_unchanged(sets, [pair]) is None
+    why = batch_unchanged(sets, [same])
+    assert "did not take a batch x4" in why
+    finding = types.SimpleNamespace(id="SD105", forecast=None, predicted_speedup=None)
+    kept = _result(finding, sets, [same], False)
+    assert kept["speedup"] is None and kept["not_applied"] == why
+    assert batch_unchanged({"steps_per_execution": 32}, [same]) is None
+
+
+def test_allow_semantic_tries_the_batch_the_forecast_is_of():
+    from scaldiag.commands.try_fix import BATCH_FORECAST, semantic_env
+
+    arithmetic = "per-replica batch x4: per-sample parts (device) 0.100 ms grow x4, ..."
+    assert int(BATCH_FORECAST.match(arithmetic).group(1)) == 4
+    assert BATCH_FORECAST.match("parallel input workers: ...") is None
+    env, sets = semantic_env("pytorch", 4)
+    assert json.loads(env[try_fixes.DATALOADER_ENV]) == {"batch_size_factor": 4}
+    assert sets == {"per_replica_batch_factor": 4}
+    env, _ = semantic_env("jax", 4)
+    assert json.loads(env[try_fixes.KERAS_ENV]) == {"batch_size_factor": 4}

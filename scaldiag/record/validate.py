@@ -151,6 +151,7 @@ TRY_FIELDS = {
     "ceiling": _opt(_num),
     "interrupted": _bool,
     "speedup": _opt(_all_of({"median": _num, "low": _num, "high": _num, "pairs": _int})),
+    "not_applied": _str,  # why a fix measured nothing (a batch the script's input keeps)
 }
 GPU_INFO_FIELDS = {
     "index": _int,

@@ -70,12 +70,16 @@ def _against(forecast, ceiling) -> str:
 def tried_words(t: dict) -> str:
     """A `scaldiag try` result (try.json's fields) in one line, as `try` prints it and `report`
     repeats it: what was set, the measured speed-up with its range, the forecast and ceiling."""
-    sets = ", ".join(f"{k}={v}" for k, v in (t.get("sets") or {}).items()) or "its fix"
+    sets = ", ".join(
+        f"per-replica batch x{v}" if k == "per_replica_batch_factor" else f"{k}={v}"
+        for k, v in (t.get("sets") or {}).items()
+    )
     s = t.get("speedup")
     measured = (
         f"measured {s['median']:.2f}x (range {s['low']:.2f}-{s['high']:.2f}, {s['pairs']} pairs)"
         if s
-        else "not measured (no round had steady steps)"
+        else f"not measured ({t.get('not_applied') or 'no round had steady steps'})"
     )
+    sets = sets or "its fix"
     fc, ce = (f"{t[k]:.2f}x" if t.get(k) else "none" for k in ("forecast", "ceiling"))
     return f"{t['finding']}: {sets}: {measured}; forecast {fc}, ceiling {ce}"

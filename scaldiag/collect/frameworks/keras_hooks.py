@@ -37,11 +37,12 @@ def patches() -> dict:
 
 
 def _on_keras_import(module) -> None:
-    from scaldiag.collect.frameworks.try_fixes import patch_compile
+    from scaldiag.collect.frameworks.try_fixes import patch_compile, patch_fit_batch
 
     append_mark(os.environ.get(RUN_DIR_ENV), "keras_imported")
     patch_fit(module.Model, add_callback=True)
-    patch_compile(module.Model)  # scaldiag try's fix, where it set one
+    patch_compile(module.Model)  # scaldiag try's fixes, where it set them
+    patch_fit_batch(module.Model)
 
 
 def _emulate_devices(count: int):

@@ -6,6 +6,12 @@ place of its own. ``SCALDIAG_TRY_KERAS`` (``{"steps_per_execution": 32, "workers
 ``Model.compile`` gets that ``steps_per_execution``, every ``keras.utils.PyDataset`` those
 ``workers`` (threads; ``use_multiprocessing`` stays the script's). The script's file is never read
 or written; unset, nothing changes.
+
+``batch_size_factor`` (either variable; ``try --allow-semantic`` only: it changes what is trained)
+multiplies the batch the script asks for: a DataLoader's ``batch_size`` (not one given a
+``batch_sampler``, whose batches are the sampler's), ``Model.fit``'s ``batch_size`` where ``x`` is
+an array (Keras's default 32 where the script gives none; a dataset or PyDataset batches itself).
+Where it cannot, the run keeps the script's batch, and ``try`` reads that from the record.
 """
 
 from __future__ import annotations
@@ -63,6 +69,29 @@ def patch_compile(model_class) -> None:
     model_class.compile = compile
 
 
+KERAS_DEFAULT_BATCH = 32  # Model.fit's batch_size when the script gives none (array input)
+
+
+def patch_fit_batch(model_class) -> None:
+    """``Model.fit`` with the batch ``try`` multiplied, where it set a factor and ``x`` is an
+    array (it has a shape): a tf.data dataset, a generator or a PyDataset is batched by the
+    script, and is left alone."""
+    k = keras_overrides().get("batch_size_factor")
+    original = model_class.fit
+    if not isinstance(k, int) or getattr(original, "_scaldiag_try_batch", False):
+        return
+
+    @functools.wraps(original)
+    def fit(self, *args, **kwargs):
+        given = _given(original, self, args, kwargs)
+        if hasattr(given.get("x"), "shape"):
+            given["batch_size"] = (given.get("batch_size") or KERAS_DEFAULT_BATCH) * k
+        return original(self, **given)
+
+    fit._scaldiag_try_batch = True
+    model_class.fit = fit
+
+
 def patch_pydataset(module) -> None:
     """``PyDataset.__init__`` with ``try``'s workers, where it set some: subclasses pass their
     keyword arguments up (``super().__init__(**kwargs)``), and the workers are read from there."""
@@ -88,9 +117,14 @@ def patch_dataloader(module) -> None:
         return
     original = loader.__init__
 
+    overrides = dict(overrides)
+    factor = overrides.pop("batch_size_factor", None)
+
     @functools.wraps(original)
     def __init__(self, *args, **kwargs):
         given = {**_given(original, self, args, kwargs), **overrides}
+        if isinstance(factor, int) and given.get("batch_sampler") is None:
+            given["batch_size"] = (given.get("batch_size", 1) or 1) * factor
         if not given.get("num_workers"):  # DataLoader refuses both without workers
             given.pop("persistent_workers", None)
             given.pop("prefetch_factor", None)
