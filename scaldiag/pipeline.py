@@ -45,7 +45,7 @@ from scaldiag.readers import (
 from scaldiag.readers.kineto import read_document
 from scaldiag.record import nodes as job_dirs
 from scaldiag.record.reader import is_sweep, rank_dirs, read_record, sweep_runs
-from scaldiag.record.rundir import RUN_JSON, TRACE_DIR, read_json
+from scaldiag.record.rundir import TRACE_DIR
 from scaldiag.rules.report import (
     JobReport,
     Report,
@@ -315,13 +315,11 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
     node that cannot be merged (no place in the job, no rank's trace with steps) is left out and
     named; one rank file that cannot be read is left out of its node and named."""
     left_out: list[str] = []
-    dirs = job_dirs.node_dirs(paths, left_out)
-    # Each node's run.json read once here for what the merge takes from it but its intra-node
-    # all-reduce (it was read four times); only its ``node`` is kept, not the whole record.
-    runs = [read_json(d, RUN_JSON) for d in dirs]
-    job_dirs.refuse_other_jobs(dirs, runs)
-    said = {d: job_dirs.node_in(run) for d, run in zip(dirs, runs)}
-    del runs
+    found = job_dirs.node_records(paths, left_out)
+    dirs = [d for d, _ in found]
+    job_dirs.refuse_other_jobs(dirs, [run for _, run in found])
+    said = {d: job_dirs.node_in(run) for d, run in found}  # the node's part only, not the record
+    del found
     labels = {d: job_dirs.label_of(said[d]) for d in dirs}
     by_node = _rank_events(dirs, labels, engine, left_out)
     for d in [d for d in dirs if not by_node[d]]:

@@ -34,25 +34,32 @@ def node_dirs(paths: list[str], left_out: list[str] | None = None) -> list[Path]
     does
     not say its place in the job (``node_rank`` not a node number) is left out, its reason added to
     ``left_out``; two directories of one node rank, or of different node counts, are not one job."""
+    return [d for d, _ in node_records(paths, left_out)]
+
+
+def node_records(paths: list[str], left_out: list[str] | None = None) -> list[tuple[Path, dict]]:
+    """``node_dirs``' directories, each with its run.json object: each read once, for all that the
+    merge takes from it but its intra-node all-reduce (it was read about nine times a node)."""
     found: dict[Path, tuple[Path, dict]] = {}
     for p in map(Path, paths):
         if not p.is_dir():
             raise ScaldiagError(f"no such run directory: {p}")
-        own = node_of(p)  # each run.json read once here (it was three times a node)
-        held = (
-            [(p, own)] if own is not None else [(c, n) for c in _children(p) if (n := node_of(c))]
-        )
-        for d, node in held:
-            found.setdefault(d.resolve(), (d, node))  # a directory named twice is one node
-    placed = {}
-    for d, node in found.values():
-        where = place_of(node)
+        own = _run_of(p)
+        if node_in(own) is not None:
+            held = [(p, own)]
+        else:
+            held = [(c, run) for c in _children(p) if node_in(run := _run_of(c))]
+        for d, run in held:
+            found.setdefault(d.resolve(), (d, run))  # a directory named twice is one node
+    placed, runs = {}, {}
+    for d, run in found.values():
+        where = place_of(node_in(run))
         if isinstance(where, str):
             (left_out if left_out is not None else []).append(
                 f"{d}: {where}: this node is left out"
             )
         else:
-            placed[d] = where
+            placed[d], runs[d] = where, run
     # Counted once, not searched for each rank: list.count per node was quadratic (0.2 s at 4,096).
     counts = Counter(r for r, _ in placed.values())
     twice = sorted(r for r, k in counts.items() if k > 1)
@@ -73,7 +80,7 @@ def node_dirs(paths: list[str], left_out: list[str] | None = None) -> list[Path]
             "`scaldiag profile --nnodes N ...`, or under SLURM, TF_CONFIG or JAX); found "
             f"{len(placed)} in {', '.join(paths)}{why}"
         )
-    return sorted(placed, key=lambda d: (placed[d][0], str(d)))
+    return [(d, runs[d]) for d in sorted(placed, key=lambda d: (placed[d][0], str(d)))]
 
 
 def _children(p: Path) -> list[Path]:
@@ -126,11 +133,14 @@ def is_job(paths: list[str]) -> bool:
 
 def node_of(run_dir: Path) -> dict | None:
     """What the run's run.json says of its node (``node``), or None."""
+    return node_in(_run_of(run_dir))
+
+
+def _run_of(run_dir: Path) -> dict:
     try:
-        node = read_json(run_dir, RUN_JSON).get("node")
+        return read_json(run_dir, RUN_JSON)
     except (OSError, ValueError):
-        return None
-    return node if isinstance(node, dict) else None
+        return {}
 
 
 def label(run_dir: Path) -> str:

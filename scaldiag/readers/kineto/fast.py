@@ -545,6 +545,8 @@ def _joined(parts: list[dict], optional: tuple[str, ...] = ()) -> dict:
     parts = [p for p in parts if len(p["seq"])] or parts[
         :1
     ]  # the fast events' part is always there
+    if len(parts) == 1:  # the usual (one scanner, no slow rows): its columns as they are, no copy
+        return dict(parts[0])
     out = {}
     for k in parts[0]:
         if k in optional:
@@ -570,6 +572,8 @@ def _step_marks(steps: dict) -> dict[int, StepMarks]:
     """Each device's step markers: the first MAX_DEVICES_PER_FILE devices to have one, times past
     int64 dropped."""
     marks = {}
+    if not len(steps["device"]):  # no GPU: np.unique of nothing took 20 us a file
+        return marks
     devices, first = np.unique(steps["device"], return_index=True)
     for d in devices[np.argsort(first)][: ref.MAX_DEVICES_PER_FILE]:
         at = (steps["device"] == d) & steps["ok"]
