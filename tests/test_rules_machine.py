@@ -82,7 +82,9 @@ def test_on_two_busy_cores_parallel_workers_are_forecast_by_the_cores_not_the_sh
     assert fitted.forecast.high == pytest.approx(2 / 1.8)
     # on 16 mostly idle cores the cores do not bind: the forecast is the ceiling
     (roomy,) = fit_to_machine([_input_finding()], _run(16, 12, 180), [])
-    assert (roomy.forecast.value, roomy.forecast.low, roomy.forecast.high) == (4.21, 3.20, 6.15)
+    assert (roomy.forecast.value, roomy.forecast.high) == (4.21, 6.15)
+    # its low end: the ceiling's, widened by the forecasts' own error (analyze/model_error.py)
+    assert roomy.forecast.low < 3.20
     assert "the cores do not bind" in roomy.forecast.arithmetic
 
 

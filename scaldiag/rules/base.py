@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
+from scaldiag.analyze import model_error
 from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
 
 # Sweep rules (SD203, SD205): a lost speedup of at least this fraction of the
@@ -69,6 +70,20 @@ class Speedup:
     # Whether the change fits in device memory, in a few words (a batch forecast: analyze/
     # batch_memory.py ``brief``); said on the number's line, the detail is in ``arithmetic``.
     fits: str = ""
+
+
+def with_forecast_error(s: Speedup, cap: float = math.inf) -> Speedup:
+    """A fix's forecast whose 95% range carries the forecasts' own error on the accuracy zoo
+    (analyze/model_error.py): a forecast from one run's measurements was off its twin by up to
+    30% (CPU) and 24% (H200), far beyond its measurement's noise. ``cap``: a bound the fix cannot
+    pass (the ceiling's top, for a forecast that is the ceiling bounded further)."""
+    low, high = model_error.widen_forecast(s.value, s.low, s.high)
+    return replace(
+        s,
+        low=min(low, cap),
+        high=max(s.value, min(high, cap)),
+        arithmetic=f"{s.arithmetic}; {model_error.describe_forecast()}",
+    )
 
 
 @dataclass(frozen=True)

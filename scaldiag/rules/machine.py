@@ -34,7 +34,7 @@ from scaldiag.analyze.predict import INPUT_NS_PER_BYTE
 from scaldiag.analyze.profile import UnitAnalysis
 from scaldiag.analyze.run import HostSummary, RunAnalysis
 from scaldiag.analyze.transfers import FRESH_PAGE_NS_PER_BYTE
-from scaldiag.rules.base import Finding, Speedup
+from scaldiag.rules.base import Finding, Speedup, with_forecast_error
 
 # Host events of Python run under the GIL from a tf.data map: TF's EagerPyFunc / PyFunc kernels.
 GIL_EVENT = re.compile(r"EagerPyFunc|\bPyFunc\b|py_function|numpy_function")
@@ -172,12 +172,14 @@ def _parallel_forecast(
     if ceiling is None:
         return None
     if gil:
-        return Speedup(
-            1.0,
-            1.0,
-            1.0,
-            "parallel calls of Python under the GIL run one at a time: ~1x",
-            "forecast",
+        return with_forecast_error(
+            Speedup(
+                1.0,
+                1.0,
+                1.0,
+                "parallel calls of Python under the GIL run one at a time: ~1x",
+                "forecast",
+            )
         )
     bound = cpu.parallel_ceiling
     said = [
@@ -206,12 +208,15 @@ def _parallel_forecast(
         )
     else:
         said.append(f"under the ceiling of removing the input ({ceiling.value:.2f}x)")
-    return Speedup(
-        min(ceiling.value, bound),
-        min(ceiling.low, bound),
-        min(ceiling.high, bound),
-        "; ".join(said),
-        "forecast",
+    return with_forecast_error(
+        Speedup(
+            min(ceiling.value, bound),
+            min(ceiling.low, bound),
+            min(ceiling.high, bound),
+            "; ".join(said),
+            "forecast",
+        ),
+        cap=min(ceiling.high, bound),  # neither the input's removal nor the cores can be passed
     )
 
 

@@ -36,6 +36,7 @@ from scaldiag.rules.base import (
     severity,
     share_evidence,
     spread_note,
+    with_forecast_error,
 )
 
 # Same scale as input-bound (xprof counts host-to-device time as input time:
@@ -234,15 +235,17 @@ def _forecast(unit: UnitAnalysis, measured_ns_per_byte: float | None) -> Speedup
     else:
         pages = ""
         shrunk = f"{f.handover_ms:.3f} / {BYTES_FACTOR}"
-    return Speedup(
-        f.speedup,
-        f.speedup,
-        f.speedup,
-        f"uint8 instead of float32 ({BYTES_FACTOR}x fewer bytes): the hand-over and copies take"
-        f" {f.handover_ms:.3f} ms{pages}; copying shrinks {BYTES_FACTOR}x, the rest of the step"
-        f" stays: {f.step_ms:.3f} / ({f.step_ms:.3f} - {f.handover_ms:.3f} + {shrunk}) ="
-        f" {f.speedup:.2f}x samples/s",
-        kind="forecast",
+    return with_forecast_error(
+        Speedup(
+            f.speedup,
+            f.speedup,
+            f.speedup,
+            f"uint8 instead of float32 ({BYTES_FACTOR}x fewer bytes): the hand-over and copies take"
+            f" {f.handover_ms:.3f} ms{pages}; copying shrinks {BYTES_FACTOR}x, the rest of the step"
+            f" stays: {f.step_ms:.3f} / ({f.step_ms:.3f} - {f.handover_ms:.3f} + {shrunk}) ="
+            f" {f.speedup:.2f}x samples/s",
+            kind="forecast",
+        )
     )
 
 

@@ -29,7 +29,7 @@ from scaldiag.analyze import batch_memory
 from scaldiag.analyze.forecast import host_op_us, host_ops_are_fixed_cost, larger_batch
 from scaldiag.analyze.inflation import HOST_SIDE
 from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
-from scaldiag.rules.base import Finding, Speedup
+from scaldiag.rules.base import Finding, Speedup, with_forecast_error
 from scaldiag.rules.share_rule import ShareRule
 
 # xprof's overview page: kernel launch time is MODERATE from 3% and HIGH from
@@ -147,17 +147,19 @@ def _forecast(analysis: ProfileAnalysis, unit: UnitAnalysis) -> Speedup | None:
         if memory is not None
         else ""
     )
-    return Speedup(
-        f.speedup,
-        f.speedup,
-        f.speedup,
-        f"per-replica batch x{BATCH_FACTOR}: per-sample parts ({', '.join(f.per_sample_parts)})"
-        f" {f.per_sample_ms:.3f} ms grow x{BATCH_FACTOR}, per-step parts {f.per_step_ms:.3f} ms"
-        f" stay: {BATCH_FACTOR} x {f.per_sample_ms + f.per_step_ms:.3f} / ({BATCH_FACTOR} x"
-        f" {f.per_sample_ms:.3f} + {f.per_step_ms:.3f}) = {f.speedup:.2f}x samples/s"
-        f"{_host_ops_words(unit)}{fits}",
-        kind="forecast",
-        fits=batch_memory.brief(memory, room) if memory is not None else "",
+    return with_forecast_error(
+        Speedup(
+            f.speedup,
+            f.speedup,
+            f.speedup,
+            f"per-replica batch x{BATCH_FACTOR}: per-sample parts ({', '.join(f.per_sample_parts)})"
+            f" {f.per_sample_ms:.3f} ms grow x{BATCH_FACTOR}, per-step parts {f.per_step_ms:.3f} ms"
+            f" stay: {BATCH_FACTOR} x {f.per_sample_ms + f.per_step_ms:.3f} / ({BATCH_FACTOR} x"
+            f" {f.per_sample_ms:.3f} + {f.per_step_ms:.3f}) = {f.speedup:.2f}x samples/s"
+            f"{_host_ops_words(unit)}{fits}",
+            kind="forecast",
+            fits=batch_memory.brief(memory, room) if memory is not None else "",
+        )
     )
 
 
