@@ -5,13 +5,15 @@
 For each case: one `scaldiag profile` of the planted script, `scaldiag try RUN_DIR FINDING
 --rounds K` (the fix applied from outside, alternating baseline and fixed rounds), then K
 alternating pairs of the planted script and its twin (the same fix written by hand) under
-`scaldiag profile`. Both sides are the ratio of steady steps (median, the report's), per pair; a
-side's speed-up is the median of its pairs with their min-max as the spread. The finding's own
+`scaldiag profile`. Both sides are the ratio of steady steps per sample (median step, the
+report's, over its samples a step: the steps' ratio where the batch stays), per pair; a side's
+speed-up is the median of its pairs with their min-max as the spread. The finding's own
 forecast and ceiling stand beside them. "agree" where the two spreads overlap.
 
 The twins apply exactly the fix `try` applies on this machine: the DataLoader's workers at the
 plan's count (cores - 1, `persistent_workers=True` in `try`; the twin's workers are started once
-per run as well) and `steps_per_execution=32` for Keras.
+per run as well) and `steps_per_execution=32` for Keras; keras_host_launch_batch's twin is the
+batch x4 that SD105's forecast is of, which `try --allow-semantic` applies.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.common import ROOT, machine, write_result
+from scaldiag.commands.try_fix import pair_ratio
 
 CLAIM = __doc__.splitlines()[0]
 WORKERS = str(max(1, (os.cpu_count() or 1) - 1))  # the plan's count for one rank (rules/machine.py)
@@ -43,6 +46,7 @@ class Case:
     # Replaces the planted run's arguments on a GPU (--gpu), for planted and twin alike.
     on_gpu: list[str] | None = None
     tf_only: bool = False  # tf.keras: not run on the GPU machine (no TensorFlow there)
+    try_args: tuple[str, ...] = ()  # more arguments of `scaldiag try` (--allow-semantic)
 
 
 CASES = {
@@ -77,6 +81,17 @@ CASES = {
             ["--steps-per-execution", "32"],
             "steps_per_execution=32",
         ),
+        # The same, with the fix SD105's forecast is of: the batch x4 (16 -> 64), written by hand
+        # in the twin, applied by `try --allow-semantic`; compared in samples/s.
+        Case(
+            "keras_host_launch_batch",
+            "bench/zoo/host_launch.py",
+            "SD105",
+            [],
+            ["--batch", "64"],
+            "per-replica batch x4 (--allow-semantic)",
+            try_args=("--allow-semantic",),
+        ),
     )
 }
 
@@ -98,6 +113,13 @@ def _profile(out: Path, script: str, args: list[str]) -> tuple[Path, dict]:
 
 def _step_ms(report: dict) -> float | None:
     return ((report.get("steps") or {}).get("step_time_ms") or {}).get("p50")
+
+
+def _sample_ms(report: dict) -> float | None:
+    """The steady step per sample (the step where the samples a step are unknown), as `try`
+    measures its rounds: a twin with a larger batch compares in samples/s."""
+    ms, n = _step_ms(report), (report.get("steps") or {}).get("samples_per_step")
+    return ms / n if ms and n else ms
 
 
 def _finding(report: dict, finding: str) -> dict | None:
@@ -129,16 +151,12 @@ def run_case(case: Case, rounds: int, work: Path, save=lambda row: None) -> dict
     row["ceiling"] = (f.get("predicted_speedup") or {}).get("value")
     row["forecast"] = (f.get("forecast") or {}).get("value")
     row["forecast_of"] = ((f.get("forecast") or {}).get("arithmetic") or "").split(":")[0]
-    done = _scaldiag("try", str(run_dir), case.finding, "--rounds", str(rounds))
+    done = _scaldiag("try", str(run_dir), case.finding, "--rounds", str(rounds), *case.try_args)
     if done.returncode != 0:
         row["try_error"] = done.stderr.strip()[-500:]
     else:
         kept = json.loads((run_dir / "try.json").read_text())
-        ratios = [
-            p["baseline"]["step_ms"] / p["fixed"]["step_ms"]
-            for p in kept["rounds"]
-            if p["baseline"].get("step_ms") and p["fixed"].get("step_ms")
-        ]
+        ratios = [x for x in map(pair_ratio, kept["rounds"]) if x is not None]
         row["try_sets"] = kept["sets"]
         row["try"] = _spread(ratios) if ratios else None
     save(row)
@@ -148,7 +166,7 @@ def run_case(case: Case, rounds: int, work: Path, save=lambda row: None) -> dict
         ms = {}
         for side, args in order if k % 2 == 0 else order[::-1]:
             _, rep = _profile(work / f"{side}_{k}", case.script, args)
-            ms[side] = _step_ms(rep)
+            ms[side] = _sample_ms(rep)
         if ms["planted"] and ms["twin"]:
             twin.append(ms["planted"] / ms["twin"])
     row["twin"] = _spread(twin) if twin else None
