@@ -185,8 +185,9 @@ def _x(s) -> str:
 
 def table(rows: list[dict], rounds: int) -> str:
     out = [
-        f"{rounds} pairs a side; speed-up = baseline steady step / fixed steady step (medians of"
-        " the report's steady steps), median of the pairs (min-max).",
+        f"{rounds} pairs a side; speed-up = baseline steady step / fixed steady step, each per"
+        " sample (medians of the report's steady steps over its samples a step), median of the"
+        " pairs (min-max).",
         "",
         "| case | finding | fix | forecast | ceiling | `try` measured | twin measured | agree |",
         "|---|---|---|---|---|---|---|---|",
