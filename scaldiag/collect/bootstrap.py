@@ -22,8 +22,10 @@ import importlib.machinery
 import os
 import runpy
 import sys
+import threading
+import traceback
 
-from scaldiag.collect.env import RUN_DIR_ENV
+from scaldiag.collect.env import FINISH_LIMIT_ENV, RUN_DIR_ENV
 from scaldiag.collect.frameworks import adapters, torch_hooks
 from scaldiag.record.rundir import append_mark
 
@@ -71,6 +73,61 @@ def _from_the_script(path: str, hook):
     return excepthook
 
 
+FINISH_LIMIT_S = 180.0  # a trace's export and the input ceiling take seconds; a hang, forever
+
+
+def finish_limit_s() -> float:
+    try:
+        return float(os.environ.get(FINISH_LIMIT_ENV) or FINISH_LIMIT_S)
+    except ValueError:
+        return FINISH_LIMIT_S
+
+
+def exit_status(ended: BaseException | None) -> int:
+    """The status ``python SCRIPT`` would have left with, for how the script ended."""
+    if ended is None:
+        return 0
+    if isinstance(ended, SystemExit):
+        code = ended.code
+        if code is None:
+            return 0
+        return code if isinstance(code, int) else 1
+    return 130 if isinstance(ended, KeyboardInterrupt) else 1
+
+
+def finish_within(finish, limit_s: float, ended: BaseException | None) -> None:
+    """The capture's end (``finish``), once the script has ended; where it has not returned after
+    ``limit_s``, the process leaves with the script's own status: the user's training is done,
+    and a profiler that never returns must not keep it from ending. Seen with torch's profiler
+    stopping after a CUDA graph's replays (pytorch/pytorch#135003; docs/pytorch.md). What the end
+    had not written yet is missing from the run; the launcher reports the rest."""
+    done = threading.Event()
+
+    def watchdog() -> None:
+        if done.wait(limit_s):
+            return
+        print(
+            f"scaldiag: the capture's end did not return within {limit_s:.0f} s after the script"
+            " ended (a profiler that hangs at its stop); leaving with the script's exit status,"
+            " the rest of the capture unwritten",
+            file=sys.stderr,
+        )
+        if ended is not None and not isinstance(ended, SystemExit):
+            traceback.print_exception(ended)  # what Python would have printed on the way out
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(exit_status(ended))
+
+    threading.Thread(target=watchdog, name="scaldiag-finish-watchdog", daemon=True).start()
+    try:
+        finish()
+    finally:
+        done.set()
+
+
 def main() -> None:
     if len(sys.argv) < 2:
         raise SystemExit("usage: python -m scaldiag.collect.bootstrap SCRIPT [ARGS...]")
@@ -93,7 +150,7 @@ def main() -> None:
         ended = exc
         raise
     finally:
-        adapters.finish()
+        finish_within(adapters.finish, finish_limit_s(), ended)
         append_mark(os.environ.get(RUN_DIR_ENV), "script_end")
         torch_hooks.record_rank_outcome(
             torch_hooks.rank_outcome(ended)

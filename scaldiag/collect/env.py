@@ -6,6 +6,8 @@ below capture, which may not import it, are named where they are read: ``SCALDIA
 (analyze/interconnect.py).)"""
 
 RUN_DIR_ENV = "SCALDIAG_RUN_DIR"  # the run directory the child records into
+# seconds the capture's end may take after the script ended (collect/bootstrap.py; default 180)
+FINISH_LIMIT_ENV = "SCALDIAG_FINISH_LIMIT_S"
 NUM_GPUS_ENV = "SCALDIAG_NUM_GPUS"  # a sweep point's device count, for the user's script
 EMULATE_ENV = "SCALDIAG_EMULATE_DEVICES"  # split the CPU into N logical devices (profile --emulate)
 GLOBAL_BATCH_ENV = (  # samples per step, when the data cannot tell (profile --global-batch)
