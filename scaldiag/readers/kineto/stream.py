@@ -3,8 +3,9 @@
 Plain files are read PIECE_BYTES at a time; gzip files are decompressed as a
 stream by readers/files.gunzip_pieces, under its caps and padding bound, which
 the reference reader's gunzip shares: a damaged, truncated or padded-on gzip is
-refused there with its words. Memory is one piece and the scanner's columns,
-never the document.
+refused there with its words, and scanned in pieces of about its text's size
+(gzip_buffer_bytes), PIECE_BYTES at most. Memory is one piece and the scanner's
+columns, never the document.
 
 A plain file of SPLIT_MIN_BYTES or more is read in two parts at once where
 two cores are: a second thread scans from an event boundary near the middle
