@@ -638,3 +638,32 @@ def test_distinct_rows_of_few_runs_are_the_sorted_unique_rows(seed, monkeypatch)
         got, index = kineto_fast._distinct(*columns)
         assert [tuple(map(int, r)) for r in got] == [tuple(map(int, r)) for r in want]
         assert [want[i] for i in index.tolist()] == rows
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_line_s_order_is_the_reference_s_lexsort(seed):
+    """fast._by_start_longest_first: np.lexsort((-end, start)) (by start, longest first), whether
+    the starts rise already (its shortcut), tie, or come in any order; int64's extremes too."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 60))
+    start = np.sort(rng.integers(0, 10**6, size=n)) if seed % 2 else rng.integers(0, 50, size=n)
+    end = start + rng.integers(0, 100, size=n)
+    if seed % 5 == 4 and n:
+        end[rng.integers(0, n)] = np.iinfo(np.int64).min
+    order, in_start, in_end = kineto_fast._by_start_longest_first(start, end)
+    want = np.lexsort((-end, start))
+    got = np.arange(n) if order is None else order
+    assert np.array_equal(got, want)
+    assert np.array_equal(in_start, start[want]) and np.array_equal(in_end, end[want])
+
+
+@pytest.mark.parametrize("distinct", [1, 3, 8, 9, 40])
+def test_rows_grouped_by_key_in_row_order_by_either_way(distinct, monkeypatch):
+    rng = np.random.default_rng(distinct)
+    keys = rng.choice(rng.integers(0, 5000, size=distinct), size=500)
+    want = {int(k): np.flatnonzero(keys == k) for k in np.unique(keys)}
+    for few in (0, 1000):  # a sort and a split; a comparison a key
+        monkeypatch.setattr(kineto_fast, "_FEW_KEYS", few)
+        got = kineto_fast._group(keys)
+        assert list(got) == list(want)
+        assert all(np.array_equal(got[k], want[k]) for k in want)
