@@ -142,3 +142,23 @@ def test_try_allow_semantic_runs_the_batch_the_forecast_is_of(tmp_path):
     assert pair["fixed"]["samples_per_step"] == 4 * pair["baseline"]["samples_per_step"]
     per_sample = [pair[s]["step_ms"] / pair[s]["samples_per_step"] for s in ("baseline", "fixed")]
     assert kept["speedup"]["median"] == pytest.approx(per_sample[0] / per_sample[1])
+
+
+def test_try_gives_a_tf_data_map_its_parallel_calls(tmp_path):
+    """SD101 on a Keras/TensorFlow script whose tf.data map is sequential: `try` gives every map the
+    script builds num_parallel_calls=tf.data.AUTOTUNE from outside (a hook on tf.data's module).
+    The script prints its map stage's class: the baseline's is the sequential map, the fix's the
+    parallel one."""
+    pytest.importorskip("tensorflow")
+    script = ROOT / "tests" / "tfdata_slow_map.py"
+    run_dir, report = _profile(tmp_path / "runs", script, "--steps", "40")
+    assert "SD101" in _ids(report)
+    before = _digest(script)
+    done = _scaldiag("try", str(run_dir), "SD101", "--rounds", "1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _digest(script) == before  # the user's file is never written
+    kept = json.loads((run_dir / "try.json").read_text())
+    assert kept["sets"] == {"num_parallel_calls": "tf.data.AUTOTUNE"}
+    stages = [line.split()[-1] for line in done.stderr.splitlines() if line.startswith("map stage")]
+    assert stages == ["_MapDataset", "_ParallelMapDataset"]  # baseline, then fixed
+    assert kept["speedup"]["pairs"] == 1

@@ -162,3 +162,35 @@ def test_allow_semantic_tries_the_batch_the_forecast_is_of():
     assert sets == {"per_replica_batch_factor": 4}
     env, _ = semantic_env("jax", 4)
     assert json.loads(env[try_fixes.KERAS_ENV]) == {"batch_size_factor": 4}
+
+
+def test_the_tf_data_fix_is_tried_only_on_a_script_that_feeds_fit_a_tf_data_dataset():
+    """SD101's next lever on a PyDataset script says "feed a tf.data pipeline with
+    num_parallel_calls=tf.data.AUTOTUNE": a rewrite, not a knob of the script's pipeline; only a
+    run whose input ceiling iterated a tf.data dataset of the script's own gets the map's fix."""
+    from scaldiag.commands.try_fix import fed_tf_data
+
+    text = "or feed a tf.data pipeline with num_parallel_calls=tf.data.AUTOTUNE and .prefetch(...)"
+    values = knobs.values(text)
+    assert values == {"tf_data_autotune": {"tf.data.AUTOTUNE"}}
+    tf_data = {"input_ceiling": {"source": "tf.data.Dataset iterated alone"}}
+    pydataset = {"input_ceiling": {"source": "SlowBatches.__getitem__ called alone"}}
+    assert fed_tf_data(tf_data) and not fed_tf_data(pydataset) and not fed_tf_data({})
+    env, sets = fix_env(values, "tensorflow", PLAN, fed_tf_data(tf_data))
+    assert json.loads(env[try_fixes.KERAS_ENV]) == {"tf_data_autotune": True}
+    assert sets == {"num_parallel_calls": "tf.data.AUTOTUNE"}
+    assert fix_env(values, "tensorflow", PLAN, fed_tf_data(pydataset)) == ({}, {})
+    assert fix_env(values, "jax", PLAN, True) == ({}, {})  # no tf.data under JAX's Keras here
+
+
+def test_the_import_hook_watches_the_modules_try_patches(monkeypatch):
+    """A patch reaches a module only through an adapter's trigger (adapters.import_patches): the
+    PyDataset and tf.data fixes were given by keras_hooks.patches() but never triggered, so their
+    fixed runs ran the script's own (found by `try` on tests/tfdata_slow_map.py)."""
+    from scaldiag.collect.frameworks import adapters, keras_hooks
+
+    watched = adapters.import_patches()
+    monkeypatch.setenv(try_fixes.KERAS_ENV, json.dumps({"tf_data_autotune": True}))
+    given = keras_hooks.patches()
+    for module in (try_fixes.PYDATASET_MODULE, try_fixes.TF_DATA_MODULE):
+        assert module in watched and module in given, module

@@ -112,7 +112,8 @@ def _profile(out: Path, script: str, args: list[str]) -> tuple[Path, dict]:
 
 
 def _step_ms(report: dict) -> float | None:
-    return ((report.get("steps") or {}).get("step_time_ms") or {}).get("p50")
+    """The steady steps' mean, as `try` measures its rounds (commands/try_fix.py ``_steady``)."""
+    return ((report.get("steps") or {}).get("step_time_ms") or {}).get("mean")
 
 
 def _sample_ms(report: dict) -> float | None:
@@ -186,7 +187,7 @@ def _x(s) -> str:
 def table(rows: list[dict], rounds: int) -> str:
     out = [
         f"{rounds} pairs a side; speed-up = baseline steady step / fixed steady step, each per"
-        " sample (medians of the report's steady steps over its samples a step), median of the"
+        " sample (means of the report's steady steps over its samples a step), median of the"
         " pairs (min-max).",
         "",
         "| case | finding | fix | forecast | ceiling | `try` measured | twin measured | agree |",

@@ -41,6 +41,8 @@ KNOBS: dict[str, list[re.Pattern]] = {
     "prefetch_factor": [re.compile(r"(?<=prefetch_factor=)(?P<v>\d+)\b")],
     "use_multiprocessing": [re.compile(r"(?<=use_multiprocessing=)(?P<v>True|False)\b")],
     "steps_per_execution": [re.compile(r"(?<=steps_per_execution=)(?P<v>\d+)\b")],
+    # a tf.data pipeline's parallel map, named by the value it is given
+    "tf_data_autotune": [re.compile(r"(?<=num_parallel_calls=)(?P<v>tf\.data\.AUTOTUNE)\b")],
     "intra_op_threads": [
         re.compile(r"(?<=OMP_NUM_THREADS=)(?P<v>\d+)\b"),
         re.compile(r"(?<=set_num_threads\()(?P<v>\d+)(?=\))"),
@@ -209,8 +211,8 @@ def _rewrite(text: str, p: dict[str, str], gpu: bool) -> str:
 
 
 def agree(findings: list[Finding], run: RunAnalysis) -> list[Finding]:
-    """The findings with one value per knob, fitted to the run's machine and to what the script set.
-    """
+    """The findings with one value per knob, fitted to the run's machine and to what the script
+    set."""
     m = machine(run)
     p = plan(m, findings, run.training.get("steps_per_execution"))
     in_place = _in_place(m, p)

@@ -46,7 +46,13 @@ _FW = "scaldiag.collect.frameworks."
 KERAS = Adapter(
     "keras",
     _FW + "keras_hooks",
-    ("keras.src.models.model", "tensorflow"),
+    (
+        "keras.src.models.model",
+        "tensorflow",
+        # `scaldiag try`'s fixes only (keras_hooks.patches gives these in its fixed runs alone)
+        "keras.src.trainers.data_adapters.py_dataset_adapter",
+        "tensorflow.python.data.ops.dataset_ops",
+    ),
     {
         "step": (
             "Keras callbacks: on_train_batch_begin (one execution of steps_per_execution batches)"

@@ -33,6 +33,7 @@ def patches() -> dict:
         found["tensorflow"] = _emulate_devices(emulate)
     if try_fixes.keras_overrides():  # `scaldiag try`'s fixed rounds only
         found[try_fixes.PYDATASET_MODULE] = try_fixes.patch_pydataset
+        found[try_fixes.TF_DATA_MODULE] = try_fixes.patch_tf_data
     return found
 
 

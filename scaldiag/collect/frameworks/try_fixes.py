@@ -12,6 +12,11 @@ multiplies the batch the script asks for: a DataLoader's ``batch_size`` (not one
 ``batch_sampler``, whose batches are the sampler's), ``Model.fit``'s ``batch_size`` where ``x`` is
 an array (Keras's default 32 where the script gives none; a dataset or PyDataset batches itself).
 Where it cannot, the run keeps the script's batch, and ``try`` reads that from the record.
+
+``tf_data_autotune`` (``SCALDIAG_TRY_KERAS``, TensorFlow): every ``tf.data`` ``map`` the script
+builds without ``num_parallel_calls`` gets ``tf.data.AUTOTUNE`` (its order kept: ``deterministic``
+stays the script's). No prefetch is added: Keras's ``fit`` prefetches a tf.data dataset itself
+(the trace shows its Prefetch stage, and SD101 says so).
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ def patch_compile(model_class) -> None:
 
 
 KERAS_DEFAULT_BATCH = 32  # Model.fit's batch_size when the script gives none (array input)
+TF_DATA_MODULE = "tensorflow.python.data.ops.dataset_ops"  # where tf.data.Dataset is defined
+TF_AUTOTUNE = -1  # tf.data.AUTOTUNE
 
 
 def patch_fit_batch(model_class) -> None:
@@ -90,6 +97,27 @@ def patch_fit_batch(model_class) -> None:
 
     fit._scaldiag_try_batch = True
     model_class.fit = fit
+
+
+def patch_tf_data(module) -> None:
+    """``tf.data.Dataset.map`` with ``num_parallel_calls=AUTOTUNE`` where the script gave none,
+    where ``try`` set ``tf_data_autotune``."""
+    data = getattr(module, "DatasetV2", None)
+    if keras_overrides().get("tf_data_autotune") is not True or data is None:
+        return
+    original = data.map
+    if getattr(original, "_scaldiag_try", False):
+        return
+
+    @functools.wraps(original)
+    def map(self, *args, **kwargs):
+        given = _given(original, self, args, kwargs)
+        if given.get("num_parallel_calls") is None:
+            given["num_parallel_calls"] = TF_AUTOTUNE
+        return original(self, **given)
+
+    map._scaldiag_try = True
+    data.map = map
 
 
 def patch_pydataset(module) -> None:
