@@ -168,7 +168,7 @@ def test_the_tf_data_fix_is_tried_only_on_a_script_that_feeds_fit_a_tf_data_data
     """SD101's next lever on a PyDataset script says "feed a tf.data pipeline with
     num_parallel_calls=tf.data.AUTOTUNE": a rewrite, not a knob of the script's pipeline; only a
     run whose input ceiling iterated a tf.data dataset of the script's own gets the map's fix."""
-    from scaldiag.commands.try_fix import fed_tf_data
+    from scaldiag.rules.machine import fed_tf_data
 
     text = "or feed a tf.data pipeline with num_parallel_calls=tf.data.AUTOTUNE and .prefetch(...)"
     values = knobs.values(text)

@@ -25,6 +25,7 @@ import numpy as np
 from scaldiag.collect.frameworks.try_fixes import DATALOADER_ENV, KERAS_ENV
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.rundir import RUN_JSON, TRY_JSON, read_json, write_json
+from scaldiag.rules.machine import fed_tf_data
 
 
 class CannotApply(ScaldiagError):
@@ -125,17 +126,6 @@ def fix_for(finding_id: str, run_dir: Path, allow_semantic: bool = False):
             f" paste this instead: {' '.join(fix_text.split()) or '(no fix text)'}"
         )
     return found, env, sets
-
-
-TF_DATA_SOURCE = "tf.data.Dataset"  # the input ceiling's source where fit was given one
-
-
-def fed_tf_data(training: dict) -> bool:
-    """Whether the script gave ``fit`` a tf.data dataset of its own: the input ceiling iterated
-    one (training.json). A PyDataset or arrays are not: a fix that says "feed a tf.data pipeline"
-    is a rewrite there, and Keras's own pipeline for arrays is not the script's to change."""
-    source = (training.get("input_ceiling") or {}).get("source") or ""
-    return source.startswith(TF_DATA_SOURCE)
 
 
 def fix_env(

@@ -113,16 +113,16 @@ def fit_to_machine(
     gil = sorted({n for n in host_events if GIL_EVENT.search(n)})
     fresh = run.run.get("fresh_page_ns_per_byte") or FRESH_PAGE_NS_PER_BYTE
     # DataLoader workers are processes: each batch crosses into the training process. (Keras'
-    # PyDataset workers are threads, and array input's slicing is itself the hand-over: no second
-    # one there.)
-    by_name = (
-        {u.name: u for u in units}
-        if (run.training.get("framework") or {}).get("name") == "pytorch"
-        else {}
-    )
+    # PyDataset workers and tf.data's threads are in-process, and array input's slicing is itself
+    # the hand-over: no second one there.)
+    processes = (run.training.get("framework") or {}).get("name") == "pytorch"
+    per_byte = INPUT_NS_PER_BYTE + fresh if processes else 0.0
+    by_name = {u.name: u for u in units}
+    # tf.data's autotuned map runs up to one call a core (TF's own cap), not the plan's workers
+    parallel = cpu.cores if fed_tf_data(run.training) else cpu.workers
     return [
         (
-            _fit(f, cpu, gil, _handover(f, by_name, INPUT_NS_PER_BYTE + fresh))
+            _fit(f, cpu, gil, _handover(f, by_name, per_byte, processes), parallel)
             if f.category == "input"
             else f
         )
@@ -130,19 +130,40 @@ def fit_to_machine(
     ]
 
 
-def _handover(f: Finding, units: dict[str, UnitAnalysis], ns_per_byte: float) -> Handover | None:
+TF_DATA_SOURCE = "tf.data.Dataset"  # the input ceiling's source where fit was given one
+
+
+def fed_tf_data(training: dict) -> bool:
+    """Whether the script gave ``fit`` a tf.data dataset of its own: the input ceiling iterated
+    one (training.json). A PyDataset or arrays are not: a fix that says "feed a tf.data pipeline"
+    is a rewrite there, and Keras's own pipeline for arrays is not the script's."""
+    source = (training.get("input_ceiling") or {}).get("source") or ""
+    return source.startswith(TF_DATA_SOURCE)
+
+
+def _handover(
+    f: Finding, units: dict[str, UnitAnalysis], ns_per_byte: float, processes: bool = True
+) -> Handover | None:
+    """The step of the unit ``f`` names, its input, and the bytes each batch crosses into the
+    training process (none from in-process workers: ``processes`` False)."""
     unit = next((units[e.device] for e in f.evidence if e.device in units), None)
     if unit is None or not unit.step_time_ms.mean > 0:
         return None
     return Handover(
         unit.step_time_ms.mean,
         unit.categories["input"].exclusive_ms,
-        unit.h2d.bytes_per_step if unit.h2d is not None else 0.0,
+        unit.h2d.bytes_per_step if unit.h2d is not None and processes else 0.0,
         ns_per_byte,
     )
 
 
-def _fit(f: Finding, cpu: CpuBudget, gil: list[str], handover: Handover | None = None) -> Finding:
+def _fit(
+    f: Finding,
+    cpu: CpuBudget,
+    gil: list[str],
+    handover: Handover | None = None,
+    parallel: int | None = None,
+) -> Finding:
     fix = {
         fw: _WORKERS_IN_FIX.sub(lambda m: f"{m.group(1)}{cpu.workers}", text)
         for fw, text in f.fix.items()
@@ -153,7 +174,7 @@ def _fit(f: Finding, cpu: CpuBudget, gil: list[str], handover: Handover | None =
         f" {cpu.workers} input worker(s) per rank, one core left for each training loop"
     )
     notes = [*f.notes, machine]
-    forecast = _parallel_forecast(f.predicted_speedup, cpu, gil, handover)
+    forecast = _parallel_forecast(f.predicted_speedup, cpu, gil, handover, parallel)
     if gil:
         notes.append(
             f"Python under the GIL in the input ({', '.join(gil)}): num_parallel_calls and"
@@ -164,11 +185,16 @@ def _fit(f: Finding, cpu: CpuBudget, gil: list[str], handover: Handover | None =
 
 
 def _parallel_forecast(
-    ceiling: Speedup | None, cpu: CpuBudget, gil: list[str], handover: Handover | None = None
+    ceiling: Speedup | None,
+    cpu: CpuBudget,
+    gil: list[str],
+    handover: Handover | None = None,
+    parallel: int | None = None,
 ) -> Speedup | None:
     """What parallel input workers can give here: the ceiling, bounded by the cores and by the
-    training loop's
-    own part with the hand-over of every batch (1x for GIL-held work)."""
+    training loop's own part with the hand-over of every batch, the input shared by ``parallel``
+    workers (the plan's; 1x for GIL-held work)."""
+    workers = parallel or cpu.workers
     if ceiling is None:
         return None
     if gil:
@@ -188,7 +214,7 @@ def _parallel_forecast(
         f" {bound:.2f}x"
     ]
     if handover is not None and handover.input_ms > 0:
-        after = handover.step_with(cpu.workers)
+        after = handover.step_with(workers)
         bound = min(bound, handover.step_ms / after)
         taken = (
             f" and takes each batch's {handover.batch_bytes / 1e6:.1f} MB from them at "
@@ -197,7 +223,7 @@ def _parallel_forecast(
             else ""
         )
         said.append(
-            f"{cpu.workers} worker(s) share the input's {handover.input_ms:.1f} ms; the training"
+            f"{workers} worker(s) share the input's {handover.input_ms:.1f} ms; the training"
             f" loop keeps {handover.step_ms - handover.input_ms:.1f} ms{taken}:"
             f" {handover.step_ms:.1f} / {after:.1f} ms = {handover.step_ms / after:.2f}x"
         )
@@ -216,7 +242,8 @@ def _parallel_forecast(
             "; ".join(said),
             "forecast",
         ),
-        cap=min(ceiling.high, bound),  # neither the input's removal nor the cores can be passed
+        # hard bounds: the input's removal and the cores (the workers' sharing is the model)
+        cap=min(ceiling.high, cpu.parallel_ceiling),
     )
 
 
