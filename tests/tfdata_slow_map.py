@@ -12,9 +12,9 @@ dataset class (a parallel map is another class), so a run shows which pipeline i
 import argparse
 import time
 
+import keras
 import numpy as np
 import tensorflow as tf
-import keras
 
 
 def main():
