@@ -200,10 +200,11 @@ class TorchCapture:
 
     def before_graph_capture(self) -> None:
         """A CUDA graph capture is about to begin: an open trace window closes first, for good.
-        With the profiler on through a capture and the graph's replays, its stop at the script's
-        end never returned (an H100 and an H200, torch 2.11, CUDA 13.0, 2026-12-06: 58 s and more,
-        with or without CUPTI's teardown); a window that closed before the capture is a shorter
-        trace, not a hung script. A capture before the window opens leaves it be."""
+        With the profiler on through a capture and the graph's replays, the script never exited
+        after its training (an H100 and an H200, torch 2.11, CUDA 13.0, 2026-12-06: 58 s and more,
+        with or without CUPTI's teardown; the profiler's stop is the likely place,
+        pytorch/pytorch#135003, not seen in a stack). A window closed before the capture is a
+        shorter trace, not a hung script. A capture before the window opens leaves it be."""
         if self.tracing:
             attempt(self.session.recorder.stop_trace, self._step_failed)
 

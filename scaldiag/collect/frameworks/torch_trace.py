@@ -37,9 +37,10 @@ def trace_file(logdir: Path) -> Path:
 
 CUPTI_TEARDOWN_SAFE_CUDA = (12, 6)
 # CUDA graph captures seen in this process (torch_hooks wraps CUDAGraph.capture_begin). Once a graph
-# exists CUPTI's teardown is unsafe: torch itself sets TEARDOWN_CUPTI=0 for its own CUDA graphs, and
-# on an H200 (torch 2.11, CUDA 13.0) a script that captured its step as a graph while the window was
-# open hung in the profiler's stop at exit with our TEARDOWN_CUPTI=1 (2026-12-06).
+# exists CUPTI's teardown is unsafe: torch itself sets TEARDOWN_CUPTI=0 for its own CUDA graphs. (A
+# script that captured its step as a graph while the window was open hung at exit on an H200 with
+# our TEARDOWN_CUPTI=1, and on an H100 without it, 2026-12-06: the window now closes before a
+# capture, torch_capture.before_graph_capture.)
 graphs_captured = 0
 
 
