@@ -1,4 +1,5 @@
-"""The prediction model's own error, from the development set's residuals.
+"""The models' own error: the 2-GPU prediction's, from the development set's residuals, and a
+fix's forecast's, from the accuracy zoo's forecasts against their twins (``FORECASTS``, below).
 
 A prediction's range from the measurement alone (the basis step's 95% interval, the dispatch
 growth's range) held the truth in 2 of 7 held-back cases (issue 35): the model is wrong by more
