@@ -59,19 +59,26 @@ def _given(original, self, args, kwargs) -> dict:
     return given
 
 
-def patch_compile(model_class) -> None:
-    """``Model.compile`` with ``try``'s steps_per_execution, where it set one."""
-    n = keras_overrides().get("steps_per_execution")
-    original = model_class.compile
-    if not isinstance(n, int) or getattr(original, "_scaldiag_try", False):
+def _rewrite_calls(owner, name: str, rewrite) -> None:
+    """``owner.name`` wrapped so that each call's arguments, bound by name as the original binds
+    them (``_given``), pass through ``rewrite(given) -> given`` first; a method is wrapped once."""
+    original = getattr(owner, name)
+    if getattr(original, "_scaldiag_try", False):
         return
 
     @functools.wraps(original)
-    def compile(self, *args, **kwargs):
-        return original(self, **{**_given(original, self, args, kwargs), "steps_per_execution": n})
+    def wrapper(self, *args, **kwargs):
+        return original(self, **rewrite(_given(original, self, args, kwargs)))
 
-    compile._scaldiag_try = True
-    model_class.compile = compile
+    wrapper._scaldiag_try = True
+    setattr(owner, name, wrapper)
+
+
+def patch_compile(model_class) -> None:
+    """``Model.compile`` with ``try``'s steps_per_execution, where it set one."""
+    n = keras_overrides().get("steps_per_execution")
+    if isinstance(n, int):
+        _rewrite_calls(model_class, "compile", lambda given: {**given, "steps_per_execution": n})
 
 
 KERAS_DEFAULT_BATCH = 32  # Model.fit's batch_size when the script gives none (array input)
@@ -84,19 +91,15 @@ def patch_fit_batch(model_class) -> None:
     array (it has a shape): a tf.data dataset, a generator or a PyDataset is batched by the
     script, and is left alone."""
     k = keras_overrides().get("batch_size_factor")
-    original = model_class.fit
-    if not isinstance(k, int) or getattr(original, "_scaldiag_try_batch", False):
+    if not isinstance(k, int):
         return
 
-    @functools.wraps(original)
-    def fit(self, *args, **kwargs):
-        given = _given(original, self, args, kwargs)
+    def rewrite(given: dict) -> dict:
         if hasattr(given.get("x"), "shape"):
             given["batch_size"] = (given.get("batch_size") or KERAS_DEFAULT_BATCH) * k
-        return original(self, **given)
+        return given
 
-    fit._scaldiag_try_batch = True
-    model_class.fit = fit
+    _rewrite_calls(model_class, "fit", rewrite)
 
 
 def patch_tf_data(module) -> None:
@@ -105,19 +108,13 @@ def patch_tf_data(module) -> None:
     data = getattr(module, "DatasetV2", None)
     if keras_overrides().get("tf_data_autotune") is not True or data is None:
         return
-    original = data.map
-    if getattr(original, "_scaldiag_try", False):
-        return
 
-    @functools.wraps(original)
-    def map(self, *args, **kwargs):
-        given = _given(original, self, args, kwargs)
+    def rewrite(given: dict) -> dict:
         if given.get("num_parallel_calls") is None:
             given["num_parallel_calls"] = TF_AUTOTUNE
-        return original(self, **given)
+        return given
 
-    map._scaldiag_try = True
-    data.map = map
+    _rewrite_calls(data, "map", rewrite)
 
 
 def patch_pydataset(module) -> None:
@@ -125,38 +122,25 @@ def patch_pydataset(module) -> None:
     keyword arguments up (``super().__init__(**kwargs)``), and the workers are read from there."""
     n = keras_overrides().get("workers")
     data = getattr(module, "PyDataset", None)
-    if not isinstance(n, int) or data is None or getattr(data.__init__, "_scaldiag_try", False):
-        return
-    original = data.__init__
-
-    @functools.wraps(original)
-    def __init__(self, *args, **kwargs):
-        original(self, **{**_given(original, self, args, kwargs), "workers": n})
-
-    __init__._scaldiag_try = True
-    data.__init__ = __init__
+    if isinstance(n, int) and data is not None:
+        _rewrite_calls(data, "__init__", lambda given: {**given, "workers": n})
 
 
 def patch_dataloader(module) -> None:
     """DataLoader's constructor with the overrides, where ``try`` set some."""
-    overrides = dataloader_overrides()
+    overrides = dict(dataloader_overrides())
     loader = getattr(module, "DataLoader", None)
-    if not overrides or loader is None or getattr(loader.__init__, "_scaldiag_try", False):
+    if not overrides or loader is None:
         return
-    original = loader.__init__
-
-    overrides = dict(overrides)
     factor = overrides.pop("batch_size_factor", None)
 
-    @functools.wraps(original)
-    def __init__(self, *args, **kwargs):
-        given = {**_given(original, self, args, kwargs), **overrides}
+    def rewrite(given: dict) -> dict:
+        given = {**given, **overrides}
         if isinstance(factor, int) and given.get("batch_sampler") is None:
             given["batch_size"] = (given.get("batch_size", 1) or 1) * factor
         if not given.get("num_workers"):  # DataLoader refuses both without workers
             given.pop("persistent_workers", None)
             given.pop("prefetch_factor", None)
-        original(self, **given)
+        return given
 
-    __init__._scaldiag_try = True
-    loader.__init__ = __init__
+    _rewrite_calls(loader, "__init__", rewrite)
