@@ -43,11 +43,13 @@ def _ids(report: dict) -> set[str]:
     return {f["id"] for f in found}
 
 
-def _try(run_dir: Path, finding: str) -> dict:
-    before = _digest(SCRIPT)
+def _try(run_dir: Path, finding: str, script: Path = SCRIPT) -> tuple[dict, str]:
+    """One pair of `scaldiag try` on ``script``'s run: what it kept, and its stderr (the script's
+    output)."""
+    before = _digest(script)
     done = _scaldiag("try", str(run_dir), finding, "--rounds", "1")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _digest(SCRIPT) == before  # the user's file is never written
+    assert _digest(script) == before  # the user's file is never written
     kept = json.loads((run_dir / "try.json").read_text())
     assert kept["finding"] == finding and len(kept["rounds"]) == 1
     pair = kept["rounds"][0]
@@ -57,14 +59,14 @@ def _try(run_dir: Path, finding: str) -> dict:
         pair["baseline"]["step_ms"] / pair["fixed"]["step_ms"]
     )
     assert done.stdout.startswith(f"{finding}: ")
-    return kept
+    return kept, done.stderr
 
 
 def test_try_applies_workers_and_threads(tmp_path):
     run_dir, report = _profile(tmp_path / "runs", SCRIPT, "--steps", "24")
     ids = _ids(report)
     assert "SD101" in ids, ids  # workers=0 and ~2 ms of Python a sample: the step waits for input
-    kept = _try(run_dir, "SD101")
+    kept, _ = _try(run_dir, "SD101")
     assert kept["sets"]["num_workers"] >= 1 and kept["sets"]["persistent_workers"] is True
     fixed = json.loads((Path(kept["rounds"][0]["fixed"]["dir"]) / "training.json").read_text())
     base = json.loads((Path(kept["rounds"][0]["baseline"]["dir"]) / "training.json").read_text())
@@ -74,7 +76,7 @@ def test_try_applies_workers_and_threads(tmp_path):
     assert base["knobs"]["dataloader"]["num_workers"] == 0
     if "SD211" not in ids:
         pytest.skip(f"SD211 did not fire on this machine (findings {sorted(ids)})")
-    kept = _try(run_dir, "SD211")
+    kept, _ = _try(run_dir, "SD211")
     fixed = json.loads((Path(kept["rounds"][0]["fixed"]["dir"]) / "training.json").read_text())
     assert fixed["knobs"]["intra_op_threads"] == kept["sets"]["intra_op_threads"]
 
@@ -83,11 +85,7 @@ def test_try_applies_keras_steps_per_execution(tmp_path):
     script = ROOT / "tests" / "keras_mlp.py"
     run_dir, report = _profile(tmp_path / "runs", script)
     assert "SD105" in _ids(report)
-    before = _digest(script)
-    done = _scaldiag("try", str(run_dir), "SD105", "--rounds", "1")
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert _digest(script) == before  # the user's file is never written
-    kept = json.loads((run_dir / "try.json").read_text())
+    kept, _ = _try(run_dir, "SD105", script)
     n = kept["sets"]["steps_per_execution"]
     assert n > 1
     pair = kept["rounds"][0]
@@ -153,12 +151,7 @@ def test_try_gives_a_tf_data_map_its_parallel_calls(tmp_path):
     script = ROOT / "tests" / "tfdata_slow_map.py"
     run_dir, report = _profile(tmp_path / "runs", script, "--steps", "40")
     assert "SD101" in _ids(report)
-    before = _digest(script)
-    done = _scaldiag("try", str(run_dir), "SD101", "--rounds", "1")
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert _digest(script) == before  # the user's file is never written
-    kept = json.loads((run_dir / "try.json").read_text())
+    kept, stderr = _try(run_dir, "SD101", script)
     assert kept["sets"] == {"num_parallel_calls": "tf.data.AUTOTUNE"}
-    stages = [line.split()[-1] for line in done.stderr.splitlines() if line.startswith("map stage")]
+    stages = [line.split()[-1] for line in stderr.splitlines() if line.startswith("map stage")]
     assert stages == ["_MapDataset", "_ParallelMapDataset"]  # baseline, then fixed
-    assert kept["speedup"]["pairs"] == 1
