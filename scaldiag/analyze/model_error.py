@@ -50,8 +50,11 @@ def half_width(n: int) -> float:
 def sigma(leave_out: str | None = None) -> float:
     """Root mean square of the residuals (the model's relative error, one standard deviation),
     ``leave_out``'s left out."""
-    kept = [e for case, e in RESIDUALS.items() if case != leave_out]
-    return math.sqrt(sum(e * e for e in kept) / len(kept))
+    return _rms([e for case, e in RESIDUALS.items() if case != leave_out])
+
+
+def _rms(errors: list[float]) -> float:
+    return math.sqrt(sum(e * e for e in errors) / len(errors))
 
 
 def widen(
@@ -102,8 +105,7 @@ FORECASTS = {
 def forecast_sigma(leave_out: str | None = None) -> float:
     """Root mean square of the forecasts' log errors (one standard deviation of ln(forecast /
     truth)), ``leave_out``'s left out."""
-    kept = [math.log(f / m) for case, (f, m) in FORECASTS.items() if case != leave_out]
-    return math.sqrt(sum(e * e for e in kept) / len(kept))
+    return _rms([math.log(f / m) for case, (f, m) in FORECASTS.items() if case != leave_out])
 
 
 def widen_forecast(
