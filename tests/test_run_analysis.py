@@ -370,3 +370,27 @@ def test_steps_of_zero_length_give_no_rate_and_no_error():
     rows = [{"step": i, "epoch": 0, "begin_ns": 1000, "end_ns": 1000} for i in range(10)]
     s = step_stats(rows, {"warmup_steps": 0, "global_batch": 32})
     assert s.samples_per_s is None and s.step_time_ms.mean == 0
+
+
+def test_the_steps_on_the_input_s_buffer_are_not_steady():
+    """With DataLoader workers, the ``in_flight`` batches after the warm-up and after the profiler
+    window ran on a buffer the workers filled meanwhile (recorded_steps ``PREFETCHED``); after
+    evaluation, which recurs every epoch and the user's clock holds, the steps stay steady."""
+    from scaldiag.analyze import recorded_steps
+
+    rows = steps([10] * 30, traced=range(12, 15))
+    ready = {"mark": "input_ready", "t_ns": 0, "workers": 2, "in_flight": 4}
+    evaluation = [
+        {"mark": "test_begin", "t_ns": rows[24]["begin_ns"] + 10},  # step 24 begins at its end
+        {"mark": "test_end", "t_ns": rows[24]["begin_ns"] + 20},
+    ]
+    found = recorded_steps.periods(rows, {"warmup_steps": 3}, [ready, *evaluation])
+    kinds = {p.step: p.kind for p in found}
+    prefetched = [s for s, k in kinds.items() if k == recorded_steps.PREFETCHED]
+    # after the warm-up (0-2) and after the window (11-14: 11 is the step it starts in)
+    assert prefetched == [3, 4, 5, 6, 15, 16, 17, 18]
+    steady = [s for s, k in kinds.items() if k == recorded_steps.STEADY]
+    assert steady == [7, 8, 9, 10, *range(19, 30)]
+    # No workers (no in_flight): nothing is the buffer's.
+    found = recorded_steps.periods(rows, {"warmup_steps": 3}, [{**ready, "in_flight": None}])
+    assert not any(p.kind == recorded_steps.PREFETCHED for p in found)

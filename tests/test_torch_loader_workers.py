@@ -32,11 +32,15 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_the_workers_start_is_the_epochs_edge(tmp_path):
-    script = tmp_path / "loop.py"
+@pytest.fixture(scope="module")
+def record(tmp_path_factory):
+    script = tmp_path_factory.mktemp("loader") / "loop.py"
     script.write_text(SCRIPT)
     run_dir, _ = profile(script)
-    record = read_record(run_dir)
+    return read_record(run_dir)
+
+
+def test_the_workers_start_is_the_epochs_edge(record):
     ready = [m for m in record.marks if m["mark"] == "input_ready"]
     # Every pass of the training loop, and not the input-ceiling's own pass after training.
     begins = [m["t_ns"] for m in record.marks if m["mark"] == "epoch_begin"]
@@ -45,3 +49,13 @@ def test_the_workers_start_is_the_epochs_edge(tmp_path):
     for period in recorded_steps.periods(record.steps, record.training, record.marks):
         for begin, arrived in waits:
             assert period.end_ns <= begin or period.begin_ns >= arrived, (period, begin, arrived)
+
+
+def test_the_batches_the_workers_make_ahead_are_the_input_prefetch(record):
+    """Each pass's ``input_ready`` says how many batches torch asked its workers for before the loop
+    took any (prefetch_factor x num_workers: 2 x 1 here); the steady steps after the warm-up that
+    consume them are ``input prefetch``, not steady."""
+    ready = [m for m in record.marks if m["mark"] == "input_ready"]
+    assert [m.get("in_flight") for m in ready] == [2, 2, 2, 2]
+    kinds = [p.kind for p in recorded_steps.periods(record.steps, record.training, record.marks)]
+    assert recorded_steps.PREFETCHED in kinds and recorded_steps.STEADY in kinds, kinds

@@ -181,16 +181,3 @@ def test_the_tf_data_fix_is_tried_only_on_a_script_that_feeds_fit_a_tf_data_data
     assert sets == {"num_parallel_calls": "tf.data.AUTOTUNE"}
     assert fix_env(values, "tensorflow", PLAN, fed_tf_data(pydataset)) == ({}, {})
     assert fix_env(values, "jax", PLAN, True) == ({}, {})  # no tf.data under JAX's Keras here
-
-
-def test_the_import_hook_watches_the_modules_try_patches(monkeypatch):
-    """A patch reaches a module only through an adapter's trigger (adapters.import_patches): the
-    PyDataset and tf.data fixes were given by keras_hooks.patches() but never triggered, so their
-    fixed runs ran the script's own (found by `try` on tests/tfdata_slow_map.py)."""
-    from scaldiag.collect.frameworks import adapters, keras_hooks
-
-    watched = adapters.import_patches()
-    monkeypatch.setenv(try_fixes.KERAS_ENV, json.dumps({"tf_data_autotune": True}))
-    given = keras_hooks.patches()
-    for module in (try_fixes.PYDATASET_MODULE, try_fixes.TF_DATA_MODULE):
-        assert module in watched and module in given, module

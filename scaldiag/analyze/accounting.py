@@ -30,6 +30,10 @@ OWN = ("input-ceiling measurement", "input-free measurement")
 PARTS = (  # (part, what it covers), highest priority first
     ("profiler window", "steps traced, and the profiler starting and stopping"),
     ("compilation and warm-up", "the first steps and any retrace"),
+    (
+        "input prefetch",
+        "steps on the batches DataLoader workers made ahead during the warm-up or the window",
+    ),
     (STEADY, "steady steps, the device's catch-up at each epoch's end included"),
     ("sanity check", "the loop's sanity check before training (Lightning's)"),
     ("checkpoints", "checkpoint saves inside the loop (the loop's adapter marks them)"),
@@ -131,6 +135,7 @@ def _spans(name: str, start: int, end: int, marks: list[dict], found: list[recor
     kinds = {
         "profiler window": (recorded_steps.TRACED,),
         "compilation and warm-up": (recorded_steps.WARMUP, recorded_steps.COMPILE),
+        "input prefetch": (recorded_steps.PREFETCHED,),
         STEADY: (recorded_steps.STEADY,),
     }
     if name in kinds:

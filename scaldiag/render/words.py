@@ -67,6 +67,12 @@ def _against(forecast, ceiling) -> str:
     return f"above the {ceiling.value:.2f}x ceiling: it also spreads per-step costs"
 
 
+NO_STEADY_ROUNDS = (
+    "no round had steady steps: each step was warm-up, profiler window or input prefetch; a longer"
+    " run has them"
+)
+
+
 def tried_words(t: dict) -> str:
     """A `scaldiag try` result (try.json's fields) in one line, as `try` prints it and `report`
     repeats it: what was set, the measured speed-up with its range, the forecast and ceiling."""
@@ -78,7 +84,7 @@ def tried_words(t: dict) -> str:
     measured = (
         f"measured {s['median']:.2f}x (range {s['low']:.2f}-{s['high']:.2f}, {s['pairs']} pairs)"
         if s
-        else f"not measured ({t.get('not_applied') or 'no round had steady steps'})"
+        else f"not measured ({t.get('not_applied') or NO_STEADY_ROUNDS})"
     )
     sets = sets or "its fix"
     fc, ce = (f"{t[k]:.2f}x" if t.get(k) else "none" for k in ("forecast", "ceiling"))

@@ -72,6 +72,7 @@ PYTORCH = Adapter(
         "torch.utils.data.dataloader",
         "torch.nn.modules.module",
         "torch._dynamo.callback",
+        "torch.cuda.graphs",  # imported by `import torch` itself, often before the others
     ),
     {
         "step": "torch.optim global step hooks: a step ends at optimizer.step()",

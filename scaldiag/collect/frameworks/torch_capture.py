@@ -202,9 +202,10 @@ class TorchCapture:
         """A CUDA graph capture is about to begin: an open trace window closes first, for good.
         With the profiler on through a capture and the graph's replays, the script never exited
         after its training (an H100 and an H200, torch 2.11, CUDA 13.0, 2026-12-06: 58 s and more,
-        with or without CUPTI's teardown; the profiler's stop is the likely place,
-        pytorch/pytorch#135003, not seen in a stack). A window closed before the capture is a
-        shorter trace, not a hung script. A capture before the window opens leaves it be."""
+        with or without CUPTI's teardown, pytorch/pytorch#135003). With the window closed here
+        the same script exits (an H100, bench/gpu/check_graph_twin.sh). A window closed before the
+        capture is a shorter trace, not a hung script. A capture before the window opens leaves
+        it be."""
         if self.tracing:
             attempt(self.session.recorder.stop_trace, self._step_failed)
 
@@ -281,11 +282,16 @@ class TorchCapture:
         self.loader = loader
         self._guard(lambda: self._epoch_begins(self.epoch + 1))
 
-    def first_batch_of_pass(self, loader, workers: int) -> None:
+    def first_batch_of_pass(self, loader, workers: int, prefetch_factor: int | None = None) -> None:
         """A new pass's first batch from worker processes: until it arrived the workers were
-        starting
-        (or, persistent, restarting the pass's prefetch). That wait is the epoch's edge, as the
-        iterator starting is: ``input_ready`` (recorded_steps), the step begins there."""
+        starting (or, persistent, restarting the pass's prefetch). That wait is the epoch's edge,
+        as the iterator starting is: ``input_ready`` (recorded_steps), the step begins there.
+
+        ``in_flight``: the batches the iterator keeps asked of its workers (torch primes
+        ``prefetch_factor x num_workers`` indices when a pass begins, and asks one more per batch
+        taken): while the loop is slow (warm-up, the profiler window) the workers fill that
+        buffer, and the steps that drain it do not run at the pipeline's rate (recorded_steps
+        ``PREFETCHED``)."""
         if (
             workers > 0
             and loader is self.loader
@@ -300,6 +306,7 @@ class TorchCapture:
                     "input_ready",
                     workers=int(workers),
                     source="DataLoader: a new iterator's first batch",
+                    **({"in_flight": workers * prefetch_factor} if prefetch_factor else {}),
                 )
             )
 

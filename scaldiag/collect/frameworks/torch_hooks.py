@@ -108,7 +108,11 @@ def _on_dataloader_import(module) -> None:
             raise
         capture.after_fetch(batch)
         if self.__dict__.pop("_scaldiag_fresh", False):
-            capture.first_batch_of_pass(_loader_of(self), getattr(self, "_num_workers", 0))
+            capture.first_batch_of_pass(
+                _loader_of(self),
+                getattr(self, "_num_workers", 0),
+                getattr(self, "_prefetch_factor", None),
+            )
         return batch
 
     __next__._scaldiag = True
