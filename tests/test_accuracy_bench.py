@@ -91,7 +91,7 @@ def test_the_wide_mlp_is_host_bound_on_a_gpu_and_unplanted_on_the_cpu():
     wide = acc.BY_NAME["torch_wide_mlp"]
     on_gpu, on_cpu = acc.for_device(wide, True), acc.for_device(wide, False)
     assert (on_gpu.planted, on_gpu.twin) == ("host_overhead", ["--fixed", "graphs"])
-    assert (on_cpu.planted, on_cpu.twin) == (None, [])
+    assert (on_cpu.planted, on_cpu.twin) == (None, ["--fixed", "compile"])  # SD105's CPU fix
     # The host overhead SD105 names is then a top-1, not a false alarm.
     r = acc.judge(
         on_gpu,
@@ -119,3 +119,22 @@ def test_a_healthy_scripts_twin_that_helps_says_the_label_is_doubtful():
         device_planted=True,
     )
     assert any("- (twin = noise)" in line for line in lines)
+
+
+def test_a_high_finding_where_the_twin_refutes_the_healthy_label_is_counted_apart():
+    """torch_healthy's CPU twin is torch.compile: faster beyond HELPS in every round, the script is
+    not healthy there, and SD105 high on it is no false alarm; the line names it."""
+    healthy = acc.BY_NAME["torch_healthy"]
+    alarm = {"analyze": {"findings": []}}
+    high = report(100.0, [], [finding("SD105", "host_overhead")])
+    row = {"case": "torch_healthy", "planted": "none", "variants": {}}
+    rounds = [acc.judge(healthy, {**high, **alarm}, report(rate, [])) for rate in (120.0, 130.0)]
+    _, summary = acc.table([{**row, "rounds": rounds}], "(t)", 2, device_planted=False)
+    assert summary.startswith(
+        "top-1 0/0; high false alarms 0 (2 more high findings where the fixed twin refutes the"
+        " 'none' label: torch_healthy);"
+    )
+    # One round without the gain: the label stands, and the alarms count.
+    rounds = [acc.judge(healthy, {**high, **alarm}, report(rate, [])) for rate in (120.0, 101.0)]
+    _, summary = acc.table([{**row, "rounds": rounds}], "(t)", 2, device_planted=False)
+    assert summary.startswith("top-1 0/0; high false alarms 2;")
