@@ -165,8 +165,8 @@ def _host_of(facts) -> str | None:
 
 
 def map_on(engine: Engine | None, fn: Callable, items: list) -> list:
-    """``fn`` over ``items`` on ``engine``, results in order; None: here, one item after the other.
-    """
+    """``fn`` over ``items`` on ``engine``, results in order; None: here, one item after the
+    other."""
     return engine.map(fn, items) if engine is not None else [fn(item) for item in items]
 
 
@@ -237,8 +237,8 @@ def diagnose_sweep(
 
 
 def parse_interconnect(spec: str | None) -> Interconnect | None:
-    """The ``--interconnect`` option's machine, or None; a spec it cannot read is the user's error.
-    """
+    """The ``--interconnect`` option's machine, or None; a spec it cannot read is the user's
+    error."""
     if spec is None:
         return None
     try:
@@ -318,9 +318,14 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
     found = job_dirs.node_records(paths, left_out)
     dirs = [d for d, _ in found]
     job_dirs.refuse_other_jobs(dirs, [run for _, run in found])
-    said = {d: job_dirs.node_in(run) for d, run in found}  # the node's part only, not the record
+    # What the merge takes of each run.json, taken now: the records are not held (a 4,096-node job
+    # held its decoded node objects, about 0.45 KB a node, to the end).
+    labels = {d: job_dirs.label_of(job_dirs.node_in(run)) for d, run in found}
+    stacks = _network_stacks(found)
+    intra_ns = {d: times for d, run in found if (times := job_dirs.intra_node_times_in(run))}
+    # Every node says the same node count (node_records refuses nodes that differ).
+    nnodes = job_dirs.place_of(job_dirs.node_in(found[0][1]))[1]
     del found
-    labels = {d: job_dirs.label_of(said[d]) for d in dirs}
     by_node = _rank_events(dirs, labels, engine, left_out)
     for d in [d for d in dirs if not by_node[d]]:
         why = read_record(d).training.get("trace_error")  # the capture's word, where it has one
@@ -335,7 +340,7 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
         raise ScaldiagError(
             f"{len(dirs)} node of the job can be merged, nothing to merge: " + "; ".join(left_out)
         )
-    job, files, bytes_per_step, steady, intra = _job_events(dirs, by_node, labels)
+    job, files, bytes_per_step, steady, intra = _job_events(dirs, by_node, labels, intra_ns)
     del by_node  # each rank's packed evidence is in ``job`` now: held once, not twice
     job_merge.refuse_copies(job)
     first_steps = job.steps_of(0)
@@ -351,12 +356,13 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
         " assumption that every trace window began at the same step"
         for i, why in job.numbered_by.items()
     ]
-    nnodes = job_dirs.place_of(said[dirs[0]])[1]
     if nnodes is not None and nnodes > len(dirs):
         notes.append(
             f"{len(dirs)} of the job's {nnodes} nodes merged: the others are not in this report"
         )
-    one_stack = job_nodes.shared_network_stack([said[d] for d in dirs])
+    one_stack = job_nodes.shared_network_stack(
+        [{"boot_id": stacks[d][0], "net_ns": stacks[d][1]} for d in dirs]
+    )
     notes += [one_stack] if one_stack else []
     # Each node's summary made once with its record's figures (a copy of every one was a second
     # set of them at the peak).
@@ -365,14 +371,28 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
     return build_job_report([str(d) for d in dirs], analysis, files, job_dirs.framework(dirs[0]))
 
 
+def _network_stacks(found: list[tuple[Path, dict]]) -> dict[Path, tuple]:
+    """Each node's (kernel boot id, network namespace) as its run.json says them (the keys of
+    analyze/nodes.shared_network_stack); equal ones are one tuple, not one a node."""
+    seen: dict[tuple, tuple] = {}
+    stacks = {}
+    for d, run in found:
+        node = job_dirs.node_in(run) or {}
+        key = (node.get("boot_id"), node.get("net_ns"))
+        stacks[d] = seen.setdefault(key, key)
+    return stacks
+
+
 def _job_events(
     dirs: list[Path],
     by_node: dict[Path, list[tuple[job_nodes.PackedRank, str]]],
     labels: dict[Path, str],
+    intra_ns: dict[Path, dict[int, list[int]]],
 ):
     """The nodes' ranks in one ``JobEvents`` (in the nodes' order), each rank's file, and per node
     its bytes a step, steady step time and own all-reduce times (pipeline.diagnose_job's;
-    ``labels``: each node's)."""
+    ``labels``: each node's; ``intra_ns``: its run.json's intra-node all-reduce times, where
+    any)."""
     packed, bytes_per_step, steady, intra, files = [], {}, {}, {}, []
     for d in dirs:
         label = labels[d]
@@ -381,7 +401,7 @@ def _job_events(
         packed += [r for r, _ in found]
         bytes_per_step[label], steady[label] = _record_facts(d)
         per_step = found[0][0].collectives / max(1, found[0][0].steps)
-        intra[label] = job_merge.intra_node_ms(job_dirs.intra_node_times_ns(d), per_step)
+        intra[label] = job_merge.intra_node_ms(intra_ns.get(d, {}), per_step)
     return job_nodes.JobEvents.of(packed), files, bytes_per_step, steady, intra
 
 

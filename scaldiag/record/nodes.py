@@ -91,8 +91,8 @@ def _children(p: Path) -> list[Path]:
 
 
 def place(run_dir: Path) -> tuple[int, int | None] | str:
-    """(node rank, node count or None where unsaid) from the node's run.json, or why it is no place.
-    """
+    """(node rank, node count or None where unsaid) from the node's run.json, or why it is no
+    place."""
     return place_of(node_of(run_dir))
 
 
@@ -163,8 +163,8 @@ def label_of(node: dict | None) -> str:
 
 
 def framework(run_dir: Path) -> str:
-    """The job's framework as its rules' fixes name it, from node 0's record (PyTorch where unsaid).
-    """
+    """The job's framework as its rules' fixes name it, from node 0's record (PyTorch where
+    unsaid)."""
     said = read_record(run_dir).training.get("framework")
     if not isinstance(said, dict) or said.get("name") == "pytorch":
         return "pytorch"
@@ -214,7 +214,12 @@ def intra_node_times_ns(run_dir: Path) -> dict[int, list[int]]:
     """The same all-reduce inside the node, as ``profile`` measured it after the script
     (collect/multinode.py): per number of splits (buckets), its times; {} where none is recorded or
     its shape is another (a key '²', a time of 10**400)."""
-    found = read_json(run_dir, RUN_JSON).get("intra_node_allreduce")
+    return intra_node_times_in(read_json(run_dir, RUN_JSON))
+
+
+def intra_node_times_in(run: dict) -> dict[int, list[int]]:
+    """``intra_node_times_ns`` from a run.json object (``read_json``'s) read already."""
+    found = run.get("intra_node_allreduce")
     table = found.get("times_ns") if isinstance(found, dict) else None
     if isinstance(table, list):  # one all-reduce of every byte
         table = {"1": table}
