@@ -68,8 +68,8 @@ def _against(forecast, ceiling) -> str:
 
 
 NO_STEADY_ROUNDS = (
-    "no round had steady steps: each step was warm-up, profiler window or input prefetch; a longer"
-    " run has them"
+    "no round had steady steps: each failed, or each step was warm-up, profiler window or input"
+    " prefetch, which a longer run leaves behind"
 )
 
 

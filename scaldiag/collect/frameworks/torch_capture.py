@@ -306,7 +306,7 @@ class TorchCapture:
                     "input_ready",
                     workers=int(workers),
                     source="DataLoader: a new iterator's first batch",
-                    **({"in_flight": workers * prefetch_factor} if prefetch_factor else {}),
+                    **({"in_flight": workers * int(prefetch_factor)} if prefetch_factor else {}),
                 )
             )
 
