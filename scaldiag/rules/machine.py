@@ -116,13 +116,12 @@ def fit_to_machine(
     # PyDataset workers and tf.data's threads are in-process, and array input's slicing is itself
     # the hand-over: no second one there.)
     processes = (run.training.get("framework") or {}).get("name") == "pytorch"
-    per_byte = INPUT_NS_PER_BYTE + fresh if processes else 0.0
     by_name = {u.name: u for u in units}
     # tf.data's autotuned map runs up to one call a core (TF's own cap), not the plan's workers
     parallel = cpu.cores if fed_tf_data(run.training) else cpu.workers
     return [
         (
-            _fit(f, cpu, gil, _handover(f, by_name, per_byte, processes), parallel)
+            _fit(f, cpu, gil, _handover(f, by_name, INPUT_NS_PER_BYTE + fresh, processes), parallel)
             if f.category == "input"
             else f
         )
