@@ -1,6 +1,7 @@
 """Innermost-event segmentation of a thread, against a brute force."""
 
 import numpy as np
+import pytest
 
 from scaldiag.analyze.hoststate import _CODE, _GENERIC_CODE, _OVERHEAD, innermost_segments
 
@@ -238,14 +239,51 @@ def test_a_sorted_thread_cut_where_it_is_stored_gives_the_segments_of_the_whole(
     line = Line(
         name="python", start_ns=start, end_ns=end, name_id=np.arange(len(events), dtype=np.int32)
     )
-    for size in (7, 100, 1 << 20):
+    # each event its own name, so the names the segments carry are the events' indices (+ 5)
+    to_global = np.arange(len(events), dtype=np.int32) + 5
+    for native in ("1", "0"):
+        monkeypatch.setenv("SCALDIAG_NATIVE", native)
+        for size in (7, 100, 1 << 20):
+            monkeypatch.setattr(hoststate, "_CHUNK", size)
+            keep = np.flatnonzero(end > start)
+            s, e, c, i = hoststate.innermost_segments(start[keep], end[keep], own[keep])
+            pieces = list(hoststate._line_segments(line, own, to_global))
+            got = [np.concatenate([p[k] for p in pieces]).tolist() for k in range(4)]
+            assert got == [s.tolist(), e.tolist(), c.tolist(), (keep[i] + 5).tolist()], native
+            assert [p[2].dtype for p in pieces] == [np.int8] * len(pieces)
+            assert [p[3].dtype for p in pieces] == [np.int32] * len(pieces)
+            assert size > len(events) or len(pieces) > 1
+
+
+def test_the_c_cuts_of_a_stored_thread_are_the_numpy_ones(monkeypatch):
+    """_line_pieces by _hoststate.c's one pass and by numpy: the same cuts, zero-length events,
+    ties and unsorted threads included."""
+    from scaldiag.analyze import hoststate
+
+    if hoststate._hoststate_c is None:
+        pytest.skip("the C parts are not built")
+    rng = np.random.default_rng(5)
+    several = 0
+    for trial in range(200):
+        start, end = tangled_events(rng, int(rng.integers(2, 400)))
+        if trial % 3 == 0:  # nested, as real threads mostly are
+            events = nested_events(rng, 0, int(rng.integers(2, 400)))
+            start, end = np.array([a for a, _ in events]), np.array([b for _, b in events])
+        if trial % 4 == 1:
+            end[rng.random(len(end)) < 0.3] = 0
+            end = np.maximum(end, start)  # many last nothing
+        if trial % 5 == 2:
+            start = start[rng.permutation(len(start))]  # unsorted: one piece
+            end = start + 1
+        size = int(rng.integers(1, 60))
         monkeypatch.setattr(hoststate, "_CHUNK", size)
-        keep = np.flatnonzero(end > start)
-        s, e, c, i = hoststate.innermost_segments(start[keep], end[keep], own[keep])
-        pieces = list(hoststate._line_segments(line, own))
-        got = [np.concatenate([p[k] for p in pieces]).tolist() for k in range(4)]
-        assert got == [s.tolist(), e.tolist(), c.tolist(), keep[i].tolist()]
-        assert size > len(events) or len(pieces) > 1
+        got = {}
+        for native in ("1", "0"):
+            monkeypatch.setenv("SCALDIAG_NATIVE", native)
+            got[native] = hoststate._line_pieces(start, end)
+        assert got["1"] == got["0"], trial
+        several += len(got["0"]) > 1
+    assert several > 20  # many threads are cut (a tangled one has few free starts)
 
 
 def tangled_events(rng, n):

@@ -211,13 +211,12 @@ def _walk_threads(planes: list[Plane], ops_are_compute: bool, each):
             [name_ids.setdefault(n, len(name_ids)) for n in plane.event_names], np.int32
         )
         for line in plane.lines:
-            for seg_s, seg_e, seg_c, seg_i, unions in _line_segments(line, own):
-                seg_c = seg_c.astype(np.int8)
+            for seg_s, seg_e, seg_c, seg_n, unions in _line_segments(line, own, to_global):
                 for c, union in (
                     unions if unions is not None else _unions_by_state(seg_s, seg_e, seg_c)
                 ):
                     pieces.setdefault(c, []).append(union)
-                each((seg_s, seg_e, seg_c, to_global[line.name_id[seg_i]]))
+                each((seg_s, seg_e, seg_c, seg_n))
     names = np.empty(len(name_ids), dtype=object)
     names[:] = list(name_ids)
     return pieces, names
@@ -359,27 +358,26 @@ def _own_codes(event_names: list[str], ops_are_compute: bool) -> np.ndarray:
     return codes
 
 
-def _line_segments(line: Line, own_by_name: np.ndarray):
-    """(start, end, state code, event index, each state's union or None) of a thread's innermost
-    segments, a piece at a time."""
+def _line_segments(line: Line, own_by_name: np.ndarray, to_global: np.ndarray):
+    """(start, end, state code as int8, name id as int32 (``to_global`` of the line's), each state's
+    union or None) of a thread's innermost segments, a piece at a time."""
     default = cat.host_line_default(line.name)
     pieces = _line_pieces(line.start_ns, line.end_ns)
     for a, b in pieces:
         lasts = line.end_ns[a:b] > line.start_ns[a:b]
         if lasts.all():  # the usual thread: every event lasts, so its piece is a view, not a copy
-            start, end, keep = line.start_ns[a:b], line.end_ns[a:b], None
+            start, end, names = line.start_ns[a:b], line.end_ns[a:b], line.name_id[a:b]
         else:
             keep = a + np.flatnonzero(lasts)
             if not len(keep):
                 continue
-            start, end = line.start_ns[keep], line.end_ns[keep]
-        names = line.name_id[a:b] if keep is None else line.name_id[keep]
-        for seg_s, seg_e, seg_c, seg_i, unions in _innermost_pieces(
-            start, end, own_by_name[names], cut=len(pieces) == 1
+            start, end, names = line.start_ns[keep], line.end_ns[keep], line.name_id[keep]
+        for seg_s, seg_e, seg_c, seg_n, unions in _innermost_pieces(
+            start, end, own_by_name, cut=len(pieces) == 1, names=(names, to_global)
         ):
             if default is not None:  # the thread's role decides the state of every event on it
-                seg_c, unions = np.full(len(seg_c), _CODE[default]), None
-            yield seg_s, seg_e, seg_c, (seg_i + a if keep is None else keep[seg_i]), unions
+                seg_c, unions = np.full(len(seg_c), _CODE[default], np.int8), None
+            yield seg_s, seg_e, seg_c, seg_n, unions
 
 
 def _line_pieces(start: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
@@ -392,6 +390,15 @@ def _line_pieces(start: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
     is one range, cut later.
     """
     n = len(start)
+    native = _native()
+    if native is not None and n > _CHUNK:  # the same cuts in one pass (_hoststate.c free_cuts)
+        cuts = native.free_cuts(
+            np.ascontiguousarray(start, np.int64), np.ascontiguousarray(end, np.int64), _CHUNK
+        )
+        if cuts is None:
+            return [(0, n)]
+        raw = np.frombuffer(cuts, np.int64).tolist()
+        return list(zip(raw[:-1], raw[1:]))
     if n <= _CHUNK or not (start[1:] >= start[:-1]).all():
         return [(0, n)]
     lasts = end > start
@@ -430,21 +437,59 @@ def innermost_segments(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     return tuple(np.concatenate(column) for column in zip(*pieces))
 
 
-def _innermost_pieces(start: np.ndarray, end: np.ndarray, own: np.ndarray, cut: bool = True):
+def _innermost_pieces(
+    start: np.ndarray, end: np.ndarray, own: np.ndarray, cut: bool = True, names=None
+):
     """innermost_segments, a piece of the thread at a time, in time order (``cut``: else one piece).
+
+    ``names``: (each event's name id, int32; a table of the ids to give) where ``own`` is the
+    state code of each name, not of each event: the pieces then hold each segment's code as int8
+    and its innermost event's id from the table as int32, not its index (what _walk_threads keeps).
     """
     order = _by_start_then_longest(start, end)  # parents before their children
     if order is not None:
-        start, end, own = start[order], end[order], own[order]
+        start, end = start[order], end[order]
+        if names is None:
+            own = own[order]
+        else:
+            names = (names[0][order], names[1])
     # Where no earlier event is still open, what follows is independent of
     # what came before: a long thread is done a piece at a time, which bounds
     # the memory its temporaries take.
     cuts = _free_starts(start, end, _CHUNK) if cut else [0, len(start)]
     for a, b in zip(cuts[:-1], cuts[1:]):
+        if names is not None:
+            yield _innermost_named(start[a:b], end[a:b], names[0][a:b], own, names[1])
+            continue
         seg_s, seg_e, code, inner, unions = _innermost_piece(start[a:b], end[a:b], own[a:b])
-        inner = inner.astype(np.intp)
+        inner = inner.astype(np.intp, copy=False)
         inner += a
         yield seg_s, seg_e, code, inner if order is None else order[inner], unions
+
+
+def _innermost_named(start, end, names, own_by_name, to_global):
+    """_innermost_piece of events known by name id: (start, end, code as int8, ``to_global`` of
+    the innermost event's name as int32, unions or None)."""
+    native = _native()
+    if native is not None:
+        *found, unions = native.innermost_named(
+            *(np.ascontiguousarray(x, np.int64) for x in (start, end)),
+            np.ascontiguousarray(names, np.int32),
+            np.ascontiguousarray(own_by_name, np.int64),
+            np.ascontiguousarray(to_global, np.int32),
+            _GENERIC_CODE,
+            _OVERHEAD,
+            _INPUT,
+            _INHERITING.tobytes(),
+        )
+        return (
+            *(np.frombuffer(found[k], np.int64) for k in (0, 1)),
+            np.frombuffer(found[2], np.int8),
+            np.frombuffer(found[3], np.int32),
+            [(c, (np.frombuffer(s, np.int64), np.frombuffer(e, np.int64))) for c, s, e in unions],
+        )
+    seg_s, seg_e, code, inner, unions = _innermost_piece(start, end, own_by_name[names])
+    return seg_s, seg_e, code.astype(np.int8), to_global[names[inner]], unions
 
 
 def _free_starts(start: np.ndarray, end: np.ndarray, size: int) -> list[int]:
