@@ -617,10 +617,10 @@ def _stat_assignments(
     bits and body.
     """
     stats: dict[str, list[tuple[np.ndarray, list, int]]] = {}
-    for meta_id in np.unique(meta).tolist():
+    for meta_id in _distinct(meta):
         mine = np.flatnonzero(meta == meta_id)
         parts = stats.setdefault(wanted_ids[meta_id], [])
-        for number in np.unique(field[mine]).tolist():
+        for number in _distinct(field[mine]):
             r = mine[field[mine] == number]
             parts.append(
                 (
@@ -637,6 +637,14 @@ def _stat_assignments(
                 )
             )
     return stats
+
+
+def _distinct(ids: np.ndarray) -> list[int]:
+    """np.unique(ids).tolist() of small non-negative ids (stat ids, field numbers) by a count, not a
+    sort: at 270 MB the sorts of the stats' 1-2 M records were 0.1 s."""
+    if len(ids) and 0 <= int(ids.min()) and int(ids.max()) < 1 << 16:
+        return np.flatnonzero(np.bincount(ids)).tolist()
+    return np.unique(ids).tolist()
 
 
 def _wire_values(
