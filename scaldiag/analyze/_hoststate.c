@@ -413,13 +413,17 @@ static PyObject *measure(PyObject *self, PyObject *args) {
         }
     }
     Py_ssize_t k_start = 0, k_end = 0;
+    int64_t searched_end = INT64_MIN;  /* the last end searched (k_end is its piece) */
     int short_totals = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n && !short_totals; i++) {
         if (seg_c[i] >= shown_below) continue;
         int64_t cell = (int64_t)seg_n[i] * states + seg_c[i];
-        k_start = upper(bounds, nb, seg_s[i], k_start);
+        /* A thread's segments mostly follow one another: where one starts as the last ended, its
+           start's piece is already known. */
+        k_start = seg_s[i] == searched_end ? k_end : upper(bounds, nb, seg_s[i], k_start);
         k_end = upper(bounds, nb, seg_e[i], k_end);
+        searched_end = seg_e[i];
         int64_t into_start = seg_s[i] - left[k_start], into_end = seg_e[i] - left[k_end];
         for (Py_ssize_t k = 0; k < n_sets; k++) {
             const int64_t *before = sets[k].before.buf, *inside = sets[k].inside.buf;
