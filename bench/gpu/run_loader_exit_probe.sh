@@ -11,7 +11,9 @@ run() {  # $1: label; the rest: the command
   local label=$1; shift
   local t0 t1 rc; t0=$(now); timeout -k 10 120 "$@" > /tmp/loader_probe/out.txt 2>&1; rc=$?; t1=$(now)
   echo "== $label: exit $rc, wall $(python3 -c "print(f'{$t1 - $t0:.1f}')") s"
-  grep -v "^\s*$" /tmp/loader_probe/out.txt | grep -v "Warning\|warn(" | cut -c1-200 | head -60
+  grep "^\[" /tmp/loader_probe/out.txt
+  # the last stack dump (faulthandler, every 6 s after the script's end): where the exit waits
+  awk '/^Timeout \(/{buf=""} {buf=buf $0 "\n"} END{printf "%s", buf}' /tmp/loader_probe/out.txt | tail -40
 }
 {
   gpu_env /dev/stdout
@@ -20,5 +22,5 @@ run() {  # $1: label; the rest: the command
   run "midpass hold" python3 bench/gpu/loader_exit_probe.py --midpass --hold
   run "profiler midpass hold" python3 bench/gpu/loader_exit_probe.py --profiler --midpass --hold
   run "scaldiag profile" python3 -m scaldiag profile -q --out /tmp/loader_probe/runs bench/gpu/loader_exit_probe.py
-  grep -E "teardown|input-ceiling|script before|Thread|File" /tmp/loader_probe/out.txt | head -40
+  grep -E "teardown|input-ceiling|script before" /tmp/loader_probe/out.txt | head
 } 2>&1 | tee "$FINAL_OUT/loader_exit_probe.txt"
