@@ -173,6 +173,9 @@ def run_case(case: Case, rounds: int, work: Path, save=lambda row: None) -> dict
             ms[side] = _sample_ms(rep)
         if ms["planted"] and ms["twin"]:
             twin.append(ms["planted"] / ms["twin"])
+        row["twin"] = _spread(twin) if twin else None
+        row["twin_pairs"] = len(twin)
+        save(row)  # a run stopped by its time limit keeps the pairs measured
     row["twin"] = _spread(twin) if twin else None
     if row.get("try") and row["twin"]:
         row["agree"] = row["try"][1] <= row["twin"][2] and row["twin"][1] <= row["try"][2]
