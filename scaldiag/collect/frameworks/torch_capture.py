@@ -553,6 +553,10 @@ class TorchCapture:
             )
         finally:
             self.finished = True
+            # The user's DataLoader is theirs again: held here past the script's end, a persistent
+            # one outlived the run's own exit order (bench/gpu/loader_exit_probe.py: torch's atexit
+            # hooks then join each pinned worker for 5 s).
+            self.loader = None
             try:
                 session.close()
             except Exception as exc:
@@ -584,8 +588,9 @@ class TorchCapture:
 
 
 def measure_loader(loader, seconds: float) -> dict | None:
-    """Samples per second a DataLoader delivers alone (a fresh iterator: its workers start again;
-    their first batches, one a worker, are start-up), scaled to the job's ranks."""
+    """Samples per second a DataLoader delivers alone (a fresh iterator, whose workers start
+    again, or a persistent loader's own, which restarts its pass: either way their first batches,
+    one a worker, are start-up), scaled to the job's ranks."""
     workers = int(getattr(loader, "num_workers", 0) or 0)
     found = input_ceiling.count_batches(
         iter(loader), "DataLoader iterated alone", max(1, workers), seconds
