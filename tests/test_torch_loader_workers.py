@@ -65,7 +65,7 @@ def test_the_batches_the_workers_make_ahead_are_the_input_prefetch(record):
 
 PERSISTENT = textwrap.dedent("""
     import atexit, gc, weakref, torch
-    import torch._dynamo  # else the first optimizer imports it, and torch.fx keeps that frame's callers
+    import torch._dynamo  # else the first optimizer imports it; torch.fx keeps that frame's callers
     from torch.utils.data import DataLoader, Dataset
 
     class Data(Dataset):
