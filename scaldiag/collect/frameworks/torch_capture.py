@@ -557,6 +557,9 @@ class TorchCapture:
             # one outlived the run's own exit order (bench/gpu/loader_exit_probe.py: torch's atexit
             # hooks then join each pinned worker for 5 s).
             self.loader = None
+            from scaldiag.collect.frameworks import torch_hooks
+
+            attempt(torch_hooks.unlink_loaders, lambda why: None)
             try:
                 session.close()
             except Exception as exc:
