@@ -315,6 +315,8 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
     node that cannot be merged (no place in the job, no rank's trace with steps) is left out and
     named; one rank file that cannot be read is left out of its node and named."""
     left_out: list[str] = []
+    # Each node directory as its text (node_records'), a Path made where one is opened: a Path is
+    # about 0.3 KB a node more, held to the end.
     found = job_dirs.node_records(paths, left_out)
     dirs = [d for d, _ in found]
     job_dirs.refuse_other_jobs(dirs, [run for _, run in found])
@@ -368,10 +370,10 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
     # set of them at the peak).
     analysis = job_nodes.reduce_job(job, offsets, bytes_per_step, notes, steady, intra)
     analysis = replace(analysis, one_network_stack=one_stack is not None)
-    return build_job_report([str(d) for d in dirs], analysis, files, job_dirs.framework(dirs[0]))
+    return build_job_report(dirs, analysis, files, job_dirs.framework(dirs[0]))
 
 
-def _network_stacks(found: list[tuple[Path, dict]]) -> dict[Path, tuple]:
+def _network_stacks(found: list[tuple[str, dict]]) -> dict[str, tuple]:
     """Each node's (kernel boot id, network namespace) as its run.json says them (the keys of
     analyze/nodes.shared_network_stack); equal ones are one tuple, not one a node."""
     seen: dict[tuple, tuple] = {}
@@ -384,48 +386,53 @@ def _network_stacks(found: list[tuple[Path, dict]]) -> dict[Path, tuple]:
 
 
 def _job_events(
-    dirs: list[Path],
-    by_node: dict[Path, list[tuple[job_nodes.PackedRank, str]]],
-    labels: dict[Path, str],
-    intra_ns: dict[Path, dict[int, list[int]]],
+    dirs: list[str],
+    by_node: dict[str, list[tuple[job_nodes.PackedRank, str]]],
+    labels: dict[str, str],
+    intra_ns: dict[str, dict[int, list[int]]],
 ):
     """The nodes' ranks in one ``JobEvents`` (in the nodes' order), each rank's file, and per node
-    its bytes a step, steady step time and own all-reduce times (pipeline.diagnose_job's;
-    ``labels``: each node's; ``intra_ns``: its run.json's intra-node all-reduce times, where
-    any)."""
+    its bytes a step, steady step time and own all-reduce times, by label, for the nodes that have
+    them (pipeline.diagnose_job's; ``labels``: each node's; ``intra_ns``: its run.json's intra-node
+    all-reduce times, where any)."""
     packed, bytes_per_step, steady, intra, files = [], {}, {}, {}, []
     for d in dirs:
         label = labels[d]
         found = by_node[d]
         files += [(label, r.rank, path) for r, path in found]
         packed += [r for r, _ in found]
-        bytes_per_step[label], steady[label] = _record_facts(d)
         per_step = found[0][0].collectives / max(1, found[0][0].steps)
-        intra[label] = job_merge.intra_node_ms(intra_ns.get(d, {}), per_step)
+        figures = (*_record_facts(d), job_merge.intra_node_ms(intra_ns.get(d, {}), per_step))
+        # Only the figures a node has: reduce_job reads one it lacks as None, and the report holds
+        # these dicts to the end (a None a node for each, where records say none).
+        for held, value in zip((bytes_per_step, steady, intra), figures):
+            if value is not None:
+                held[label] = value
     return job_nodes.JobEvents.of(packed), files, bytes_per_step, steady, intra
 
 
 def _rank_events(
-    dirs: list[Path], labels: dict[Path, str], engine: Engine | None, left_out: list[str]
-) -> dict[Path, list[tuple[job_nodes.PackedRank, str]]]:
+    dirs: list[str], labels: dict[str, str], engine: Engine | None, left_out: list[str]
+) -> dict[str, list[tuple[job_nodes.PackedRank, str]]]:
     """Per node directory, each of its ranks' evidence with its trace file (ranks without steps left
-    out; a file that cannot be read left out, its reason added to ``left_out``)."""
-    where = [(d, f) for d in dirs for f in trace_files(d / TRACE_DIR)]
+    out; a file that cannot be read left out, its reason added to ``left_out``). The files are held
+    as text (a Path a rank is about 0.3 KB more while the job is read)."""
+    where = [(d, str(f)) for d in dirs for f in trace_files(Path(d) / TRACE_DIR)]
     found = map_on(engine, _rank_events_of, [(labels[d], f) for d, f in where])
-    by_node: dict[Path, list] = {d: [] for d in dirs}
+    by_node: dict[str, list] = {d: [] for d in dirs}
     for (d, f), events in zip(where, found):
         if isinstance(events, str):
             left_out.append(f"{events}: this rank is left out")
         elif events is not None:
-            by_node[d].append((events, str(f)))
+            by_node[d].append((events, f))
     return by_node
 
 
-def _rank_events_of(item: tuple[str, Path]) -> job_nodes.PackedRank | str | None:
+def _rank_events_of(item: tuple[str, str]) -> job_nodes.PackedRank | str | None:
     """One rank's trace read and reduced to its evidence, packed in one array (analyze/nodes.pack:
     the job holds every rank's until the merge), or why it cannot be read (runs in a worker: a
     reason, not an exception, so that no engine prints its own traceback for a damaged file)."""
-    label, f = item
+    label, f = item[0], Path(item[1])
     try:
         trace = _rank_trace(f)
         events = job_nodes.rank_events(label, f"{label}/{f.name.split('.')[0]}", trace.planes)
@@ -445,7 +452,7 @@ def _rank_trace(file: Path) -> Trace:
     return read_trace(file)[1]
 
 
-def _record_facts(run_dir: Path):
+def _record_facts(run_dir: Path | str):
     """Bytes all-reduced a step (the optimizer's parameters: DDP reduces each gradient once a step)
     and
     the node's steady step time from its first rank's record (every step, not only the traced ones).

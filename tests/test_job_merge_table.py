@@ -8,6 +8,7 @@ and 200 ranks: linear.
 
 from __future__ import annotations
 
+import pickle
 import random
 
 import numpy as np
@@ -209,6 +210,31 @@ def test_nodes_summarised_a_chunk_at_a_time_give_the_same_figures(chunk, monkeyp
         assert repr(cut) == repr(whole)
         assert [s.steady_step_ms for s in cut.nodes] == [steady[n] for n in job.nodes]
         assert all(s.intra_node_ms is None for s in cut.nodes)
+
+
+def test_the_nodes_are_held_as_a_table_and_read_back_as_made():
+    """reduce_job holds each node's six measured Summary as numbers in one float64 array
+    (NodeTable: 288 bytes a node, not six objects and their floats); each NodeSummary made from it
+    is the same however it is asked for (iterated, indexed, sliced, after a pickle's round trip),
+    with the record's figures by node name where a node has them."""
+    rng = random.Random(11)
+    for _ in range(10):
+        job = nodes.JobEvents.of(random_job(rng, EPOCH_NS))
+        steady = {n: Summary.of([float(len(n)), 2.5]) for n in job.nodes[::2]}
+        got = nodes.reduce_job(job, [], {job.nodes[-1]: 8_000_000}, None, steady, {})
+        table = got.nodes
+        assert isinstance(table, nodes.NodeTable)
+        assert table.summaries.shape == (len(job.nodes), 6, 6)
+        made = list(table)  # (repr: every float's digits, nan as nan; nan != nan)
+        assert [repr(table[i]) for i in range(len(table))] == [repr(n) for n in made]
+        assert repr(table[1:]) == repr(made[1:]) and repr(table[-1]) == repr(made[-1])
+        assert table == table and repr(table) == repr(made)
+        assert repr(list(pickle.loads(pickle.dumps(table)))) == repr(made)
+        assert [n.steady_step_ms for n in made] == [steady.get(n) for n in job.nodes]
+        assert [n.bytes_per_step for n in made][-1] == 8_000_000
+        assert all(n.bytes_per_step is None and n.intra_node_ms is None for n in made[:-1])
+        with pytest.raises(IndexError):
+            table[len(table)]
 
 
 @pytest.mark.parametrize("seed", range(10))

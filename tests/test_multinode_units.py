@@ -351,6 +351,21 @@ def test_the_merge_takes_one_directory_a_node_of_one_job(tmp_path):
         job.node_dirs([str(a), str(a)])
 
 
+def test_the_merge_keeps_of_each_run_json_only_what_it_reads(tmp_path):
+    """record/nodes.node_records: each node directory as its text, in node order, with only the
+    part of its run.json the merge reads (every node's is held until the last is found)."""
+    from scaldiag.record import nodes as job
+
+    dirs = [_node_dir(tmp_path / "out" / f"t-h-node{k}", "h", k, nnodes=3) for k in (2, 0, 1)]
+    for d in dirs:
+        run = json.loads((d / "run.json").read_text())
+        run.update(command=["train.py"] * 100, samplers={"gpu": [1] * 100}, started_ns=5)
+        (d / "run.json").write_text(json.dumps(run))
+    found = job.node_records([str(tmp_path / "out")])
+    assert [d for d, _ in found] == [str(dirs[1]), str(dirs[2]), str(dirs[0])]
+    assert all(set(run) == {"node", "started_ns"} for _, run in found)
+
+
 @pytest.mark.parametrize(
     "flags, said",
     [

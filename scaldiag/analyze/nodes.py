@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -299,9 +300,71 @@ class NodeSummary:
     )
 
 
+# NodeSummary's Summary fields that every node has, measured over the traced steps, in its order.
+MEASURED = ("step_ms", "input_ms", "collective_ms", "link_ms", "exposed_ms", "lateness_ms")
+# A Summary's numbers in a row of NodeTable.summaries, in Summary's field order.
+_ROW = ("mean", "p50", "p90", "stdev", "n", "ci95")
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class NodeTable(Sequence):
+    """Every node's figures as columns, each node's ``NodeSummary`` made when asked for (the rules
+    and the views read a job's nodes one at a time): its six measured Summary as six numbers each
+    in one float64 array (288 bytes a node), not six Summary objects and their floats (about 1.7 KB
+    a node with the NodeSummary, most of what a 4,096-node job held at its peak;
+    bench/results/job_merge.md). The figures from the nodes' records are held as given, by node
+    name, for the nodes that have them.
+
+    Read back as they were made: a Summary's numbers are floats (its ``n`` an int, exact in float64
+    below 2**53), so a node made here is equal, field by field and in repr, to the one made from
+    the figures directly. A sequence of NodeSummary wherever a list of them is read; equal to a
+    list of the same nodes, and shown as one."""
+
+    nodes: list[str]  # each node's name
+    ranks: list[str]  # every node's rank names, the nodes' one after another
+    rank_at: np.ndarray  # where each node's ranks begin in ``ranks``, then the end
+    summaries: np.ndarray  # (nodes, len(MEASURED), len(_ROW)) float64
+    last_pct: np.ndarray  # (nodes,) float64
+    bytes_per_step: dict[str, int | None]
+    steady_step_ms: dict[str, Summary | None]
+    intra_node_ms: dict[str, Summary | None]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __getitem__(self, at):
+        if isinstance(at, slice):
+            return [self._node(i) for i in range(len(self))[at]]
+        return self._node(range(len(self))[at])  # (an index past the end: IndexError)
+
+    def __iter__(self) -> Iterator[NodeSummary]:
+        return map(self._node, range(len(self)))
+
+    def __eq__(self, other) -> bool:
+        return other is self or (isinstance(other, Sequence) and list(self) == list(other))
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    def _node(self, i: int) -> NodeSummary:
+        node = self.nodes[i]
+        return NodeSummary(
+            node,
+            self.ranks[int(self.rank_at[i]) : int(self.rank_at[i + 1])],
+            *[
+                Summary(mean, p50, p90, stdev, int(n), ci95)
+                for mean, p50, p90, stdev, n, ci95 in self.summaries[i].tolist()
+            ],
+            float(self.last_pct[i]),
+            self.bytes_per_step.get(node),
+            self.steady_step_ms.get(node),
+            self.intra_node_ms.get(node),
+        )
+
+
 @dataclass(frozen=True)
 class JobAnalysis:
-    nodes: list[NodeSummary]
+    nodes: Sequence[NodeSummary]  # reduce_job's: a NodeTable
     offsets: list[NodeOffset]
     matched_collectives: int
     notes: list[str] = field(default_factory=list)
@@ -663,34 +726,38 @@ def reduce_job(
     Linear in ranks x collectives: every rank's arrival at every collective matched on every rank is
     one table (``_arrivals``), each collective's last and first arrival and their sum computed once,
     and each rank's figures from them (``_per_rank``)."""
-    table = _arrivals(job)
-    figures = _per_rank(job, table)
+    arrivals = _arrivals(job)
+    figures, matched = _per_rank(job, arrivals), arrivals.count
+    del arrivals  # its columns (a few a matched collective of each rank) not held to the end
     by_node = np.argsort(job.node_of, kind="stable")  # each node's ranks in the job's order
     node_at = np.searchsorted(job.node_of[by_node], np.arange(len(job.nodes) + 1))
-    steady_ms, intra_node_ms = steady_ms or {}, intra_node_ms or {}
-    summaries = []
-    # A chunk of nodes at a time: their samples summarised together (summaries_of), then let go.
-    for first in range(0, len(job.nodes), SUMMARY_CHUNK_NODES):
-        chunk = range(first, min(first + SUMMARY_CHUNK_NODES, len(job.nodes)))
+    nnodes = len(job.nodes)
+    summaries = np.empty((nnodes, len(MEASURED), len(_ROW)))
+    last_pct = np.empty(nnodes)
+    # A chunk of nodes at a time: their samples summarised together (summary_rows), then let go.
+    for first in range(0, nnodes, SUMMARY_CHUNK_NODES):
+        chunk = range(first, min(first + SUMMARY_CHUNK_NODES, nnodes))
         samples = [
             _node_samples(job, by_node[node_at[k] : node_at[k + 1]].tolist(), figures)
             for k in chunk
         ]
-        stats = iter(summaries_of([values for node in samples for values in node.values]))
-        summaries += [
-            NodeSummary(
-                job.nodes[k],
-                [job.ranks[i] for i in found.ranks],
-                *[next(stats) for _ in found.values],
-                100.0 * found.last / found.total if found.total else float("nan"),
-                bytes_per_step.get(job.nodes[k]),
-                steady_ms.get(job.nodes[k]),
-                intra_node_ms.get(job.nodes[k]),
-            )
-            for k, found in zip(chunk, samples)
+        rows = summary_rows([values for node in samples for values in node.values])
+        summaries[chunk.start : chunk.stop] = rows.reshape(len(chunk), len(MEASURED), -1)
+        last_pct[chunk.start : chunk.stop] = [
+            100.0 * found.last / found.total if found.total else math.nan for found in samples
         ]
-    per_node = max(1, max(len(s.ranks) for s in summaries))
-    return JobAnalysis(summaries, offsets, table.count, list(notes or []), ranks_per_node=per_node)
+    table = NodeTable(
+        list(job.nodes),
+        [job.ranks[i] for i in by_node.tolist()],
+        node_at.astype(np.int64),
+        summaries,
+        last_pct,
+        bytes_per_step,
+        steady_ms or {},
+        intra_node_ms or {},
+    )
+    per_node = max(1, int(np.diff(node_at).max()))
+    return JobAnalysis(table, offsets, matched, list(notes or []), ranks_per_node=per_node)
 
 
 # Nodes whose per-step samples are held at once, summarised together: large enough that numpy's
@@ -765,7 +832,7 @@ def _arrivals(job: JobEvents) -> _Table:
     steps, ks, arrive, end = job.coll_step, job.coll_k, job.arrive_ns, job.end_ns
     numbered = steps >= 0
     rank_of, name_of, steps, ks, arrive, end = (
-        a[numbered] for a in (rank_of, name_of, steps, ks, arrive, end)
+        _kept(a, numbered) for a in (rank_of, name_of, steps, ks, arrive, end)
     )
     names = len(name_ids)
     if len(steps):
@@ -785,7 +852,12 @@ def _arrivals(job: JobEvents) -> _Table:
     keep = named & on_every[key_of]
     at[name_of[keep], col_of_key[key_of[keep]]] = arrive[keep]
     matched = on_every[key_of]
-    cells = _Cells(rank_of[matched], col_of_key[key_of[matched]], arrive[matched], end[matched])
+    cells = _Cells(
+        _kept(rank_of, matched),
+        col_of_key[_kept(key_of, matched)],
+        _kept(arrive, matched),
+        _kept(end, matched),
+    )
     first = at.min(axis=0) if names else _EMPTY_I64
     return _Table(
         count,
@@ -796,8 +868,14 @@ def _arrivals(job: JobEvents) -> _Table:
         first,
         (at - first).sum(axis=0) if names else _EMPTY_I64,
         cells,
-        name_of[matched],
+        _kept(name_of, matched),
     )
+
+
+def _kept(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``values[keep]``, without its copy where ``keep`` keeps every row (the usual job: every
+    collective numbered and matched on every rank): a copy is a column a cell."""
+    return values if keep.all() else values[keep]
 
 
 @dataclass(frozen=True)
@@ -830,16 +908,19 @@ def _per_rank(job: JobEvents, t: _Table) -> _Figures:
     new[1:] = (g_rank[1:] != g_rank[:-1]) | (g_step[1:] != g_step[:-1])
     starts = np.flatnonzero(new)
     group = np.cumsum(new) - 1
-    tails = _tails_ms(t, g_step, c.end_ns[order], starts)
-    late, last, n = _lateness(t, order, group, starts, n_ranks)
     ranks = np.arange(n_ranks + 1)
+    group_at = np.searchsorted(g_rank[starts], ranks)
+    tails = _tails_ms(t, g_step, c.end_ns[order], starts)
+    # Let go before the lateness makes its own columns a cell: there the arithmetic peaks
+    del step, g_rank, g_step, new
+    late, last, n = _lateness(t, order, group, starts, n_ranks)
     return _Figures(
         after_start,
         c.end_ns,
         np.searchsorted(c.rank, ranks),
         tails,
         late,
-        np.searchsorted(g_rank[starts], ranks),
+        group_at,
         last,
         n,
     )
@@ -886,28 +967,42 @@ def _joined_f64(parts: list[np.ndarray]) -> np.ndarray:
 
 
 def summaries_of(samples: list[np.ndarray]) -> list[Summary]:
-    """``Summary.of`` of each sample, the same floats, computed for all samples of one length at
-    once: one row each in one array, numpy's mean, percentiles and deviation along the rows (each
-    row reduced as the sample alone is: the same pairwise sums, the same interpolation). Six
-    summaries a node at 166 us each were most of the merge's arithmetic (1 ms a node)."""
-    out: list[Summary | None] = [None] * len(samples)
+    """``Summary.of`` of each sample, the same floats (``summary_rows``' rows as Summary)."""
+    return [
+        Summary(mean, p50, p90, stdev, int(n), ci95)
+        for mean, p50, p90, stdev, n, ci95 in summary_rows(samples).tolist()
+    ]
+
+
+def summary_rows(samples: list[np.ndarray]) -> np.ndarray:
+    """``Summary.of`` of each sample as a row of NodeTable.summaries (mean, p50, p90, stdev, n,
+    ci95), the same floats, computed for all samples of one length at once: one row each in one
+    array, numpy's mean, percentiles and deviation along the rows (each row reduced as the sample
+    alone is: the same pairwise sums, the same interpolation). Six summaries a node at 166 us each
+    were most of the merge's arithmetic (1 ms a node)."""
+    out = np.empty((len(samples), len(_ROW)))
     by_length: dict[int, list[int]] = {}
     for i, values in enumerate(samples):
         by_length.setdefault(len(values), []).append(i)
     for n, at in by_length.items():
         if n == 0:
-            for i in at:
-                out[i] = Summary.of(samples[i])
+            empty = Summary.of(_EMPTY_F64)
+            out[at] = [getattr(empty, k) for k in _ROW]
             continue
         rows = np.array([samples[i] for i in at], np.float64).reshape(len(at), n)
-        mean = rows.mean(axis=1).tolist()
-        p50 = np.percentile(rows, 50, axis=1).tolist()
-        p90 = np.percentile(rows, 90, axis=1).tolist()
-        stdev = rows.std(axis=1, ddof=1).tolist() if n > 1 else [0.0] * len(at)
-        half = t95(n - 1)
-        for i, m, a, b, sd in zip(at, mean, p50, p90, stdev):
-            ci95 = half * sd / math.sqrt(n) if n > 1 else math.inf
-            out[i] = Summary(mean=m, p50=a, p90=b, stdev=sd, n=n, ci95=ci95)
+        stdev = rows.std(axis=1, ddof=1) if n > 1 else np.zeros(len(at))
+        # (half * sd) / sqrt(n) elementwise: the same IEEE operations as Summary.of's, in its order
+        ci95 = t95(n - 1) * stdev / math.sqrt(n) if n > 1 else math.inf
+        out[at] = np.column_stack(
+            (
+                rows.mean(axis=1),
+                np.percentile(rows, 50, axis=1),
+                np.percentile(rows, 90, axis=1),
+                stdev,
+                np.full(len(at), float(n)),
+                np.broadcast_to(ci95, len(at)),
+            )
+        )
     return out
 
 

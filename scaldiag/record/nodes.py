@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 from scaldiag.errors import ScaldiagError
@@ -34,23 +36,32 @@ def node_dirs(paths: list[str], left_out: list[str] | None = None) -> list[Path]
     does
     not say its place in the job (``node_rank`` not a node number) is left out, its reason added to
     ``left_out``; two directories of one node rank, or of different node counts, are not one job."""
-    return [d for d, _ in node_records(paths, left_out)]
+    return [Path(d) for d, _ in node_records(paths, left_out)]
 
 
-def node_records(paths: list[str], left_out: list[str] | None = None) -> list[tuple[Path, dict]]:
-    """``node_dirs``' directories, each with its run.json object: each read once, for all that the
-    merge takes from it but its intra-node all-reduce (it was read about nine times a node)."""
-    found: dict[Path, tuple[Path, dict]] = {}
+# What the merge reads of a node's run.json (its place, label and network stack in ``node``, its
+# intra-node all-reduce, its run's span): node_records keeps these alone. Every node's record is
+# held until the last is found, and a whole one is a few KB decoded (a 4,096-node job's records
+# were then more than the merge's own figures).
+MERGED_KEYS = ("node", "intra_node_allreduce", "started_ns", "ended_ns")
+
+
+def node_records(paths: list[str], left_out: list[str] | None = None) -> list[tuple[str, dict]]:
+    """``node_dirs``' directories as text (``str`` of their Path), each with what the merge reads of
+    its run.json (MERGED_KEYS): each read once (it was read about nine times a node). Text, not
+    Paths: every node's is held until the last is found, and a Path is about 0.3 KB more."""
+    found: dict[str, tuple[str, dict]] = {}
     for p in map(Path, paths):
         if not p.is_dir():
             raise ScaldiagError(f"no such run directory: {p}")
         own = _run_of(p)
         if node_in(own) is not None:
-            held = [(p, own)]
+            held = [(str(p), _merged(own))]
         else:
-            held = [(c, run) for c in _children(p) if node_in(run := _run_of(c))]
+            held = ((str(c), _merged(run)) for c in _children(p) if node_in(run := _run_of(c)))
         for d, run in held:
-            found.setdefault(d.resolve(), (d, run))  # a directory named twice is one node
+            # A directory named twice is one node (its real path a string: no second Path a node).
+            found.setdefault(os.path.realpath(d), (d, run))
     placed, runs = {}, {}
     for d, run in found.values():
         where = place_of(node_in(run))
@@ -80,14 +91,21 @@ def node_records(paths: list[str], left_out: list[str] | None = None) -> list[tu
             "`scaldiag profile --nnodes N ...`, or under SLURM, TF_CONFIG or JAX); found "
             f"{len(placed)} in {', '.join(paths)}{why}"
         )
-    return [(d, runs[d]) for d in sorted(placed, key=lambda d: (placed[d][0], str(d)))]
+    return [(d, runs[d]) for d in sorted(placed, key=lambda d: (placed[d][0], d))]
 
 
-def _children(p: Path) -> list[Path]:
+def _merged(run: dict) -> dict:
+    return {k: run[k] for k in MERGED_KEYS if k in run}
+
+
+def _children(p: Path) -> Iterator[Path]:
+    """``p``'s directories in the order of their names (``sorted(p.iterdir())``'s on POSIX), made
+    one at a time: a shared ``--out`` of thousands of nodes is not held as Paths."""
     try:
-        return [c for c in sorted(p.iterdir()) if c.is_dir()]
+        names = sorted(os.listdir(p))
     except OSError as exc:
         raise ScaldiagError(f"cannot read {p}: {exc.strerror or exc}") from None
+    return (c for c in map(p.joinpath, names) if c.is_dir())
 
 
 def place(run_dir: Path) -> tuple[int, int | None] | str:
@@ -171,10 +189,10 @@ def framework(run_dir: Path) -> str:
     return said["backend"] if said.get("backend") in ("tensorflow", "jax") else "pytorch"
 
 
-def refuse_other_jobs(dirs: list[Path], records: list[dict] | None = None) -> None:
+def refuse_other_jobs(dirs: list[Path] | list[str], records: list[dict] | None = None) -> None:
     """Refuse node directories that say they are of different jobs: another launcher or rendezvous,
     or runs that do not overlap even allowing MAX_CLOCK_OFFSET_NS between their hosts' clocks.
-    ``records``: their run.json objects where read already."""
+    ``records``: their run.json objects (or node_records' part of them) where read already."""
     records = [read_json(d, RUN_JSON) for d in dirs] if records is None else records
     for key in ("launcher", "rdzv_endpoint"):
         said = {
@@ -194,7 +212,8 @@ def refuse_other_jobs(dirs: list[Path], records: list[dict] | None = None) -> No
         if start > end0 + MAX_CLOCK_OFFSET_NS or start0 > end + MAX_CLOCK_OFFSET_NS:
             apart_s = max(start - end0, start0 - end) / 1e9
             raise ScaldiagError(
-                f"these directories are not of one job: {d.name}'s run and {d0.name}'s do not "
+                f"these directories are not of one job: {Path(d).name}'s run and {Path(d0).name}'s"
+                " do not "
                 f"overlap ({apart_s:,.0f} s apart; their clocks may differ by a minute at most)"
             )
 

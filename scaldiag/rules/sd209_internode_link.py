@@ -118,16 +118,18 @@ class _InterNodeLink:
         fallback = (
             float(sorted(own)[len(own) // 2]) if own else None
         )  # a node that measured none: the others'
-        measured = [(n, m) for n in job.nodes if (m := _network(n, fallback)) is not None]
-        if not measured:
+        measured = ((n, m) for n in job.nodes if (m := _network(n, fallback)) is not None)
+        # The node that pays most, and the slowest hop: a job's nodes are made one at a time
+        # (analyze/nodes.NodeTable), so neither a list of them nor of their figures is held.
+        found = _first_max(
+            measured, lambda p: p[1].network_low_ms / p[1].step_ms, lambda p: p[1].link_ms
+        )
+        if found is None:
             return None
-        node, m = max(
-            measured, key=lambda p: p[1].network_low_ms / p[1].step_ms
-        )  # the node that pays most
+        (node, m), (slowest, ms) = found
         low_pct, pct = 100 * m.network_low_ms / m.step_ms, 100 * m.network_ms / m.step_ms
         if low_pct < MODERATE_PCT:
             return None
-        slowest, ms = max(measured, key=lambda p: p[1].link_ms)
         return Finding(
             id=self.id,
             title="The network between nodes holds up every step",
@@ -156,6 +158,18 @@ class _InterNodeLink:
             ),
             forecast=_forecast(node, m),
         )
+
+
+def _first_max(items, *keys) -> list | None:
+    """For each key the item ``max(items, key=key)`` gives (the first of the largest), in one pass
+    over ``items``; None where there is none."""
+    best: list = []
+    for item in items:
+        if not best:
+            best = [item] * len(keys)
+            continue
+        best = [item if key(item) > key(b) else b for key, b in zip(keys, best)]
+    return best or None
 
 
 def _gain(step: float, saved: float) -> float:

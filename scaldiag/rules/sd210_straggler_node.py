@@ -58,14 +58,21 @@ class _StragglerNode:
     def check(self, job: JobAnalysis) -> Finding | None:
         if len(job.nodes) < 2 or not job.matched_collectives:
             return None
-        late = max(job.nodes, key=lambda n: n.lateness_ms.mean)
+        # By position, not identity: a job's nodes are made as they are read (analyze/nodes.py
+        # NodeTable), one at a time, so the others are gone over again rather than held.
+        at, late = max(enumerate(job.nodes), key=lambda p: p[1].lateness_ms.mean)
         s = late.lateness_ms
         ci = s.ci95 if math.isfinite(s.ci95) else s.mean
         step = min(n.step_ms.mean for n in job.nodes)
         if not step > 0 or (s.mean - ci) / step < MIN_STEP_SHARE:
             return None
-        others = [n for n in job.nodes if n is not late]
-        extra_input = late.input_ms.mean - sum(n.input_ms.mean for n in others) / len(others)
+
+        def others():
+            return (n for i, n in enumerate(job.nodes) if i != at)
+
+        extra_input = late.input_ms.mean - sum(n.input_ms.mean for n in others()) / (
+            len(job.nodes) - 1
+        )
         by_input = extra_input >= INPUT_EXPLAINS * s.mean
         gain = step / (step - min(s.mean, 0.99 * step))
         low_gain = step / (step - min(max(s.mean - ci, 0), 0.99 * step))
@@ -110,7 +117,7 @@ class _StragglerNode:
                         spread=round(n.input_ms.ci95, 2),
                         device=n.node,
                     )
-                    for n in others
+                    for n in others()
                 ],
             ],
             fix=FIX_INPUT if by_input else FIX_COMPUTE,
