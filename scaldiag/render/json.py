@@ -14,6 +14,7 @@ import math
 import sys
 from typing import TextIO
 
+from scaldiag.analyze.nodes import MEASURED
 from scaldiag.analyze.profile import UnitAnalysis
 from scaldiag.rules import Finding
 from scaldiag.rules.report import JobReport, Report, RunReport, SweepReport
@@ -288,15 +289,11 @@ def sweep_dict(report: SweepReport) -> dict:
     }
 
 
+# NodeSummary's fields in the JSON's order: the measured ones as analyze/nodes keeps them.
 _NODE = (
     "node",
     "ranks",
-    "step_ms",
-    "input_ms",
-    "collective_ms",
-    "link_ms",
-    "exposed_ms",
-    "lateness_ms",
+    *MEASURED,
     "last_pct",
     "bytes_per_step",
     "steady_step_ms",
