@@ -533,6 +533,7 @@ class TorchCapture:
     def finish(self) -> None:
         """The script ended: drop the open step, measure the input ceiling, close the run."""
         if self.finished or self.session is None:
+            self._let_go()  # a script that iterated loaders and never trained holds links too
             return
         session = self.session
         self._epochs_open = False
@@ -553,13 +554,7 @@ class TorchCapture:
             )
         finally:
             self.finished = True
-            # The user's DataLoader is theirs again: held here past the script's end, a persistent
-            # one outlived the run's own exit order (bench/gpu/loader_exit_probe.py: torch's atexit
-            # hooks then join each pinned worker for 5 s).
-            self.loader = None
-            from scaldiag.collect.frameworks import torch_hooks
-
-            attempt(torch_hooks.unlink_loaders, lambda why: None)
+            self._let_go()
             try:
                 session.close()
             except Exception as exc:
@@ -567,6 +562,15 @@ class TorchCapture:
                     f"scaldiag: could not close the run ({type(exc).__name__}: {exc})",
                     file=sys.stderr,
                 )
+
+    def _let_go(self) -> None:
+        """The user's DataLoaders are theirs again: held here past the script's end, a persistent
+        one outlived the run's own exit order (bench/gpu/loader_exit_probe.py: torch's atexit
+        hooks then join each pinned worker for 5 s)."""
+        self.loader = None
+        from scaldiag.collect.frameworks import torch_hooks
+
+        attempt(torch_hooks.unlink_loaders, lambda why: None)
 
     def _memory_peaks(self) -> None:
         """The CUDA allocator's peak of training, before the input ceiling's loader runs."""
