@@ -33,6 +33,7 @@ import importlib.metadata
 import os
 import sys
 import time
+import weakref
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, RUN_DIR_ENV
 from scaldiag.collect.frameworks import (
@@ -104,6 +105,7 @@ class TorchCapture:
         self.failed: str | None = None
         self.optimizer = None
         self.loader = None
+        self._linked: weakref.WeakSet = weakref.WeakSet()  # iterators ``link`` told their loader
         self.batch: tuple[int, str] | None = None
         self.forward_batch: int | None = None
         self.finished = False
@@ -563,14 +565,22 @@ class TorchCapture:
                     file=sys.stderr,
                 )
 
-    def _let_go(self) -> None:
-        """The user's DataLoaders are theirs again: held here past the script's end, a persistent
-        one outlived the run's own exit order (bench/gpu/loader_exit_probe.py: torch's atexit
-        hooks then join each pinned worker for 5 s)."""
-        self.loader = None
-        from scaldiag.collect.frameworks import torch_hooks
+    def link(self, iterator, loader) -> None:
+        """``DataLoader.__iter__`` (torch_hooks): the iterator knows its loader while the script
+        runs (``for b in DataLoader(...)`` holds only the iterator), until ``_let_go``."""
+        iterator._scaldiag_loader = loader
+        self._linked.add(iterator)
 
-        attempt(torch_hooks.unlink_loaders, lambda why: None)
+    def _let_go(self) -> None:
+        """The user's DataLoaders are theirs again. A persistent loader holds its iterator
+        (``_iterator``): the link back made a cycle that kept both alive past the script's end,
+        where refcounting alone frees them in a plain run, and alive at exit a persistent, pinned
+        loader's workers are joined by torch's atexit hooks, 5 s a worker (15 workers: 76 s on an
+        H100; bench/gpu/loader_exit_probe.py)."""
+        self.loader = None
+        for iterator in list(self._linked):
+            iterator.__dict__.pop("_scaldiag_loader", None)
+        self._linked = weakref.WeakSet()
 
     def _memory_peaks(self) -> None:
         """The CUDA allocator's peak of training, before the input ceiling's loader runs."""

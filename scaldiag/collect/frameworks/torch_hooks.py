@@ -30,7 +30,6 @@ import functools
 import importlib.util
 import os
 import sys
-import weakref
 from pathlib import Path
 
 from scaldiag.collect.env import RUN_DIR_ENV, RUN_ROOT_ENV, TORCHRUN_ENV
@@ -125,22 +124,6 @@ def _loader_of(iterator):
     return getattr(iterator, "_scaldiag_loader", None)
 
 
-# The iterators given a link to their loader. A persistent loader holds its iterator
-# (``_iterator``), so the link makes a cycle that kept both alive past the script's end, where
-# refcounting alone frees them in a plain run; alive at exit, a persistent, pinned loader's workers
-# are joined by torch's atexit hooks, 5 s a worker (15 workers: 76 s on an H100). The link stays
-# strong while the script runs (``for b in DataLoader(...)`` holds only the iterator) and goes
-# when the capture ends (``unlink_loaders``).
-_LINKED: weakref.WeakSet = weakref.WeakSet()
-
-
-def unlink_loaders() -> None:
-    """The script has ended: each iterator's link to its loader goes (no cycle is left)."""
-    for iterator in list(_LINKED):
-        iterator.__dict__.pop("_scaldiag_loader", None)
-    _LINKED.clear()
-
-
 def _wrap_iter(loader_class, capture) -> None:
     """Remember which DataLoader an iterator came from (to measure its input ceiling after
     training); a
@@ -151,8 +134,7 @@ def _wrap_iter(loader_class, capture) -> None:
     def __iter__(self):
         iterator = original(self)
         try:
-            iterator._scaldiag_loader = self
-            _LINKED.add(iterator)
+            capture.link(iterator, self)
             iterator._scaldiag_fresh = True  # its first batch waits for the pipeline to (re)start
         except Exception:
             pass
