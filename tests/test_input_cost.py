@@ -66,6 +66,25 @@ def test_a_cost_the_trace_does_not_show_is_counted_as_input_and_the_step_still_a
     assert any("input measured" in n for n in raised.notes)
 
 
+def test_shares_that_are_means_of_each_steps_share_still_add_up_after_the_raise():
+    # A unit's share is the mean of each step's share, not its mean ms over the mean step: a slow
+    # step with little input makes the input's share (2%) differ from 1 of 100 ms. The raise keeps
+    # the shares adding up to 100 (a CI run read 99.992%, and the lost speedups no longer added up).
+    unit = _unit(100.0, {"compute": 90.0, "host_overhead": 9.0, "input": 1.0})
+    shares = {"compute": 89.0, "host_overhead": 9.0, "input": 2.0}
+    unit.categories.update(
+        {
+            c: CategoryTime(t.exclusive_ms, shares[c], 0.5, t.busy_ms)
+            for c, t in unit.categories.items()
+        }
+    )
+    raised = with_input_cost(_profile(unit), input_cost(100.0, 2.0, _measured(60.0, 58.0, 62.0)))
+    cats = raised.units[0].categories
+    assert sum(c.exclusive_pct for c in cats.values()) == pytest.approx(100.0, abs=1e-9)
+    assert cats["input"].exclusive_pct == pytest.approx(40.0)
+    assert cats["compute"].exclusive_pct == pytest.approx(60.0 * 89 / 98)
+
+
 def test_a_difference_inside_the_noise_changes_nothing():
     cost = input_cost(100.0, 1.0, _measured(100.0 * (1 - NOISE_FRACTION / 2)))
     assert not cost.significant
