@@ -83,6 +83,8 @@ def test_shares_that_are_means_of_each_steps_share_still_add_up_after_the_raise(
     assert sum(c.exclusive_pct for c in cats.values()) == pytest.approx(100.0, abs=1e-9)
     assert cats["input"].exclusive_pct == pytest.approx(40.0)
     assert cats["compute"].exclusive_pct == pytest.approx(60.0 * 89 / 98)
+    # What the trace showed as input is its share (2%), not 1 ms of the mean step (1%).
+    assert cats["input"].beyond_trace_pct == pytest.approx(40.0 - 2.0)
 
 
 def test_a_difference_inside_the_noise_changes_nothing():

@@ -133,8 +133,8 @@ def _unit(unit: UnitAnalysis, cost: InputCost, batches_per_step: int) -> UnitAna
     scale = (step_ms - target_ms) / rest_ms
     target_pct = 100 * target_ms / step_ms
     # Shares are means of each step's share (profile._unit), not ms over the mean step: they are
-    # scaled in their own terms so that they still add up to what they added up to (a CI run where
-    # the input cost counted read 99.992%, and the lost speedups no longer added up).
+    # scaled in their own terms, so that they add up to 100% (scaled by the ms, a CI run's read
+    # 99.992%, and its lost speedups no longer added up).
     rest_pct = sum(t.exclusive_pct for name, t in unit.categories.items() if name != "input")
     pct_scale = (100 - target_pct) / rest_pct if rest_pct > 0 else scale
     noise_pct = 100 * cost.noise_ms * batches_per_step / step_ms
@@ -156,7 +156,7 @@ def _unit(unit: UnitAnalysis, cost: InputCost, batches_per_step: int) -> UnitAna
         exclusive_pct=target_pct,
         exclusive_pct_ci95=noise_pct,
         busy_ms=max(current.busy_ms if current else 0.0, target_ms),
-        beyond_trace_pct=100 * (target_ms - current_ms) / step_ms,
+        beyond_trace_pct=max(0.0, target_pct - (current.exclusive_pct if current else 0.0)),
     )
     # Keep the categories in the unit's order (input where it was, or last).
     order = list(unit.categories) + ([] if "input" in unit.categories else ["input"])
