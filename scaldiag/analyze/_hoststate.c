@@ -207,6 +207,15 @@ fail:
     return -1;
 }
 
+/* The end of a sweep's call: its columns and unions let go (a result holds its own references),
+   scratch beyond a usual piece's freed, the arguments' buffers released. */
+static void end_sweep_call(PyObject *columns[4], PyObject *unions, Py_buffer **buffers, int n) {
+    for (int k = 0; k < 4; k++) Py_XDECREF(columns[k]);
+    Py_XDECREF(unions);
+    scratch_trim();
+    for (int k = 0; k < n; k++) PyBuffer_Release(buffers[k]);
+}
+
 static PyObject *innermost(PyObject *self, PyObject *args) {
     Py_buffer b_start, b_end, b_own, b_work;
     long long generic, overhead, input;
@@ -227,13 +236,7 @@ static PyObject *innermost(PyObject *self, PyObject *args) {
         goto done;
     result = PyTuple_Pack(5, columns[0], columns[1], columns[2], columns[3], unions);
 done:
-    for (int k = 0; k < 4; k++) Py_XDECREF(columns[k]);
-    Py_XDECREF(unions);
-    scratch_trim();
-    PyBuffer_Release(&b_start);
-    PyBuffer_Release(&b_end);
-    PyBuffer_Release(&b_own);
-    PyBuffer_Release(&b_work);
+    end_sweep_call(columns, unions, (Py_buffer *[]){&b_start, &b_end, &b_own, &b_work}, 4);
     return result;
 }
 
@@ -284,15 +287,7 @@ static PyObject *innermost_named(PyObject *self, PyObject *args) {
         goto done;
     result = PyTuple_Pack(5, columns[0], columns[1], columns[2], columns[3], unions);
 done:
-    for (int k = 0; k < 4; k++) Py_XDECREF(columns[k]);
-    Py_XDECREF(unions);
-    scratch_trim();
-    PyBuffer_Release(&b_start);
-    PyBuffer_Release(&b_end);
-    PyBuffer_Release(&b_names);
-    PyBuffer_Release(&b_own);
-    PyBuffer_Release(&b_global);
-    PyBuffer_Release(&b_work);
+    end_sweep_call(columns, unions, (Py_buffer *[]){&b_start, &b_end, &b_names, &b_own, &b_global, &b_work}, 6);
     return result;
 }
 

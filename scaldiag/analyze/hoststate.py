@@ -486,10 +486,15 @@ def _innermost_named(start, end, names, own_by_name, to_global):
             *(np.frombuffer(found[k], np.int64) for k in (0, 1)),
             np.frombuffer(found[2], np.int8),
             np.frombuffer(found[3], np.int32),
-            [(c, (np.frombuffer(s, np.int64), np.frombuffer(e, np.int64))) for c, s, e in unions],
+            _native_unions(unions),
         )
     seg_s, seg_e, code, inner, unions = _innermost_piece(start, end, own_by_name[names])
     return seg_s, seg_e, code.astype(np.int8), to_global[names[inner]], unions
+
+
+def _native_unions(unions) -> list:
+    """The C sweep's unions, (code, start bytes, end bytes) a state, as (code, (starts, ends))."""
+    return [(c, (np.frombuffer(s, np.int64), np.frombuffer(e, np.int64))) for c, s, e in unions]
 
 
 def _free_starts(start: np.ndarray, end: np.ndarray, size: int) -> list[int]:
@@ -534,7 +539,7 @@ def _innermost_piece(start: np.ndarray, end: np.ndarray, own: np.ndarray):
         )
         return (
             *(np.frombuffer(column, np.int64) for column in found),
-            [(c, (np.frombuffer(s, np.int64), np.frombuffer(e, np.int64))) for c, s, e in unions],
+            _native_unions(unions),
         )
     clipped = _clipped_ends(start, end)
     if clipped is None:
