@@ -238,10 +238,10 @@ def test_the_nodes_are_held_as_a_table_and_read_back_as_made():
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_summaries_of_many_samples_are_each_summary_of(seed):
-    """analyze/nodes.summaries_of: the samples of one length summarised along the rows of one array,
-    every float as Summary.of gives it alone (the pairwise sums of 8 values or more, percentiles'
-    interpolation, nan, one value, none)."""
+def test_summary_rows_of_many_samples_are_each_summary_of(seed):
+    """analyze/nodes.summary_rows (read back by summaries_in): the samples of one length summarised
+    along the rows of one array, every float as Summary.of gives it alone (the pairwise sums of 8
+    values or more, percentiles' interpolation, nan, one value, none)."""
     rng = np.random.default_rng(seed)
     samples = []
     for _ in range(60):
@@ -253,7 +253,8 @@ def test_summaries_of_many_samples_are_each_summary_of(seed):
         if rng.random() < 0.2:
             values = np.round(values / scale) * scale  # ties
         samples.append(values)
-    assert [repr(s) for s in nodes.summaries_of(samples)] == [repr(Summary.of(v)) for v in samples]
+    summaries = nodes.summaries_in(nodes.summary_rows(samples))
+    assert [repr(s) for s in summaries] == [repr(Summary.of(v)) for v in samples]
 
 
 def test_a_mean_halfway_between_two_floats_rounds_as_pythons_division():

@@ -351,10 +351,7 @@ class NodeTable(Sequence):
         return NodeSummary(
             node,
             self.ranks[int(self.rank_at[i]) : int(self.rank_at[i + 1])],
-            *[
-                Summary(mean, p50, p90, stdev, int(n), ci95)
-                for mean, p50, p90, stdev, n, ci95 in self.summaries[i].tolist()
-            ],
+            *summaries_in(self.summaries[i]),
             float(self.last_pct[i]),
             self.bytes_per_step.get(node),
             self.steady_step_ms.get(node),
@@ -966,11 +963,11 @@ def _joined_f64(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts).astype(np.float64, copy=False) if parts else _EMPTY_F64
 
 
-def summaries_of(samples: list[np.ndarray]) -> list[Summary]:
-    """``Summary.of`` of each sample, the same floats (``summary_rows``' rows as Summary)."""
+def summaries_in(rows: np.ndarray) -> list[Summary]:
+    """Rows of ``summary_rows`` (mean, p50, p90, stdev, n, ci95) as Summary, ``n`` an int again."""
     return [
         Summary(mean, p50, p90, stdev, int(n), ci95)
-        for mean, p50, p90, stdev, n, ci95 in summary_rows(samples).tolist()
+        for mean, p50, p90, stdev, n, ci95 in rows.tolist()
     ]
 
 
