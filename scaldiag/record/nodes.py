@@ -212,9 +212,9 @@ def refuse_other_jobs(dirs: list[Path] | list[str], records: list[dict] | None =
         if start > end0 + MAX_CLOCK_OFFSET_NS or start0 > end + MAX_CLOCK_OFFSET_NS:
             apart_s = max(start - end0, start0 - end) / 1e9
             raise ScaldiagError(
-                f"these directories are not of one job: {Path(d).name}'s run and {Path(d0).name}'s"
-                " do not "
-                f"overlap ({apart_s:,.0f} s apart; their clocks may differ by a minute at most)"
+                f"these directories are not of one job: {Path(d).name}'s run and"
+                f" {Path(d0).name}'s do not overlap ({apart_s:,.0f} s apart; their clocks may"
+                " differ by a minute at most)"
             )
 
 
