@@ -7,6 +7,7 @@
       steps.jsonl          one line per training step: begin_ns, end_ns, ...       (recorder)
                            (under Keras a step ends where the next begins: see recorder.py)
       marks.jsonl          moments between steps: fit/epoch/validation bounds, compiles (recorder, bootstrap)
+      printed.jsonl        the script's printed lines that hold a digit, time-stamped (collect/printed.py)
       device_steps.jsonl   the device's time of each step (CUDA events), where timed  (PyTorch capture)
       gpu_samples.jsonl    NVML samples                                             (sampler)
       host_samples.jsonl   psutil samples                                           (sampler)
@@ -37,6 +38,7 @@ RUN_JSON, TRAINING_JSON, INVENTORY_JSON = "run.json", "training.json", "inventor
 JSON_FILES = (RUN_JSON, TRAINING_JSON, INVENTORY_JSON)
 STEPS, GPU_SAMPLES, HOST_SAMPLES = "steps.jsonl", "gpu_samples.jsonl", "host_samples.jsonl"
 MARKS = "marks.jsonl"
+PRINTED = "printed.jsonl"  # {"t_ns", "stream", "text", "end"} a line printed (collect/printed.py)
 DEVICE_STEPS = (  # {"step": S, "device_ms": [...]}: the device's time of steps S, S+1...
     "device_steps.jsonl"
 )
@@ -46,7 +48,17 @@ TRY_JSON = "try.json"  # scaldiag try: baseline and fixed rounds, speed-up (comm
 # Every file of a record a report reads (an output there would replace an input:
 # commands/report.py).
 RECORD_FILES = frozenset(
-    (*JSON_FILES, SWEEP_JSON, STEPS, MARKS, DEVICE_STEPS, GPU_SAMPLES, HOST_SAMPLES, TRY_JSON)
+    (
+        *JSON_FILES,
+        SWEEP_JSON,
+        STEPS,
+        MARKS,
+        PRINTED,
+        DEVICE_STEPS,
+        GPU_SAMPLES,
+        HOST_SAMPLES,
+        TRY_JSON,
+    )
 )
 
 # Reading caps (docs/reliability.md): a record someone damaged or crafted is read within these.
