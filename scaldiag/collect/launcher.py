@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from scaldiag.collect import host_costs, torchrun
+from scaldiag.collect import host_costs, script_file, torchrun
 from scaldiag.collect.env import RUN_DIR_ENV
 from scaldiag.collect.samplers import Samplers
 from scaldiag.collect.session import start_run_json
@@ -92,7 +92,8 @@ def launch(
         lambda: start_run_json(run_dir, [sys.executable, script, *script_args]), RUN_JSON
     )
     if recording:
-        _try(lambda: update_run(run_dir, launcher_pid=os.getpid(), **(run_fields or {})), RUN_JSON)
+        fields = {"script": script_file.identity(script), **(run_fields or {})}  # try's check
+        _try(lambda: update_run(run_dir, launcher_pid=os.getpid(), **fields), RUN_JSON)
     env = {**os.environ, **(env or {})}
     if recording:
         env[RUN_DIR_ENV] = str(run_dir)
