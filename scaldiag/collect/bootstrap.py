@@ -25,8 +25,10 @@ import sys
 import threading
 import traceback
 
+from scaldiag.collect import printed
 from scaldiag.collect.env import FINISH_LIMIT_ENV, RUN_DIR_ENV
-from scaldiag.collect.frameworks import adapters, torch_hooks
+from scaldiag.collect import write_journal, write_snapshot
+from scaldiag.collect.frameworks import adapters, native_writes, torch_hooks
 from scaldiag.record.rundir import append_mark
 
 
@@ -140,6 +142,11 @@ def main() -> None:
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     sys.meta_path.insert(0, _PatchAfterImport(adapters.import_patches()))
     sys.excepthook = _from_the_script(os.path.abspath(script), sys.excepthook)
+    # The script's printed lines (its own clocks), read as they pass (collect/printed.py).
+    printed_lines = printed.start(os.environ.get(RUN_DIR_ENV))
+    writes = write_snapshot.start(script)  # profile: the folders the script may write, before
+    if write_journal.install_from_env():  # try: each path kept before a write; profile: noted
+        sys.meta_path.insert(0, _PatchAfterImport(native_writes.import_patches()))  # C++ writers
     append_mark(os.environ.get(RUN_DIR_ENV), "script_begin")
     ended: BaseException | None = None
     try:
@@ -151,6 +158,9 @@ def main() -> None:
         raise
     finally:
         finish_within(adapters.finish, finish_limit_s(), ended)
+        write_snapshot.finish(writes)  # run.json's ``writes`` (profile only)
+        if printed_lines is not None:
+            printed_lines.finish()
         append_mark(os.environ.get(RUN_DIR_ENV), "script_end")
         torch_hooks.record_rank_outcome(
             torch_hooks.rank_outcome(ended)
