@@ -14,6 +14,7 @@ from scaldiag.record.rundir import (
     HOST_SAMPLES,
     INVENTORY_JSON,
     MARKS,
+    PRINTED,
     RUN_JSON,
     STEPS,
     SWEEP_JSON,
@@ -53,6 +54,7 @@ def read_record(run_dir: Path) -> RunRecord:
     device_steps = load_jsonl(run_dir / DEVICE_STEPS)[
         0
     ]  # checked value by value (analyze/recorded_steps.device_times)
+    printed = read_printed(run_dir / PRINTED, notes)
     tried = _object(run_dir, TRY_JSON, validate.TRY_FIELDS, notes)  # {} where never tried
     notes += _abandoned(run)
     if notes:
@@ -70,7 +72,28 @@ def read_record(run_dir: Path) -> RunRecord:
         marks=marks,
         device_steps=device_steps,
         tried=tried if tried.get("finding") else {},
+        printed=printed,
     )
+
+
+def read_printed(path: Path, notes: list[str]) -> list[dict] | None:
+    """printed.jsonl's rows, well typed (a segment, or the count of those dropped); None where the
+    file is not there (a run from before the script's output was kept)."""
+    if not path.exists():
+        return None
+    rows, damaged = load_jsonl(path)
+    segments, wrong = validate.clean_rows(
+        [r for r in rows if "dropped" not in r], validate.PRINTED_ROW, False
+    )
+    dropped = [
+        {"dropped": r["dropped"]}
+        for r in rows
+        if "dropped" in r and isinstance(r["dropped"], int) and not isinstance(r["dropped"], bool)
+    ]
+    lost = damaged + wrong + sum("dropped" in r for r in rows) - len(dropped)
+    if lost:
+        notes.append(f"{path.name}: {lost} damaged line{'s' if lost > 1 else ''} skipped")
+    return segments + dropped
 
 
 def _object(run_dir: Path, name: str, fields: dict, notes: list[str]) -> dict:

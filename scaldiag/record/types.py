@@ -24,3 +24,6 @@ class RunRecord:
     # scaldiag try's result where it ran on this run (try.json): the finding, what was set, the
     # measured speed-up; {} where not tried
     tried: dict = field(default_factory=dict)
+    # The script's printed segments with a digit (printed.jsonl: {"t_ns", "stream", "text", "end"},
+    # a last {"dropped": N}); None where the run has no such file (runs from before it was kept)
+    printed: list[dict] | None = None

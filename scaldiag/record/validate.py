@@ -179,6 +179,7 @@ STEP_ROW = (
 )
 GPU_ROW = ({"t_ns": _time, "gpu": _int}, {})
 MARK_ROW = ({"mark": _str, "t_ns": _time}, {"epoch": _int})
+PRINTED_ROW = ({"t_ns": _time, "text": _str}, {"stream": _str, "end": _str})
 HOST_ROW = (
     {"t_ns": _time, "core_pct": _list_of(_num), "proc_cpu_pct": _num, "proc_rss_bytes": _int},
     {},

@@ -1,0 +1,85 @@
+"""The script's own clocks beside scaldiag's figures (analyze/printed_clock.py), in words.
+
+A disagreement is said before anything else in the report; agreements beside the headline.
+The clock's names come from the script's output: shown inert (render/terminal/common.inert)."""
+
+from __future__ import annotations
+
+from scaldiag.analyze.clock import WORDS
+from scaldiag.analyze.printed_clock import Comparison, PrintedClock
+
+# Agreements and clocks not compared shown in the default report; the rest under --verbose.
+SHOWN = 3
+
+
+def figure(x: Comparison) -> str:
+    return f"{x.shown} = {x.ms:.3g} ms a step ({WORDS.get(x.scope, x.scope)})"
+
+
+def scaldiag_figure(x: Comparison) -> str:
+    parts = " + ".join(f"{name} {ms:.3g}" for name, ms in x.parts if abs(ms) >= 0.005 * x.ms)
+    step = x.scaldiag_ms - sum(ms for _, ms in x.parts)
+    return f"scaldiag: {x.scaldiag_ms:.3g} ms" + (
+        f" = training step {step:.3g} + {parts}" if parts else ""
+    )
+
+
+def _into(ns: int, started_ns: int | None) -> str:
+    return f"{(ns - started_ns) / 1e9:.1f}" if started_ns else "?"
+
+
+def disagreement(x: Comparison, started_ns: int | None) -> str:
+    if x.unrecorded:
+        seen = "none" if not x.recorded else f"only {x.recorded:,}"
+        counted = f"counted {x.counted:,} steps" if x.counted else f"ran ({x.shown})"
+        return (
+            f"Your clock disagrees: {x.what} {counted} at {_into(x.begin_ns, started_ns)}-"
+            f"{_into(x.end_ns, started_ns)} s into the run where scaldiag recorded {seen}: "
+            f"{x.note}."
+        )
+    if x.agrees:  # agrees with the scope's figure, not with the headline's
+        return (
+            f"Your clock contradicts the headline: {x.what}: {figure(x)}; the headline says "
+            f"{x.headline_ms:.3g} ms ({x.headline_ms / x.ms - 1:+.1%}, beyond 5% and the spread, "
+            f"±{x.spread_ms:.3g} ms); scaldiag's {x.scaldiag_ms:.3g} ms of the same scope agrees "
+            f"({x.by})."
+        )
+    return (
+        f"Your clock disagrees: {x.what}: {figure(x)}; {scaldiag_figure(x)}: off by "
+        f"{x.scaldiag_ms / x.ms - 1:+.1%}, beyond 5% and the spread (±{x.spread_ms:.3g} ms): "
+        f"{x.note}."
+    )
+
+
+def agreement(x: Comparison) -> str:
+    return (
+        f"{x.what}: {figure(x)}; {scaldiag_figure(x)}: agrees "
+        f"({x.scaldiag_ms / x.ms - 1:+.1%}, {x.by})"
+    )
+
+
+def not_compared(x: Comparison) -> str:
+    return f"{x.what}: {x.shown}: not compared ({x.note})"
+
+
+def first_lines(p: PrintedClock | None, started_ns: int | None) -> list[str]:
+    """What the report says before its header: every disagreement."""
+    if p is None:
+        return []
+    return [disagreement(x, started_ns) for x in p.disagreements]
+
+
+def clock_lines(p: PrintedClock | None, verbose: bool) -> list[str]:
+    """Beside the headline: the clocks that agree, then those that could not be compared."""
+    if p is None:
+        return []
+    agreed = [agreement(x) for x in p.comparisons if x.agrees and x.headline_agrees is not False]
+    other = [not_compared(x) for x in p.comparisons if x.agrees is None]
+    lines = agreed + other
+    if not verbose and len(lines) > SHOWN:
+        lines = lines[:SHOWN] + [f"and {len(lines) - SHOWN} more of your clocks (--verbose, JSON)"]
+    if p.dropped:
+        lines.append(f"{p.dropped:,} printed lines were not kept (too many): clocks in them unread")
+    if not p.comparisons:
+        lines.append("no clock recognised in the script's output")
+    return lines
