@@ -18,6 +18,7 @@ from scaldiag.analyze.batch_memory import DeviceMemory, device_memory
 from scaldiag.analyze.clock import Clock, clock
 from scaldiag.analyze.epochs import EpochStats, epoch_stats
 from scaldiag.analyze.input_cost import InputCost, input_cost, with_input_cost
+from scaldiag.analyze.printed_clock import PrintedClock, printed_clock
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.stats import Summary, ci95_half_width
 from scaldiag.record.types import RunRecord
@@ -119,6 +120,8 @@ class RunAnalysis:
         None  # whole epochs as Keras's progress bar times them (analyze/epochs.py)
     )
     clock: Clock | None = None  # a step at each scope, the user's own first (analyze/clock.py)
+    # the script's printed clocks beside those figures (analyze/printed_clock.py); None: no record
+    printed: PrintedClock | None = None
     # The fullest device's peak memory (analyze/batch_memory.py), trace or not.
     device_memory: DeviceMemory | None = None
     # `scaldiag try` on this run (try.json, as the record holds it): {} where never tried.
@@ -444,6 +447,9 @@ def analyze_record(
         input_cost=cost,
         epochs=epochs,
         clock=scopes,
+        printed=printed_clock(
+            record.printed, scopes, found, record.marks, epochs, record.training
+        ),
         ranks=ranks,
         slow_rank=slow_rank(ranks),
         device_memory=memory,

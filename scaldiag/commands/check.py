@@ -31,6 +31,14 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--max-step-ms", type=float, metavar="X", help="steady mean step time at most X ms"
     )
+    p.add_argument(
+        "--clock-agrees",
+        action="store_true",
+        help=(
+            "every clock the script printed (a progress bar, a timer, the Trainer's metrics) agrees"
+            " with scaldiag's figure of its scope, and counted no steps scaldiag did not record"
+        ),
+    )
     p.add_argument("--baseline", metavar="RUN", help="a run (or sweep) to compare throughput with")
     p.add_argument(
         "--max-regression",
@@ -48,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         min_efficiency=args.min_efficiency,
         max_step_ms=args.max_step_ms,
         max_regression_pct=parse_percent(args.max_regression) if args.max_regression else None,
+        clock_agrees=args.clock_agrees,
     )
     baseline = diagnose(args.baseline) if args.baseline else None
     results = check(diagnose(args.path), limits, baseline)

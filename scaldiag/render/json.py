@@ -190,10 +190,46 @@ def _steps(steps) -> dict | None:
 _SCOPE = ("ms", "ms_ci95", "steps", "what", "ms_after_first", "ms_last_epoch")
 
 
-def _clock(c, samples_per_step) -> dict | None:
+_PRINTED = ("what", "scope", "ms", "scaldiag_ms", "error", "agrees")
+_PRINTED_MORE = (
+    "shown",
+    "by",
+    "spread_ms",
+    "readings",
+    "note",
+    "begin_ns",
+    "end_ns",
+    "counted",
+    "recorded",
+    "headline",
+    "headline_ms",
+    "headline_agrees",
+)
+
+
+def _printed(p) -> dict:
+    """The script's own clocks beside scaldiag's figures (analyze/printed_clock.py); absent where
+    the run kept no printed.jsonl."""
+    if p is None:
+        return {}
+    return {
+        "printed": [
+            {
+                **_pick(x, _PRINTED),
+                **_pick(x, _PRINTED_MORE),
+                "parts_ms": [{"part": part, "ms": ms} for part, ms in x.parts],
+            }
+            for x in p.comparisons
+        ],
+        "printed_headline_contradicted": p.headline_contradicted,
+        "printed_dropped": p.dropped,
+    }
+
+
+def _clock(c, samples_per_step, printed=None) -> dict | None:
     """A step's time at each scope, the user's own first (analyze/clock.py)."""
     if c is None:
-        return None
+        return _printed(printed) or None
     scopes = {}
     for name, scope in c.scopes.items():
         scopes[name] = {**_pick(scope, _SCOPE), "user_ms": scope.user_ms}
@@ -205,6 +241,7 @@ def _clock(c, samples_per_step) -> dict | None:
         "scopes": scopes,
         "parts_ms": [{"part": part, "ms": ms} for part, ms in c.parts_ms],
         "reported": c.reported,
+        **_printed(printed),
     }
 
 
@@ -245,7 +282,7 @@ def run_dict(report: RunReport) -> dict:
         "inventory": a.inventory,
         "steps": steps,
         "epochs": _epochs(a.epochs),
-        "clock": _clock(a.clock, a.steps.samples_per_step if a.steps else None),
+        "clock": _clock(a.clock, a.steps.samples_per_step if a.steps else None, a.printed),
         "input_cost": _pick(a.input_cost, _INPUT_COST) if a.input_cost else None,
         "gpus": [_pick(g, _GPU) for g in a.gpus],
         "host": _pick(a.host, _HOST) if a.host else None,

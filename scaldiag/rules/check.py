@@ -34,6 +34,7 @@ class Limits:
     min_efficiency: float | None = None  # 0.8 = 80% of ideal, each device count of a sweep
     max_step_ms: float | None = None  # steady mean step time
     max_regression_pct: float | None = None  # throughput drop against the baseline, in %
+    clock_agrees: bool = False  # every clock the script printed agrees with scaldiag's figure
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,8 @@ def check(
 ) -> list[Result]:
     if limits == Limits():
         raise ScaldiagError(
-            "nothing to check: give --min-efficiency, --max-step-ms or --baseline with "
-            "--max-regression"
+            "nothing to check: give --min-efficiency, --max-step-ms, --clock-agrees or --baseline "
+            "with --max-regression"
         )
     if (baseline is None) != (limits.max_regression_pct is None):
         raise ScaldiagError("--baseline and --max-regression go together")
@@ -81,6 +82,8 @@ def check(
         results += _step_time(report, limits.max_step_ms)
     if baseline is not None:
         results += _regression(report, baseline, limits.max_regression_pct)
+    if limits.clock_agrees:
+        results += _clock_agrees(report)
     return results
 
 
@@ -328,4 +331,53 @@ def _regression(report, baseline, max_pct: float) -> list[Result]:
         out.append(Result("regression", ok, f"{label}: {what}: {change}{spread} ({verdict})"))
     if not out:
         out.append(Result("regression", False, "no configuration in common with the baseline"))
+    return out
+
+
+def _clock_agrees(report) -> list[Result]:
+    """Each run's printed clocks (analyze/printed_clock.py): it fails on the first that disagrees
+    beyond 5% and the spread, or that counted steps scaldiag did not record."""
+    runs = (
+        [(f"{gpus} device{'s' if gpus > 1 else ''}", r) for gpus, r in report.runs]
+        if isinstance(report, SweepReport)
+        else [("run", report)]
+    )
+    out = []
+    for label, r in runs:
+        p = r.analysis.printed
+        if p is None:
+            out.append(
+                Result(
+                    "clock",
+                    False,
+                    f"{label}: no printed.jsonl: the script's output was"
+                    " not kept (a run from before scaldiag read it)",
+                )
+            )
+            continue
+        bad = p.disagreements
+        compared = [x for x in p.comparisons if x.agrees is not None]
+        if bad:
+            x = bad[0]
+            why = (
+                f"counted {x.counted:,} steps where scaldiag recorded {x.recorded:,}"
+                if x.unrecorded
+                else f"{x.ms:.3g} ms a step against scaldiag's {x.scaldiag_ms:.3g} ms "
+                f"({x.scaldiag_ms / x.ms - 1:+.1%}, beyond 5% and ±{x.spread_ms:.3g} ms)"
+            )
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            out.append(Result("clock", False, f"{label}: {x.what} disagrees: {why}{more}"))
+        elif compared:
+            out.append(
+                Result(
+                    "clock",
+                    True,
+                    f"{label}: {len(compared)} clock"
+                    f"{'s' if len(compared) > 1 else ''} the script printed agree",
+                )
+            )
+        else:
+            out.append(
+                Result("clock", True, f"{label}: no clock in the script's output to compare with")
+            )
     return out

@@ -16,7 +16,7 @@ from scaldiag.analyze.input_cost import describe
 from scaldiag.analyze.recorded_steps import COMPILE
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.render import ranges
-from scaldiag.render.terminal import trace
+from scaldiag.render.terminal import printed, trace
 from scaldiag.render.terminal.common import (
     Keep,
     add_row,
@@ -46,9 +46,19 @@ def render(
     report: RunReport, console: Console, framework: str | None = None, verbose: bool = False
 ) -> None:
     a = report.analysis
+    for line in printed.first_lines(a.printed, a.run.get("started_ns")):  # before all else
+        say(console, inert(line), style="bold red")
     _header(report, console)
     if a.clock is not None:
-        say(console, _user_clock_line(a.clock))
+        contradicted = a.printed is not None and a.printed.headline_contradicted
+        say(
+            console,
+            ("CONTRADICTED by your clock (above): " if contradicted else "")
+            + _user_clock_line(a.clock),
+            style="red" if contradicted else "",
+        )
+    for line in printed.clock_lines(a.printed, verbose):
+        say(console, inert(line), style="dim")
     if report.trace_report is not None:
         console.print()
         headline(console, report.trace_report)
