@@ -304,6 +304,8 @@ def _agrees(ms: float, figure: float, spread_ms: float) -> str:
 def _shown(readings: list[Reading]) -> str:
     """The clock's figures as printed: each where a few, else the first and the last."""
     shown = [r.shown for r in readings]
+    if len(shown) > 1 and len(set(shown)) == 1:
+        return f"{shown[0]} ({len(shown)} readings)"
     if len(shown) > 4:
         return f"{shown[0]} ... {shown[-1]} ({len(shown)} readings)"
     return ", ".join(shown)
