@@ -20,6 +20,7 @@ from scaldiag.analyze.scaling import UNEXPLAINED
 from scaldiag.analyze.timeline import RunTimeline
 from scaldiag.render import ranges, svg
 from scaldiag.render.svg import esc
+from scaldiag.render.terminal import printed
 from scaldiag.render.words import TENSORBOARD_PIP, framework_words, speedup_words
 from scaldiag.rules import Finding
 from scaldiag.rules.report import JobReport, Report, RunReport, SweepReport, top_cause
@@ -323,7 +324,9 @@ def _run(report: RunReport, timeline: RunTimeline | None) -> list[str]:
     status = f"status: {run.get('status', '?')}"
     if run.get("exit_code") is not None:
         status += f", exit code {run['exit_code']}"
+    # The script's own clocks against scaldiag's: a disagreement first (analyze/printed_clock.py)
     out = [
+        *(_p(line(x), "verdict") for x in printed.first_lines(a.printed, run.get("started_ns"))),
         _p(" ".join(run.get("command", [])[1:]) or "?", "meta"),
         _p(status, "meta"),
         _p(
@@ -334,6 +337,7 @@ def _run(report: RunReport, timeline: RunTimeline | None) -> list[str]:
             "meta",
         ),
     ]
+    out += [_p(line(x), "dim") for x in printed.clock_lines(a.printed, verbose=True)]
     if report.trace_report:
         out.append(_verdict(report.trace_report))
     out += _accounting(getattr(a, "accounting", None))

@@ -41,14 +41,18 @@ def disagreement(x: Comparison, started_ns: int | None) -> str:
         return (
             f"Your clock contradicts the headline: {x.what}: {figure(x)}; the headline says "
             f"{x.headline_ms:.3g} ms ({x.headline_ms / x.ms - 1:+.1%}, beyond 5% and the spread, "
-            f"±{x.spread_ms:.3g} ms); scaldiag's {x.scaldiag_ms:.3g} ms of the same scope agrees "
+            f"±{x.spread_ms:.2g} ms); scaldiag's {x.scaldiag_ms:.3g} ms of the same scope agrees "
             f"({x.by})."
         )
     return (
-        f"Your clock disagrees: {x.what}: {figure(x)}; {scaldiag_figure(x)}: off by "
-        f"{x.scaldiag_ms / x.ms - 1:+.1%}, beyond 5% and the spread (±{x.spread_ms:.3g} ms): "
-        f"{x.note}."
+        f"Your clock disagrees: {x.what}: {figure(x)}; {scaldiag_figure(x)}, {_off(x)}, beyond 5%"
+        f" and the spread (±{x.spread_ms:.2g} ms): {x.note}."
     )
+
+
+def _off(x: Comparison) -> str:
+    off = x.scaldiag_ms / x.ms - 1
+    return f"{abs(off):.1%} {'under' if off < 0 else 'over'} yours"
 
 
 def agreement(x: Comparison) -> str:
