@@ -22,120 +22,60 @@ Pure: rows in, ``Reading`` out. Nothing here knows what scaldiag measured (print
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from scaldiag.analyze.clock import LOOP_ITERATION, WHOLE_EPOCH, WHOLE_TRAINING
-
-# The forms (Reading.form).
-KERAS_BAR, TQDM, RICH, HF_METRICS, TIMER, RATE, EPOCH_TIME, ARRIVAL = (
-    "keras_bar",
-    "tqdm",
-    "rich",
-    "hf_metrics",
-    "timer",
-    "rate",
-    "epoch_time",
-    "arrival",
+from scaldiag.analyze.printed_reading import (  # (the forms' names, for the readers of readings)
+    ARRIVAL,
+    EPOCH_TIME,
+    EVALUATION_WORDS,
+    HF_METRICS,
+    KERAS_BAR,
+    MS_PER,
+    NUM,
+    RATE,
+    RICH,
+    TIMER,
+    TQDM,
+    Reading,
+    clean,
+    half_digit,
+    scaled,
 )
-MS_PER = {"us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3, "secs": 1e3, "seconds": 1e3}
-# Rates whose unit is one step of the loop; samples' rates need the batch; tokens', tokens a step.
-STEP_UNITS = {
-    "it",
-    "its",
-    "iter",
-    "iters",
-    "iteration",
-    "iterations",
-    "step",
-    "steps",
-    "batch",
-    "batches",
-}
-SAMPLE_UNITS = {
-    "samples",
-    "sample",
-    "img",
-    "imgs",
-    "images",
-    "examples",
-    "ex",
-    "seq",
-    "seqs",
-    "sequences",
-}
-TOKEN_UNITS = {"tok", "toks", "token", "tokens"}
-# A bar whose description says evaluation counts no training steps.
-EVALUATION_WORDS = re.compile(r"valid|eval|test|predict|infer", re.I)
+from scaldiag.analyze.printed_timers import arrivals, timers
 
-_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|[\x00-\x08\x0b-\x1f\x7f]")
-_NUM = r"\d+(?:\.\d+)?"
+__all__ = [
+    "ARRIVAL",
+    "EPOCH_TIME",
+    "HF_METRICS",
+    "KERAS_BAR",
+    "RATE",
+    "RICH",
+    "TIMER",
+    "TQDM",
+    "Reading",
+    "clean",
+    "recognise",
+]
+
 _KERAS = re.compile(
     rf"^\s*(?P<n>\d+)/(?P<total>\d+|Unknown)\s*(?P<bar>[━─╸╺\[\]=>.\s]*?)\s*(?:-\s*)?"
-    rf"\d+(?:s|ms|us)\s+(?:-\s+)?(?P<per>{_NUM})(?P<unit>s|ms|us)/step"
+    rf"\d+(?:s|ms|us)\s+(?:-\s+)?(?P<per>{NUM})(?P<unit>s|ms|us)/step"
 )
 _KERAS_EPOCH = re.compile(r"^\s*Epoch (\d+)/(\d+)\s*$")
 _KERAS_OLD = re.compile(r"^\s*-\s*(?P<s>\d+)s\s*-\s*\w+")
 _TQDM = re.compile(
-    rf"(?P<n>{_NUM}[kMG]?)(?:/(?P<total>{_NUM}[kMG]?|\?))?\s*\[(?P<elapsed>(?:\d+:)?\d+:\d+)"
-    rf"(?:<(?:(?:\d+:)?\d+:\d+|\?))?,\s*(?:(?P<rate>{_NUM})\s*(?P<unit>[A-Za-z]*/[A-Za-z]+)|\?)"
+    rf"(?P<n>{NUM}[kMG]?)(?:/(?P<total>{NUM}[kMG]?|\?))?\s*\[(?P<elapsed>(?:\d+:)?\d+:\d+)"
+    rf"(?:<(?:(?:\d+:)?\d+:\d+|\?))?,\s*(?:(?P<rate>{NUM})\s*(?P<unit>[A-Za-z]*/[A-Za-z]+)|\?)"
 )
 _RICH = re.compile(
     rf"(?P<n>\d+)/(?P<total>\d+)\s+(?P<elapsed>\d+:\d\d:\d\d)\s*•\s*(?:\d+:\d\d:\d\d|-:--:--)"
-    rf"\s+(?P<rate>{_NUM})it/s"
+    rf"\s+(?P<rate>{NUM})it/s"
 )
 _HF = re.compile(
     r"""['"]?(train_runtime|train_samples_per_second|train_steps_per_second)['"]?"""
-    rf"""\s*[:=]\s*['"]?({_NUM})"""
-)
-_PER = re.compile(
-    rf"(?P<v>{_NUM})\s*(?P<u>us|µs|ms|secs|sec|seconds|s)\s*(?:/|per\s+)\s*"
-    r"(?P<what>step|it|iter|iteration|batch|epoch)\b",
-    re.I,
-)
-_RATE = re.compile(
-    rf"(?P<v>{_NUM})\s*(?P<u>[A-Za-z]+)\s*(?:/|per\s+)\s*(?:s|sec|second)\b(?!/)", re.I
-)
-_COUNTER = re.compile(
-    r"\b(?P<word>step|iter|iteration|batch|epoch)\b\s*[:#=]?\s*\[?(?P<c>\d+)", re.I
+    rf"""\s*[:=]\s*['"]?({NUM})"""
 )
 _GLYPHS = re.compile(r"[|━╸╺─█▏▎▍▌▋▊▉#]")
-_DURATION = re.compile(rf"(?<![\d.:/])(?P<v>{_NUM})\s*(?P<u>ms|secs|sec|seconds|s)\b(?!\s*/)")
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One figure of a clock the script printed, as the user reads it."""
-
-    what: str  # words the user recognises ("your tqdm bar 'epoch N'")
-    form: str
-    scope: str  # analyze/clock.py's scope names
-    shown: str  # the figure as printed: "12.3 it/s", "3ms/step"
-    ms: float | None  # ms a step of that scope; None: see total_ms, or not comparable (note)
-    count: int | None  # steps it counts; None where the line does not say (an epoch's time)
-    begin_ns: int  # the window the figure covers
-    end_ns: int
-    resolution_ms: float  # half the last printed digit, in ms a step (0 where unknown)
-    text: str  # the line, control characters out
-    total_ms: float | None = None  # a span's time over steps the line does not count
-    note: str = ""  # why it cannot be compared
-    style: str = ""  # Keras: "verbose1" (the bar) or "verbose2"
-    evaluation: bool = False  # a bar over evaluation: no training steps in it
-
-
-def clean(text: str) -> str:
-    """The segment as the terminal shows it: escape sequences and control characters out."""
-    return _CONTROL.sub("", text).strip()
-
-
-def _half_digit(number: str) -> float:
-    """Half a unit of the last digit printed: ``'3'`` 0.5, ``'45.2'`` 0.05."""
-    decimals = len(number.split(".")[1]) if "." in number else 0
-    return 0.5 * 10.0**-decimals
-
-
-def _scaled(number: str) -> float:
-    factor = {"k": 1e3, "M": 1e6, "G": 1e9}.get(number[-1:], 1.0)
-    return float(number.rstrip("kMG")) * factor
 
 
 def recognise(
@@ -154,8 +94,8 @@ def recognise(
     readings += _keras(segments, used)
     readings += _bars(segments, used, family)
     readings += _hf(segments, used, samples_per_step)
-    readings += _timers(segments, used, samples_per_step)
-    readings += _arrivals(segments, used)
+    readings += timers(segments, used, samples_per_step)
+    readings += arrivals(segments, used)
     return sorted(readings, key=lambda r: r.end_ns)
 
 
@@ -218,7 +158,7 @@ def _keras_reading(m, text: str, begin_ns: int, end_ns: int) -> Reading:
         int(m["n"]),
         begin_ns,
         end_ns,
-        _half_digit(m["per"]) * unit_ms,
+        half_digit(m["per"]) * unit_ms,
         text,
         style="verbose1" if m["bar"].strip() else "verbose2",
     )
@@ -239,7 +179,7 @@ def _bars(segments, used: set[int], family: str) -> list[Reading]:
         rich = m.re is _RICH
         desc = _desc(text[: m.start()])
         key = (stream, re.sub(r"\d+", "#", desc), rich)
-        n = _scaled(m["n"])
+        n = scaled(m["n"])
         bar = open_bars.get(key)
         if bar is not None and (n < bar["n"] or desc != bar["desc"]):
             out += _bar_reading(bar, family)
@@ -264,10 +204,10 @@ def _bar_reading(bar: dict, family: str) -> list[Reading]:
     rate, unit = float(m["rate"]), (m["unit"] if not rich else "it/s")
     per, _, base = unit.partition("/")
     if per == "s":  # s/it: seconds a step
-        ms, shown, res = rate * 1e3, f"{m['rate']} s/{base}", _half_digit(m["rate"]) * 1e3
+        ms, shown, res = rate * 1e3, f"{m['rate']} s/{base}", half_digit(m["rate"]) * 1e3
     else:  # it/s, or a custom unit (batch/s): one of the loop's iterations, as tqdm counts them
         ms, shown = 1e3 / rate, f"{m['rate']} {per}/s"
-        res = ms * _half_digit(m["rate"]) / rate
+        res = ms * half_digit(m["rate"]) / rate
     # (each redraw is stamped when the next one ends it: the bar's own elapsed time bounds its
     # start)
     begin_ns = min(bar["begin_ns"], end_ns - int(_seconds(m["elapsed"]) * 1e9))
@@ -320,165 +260,15 @@ def _hf(segments, used: set[int], samples_per_step: float | None) -> list[Readin
         if samples and samples_per_step:
             ms = samples_per_step * 1e3 / float(samples)
             what, shown = "the Trainer's train_samples_per_second", f"{samples} samples/s"
-            res = ms * _half_digit(samples) / float(samples)
+            res = ms * half_digit(samples) / float(samples)
         elif steps:
             ms = 1e3 / float(steps)
             what, shown = "the Trainer's train_steps_per_second", f"{steps} steps/s"
-            res = ms * _half_digit(steps) / float(steps)
+            res = ms * half_digit(steps) / float(steps)
         else:
             continue
         count = round(runtime_s * 1e3 / ms) if ms > 0 else None
         out.append(
             Reading(what, HF_METRICS, WHOLE_TRAINING, shown, ms, count, begin_ns, t_ns, res, text)
-        )
-    return out
-
-
-def _timers(segments, used: set[int], samples_per_step: float | None) -> list[Reading]:
-    """Hand-written figures: a time a step, a rate, an epoch's time; the window of each is the
-    time since the previous line of its kind (the first of a kind covers its moment only)."""
-    out: list[Reading] = []
-    previous: dict[str, tuple[int, int | None]] = {}  # what -> (t_ns, counter) of the last line
-    for i, (t_ns, stream, text) in enumerate(segments):
-        if i in used:
-            continue
-        counter = _COUNTER.search(text)
-        epoch_line = bool(counter) and counter["word"].lower() == "epoch"
-        for reading in _timer_forms(text, counter, samples_per_step):
-            if epoch_line and reading.form != EPOCH_TIME:  # a rate over the epoch: its scope
-                reading = Reading(**{**reading.__dict__, "scope": WHOLE_EPOCH})
-            key = f"{stream}:{reading.what}"
-            before = previous.get(key)
-            c = int(counter["c"]) if counter else None
-            previous[key] = (t_ns, c)
-            begin_ns = before[0] if before else t_ns
-            count = c - before[1] if before and c is not None and before[1] is not None else None
-            if reading.form == EPOCH_TIME:
-                begin_ns = t_ns - int(reading.total_ms * 1e6)
-            if epoch_line or reading.form == EPOCH_TIME:
-                count = None  # the steps of an epoch: from the record (printed_clock.py)
-            out.append(_at(reading, begin_ns, t_ns, count if count and count > 0 else None))
-    return out
-
-
-def _at(r: Reading, begin_ns: int, end_ns: int, count: int | None) -> Reading:
-    return Reading(**{**r.__dict__, "begin_ns": begin_ns, "end_ns": end_ns, "count": count})
-
-
-def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Reading]:
-    out: list[Reading] = []
-    for m in _PER.finditer(text):
-        unit_ms, per = MS_PER[m["u"].lower()], m["what"].lower()
-        shown = f"{m['v']} {m['u']}/{per}"
-        if per == "epoch":
-            out.append(
-                _reading(
-                    f"your timer ('{m['u']}/epoch')",
-                    EPOCH_TIME,
-                    WHOLE_EPOCH,
-                    shown,
-                    None,
-                    0.0,
-                    text,
-                    total_ms=float(m["v"]) * unit_ms,
-                )
-            )
-        else:
-            what = f"your timer ('{m['u']}/{per}' in '{_short(text)}')"
-            out.append(
-                _reading(
-                    what,
-                    TIMER,
-                    LOOP_ITERATION,
-                    shown,
-                    float(m["v"]) * unit_ms,
-                    _half_digit(m["v"]) * unit_ms,
-                    text,
-                )
-            )
-    for m in _RATE.finditer(text):
-        unit, value = m["u"], float(m["v"])
-        base = unit.lower()
-        if value <= 0:
-            continue
-        shown, res_rel = f"{m['v']} {unit}/s", _half_digit(m["v"]) / value
-        what = f"your '{unit}/s' ('{_short(text)}')"
-        if base in STEP_UNITS:
-            out.append(
-                _reading(
-                    what, RATE, LOOP_ITERATION, shown, 1e3 / value, 1e3 / value * res_rel, text
-                )
-            )
-        elif base in SAMPLE_UNITS:
-            ms = samples_per_step * 1e3 / value if samples_per_step else None
-            note = "" if ms else "samples a step unknown (no batch size recorded)"
-            out.append(
-                _reading(
-                    what, RATE, LOOP_ITERATION, shown, ms, (ms or 0.0) * res_rel, text, note=note
-                )
-            )
-        elif base in TOKEN_UNITS:
-            note = "tokens a step unknown: not comparable with a step's time"
-            out.append(_reading(what, RATE, LOOP_ITERATION, shown, None, 0.0, text, note=note))
-    if counter and counter["word"].lower() == "epoch" and not _PER.search(text):
-        duration = _DURATION.search(text[counter.end() :])
-        if duration:
-            total_ms = float(duration["v"]) * MS_PER[duration["u"].lower()]
-            shown = f"{duration['v']}{duration['u']}"
-            what = f"your epoch timer ('{duration['u']}' in '{_short(text)}')"
-            out.append(
-                _reading(what, EPOCH_TIME, WHOLE_EPOCH, shown, None, 0.0, text, total_ms=total_ms)
-            )
-    elif counter and not out:
-        duration = _DURATION.search(text[counter.end() :])
-        if duration and duration["u"].lower() == "ms":
-            what = f"your timer ('{duration['u']}' in '{_short(text)}')"
-            ms, res = float(duration["v"]), _half_digit(duration["v"])
-            out.append(_reading(what, TIMER, LOOP_ITERATION, f"{duration['v']} ms", ms, res, text))
-    return out
-
-
-def _reading(what, form, scope, shown, ms, res, text, total_ms=None, note="") -> Reading:
-    return Reading(what, form, scope, shown, ms, None, 0, 0, res, text, total_ms, note)
-
-
-def _short(text: str) -> str:
-    """The line with its numbers as N: one name for every line of a timer."""
-    return re.sub(r"\d+(?:\.\d+)?(?:e-?\d+)?", "N", text)[:48]
-
-
-def _arrivals(segments, used: set[int]) -> list[Reading]:
-    """For lines with an increasing counter: the time between two of them over the counter's
-    increase. Lines of one kind share their text before the counter."""
-    out: list[Reading] = []
-    last: dict[tuple, tuple[int, int]] = {}
-    for i, (t_ns, stream, text) in enumerate(segments):
-        if i in used:
-            continue
-        m = _COUNTER.search(text)
-        if not m:
-            continue
-        word, c = m["word"].lower(), int(m["c"])
-        key = (stream, word, re.sub(r"\d+", "N", text[: m.start()]))
-        before = last.get(key)
-        last[key] = (t_ns, c)
-        if before is None or c <= before[1] or t_ns <= before[0]:
-            continue
-        increase, dt_ms = c - before[1], (t_ns - before[0]) / 1e6
-        epoch = word == "epoch"
-        out.append(
-            Reading(
-                f"the arrival of your '{m['word']} N' lines",
-                ARRIVAL,
-                WHOLE_EPOCH if epoch else LOOP_ITERATION,
-                f"{dt_ms / increase:.4g} ms a{'n epoch' if epoch else ' ' + word}",
-                None if epoch else dt_ms / increase,
-                None if epoch else increase,
-                before[0],
-                t_ns,
-                0.0,
-                text,
-                total_ms=dt_ms if epoch else None,
-            )
         )
     return out

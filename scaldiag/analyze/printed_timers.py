@@ -1,0 +1,186 @@
+"""Hand-written clocks in a script's output: a time a step (``45.2 ms/step``, ``0.3 s/iter``),
+a rate (``X it/s``, ``samples/s``, ``img/s``, ``tok/s``), an epoch's time (``Epoch 3: 2.30s``),
+and the arrival of any line with an increasing ``step``/``iter``/``batch``/``epoch`` counter
+(the time between two such lines over the counter's increase). Pure."""
+
+from __future__ import annotations
+
+import re
+
+from scaldiag.analyze.clock import LOOP_ITERATION, WHOLE_EPOCH
+from scaldiag.analyze.printed_reading import (
+    ARRIVAL,
+    EPOCH_TIME,
+    MS_PER,
+    NUM,
+    RATE,
+    SAMPLE_UNITS,
+    STEP_UNITS,
+    TIMER,
+    TOKEN_UNITS,
+    Reading,
+    half_digit,
+)
+
+_PER = re.compile(
+    rf"(?P<v>{NUM})\s*(?P<u>us|µs|ms|secs|sec|seconds|s)\s*(?:/|per\s+)\s*"
+    r"(?P<what>step|it|iter|iteration|batch|epoch)\b",
+    re.I,
+)
+_RATE = re.compile(
+    rf"(?P<v>{NUM})\s*(?P<u>[A-Za-z]+)\s*(?:/|per\s+)\s*(?:s|sec|second)\b(?!/)", re.I
+)
+_COUNTER = re.compile(
+    r"\b(?P<word>step|iter|iteration|batch|epoch)\b\s*[:#=]?\s*\[?(?P<c>\d+)", re.I
+)
+_DURATION = re.compile(rf"(?<![\d.:/])(?P<v>{NUM})\s*(?P<u>ms|secs|sec|seconds|s)\b(?!\s*/)")
+
+
+def timers(segments, used: set[int], samples_per_step: float | None) -> list[Reading]:
+    """Hand-written figures: a time a step, a rate, an epoch's time; the window of each is the
+    time since the previous line of its kind (the first of a kind covers its moment only)."""
+    out: list[Reading] = []
+    previous: dict[str, tuple[int, int | None]] = {}  # what -> (t_ns, counter) of the last line
+    for i, (t_ns, stream, text) in enumerate(segments):
+        if i in used:
+            continue
+        counter = _COUNTER.search(text)
+        epoch_line = bool(counter) and counter["word"].lower() == "epoch"
+        for reading in _timer_forms(text, counter, samples_per_step):
+            if epoch_line and reading.form != EPOCH_TIME:  # a rate over the epoch: its scope
+                reading = Reading(**{**reading.__dict__, "scope": WHOLE_EPOCH})
+            key = f"{stream}:{reading.what}"
+            before = previous.get(key)
+            c = int(counter["c"]) if counter else None
+            previous[key] = (t_ns, c)
+            begin_ns = before[0] if before else t_ns
+            count = c - before[1] if before and c is not None and before[1] is not None else None
+            if reading.form == EPOCH_TIME:
+                begin_ns = t_ns - int(reading.total_ms * 1e6)
+            if epoch_line or reading.form == EPOCH_TIME:
+                count = None  # the steps of an epoch: from the record (printed_clock.py)
+            out.append(_at(reading, begin_ns, t_ns, count if count and count > 0 else None))
+    return out
+
+
+def _at(r: Reading, begin_ns: int, end_ns: int, count: int | None) -> Reading:
+    return Reading(**{**r.__dict__, "begin_ns": begin_ns, "end_ns": end_ns, "count": count})
+
+
+def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Reading]:
+    out: list[Reading] = []
+    for m in _PER.finditer(text):
+        unit_ms, per = MS_PER[m["u"].lower()], m["what"].lower()
+        shown = f"{m['v']} {m['u']}/{per}"
+        if per == "epoch":
+            out.append(
+                _reading(
+                    f"your timer ('{m['u']}/epoch')",
+                    EPOCH_TIME,
+                    WHOLE_EPOCH,
+                    shown,
+                    None,
+                    0.0,
+                    text,
+                    total_ms=float(m["v"]) * unit_ms,
+                )
+            )
+        else:
+            what = f"your timer ('{m['u']}/{per}' in '{_short(text)}')"
+            out.append(
+                _reading(
+                    what,
+                    TIMER,
+                    LOOP_ITERATION,
+                    shown,
+                    float(m["v"]) * unit_ms,
+                    half_digit(m["v"]) * unit_ms,
+                    text,
+                )
+            )
+    for m in _RATE.finditer(text):
+        unit, value = m["u"], float(m["v"])
+        base = unit.lower()
+        if value <= 0:
+            continue
+        shown, res_rel = f"{m['v']} {unit}/s", half_digit(m["v"]) / value
+        what = f"your '{unit}/s' ('{_short(text)}')"
+        if base in STEP_UNITS:
+            out.append(
+                _reading(
+                    what, RATE, LOOP_ITERATION, shown, 1e3 / value, 1e3 / value * res_rel, text
+                )
+            )
+        elif base in SAMPLE_UNITS:
+            ms = samples_per_step * 1e3 / value if samples_per_step else None
+            note = "" if ms else "samples a step unknown (no batch size recorded)"
+            out.append(
+                _reading(
+                    what, RATE, LOOP_ITERATION, shown, ms, (ms or 0.0) * res_rel, text, note=note
+                )
+            )
+        elif base in TOKEN_UNITS:
+            note = "tokens a step unknown: not comparable with a step's time"
+            out.append(_reading(what, RATE, LOOP_ITERATION, shown, None, 0.0, text, note=note))
+    if counter and counter["word"].lower() == "epoch" and not _PER.search(text):
+        duration = _DURATION.search(text[counter.end() :])
+        if duration:
+            total_ms = float(duration["v"]) * MS_PER[duration["u"].lower()]
+            shown = f"{duration['v']}{duration['u']}"
+            what = f"your epoch timer ('{duration['u']}' in '{_short(text)}')"
+            out.append(
+                _reading(what, EPOCH_TIME, WHOLE_EPOCH, shown, None, 0.0, text, total_ms=total_ms)
+            )
+    elif counter and not out:
+        duration = _DURATION.search(text[counter.end() :])
+        if duration and duration["u"].lower() == "ms":
+            what = f"your timer ('{duration['u']}' in '{_short(text)}')"
+            ms, res = float(duration["v"]), half_digit(duration["v"])
+            out.append(_reading(what, TIMER, LOOP_ITERATION, f"{duration['v']} ms", ms, res, text))
+    return out
+
+
+def _reading(what, form, scope, shown, ms, res, text, total_ms=None, note="") -> Reading:
+    return Reading(what, form, scope, shown, ms, None, 0, 0, res, text, total_ms, note)
+
+
+def _short(text: str) -> str:
+    """The line with its numbers as N: one name for every line of a timer."""
+    return re.sub(r"\d+(?:\.\d+)?(?:e-?\d+)?", "N", text)[:48]
+
+
+def arrivals(segments, used: set[int]) -> list[Reading]:
+    """For lines with an increasing counter: the time between two of them over the counter's
+    increase. Lines of one kind share their text before the counter."""
+    out: list[Reading] = []
+    last: dict[tuple, tuple[int, int]] = {}
+    for i, (t_ns, stream, text) in enumerate(segments):
+        if i in used:
+            continue
+        m = _COUNTER.search(text)
+        if not m:
+            continue
+        word, c = m["word"].lower(), int(m["c"])
+        key = (stream, word, re.sub(r"\d+", "N", text[: m.start()]))
+        before = last.get(key)
+        last[key] = (t_ns, c)
+        if before is None or c <= before[1] or t_ns <= before[0]:
+            continue
+        increase, dt_ms = c - before[1], (t_ns - before[0]) / 1e6
+        epoch = word == "epoch"
+        out.append(
+            Reading(
+                f"the arrival of your '{m['word']} N' lines",
+                ARRIVAL,
+                WHOLE_EPOCH if epoch else LOOP_ITERATION,
+                f"{dt_ms / increase:.4g} ms a{'n epoch' if epoch else ' ' + word}",
+                None if epoch else dt_ms / increase,
+                None if epoch else increase,
+                before[0],
+                t_ns,
+                0.0,
+                text,
+                total_ms=dt_ms if epoch else None,
+            )
+        )
+    return out
