@@ -363,7 +363,7 @@ def _clock_agrees(report) -> list[Result]:
                 f"counted {x.counted:,} steps where scaldiag recorded {x.recorded:,}"
                 if x.unrecorded
                 else f"{x.ms:.3g} ms a step against scaldiag's {x.scaldiag_ms:.3g} ms "
-                f"({x.scaldiag_ms / x.ms - 1:+.1%}, beyond 5% and ±{x.spread_ms:.3g} ms)"
+                f"({x.scaldiag_ms / x.ms - 1:+.1%}, beyond 5% and ±{x.spread_ms:.2g} ms)"
             )
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
             out.append(Result("clock", False, f"{label}: {x.what} disagrees: {why}{more}"))
