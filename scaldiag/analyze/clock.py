@@ -87,6 +87,11 @@ class Clock:
     scopes: dict[str, Scope]
     parts_ms: list[tuple[str, float]]  # the user's scope = steady step + these, per step
     reported: dict | None = None  # the framework's own figure, where it wrote one
+    # A step that is one call looping over batches inside (JAX: training.json ``step_loop``): the
+    # loop, its batches a call (None: not known at trace time), the user's figure per batch.
+    inner_loop: str | None = None
+    inner_batches: int | None = None
+    inner_batch_ms: float | None = None
 
 
 def clock(
@@ -119,8 +124,8 @@ def clock(
             epochs.ms_per_step,
             epochs.ms_per_step_ci95,
             sum(e.batches for e in epochs.epochs if e.epoch in epochs.compared),
-            f"epochs {epochs.compared[0] + 1}-{epochs.compared[-1] + 1}: each "
-            "epoch's begin to its end, validation and edges in",
+            f"{_model_words(epochs)}{_epoch_words(epochs.compared)}: "
+            "each epoch's begin to its end, validation and edges in",
             epochs.ms_per_step_after_first if family == "keras" else None,
         )
     eval_ns_per_step = 0.0
@@ -149,12 +154,44 @@ def clock(
     if dispatch is not None:
         scopes[HOST_DISPATCH] = dispatch
     user, where = USER_SCOPE.get(family, (STEADY_STEP, "the steady step"))
-    if family == "jax" and HOST_DISPATCH in scopes:
+    if family == "jax" and _waited(scopes):
         user = HOST_DISPATCH  # JAX's own examples stop their timers before any sync
     if user not in scopes:
         user = LOOP_ITERATION if LOOP_ITERATION in scopes else STEADY_STEP
     parts = _parts(scopes, user, iteration[1] if iteration else 0.0, epochs, eval_ns_per_step / 1e6)
-    return Clock(user, where, scopes, parts, training.get("user_clock"))
+    loop, inner, inner_ms = _inner_loop(training, scopes[user].user_ms)
+    return Clock(user, where, scopes, parts, training.get("user_clock"), loop, inner, inner_ms)
+
+
+def _waited(scopes: dict[str, Scope]) -> bool:
+    """The device's backlog waited for at the syncs is a part of the step worth a scope of its own
+    (at least 1% of it); where the script waited for each step itself, there was none to wait for,
+    and the host's dispatch is the step."""
+    dispatch = scopes.get(HOST_DISPATCH)
+    return dispatch is not None and dispatch.ms < 0.99 * scopes[STEADY_STEP].ms
+
+
+def _inner_loop(training: dict, user_ms: float) -> tuple[str | None, int | None, float | None]:
+    """A step that loops over batches inside one call (``step_loop``): the loop, its batches, the
+    user's figure per batch where that count is known."""
+    found = training.get("step_loop")
+    if not isinstance(found, dict) or not isinstance(found.get("loop"), str):
+        return None, None, None
+    batches = found.get("batches")
+    if not isinstance(batches, int) or isinstance(batches, bool) or batches < 1:
+        return found["loop"], None, None
+    return found["loop"], batches, user_ms / batches
+
+
+def _model_words(epochs: EpochStats) -> str:
+    """Whose epochs, where several models trained (analyze/epochs.py)."""
+    found = next((m for m in epochs.models if m.model == epochs.model), None)
+    return f"{found.name or f'model {found.model}'}: " if found is not None else ""
+
+
+def _epoch_words(compared: list[int]) -> str:
+    first, last = compared[0] + 1, compared[-1] + 1
+    return f"epoch {first}" if first == last else f"epochs {first}-{last}"
 
 
 def _family(training: dict) -> str:

@@ -376,7 +376,12 @@ def analyze_record(
     other_ranks: dict[int, RunRecord] | None = None,
 ) -> RunAnalysis:
     """``other_ranks``: the records of ranks > 0 of a multi-process job (this record is rank 0)."""
-    found = _periods(record)
+    every = _periods(record)
+    epochs = epoch_stats(every, record.marks)
+    # Several models trained (Keras: fits keyed by model): the steps and clocks are one model's,
+    # the one the epochs' figures are of; the accounting keeps every step.
+    kept = epochs.model_epochs if epochs is not None else None
+    found = every if kept is None else [p for p in every if p.epoch in kept]
     steps = _step_stats(found, record.training)
     if steps is not None and trace is not None:
         steps = _with_trace_inflation(steps, trace, record.training)
@@ -420,7 +425,6 @@ def analyze_record(
     training_ns = (
         (record.steps[0]["begin_ns"], record.steps[-1]["end_ns"]) if record.steps else None
     )
-    epochs = epoch_stats(found, record.marks)
     scopes = clock(
         found,
         record.marks,
@@ -443,7 +447,7 @@ def analyze_record(
         host=host_summary(record.host_samples, window),
         trace=trace,
         missing=missing,
-        accounting=account(record.run, record.marks, found),
+        accounting=account(record.run, record.marks, every),
         input_cost=cost,
         epochs=epochs,
         clock=scopes,

@@ -219,10 +219,11 @@ class StepRecorder:
             self._open = self._in_block = True
         self._flush_if_due(now)
 
-    def end(self) -> None:
-        """The current step ends (custom loops know; Keras steps end at the next begin)."""
+    def end(self, at_ns: int | None = None) -> None:
+        """The current step ends (custom loops know; Keras steps end at the next begin); ``at_ns``:
+        where it ended, if earlier than now (JAX: the script's work after its last step)."""
         if self._open:
-            now = time.time_ns()
+            now = time.time_ns() if at_ns is None else at_ns
             if self._in_block:
                 self._close_block(now)
             else:

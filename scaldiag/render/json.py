@@ -241,6 +241,10 @@ def _clock(c, samples_per_step, printed=None) -> dict | None:
         "scopes": scopes,
         "parts_ms": [{"part": part, "ms": ms} for part, ms in c.parts_ms],
         "reported": c.reported,
+        # a step that is one call looping over batches inside it (JAX's step_loop)
+        "inner_loop": c.inner_loop,
+        "inner_batches": c.inner_batches,
+        "inner_batch_ms": c.inner_batch_ms,
         **_printed(printed),
     }
 
@@ -257,6 +261,20 @@ def _epochs(e) -> dict | None:
         "ms_per_step_ci95": e.ms_per_step_ci95,
         "ms_per_step_after_first": e.ms_per_step_after_first,
         "validation_s_per_epoch": e.validation_s_per_epoch,
+        "compiled_left_out": e.compiled_left_out,
+        "model": e.model,  # several models trained: the one these figures are of, and why
+        "model_why": e.model_why or None,
+        "models": [
+            {
+                "model": m.model,
+                "name": m.name,
+                "epochs": m.epochs,
+                "compared": m.compared,
+                "ms_per_step": m.ms_per_step,
+                "ms_per_step_after_first": m.ms_per_step_after_first,
+            }
+            for m in e.models
+        ],
     }
 
 
@@ -292,6 +310,9 @@ def run_dict(report: RunReport) -> dict:
             {"rank": a.slow_rank[0], "excess_pct": 100 * a.slow_rank[1]} if a.slow_rank else None
         ),
         "findings": [finding(f) for f in report.findings],
+        # the run's headline: the trace's verdict, or a firm run finding over a borderline cause
+        "verdict": report.verdict or None,
+        "headlined": report.headlined.id if report.headlined else None,
         "trace_report": trace_dict(report.trace_report) if report.trace_report else None,
         "tried": tried_dict(a.tried),
     }

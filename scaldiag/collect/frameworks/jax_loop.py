@@ -16,7 +16,9 @@ next begins). Nothing is inferred from durations.
   ``evaluation``, so the steady step leaves it out. A jitted function called
   in two consecutive gaps between steps (Flax's ``update_model`` after
   ``apply_model``, a per-step metrics function) is part of the loop's
-  iteration instead: from then on it marks nothing (its first gap was marked).
+  iteration instead: from then on it marks nothing (its first gap was marked);
+  not where the step loops over its batches inside (below): each step is then
+  an epoch, and a call after every one is the epoch's evaluation.
 - **The device's catch-up.** JAX dispatches asynchronously: host-side step
   periods measure dispatch, and the device's backlog is paid where the
   program first waits. Where the loop leaves its steps (the first evaluation
@@ -40,6 +42,13 @@ next begins). Nothing is inferred from durations.
   wins.
 - **Replicas**: the devices that argument's ``jax.Array`` is sharded over
   (its ``sharding``); a host array says nothing, and 1 is written with a note.
+- **An epoch inside one call**: a step whose gradient is taken inside a ``lax.fori_loop`` or
+  ``lax.scan`` of its own trace (``jax.lax.fori_loop`` and ``jax.lax.scan`` are wrapped too, and
+  do nothing but note themselves while a jitted function traces) runs that loop's batches in one
+  call: ``training.json``'s ``step_loop`` names the loop and its trip count, known where the
+  bounds are Python integers (a fori_loop's) or the scan's length is static, else null. A step is
+  then one call, as seen from outside; the report gives the figure per batch where the count is
+  known.
 - **The profiler window**: the session's JAX trace window (``tracing``), over
   the recorder's usual steady steps; its step annotations cover dispatch.
 
@@ -72,6 +81,10 @@ HOW_TO_GIVE_BATCH = "give it with `scaldiag profile --global-batch N`"
 
 # The jitted function whose trace is running (outermost), or None at the program's own level.
 _TRACING: contextvars.ContextVar = contextvars.ContextVar("scaldiag_jax_tracing", default=None)
+# The outermost lax loop being traced inside it: (its name, its trip count or None), or None.
+_LOOPING: contextvars.ContextVar = contextvars.ContextVar("scaldiag_jax_looping", default=None)
+LOOPS = ("fori_loop", "scan")
+LOOPING_TRACE_STEPS = 1  # traced steps where a step loops over its batches inside one call
 
 
 def patches() -> dict:
@@ -94,6 +107,8 @@ def _on_jax_import(jax) -> None:
     for name in GRADIENTS:
         setattr(jax, name, _noting(getattr(jax, name), returns_function=name != "vjp"))
     jax.jit = jit
+    for name in LOOPS:
+        setattr(jax.lax, name, _looping(getattr(jax.lax, name), name))
     _follow_eager_ops()
     compile_marks.listen("jax")  # from now: the first step's compile precedes the run's start
     atexit.register(LOOP.finish)
@@ -125,6 +140,9 @@ def _noting(real, returns_function: bool):
         info = _TRACING.get()
         if info is not None:
             info.grad = True
+            looping = _LOOPING.get()
+            if looping is not None:  # the gradient is taken in each trip of a loop: its batches
+                info.loop = looping
 
     @functools.wraps(real)
     def transform(*args, **kwargs):
@@ -143,13 +161,58 @@ def _noting(real, returns_function: bool):
     return transform
 
 
+def _looping(real, name: str):
+    """``jax.lax.fori_loop``/``scan``: traced inside a jitted function, the loop is noted (the
+    outermost one) while its body traces; elsewhere, and always, the real loop runs unchanged."""
+
+    @functools.wraps(real)
+    def loop(*args, **kwargs):
+        if _TRACING.get() is None or _LOOPING.get() is not None:
+            return real(*args, **kwargs)
+        token = _LOOPING.set((f"lax.{name}", _trips(name, args, kwargs)))
+        try:
+            return real(*args, **kwargs)
+        finally:
+            _LOOPING.reset(token)
+
+    return loop
+
+
+def _trips(name: str, args, kwargs) -> int | None:
+    """The loop's trip count where the trace knows it: a fori_loop's integer bounds, a scan's
+    ``length`` or its inputs' leading dimension; None otherwise (never raises)."""
+    try:
+        if name == "fori_loop":
+            lower = args[0] if args else kwargs.get("lower")
+            upper = args[1] if len(args) > 1 else kwargs.get("upper")
+            return int(upper) - int(lower) if _concrete(lower) and _concrete(upper) else None
+        length = kwargs.get("length", args[3] if len(args) > 3 else None)
+        if length is not None:
+            return int(length)
+        xs = kwargs.get("xs", args[2] if len(args) > 2 else None)
+        import jax
+
+        leaves = [leaf for leaf in jax.tree_util.tree_leaves(xs) if getattr(leaf, "shape", ())]
+        return int(leaves[0].shape[0]) if leaves else None
+    except Exception:
+        return None
+
+
+def _concrete(value) -> bool:
+    """A Python or numpy integer, not a tracer: known when the loop is traced."""
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 class _Info:
     """What one jitted function is: a step once a gradient was taken in its trace."""
 
-    __slots__ = ("grad", "called", "last_gap", "per_step")
+    __slots__ = ("grad", "called", "last_gap", "per_step", "loop")
 
     def __init__(self):
         self.grad = False
+        self.loop = None  # (lax loop, trip count or None): the gradient is taken inside it
         self.called = False
         self.last_gap = -2  # the gap between steps it was last called in
         self.per_step = False  # called in consecutive gaps: the loop's iteration, not evaluation
@@ -200,6 +263,11 @@ class JaxLoop:
         self.in_step_run = False  # a step was called since the last synchronisation
         self.evaluating = False
         self._syncing = False  # in block_until_ready: the ops it may run are scaldiag's
+        # The first call (jitted or eager) after the last step: when, and whether the step's
+        # outputs were ready then. At the script's end, the last step ends there if they were.
+        self.gap_seen = -1  # the gap (steps so far) it was noted in
+        self.gap_first_ns = 0
+        self.gap_ready: bool | None = None
 
     @property
     def quiet(self) -> bool:
@@ -210,6 +278,7 @@ class JaxLoop:
         """An op dispatched eagerly, outside every jitted call (``_follow_eager_ops``)."""
         if self.evaluating or EAGER.last_gap == self.steps:  # this gap is already known
             return
+        self._note_gap()
         attempt(lambda: self._other_call(EAGER), self._fail)
 
     def call(self, jitted, info: _Info, args, kwargs):
@@ -221,6 +290,7 @@ class JaxLoop:
             self.last_out = out
             return out
         if self.session is not None:  # any other jitted call of the run: the loop's other work
+            self._note_gap()
             attempt(lambda: self._other_call(info), self._fail)
             info.called = True
             return _traced(jitted, info, args, kwargs)
@@ -253,7 +323,9 @@ class JaxLoop:
     def _other_call(self, info: _Info) -> None:
         """A jitted call with no gradient, after the run began: evaluation, unless per step."""
         gap = self.steps
-        if info.last_gap == gap - 1 and self.steps > 0:
+        # (A step that loops over its batches inside is an epoch: a call in every gap is then the
+        # epoch's evaluation, not a per-step metric.)
+        if info.last_gap == gap - 1 and self.steps > 0 and not self._step_loops():
             info.per_step = True
         info.last_gap = gap
         if self.evaluating or not self.in_step_run or info.per_step:
@@ -265,6 +337,25 @@ class JaxLoop:
         recorder.epoch = recorder.epoch + 1  # the next steps are a new run of steps
         self.evaluating = True
         recorder.mark("test_begin", kind="evaluation", source=SOURCE)
+
+    def _step_loops(self) -> bool:
+        return self.step_info is not None and self.step_info.loop is not None
+
+    def _note_gap(self) -> None:
+        """The gap's first call: its time, and whether the last step's outputs were ready (one
+        ``is_ready``, which never waits; once a gap)."""
+        if self.gap_seen != self.steps:
+            self.gap_seen = self.steps
+            self.gap_first_ns = time.time_ns()
+            self.gap_ready = _ready(self.last_out)
+
+    def _last_step_end_ns(self) -> int | None:
+        """Where the last step ended, if before the script's end: at the first call after it, where
+        its outputs were ready then (the script had waited for them: what it did after, its final
+        evaluation, saving, printing, is its own work, not the step's)."""
+        if self.gap_seen == self.steps and self.gap_ready and self.in_step_run:
+            return self.gap_first_ns
+        return None
 
     def _synchronise(self) -> None:
         """Wait for the last step's outputs: the device's backlog belongs to training."""
@@ -293,7 +384,10 @@ class JaxLoop:
         from scaldiag.collect.session import Session
 
         launched = os.environ.get(RUN_DIR_ENV)
-        self.session = Session(backend="jax", sample=False if launched else None)
+        # A step that loops over its batches inside is a whole epoch: one traced is thousands of
+        # batches, and five took the profiler 15-20 s to stop on the 2-core CPU (1,875 each).
+        window = {"trace_steps": LOOPING_TRACE_STEPS} if self._step_loops() else {}
+        self.session = Session(backend="jax", sample=False if launched else None, **window)
         recorder = self.session.recorder
         recorder.on_error = self._fail
         compile_marks.LOG.drain(recorder)  # the compiles before the first step (its own among them)
@@ -305,6 +399,7 @@ class JaxLoop:
             steps_per_execution=1,
             step_source=STEP_SOURCE,
             compile_evidence=sources,
+            step_loop=_step_loop(self.step_info),
             **batch_facts(args, out),
         )
 
@@ -327,8 +422,13 @@ class JaxLoop:
             if self.evaluating:
                 recorder.mark("test_end", kind="evaluation", source=SOURCE)
             elif not self.failed:
+                ended_ns = self._last_step_end_ns()
                 self._synchronise()
-                recorder.end()
+                if ended_ns is not None:
+                    recorder.mark(
+                        "loop_end", t_ns=ended_ns, source="the first call after the last step"
+                    )
+                recorder.end(at_ns=ended_ns)
             compile_marks.LOG.drain(recorder)
             compile_marks.stop()
             recorder.mark("fit_end")
@@ -339,6 +439,39 @@ class JaxLoop:
                 session.close()
             except Exception as exc:
                 say(f"could not close the run ({reason(exc)})")
+
+
+def _ready(out) -> bool | None:
+    """Whether a step's outputs are computed, without waiting: its first and its last array asked
+    (the outputs of one call are computed together; two, in case one is an input handed straight
+    back, which is ready at once), each reached through the tree's first or last elements; None
+    where either is not an array."""
+    found = [_ready_at(out, 0), _ready_at(out, -1)]
+    return None if None in found else all(found)
+
+
+def _ready_at(out, end: int) -> bool | None:
+    x = out
+    for _ in range(8):
+        if isinstance(x, (tuple, list)) and x:
+            x = x[end]
+        elif isinstance(x, dict) and x:
+            x = list(x.values())[end]
+        else:
+            break
+    is_ready = getattr(x, "is_ready", None)
+    try:
+        return bool(is_ready()) if callable(is_ready) else None
+    except Exception:
+        return None
+
+
+def _step_loop(info: _Info | None) -> dict | None:
+    """The lax loop the step's gradient is taken in (training.json ``step_loop``), or None."""
+    if info is None or info.loop is None:
+        return None
+    loop, batches = info.loop
+    return {"loop": loop, "batches": batches}
 
 
 def _traced(jitted, info: _Info, args, kwargs):

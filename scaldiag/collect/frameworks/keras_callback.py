@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import weakref
 
 import keras
 
@@ -105,6 +106,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
         self._input_free = input_free and os.environ.get(INPUT_FREE_ENV, "1") != "0"
         self._in_fit = False
         self._replicas: int | None = None
+        self._model_number = 0  # this fit's model, numbered over the run (``_model_number``)
         self._unknown_because = ""
 
     def set_fit_arguments(self, x, batch_size, y=None, sample_weight=None) -> None:
@@ -165,12 +167,18 @@ class ScaldiagCallback(keras.callbacks.Callback):
         recorder = self.session.recorder
         recorder.on_error = self._step_hook_failed
         self._replicas = keras_info.replicas(self.model, name)
-        self.session.recorder.mark("fit_begin")
         run = _run_epochs(self._run_key())
+        # A fit is keyed by its model: two models trained one after the other are two trainings
+        # (analyze/epochs.py keeps their epochs apart), a model fitted in a loop is one.
+        self._model_number = _model_number(run, self.model)
+        model_name = keras_info.model_name(self.model)
+        self.session.recorder.mark("fit_begin", model=self._model_number, model_name=model_name)
         run["before"], run["fits"] = run["seen"], run["fits"] + 1
         from scaldiag.collect.frameworks import adapters
 
-        self.session.describe(fits=run["fits"], **adapters.evidence_facts(["keras"]))
+        self.session.describe(
+            fits=run["fits"], models=run["model_names"], **adapters.evidence_facts(["keras"])
+        )
         self.session.describe(
             compile_evidence=compile_marks.listen(name),
             framework={"name": "keras", "backend": name, "versions": keras_info.versions(name)},
@@ -202,7 +210,11 @@ class ScaldiagCallback(keras.callbacks.Callback):
         run["seen"] = max(run["seen"], number + 1)
         self.session.recorder.epoch = number
         self.session.recorder.mark(
-            "epoch_begin", epoch=number, fit=run["fits"] - 1, fit_epoch=epoch
+            "epoch_begin",
+            epoch=number,
+            fit=run["fits"] - 1,
+            fit_epoch=epoch,
+            model=self._model_number,
         )
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -290,8 +302,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
             pass  # the user's error is what the user must see
 
     def _stop_compile_marks(self) -> None:
-        """The compiles of this fit written, and no more kept (the input-free clone compiles too).
-        """
+        """This fit's compiles written, and no more kept (the input-free clone compiles too)."""
         try:
             if self.session is not None and not self._failed:
                 compile_marks.LOG.drain(self.session.recorder)
@@ -382,12 +393,31 @@ class ScaldiagCallback(keras.callbacks.Callback):
 
 # run directory -> {"fits": fits begun, "before": epochs before this fit, "seen": epochs seen,
 # "traced": a fit traced its whole window (a fit that raised inside it leaves the next one to
-# trace)}
+# trace), "models": a weak reference to each model fitted, in order, "model_names": their names}
 _EPOCHS: dict = {}
 
 
 def _run_epochs(run_dir) -> dict:
-    return _EPOCHS.setdefault(str(run_dir), {"fits": 0, "before": 0, "seen": 0, "traced": False})
+    return _EPOCHS.setdefault(
+        str(run_dir),
+        {"fits": 0, "before": 0, "seen": 0, "traced": False, "models": [], "model_names": []},
+    )
+
+
+def _model_number(run: dict, model) -> int:
+    """The model's number in this run: the same model fitted again keeps its number, another model
+    gets the next. Held by weak reference, so a notebook's discarded models are not kept alive (a
+    model collected and another made in its place is a new model)."""
+    for number, held in enumerate(run["models"]):
+        if held() is model:
+            return number
+    try:
+        held = weakref.ref(model)
+    except TypeError:  # not weakly referable: held for the run's life
+        held = functools.partial(lambda m: m, model)
+    run["models"].append(held)
+    run["model_names"].append(keras_info.model_name(model))
+    return len(run["models"]) - 1
 
 
 def _first_rows(data, rows: int):

@@ -46,6 +46,12 @@ def replicas(model, backend_name: str) -> int | None:
     return None
 
 
+def model_name(model) -> str | None:
+    """The model's name (Keras's ``name``: the user's, or ``sequential``, ``functional_1``...)."""
+    name = getattr(model, "name", None)
+    return name if isinstance(name, str) else None
+
+
 def steps_per_execution(model) -> int:
     for attr in ("steps_per_execution", "_steps_per_execution"):
         value = getattr(model, attr, None)

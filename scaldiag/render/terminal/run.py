@@ -24,17 +24,17 @@ from scaldiag.render.terminal.common import (
     columns,
     exit_text,
     framework_words,
-    headline,
     inert,
     labelled,
     own,
     print_findings,
     say,
+    speedup_line,
     table,
     text,
 )
 from scaldiag.render.words import TENSORBOARD_PIP, tried_words
-from scaldiag.rules.report import RunReport, top_cause
+from scaldiag.rules.report import RunReport
 
 # How to read a trace where it was suggested: neither viewer comes with scaldiag.
 XPROF_PIP = "pip install xprof"
@@ -59,9 +59,13 @@ def render(
         )
     for line in printed.clock_lines(a.printed, verbose):
         say(console, inert(line), style="dim")
+    if a.epochs is not None and a.epochs.models:
+        say(console, _models_line(a.epochs))
+    if a.clock is not None and a.clock.inner_loop:
+        say(console, _inner_loop_line(a.clock, a.training.get("global_batch")))
     if report.trace_report is not None:
         console.print()
-        headline(console, report.trace_report)
+        _headline(console, report)
     console.print()
     if a.accounting:
         _accounting(a, console, verbose)
@@ -78,13 +82,12 @@ def render(
     for gap in a.missing if verbose else [g for g in a.missing if not g.startswith("nvml")]:
         say(console, f"missing evidence: {gap}", style="yellow")
     fw = framework or report.framework
-    findings = report.findings + (report.trace_report.findings if report.trace_report else [])
+    findings = report.findings_shown  # every firm finding before every borderline one
     if verbose and report.trace_report is not None:
         console.print()
         trace.render(report.trace_report, console, fw, verbose=True, findings=False)
     console.print()
-    headlined = top_cause(report.trace_report.findings) if report.trace_report else None
-    print_findings(console, findings, fw, verbose, headlined=headlined)
+    print_findings(console, findings, fw, verbose, headlined=report.headlined)
     if report.analysis.tried:
         console.print()
         # try.json is a file anyone could have written: its words are shown inert
@@ -100,6 +103,14 @@ def render(
             "more with --verbose: samples, the trace's tables, evidence, every fix",
             style="dim",
         )
+
+
+def _headline(console: Console, report: RunReport) -> None:
+    """The run's verdict (rules/report.py ``run_headline``), and what fixing its cause gives."""
+    say(console, report.verdict, style="bold")
+    top = report.headlined
+    if top is not None and top.predicted_speedup is not None:
+        say(console, *speedup_line(top.predicted_speedup), style="bold")
 
 
 def _header(report: RunReport, console: Console) -> None:
@@ -119,6 +130,42 @@ def _header(report: RunReport, console: Console) -> None:
         Keep(f"replicas: {training.get('replicas', '?')};"),
         Keep(f"global batch: {training.get('global_batch', '?')};"),
         Keep(f"per-replica batch: {training.get('per_replica_batch', '?')}"),
+    )
+
+
+def _inner_loop_line(c, samples: int | None) -> str:
+    """A step that is one jitted call looping over batches inside it (JAX: analyze/clock.py)."""
+    if c.inner_batches is None:
+        return (
+            f"One step is one call of your jitted function, which loops over batches inside"
+            f" ({c.inner_loop}); how many is not known where the loop's bounds are traced values,"
+            " so no figure per batch is given."
+        )
+    per_batch = f" of {samples // c.inner_batches:,} samples" if samples else ""
+    return (
+        f"One step is one call of your jitted function, which loops over {c.inner_batches:,}"
+        f" batches{per_batch} inside ({c.inner_loop}): {c.inner_batch_ms:.3g} ms a batch."
+    )
+
+
+def _models_line(e) -> str:
+    """Several models trained: each one's whole epochs, and whose figures the report gives."""
+
+    def name(m) -> str:
+        return m.name or f"model {m.model}"
+
+    def figure(m) -> str:
+        after = m.ms_per_step_after_first
+        return f"{m.ms_per_step:.3g} ms a step" + (
+            f" ({after:.3g} after each epoch's first step)" if after is not None else ""
+        )
+
+    each = "; ".join(f"{name(m)}, {len(m.epochs)} epochs, {figure(m)}" for m in e.models)
+    shown = next(m for m in e.models if m.model == e.model)
+    return (
+        f"{len(e.models)} models trained, each in its own fits: {each} (whole epochs from each"
+        f" model's third on, compiles left out). The figures here are {name(shown)}'s:"
+        f" {e.model_why}."
     )
 
 
