@@ -28,6 +28,12 @@ TRY_DATALOADER_ENV = (  # scaldiag try: DataLoader keyword arguments, JSON (try_
 TRY_KERAS_ENV = (  # scaldiag try: compile's steps_per_execution, PyDataset's workers, JSON
     "SCALDIAG_TRY_KERAS"
 )
+# scaldiag try: the round's journal directory; the child keeps every path it writes outside
+# TRY_OWN (the try's own directory) there first (collect/write_journal.py)
+TRY_JOURNAL_ENV = "SCALDIAG_TRY_JOURNAL"
+TRY_OWN_ENV = "SCALDIAG_TRY_OWN"
+# 0: profile does not record which paths the script writes (run.json ``writes``)
+WRITES_RECORD_ENV = "SCALDIAG_RECORD_WRITES"
 TEARDOWN_ENV = (  # Kineto's own, read when the profiler stops (collect/frameworks/torch_trace.py)
     "TEARDOWN_CUPTI"
 )

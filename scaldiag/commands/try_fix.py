@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import re
+import signal
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
-
+from scaldiag.analyze import try_stats
+from scaldiag.analyze.try_stats import pair_ratio
+from scaldiag.collect import script_file, try_rounds
 from scaldiag.collect.frameworks.try_fixes import DATALOADER_ENV, KERAS_ENV
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.rundir import RUN_JSON, TRY_JSON, read_json, write_json
@@ -32,7 +35,7 @@ class CannotApply(ScaldiagError):
     pass
 
 
-DEFAULT_ROUNDS, DEFAULT_BUDGET_S = 3, 600.0
+DEFAULT_ROUNDS, DEFAULT_MAX_ROUNDS, DEFAULT_BUDGET_S = 3, 12, 600.0
 
 
 def add_parser(subparsers) -> None:
@@ -50,13 +53,36 @@ def add_parser(subparsers) -> None:
         "finding", metavar="FINDING", help="the finding's id (SD211, SD101, SD105 on Keras)"
     )
     p.add_argument(
-        "--rounds", type=int, default=DEFAULT_ROUNDS, help="baseline+fixed pairs (default 3)"
+        "--rounds",
+        type=int,
+        default=DEFAULT_ROUNDS,
+        help=(
+            "the fewest baseline+fixed pairs (default 3): more follow, up to --max-rounds, while"
+            " the pairs' range does not separate from 1.0x (or from the forecast)"
+        ),
+    )
+    p.add_argument(
+        "--max-rounds",
+        type=int,
+        default=DEFAULT_MAX_ROUNDS,
+        help=f"the most pairs (default {DEFAULT_MAX_ROUNDS})",
     )
     p.add_argument(
         "--budget-s",
         type=float,
         default=DEFAULT_BUDGET_S,
-        help="stop starting rounds after this (default 600)",
+        help=(
+            "a hard wall in seconds (default 600): at its end the round in progress is stopped"
+            " (SIGTERM, then SIGKILL) and the pairs measured are kept"
+        ),
+    )
+    p.add_argument(
+        "--allow-uncontained-writes",
+        action="store_true",
+        help=(
+            "run a script that profile saw write files through code try cannot put back (a C++"
+            " writer, a subprocess); those files are then changed by each round"
+        ),
     )
     p.add_argument(
         "--allow-semantic",
@@ -189,66 +215,201 @@ def _steady(round_dir: Path) -> dict:
         return {"step_ms": None, "samples_per_step": None}
 
 
-def run(args: argparse.Namespace) -> int:
-    from scaldiag.collect.launcher import launch
+def _script(run_dir: Path) -> tuple[str, list[str], str, dict]:
+    """The script as profiled (absolute path, arguments, working directory) and run.json, checked
+    as profile checks it and refused where the file changed since."""
+    run = read_json(run_dir, RUN_JSON)
+    if not run:
+        raise ScaldiagError(f"{run_dir}: no run.json with the run's command (a run directory?)")
+    path, args, cwd, ident = script_file.recorded_script(run, str(run_dir))
+    script_file.check_unchanged(path, ident)
+    if ident is None:
+        print(
+            f"scaldiag: {run_dir}'s run.json records no digest of its script: try runs {path}"
+            " (the command resolved in the run's working directory) and cannot tell whether it"
+            " changed since",
+            file=sys.stderr,
+        )
+    return path, args, cwd, run
 
-    run_dir = Path(args.run_dir)
-    command = read_json(run_dir, RUN_JSON).get("command")
-    if not isinstance(command, list) or len(command) < 2:
-        raise ScaldiagError(f"{run_dir}: no run.json with the run's command")
-    if args.rounds < 1 or args.budget_s <= 0:
-        raise ScaldiagError("--rounds and --budget-s must be positive")
+
+def _try_root(run_dir: Path) -> Path:
+    """RUN_DIR/try, a real directory of the run (a link would send the rounds elsewhere)."""
+    root = run_dir / "try"
+    if root.is_symlink() or (root.exists() and not root.is_dir()):
+        raise ScaldiagError(f"{root} is not a directory of the run (a link, a file): refused")
+    root.mkdir(exist_ok=True)
+    return root
+
+
+def _new_try_dir(root: Path) -> Path:
+    """RUN_DIR/try/<n>: this try's own, never an earlier one's."""
+    taken = [int(p.name) for p in root.iterdir() if p.name.isdigit()]
+    n = max(taken, default=0) + 1
+    while True:
+        d = root / str(n)
+        try:
+            d.mkdir()
+            return d
+        except FileExistsError:
+            n += 1
+
+
+def _json_path(value: str | None, run_dir: Path, script: str) -> Path | None:
+    """``--json FILE``, refused where it would replace an input of the run: anything inside the run
+    directory (its record, its rounds), the script, a directory."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise ScaldiagError("--json needs a file name")
+    out = Path(value).resolve()
+    inputs = (run_dir.resolve(),)
+    if any(out == d or d in out.parents for d in inputs):
+        raise ScaldiagError(f"--json {value}: inside the run directory, whose files are the run's")
+    if out == Path(script).resolve():
+        raise ScaldiagError(f"--json {value} is the script itself: refused")
+    if out.is_dir():
+        raise ScaldiagError(f"--json {value} is a directory")
+    return out
+
+
+def _write_json_file(path: Path, data: dict) -> None:
+    """The file replaced only once written whole."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _uncontained_refusal(run: dict, allowed: bool) -> str | None:
+    """Before round 0: the writes profile saw that try cannot contain, or a note where the run
+    recorded none; the refusal's text, or None."""
+    writes = run.get("writes")
+    if not isinstance(writes, dict):
+        print(
+            "scaldiag: this run was profiled before scaldiag recorded its writes: try looks at"
+            " the script's folders after each round, and stops where one changed outside its"
+            " containment",
+            file=sys.stderr,
+        )
+        return None
+    paths = [p for p in writes.get("uncontained_paths") or [] if isinstance(p, str)]
+    if not paths:
+        return None
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    said = (
+        f"this script writes {shown} through code try cannot contain (not Python's own file"
+        " calls: a C/C++ writer, memory-mapped pages, a subprocess), so try could not put it back"
+    )
+    if allowed:
+        print(f"scaldiag: {said}; --allow-uncontained-writes: going on", file=sys.stderr)
+        return None
+    return f"{said}; refused (--allow-uncontained-writes runs it anyway)"
+
+
+def _forecast_of_fix(finding, sets: dict) -> tuple[float | None, str | None]:
+    """The finding's forecast where it is of this fix; else None and why (SD105's forecast is a
+    per-replica batch x4, not a steps_per_execution)."""
+    if finding.forecast is None:
+        return None, "the finding has no forecast"
+    k = batch_factor(finding)
+    if k and sets.get("per_replica_batch_factor") != k:
+        return None, f"the finding's forecast is of a per-replica batch x{k}, not of this fix"
+    return finding.forecast.value, None
+
+
+def run(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir).resolve()
+    rounds_min = _bounded_rounds(args.rounds, "--rounds")
+    rounds_max = _bounded_rounds(
+        getattr(args, "max_rounds", None) or DEFAULT_MAX_ROUNDS, "--max-rounds"
+    )
+    budget_s = _budget(args.budget_s)
+    if not run_dir.is_dir():
+        raise ScaldiagError(f"{args.run_dir}: not a run directory")
+    script, script_args, cwd, run_json = _script(run_dir)
+    json_out = _json_path(args.json, run_dir, script)
+    root = _try_root(run_dir)
+    for said in try_rounds.restore_unfinished(run_dir):
+        print(f"scaldiag: {said}", file=sys.stderr)
+    refused = _uncontained_refusal(run_json, getattr(args, "allow_uncontained_writes", False))
+    if refused:
+        raise ScaldiagError(refused)
     try:
         finding, env, sets = fix_for(args.finding, run_dir, args.allow_semantic)
     except CannotApply as exc:
         print(f"scaldiag: {exc}", file=sys.stderr)
         return 2
-    script, script_args = command[1], command[2:]
-    started = time.monotonic()
-    rounds: list[dict] = []
-    interrupted = False
-    try:
-        for i in range(args.rounds):
-            if rounds and time.monotonic() - started > args.budget_s:
-                break
-            pair = {}
-            for side, extra in (("baseline", {}), ("fixed", env)):
-                d = run_dir / "try" / f"{i}-{side}"
-                d.mkdir(parents=True, exist_ok=True)
-                code = launch(d, script, script_args, env=dict(extra), stdout=sys.stderr.fileno())
-                pair[side] = {"dir": str(d), "exit": code, **_steady(d)}
-            rounds.append(pair)
-    except KeyboardInterrupt:
-        interrupted = True
-    result = _result(finding, sets, rounds, interrupted)
-    write_json(run_dir, TRY_JSON, result)
-    if "per_replica_batch_factor" in sets:
-        print(
-            f"scaldiag: {SEMANTIC_WORDS.format(k=sets['per_replica_batch_factor'])}",
-            file=sys.stderr,
+    try_dir = _new_try_dir(root)
+    written = list((run_json.get("writes") or {}).get("python_paths") or [])
+    forecast, no_forecast = _forecast_of_fix(finding, sets)
+    with try_rounds.Stopper(budget_s) as stopper:
+        rounds = try_rounds.Rounds(
+            try_dir,
+            run_dir,
+            script,
+            script_args,
+            cwd,
+            [
+                p
+                for p in written + (run_json.get("writes") or {}).get("uncontained_paths", [])
+                if isinstance(p, str)
+            ],
+            stopper,
         )
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1, sort_keys=True))
-    _print(result)
-    return 130 if interrupted else 0
+        kept, trouble = _rounds(rounds, env, rounds_min, rounds_max, forecast, stopper, args)
+    result = _result(finding, sets, kept, stopper, forecast, no_forecast)
+    result.update(try_dir=str(try_dir), script=script, **trouble)
+    write_json(try_dir, TRY_JSON, result)
+    write_json(run_dir, TRY_JSON, result)  # the latest try, read by report and compare
+    if json_out is not None:
+        _write_json_file(json_out, result)
+    _say(result, sets)
+    if stopper.signal is not None:
+        return 128 + int(stopper.signal)
+    return 1 if trouble.get("not_restored") else 2 if trouble.get("uncontained") else 0
 
 
-def _per_sample_ms(side: dict) -> float | None:
-    """A side's steady step per sample (its step where the samples a step are unknown: the same
-    ratio then, as long as both sides' batches are the same)."""
-    ms, n = side.get("step_ms"), side.get("samples_per_step")
-    return ms / n if ms and n else ms
+def _rounds(rounds, env, rounds_min, rounds_max, forecast, stopper, args) -> tuple[list, dict]:
+    """Baseline then fixed, pair after pair, while another is wanted and nothing stops it."""
+    kept: list[dict] = []
+    trouble: dict = {}
+    allowed = getattr(args, "allow_uncontained_writes", False)
+    while try_stats.another_round(kept, rounds_min, rounds_max, forecast):
+        if stopper.stopping():
+            break
+        pair: dict = {}
+        kept.append(pair)
+        for side, extra in (("baseline", {}), ("fixed", env)):
+            if stopper.stopping():
+                break
+            done = rounds.side(f"{len(kept) - 1}-{side}", dict(extra))
+            pair[side] = {**done, **_steady(Path(done["dir"]))}
+            if done["not_restored"]:
+                trouble["not_restored"] = done["not_restored"]
+                return kept, trouble
+            if done["uncontained"] and not allowed:
+                trouble["uncontained"] = done["uncontained"]
+                return kept, trouble
+    return kept, trouble
 
 
-def pair_ratio(pair: dict) -> float | None:
-    """Round i's speed-up in samples/s: baseline time a sample over the fix's. Per sample only
-    where both sides know their samples a step; else the steps' ratio."""
-    b, f = pair.get("baseline") or {}, pair.get("fixed") or {}
-    if not (b.get("step_ms") and f.get("step_ms")):
-        return None
-    if b.get("samples_per_step") and f.get("samples_per_step"):
-        return _per_sample_ms(b) / _per_sample_ms(f)
-    return b["step_ms"] / f["step_ms"]
+MAX_ROUNDS = 100
+
+
+def _bounded_rounds(value, flag: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ROUNDS:
+        raise ScaldiagError(f"{flag} must be a whole number from 1 to {MAX_ROUNDS}, not {value!r}")
+    return value
+
+
+def _budget(value) -> float:
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ScaldiagError(f"--budget-s must be a positive number of seconds, not {value!r}")
+    return float(value)
 
 
 def batch_unchanged(sets: dict, rounds: list[dict]) -> str | None:
@@ -258,7 +419,7 @@ def batch_unchanged(sets: dict, rounds: list[dict]) -> str | None:
     seen = [
         (r["baseline"].get("samples_per_step"), r["fixed"].get("samples_per_step"))
         for r in rounds
-        if "fixed" in r
+        if "fixed" in r and "baseline" in r
     ]
     if not k or not any(b and f for b, f in seen):
         return None
@@ -270,29 +431,54 @@ def batch_unchanged(sets: dict, rounds: list[dict]) -> str | None:
     )
 
 
-def _result(finding, sets, rounds, interrupted) -> dict:
+def _result(finding, sets, rounds, stopper, forecast=None, no_forecast=None) -> dict:
     not_applied = batch_unchanged(sets, rounds)
     ratios = [] if not_applied else [x for x in map(pair_ratio, rounds) if x is not None]
+    interrupted = stopper.signal is not None if stopper is not None else False
     out = {
         "finding": finding.id,
         "sets": sets,
-        "forecast": finding.forecast.value if finding.forecast else None,
+        "forecast": forecast,
         "ceiling": finding.predicted_speedup.value if finding.predicted_speedup else None,
         "rounds": rounds,
+        "left_out": try_stats.left_out(rounds),
         "interrupted": interrupted,
-        "speedup": None,
+        "speedup": try_stats.summary(ratios, forecast),
     }
+    if no_forecast:
+        out["no_forecast"] = no_forecast
+    if stopper is not None and stopper.signal is not None:
+        out["stopped"] = f"signal {signal.Signals(stopper.signal).name}"
+    elif stopper is not None and stopper.budget_spent:
+        out["stopped"] = "budget"
     if not_applied:
         out["not_applied"] = not_applied
-    if ratios:
-        a = np.array(ratios)
-        out["speedup"] = {
-            "median": float(np.median(a)),
-            "low": float(np.percentile(a, 2.5)),
-            "high": float(np.percentile(a, 97.5)),
-            "pairs": len(ratios),
-        }
     return out
+
+
+def _say(result: dict, sets: dict) -> None:
+    """stderr: what changes what is trained, pairs left out, what stopped it; stdout: the line."""
+    if "per_replica_batch_factor" in sets:
+        k = sets["per_replica_batch_factor"]
+        print(f"scaldiag: {SEMANTIC_WORDS.format(k=k)}", file=sys.stderr)
+    for why in result["left_out"]:
+        print(f"scaldiag: left out: {why}", file=sys.stderr)
+    if result.get("stopped") == "budget":
+        print(
+            "scaldiag: the budget (--budget-s) ended the try; a round in progress was stopped",
+            file=sys.stderr,
+        )
+    for path in result.get("uncontained") or []:
+        print(f"scaldiag: {path} changed outside try's containment (not put back)", file=sys.stderr)
+    if result.get("uncontained"):
+        print(
+            "scaldiag: try stopped: the script writes through code try cannot contain;"
+            " --allow-uncontained-writes goes on regardless",
+            file=sys.stderr,
+        )
+    for line in result.get("not_restored") or []:
+        print(f"scaldiag: NOT PUT BACK: {line}", file=sys.stderr)
+    _print(result)
 
 
 def _print(r: dict) -> None:

@@ -1,0 +1,190 @@
+"""``scaldiag try``'s rounds: each one the run's own script, contained, stoppable, put back.
+
+A side of a round (baseline or fixed) is one ``launch`` of the script as it was profiled: its
+absolute path, in the run's working directory, with the capture of ``profile`` and the write
+journal (collect/write_journal.py) that keeps every path before the script's first write to it.
+After the side, however it ended, every journaled path is put back and checked
+(collect/write_restore.py), and a before/after look at the script's folders
+(collect/write_snapshot.py) finds the writes no journal covers.
+
+Stopping: Ctrl-C, SIGTERM and SIGHUP end the side in progress (the launcher forwards them to the
+script) and the try; where one reaches try outside the launcher's wait, the watchdog stops the
+script. The budget is a hard wall: at its end the script gets SIGTERM, then SIGKILL after
+``GRACE_S``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from scaldiag.collect import write_restore, write_snapshot
+from scaldiag.collect.env import TRY_JOURNAL_ENV, TRY_OWN_ENV
+from scaldiag.record.rundir import RUN_JSON, read_json
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+GRACE_S = 10.0  # between SIGTERM and SIGKILL: a script's own finally: (a checkpoint) may take it
+BOOTSTRAP = b"scaldiag.collect.bootstrap"
+
+
+def _children_of_main_thread() -> list[int]:
+    """The processes the main thread started (the launcher's child is one: Linux)."""
+    tid = threading.main_thread().native_id
+    try:
+        text = Path(f"/proc/self/task/{tid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _script_pids() -> list[int]:
+    out = []
+    for pid in _children_of_main_thread():
+        try:
+            if BOOTSTRAP in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.append(pid)
+        except OSError:
+            continue
+    return out
+
+
+def _signal_script(sig: int) -> None:
+    """``sig`` to the running script, and to its process group where it leads one (its
+    DataLoader workers with it)."""
+    for pid in _script_pids():
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, sig)
+            else:
+                os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+class Stopper:
+    """The signals try received, the budget's deadline, and the watchdog that enforces both on
+    the script in progress."""
+
+    def __init__(self, budget_s: float):
+        self.deadline = time.monotonic() + budget_s
+        self.signal: int | None = None  # the first stop signal received
+        self.budget_spent = False
+        self.running = threading.Event()  # set while a side runs
+        self._done = threading.Event()
+        self._old = {}
+
+    def __enter__(self) -> Stopper:
+        for sig in STOP_SIGNALS:
+            self._old[sig] = signal.signal(sig, self._received)
+        threading.Thread(target=self._watch, name="scaldiag-try-watchdog", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    def _received(self, sig, _frame) -> None:
+        if self.signal is None:
+            self.signal = sig
+
+    def heard(self, sig: int) -> None:
+        """A stop signal the launcher took for the script (its run.json says so)."""
+        if self.signal is None:
+            self.signal = sig
+
+    def left_s(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def stopping(self) -> bool:
+        if self.left_s() <= 0:
+            self.budget_spent = True
+        return self.signal is not None or self.budget_spent
+
+    def _watch(self) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())  # signals go elsewhere
+        termed_at = None
+        while not self._done.wait(0.2):
+            if not self.running.is_set():
+                termed_at = None
+                continue
+            if termed_at is None and self.stopping():
+                _signal_script(signal.SIGTERM)
+                termed_at = time.monotonic()
+            elif termed_at is not None and time.monotonic() - termed_at > GRACE_S:
+                _signal_script(signal.SIGKILL)
+                termed_at = float("inf")
+
+
+class Rounds:
+    """The sides of a try: where they run, what they look at, how they are put back."""
+
+    def __init__(
+        self,
+        try_dir: Path,
+        run_dir: Path,
+        script: str,
+        args: list[str],
+        cwd: str,
+        written: list[str],
+        stopper: Stopper,
+    ):
+        self.try_dir, self.script, self.args, self.cwd = try_dir, script, args, cwd
+        self.stopper = stopper
+        self.roots, self.shallow = write_snapshot.roots_for(cwd, script, written)
+        self.exclude = (str(run_dir),)
+
+    def side(self, name: str, env: dict) -> dict:
+        """One side's run: its exit, what it wrote that no journal covers, what could not be put
+        back."""
+        from scaldiag.collect.launcher import launch
+
+        run = self.try_dir / name
+        journal = self.try_dir / f"{name}{write_restore.JOURNAL_SUFFIX}"
+        run.mkdir()
+        journal.mkdir()
+        env = {**env, TRY_JOURNAL_ENV: str(journal), TRY_OWN_ENV: str(self.try_dir)}
+        before, _ = write_snapshot.snapshot(self.roots, self.exclude, shallow=self.shallow)
+        here = os.getcwd()
+        os.chdir(self.cwd)
+        self.stopper.running.set()
+        try:
+            code = launch(run, self.script, self.args, env=env, stdout=sys.stderr.fileno())
+        finally:
+            self.stopper.running.clear()
+            os.chdir(here)
+        after, _ = write_snapshot.snapshot(self.roots, self.exclude, shallow=self.shallow)
+        journaled = set(write_restore.journaled_paths(journal))
+        unseen = write_snapshot.uncovered(write_snapshot.changed(before, after), journaled)
+        problems = write_restore.restore(journal)
+        for sig in read_json(run, RUN_JSON).get("signals_received") or []:
+            if sig in {s.name for s in STOP_SIGNALS}:
+                self.stopper.heard(signal.Signals[sig])
+        return {
+            "dir": str(run),
+            "exit": code,
+            "journaled_paths": len(journaled),
+            "uncontained": unseen[: write_snapshot.MAX_LISTED],
+            "not_restored": problems,
+        }
+
+
+def restore_unfinished(run_dir: Path) -> list[str]:
+    """An earlier try's rounds that were never put back (it died mid-round): put back now; the
+    lines to say, and the problems."""
+    said = []
+    for journal in write_restore.unfinished(Path(run_dir) / "try"):
+        problems = write_restore.restore(journal)
+        n = len(write_restore.journaled_paths(journal))
+        said.append(
+            f"an earlier try of this run ended mid-round: its {n} written paths put back"
+            f" ({journal})"
+            if not problems
+            else f"an earlier try's round could not be put back whole ({journal}): "
+            + "; ".join(problems)
+        )
+    return said

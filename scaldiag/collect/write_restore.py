@@ -1,0 +1,171 @@
+"""Put back every path a ``try`` round's journal kept (collect/write_journal.py), and check it.
+
+Run by the parent (``scaldiag try``) after each round however the round ended (an exit, a crash,
+a signal, a kill at the budget), and before a new try where an earlier one died mid-round (a
+journal without ``restored.json``). The entries are applied newest first, so that the oldest
+state of each path, the one before the round, is the one left; then each path is checked against
+that oldest state (bytes or inode, mode; gone where it did not exist). Only once every path checks
+are the kept copies deleted and the journal marked restored; a path that does not check is named,
+and its copy stays where it is.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from scaldiag.collect.write_journal import BACKUPS, JOURNAL, RESTORED
+
+JOURNAL_SUFFIX = ".journal"  # a round's journal directory: RUN_DIR/try/<n>/<round>.journal
+
+
+def read_entries(journal_dir: Path) -> list[dict]:
+    """The journal's entries in the order written; a line torn by a kill is skipped."""
+    out = []
+    try:
+        text = (Path(journal_dir) / JOURNAL).read_text(encoding="utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        return []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+            out.append(entry)
+    return out
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def _put_back(entry: dict, backups: Path) -> None:
+    """One entry's state back at its path."""
+    path = entry["path"]
+    if not entry.get("existed"):
+        _remove(path)
+        return
+    kind = entry.get("kind")
+    if kind == "dir":
+        if not (os.path.isdir(path) and not os.path.islink(path)):
+            if os.path.lexists(path):
+                os.unlink(path)
+            os.makedirs(path, exist_ok=True)
+        os.chmod(path, entry["mode"])
+    elif kind == "symlink":
+        if os.path.islink(path) and os.readlink(path) == entry["target"]:
+            return
+        _remove(path)
+        os.symlink(entry["target"], path)
+    elif kind == "file":
+        _put_back_file(entry, backups, path)
+
+
+def _put_back_file(entry: dict, backups: Path, path: str) -> None:
+    how = entry.get("how")
+    kept = backups / str(entry.get("backup"))
+    if how == "link":
+        if kept.exists():
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.replace(kept, path)  # the same inode as before the round
+        return
+    if how == "copy":
+        if os.path.islink(path) or (os.path.isdir(path)):
+            _remove(path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(kept, "rb") as src, open(path, "wb") as dst:  # in place: the inode kept
+            shutil.copyfileobj(src, dst, 1 << 20)
+    if os.path.exists(path):
+        os.chmod(path, entry["mode"])
+        os.utime(path, ns=(entry["atime_ns"], entry["mtime_ns"]))
+
+
+def check(entry: dict, backups: Path) -> str | None:
+    """Whether the path is as the entry (its oldest) says; None, or what differs."""
+    path = entry["path"]
+    if not entry.get("existed"):
+        return None if not os.path.lexists(path) else "was created by the round and is still there"
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "is missing"
+    kind = entry.get("kind")
+    if kind == "dir":
+        ok = stat.S_ISDIR(st.st_mode)
+        return None if ok else "is no longer a directory"
+    if kind == "symlink":
+        ok = stat.S_ISLNK(st.st_mode) and os.readlink(path) == entry.get("target")
+        return None if ok else "is no longer the same symbolic link"
+    if kind != "file":
+        return None
+    if stat.S_IMODE(st.st_mode) != entry.get("mode"):
+        return f"has mode {stat.S_IMODE(st.st_mode):o}, not {entry.get('mode'):o}"
+    if entry.get("how") == "copy":
+        kept = backups / str(entry.get("backup"))
+        same = kept.exists() and filecmp.cmp(kept, path, shallow=False)
+        return None if same else "does not hold the bytes it held before the round"
+    if entry.get("how") == "link":
+        ok = st.st_ino == entry.get("ino") and st.st_size == entry.get("size_bytes")
+        return None if ok else "is not the file it was before the round"
+    ok = st.st_size == entry.get("size_bytes") and st.st_mtime_ns == entry.get("mtime_ns")
+    return None if ok else "changed size or time"
+
+
+def restore(journal_dir: Path) -> list[str]:
+    """Every journaled path put back and checked; the problems, one line each (empty: all back,
+    the copies deleted, the journal marked restored)."""
+    journal_dir = Path(journal_dir)
+    entries = read_entries(journal_dir)
+    backups = journal_dir / BACKUPS
+    problems = []
+    for entry in reversed(entries):
+        try:
+            _put_back(entry, backups)
+        except OSError as exc:
+            problems.append(f"{entry['path']}: cannot be put back ({exc.strerror or exc})")
+    oldest: dict[str, dict] = {}
+    for entry in entries:
+        oldest.setdefault(entry["path"], entry)
+    for path, entry in oldest.items():
+        try:
+            wrong = check(entry, backups)
+        except OSError as exc:
+            wrong = f"cannot be read ({exc.strerror or exc})"
+        if wrong:
+            problems.append(f"{path} {wrong} (its copy is kept in {backups})")
+    if not problems:
+        shutil.rmtree(backups, ignore_errors=True)
+        done = {"paths": len(oldest)}
+        (journal_dir / RESTORED).write_text(json.dumps(done))
+    return problems
+
+
+def unfinished(try_root: Path) -> list[Path]:
+    """Journal directories under ``RUN_DIR/try`` that were never restored (a try that died)."""
+    root = Path(try_root)
+    if not root.is_dir() or root.is_symlink():
+        return []
+    found = [
+        d
+        for d in root.glob(f"*/*{JOURNAL_SUFFIX}")
+        if d.is_dir() and not d.is_symlink() and not (d / RESTORED).exists()
+    ]
+    return sorted(found)
+
+
+def journaled_paths(journal_dir: Path) -> dict[str, bool]:
+    """path -> whether it existed before the round (its oldest entry)."""
+    out: dict[str, bool] = {}
+    for entry in read_entries(journal_dir):
+        out.setdefault(entry["path"], bool(entry.get("existed")))
+    return out

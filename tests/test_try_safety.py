@@ -1,0 +1,261 @@
+"""``scaldiag try`` and the user's files: never changed, whatever the round does or how it ends.
+
+A real PyTorch CPU training (tests/slow_getitem.py's Dataset, a few steps) that also does what
+training scripts do to their folders: saves ``model.pt`` (torch.save) in its working directory,
+appends to ``train.log``, writes an absolute path in another folder, saves a checkpoint by a
+temporary file and ``os.replace``, creates a directory. It is profiled once (``profile`` runs the
+script as the user would: its writes are the user's own), then ``try`` runs it: every file is
+byte-identical afterwards, and every round saw the bytes from before the try (the script prints the
+digest of what it found). Signals and the budget are synchronised on a file the round's script
+writes, never on sleeps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TRY_TIMEOUT_S = 600  # a hang fails the test; a busy machine does not
+
+SCRIPT = """
+import hashlib, os, sys, time
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, Dataset
+
+OTHER = sys.argv[1]  # a folder elsewhere, written through its absolute path
+
+
+class SlowItems(Dataset):
+    def __len__(self):
+        return 8 * 24
+
+    def __getitem__(self, i):
+        x = torch.rand(3, 16, 16)
+        label = sum(j * j for j in range(i % 7, 20000)) % 10  # plain Python work: input-bound
+        return x, label
+
+
+def digest(path):
+    try:
+        return hashlib.sha256(open(path, "rb").read()).hexdigest()[:16]
+    except FileNotFoundError:
+        return "absent"
+
+
+saw = {p: digest(p) for p in ("model.pt", "train.log", "ckpt.pt", os.path.join(OTHER, "out.txt"))}
+print("SAW", sorted(saw.items()), flush=True)
+if os.environ.get("TRY_TEST_MODE") == "block":  # a round that waits to be stopped
+    open("model.pt", "wb").write(b"half-written by a round")
+    open(os.environ["TRY_TEST_READY"], "w").write("ready")
+    while True:
+        time.sleep(0.1)
+if os.environ.get("TRY_TEST_MODE") == "fail-fixed" and os.environ.get("SCALDIAG_TRY_DATALOADER"):
+    sys.exit(3)
+model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                      nn.Linear(8, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for x, y in DataLoader(SlowItems(), batch_size=8, num_workers=0):
+    loss = nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+torch.save(model.state_dict(), "model.pt")
+with open("train.log", "a") as f:
+    f.write(f"trained, loss {loss.item():.3f}\\n")
+with open(os.path.join(OTHER, "out.txt"), "w") as f:
+    f.write(f"loss {loss.item()}\\n")
+with open("ckpt.pt.tmp", "wb") as f:
+    torch.save({"loss": loss.item()}, f)
+os.replace("ckpt.pt.tmp", "ckpt.pt")
+os.makedirs("runs/exp1", exist_ok=True)
+open("runs/exp1/metrics.txt", "w").write(str(loss.item()))
+"""
+
+
+def _scaldiag(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "scaldiag", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        timeout=TRY_TIMEOUT_S,
+    )
+
+
+def _tree(*dirs: Path) -> dict[str, str]:
+    """Every file under ``dirs`` (scaldiag's run directories left out) by its sha256 and mode."""
+    out = {}
+    for d in dirs:
+        for p in sorted(d.rglob("*")):
+            if "runs-scaldiag" in p.parts or not p.is_file():
+                continue
+            out[str(p)] = f"{hashlib.sha256(p.read_bytes()).hexdigest()} {p.stat().st_mode:o}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    """The script profiled once in its own folder: (work dir, other folder, run directory)."""
+    base = tmp_path_factory.mktemp("trysafety")
+    work, other = base / "work", base / "elsewhere"
+    work.mkdir()
+    other.mkdir()
+    (work / "train.py").write_text(SCRIPT)
+    (work / "train.log").write_text("a line the user wrote\n")
+    out = work / "runs-scaldiag"
+    done = _scaldiag("profile", "-q", "--out", str(out), "train.py", "--", str(other), cwd=work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["script"]["path"] == str(work / "train.py")
+    assert run["script"]["sha256"] == hashlib.sha256((work / "train.py").read_bytes()).hexdigest()
+    # profile saw the script's Python writes, and none it could not see
+    assert str(work / "model.pt") in run["writes"]["python_paths"]
+    assert str(other / "out.txt") in run["writes"]["python_paths"]
+    assert run["writes"]["uncontained_paths"] == []
+    return work, other, run_dir
+
+
+@pytest.mark.slow
+def test_try_leaves_every_user_file_as_it_was_and_each_round_saw_them(profiled, tmp_path):
+    work, other, run_dir = profiled
+    before = _tree(work, other)
+    # try runs from another folder: the script is the one profiled, in the run's own folder
+    done = _scaldiag(
+        "try", str(run_dir), "SD101", "--rounds", "1", "--max-rounds", "1", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _tree(work, other) == before
+    assert not (work / "ckpt.pt.tmp").exists()
+    assert list(tmp_path.iterdir()) == []  # nothing landed in try's own folder
+    saw = [line for line in done.stderr.splitlines() if line.startswith("SAW ")]
+    assert len(saw) == 2 and saw[0] == saw[1]  # baseline and fixed found the same bytes
+    for path, digest in (("model.pt", saw[0]), ("train.log", saw[0])):
+        expected = hashlib.sha256((work / path).read_bytes()).hexdigest()[:16]
+        assert f"'{path}', '{expected}'" in digest
+    kept = json.loads((run_dir / "try.json").read_text())
+    assert Path(kept["try_dir"]).parent == run_dir / "try"
+    pair = kept["rounds"][0]
+    assert pair["baseline"]["exit"] == 0 and pair["fixed"]["exit"] == 0
+    assert pair["baseline"]["journaled_paths"] >= 5  # model.pt, train.log, out.txt, ckpt, runs
+    assert pair["baseline"]["not_restored"] == [] and pair["baseline"]["uncontained"] == []
+    # a second try: a directory of its own, the first one's rounds untouched
+    first = sorted(p.name for p in Path(kept["try_dir"]).iterdir())
+    done = _scaldiag(
+        "try", str(run_dir), "SD101", "--rounds", "1", "--max-rounds", "1", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    again = json.loads((run_dir / "try.json").read_text())
+    assert again["try_dir"] != kept["try_dir"]
+    assert sorted(p.name for p in Path(kept["try_dir"]).iterdir()) == first
+    assert _tree(work, other) == before
+
+
+def _start_blocking_try(run_dir: Path, tmp_path: Path, *extra: str) -> tuple:
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scaldiag", "try", str(run_dir), "SD101", "--rounds", "2", *extra],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "TRY_TEST_MODE": "block",
+            "TRY_TEST_READY": str(ready),
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + TRY_TIMEOUT_S
+    while not ready.exists():  # the round's script wrote it: the round is under way
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "the round never started"
+        time.sleep(0.05)
+    return proc
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_the_round_and_try_keeping_what_was_measured(profiled, tmp_path, sig):
+    work, other, run_dir = profiled
+    before = _tree(work, other)
+    proc = _start_blocking_try(run_dir, tmp_path)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=TRY_TIMEOUT_S)
+    assert proc.returncode == 128 + sig, err[-3000:]
+    kept = json.loads((run_dir / "try.json").read_text())
+    assert kept["interrupted"] is True and kept["stopped"] == f"signal {sig.name}"
+    assert len(kept["rounds"]) == 1  # the round in progress, not the next
+    assert _tree(work, other) == before  # the round's half-written model.pt put back
+
+
+@pytest.mark.slow
+def test_the_budget_stops_a_round_that_never_ends(profiled, tmp_path):
+    work, other, run_dir = profiled
+    before = _tree(work, other)
+    proc = _start_blocking_try(run_dir, tmp_path, "--budget-s", "1")
+    _, err = proc.communicate(timeout=TRY_TIMEOUT_S)
+    assert proc.returncode == 0, err[-3000:]
+    kept = json.loads((run_dir / "try.json").read_text())
+    assert kept["stopped"] == "budget" and kept["speedup"] is None
+    assert kept["rounds"][0]["baseline"]["exit"] < 0  # stopped by a signal
+    assert "round 0: baseline killed by signal" in err
+    assert _tree(work, other) == before
+
+
+@pytest.mark.slow
+def test_a_try_killed_mid_round_is_put_back_by_the_next(profiled, tmp_path):
+    work, other, run_dir = profiled
+    before = _tree(work, other)
+    proc = _start_blocking_try(run_dir, tmp_path)
+    proc.kill()  # try itself dies: nothing of its own runs; its script dies with it
+    proc.communicate(timeout=TRY_TIMEOUT_S)
+    deadline = time.monotonic() + TRY_TIMEOUT_S
+    while (work / "model.pt").read_bytes() != b"half-written by a round":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    done = _scaldiag("try", str(run_dir), "SD999", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "an earlier try of this run ended mid-round" in done.stderr
+    assert _tree(work, other) == before
+
+
+@pytest.mark.slow
+def test_failed_pairs_are_left_out_and_named(profiled, tmp_path):
+    work, other, run_dir = profiled
+    before = _tree(work, other)
+    done = _scaldiag(
+        "try", str(run_dir), "SD101", "--rounds", "1", "--max-rounds", "1",
+        cwd=tmp_path, env={"TRY_TEST_MODE": "fail-fixed"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "left out: round 0: fixed exited 3" in done.stderr
+    assert "not measured" in done.stdout and "measured 1" not in done.stdout
+    kept = json.loads((run_dir / "try.json").read_text())
+    assert kept["speedup"] is None and kept["left_out"] == ["round 0: fixed exited 3"]
+    assert _tree(work, other) == before
+
+
+def test_try_refuses_a_script_changed_since_it_was_profiled(profiled, tmp_path):
+    work, _, run_dir = profiled
+    script = work / "train.py"
+    text = script.read_text()
+    try:
+        script.write_text(text + "\n# edited\n")
+        done = _scaldiag("try", str(run_dir), "SD101", cwd=tmp_path)
+    finally:
+        script.write_text(text)
+    assert done.returncode == 2
+    assert "train.py changed since it was profiled: profile it again" in done.stderr
+    assert "Traceback" not in done.stderr
