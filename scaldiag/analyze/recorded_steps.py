@@ -13,7 +13,10 @@ What a step was comes from the framework, never from its duration
 (docs/profile.md, "The clock"):
 
 - *warm-up*: the first ``warmup_steps`` steps of the run, by position (the
-  first call compiles on every backend, and allocators and autotuners settle);
+  first call compiles on every backend, and allocators and autotuners settle),
+  and the first ``warmup_steps`` of each phase a new optimizer leads (PyTorch's
+  ``optimizer`` marks: its state is made in its first step, a new model's
+  allocations settle);
 - *compile or retrace*: a step whose period holds a compile the framework
   reported (``compile`` marks: JAX's compile events, a Keras train step
   traced, torch dynamo's compiles);
@@ -39,11 +42,18 @@ starting: ``input_ready``): the step begins when that batch arrived.
 Where the device was timed (``device_steps.jsonl``: CUDA events at each step
 boundary), a step's duration is the device's; its place on the run's
 timeline stays the host's.
+
+*Phases* (PyTorch): a step is one pass of the loop, whichever optimizers it
+steps. Where another optimizer takes the lead (a new phase's, a new fold's:
+collect/frameworks/torch_optimizers.py, ``optimizer`` marks of role
+``leads``), a phase begins; optimizers stepping in turn within a pass (a GAN's)
+are named with the phase they stepped in.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import bisect
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -67,6 +77,7 @@ class Period:
     kind: str
     device_ns: int | None = None  # the device's time for this step, where the device was timed
     compiled: bool = False  # steady although it compiled: compiles recur in most steps
+    phase: int = 0  # the phase it is in, from 1 (0: the record names no optimizer)
 
     @property
     def duration_ns(self) -> int:
@@ -96,6 +107,14 @@ def periods(
     compiles = compile_spans(marks)
     profiler = _profiler_spans(marks)
     device_ns = device_ns or {}
+    found_phases = phases(marks)
+    phase_starts = [p.first_step for p in found_phases]
+    new_phase_steps = {
+        step
+        for p in found_phases[1:]
+        if p.new
+        for step in range(p.first_step, p.first_step + warmup)
+    }
     out, first_batch = [], 0
     for i, row in enumerate(steps):
         nxt = steps[i + 1] if i + 1 < len(steps) else None
@@ -120,7 +139,7 @@ def periods(
         )  # a split step: host time
         kind = (
             WARMUP
-            if row["step"] < warmup
+            if row["step"] < warmup or row["step"] in new_phase_steps
             else TRACED
             if near_window
             else COMPILE
@@ -139,6 +158,7 @@ def periods(
                 traced,
                 kind,
                 device,
+                phase=bisect.bisect_right(phase_starts, row["step"]),
             )
         )
         first_batch += batches
@@ -263,4 +283,78 @@ def device_times(rows: list[dict]) -> dict[int, int]:
         for i, ms in enumerate(values):
             if isinstance(ms, (int, float)) and not isinstance(ms, bool) and 0 <= ms < 1e9:
                 out[step + i] = int(round(ms * 1e6))
+    return out
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of steps one optimizer leads (PyTorch ``optimizer`` marks of role ``leads``)."""
+
+    number: int  # from 1, in the order they began
+    first_step: int  # the recorder's step it begins with (its first pass's)
+    optimizer: int  # the lead optimizer's index: 0 is the first that stepped
+    kind: str  # its class: Adam, SGD...
+    new: bool  # the optimizer's first steps (False: an earlier one leads again)
+    new_model: bool  # it updates none of the parameters of the optimizers alive before it
+    begin_ns: int
+    in_turn: tuple[tuple[int, str], ...] = ()  # (index, class) of optimizers stepping in turn
+    steps: int = 0  # batches recorded in it
+    steady: int = 0  # ... of them steady
+    steady_ms: float | None = None  # its steady steps' mean, ms a batch
+
+
+def phases(marks) -> list[Phase]:
+    """The phases the record names, in order; [] where it names no optimizer (not PyTorch, or a
+    record from before these marks)."""
+    found: list[Phase] = []
+    turns, leads = [], set()
+    for m in marks:
+        if m.get("mark") != "optimizer" or not isinstance(m.get("step"), int):
+            continue
+        index, kind = int(m.get("optimizer") or 0), str(m.get("kind") or "optimizer")
+        if m.get("role") == "in turn":
+            turns.append((m["step"], index, kind))
+        elif m.get("role") == "leads":
+            leads.add((m["step"], index))
+            if found and m["step"] <= found[-1].first_step:  # the same step: the later wins
+                found.pop()
+            found.append(
+                Phase(
+                    len(found) + 1,
+                    int(m["step"]),
+                    index,
+                    kind,
+                    bool(m.get("new", True)),
+                    # a new model: none of the parameters of the optimizers before (a new fold's)
+                    bool(found)
+                    and bool(m.get("new", True))
+                    and not m.get("shares_parameters_with"),
+                    int(m["t_ns"]),
+                )
+            )
+    starts = [p.first_step for p in found]
+    for step, index, kind in turns:
+        k = bisect.bisect_right(starts, step) - 1
+        # (an optimizer seen in turn that led from the same step, in a loop with no DataLoader,
+        # stepped twice in a row: it leads)
+        if k >= 0 and (step, index) not in leads and found[k].optimizer != index:
+            found[k] = replace(found[k], in_turn=(*found[k].in_turn, (index, kind)))
+    return found
+
+
+def phase_figures(found: list[Period], marks) -> list[Phase]:
+    """Each phase with its recorded and steady batches and its steady steps' mean."""
+    out = []
+    for p in phases(marks):
+        mine = [q for q in found if q.phase == p.number]
+        steady = [q for q in mine if q.kind == STEADY]
+        batches = sum(q.batches for q in steady)
+        out.append(
+            replace(
+                p,
+                steps=sum(q.batches for q in mine),
+                steady=batches,
+                steady_ms=sum(q.duration_ns for q in steady) / batches / 1e6 if batches else None,
+            )
+        )
     return out

@@ -129,6 +129,8 @@ class RunAnalysis:
     # (rank, excess over the fastest rank as a fraction): the rank slower than the others beyond the
     # noise
     slow_rank: tuple[int, float] | None = None
+    # PyTorch: the optimizers that led the steps, one phase each (analyze/recorded_steps.py)
+    phases: list[recorded_steps.Phase] = field(default_factory=list)
 
 
 # One rank's steady step this much slower than the fastest rank's, beyond both intervals, is named
@@ -458,6 +460,7 @@ def analyze_record(
         slow_rank=slow_rank(ranks),
         device_memory=memory,
         tried=record.tried,
+        phases=recorded_steps.phase_figures(every, record.marks),
     )
 
 

@@ -249,6 +249,15 @@ def _clock(c, samples_per_step, printed=None) -> dict | None:
     }
 
 
+def _phase(p) -> dict:
+    """A phase led by one optimizer (analyze/recorded_steps.py ``Phase``)."""
+    return {
+        **{k: getattr(p, k) for k in ("number", "first_step", "optimizer", "kind", "new")},
+        **{k: getattr(p, k) for k in ("new_model", "steps", "steady", "steady_ms")},
+        "in_turn": [{"optimizer": index, "kind": kind} for index, kind in p.in_turn],
+    }
+
+
 def _epochs(e) -> dict | None:
     """Whole epochs as Keras's progress bar times them (analyze/epochs.py)."""
     if e is None:
@@ -300,6 +309,7 @@ def run_dict(report: RunReport) -> dict:
         "inventory": a.inventory,
         "steps": steps,
         "epochs": _epochs(a.epochs),
+        "phases": [_phase(p) for p in a.phases],
         "clock": _clock(a.clock, a.steps.samples_per_step if a.steps else None, a.printed),
         "input_cost": _pick(a.input_cost, _INPUT_COST) if a.input_cost else None,
         "gpus": [_pick(g, _GPU) for g in a.gpus],

@@ -1,11 +1,14 @@
 """Capture of an unmodified PyTorch training loop: steps from the optimizer, input from the
 DataLoader.
 
-A step is one ``optimizer.step()`` of the first optimizer that steps (a
-second optimizer, a GAN's, does not add steps): it ends when that call
-returns (``torch.optim`` global post-hook) and the next begins there, so a
-step spans the next batch's fetch, forward, backward and update, and the
-step time is the period the user's throughput sees. The first step begins
+A step is one pass of the loop, whichever optimizers it steps: one
+``optimizer.step()`` of the *lead* optimizer (the first that steps, until
+another takes over: a new phase's or a new fold's, ``torch_optimizers``); a
+second optimizer stepping in turn in the same pass (a GAN's) adds no step. A
+step ends when the lead's call returns (``torch.optim`` global post-hook) and
+the next begins there, so a step spans the next batch's fetch, forward,
+backward and update, and the step time is the period the user's throughput
+sees. The first step begins
 at the first DataLoader fetch or the first ``optimizer.step()``, whichever
 comes first. The step still open when the script ends is no step (no update
 ended it) and is not recorded.
@@ -24,7 +27,11 @@ Evidence of what a step was, for the analysis (docs/pytorch.md):
   each outermost compile), listened to from the moment the program imports
   ``torch._dynamo``;
 - epochs: each new ``iter()`` of the followed DataLoader begins an epoch
-  (``epoch_begin``), its exhaustion ends one (``epoch_end``).
+  (``epoch_begin``), its exhaustion ends one (``epoch_end``); where a new
+  optimizer takes the lead over batches of another DataLoader (a new fold's),
+  that loader is followed from its pass's ``iter()``;
+- ``optimizer`` marks: each optimizer's first step, whether it leads or
+  steps in turn, and the lead's changes (phases, folds).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from scaldiag.collect.frameworks import (
     torch_trace,
 )
 from scaldiag.collect.frameworks.guard import attempt
+from scaldiag.collect.frameworks.torch_optimizers import Optimizers
 from scaldiag.collect.frameworks.torch_trace import BACKEND, rank
 
 HOW_TO_GIVE_BATCH = "give it with `scaldiag profile --global-batch N`"
@@ -140,6 +148,12 @@ class TorchCapture:
         # CUDA graph captures under way (torch_hooks): a step inside one runs nothing
         self.graph_captures = 0
         self.graph_steps = 0  # optimizer steps recorded into CUDA graphs
+        # Every optimizer that stepped, and which one's steps end steps (the lead: ``optimizer``).
+        self.optimizers = Optimizers(parameter_bytes)
+        self._fetched = False  # a batch was fetched since the last step's end
+        self._fetched_from = None  # the loader of the last fetch
+        self._passes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loader -> its
+        # latest pass's iter() (ns): where a loader followed from a lead's change began its epoch
 
     @property
     def tracing(self) -> bool:
@@ -155,6 +169,7 @@ class TorchCapture:
     # every step pays for these: past the first ones, each is a test or two and, at a step's end,
     # the recorder's ``begin`` (whose failures go to ``_step_failed``, not into the loop).
     def before_fetch(self, loader) -> None:
+        self._fetched, self._fetched_from = True, loader
         if (self.session is None or self.loader is None) and not self.aside:
             self._guard(lambda: self._start(loader=loader))
 
@@ -173,8 +188,12 @@ class TorchCapture:
             self._guard(lambda: self._start(optimizer=optimizer))
 
     def post_step(self, optimizer, args=None, kwargs=None) -> None:
-        """torch.optim's global post-step hook: a step ends, the next begins."""
-        if optimizer is not self.optimizer or self.failed or self.finished:
+        """torch.optim's global post-step hook: the lead's step ends a step, the next begins."""
+        if optimizer is not self.optimizer:
+            if self._settled and not self.graph_captures:
+                self._guard(lambda: self._other_step(optimizer))
+            return
+        if self.failed or self.finished:
             return
         if self.graph_captures:
             # The step was recorded into a CUDA graph, not run: no boundary (and no device event
@@ -185,10 +204,40 @@ class TorchCapture:
             self._guard(self._first_step_ended)
             if self.failed:
                 return
+        self._fetched = False
         self._begin()
+
+    def _other_step(self, optimizer) -> None:
+        """Another optimizer stepped: in turn with the lead (no step), or the lead from here."""
+        recorder = self.session.recorder
+        leads, facts = self.optimizers.other_step(optimizer, recorder.step, self._fetched)
+        if facts is not None:
+            recorder.mark("optimizer", **facts)
+        if leads:
+            self.optimizer = optimizer  # (the one before is the script's to free)
+            self._follow_loader()
+            self._fetched = False
+            self._begin()
+
+    def _follow_loader(self) -> None:
+        """The new lead's batches come from another DataLoader (a new fold's): follow it, its
+        current pass an epoch from its ``iter()`` (the step open since the last lead's step ends
+        in it, and the time before that ``iter()`` is the epochs' edge)."""
+        loader = self._fetched_from
+        if loader is None or loader is self.loader or self.loop_owner is not None:
+            return
+        if not self._epochs_open or self.loader is None:
+            return
+        same_data = getattr(loader, "dataset", None) is getattr(self.loader, "dataset", self)
+        self.loader = loader
+        if not same_data:  # (a loader over the same data: its iter() already began an epoch)
+            self._epoch_begins(self.epoch + 1, self._passes.get(loader))
 
     def _first_step_ended(self) -> None:
         self._settled = True
+        self.session.recorder.mark(
+            "optimizer", **self.optimizers.first_lead(self.optimizer, self.session.recorder.step)
+        )
         if (
             self.batch is None and self.forward_batch
         ):  # the forward hook has run by now, if it ever will
@@ -275,6 +324,11 @@ class TorchCapture:
         followed = self.loader
         if followed is None or self.session is None or self.failed or not self._epochs_open:
             return
+        if loader is not followed:
+            try:  # a fold's loader, maybe: ``_follow_loader`` (never raises into the iter())
+                self._passes[loader] = time.time_ns()
+            except Exception:
+                pass
         if self.loop_owner is not None:  # the adapter marks epochs (``adapter_epoch``)
             return
         if loader is not followed and getattr(loader, "dataset", None) is not getattr(
@@ -363,12 +417,12 @@ class TorchCapture:
         if self.session is not None and not self.failed:
             self._guard(lambda: self.session.describe(**facts))
 
-    def _epoch_begins(self, epoch: int) -> None:
+    def _epoch_begins(self, epoch: int, t_ns: int | None = None) -> None:
         recorder = self.session.recorder
         self.epoch = recorder.epoch = (
             epoch  # the open step ends in this epoch: the edge is its first step
         )
-        recorder.mark("epoch_begin", epoch=epoch)
+        recorder.mark("epoch_begin", epoch=epoch, **({"t_ns": t_ns} if t_ns else {}))
 
     # --- compiles: torch._dynamo's callbacks ---------------------------------
     def listen_to_compiles(self, handler) -> None:
@@ -577,7 +631,7 @@ class TorchCapture:
         where refcounting alone frees them in a plain run, and alive at exit a persistent, pinned
         loader's workers are joined by torch's atexit hooks, 5 s a worker (15 workers: 76 s on an
         H100; bench/gpu/loader_exit_probe.py)."""
-        self.loader = None
+        self.loader = self._fetched_from = None
         for iterator in list(self._linked):
             iterator.__dict__.pop("_scaldiag_loader", None)
         self._linked = weakref.WeakSet()

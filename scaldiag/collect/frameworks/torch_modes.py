@@ -5,19 +5,23 @@ next begins there), so a validation pass between two steps lands inside a
 step's period and read as a slow step. The framework says what it was: the
 script puts the model it trains in evaluation mode (``model.eval()``, i.e.
 ``model.train(False)``) for it and back (``model.train()``) after. Those
-switches of a module that holds the followed optimizer's parameters are
+switches of a module that holds parameters of an optimizer that has stepped
+(any of them: a new fold's model is trained too, torch_optimizers) are
 written as the same marks Keras's validation writes, ``test_begin`` and
 ``test_end``: the accounting counts the time as validation, and the step
 that holds it begins at ``test_end`` (analyze/recorded_steps.py).
 
 Cost: ``Module.train`` is wrapped once; a call that does not change the
 root module's mode (scripts that call ``model.train()`` every step) costs a
-dict lookup; a change costs one walk over the module's parameters.
+dict lookup; a change costs one walk over the module's parameters (again
+only once another optimizer has stepped since). Modules are known by id and
+a weak reference: a freed model's id can be a new model's.
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
 
 
 class ModeMarks:
@@ -28,8 +32,9 @@ class ModeMarks:
         self._depth = (
             0  # train() recurses into the children: only the outermost call is the script's
         )
-        self._training: dict[int, bool] = {}  # id(module) -> its last mode seen
-        self._followed: dict[int, bool] = {}  # id(module) -> holds the optimizer's parameters
+        # id(module) -> [a weak reference to it, its last mode seen, optimizers seen when it was
+        # last asked whether it is trained (None: never), whether it is]
+        self._modules: dict[int, list] = {}
         self._in_eval = False
 
     def wrap(self, module_class) -> None:
@@ -55,10 +60,10 @@ class ModeMarks:
     def switched(self, module, training: bool) -> None:
         """A root ``train(mode)`` call returned (never raises: the script's call must not fail)."""
         try:
-            key = id(module)
-            if self._training.get(key) == training:
+            entry = self._entry(module)
+            if entry[1] == training:
                 return
-            self._training[key] = training
+            entry[1] = training
             capture = self._capture
             if capture.loop_owner is not None:  # the loop's adapter marks evaluation itself
                 return
@@ -66,7 +71,7 @@ class ModeMarks:
                 capture.session is None
                 or capture.failed
                 or capture.finished
-                or not self._holds_optimized(module)
+                or not self._holds_optimized(module, entry)
             ):
                 return
             recorder = capture.session.recorder
@@ -79,12 +84,18 @@ class ModeMarks:
         except Exception:
             pass
 
-    def _holds_optimized(self, module) -> bool:
-        key = id(module)
-        if key not in self._followed:
-            optimizer = self._capture.optimizer
-            if optimizer is None:
-                return False  # no optimizer followed yet: decide at a later switch
-            optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
-            self._followed[key] = any(id(p) in optimized for p in module.parameters())
-        return self._followed[key]
+    def _entry(self, module) -> list:
+        entry = self._modules.get(id(module))
+        if entry is None or entry[0]() is not module:
+            entry = self._modules[id(module)] = [weakref.ref(module), None, None, False]
+        return entry
+
+    def _holds_optimized(self, module, entry: list) -> bool:
+        optimizers = self._capture.optimizers
+        if entry[2] != optimizers.count:  # asked again once another optimizer has stepped
+            if not optimizers.count:
+                return False  # no optimizer has stepped yet: decide at a later switch
+            optimized = optimizers.parameter_ids()
+            entry[2] = optimizers.count
+            entry[3] = any(id(p) in optimized for p in module.parameters())
+        return entry[3]

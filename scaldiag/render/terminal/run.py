@@ -16,7 +16,7 @@ from scaldiag.analyze.input_cost import describe
 from scaldiag.analyze.recorded_steps import COMPILE
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.render import ranges
-from scaldiag.render.terminal import printed, trace
+from scaldiag.render.terminal import phases, printed, trace
 from scaldiag.render.terminal.common import (
     Keep,
     add_row,
@@ -59,6 +59,8 @@ def render(
         )
     for line in printed.clock_lines(a.printed, verbose):
         say(console, inert(line), style="dim")
+    for line in phases.lines(a.phases, verbose):
+        say(console, line)
     if a.epochs is not None and a.epochs.models:
         say(console, _models_line(a.epochs))
     if a.clock is not None and a.clock.inner_loop:
