@@ -25,24 +25,29 @@ import numpy as np
 from scaldiag.analyze import intervals as iv
 from scaldiag.analyze import recorded_steps
 from scaldiag.analyze.clock import (
-    HOST_DISPATCH,
-    LOOP_ITERATION,
-    STEADY_STEP,
-    WHOLE_EPOCH,
-    WHOLE_TRAINING,
     Clock,
 )
 from scaldiag.analyze.epochs import EpochStats
 from scaldiag.analyze.printed_forms import KERAS_BAR, Reading, recognise
+from scaldiag.analyze.printed_windows import (
+    COVERED,
+    coverage,
+    covered,
+    figure_in,
+    recorded_batches,
+    share,
+)
 from scaldiag.analyze.stats import ci95_half_width
 
 # Within 5% of the clock the user reads: the issue's bar for "agrees" (issue 46).
 AGREE = 0.05
+# A spread wider than this share of the figure judges nothing: a "1ms/step" bar, or readings
+# that vary by half, neither agree nor disagree (the report says the clock is too coarse).
+JUDGE = 0.25
+COARSE = "coarse"
 # A clock that counted at least twice the steps scaldiag recorded in its window saw a loop
 # scaldiag did not (its steps are not in any figure).
 UNRECORDED = 0.5
-# A reading is compared where at least half its window lies on the steps the figure covers.
-COVERED = 0.5
 
 
 @dataclass(frozen=True)
@@ -123,11 +128,17 @@ def reconcile(
     out: list[Comparison] = []
     groups: dict[str, list[Reading]] = {}
     for r in readings:
-        if r.evaluation or _share(evaluation, r) >= COVERED:
+        if r.evaluation or share(evaluation, r) >= COVERED:
             continue  # evaluation's bars count no training steps
-        recorded = _recorded(starts, ends, batches, r)
+        recorded = recorded_batches(starts, ends, batches, r)
         if r.ms is None and r.total_ms is not None and recorded:
-            r = Reading(**{**r.__dict__, "ms": r.total_ms / recorded, "count": None})
+            r = Reading(
+                **{
+                    **r.__dict__,
+                    "ms": r.total_ms / recorded,
+                    "resolution_ms": r.resolution_ms / recorded,  # (it was the total's)
+                }
+            )
         if _unrecorded(r, recorded):
             out.append(_unrecorded_comparison(r, recorded))
             continue
@@ -144,24 +155,6 @@ def reconcile(
         key=lambda x: (x.agrees is not False and x.headline_agrees is not False, x.agrees is None)
     )
     return PrintedClock(out, contradicted, dropped)
-
-
-def _share(windows: tuple[np.ndarray, np.ndarray], r: Reading) -> float:
-    if r.end_ns <= r.begin_ns:
-        inside = iv.measure_in_windows(
-            windows, np.array([r.end_ns], np.int64), np.array([r.end_ns + 1], np.int64)
-        )
-        return float(inside.sum())
-    inside = iv.measure_in_windows(
-        windows, np.array([r.begin_ns], np.int64), np.array([r.end_ns], np.int64)
-    )
-    return float(inside.sum()) / (r.end_ns - r.begin_ns)
-
-
-def _recorded(starts: np.ndarray, ends: np.ndarray, batches: np.ndarray, r: Reading) -> int:
-    """The batches of the steps scaldiag recorded inside the reading's window."""
-    inside = (ends > r.begin_ns) & (starts < r.end_ns)
-    return int(batches[inside].sum())
 
 
 def _unrecorded(r: Reading, recorded: int) -> bool:
@@ -244,8 +237,8 @@ def _compare(
             note=why,
             **base,
         )
-    covered = _covered(first.scope, found, epochs)
-    compared = [r for r in group if r.ms is not None and _share(covered, r) >= COVERED]
+    windows = covered(first.scope, found, epochs)
+    compared = [r for r in group if r.ms is not None and share(windows, r) >= COVERED]
     if not compared:
         return Comparison(
             shown=last.shown,
@@ -259,46 +252,72 @@ def _compare(
             **base,
         )
     scope = c.scopes[first.scope]
-    figure = _figure(scope, first, c)
+    whole = _figure(scope, first, c)
+    after_first = first.form == KERAS_BAR and first.style == "verbose1"
+    # scaldiag's figure over each reading's own steps (a phase's clock beside its phase)
+    local = [figure_in(first.scope, r, found, epochs, after_first) for r in compared]
+    figures = np.array([whole if f is None else f for f in local])
     values = np.array([r.ms for r in compared])
-    ms = float(values.mean())
+    ms, figure = float(values.mean()), float(figures.mean())
     # (rounding errors of separate readings are independent: the mean's is the bound over sqrt(n))
     resolution_ms = float(np.mean([r.resolution_ms for r in compared])) / math.sqrt(len(values))
-    spread_ms = math.sqrt(
-        (ci95_half_width(values) if len(values) > 1 else 0.0) ** 2
-        + (0.0 if math.isnan(scope.ms_ci95) else scope.ms_ci95) ** 2
-        + resolution_ms**2
-    )
+    # Paired: each reading beside scaldiag's figure over its own steps, so the spread is that of
+    # their differences; the scope's ci95 only where a reading had no steps of its own to match.
+    scope_ci = 0.0 if math.isnan(scope.ms_ci95) or None not in local else scope.ms_ci95
+    spread_ms = _quadrature(_ci(values - figures), scope_ci, resolution_ms)
     by = _agrees(ms, figure, spread_ms)
-    headline = first.scope == c.user_scope
+    # The headline, where the clock times the steps it covers (a phase's clock times a part)
+    headline = first.scope == c.user_scope and coverage(windows, compared) >= COVERED
     headline_ms = scope.ms if scope.reads_last_epoch else scope.user_ms
-    # The headline's own figure (Keras: each epoch's first step left out) where it is another one
-    headline_by = _agrees(ms, headline_ms, spread_ms) if headline else "-"
+    headline_spread = _quadrature(
+        _ci(values), 0.0 if math.isnan(scope.ms_ci95) else scope.ms_ci95, resolution_ms
+    )
+    headline_by = _agrees(ms, headline_ms, headline_spread) if headline else ""
     return Comparison(
         shown=_shown(compared),
         ms=ms,
         scaldiag_ms=figure,
         error=ms / figure - 1,
-        agrees=bool(by),
-        by=by,
+        agrees=_verdict(by),
+        by=by if by != COARSE else "",
         spread_ms=spread_ms,
         readings=len(compared),
-        parts=list(c.parts_ms) if headline and figure == headline_ms else [],
+        parts=list(c.parts_ms) if headline and abs(figure / headline_ms - 1) < 0.01 else [],
         headline=headline,
         headline_ms=headline_ms if headline else None,
-        headline_agrees=bool(headline_by) if headline else None,
-        note="" if by else _gap(ms, figure),
+        headline_agrees=_verdict(headline_by) if headline else None,
+        note=_coarse(spread_ms, figure) if by == COARSE else "" if by else _gap(ms, figure),
         **{**base, "begin_ns": compared[0].begin_ns, "end_ns": compared[-1].end_ns},
     )
 
 
+def _ci(values: np.ndarray) -> float:
+    return ci95_half_width(values) if len(values) > 1 else 0.0
+
+
+def _quadrature(*spreads: float) -> float:
+    return math.sqrt(sum(x * x for x in spreads))
+
+
+def _verdict(by: str) -> bool | None:
+    return None if by == COARSE else bool(by)
+
+
 def _agrees(ms: float, figure: float, spread_ms: float) -> str:
-    """How the clock agrees with the figure, in words; "" where it does not."""
+    """How the clock agrees with the figure, in words; "" where it does not; ``COARSE`` where only
+    a spread too wide to judge by (over ``JUDGE`` of the figure) covers the gap."""
     if abs(ms / figure - 1) <= AGREE:
         return f"within {AGREE:.0%}"
     if abs(ms - figure) <= spread_ms:
-        return f"within the spread (±{spread_ms:.3g} ms)"
+        return COARSE if spread_ms > JUDGE * figure else f"within the spread (±{spread_ms:.3g} ms)"
     return ""
+
+
+def _coarse(spread_ms: float, figure: float) -> str:
+    return (
+        f"your clock is too coarse, or varies too much, to judge: ±{spread_ms:.3g} ms against "
+        f"{figure:.3g} ms"
+    )
 
 
 def _shown(readings: list[Reading]) -> str:
@@ -338,23 +357,3 @@ def _gap(clock_ms: float, figure_ms: float) -> str:
         f"scaldiag's figure is {figure_ms - clock_ms:.3g} ms a step over your clock's: its steps "
         "hold work your clock does not time, or your clock times another span"
     )
-
-
-def _covered(
-    scope: str, found: list[recorded_steps.Period], epochs: EpochStats | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """The windows of the steps the scope's figure covers."""
-    if scope == WHOLE_EPOCH and epochs is not None:
-        pairs = [(e.begin_ns, e.end_ns) for e in epochs.epochs if e.epoch in epochs.compared]
-    elif scope == WHOLE_TRAINING and found:
-        pairs = [(found[0].begin_ns, found[-1].end_ns)]
-    elif scope in (LOOP_ITERATION, STEADY_STEP, HOST_DISPATCH):
-        spans: dict[int, list[int]] = {}
-        for p in found:
-            if p.kind == recorded_steps.STEADY:
-                span = spans.setdefault(p.epoch, [p.begin_ns, p.end_ns])
-                span[0], span[1] = min(span[0], p.begin_ns), max(span[1], p.end_ns)
-        pairs = [tuple(s) for s in spans.values()]
-    else:
-        pairs = []
-    return iv.of_pairs(sorted(pairs))

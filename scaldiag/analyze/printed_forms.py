@@ -137,7 +137,7 @@ def _keras(segments, used: set[int]) -> list[Reading]:
                     None,
                     t_ns - int(float(old["s"]) * 1e9),
                     t_ns,
-                    0.0,  # as a step's time once the steps are known (printed_clock.py)
+                    500.0,  # of the total (whole seconds): a step's once its steps are known
                     text,
                     total_ms=float(old["s"]) * 1e3,
                 )

@@ -62,7 +62,7 @@ class Reading:
     count: int | None  # steps it counts; None where the line does not say (an epoch's time)
     begin_ns: int  # the window the figure covers
     end_ns: int
-    resolution_ms: float  # half the last printed digit, in ms a step (0 where unknown)
+    resolution_ms: float  # half the last printed digit, in ms a step (of total_ms where no ms yet)
     text: str  # the line, control characters out
     total_ms: float | None = None  # a span's time over steps the line does not count
     note: str = ""  # why it cannot be compared

@@ -30,6 +30,7 @@ _PER = re.compile(
 _RATE = re.compile(
     rf"(?P<v>{NUM})\s*(?P<u>[A-Za-z]+)\s*(?:/|per\s+)\s*(?:s|sec|second)\b(?!/)", re.I
 )
+_STEPS = re.compile(r"(?<![\d.])(\d+)\s*(?:steps|iters|iterations|batches)\b", re.I)
 _COUNTER = re.compile(
     r"\b(?P<word>step|iter|iteration|batch|epoch)\b\s*[:#=]?\s*\[?(?P<c>\d+)", re.I
 )
@@ -59,6 +60,11 @@ def timers(segments, used: set[int], samples_per_step: float | None) -> list[Rea
                 begin_ns = t_ns - int(reading.total_ms * 1e6)
             if epoch_line or reading.form == EPOCH_TIME:
                 count = None  # the steps of an epoch: from the record (printed_clock.py)
+            steps = _STEPS.search(text)
+            if steps and not epoch_line and reading.form in (TIMER, RATE) and reading.ms:
+                # "phase 2: 1000 steps, 3.1 ms/step": the figure is of those steps, just before
+                count = int(steps[1])
+                begin_ns = t_ns - int(count * reading.ms * 1e6)
             out.append(_at(reading, begin_ns, t_ns, count if count and count > 0 else None))
     return out
 
@@ -80,7 +86,7 @@ def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Rea
                     WHOLE_EPOCH,
                     shown,
                     None,
-                    0.0,
+                    half_digit(m["v"]) * unit_ms,  # of the total: a step's once its steps are known
                     text,
                     total_ms=float(m["v"]) * unit_ms,
                 )
@@ -129,7 +135,16 @@ def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Rea
             shown = f"{duration['v']}{duration['u']}"
             what = f"your epoch timer ('{duration['u']}' in '{_short(text)}')"
             out.append(
-                _reading(what, EPOCH_TIME, WHOLE_EPOCH, shown, None, 0.0, text, total_ms=total_ms)
+                _reading(
+                    what,
+                    EPOCH_TIME,
+                    WHOLE_EPOCH,
+                    shown,
+                    None,
+                    half_digit(duration["v"]) * MS_PER[duration["u"].lower()],
+                    text,
+                    total_ms=total_ms,
+                )
             )
     elif counter and not out:
         duration = _DURATION.search(text[counter.end() :])
