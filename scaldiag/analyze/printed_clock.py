@@ -98,14 +98,17 @@ def printed_clock(
     marks: list[dict],
     epochs: EpochStats | None,
     training: dict,
+    every: list[recorded_steps.Period] | None = None,
 ) -> PrintedClock | None:
-    """None where the run has no printed record (runs from before it was captured)."""
+    """None where the run has no printed record (runs from before it was captured). ``found``: the
+    steps the figures are of; ``every``: every step recorded (another model's too), where
+    different."""
     if rows is None:
         return None
     dropped = sum(int(r["dropped"]) for r in rows if isinstance(r.get("dropped"), int))
     family = _family(training)
     readings = recognise(rows, family, training.get("global_batch"))
-    return reconcile(readings, c, found, marks, epochs, dropped)
+    return reconcile(readings, c, found, marks, epochs, dropped, every)
 
 
 def _family(training: dict) -> str:
@@ -120,10 +123,14 @@ def reconcile(
     marks: list[dict],
     epochs: EpochStats | None,
     dropped: int = 0,
+    every: list[recorded_steps.Period] | None = None,
 ) -> PrintedClock:
-    starts = np.array([p.begin_ns for p in found], np.int64)
-    ends = np.array([p.end_ns for p in found], np.int64)
-    batches = np.array([p.batches for p in found], np.int64)
+    # A clock "saw steps scaldiag did not record" against every recorded step, not only those the
+    # figures are of (another model's fit is recorded, and compared with nothing)
+    every = found if every is None else every
+    starts = np.array([p.begin_ns for p in every], np.int64)
+    ends = np.array([p.end_ns for p in every], np.int64)
+    batches = np.array([p.batches for p in every], np.int64)
     evaluation = iv.of_pairs(recorded_steps.mark_pairs(marks, "test_begin", "test_end"))
     out: list[Comparison] = []
     groups: dict[str, list[Reading]] = {}

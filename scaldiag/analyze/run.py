@@ -454,7 +454,7 @@ def analyze_record(
         epochs=epochs,
         clock=scopes,
         printed=printed_clock(
-            record.printed, scopes, found, record.marks, epochs, record.training
+            record.printed, scopes, found, record.marks, epochs, record.training, every
         ),
         ranks=ranks,
         slow_rank=slow_rank(ranks),
