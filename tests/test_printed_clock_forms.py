@@ -182,3 +182,17 @@ def test_lines_without_a_clock_give_nothing():
         {"t_ns": t + i, "stream": "stderr", "text": x, "end": "\n"} for i, x in enumerate(texts)
     ]
     assert recognise(segments) == []
+
+
+@pytest.mark.parametrize("name", ["phases_under_profile", "cv_folds_under_profile"])
+def test_a_timer_of_n_steps_covers_those_steps(name):
+    """``phase 2 (all): 40 steps, 17.59 ms/step``: the figure is of the 40 steps before the line.
+    (printed.jsonl of `scaldiag profile` on tests/phases_two_optimizers.py and on
+    tests/cv_folds.py --outer-epochs 2, as H2a's capture wrote them.)"""
+    readings = of(recognise(rows(name)), TIMER)
+    lines = [clean(r["text"]) for r in rows(name) if "ms/step" in r["text"]]
+    assert len(readings) == len(lines)
+    for r, line in zip(readings, lines):
+        steps, ms = re.search(r"(\d+) steps, ([\d.]+) ms/step", line).groups()
+        assert r.count == int(steps) and r.ms == float(ms) and r.scope == LOOP_ITERATION
+        assert r.end_ns - r.begin_ns == pytest.approx(int(steps) * float(ms) * 1e6, abs=1)

@@ -10,6 +10,10 @@ Each case runs in its own process: the script's sys.stdout and sys.stderr are wr
 bars redraw with ``\\r`` only on a terminal), then the segments are written out. Tiny models on
 the CPU; the figures in the fixtures are whatever this machine gave, and the tests read them as
 data, never as timings.
+
+``*_under_profile.jsonl`` are printed.jsonl files as scaldiag's own capture wrote them
+(collect/printed.py), copied from the run directories of ``scaldiag profile
+tests/phases_two_optimizers.py`` and ``scaldiag profile tests/cv_folds.py -- --outer-epochs 2``.
 """
 
 from __future__ import annotations
