@@ -302,7 +302,8 @@ def test_a_tqdm_loop_under_profile_has_its_bar_reconciled_in_the_first_lines(tmp
     assert proc.returncode == 0, proc.stderr[-2000:]
     (x,) = json.loads((tmp_path / "r.json").read_text())["clock"]["printed"]
     assert x["what"] == "your tqdm bar 'epoch'" and x["scope"] == "loop_iteration"
-    assert isinstance(x["agrees"], bool) and x["readings"] >= 1
+    # agrees, disagrees, or (on a machine busy enough to spread the readings) too coarse to judge
+    assert x["readings"] >= 1 and (x["agrees"] is not None or "too coarse" in x["note"])
     report = proc.stdout.splitlines()
     header = report.index("scaldiag run:")
     said = [
@@ -310,56 +311,5 @@ def test_a_tqdm_loop_under_profile_has_its_bar_reconciled_in_the_first_lines(tmp
         for i, line in enumerate(report)
         if line.startswith(("your tqdm bar 'epoch'", "Your clock disagrees: your tqdm bar 'epoch'"))
     ]
-    assert said and (said[0] < header if not x["agrees"] else said[0] < header + 8)
-
-
-def keras_epochs(rows, steps: int, per: str) -> list[dict]:
-    """Keras's verbose=2 lines over the recorded epochs, each reading ``per`` (e.g. "1ms")."""
-    printed, epochs = [], len(rows) // steps
-    for e in range(epochs):
-        t, end = rows[e * steps]["begin_ns"], rows[(e + 1) * steps - 1]["end_ns"]
-        printed += [
-            {"t_ns": t, "stream": "stdout", "text": f"Epoch {e + 1}/{epochs}", "end": "\n"},
-            {
-                "t_ns": end,
-                "stream": "stdout",
-                "text": f"{steps}/{steps} - 0s - {per}/step",
-                "end": "\n",
-            },
-        ]
-    return printed
-
-
-def test_a_clock_too_coarse_to_judge_neither_agrees_nor_disagrees():
-    """1ms/step is anything from 0.5 to 1.5 ms: beside 0.7 ms steps it settles nothing."""
-    rows, marks, _ = loop(epochs=3, steps=20, step_ms=0.7)
-    _, p = reconciled(rows, marks, keras_epochs(rows, 20, "1ms"), family="keras")
-    (x,) = p.comparisons
-    assert x.agrees is None and "too coarse" in x.note and p.disagreements == []
-
-
-def test_a_phase_s_timer_is_set_beside_that_phase_s_steps():
-    """Two phases, 10 ms then 20 ms steps, each timed by the script ("N steps, X ms/step"): each
-    timer agrees with scaldiag's steps of its own phase; the headline (their mean) does not read
-    as either, and where one phase's clock times most of the run, the report says so."""
-    rows, marks, end = loop(epochs=1, steps=40, step_ms=10.0)
-    t = end
-    for i in range(40):
-        rows.append({"step": 40 + i, "epoch": 1, "begin_ns": t, "end_ns": t + 20 * MS})
-        t += 20 * MS
-    marks += [
-        {"mark": "epoch_begin", "t_ns": end, "epoch": 1},
-        {"mark": "epoch_end", "t_ns": t, "epoch": 1},
-    ]
-    printed = [
-        {"t_ns": end, "stream": "stdout", "text": "head: 40 steps, 10.0 ms/step", "end": "\n"},
-        {"t_ns": t, "stream": "stdout", "text": "all: 40 steps, 20.1 ms/step", "end": "\n"},
-    ]
-    c, p = reconciled(rows, marks, printed)
-    head, whole = sorted(p.comparisons, key=lambda x: x.ms)
-    assert c.scopes[LOOP_ITERATION].ms == pytest.approx(15.0, rel=0.05)  # the run's mean
-    assert head.agrees and head.scaldiag_ms == pytest.approx(10.0)  # its own phase's steps
-    assert whole.agrees and whole.scaldiag_ms == pytest.approx(20.0)
-    # the second phase is two thirds of the run's time: the headline is set beside it
-    assert whole.headline and whole.headline_agrees is False and p.headline_contradicted
-    assert not head.headline
+    # a disagreement before the header; otherwise beside the headline, under the header's lines
+    assert said and (said[0] < header if x["agrees"] is False else header < said[0] < header + 10)
