@@ -175,3 +175,63 @@ def test_a_phase_without_a_dataloader_leads_from_its_second_step(tmp_path):
     # second, with no step of the first between, makes it the lead: the open step 10 holds both
     assert leads == [(0, 0), (1, 10)]
     assert len(record.steps) == 19  # 20 passes, two of them in step 10
+
+
+class Lookahead(torch.optim.Optimizer):
+    """A wrapper whose step() runs another optimizer's (as ZeRO's ZeroRedundancyOptimizer does)."""
+
+    def __init__(self, base):
+        self.base = base
+        super().__init__(base.param_groups, {})
+
+    def step(self, closure=None):
+        return self.base.step()
+
+
+WRAPPED = textwrap.dedent("""
+    import torch, torch.nn as nn
+    from torch.utils.data import DataLoader, TensorDataset
+    class Lookahead(torch.optim.Optimizer):  # its step() runs another optimizer's
+        def __init__(self, base):
+            self.base = base
+            super().__init__(base.param_groups, {})
+        def step(self, closure=None):
+            return self.base.step()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    opt = Lookahead(torch.optim.SGD(model.parameters(), lr=0.1))
+    data = TensorDataset(torch.randn(24 * 20, 16), torch.randint(0, 4, (24 * 20,)))
+    for x, y in DataLoader(data, batch_size=24):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+""")
+
+
+def test_an_optimizer_stepped_inside_another_is_part_of_its_step():
+    from scaldiag.collect.frameworks.torch_optimizers import inside_another_step
+
+    model = torch.nn.Linear(2, 2)
+    outer = Lookahead(torch.optim.SGD(model.parameters(), lr=0.1))
+    found = []
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    handle = register_optimizer_step_post_hook(
+        lambda o, a, k: found.append((type(o).__name__, inside_another_step(o, sys._getframe())))
+    )
+    try:
+        outer.step()
+    finally:
+        handle.remove()
+    assert found == [("SGD", True), ("Lookahead", False)]
+
+
+@pytest.mark.slow
+def test_a_wrapped_optimizer_is_no_phase(tmp_path):
+    script = tmp_path / "wrapped.py"
+    script.write_text(WRAPPED)
+    run_dir = profile(tmp_path, script)
+    record = read_record(run_dir)
+    roles = [(m["kind"], m["role"]) for m in optimizer_marks(record)]
+    assert roles == [("Lookahead", "leads"), ("SGD", "inside")]
+    assert len(record.steps) == 20
+    assert len(analyze_run_dir(run_dir).phases) == 1

@@ -48,10 +48,10 @@ from scaldiag.collect.frameworks import (
     input_ceiling,
     knob_facts,
     torch_device_clock,
+    torch_optimizers,
     torch_trace,
 )
 from scaldiag.collect.frameworks.guard import attempt
-from scaldiag.collect.frameworks.torch_optimizers import Optimizers
 from scaldiag.collect.frameworks.torch_trace import BACKEND, rank
 
 HOW_TO_GIVE_BATCH = "give it with `scaldiag profile --global-batch N`"
@@ -149,7 +149,7 @@ class TorchCapture:
         self.graph_captures = 0
         self.graph_steps = 0  # optimizer steps recorded into CUDA graphs
         # Every optimizer that stepped, and which one's steps end steps (the lead: ``optimizer``).
-        self.optimizers = Optimizers(parameter_bytes)
+        self.optimizers = torch_optimizers.Optimizers(parameter_bytes)
         self._fetched = False  # a batch was fetched since the last step's end
         self._fetched_from = None  # the loader of the last fetch
         self._passes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loader -> its
@@ -210,7 +210,12 @@ class TorchCapture:
     def _other_step(self, optimizer) -> None:
         """Another optimizer stepped: in turn with the lead (no step), or the lead from here."""
         recorder = self.session.recorder
-        leads, facts = self.optimizers.other_step(optimizer, recorder.step, self._fetched)
+        leads, facts = self.optimizers.other_step(
+            optimizer,
+            recorder.step,
+            self._fetched,
+            lambda o: torch_optimizers.inside_another_step(o, sys._getframe()),
+        )
         if facts is not None:
             recorder.mark("optimizer", **facts)
         if leads:

@@ -11,6 +11,9 @@ steps is the *lead*: the first one to step, until another takes over. Another op
   of the loop that stepped this optimizer, not the lead), or, in a loop that fetches through no
   DataLoader, it stepped twice with no step of the lead between. Its step then ends a step.
 
+An optimizer whose ``step()`` runs inside another's (a wrapper's inner optimizer: ZeRO's
+``ZeroRedundancyOptimizer``, a Lookahead) is part of that step: it never leads (role ``inside``).
+
 The record gets one ``optimizer`` mark for each optimizer the first time it steps or leads, and one
 each time the lead changes back to an earlier optimizer (a fold's model trained again), except
 where the lead changes at every step (two optimizers each fetching their own batch): then the
@@ -35,6 +38,7 @@ class Seen:
     parameter_bytes: int | None
     last_step: int  # the recorder's open step at its last step()
     led: bool = False
+    inside: bool = False  # its step() runs inside another optimizer's
     shares_with: tuple[int, ...] = ()  # earlier optimizers whose parameters it updates too
 
 
@@ -57,18 +61,28 @@ class Optimizers:
         seen = self._see(optimizer, step)
         return self._lead(seen, step)
 
-    def other_step(self, optimizer, step: int, fetched: bool) -> tuple[bool, dict | None]:
+    def other_step(
+        self, optimizer, step: int, fetched: bool, inside=lambda optimizer: False
+    ) -> tuple[bool, dict | None]:
         """A step() of an optimizer that is not the lead: (does it lead from here, the mark to
         write or None). ``step``: the recorder's open step; ``fetched``: a batch was fetched since
-        the last step's end."""
+        the last step's end; ``inside(optimizer)``: does its step() run inside another's (asked
+        once, the first time it steps)."""
         seen = self._seen.get(optimizer)
         new = seen is None
         if new:
             seen = self._see(optimizer, step)
+            seen.inside = bool(inside(optimizer))
             again = False
         else:
             again = seen.last_step == step  # no step of the lead since its own last one
             seen.last_step = step
+        if seen.inside:
+            return False, (
+                {**self._facts(seen, step), "role": "inside", "with": self.lead.index}
+                if new
+                else None
+            )
         if fetched or again:
             return True, self._lead(seen, step)
         if new:
@@ -132,3 +146,18 @@ def _ref(tensor) -> weakref.ref | None:
         return weakref.ref(tensor)
     except TypeError:
         return None
+
+
+def inside_another_step(optimizer, frame) -> bool:
+    """Is ``optimizer.step()`` running inside another optimizer's (a frame up the stack, from
+    ``frame``, of torch's step wrapper or a ``step`` method, whose ``self`` is another optimizer)?
+    """
+    for _ in range(64):
+        if frame is None:
+            return False
+        if frame.f_code.co_name in ("wrapper", "step"):
+            owner = frame.f_locals.get("self")
+            if owner is not None and owner is not optimizer and hasattr(owner, "param_groups"):
+                return True
+        frame = frame.f_back
+    return False
