@@ -47,7 +47,7 @@ def _try(run_dir: Path, finding: str, script: Path = SCRIPT) -> tuple[dict, str]
     """One pair of `scaldiag try` on ``script``'s run: what it kept, and its stderr (the script's
     output)."""
     before = _digest(script)
-    done = _scaldiag("try", str(run_dir), finding, "--rounds", "1")
+    done = _scaldiag("try", str(run_dir), finding, "--rounds", "1", "--max-rounds", "1")
     assert done.returncode == 0, done.stderr[-2000:]
     assert _digest(script) == before  # the user's file is never written
     kept = json.loads((run_dir / "try.json").read_text())
@@ -87,6 +87,7 @@ def test_try_applies_keras_steps_per_execution(tmp_path):
     assert "SD105" in _ids(report)
     kept, _ = _try(run_dir, "SD105", script)
     n = kept["sets"]["steps_per_execution"]
+    assert kept["forecast"] is None and "per-replica batch x4" in kept["no_forecast"]
     assert n > 1
     pair = kept["rounds"][0]
     fixed = json.loads((Path(pair["fixed"]["dir"]) / "training.json").read_text())
@@ -126,11 +127,17 @@ def test_try_allow_semantic_runs_the_batch_the_forecast_is_of(tmp_path):
     sd105 = [f for f in report["trace_report"]["findings"] if f["id"] == "SD105"]
     assert sd105 and sd105[0]["forecast"]["arithmetic"].startswith("per-replica batch x4")
     before = _digest(script)
-    done = _scaldiag("try", str(run_dir), "SD105", "--rounds", "1", "--allow-semantic")
+    done = _scaldiag(
+        "try", str(run_dir), "SD105", "--rounds", "1", "--max-rounds", "1", "--allow-semantic"
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert _digest(script) == before  # the user's file is never written
     assert "changes what is trained: per-replica batch x4" in done.stderr
-    assert done.stdout.startswith("SD105: per-replica batch x4: measured ")
+    # one pair resolves nothing: the figure is given inside the words that say so
+    assert done.stdout.startswith(
+        "SD105: per-replica batch x4: not resolvable at this load (measured "
+    )
+    assert "; forecast 4.00x" in done.stdout  # the batch's forecast: this fix's own
     kept = json.loads((run_dir / "try.json").read_text())
     assert kept["sets"] == {"per_replica_batch_factor": 4}
     pair = kept["rounds"][0]

@@ -130,14 +130,14 @@ def test_a_batch_fix_is_measured_in_samples_and_one_the_script_ignored_measures_
 
     # batch x4: the fixed step is 2x longer with 4x the samples: 2x the samples/s
     pair = {
-        "baseline": {"step_ms": 10.0, "samples_per_step": 16},
-        "fixed": {"step_ms": 20.0, "samples_per_step": 64},
+        "baseline": {"exit": 0, "step_ms": 10.0, "samples_per_step": 16},
+        "fixed": {"exit": 0, "step_ms": 20.0, "samples_per_step": 64},
     }
     assert pair_ratio(pair) == pytest.approx(2.0)
     # the same batch on both sides: the steps' ratio
     same = {
-        "baseline": {"step_ms": 10.0, "samples_per_step": 16},
-        "fixed": {"step_ms": 8.0, "samples_per_step": 16},
+        "baseline": {"exit": 0, "step_ms": 10.0, "samples_per_step": 16},
+        "fixed": {"exit": 0, "step_ms": 8.0, "samples_per_step": 16},
     }
     assert pair_ratio(same) == pytest.approx(1.25)
     assert pair_ratio({"baseline": {"step_ms": 10.0}}) is None  # an interrupted pair
@@ -146,7 +146,7 @@ def test_a_batch_fix_is_measured_in_samples_and_one_the_script_ignored_measures_
     why = batch_unchanged(sets, [same])
     assert "did not take a batch x4" in why
     finding = types.SimpleNamespace(id="SD105", forecast=None, predicted_speedup=None)
-    kept = _result(finding, sets, [same], False)
+    kept = _result(finding, sets, [same], None)
     assert kept["speedup"] is None and kept["not_applied"] == why
     assert batch_unchanged({"steps_per_execution": 32}, [same]) is None
 

@@ -162,7 +162,7 @@ def test_try_leaves_every_user_file_as_it_was_and_each_round_saw_them(profiled, 
     assert _tree(work, other) == before
 
 
-def _start_blocking_try(run_dir: Path, tmp_path: Path, *extra: str) -> tuple:
+def _start_blocking_try(run_dir: Path, tmp_path: Path, *extra: str, wait: bool = True):
     ready = tmp_path / "ready"
     proc = subprocess.Popen(
         [sys.executable, "-m", "scaldiag", "try", str(run_dir), "SD101", "--rounds", "2", *extra],
@@ -178,7 +178,7 @@ def _start_blocking_try(run_dir: Path, tmp_path: Path, *extra: str) -> tuple:
         text=True,
     )
     deadline = time.monotonic() + TRY_TIMEOUT_S
-    while not ready.exists():  # the round's script wrote it: the round is under way
+    while wait and not ready.exists():  # the round's script wrote it: the round is under way
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         assert time.monotonic() < deadline, "the round never started"
         time.sleep(0.05)
@@ -204,7 +204,8 @@ def test_a_signal_ends_the_round_and_try_keeping_what_was_measured(profiled, tmp
 def test_the_budget_stops_a_round_that_never_ends(profiled, tmp_path):
     work, other, run_dir = profiled
     before = _tree(work, other)
-    proc = _start_blocking_try(run_dir, tmp_path, "--budget-s", "1")
+    # the script never ends: without the wall, try would not either (the timeout would fail it)
+    proc = _start_blocking_try(run_dir, tmp_path, "--budget-s", "1", wait=False)
     _, err = proc.communicate(timeout=TRY_TIMEOUT_S)
     assert proc.returncode == 0, err[-3000:]
     kept = json.loads((run_dir / "try.json").read_text())
@@ -259,3 +260,99 @@ def test_try_refuses_a_script_changed_since_it_was_profiled(profiled, tmp_path):
     assert done.returncode == 2
     assert "train.py changed since it was profiled: profile it again" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _fake_run(tmp_path: Path, command: list, **fields) -> Path:
+    """A run directory whose run.json holds ``command`` (crafted: try reads it as a record anyone
+    could have written)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(parents=True)
+    run = {"command": command, "cwd": str(tmp_path), **fields}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    return run_dir
+
+
+def _refused(done: subprocess.CompletedProcess, words: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert words in done.stderr, done.stderr
+
+
+def test_try_refuses_a_script_that_is_no_script(tmp_path):
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(fifo)
+    (tmp_path / "adir").mkdir()
+    cases = {
+        str(fifo): "not a regular file",
+        "/dev/zero": "not a regular file",
+        str(tmp_path / "adir"): "is a directory",
+        str(tmp_path / "missing.py"): "no such script",
+    }
+    for i, (script, words) in enumerate(cases.items()):
+        run_dir = _fake_run(tmp_path / f"case{i}", [sys.executable, script])
+        _refused(_scaldiag("try", str(run_dir), "SD101", cwd=tmp_path), words)
+    run_dir = _fake_run(tmp_path / "items", [sys.executable, "train.py", 3, None])
+    _refused(_scaldiag("try", str(run_dir), "SD101", cwd=tmp_path), "not text")
+
+
+def test_try_finds_an_old_run_s_script_in_the_run_s_folder_or_refuses(tmp_path):
+    there = tmp_path / "there"
+    there.mkdir()
+    (there / "train.py").write_text("print('the profiled one')\n")
+    run_dir = _fake_run(there, [sys.executable, "train.py"])  # no "script": an old run.json
+    (tmp_path / "train.py").write_text("print('another folder s')\n")
+    done = _scaldiag("try", str(run_dir), "SD101", cwd=tmp_path)
+    assert f"try runs {there / 'train.py'}" in done.stderr, done.stderr
+    run = json.loads((run_dir / "run.json").read_text())
+    del run["cwd"]
+    (run_dir / "run.json").write_text(json.dumps(run))
+    _refused(_scaldiag("try", str(run_dir), "SD101", cwd=tmp_path), "records no working directory")
+
+
+def test_try_refuses_bad_numbers_and_outputs_on_its_inputs(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    from scaldiag.collect.script_file import identity
+
+    run_dir = _fake_run(tmp_path, [sys.executable, str(script)], script=identity(str(script)))
+    run_json = (run_dir / "run.json").read_bytes()
+    for flags, words in (
+        (("--budget-s", "nan"), "--budget-s must be a positive number"),
+        (("--budget-s", "inf"), "--budget-s must be a positive number"),
+        (("--budget-s", "-1"), "--budget-s must be a positive number"),
+        (("--budget-s", "0"), "--budget-s must be a positive number"),
+        (("--rounds", "0"), "--rounds must be a whole number from 1"),
+        (("--rounds", "100000"), "--rounds must be a whole number from 1"),
+        (("--max-rounds", "0"), "--max-rounds must be a whole number from 1"),
+        (("--json", str(run_dir / "run.json")), "inside the run directory"),
+        (("--json", str(run_dir / "try" / "x.json")), "inside the run directory"),
+        (("--json", str(script)), "is the script itself"),
+        (("--json", ""), "--json needs a file name"),
+    ):
+        _refused(_scaldiag("try", str(run_dir), "SD101", *flags, cwd=tmp_path), words)
+    assert (run_dir / "run.json").read_bytes() == run_json
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (run_dir / "try").symlink_to(elsewhere)
+    _refused(_scaldiag("try", str(run_dir), "SD101", cwd=tmp_path), "not a directory of the run")
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_try_refuses_before_round_0_a_script_whose_writes_it_cannot_contain(tmp_path):
+    """A file written by a subprocess (no Python open in the script's process): profile records
+    it, and try says so before its first round, and runs nothing."""
+    (tmp_path / "train.py").write_text(
+        "import subprocess\nsubprocess.run(['sh', '-c', 'echo made > made_by_sh.txt'])\n"
+    )
+    done = _scaldiag("profile", "-q", "--out", str(tmp_path / "runs"), "train.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["writes"]["uncontained_paths"] == [str(tmp_path / "made_by_sh.txt")]
+    (tmp_path / "made_by_sh.txt").write_text("the user's")
+    done = _scaldiag("try", str(run_dir), "SD101", cwd=tmp_path)
+    _refused(done, f"this script writes {tmp_path / 'made_by_sh.txt'} through code try cannot")
+    assert "--allow-uncontained-writes" in done.stderr
+    assert (tmp_path / "made_by_sh.txt").read_text() == "the user's"
+    assert not (run_dir / "try" / "1").exists()

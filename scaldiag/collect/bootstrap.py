@@ -25,9 +25,8 @@ import sys
 import threading
 import traceback
 
-from scaldiag.collect import printed
+from scaldiag.collect import printed, write_journal, write_snapshot
 from scaldiag.collect.env import FINISH_LIMIT_ENV, RUN_DIR_ENV
-from scaldiag.collect import write_journal, write_snapshot
 from scaldiag.collect.frameworks import adapters, native_writes, torch_hooks
 from scaldiag.record.rundir import append_mark
 

@@ -125,6 +125,8 @@ def restore(journal_dir: Path) -> list[str]:
     """Every journaled path put back and checked; the problems, one line each (empty: all back,
     the copies deleted, the journal marked restored)."""
     journal_dir = Path(journal_dir)
+    if (journal_dir / RESTORED).exists():  # put back before: its copies are gone, nothing to do
+        return []
     entries = read_entries(journal_dir)
     backups = journal_dir / BACKUPS
     problems = []

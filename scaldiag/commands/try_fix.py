@@ -324,9 +324,9 @@ def _forecast_of_fix(finding, sets: dict) -> tuple[float | None, str | None]:
 def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir).resolve()
     rounds_min = _bounded_rounds(args.rounds, "--rounds")
-    rounds_max = _bounded_rounds(
-        getattr(args, "max_rounds", None) or DEFAULT_MAX_ROUNDS, "--max-rounds"
-    )
+    given = getattr(args, "max_rounds", None)  # profile --try passes none
+    given = DEFAULT_MAX_ROUNDS if given is None else _bounded_rounds(given, "--max-rounds")
+    rounds_max = max(rounds_min, given)
     budget_s = _budget(args.budget_s)
     if not run_dir.is_dir():
         raise ScaldiagError(f"{args.run_dir}: not a run directory")

@@ -86,6 +86,9 @@ def tried_words(t: dict) -> str:
         if s
         else f"not measured ({t.get('not_applied') or NO_STEADY_ROUNDS})"
     )
+    if s and s.get("resolved") is False:  # try's range inside the noise (analyze/try_stats.py)
+        measured = f"not resolvable at this load ({measured[0].lower()}{measured[1:]})"
     sets = sets or "its fix"
     fc, ce = (f"{t[k]:.2f}x" if t.get(k) else "none" for k in ("forecast", "ceiling"))
-    return f"{t['finding']}: {sets}: {measured}; forecast {fc}, ceiling {ce}"
+    forecast = "no forecast for this fix" if t.get("no_forecast") else f"forecast {fc}"
+    return f"{t['finding']}: {sets}: {measured}; {forecast}, ceiling {ce}"

@@ -1,0 +1,184 @@
+"""The write journal (collect/write_journal.py) in a real child process, and its restore
+(collect/write_restore.py): every path the child wrote is put back byte for byte, mode and inode,
+whatever the child did to it and however it ended."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from scaldiag.collect import write_restore, write_snapshot
+from scaldiag.collect.env import RUN_DIR_ENV, TRY_JOURNAL_ENV, TRY_OWN_ENV
+from scaldiag.collect.write_journal import JOURNAL, RESTORED, absolute, targets
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = r"""
+import os, shutil, sys, multiprocessing
+from scaldiag.collect import write_journal
+assert write_journal.install_from_env() is not None
+user, other = sys.argv[1], sys.argv[2]
+os.chdir(user)
+open("model.pt", "wb").write(b"new weights")            # in place, in the cwd
+with open("train.log", "a") as f:                         # appended
+    f.write("another line\n")
+open(os.path.join(other, "out.txt"), "w").write("x")     # an absolute path elsewhere
+open("ckpt.tmp", "wb").write(b"new ckpt")                 # atomic save
+os.replace("ckpt.tmp", "ckpt.pt")
+os.rename("keep.txt", "moved.txt")                        # a user's file moved away
+os.makedirs("runs/exp1")                                  # new directories
+open("runs/exp1/m.txt", "w").write("1")
+shutil.rmtree("olddir")                                   # a user's tree removed
+os.remove("gone.txt")
+os.chmod("script.py", 0o700)
+os.symlink("model.pt", "latest")
+os.truncate("big.bin", 3)
+ctx = multiprocessing.get_context("fork")
+p = ctx.Process(target=lambda: open("model.pt", "ab").write(b"+worker"))  # a forked worker
+p.start(); p.join()
+open(os.environ["READY"], "w").write("1")
+if os.environ.get("HANG"):
+    import time
+    while True:
+        time.sleep(0.1)
+"""
+
+
+def _user_tree(base: Path) -> tuple[Path, Path]:
+    user, other = base / "user", base / "other"
+    (user / "olddir" / "sub").mkdir(parents=True)
+    other.mkdir()
+    (user / "model.pt").write_bytes(b"the user's weights")
+    (user / "train.log").write_text("first line\n")
+    (user / "ckpt.pt").write_bytes(b"old ckpt")
+    (user / "keep.txt").write_text("keep me")
+    (user / "gone.txt").write_text("do not lose me")
+    (user / "script.py").write_text("print(1)")
+    (user / "big.bin").write_bytes(os.urandom(4096))
+    (user / "olddir" / "a.txt").write_text("a")
+    (user / "olddir" / "sub" / "b.txt").write_text("b")
+    (other / "out.txt").write_text("the user's other file")
+    return user, other
+
+
+def _state(*dirs: Path) -> dict:
+    out = {}
+    for d in dirs:
+        for p in sorted([d, *d.rglob("*")]):
+            st = p.lstat()
+            body = (
+                os.readlink(p)
+                if p.is_symlink()
+                else hashlib.sha256(p.read_bytes()).hexdigest()
+                if p.is_file()
+                else "dir"
+            )
+            out[str(p)] = (body, st.st_mode, st.st_mtime_ns if p.is_file() else 0)
+    return out
+
+
+def _run_child(tmp_path: Path, user: Path, other: Path, hang: bool = False):
+    own = tmp_path / "own"
+    journal = own / "j"
+    journal.mkdir(parents=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        TRY_JOURNAL_ENV: str(journal),
+        TRY_OWN_ENV: str(own),
+        RUN_DIR_ENV: str(own / "run"),
+        "READY": str(own / "ready"),
+        "HANG": "1" if hang else "",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(user), str(other)], env=env, stderr=subprocess.PIPE
+    )
+    return proc, journal
+
+
+def test_every_write_of_a_child_is_put_back(tmp_path):
+    user, other = _user_tree(tmp_path)
+    before = _state(user, other)
+    proc, journal = _run_child(tmp_path, user, other)
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    assert (user / "model.pt").read_bytes() == b"new weights+worker"  # it did write
+    assert not (user / "olddir").exists() and (user / "moved.txt").exists()
+    inode = (user / "ckpt.pt").stat().st_ino
+    assert write_restore.restore(journal) == []
+    assert _state(user, other) == before
+    assert (user / "ckpt.pt").stat().st_ino != inode  # the user's own file, not a copy of it
+    assert (journal / RESTORED).exists() and not (journal / "backups").exists()
+    assert write_restore.unfinished(tmp_path / "nothing") == []
+
+
+def test_a_child_killed_mid_round_is_put_back_from_its_journal(tmp_path):
+    user, other = _user_tree(tmp_path)
+    before = _state(user, other)
+    proc, journal = _run_child(tmp_path, user, other, hang=True)
+    ready = tmp_path / "own" / "ready"
+    while not ready.exists():  # the child wrote it: every write before it is journaled
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert write_restore.read_entries(journal)
+    assert write_restore.restore(journal) == []
+    assert _state(user, other) == before
+    assert write_restore.restore(journal) == []  # again: nothing left to do, nothing broken
+
+
+def test_an_unfinished_journal_is_found_and_a_torn_line_skipped(tmp_path):
+    journal = tmp_path / "try" / "1" / f"0-baseline{write_restore.JOURNAL_SUFFIX}"
+    journal.mkdir(parents=True)
+    created = tmp_path / "created.txt"
+    created.write_text("made by the round")
+    line = json.dumps({"path": str(created), "existed": False})
+    (journal / JOURNAL).write_text(line + "\n" + '{"path": "/x", "exis')  # killed mid-line
+    assert write_restore.unfinished(tmp_path / "try") == [journal]
+    assert write_restore.restore(journal) == []
+    assert not created.exists()
+    assert write_restore.unfinished(tmp_path / "try") == []
+
+
+def test_a_path_that_cannot_be_put_back_is_named_and_its_copy_kept(tmp_path):
+    journal = tmp_path / "j"
+    (journal / "backups").mkdir(parents=True)
+    entry = {"path": str(tmp_path / "f"), "existed": True, "kind": "file", "how": "copy",
+             "backup": "missing", "mode": 0o644, "size_bytes": 1, "ino": 1,
+             "mtime_ns": 0, "atime_ns": 0}  # fmt: skip
+    (journal / JOURNAL).write_text(json.dumps(entry) + "\n")
+    problems = write_restore.restore(journal)
+    assert len(problems) >= 1 and str(tmp_path / "f") in problems[0]
+    assert not (journal / RESTORED).exists()
+
+
+def test_which_events_write_and_where():
+    assert targets("open", ("a", "r", os.O_RDONLY)) == []
+    assert targets("open", ("a", "w", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)) == [("a", "bytes")]
+    assert targets("open", ("a", None, os.O_RDWR)) == [("a", "bytes")]
+    assert targets("os.rename", ("s", "d", -1, -1)) == [("s", "gone"), ("d", "gone")]
+    assert targets("os.remove", ("x", 3)) == []  # rmtree's own, relative to a dir fd
+    assert targets("shutil.rmtree", ("t", None)) == [("t", "tree")]
+    assert targets("os.truncate", (5, 0)) == [(5, "bytes")]
+    assert absolute(5, True) is None  # a file descriptor: its open was seen
+    assert targets("import", ("x",)) == []
+
+
+def test_a_look_at_the_folders_finds_a_write_no_hook_saw(tmp_path):
+    (tmp_path / "a.txt").write_text("1")
+    before, capped = write_snapshot.snapshot([str(tmp_path)], ())
+    assert not capped
+    subprocess.run(["sh", "-c", "echo 2 > a.txt; mkdir d; echo 3 > d/b.txt"], cwd=tmp_path)
+    after, _ = write_snapshot.snapshot([str(tmp_path)], ())
+    changed = write_snapshot.changed(before, after)
+    assert changed == [str(tmp_path / p) for p in ("a.txt", "d", "d/b.txt")]
+    # a journaled folder covers what is in it; a file alone is not covered by its neighbour
+    assert write_snapshot.uncovered(changed, {str(tmp_path / "d")}) == [str(tmp_path / "a.txt")]
+    _, capped = write_snapshot.snapshot([str(tmp_path)], (), max_entries=1)
+    assert capped
