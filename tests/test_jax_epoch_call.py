@@ -8,7 +8,7 @@ from loops import ROOT, profile
 
 pytest.importorskip("jax")
 
-from scaldiag.collect.frameworks.jax_loop import _ready, _trips  # noqa: E402
+from scaldiag.collect.frameworks.jax_step_loop import ready, trips  # noqa: E402
 from scaldiag.pipeline import analyze_run_dir  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
 
@@ -16,13 +16,13 @@ from scaldiag.record.reader import read_record  # noqa: E402
 def test_the_trip_count_is_read_where_the_trace_knows_it():
     import jax.numpy as jnp
 
-    assert _trips("fori_loop", (0, 128, None, None), {}) == 128
-    assert _trips("fori_loop", (np.int64(2), 10, None, None), {}) == 8
-    assert _trips("fori_loop", (0, jnp.int32(5), None, None), {}) is None  # a traced value's kind
-    assert _trips("fori_loop", (), {"lower": 1, "upper": 4}) == 3
-    assert _trips("scan", (None, None, jnp.zeros((7, 3))), {}) == 7
-    assert _trips("scan", (None, None, None), {"length": 9}) == 9
-    assert _trips("scan", (None, None, None), {}) is None
+    assert trips("fori_loop", (0, 128, None, None), {}) == 128
+    assert trips("fori_loop", (np.int64(2), 10, None, None), {}) == 8
+    assert trips("fori_loop", (0, jnp.int32(5), None, None), {}) is None  # a traced value's kind
+    assert trips("fori_loop", (), {"lower": 1, "upper": 4}) == 3
+    assert trips("scan", (None, None, jnp.zeros((7, 3))), {}) == 7
+    assert trips("scan", (None, None, None), {"length": 9}) == 9
+    assert trips("scan", (None, None, None), {}) is None
 
 
 def test_readiness_is_asked_of_the_outputs_first_and_last_arrays_only():
@@ -30,9 +30,9 @@ def test_readiness_is_asked_of_the_outputs_first_and_last_arrays_only():
 
     a = jnp.ones(3)
     a.block_until_ready()
-    assert _ready((a, {"w": a}, a)) is True
-    assert _ready((a, 1.0)) is None  # not an array: unknown, the step then ends at the script's end
-    assert _ready(None) is None
+    assert ready((a, {"w": a}, a)) is True
+    assert ready((a, 1.0)) is None  # not an array: unknown, the step then ends at the script's end
+    assert ready(None) is None
 
 
 @pytest.mark.parametrize("loop", ["fori_loop", "scan"])

@@ -43,9 +43,8 @@ next begins). Nothing is inferred from durations.
 - **Replicas**: the devices that argument's ``jax.Array`` is sharded over
   (its ``sharding``); a host array says nothing, and 1 is written with a note.
 - **An epoch inside one call**: a step whose gradient is taken inside a ``lax.fori_loop`` or
-  ``lax.scan`` of its own trace (``jax.lax.fori_loop`` and ``jax.lax.scan`` are wrapped too, and
-  do nothing but note themselves while a jitted function traces) runs that loop's batches in one
-  call: ``training.json``'s ``step_loop`` names the loop and its trip count, known where the
+  ``lax.scan`` of its own trace (both wrapped too, in jax_step_loop.py: they do nothing but note
+  themselves while a jitted function traces) runs that loop's batches in one call: ``training.json``'s ``step_loop`` names the loop and its trip count, known where the
   bounds are Python integers (a fori_loop's) or the scan's length is static, else null. A step is
   then one call, as seen from outside; the report gives the figure per batch where the count is
   known.
@@ -70,7 +69,7 @@ import sys
 import time
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, RUN_DIR_ENV
-from scaldiag.collect.frameworks import compile_marks, keras_hooks
+from scaldiag.collect.frameworks import compile_marks, jax_step_loop, keras_hooks
 from scaldiag.collect.frameworks.guard import attempt, on_import, reason, say
 
 SOURCE = "jax.jit (no gradient)"
@@ -81,9 +80,6 @@ HOW_TO_GIVE_BATCH = "give it with `scaldiag profile --global-batch N`"
 
 # The jitted function whose trace is running (outermost), or None at the program's own level.
 _TRACING: contextvars.ContextVar = contextvars.ContextVar("scaldiag_jax_tracing", default=None)
-# The outermost lax loop being traced inside it: (its name, its trip count or None), or None.
-_LOOPING: contextvars.ContextVar = contextvars.ContextVar("scaldiag_jax_looping", default=None)
-LOOPS = ("fori_loop", "scan")
 LOOPING_TRACE_STEPS = 1  # traced steps where a step loops over its batches inside one call
 
 
@@ -107,8 +103,8 @@ def _on_jax_import(jax) -> None:
     for name in GRADIENTS:
         setattr(jax, name, _noting(getattr(jax, name), returns_function=name != "vjp"))
     jax.jit = jit
-    for name in LOOPS:
-        setattr(jax.lax, name, _looping(getattr(jax.lax, name), name))
+    for name in jax_step_loop.LOOPS:
+        setattr(jax.lax, name, jax_step_loop.looping(getattr(jax.lax, name), name, _TRACING))
     _follow_eager_ops()
     compile_marks.listen("jax")  # from now: the first step's compile precedes the run's start
     atexit.register(LOOP.finish)
@@ -140,7 +136,7 @@ def _noting(real, returns_function: bool):
         info = _TRACING.get()
         if info is not None:
             info.grad = True
-            looping = _LOOPING.get()
+            looping = jax_step_loop.LOOPING.get()
             if looping is not None:  # the gradient is taken in each trip of a loop: its batches
                 info.loop = looping
 
@@ -159,50 +155,6 @@ def _noting(real, returns_function: bool):
         return taking
 
     return transform
-
-
-def _looping(real, name: str):
-    """``jax.lax.fori_loop``/``scan``: traced inside a jitted function, the loop is noted (the
-    outermost one) while its body traces; elsewhere, and always, the real loop runs unchanged."""
-
-    @functools.wraps(real)
-    def loop(*args, **kwargs):
-        if _TRACING.get() is None or _LOOPING.get() is not None:
-            return real(*args, **kwargs)
-        token = _LOOPING.set((f"lax.{name}", _trips(name, args, kwargs)))
-        try:
-            return real(*args, **kwargs)
-        finally:
-            _LOOPING.reset(token)
-
-    return loop
-
-
-def _trips(name: str, args, kwargs) -> int | None:
-    """The loop's trip count where the trace knows it: a fori_loop's integer bounds, a scan's
-    ``length`` or its inputs' leading dimension; None otherwise (never raises)."""
-    try:
-        if name == "fori_loop":
-            lower = args[0] if args else kwargs.get("lower")
-            upper = args[1] if len(args) > 1 else kwargs.get("upper")
-            return int(upper) - int(lower) if _concrete(lower) and _concrete(upper) else None
-        length = kwargs.get("length", args[3] if len(args) > 3 else None)
-        if length is not None:
-            return int(length)
-        xs = kwargs.get("xs", args[2] if len(args) > 2 else None)
-        import jax
-
-        leaves = [leaf for leaf in jax.tree_util.tree_leaves(xs) if getattr(leaf, "shape", ())]
-        return int(leaves[0].shape[0]) if leaves else None
-    except Exception:
-        return None
-
-
-def _concrete(value) -> bool:
-    """A Python or numpy integer, not a tracer: known when the loop is traced."""
-    import numbers
-
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 class _Info:
@@ -347,7 +299,7 @@ class JaxLoop:
         if self.gap_seen != self.steps:
             self.gap_seen = self.steps
             self.gap_first_ns = time.time_ns()
-            self.gap_ready = _ready(self.last_out)
+            self.gap_ready = jax_step_loop.ready(self.last_out)
 
     def _last_step_end_ns(self) -> int | None:
         """Where the last step ended, if before the script's end: at the first call after it, where
@@ -399,7 +351,7 @@ class JaxLoop:
             steps_per_execution=1,
             step_source=STEP_SOURCE,
             compile_evidence=sources,
-            step_loop=_step_loop(self.step_info),
+            step_loop=jax_step_loop.facts(self.step_info and self.step_info.loop),
             **batch_facts(args, out),
         )
 
@@ -439,39 +391,6 @@ class JaxLoop:
                 session.close()
             except Exception as exc:
                 say(f"could not close the run ({reason(exc)})")
-
-
-def _ready(out) -> bool | None:
-    """Whether a step's outputs are computed, without waiting: its first and its last array asked
-    (the outputs of one call are computed together; two, in case one is an input handed straight
-    back, which is ready at once), each reached through the tree's first or last elements; None
-    where either is not an array."""
-    found = [_ready_at(out, 0), _ready_at(out, -1)]
-    return None if None in found else all(found)
-
-
-def _ready_at(out, end: int) -> bool | None:
-    x = out
-    for _ in range(8):
-        if isinstance(x, (tuple, list)) and x:
-            x = x[end]
-        elif isinstance(x, dict) and x:
-            x = list(x.values())[end]
-        else:
-            break
-    is_ready = getattr(x, "is_ready", None)
-    try:
-        return bool(is_ready()) if callable(is_ready) else None
-    except Exception:
-        return None
-
-
-def _step_loop(info: _Info | None) -> dict | None:
-    """The lax loop the step's gradient is taken in (training.json ``step_loop``), or None."""
-    if info is None or info.loop is None:
-        return None
-    loop, batches = info.loop
-    return {"loop": loop, "batches": batches}
 
 
 def _traced(jitted, info: _Info, args, kwargs):
