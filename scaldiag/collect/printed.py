@@ -33,7 +33,8 @@ as TensorFlow's, subprocesses), a stream the script installs itself (``sys.stdou
 ``contextlib.redirect_stdout`` while it lasts), what held on to ``sys.stdout`` before the script
 ran, and a forked child's lines (the capture is off after ``fork``: the child's copy of the
 unwritten rows is never written). What the script could notice: ``sys.stdout is sys.__stdout__``
-is False, and ``sys.stdout`` is not an ``io.TextIOWrapper``.
+is False, and ``sys.stdout`` is not an ``io.TextIOWrapper``. Armed by the bootstrap alone: the
+Keras callback and the loop API, used in a process ``profile`` did not start, read no output.
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ class PrintedCapture:
             return
         self._records += 1
         self._rows.append((time.time_ns(), stream, text, end))
-        if self._thread is None:
+        if self._thread is None and not self._stop.is_set():  # (finish writes its own rows)
             self._start_writer()
 
     def _start_writer(self) -> None:
