@@ -279,6 +279,10 @@ def run_one(entry: dict, machine: str, timeout: float, keep: Path) -> dict:
         load_before=" ".join(load_before),
         load_after=" ".join(load_after),
         report_printed=printed,
+        report_headline_contradicted=((rep or {}).get("clock") or {}).get(
+            "printed_headline_contradicted"
+        ),
+        report_printed_dropped=((rep or {}).get("clock") or {}).get("printed_dropped"),
         headline=_headline(rep),
     )
     clocks = []
@@ -321,6 +325,17 @@ def _headline(rep: dict | None) -> dict | None:
 # ---------------------------------------------------------------- the table
 def _f(x, nd=2):
     return "" if x is None else f"{x:,.{nd}f}"
+
+
+def _printed_words(p: dict) -> str:
+    err = p.get("error")
+    verdict = {True: "agrees", False: "disagrees", None: "not compared"}[p.get("agrees")]
+    return (
+        f"{p.get('what')} ({p.get('scope')}): {_f(p.get('ms'), 3)} ms against scaldiag's"
+        f" {_f(p.get('scaldiag_ms'), 3)}, {verdict}"
+        + (f" ({100 * err:+.1f}%)" if isinstance(err, (int, float)) else "")
+        + (f", {p['note']}" if p.get("note") else "")
+    )
 
 
 def write(rows: list[dict], meta: dict, out_md: Path) -> None:
@@ -400,8 +415,14 @@ def write(rows: list[dict], meta: dict, out_md: Path) -> None:
             f"{', ' + r['stopped'] if r.get('stopped') else ''}; args `{' '.join(r['args'])}`;"
             f" report: user scope {h.get('user_scope')}, scopes (ms)"
             f" {json.dumps({k: round(v, 3) for k, v in (h.get('scopes_ms') or {}).items() if v})};"
-            f" clock.printed: {pr_text}."
-            f" {r.get('notes') or ''}"
+            f" clock.printed: {pr_text}"
+            + (
+                "; headline contradicted by a printed clock"
+                if r.get("report_headline_contradicted")
+                else ""
+            )
+            + f". {r.get('notes') or ''}"
+            + "".join(f" **Report's clock:** {_printed_words(p)}." for p in (pr or []))
         )
     out_md.write_text("\n".join(L) + "\n")
 
