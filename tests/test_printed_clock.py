@@ -313,3 +313,25 @@ def test_a_tqdm_loop_under_profile_has_its_bar_reconciled_in_the_first_lines(tmp
     ]
     # a disagreement before the header; otherwise beside the headline, under the header's lines
     assert said and (said[0] < header if x["agrees"] is False else header < said[0] < header + 10)
+
+
+def test_reading_a_long_log_is_linear_in_its_lines():
+    """A log of 100,000 lines is as many readings: each is placed on the record by binary search,
+    never by a pass over every step (counted in Python lines run, not in time)."""
+    from conftest import lines_run
+
+    def work(steps: int) -> int:
+        rows, marks, _ = loop(epochs=2, steps=steps, step_ms=10.0)
+        training = {"framework": {"name": "pytorch"}, "loop_adapters": ["pytorch"]}
+        found = recorded_steps.periods(rows, training, marks, None)
+        epochs = epoch_stats(found, marks)
+        c = clock(found, marks, training, epochs, 10.0, 0.0)
+        printed = [
+            {"t_ns": r["end_ns"], "stream": "stdout", "text": f"step {r['step']} 10.0 ms/step"}
+            for r in rows
+        ]
+        p, lines = lines_run(printed_clock, printed, c, found, marks, epochs, training)
+        assert [x.agrees for x in p.comparisons] == [True, True]  # the timer and the arrivals
+        return lines
+
+    assert work(800) < 2.2 * work(400)

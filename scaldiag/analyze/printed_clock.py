@@ -31,11 +31,11 @@ from scaldiag.analyze.epochs import EpochStats
 from scaldiag.analyze.printed_forms import KERAS_BAR, Reading, recognise
 from scaldiag.analyze.printed_windows import (
     COVERED,
+    Figures,
     coverage,
     covered,
-    figure_in,
     recorded_batches,
-    share,
+    shares,
 )
 from scaldiag.analyze.stats import ci95_half_width
 
@@ -128,16 +128,14 @@ def reconcile(
     # A clock "saw steps scaldiag did not record" against every recorded step, not only those the
     # figures are of (another model's fit is recorded, and compared with nothing)
     every = found if every is None else every
-    starts = np.array([p.begin_ns for p in every], np.int64)
-    ends = np.array([p.end_ns for p in every], np.int64)
-    batches = np.array([p.batches for p in every], np.int64)
     evaluation = iv.of_pairs(recorded_steps.mark_pairs(marks, "test_begin", "test_end"))
+    in_evaluation = shares(evaluation, readings) if readings else np.zeros(0)
+    counted = recorded_batches(every, readings) if readings else np.zeros(0, np.int64)
     out: list[Comparison] = []
     groups: dict[str, list[Reading]] = {}
-    for r in readings:
-        if r.evaluation or share(evaluation, r) >= COVERED:
+    for r, evaluating, recorded in zip(readings, in_evaluation, counted.tolist()):
+        if r.evaluation or evaluating >= COVERED:
             continue  # evaluation's bars count no training steps
-        recorded = recorded_batches(starts, ends, batches, r)
         if r.ms is None and r.total_ms is not None and recorded:
             r = Reading(
                 **{
@@ -150,8 +148,9 @@ def reconcile(
             out.append(_unrecorded_comparison(r, recorded))
             continue
         groups.setdefault(r.what, []).append(r)
+    figures = Figures(found, epochs)
     for group in groups.values():
-        out.append(_compare(group, c, found, epochs))
+        out.append(_compare(group, c, found, epochs, figures))
     out = _merge_unrecorded(out)
     headline = c.user_scope if c is not None else None
     contradicted = any(
@@ -220,6 +219,7 @@ def _compare(
     c: Clock | None,
     found: list[recorded_steps.Period],
     epochs: EpochStats | None,
+    figures: Figures,
 ) -> Comparison:
     first, last = group[0], group[-1]
     base = dict(what=first.what, scope=first.scope, begin_ns=first.begin_ns, end_ns=last.end_ns)
@@ -245,7 +245,8 @@ def _compare(
             **base,
         )
     windows = covered(first.scope, found, epochs)
-    compared = [r for r in group if r.ms is not None and share(windows, r) >= COVERED]
+    on = shares(windows, group)
+    compared = [r for r, part in zip(group, on) if r.ms is not None and part >= COVERED]
     if not compared:
         return Comparison(
             shown=last.shown,
@@ -262,16 +263,16 @@ def _compare(
     whole = _figure(scope, first, c)
     after_first = first.form == KERAS_BAR and first.style == "verbose1"
     # scaldiag's figure over each reading's own steps (a phase's clock beside its phase)
-    local = [figure_in(first.scope, r, found, epochs, after_first) for r in compared]
-    figures = np.array([whole if f is None else f for f in local])
+    local = [figures.over(first.scope, r, after_first) for r in compared]
+    beside = np.array([whole if f is None else f for f in local])
     values = np.array([r.ms for r in compared])
-    ms, figure = float(values.mean()), float(figures.mean())
+    ms, figure = float(values.mean()), float(beside.mean())
     # (rounding errors of separate readings are independent: the mean's is the bound over sqrt(n))
     resolution_ms = float(np.mean([r.resolution_ms for r in compared])) / math.sqrt(len(values))
     # Paired: each reading beside scaldiag's figure over its own steps, so the spread is that of
     # their differences; the scope's ci95 only where a reading had no steps of its own to match.
     scope_ci = 0.0 if math.isnan(scope.ms_ci95) or None not in local else scope.ms_ci95
-    spread_ms = _quadrature(_ci(values - figures), scope_ci, resolution_ms)
+    spread_ms = _quadrature(_ci(values - beside), scope_ci, resolution_ms)
     by = _agrees(ms, figure, spread_ms)
     # The headline, where the clock times the steps it covers (a phase's clock times a part)
     headline = first.scope == c.user_scope and coverage(windows, compared) >= COVERED
