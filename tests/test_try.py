@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,11 +18,18 @@ import pytest
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "slow_getitem.py"
+HERE = Path(tempfile.mkdtemp(prefix="scaldiag-test-try-"))  # the runs' working directory
 
 
 def _scaldiag(*args: str) -> subprocess.CompletedProcess:
+    """In a folder of its own: the run's working directory is looked at for writes, and the
+    project's own folder is written by others meanwhile (an editor, another test run)."""
     return subprocess.run(
-        [sys.executable, "-m", "scaldiag", *args], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "scaldiag", *args],
+        capture_output=True,
+        text=True,
+        cwd=HERE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 
 

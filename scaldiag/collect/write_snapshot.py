@@ -61,12 +61,18 @@ def snapshot(
                 continue
             if stat.S_ISDIR(st.st_mode):
                 seen[e.path] = ("d", 0, 0, 0)
-                if deep and e.name not in SKIP_DIRS:
+                if deep and not _skipped(e.name):
                     queue.append((e.path, True))
             else:
                 kind = "f" if stat.S_ISREG(st.st_mode) else "o"
                 seen[e.path] = (kind, st.st_size, st.st_mtime_ns, st.st_ino)
     return seen, False
+
+
+def _skipped(name: str) -> bool:
+    """A folder no script's output is in: a virtual environment, a tool's hidden state or cache
+    (other programs write there while the script runs: an editor, a test runner, a linter)."""
+    return name in SKIP_DIRS or name.startswith(".") or name.endswith("_cache")
 
 
 def _under(path: str, dirs: tuple[str, ...]) -> bool:
@@ -106,11 +112,13 @@ def scratch_dirs() -> tuple[str, ...]:
 
 
 def roots_for(cwd: str, script: str, written: list[str]) -> tuple[list[str], tuple[str, ...]]:
-    """The folders to look at: the working directory and the script's, whole; the folder of each
-    path the profiled run wrote, its own entries only (not a scratch folder)."""
-    roots = [cwd, os.path.dirname(os.path.abspath(script))]
+    """The folders to look at: the working directory, whole; the folder of each path the profiled
+    run wrote, its own entries only (not a scratch folder). Not the script's own folder: a
+    project's sources change while it runs (an editor, another test run), and a script's native
+    writes go where its paths are relative to, the working directory."""
+    roots = [cwd]
     scratch = scratch_dirs()
-    shallow = []
+    shallow: list[str] = []
     for p in written:
         d = os.path.dirname(p)
         if d not in roots and d not in shallow and not _under(os.path.realpath(d), scratch):
@@ -123,14 +131,14 @@ class ProfileWatch:
 
     def __init__(self, run_dir: str, script: str):
         self.run_dir = run_dir
-        self.roots, _ = roots_for(os.getcwd(), script, [])
+        self.roots, self.shallow = roots_for(os.getcwd(), script, [])
         self.exclude = (run_dir, os.environ.get(RUN_ROOT_ENV) or run_dir)
-        self.before, self.capped = snapshot(self.roots, self.exclude)
+        self.before, self.capped = snapshot(self.roots, self.exclude, shallow=self.shallow)
 
     def summary(self) -> dict:
         from scaldiag.collect.write_journal import WRITES, written_paths
 
-        after, capped = snapshot(self.roots, self.exclude)
+        after, capped = snapshot(self.roots, self.exclude, shallow=self.shallow)
         python = written_paths(os.path.join(self.run_dir, WRITES))
         unseen = uncovered(changed(self.before, after), set(python))
         return {
@@ -138,7 +146,7 @@ class ProfileWatch:
             "python_count": len(python),
             "uncontained_paths": unseen[:MAX_LISTED],
             "uncontained_count": len(unseen),
-            "snapshot_roots": self.roots,
+            "snapshot_roots": self.roots + list(self.shallow),
             "snapshot_capped": self.capped or capped,
         }
 

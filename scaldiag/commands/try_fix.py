@@ -301,8 +301,9 @@ def _uncontained_refusal(run: dict, allowed: bool) -> str | None:
         return None
     shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
     said = (
-        f"this script writes {shown} through code try cannot contain (not Python's own file"
-        " calls: a C/C++ writer, memory-mapped pages, a subprocess), so try could not put it back"
+        f"this script writes {shown} through code try cannot contain (while it was profiled,"
+        " that changed through no Python write: a C/C++ writer, a subprocess; or another program"
+        " wrote it meanwhile), so try could not put it back"
     )
     if allowed:
         print(f"scaldiag: {said}; --allow-uncontained-writes: going on", file=sys.stderr)
@@ -469,10 +470,14 @@ def _say(result: dict, sets: dict) -> None:
             file=sys.stderr,
         )
     for path in result.get("uncontained") or []:
-        print(f"scaldiag: {path} changed outside try's containment (not put back)", file=sys.stderr)
+        print(
+            f"scaldiag: {path} changed while the round ran, through no write try saw (the"
+            " script's native code, a subprocess, or another program): not put back",
+            file=sys.stderr,
+        )
     if result.get("uncontained"):
         print(
-            "scaldiag: try stopped: the script writes through code try cannot contain;"
+            "scaldiag: try stopped: a file changed that try cannot put back;"
             " --allow-uncontained-writes goes on regardless",
             file=sys.stderr,
         )
