@@ -137,6 +137,7 @@ def test_hf_trainer_metrics_and_its_bar():
     assert metrics.end_ns - metrics.begin_ns == pytest.approx(runtime * 1e9, abs=1)
     (bar,) = of(readings, TQDM)
     assert bar.what == "the Trainer's progress bar" and bar.count == 64
+    assert bar.scope == WHOLE_TRAINING  # its closing line: the average over the whole training
     # without the batch size, its steps a second
     (steps,) = of(recognise(rows("hf_trainer"), "transformers"), HF_METRICS)
     per_s = float(re.search(r"train_steps_per_second': '([\d.]+)", line)[1])

@@ -12,15 +12,20 @@ from scaldiag.analyze.printed_clock import Comparison, PrintedClock
 SHOWN = 3
 
 
+def ms(value: float) -> str:
+    """Three figures, whole milliseconds from a second up (1,260, not 1.26e+03)."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 def figure(x: Comparison) -> str:
-    return f"{x.shown} = {x.ms:.3g} ms a step ({WORDS.get(x.scope, x.scope)})"
+    return f"{x.shown} = {ms(x.ms)} ms a step ({WORDS.get(x.scope, x.scope)})"
 
 
 def scaldiag_figure(x: Comparison) -> str:
-    parts = " + ".join(f"{name} {ms:.3g}" for name, ms in x.parts if abs(ms) >= 0.005 * x.ms)
-    step = x.scaldiag_ms - sum(ms for _, ms in x.parts)
-    return f"scaldiag: {x.scaldiag_ms:.3g} ms" + (
-        f" = training step {step:.3g} + {parts}" if parts else ""
+    parts = " + ".join(f"{name} {ms(part)}" for name, part in x.parts if abs(part) >= 0.005 * x.ms)
+    step = x.scaldiag_ms - sum(part for _, part in x.parts)
+    return f"scaldiag: {ms(x.scaldiag_ms)} ms" + (
+        f" = training step {ms(step)} + {parts}" if parts else ""
     )
 
 
@@ -40,8 +45,8 @@ def disagreement(x: Comparison, started_ns: int | None) -> str:
     if x.agrees:  # agrees with the scope's figure, not with the headline's
         return (
             f"Your clock contradicts the headline: {x.what}: {figure(x)}; the headline says "
-            f"{x.headline_ms:.3g} ms ({x.headline_ms / x.ms - 1:+.1%}, beyond 5% and the spread, "
-            f"±{x.spread_ms:.2g} ms); scaldiag's {x.scaldiag_ms:.3g} ms of the same scope agrees "
+            f"{ms(x.headline_ms)} ms ({x.headline_ms / x.ms - 1:+.1%}, beyond 5% and the spread, "
+            f"±{x.spread_ms:.2g} ms); scaldiag's {ms(x.scaldiag_ms)} ms of the same scope agrees "
             f"({x.by})."
         )
     return (
