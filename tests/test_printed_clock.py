@@ -258,6 +258,71 @@ def test_check_clock_agrees(tmp_path, capsys):
     assert "no printed.jsonl" in capsys.readouterr().out
 
 
+def keras_epochs(rows, steps: int, per: str) -> list[dict]:
+    """Keras's verbose=2 lines over the recorded epochs, each reading ``per`` (e.g. "1ms")."""
+    printed, epochs = [], len(rows) // steps
+    for e in range(epochs):
+        t, end = rows[e * steps]["begin_ns"], rows[(e + 1) * steps - 1]["end_ns"]
+        printed += [
+            {"t_ns": t, "stream": "stdout", "text": f"Epoch {e + 1}/{epochs}", "end": "\n"},
+            {
+                "t_ns": end,
+                "stream": "stdout",
+                "text": f"{steps}/{steps} - 0s - {per}/step",
+                "end": "\n",
+            },
+        ]
+    return printed
+
+
+def test_a_clock_too_coarse_to_judge_neither_agrees_nor_disagrees():
+    """1ms/step is anything from 0.5 to 1.5 ms: beside 0.7 ms steps it settles nothing."""
+    rows, marks, _ = loop(epochs=3, steps=20, step_ms=0.7)
+    _, p = reconciled(rows, marks, keras_epochs(rows, 20, "1ms"), family="keras")
+    (x,) = p.comparisons
+    assert x.agrees is None and "too coarse" in x.note and p.disagreements == []
+
+
+def two_phases():
+    """40 steps of 10 ms, then 40 of 20 ms (a second optimizer's phase), each phase timed by the
+    script as scripts do ("N steps, X ms/step")."""
+    rows, marks, end = loop(epochs=1, steps=40, step_ms=10.0)
+    t = end
+    for i in range(40):
+        rows.append({"step": 40 + i, "epoch": 1, "begin_ns": t, "end_ns": t + 20 * MS})
+        t += 20 * MS
+    marks += [
+        {"mark": "epoch_begin", "t_ns": end, "epoch": 1},
+        {"mark": "epoch_end", "t_ns": t, "epoch": 1},
+    ]
+    printed = [
+        {"t_ns": end, "stream": "stdout", "text": "head: 40 steps, 10.0 ms/step", "end": "\n"},
+        {"t_ns": t, "stream": "stdout", "text": "all: 40 steps, 20.1 ms/step", "end": "\n"},
+    ]
+    return rows, marks, t, printed
+
+
+def test_a_phase_s_timer_is_set_beside_that_phase_s_steps():
+    """Each phase's timer beside scaldiag's steps of its own phase, not the run's mean; the
+    headline (their mean) is set beside the second phase's clock, which times most of the run."""
+    rows, marks, _, printed = two_phases()
+    c, p = reconciled(rows, marks, printed)
+    head, whole = sorted(p.comparisons, key=lambda x: x.ms)
+    assert c.scopes[LOOP_ITERATION].ms == pytest.approx(15.0, rel=0.05)  # the run's mean
+    assert head.agrees and head.scaldiag_ms == pytest.approx(10.0)  # its own phase's steps
+    assert whole.agrees and whole.scaldiag_ms == pytest.approx(20.0)
+    assert whole.headline and whole.headline_agrees is False and p.headline_contradicted
+    assert not head.headline
+
+
+def test_check_fails_a_headline_a_clock_contradicts(tmp_path, capsys):
+    rows, marks, end, printed = two_phases()
+    d = write_run(tmp_path / "r", rows, marks, end, printed)
+    assert main(["check", "--clock-agrees", str(d)]) == 1
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "all: N steps, N ms/step') contradicts the headline: 20.1 ms a step against its" in last
+
+
 TQDM_LOOP = """
 import torch
 from tqdm import tqdm
