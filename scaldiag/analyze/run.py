@@ -415,6 +415,14 @@ def analyze_record(
             "steps: no training step was recorded (did the script call model.fit, "
             "or use scaldiag.loop.capture?)"
         )
+    others = record.training.get("other_training_processes")
+    if others and isinstance(others, list):  # PyTorch: processes forked from the script trained
+        missing.append(
+            f"steps: {len(others)} other process(es) of the script trained too, each recorded in"
+            f" its own directory ({', '.join(map(str, others[:4]))}"
+            f"{', ...' if len(others) > 4 else ''}: scaldiag report RUN_DIR/<it>); their steps"
+            " are not in these figures, and they shared this machine with them"
+        )
     graphed = record.training.get("cuda_graph_steps")
     if graphed:
         missing.append(

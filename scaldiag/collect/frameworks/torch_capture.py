@@ -41,6 +41,7 @@ import os
 import sys
 import time
 import weakref
+from pathlib import Path
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, RUN_DIR_ENV
 from scaldiag.collect.frameworks import (
@@ -53,7 +54,9 @@ from scaldiag.collect.frameworks import (
 )
 from scaldiag.collect.frameworks.guard import attempt
 from scaldiag.collect.frameworks.torch_trace import BACKEND, rank
+from scaldiag.record.rundir import TRAINING_JSON, update_json
 
+PROCESS_DIR_PREFIX = "process"  # RUN_DIR/process<PID>: a forked process's own record
 HOW_TO_GIVE_BATCH = "give it with `scaldiag profile --global-batch N`"
 COMPILE_SOURCE = "torch._dynamo"  # compile marks' source, and training.json's compile_evidence
 
@@ -148,6 +151,9 @@ class TorchCapture:
         # CUDA graph captures under way (torch_hooks): a step inside one runs nothing
         self.graph_captures = 0
         self.graph_steps = 0  # optimizer steps recorded into CUDA graphs
+        # In a process forked from the script's (a multiprocessing pool's worker): the parent's
+        # pid. Its training records into RUN_DIR/process<PID> (``forked``).
+        self.forked_from: int | None = None
         # Every optimizer that stepped, and which one's steps end steps (the lead: ``optimizer``).
         self.optimizers = torch_optimizers.Optimizers(parameter_bytes)
         self._fetched = False  # a batch was fetched since the last step's end
@@ -529,7 +535,10 @@ class TorchCapture:
 
         launched = os.environ.get(RUN_DIR_ENV)
         # Ranks > 0 of a torchrun job record into RUN_ROOT/rank<R>; only the launcher samples.
-        self.session = Session(backend=BACKEND, sample=False if launched else None)
+        if self.forked_from is not None:
+            self.session = self._child_session(Session, launched)
+        else:
+            self.session = Session(backend=BACKEND, sample=False if launched else None)
         recorder = self.session.recorder
         recorder.on_error = self._step_failed
         self._begin = self._recorder_begin = recorder.begin
@@ -591,8 +600,51 @@ class TorchCapture:
             ),
         }
 
+    # --- several processes training (multiprocessing, fork) ------------------
+    def forked(self) -> None:
+        """``os.register_at_fork``'s child hook: the parent's session (its open files, its
+        recorder) is not this process's. Training here (a pool's worker training a model of its
+        own) records into RUN_DIR/process<PID>, untraced (the launcher samples the process
+        tree); a DataLoader worker never steps and records nothing. Where the parent had stepped
+        already (its pre-step hook removed), this process cannot start a capture: not recorded."""
+        try:
+            # The parent's objects stay referenced: freed here, its open files would flush the
+            # parent's buffered lines a second time into its record (at os._exit nothing is).
+            _INHERITED.append(dict(self.__dict__))
+            parent, sources = os.getppid(), self.compile_sources
+            self.__init__()
+            self.forked_from, self.compile_sources = parent, sources
+        except Exception:
+            pass
+
+    def _child_session(self, session_class, root: str | None):
+        run_dir = Path(root) / f"{PROCESS_DIR_PREFIX}{os.getpid()}" if root else None
+        session = session_class(run_dir=run_dir, backend=BACKEND, sample=False, trace_steps=0)
+        session.describe(process={"pid": os.getpid(), "forked_from": self.forked_from})
+        try:  # a process that ends through multiprocessing's exit closes its capture
+            from multiprocessing import util
+
+            util.Finalize(None, self.finish, exitpriority=10)
+        except Exception:
+            pass
+        return session
+
+    def _note_processes(self) -> None:
+        """The script's process: the processes forked from it that trained, named in its
+        training.json (``other_training_processes``), trained here or not."""
+        root = os.environ.get(RUN_DIR_ENV)
+        if self.forked_from is not None or not root:
+            return
+        try:
+            names = sorted(p.name for p in Path(root).glob(f"{PROCESS_DIR_PREFIX}*") if p.is_dir())
+            if names:
+                update_json(Path(root), TRAINING_JSON, other_training_processes=names)
+        except Exception as exc:
+            print(f"scaldiag: cannot list the training processes ({exc})", file=sys.stderr)
+
     def finish(self) -> None:
         """The script ended: drop the open step, measure the input ceiling, close the run."""
+        self._note_processes()
         if self.finished or self.session is None:
             self._let_go()  # a script that iterated loaders and never trained holds links too
             return
@@ -606,7 +658,12 @@ class TorchCapture:
                 session.describe(cuda_graph_steps=self.graph_steps)
             self._memory_peaks()
             recorder.mark("fit_end")
-            if not self.failed and self.loader is not None and rank() == 0:
+            if (
+                not self.failed
+                and self.loader is not None
+                and rank() == 0
+                and self.forked_from is None
+            ):
                 self._ceiling(recorder)
         except Exception as exc:
             print(
@@ -680,4 +737,7 @@ def measure_loader(loader, seconds: float) -> dict | None:
     }
 
 
+_INHERITED: list = []  # in a forked process: the parent's capture state, never freed (``forked``)
 CAPTURE = TorchCapture()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=CAPTURE.forked)
