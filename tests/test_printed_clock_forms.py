@@ -45,12 +45,16 @@ def final_lines(name: str, pattern: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("name", ["keras_verbose1_tty", "keras_verbose1_pipe", "keras_verbose2"])
+@pytest.mark.parametrize(
+    "name",
+    ["keras_verbose1_tty", "keras_verbose1_pipe", "keras_verbose2", "keras_verbose1_under_profile"],
+)
 def test_keras_bar_each_epochs_final_line_in_ms_a_step_of_whole_epochs(name):
     readings = recognise(rows(name), "keras")
     bars = of(readings, KERAS_BAR)
     finals = final_lines(name, r"\d+/\d+.*ms/step")
-    assert len(bars) == len(finals) == 3  # one an epoch: the \r redraws before it passed over
+    epochs = sum(bool(re.match(r"Epoch \d+/\d+$", clean(r["text"]))) for r in rows(name))
+    assert len(bars) == len(finals) == epochs  # one an epoch: the \r redraws before it passed over
     for r, line in zip(bars, finals):
         assert r.text == line and r.scope == WHOLE_EPOCH and r.what == "Keras's progress bar"
         assert r.ms == float(re.search(r"(\d+)ms/step", line)[1])
@@ -59,6 +63,7 @@ def test_keras_bar_each_epochs_final_line_in_ms_a_step_of_whole_epochs(name):
         assert r.begin_ns < r.end_ns  # from its "Epoch k/N" line
     assert {r.style for r in bars} == {"verbose2" if name == "keras_verbose2" else "verbose1"}
     assert not of(readings, ARRIVAL)  # Keras's "Epoch k/N" lines are its bar's, not a counter
+    assert readings == bars  # every redraw is the bar's ("1/64 ━━━ 4:10 4s/step" too), no timer
 
 
 @pytest.mark.parametrize(
@@ -67,6 +72,7 @@ def test_keras_bar_each_epochs_final_line_in_ms_a_step_of_whole_epochs(name):
         ("20/20 ━━━━━━━━━━━━━━━━━━━━ 0s 850us/step - loss: 2.3", 0.85),
         ("20/20 - 25s - 1s/step - loss: 2.3", 1000.0),
         ("20/20 [==============================] - 0s 3ms/step - loss: 2.3", 3.0),
+        ("20/20 ━━━━━━━━━━━━━━━━━━━━ 1:02 3s/step - loss: 2.3", 3000.0),  # over a minute
     ],
 )
 def test_keras_bar_units(line, ms):

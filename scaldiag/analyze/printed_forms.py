@@ -59,7 +59,8 @@ __all__ = [
 
 _KERAS = re.compile(
     rf"^\s*(?P<n>\d+)/(?P<total>\d+|Unknown)\s*(?P<bar>[━─╸╺\[\]=>.\s]*?)\s*(?:-\s*)?"
-    rf"\d+(?:s|ms|us)\s+(?:-\s+)?(?P<per>{NUM})(?P<unit>s|ms|us)/step"
+    # (the time so far, or the time left while the epoch runs: "4:10" where over a minute)
+    rf"(?:\d+(?::\d\d)+|\d+(?:s|ms|us))\s+(?:-\s+)?(?P<per>{NUM})(?P<unit>s|ms|us)/step"
 )
 _KERAS_EPOCH = re.compile(r"^\s*Epoch (\d+)/(\d+)\s*$")
 _KERAS_OLD = re.compile(r"^\s*-\s*(?P<s>\d+)s\s*-\s*\w+")

@@ -13,7 +13,9 @@ data, never as timings.
 
 ``*_under_profile.jsonl`` are printed.jsonl files as scaldiag's own capture wrote them
 (collect/printed.py), copied from the run directories of ``scaldiag profile
-tests/phases_two_optimizers.py`` and ``scaldiag profile tests/cv_folds.py -- --outer-epochs 2``.
+tests/phases_two_optimizers.py``, ``scaldiag profile tests/cv_folds.py -- --outer-epochs 2``
+and (keras_verbose1_under_profile) a Keras MLP's ``fit(epochs=5, verbose="auto")`` on a
+loaded machine (its first redraw's time left reads ``4:10``).
 """
 
 from __future__ import annotations
