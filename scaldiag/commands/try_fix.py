@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import signal
 import sys
@@ -24,11 +23,12 @@ from pathlib import Path
 
 from scaldiag.analyze import try_stats
 from scaldiag.analyze.try_stats import pair_ratio
-from scaldiag.collect import script_file, try_rounds
+from scaldiag.collect import try_inputs, try_rounds
 from scaldiag.collect.frameworks.try_fixes import DATALOADER_ENV, KERAS_ENV
 from scaldiag.errors import ScaldiagError
-from scaldiag.record.rundir import RUN_JSON, TRY_JSON, read_json, write_json
+from scaldiag.record.rundir import TRY_JSON, write_json
 from scaldiag.rules.machine import fed_tf_data
+from scaldiag.sanitize import line as inert
 
 
 class CannotApply(ScaldiagError):
@@ -215,102 +215,6 @@ def _steady(round_dir: Path) -> dict:
         return {"step_ms": None, "samples_per_step": None}
 
 
-def _script(run_dir: Path) -> tuple[str, list[str], str, dict]:
-    """The script as profiled (absolute path, arguments, working directory) and run.json, checked
-    as profile checks it and refused where the file changed since."""
-    run = read_json(run_dir, RUN_JSON)
-    if not run:
-        raise ScaldiagError(f"{run_dir}: no run.json with the run's command (a run directory?)")
-    path, args, cwd, ident = script_file.recorded_script(run, str(run_dir))
-    script_file.check_unchanged(path, ident)
-    if ident is None:
-        print(
-            f"scaldiag: {run_dir}'s run.json records no digest of its script: try runs {path}"
-            " (the command resolved in the run's working directory) and cannot tell whether it"
-            " changed since",
-            file=sys.stderr,
-        )
-    return path, args, cwd, run
-
-
-def _try_root(run_dir: Path) -> Path:
-    """RUN_DIR/try, a real directory of the run (a link would send the rounds elsewhere)."""
-    root = run_dir / "try"
-    if root.is_symlink() or (root.exists() and not root.is_dir()):
-        raise ScaldiagError(f"{root} is not a directory of the run (a link, a file): refused")
-    root.mkdir(exist_ok=True)
-    return root
-
-
-def _new_try_dir(root: Path) -> Path:
-    """RUN_DIR/try/<n>: this try's own, never an earlier one's."""
-    taken = [int(p.name) for p in root.iterdir() if p.name.isdigit()]
-    n = max(taken, default=0) + 1
-    while True:
-        d = root / str(n)
-        try:
-            d.mkdir()
-            return d
-        except FileExistsError:
-            n += 1
-
-
-def _json_path(value: str | None, run_dir: Path, script: str) -> Path | None:
-    """``--json FILE``, refused where it would replace an input of the run: anything inside the run
-    directory (its record, its rounds), the script, a directory."""
-    if value is None:
-        return None
-    if not value.strip():
-        raise ScaldiagError("--json needs a file name")
-    out = Path(value).resolve()
-    inputs = (run_dir.resolve(),)
-    if any(out == d or d in out.parents for d in inputs):
-        raise ScaldiagError(f"--json {value}: inside the run directory, whose files are the run's")
-    if out == Path(script).resolve():
-        raise ScaldiagError(f"--json {value} is the script itself: refused")
-    if out.is_dir():
-        raise ScaldiagError(f"--json {value} is a directory")
-    return out
-
-
-def _write_json_file(path: Path, data: dict) -> None:
-    """The file replaced only once written whole."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _uncontained_refusal(run: dict, allowed: bool) -> str | None:
-    """Before round 0: the writes profile saw that try cannot contain, or a note where the run
-    recorded none; the refusal's text, or None."""
-    writes = run.get("writes")
-    if not isinstance(writes, dict):
-        print(
-            "scaldiag: this run was profiled before scaldiag recorded its writes: try looks at"
-            " the script's folders after each round, and stops where one changed outside its"
-            " containment",
-            file=sys.stderr,
-        )
-        return None
-    paths = [p for p in writes.get("uncontained_paths") or [] if isinstance(p, str)]
-    if not paths:
-        return None
-    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
-    said = (
-        f"this script writes {shown} through code try cannot contain (while it was profiled,"
-        " that changed through no Python write: a C/C++ writer, a subprocess; or another program"
-        " wrote it meanwhile), so try could not put it back"
-    )
-    if allowed:
-        print(f"scaldiag: {said}; --allow-uncontained-writes: going on", file=sys.stderr)
-        return None
-    return f"{said}; refused (--allow-uncontained-writes runs it anyway)"
-
-
 def _forecast_of_fix(finding, sets: dict) -> tuple[float | None, str | None]:
     """The finding's forecast where it is of this fix; else None and why (SD105's forecast is a
     per-replica batch x4, not a steps_per_execution)."""
@@ -331,12 +235,14 @@ def run(args: argparse.Namespace) -> int:
     budget_s = _budget(args.budget_s)
     if not run_dir.is_dir():
         raise ScaldiagError(f"{args.run_dir}: not a run directory")
-    script, script_args, cwd, run_json = _script(run_dir)
-    json_out = _json_path(args.json, run_dir, script)
-    root = _try_root(run_dir)
+    script, script_args, cwd, run_json = try_inputs.script_as_profiled(run_dir)
+    json_out = try_inputs.json_path(args.json, run_dir, script)
+    root = try_inputs.try_root(run_dir)
     for said in try_rounds.restore_unfinished(run_dir):
-        print(f"scaldiag: {said}", file=sys.stderr)
-    refused = _uncontained_refusal(run_json, getattr(args, "allow_uncontained_writes", False))
+        print(f"scaldiag: {inert(said)}", file=sys.stderr)
+    refused = try_inputs.uncontained_refusal(
+        run_json, getattr(args, "allow_uncontained_writes", False)
+    )
     if refused:
         raise ScaldiagError(refused)
     try:
@@ -344,30 +250,18 @@ def run(args: argparse.Namespace) -> int:
     except CannotApply as exc:
         print(f"scaldiag: {exc}", file=sys.stderr)
         return 2
-    try_dir = _new_try_dir(root)
-    written = list((run_json.get("writes") or {}).get("python_paths") or [])
+    try_dir = try_inputs.new_try_dir(root)
     forecast, no_forecast = _forecast_of_fix(finding, sets)
     with try_rounds.Stopper(budget_s) as stopper:
-        rounds = try_rounds.Rounds(
-            try_dir,
-            run_dir,
-            script,
-            script_args,
-            cwd,
-            [
-                p
-                for p in written + (run_json.get("writes") or {}).get("uncontained_paths", [])
-                if isinstance(p, str)
-            ],
-            stopper,
-        )
+        written = try_inputs.profiled_writes(run_json)
+        rounds = try_rounds.Rounds(try_dir, run_dir, script, script_args, cwd, written, stopper)
         kept, trouble = _rounds(rounds, env, rounds_min, rounds_max, forecast, stopper, args)
     result = _result(finding, sets, kept, stopper, forecast, no_forecast)
     result.update(try_dir=str(try_dir), script=script, **trouble)
     write_json(try_dir, TRY_JSON, result)
     write_json(run_dir, TRY_JSON, result)  # the latest try, read by report and compare
     if json_out is not None:
-        _write_json_file(json_out, result)
+        try_inputs.write_json_file(json_out, result)
     _say(result, sets)
     if stopper.signal is not None:
         return 128 + int(stopper.signal)
@@ -463,7 +357,7 @@ def _say(result: dict, sets: dict) -> None:
         k = sets["per_replica_batch_factor"]
         print(f"scaldiag: {SEMANTIC_WORDS.format(k=k)}", file=sys.stderr)
     for why in result["left_out"]:
-        print(f"scaldiag: left out: {why}", file=sys.stderr)
+        print(f"scaldiag: left out: {inert(why)}", file=sys.stderr)
     if result.get("stopped") == "budget":
         print(
             "scaldiag: the budget (--budget-s) ended the try; a round in progress was stopped",
@@ -471,7 +365,7 @@ def _say(result: dict, sets: dict) -> None:
         )
     for path in result.get("uncontained") or []:
         print(
-            f"scaldiag: {path} changed while the round ran, through no write try saw (the"
+            f"scaldiag: {inert(path)} changed while the round ran, through no write try saw (the"
             " script's native code, a subprocess, or another program): not put back",
             file=sys.stderr,
         )
@@ -482,7 +376,7 @@ def _say(result: dict, sets: dict) -> None:
             file=sys.stderr,
         )
     for line in result.get("not_restored") or []:
-        print(f"scaldiag: NOT PUT BACK: {line}", file=sys.stderr)
+        print(f"scaldiag: NOT PUT BACK: {inert(line)}", file=sys.stderr)
     _print(result)
 
 
