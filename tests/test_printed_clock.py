@@ -400,3 +400,20 @@ def test_reading_a_long_log_is_linear_in_its_lines():
         return lines
 
     assert work(800) < 2.2 * work(400)
+
+
+def test_a_clock_counting_a_whole_multiple_of_the_steps_says_so():
+    """A bar over a loader under gradient accumulation (4 batches a step) counts 4 a step: the
+    counts cannot tell it from steps scaldiag missed, and the report says both."""
+    rows, marks, _ = loop()
+    printed = []
+    for e in range(3):
+        epoch = rows[e * 50 : (e + 1) * 50]
+        printed += [
+            bar(epoch[0]["begin_ns"], 0, 200, 0.0, f"epoch {e}"),
+            bar(epoch[-1]["end_ns"], 200, 200, 400.0, f"epoch {e}"),
+        ]
+    _, p = reconciled(rows, marks, printed)
+    (x,) = p.disagreements
+    assert (x.counted, x.recorded) == (600, 150)
+    assert x.note.startswith("4 of your clock's counts a recorded step: micro-batches")

@@ -203,3 +203,24 @@ def test_a_timer_of_n_steps_covers_those_steps(name):
         steps, ms = re.search(r"(\d+) steps, ([\d.]+) ms/step", line).groups()
         assert r.count == int(steps) and r.ms == float(ms) and r.scope == LOOP_ITERATION
         assert r.end_ns - r.begin_ns == pytest.approx(int(steps) * float(ms) * 1e6, abs=1)
+
+
+def test_figures_no_clock_prints_are_passed_over():
+    """Zero, huge and absurd figures: never a reading that times nothing or reaches before 1970,
+    never an error."""
+    t = 1_796_000_000_000_000_000
+    texts = [
+        "Epoch 1/1",
+        "20/20 - 0s - 0ms/step - loss: 2.3",
+        "epoch 3: " + "9" * 40 + " s",
+        "epoch 4: 99999999999999999999 s",
+        "step 10 0.0 ms/step",
+        "step 20 1" + "0" * 29 + " it/s",
+    ]
+    segments = [
+        {"t_ns": t + i, "stream": "stdout", "text": x, "end": "\n"} for i, x in enumerate(texts)
+    ]
+    readings = recognise(segments, samples_per_step=32)
+    assert all(r.begin_ns >= 0 and r.begin_ns <= r.end_ns for r in readings)
+    assert all(r.ms is None or r.ms > 0 for r in readings)
+    assert not [r for r in readings if r.form == KERAS_BAR]  # "0ms/step"

@@ -184,8 +184,21 @@ def _unrecorded_comparison(r: Reading, recorded: int) -> Comparison:
         end_ns=r.end_ns,
         counted=r.count or 0,
         recorded=recorded,
-        note="steps scaldiag did not record: a loop it does not see, in no figure of the report",
+        note=_unrecorded_note(r.count or 0, recorded),
     )
+
+
+def _unrecorded_note(counted: int, recorded: int) -> str:
+    """Why the counts differ, as far as the counts say: a whole multiple is what a clock of
+    micro-batches under gradient accumulation reads, and also a loop stepping k optimizers of
+    which one was seen; the counts cannot tell which."""
+    ratio = counted / recorded if recorded else 0.0
+    if ratio >= 2 and abs(ratio - round(ratio)) <= 0.05 * ratio:
+        return (
+            f"{round(ratio)} of your clock's counts a recorded step: micro-batches of gradient "
+            "accumulation, or steps scaldiag did not record"
+        )
+    return "steps scaldiag did not record: a loop it does not see, in no figure of the report"
 
 
 def _merge_unrecorded(out: list[Comparison]) -> list[Comparison]:
@@ -207,6 +220,9 @@ def _merge_unrecorded(out: list[Comparison]) -> list[Comparison]:
                     "end_ns": max(before.end_ns, x.end_ns),
                     "counted": before.counted + x.counted,
                     "recorded": before.recorded + x.recorded,
+                    "note": _unrecorded_note(
+                        before.counted + x.counted, before.recorded + x.recorded
+                    ),
                     "shown": x.shown,
                 }
             )

@@ -21,7 +21,9 @@ Pure: rows in, ``Reading`` out. Nothing here knows what scaldiag measured (print
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import replace
 
 from scaldiag.analyze.clock import LOOP_ITERATION, WHOLE_EPOCH, WHOLE_TRAINING
 from scaldiag.analyze.printed_reading import (  # (the forms' names, for the readers of readings)
@@ -57,6 +59,7 @@ __all__ = [
     "recognise",
 ]
 
+_LONG_NUMBER = re.compile(r"\d{31}")
 _KERAS = re.compile(
     rf"^\s*(?P<n>\d+)/(?P<total>\d+|Unknown)\s*(?P<bar>[━─╸╺\[\]=>.\s]*?)\s*(?:-\s*)?"
     # (the time so far, or the time left while the epoch runs: "4:10" where over a minute)
@@ -87,7 +90,9 @@ def recognise(
     segments = [
         (int(r["t_ns"]), r.get("stream", ""), clean(r["text"]))
         for r in rows
-        if isinstance(r.get("text"), str) and isinstance(r.get("t_ns"), int)
+        if isinstance(r.get("text"), str)
+        and isinstance(r.get("t_ns"), int)
+        and not _LONG_NUMBER.search(r["text"])  # no clock prints 31 digits: a dump, or hostile
     ]
     segments.sort(key=lambda s: s[0])
     readings: list[Reading] = []
@@ -97,7 +102,18 @@ def recognise(
     readings += _hf(segments, used, samples_per_step)
     readings += timers(segments, used, samples_per_step)
     readings += arrivals(segments, used)
-    return sorted(readings, key=lambda r: r.end_ns)
+    return sorted((_bounded(r) for r in readings if _sane(r)), key=lambda r: r.end_ns)
+
+
+def _sane(r: Reading) -> bool:
+    """A figure a clock can print: positive and finite ("0ms/step" times nothing)."""
+    return all(v is None or (math.isfinite(v) and v > 0) for v in (r.ms, r.total_ms))
+
+
+def _bounded(r: Reading) -> Reading:
+    """The window inside the clock's epoch (a printed "99999999 s" reaches back before 1970)."""
+    begin_ns = min(max(r.begin_ns, 0), r.end_ns)
+    return r if begin_ns == r.begin_ns else replace(r, begin_ns=begin_ns)
 
 
 def _keras(segments, used: set[int]) -> list[Reading]:
