@@ -328,6 +328,7 @@ def test_try_refuses_bad_numbers_and_outputs_on_its_inputs(tmp_path):
         (("--json", str(run_dir / "try" / "x.json")), "inside the run directory"),
         (("--json", str(script)), "is the script itself"),
         (("--json", ""), "--json needs a file name"),
+        (("--json", str(tmp_path / "no" / "x.json")), "no folder"),
     ):
         _refused(_scaldiag("try", str(run_dir), "SD101", *flags, cwd=tmp_path), words)
     assert (run_dir / "run.json").read_bytes() == run_json

@@ -43,13 +43,16 @@ def try_root(run_dir: Path) -> Path:
     root = run_dir / "try"
     if root.is_symlink() or (root.exists() and not root.is_dir()):
         raise ScaldiagError(f"{root} is not a directory of the run (a link, a file): refused")
-    root.mkdir(exist_ok=True)
+    try:
+        root.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise ScaldiagError(f"cannot make {root} ({exc.strerror or exc})") from None
     return root
 
 
 def new_try_dir(root: Path) -> Path:
     """RUN_DIR/try/<n>: this try's own, never an earlier one's."""
-    taken = [int(p.name) for p in root.iterdir() if p.name.isdigit()]
+    taken = [int(p.name) for p in root.iterdir() if p.name.isdigit() and len(p.name) < 9]
     n = max(taken, default=0) + 1
     while True:
         d = root / str(n)
@@ -58,6 +61,8 @@ def new_try_dir(root: Path) -> Path:
             return d
         except FileExistsError:
             n += 1
+        except OSError as exc:
+            raise ScaldiagError(f"cannot make {d} ({exc.strerror or exc})") from None
 
 
 def json_path(value: str | None, run_dir: Path, script: str) -> Path | None:
@@ -75,6 +80,8 @@ def json_path(value: str | None, run_dir: Path, script: str) -> Path | None:
         raise ScaldiagError(f"--json {value} is the script itself: refused")
     if out.is_dir():
         raise ScaldiagError(f"--json {value} is a directory")
+    if not out.parent.is_dir():
+        raise ScaldiagError(f"--json {value}: no folder {out.parent} to write it in")
     return out
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from scaldiag.collect import write_restore, write_snapshot
 from scaldiag.collect.env import TRY_JOURNAL_ENV, TRY_OWN_ENV
+from scaldiag.errors import ScaldiagError
 from scaldiag.record.rundir import RUN_JSON, read_json
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -174,17 +175,19 @@ class Rounds:
 
 
 def restore_unfinished(run_dir: Path) -> list[str]:
-    """An earlier try's rounds that were never put back (it died mid-round): put back now; the
-    lines to say, and the problems."""
+    """An earlier try's rounds that were never put back (it died mid-round), put back now: the
+    lines to say; ScaldiagError where one cannot be (its copies stay in its journal)."""
     said = []
     for journal in write_restore.unfinished(Path(run_dir) / "try"):
         problems = write_restore.restore(journal)
+        if problems:
+            raise ScaldiagError(
+                f"an earlier try's round could not be put back whole ({journal}): "
+                + "; ".join(problems)
+            )
         n = len(write_restore.journaled_paths(journal))
         said.append(
             f"an earlier try of this run ended mid-round: its {n} written paths put back"
             f" ({journal})"
-            if not problems
-            else f"an earlier try's round could not be put back whole ({journal}): "
-            + "; ".join(problems)
         )
     return said

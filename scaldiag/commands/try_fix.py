@@ -235,11 +235,11 @@ def run(args: argparse.Namespace) -> int:
     budget_s = _budget(args.budget_s)
     if not run_dir.is_dir():
         raise ScaldiagError(f"{args.run_dir}: not a run directory")
+    for said in try_rounds.restore_unfinished(run_dir):  # an earlier try's, before anything
+        print(f"scaldiag: {inert(said)}", file=sys.stderr)
     script, script_args, cwd, run_json = try_inputs.script_as_profiled(run_dir)
     json_out = try_inputs.json_path(args.json, run_dir, script)
     root = try_inputs.try_root(run_dir)
-    for said in try_rounds.restore_unfinished(run_dir):
-        print(f"scaldiag: {inert(said)}", file=sys.stderr)
     refused = try_inputs.uncontained_refusal(
         run_json, getattr(args, "allow_uncontained_writes", False)
     )
@@ -258,14 +258,27 @@ def run(args: argparse.Namespace) -> int:
         kept, trouble = _rounds(rounds, env, rounds_min, rounds_max, forecast, stopper, args)
     result = _result(finding, sets, kept, stopper, forecast, no_forecast)
     result.update(try_dir=str(try_dir), script=script, **trouble)
-    write_json(try_dir, TRY_JSON, result)
-    write_json(run_dir, TRY_JSON, result)  # the latest try, read by report and compare
-    if json_out is not None:
-        try_inputs.write_json_file(json_out, result)
+    _keep(result, try_dir, run_dir, json_out)
     _say(result, sets)
     if stopper.signal is not None:
         return 128 + int(stopper.signal)
     return 1 if trouble.get("not_restored") else 2 if trouble.get("uncontained") else 0
+
+
+def _keep(result: dict, try_dir: Path, run_dir: Path, json_out: Path | None) -> None:
+    """try.json in the try's directory and the run's (the latest, read by report and compare),
+    and ``--json``'s file, each written whole; a write that fails is a line, the others go on."""
+    writes = [
+        (try_dir / TRY_JSON, lambda: write_json(try_dir, TRY_JSON, result)),
+        (run_dir / TRY_JSON, lambda: write_json(run_dir, TRY_JSON, result)),
+    ]
+    if json_out is not None:
+        writes.append((json_out, lambda: try_inputs.write_json_file(json_out, result)))
+    for path, write in writes:
+        try:
+            write()
+        except OSError as exc:
+            print(f"scaldiag: cannot write {inert(path)} ({exc.strerror or exc})", file=sys.stderr)
 
 
 def _rounds(rounds, env, rounds_min, rounds_max, forecast, stopper, args) -> tuple[list, dict]:
