@@ -5,6 +5,7 @@ per fold, each fold's training followed by its validation (``model.eval()``, ``t
 
     python tests/cv_folds.py [--folds 3] [--epochs 2]
     python tests/cv_folds.py --outer-epochs 2   # each epoch loops over the folds (one model a fold)
+    python tests/cv_folds.py --no-eval-mode     # validation under torch.no_grad() alone
 """
 
 import argparse
@@ -19,6 +20,9 @@ parser.add_argument("--folds", type=int, default=3)
 parser.add_argument("--epochs", type=int, default=2, help="epochs of each fold's training")
 parser.add_argument(
     "--outer-epochs", type=int, default=0, help="each epoch loops over the folds, models kept"
+)
+parser.add_argument(
+    "--no-eval-mode", action="store_true", help="validate under torch.no_grad() alone"
 )
 args = parser.parse_args()
 
@@ -56,14 +60,16 @@ def train_epoch(model, optimizer, train):
 
 
 def validate(model, val):
-    model.eval()
+    if not args.no_eval_mode:
+        model.eval()
     correct = 0
     with torch.no_grad():
         for x, y in val:
             correct += int((model(x).argmax(1) == y).sum())
             for _ in range(3):  # test-time augmentation: three more passes
                 model(x + 0.01 * torch.randn_like(x))
-    model.train()
+    if not args.no_eval_mode:
+        model.train()
     return correct / len(val.dataset)
 
 

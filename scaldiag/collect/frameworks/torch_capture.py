@@ -158,6 +158,7 @@ class TorchCapture:
         self.optimizers = torch_optimizers.Optimizers(parameter_bytes)
         self._fetched = False  # a batch was fetched since the last step's end
         self._fetched_from = None  # the loader of the last fetch
+        self.fetches = 0  # batches fetched so far
         self._passes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loader -> its
         # latest pass's iter() (ns): where a loader followed from a lead's change began its epoch
 
@@ -176,6 +177,7 @@ class TorchCapture:
     # the recorder's ``begin`` (whose failures go to ``_step_failed``, not into the loop).
     def before_fetch(self, loader) -> None:
         self._fetched, self._fetched_from = True, loader
+        self.fetches += 1  # (torch_modes.NoGradMarks: batches fetched inside a no_grad block)
         if (self.session is None or self.loader is None) and not self.aside:
             self._guard(lambda: self._start(loader=loader))
 

@@ -77,6 +77,14 @@ def _on_optimizer_import(module) -> None:
         capture.compile_sources = [_capture_module().COMPILE_SOURCE]
     capture.pre_hook = module.register_optimizer_step_pre_hook(capture.pre_step)
     module.register_optimizer_step_post_hook(capture.post_step)
+    # Validation under no_grad alone: torch.autograd.grad_mode is imported by now (not yet when
+    # torch.nn's module is), and the mode marks are made.
+    grad_mode = sys.modules.get("torch.autograd.grad_mode")
+    modes = getattr(capture, "mode_marks", None)
+    if grad_mode is not None and modes is not None:
+        from scaldiag.collect.frameworks.torch_modes import NoGradMarks
+
+        NoGradMarks(capture, modes).wrap(grad_mode)
 
 
 @_safely
@@ -187,7 +195,8 @@ def _on_module_import(module) -> None:
     handle = module.register_module_forward_pre_hook(first_forward)
     from scaldiag.collect.frameworks.torch_modes import ModeMarks
 
-    ModeMarks(capture).wrap(module.Module)
+    capture.mode_marks = ModeMarks(capture)  # (no_grad blocks: ``_on_optimizer_import``)
+    capture.mode_marks.wrap(module.Module)
 
 
 def finish() -> None:

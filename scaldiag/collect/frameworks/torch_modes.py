@@ -11,6 +11,12 @@ written as the same marks Keras's validation writes, ``test_begin`` and
 ``test_end``: the accounting counts the time as validation, and the step
 that holds it begins at ``test_end`` (analyze/recorded_steps.py).
 
+A validation loop that never switches the model's mode, only turns gradients off (``with
+torch.no_grad():`` or ``torch.inference_mode()`` around a pass over a validation DataLoader), is
+marked the same way (``NoGradMarks``): an outermost such block in which at least
+``EVAL_FETCHES`` batches were fetched and no optimizer stepped. Fewer fetches (a teacher's batch
+inside a training step) or none (gradient clipping, an EMA update) are the step's.
+
 Cost: ``Module.train`` is wrapped once; a call that does not change the
 root module's mode (scripts that call ``model.train()`` every step) costs a
 dict lookup; a change costs one walk over the module's parameters (again
@@ -21,7 +27,13 @@ a weak reference: a freed model's id can be a new model's.
 from __future__ import annotations
 
 import functools
+import threading
+import time
 import weakref
+
+# Batches fetched inside one no_grad block for it to be evaluation: a validation loop iterates its
+# loader; a training step that fetches a batch under no_grad (a teacher's, a reference's) once.
+EVAL_FETCHES = 2
 
 
 class ModeMarks:
@@ -35,7 +47,8 @@ class ModeMarks:
         # id(module) -> [a weak reference to it, its last mode seen, optimizers seen when it was
         # last asked whether it is trained (None: never), whether it is]
         self._modules: dict[int, list] = {}
-        self._in_eval = False
+        self.in_eval = False
+        self.marked = 0  # marks written (NoGradMarks leaves a block with a mode switch to these)
 
     def wrap(self, module_class) -> None:
         original = module_class.train
@@ -75,11 +88,13 @@ class ModeMarks:
             ):
                 return
             recorder = capture.session.recorder
-            if not training and not self._in_eval:
-                self._in_eval = True
+            if not training and not self.in_eval:
+                self.in_eval = True
+                self.marked += 1
                 recorder.mark("test_begin", source="model.eval()")
-            elif training and self._in_eval:
-                self._in_eval = False
+            elif training and self.in_eval:
+                self.in_eval = False
+                self.marked += 1
                 recorder.mark("test_end", source="model.train()")
         except Exception:
             pass
@@ -99,3 +114,83 @@ class ModeMarks:
             entry[2] = optimizers.count
             entry[3] = any(id(p) in optimized for p in module.parameters())
         return entry[3]
+
+
+class NoGradMarks:
+    """Follows outermost ``torch.no_grad()``/``torch.inference_mode()`` blocks; one that fetched
+    ``EVAL_FETCHES`` batches or more and stepped no optimizer is marked as evaluation, from its
+    entry to its exit (``test_begin``/``test_end``, source ``torch.no_grad()``)."""
+
+    def __init__(self, capture, modes: ModeMarks):
+        self._capture = capture
+        self._modes = modes
+        # Per thread, as torch's grad mode is: the depth of blocks, and (t_ns, fetches, open step,
+        # mode marks) at the outermost one's entry
+        self._local = threading.local()
+
+    def wrap(self, grad_mode) -> None:
+        for name in ("no_grad", "inference_mode"):
+            context = getattr(grad_mode, name, None)
+            if context is not None:
+                self._wrap(context)
+
+    def _wrap(self, context) -> None:
+        enter, leave = context.__enter__, context.__exit__
+        if getattr(enter, "_scaldiag", False):
+            return
+        marks = self
+
+        @functools.wraps(enter)
+        def __enter__(ctx):
+            marks.entered()
+            return enter(ctx)
+
+        @functools.wraps(leave)
+        def __exit__(ctx, *exc):
+            try:
+                return leave(ctx, *exc)
+            finally:
+                marks.left()
+
+        __enter__._scaldiag = True
+        context.__enter__, context.__exit__ = __enter__, __exit__
+
+    def entered(self) -> None:
+        local = self._local
+        local.depth = depth = getattr(local, "depth", 0) + 1
+        if depth > 1:
+            return
+        try:
+            capture = self._capture
+            session = capture.session
+            local.entered = (
+                (time.time_ns(), capture.fetches, session.recorder.step, self._modes.marked)
+                if session is not None and capture.loop_owner is None
+                else None
+            )
+        except Exception:
+            local.entered = None
+
+    def left(self) -> None:
+        """Never raises: the script's block must end as it would have."""
+        local = self._local
+        local.depth = depth = max(0, getattr(local, "depth", 1) - 1)
+        if depth:
+            return
+        entered, local.entered = getattr(local, "entered", None), None
+        try:
+            capture = self._capture
+            if entered is None or capture.session is None or capture.failed or capture.finished:
+                return
+            begin_ns, fetches, step, marked = entered
+            recorder = capture.session.recorder
+            if (
+                capture.fetches - fetches >= EVAL_FETCHES
+                and recorder.step == step  # no optimizer step inside: not training
+                and self._modes.marked == marked  # no model.eval()/train() marked inside
+                and not self._modes.in_eval
+            ):
+                recorder.mark("test_begin", t_ns=begin_ns, source="torch.no_grad()")
+                recorder.mark("test_end", source="torch.no_grad()")
+        except Exception:
+            pass
