@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 
 from scaldiag.collect import write_restore, write_snapshot
-from scaldiag.collect.env import RUN_DIR_ENV, TRY_JOURNAL_ENV, TRY_OWN_ENV
-from scaldiag.collect.write_journal import JOURNAL, RESTORED, absolute, targets
+from scaldiag.collect.env import RUN_DIR_ENV, TRY_JOURNAL_ENV, TRY_KEY_ENV, TRY_OWN_ENV
+from scaldiag.collect.write_journal import JOURNAL, RESTORED, absolute, signed, targets
 
 ROOT = Path(__file__).resolve().parents[1]
+KEY = os.urandom(32)  # the key try gives each round's child: its entries are signed with it
 
 CHILD = r"""
 import os, shutil, sys, multiprocessing
@@ -92,6 +93,7 @@ def _run_child(tmp_path: Path, user: Path, other: Path, hang: bool = False):
         "PYTHONPATH": str(ROOT),
         TRY_JOURNAL_ENV: str(journal),
         TRY_OWN_ENV: str(own),
+        TRY_KEY_ENV: KEY.hex(),
         RUN_DIR_ENV: str(own / "run"),
         "READY": str(own / "ready"),
         "HANG": "1" if hang else "",
@@ -110,7 +112,7 @@ def test_every_write_of_a_child_is_put_back(tmp_path):
     assert (user / "model.pt").read_bytes() == b"new weights+worker"  # it did write
     assert not (user / "olddir").exists() and (user / "moved.txt").exists()
     inode = (user / "ckpt.pt").stat().st_ino
-    assert write_restore.restore(journal) == []
+    assert write_restore.restore(journal, KEY) == []
     assert _state(user, other) == before
     assert (user / "ckpt.pt").stat().st_ino != inode  # the user's own file, not a copy of it
     assert (journal / RESTORED).exists() and not (journal / "backups").exists()
@@ -127,10 +129,10 @@ def test_a_child_killed_mid_round_is_put_back_from_its_journal(tmp_path):
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
-    assert write_restore.read_entries(journal)
-    assert write_restore.restore(journal) == []
+    assert write_restore.read_entries(journal, KEY)
+    assert write_restore.restore(journal, KEY) == []
     assert _state(user, other) == before
-    assert write_restore.restore(journal) == []  # again: nothing left to do, nothing broken
+    assert write_restore.restore(journal, KEY) == []  # again: nothing left to do, nothing broken
 
 
 def test_an_unfinished_journal_is_found_and_a_torn_line_skipped(tmp_path):
@@ -138,10 +140,10 @@ def test_an_unfinished_journal_is_found_and_a_torn_line_skipped(tmp_path):
     journal.mkdir(parents=True)
     created = tmp_path / "created.txt"
     created.write_text("made by the round")
-    line = json.dumps({"path": str(created), "existed": False})
+    line = json.dumps(signed({"path": str(created), "existed": False}, KEY))
     (journal / JOURNAL).write_text(line + "\n" + '{"path": "/x", "exis')  # killed mid-line
     assert write_restore.unfinished(tmp_path / "try") == [journal]
-    assert write_restore.restore(journal) == []
+    assert write_restore.restore(journal, KEY) == []
     assert not created.exists()
     assert write_restore.unfinished(tmp_path / "try") == []
 
@@ -152,8 +154,8 @@ def test_a_path_that_cannot_be_put_back_is_named_and_its_copy_kept(tmp_path):
     entry = {"path": str(tmp_path / "f"), "existed": True, "kind": "file", "how": "copy",
              "backup": "missing", "mode": 0o644, "size_bytes": 1, "ino": 1,
              "mtime_ns": 0, "atime_ns": 0}  # fmt: skip
-    (journal / JOURNAL).write_text(json.dumps(entry) + "\n")
-    problems = write_restore.restore(journal)
+    (journal / JOURNAL).write_text(json.dumps(signed(entry, KEY)) + "\n")
+    problems = write_restore.restore(journal, KEY)
     assert len(problems) >= 1 and str(tmp_path / "f") in problems[0]
     assert not (journal / RESTORED).exists()
 
@@ -182,3 +184,23 @@ def test_a_look_at_the_folders_finds_a_write_no_hook_saw(tmp_path):
     assert write_snapshot.uncovered(changed, {str(tmp_path / "d")}) == [str(tmp_path / "a.txt")]
     _, capped = write_snapshot.snapshot([str(tmp_path)], (), max_entries=1)
     assert capped
+
+
+def test_a_journal_this_machine_s_try_did_not_write_is_never_applied(tmp_path):
+    """A run directory anyone could have written: its 'unfinished journal' must not remove or
+    replace the user's files."""
+    precious = tmp_path / "precious.txt"
+    precious.write_text("the user's")
+    journal = tmp_path / "try" / "1" / f"0-baseline{write_restore.JOURNAL_SUFFIX}"
+    (journal / "backups").mkdir(parents=True)
+    (journal / "backups" / "ab").write_text("an attacker's")
+    crafted = [
+        {"path": str(precious), "existed": False},  # "remove it"
+        {"path": str(precious), "existed": True, "kind": "file", "how": "link", "backup": "ab"},
+        signed({"path": str(precious), "existed": False}, os.urandom(32)),  # another key
+    ]
+    (journal / JOURNAL).write_text("".join(json.dumps(e) + "\n" for e in crafted))
+    problems = write_restore.restore(journal, KEY)
+    assert problems and "not written by this machine's try" in problems[0]
+    assert precious.read_text() == "the user's"
+    assert write_restore.read_entries(journal, KEY) == []

@@ -32,6 +32,9 @@ TRY_KERAS_ENV = (  # scaldiag try: compile's steps_per_execution, PyDataset's wo
 # TRY_OWN (the try's own directory) there first (collect/write_journal.py)
 TRY_JOURNAL_ENV = "SCALDIAG_TRY_JOURNAL"
 TRY_OWN_ENV = "SCALDIAG_TRY_OWN"
+# the key each journal entry is signed with (hex): a journal this machine's try did not write is
+# never applied (collect/write_journal.py)
+TRY_KEY_ENV = "SCALDIAG_TRY_KEY"
 # 0: profile does not record which paths the script writes (run.json ``writes``)
 WRITES_RECORD_ENV = "SCALDIAG_RECORD_WRITES"
 TEARDOWN_ENV = (  # Kineto's own, read when the profiler stops (collect/frameworks/torch_trace.py)

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from scaldiag.collect import write_restore, write_snapshot
-from scaldiag.collect.env import TRY_JOURNAL_ENV, TRY_OWN_ENV
+from scaldiag.collect.env import TRY_JOURNAL_ENV, TRY_KEY_ENV, TRY_OWN_ENV
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.rundir import RUN_JSON, read_json
 
@@ -133,9 +133,11 @@ class Rounds:
         cwd: str,
         written: list[str],
         stopper: Stopper,
+        key: bytes,
     ):
         self.try_dir, self.script, self.args, self.cwd = try_dir, script, args, cwd
         self.stopper = stopper
+        self.key = key
         self.roots, self.shallow = write_snapshot.roots_for(cwd, script, written)
         self.exclude = (str(run_dir),)
 
@@ -148,7 +150,12 @@ class Rounds:
         journal = self.try_dir / f"{name}{write_restore.JOURNAL_SUFFIX}"
         run.mkdir()
         journal.mkdir()
-        env = {**env, TRY_JOURNAL_ENV: str(journal), TRY_OWN_ENV: str(self.try_dir)}
+        env = {
+            **env,
+            TRY_JOURNAL_ENV: str(journal),
+            TRY_OWN_ENV: str(self.try_dir),
+            TRY_KEY_ENV: self.key.hex(),
+        }
         before, _ = write_snapshot.snapshot(self.roots, self.exclude, shallow=self.shallow)
         here = os.getcwd()
         os.chdir(self.cwd)
@@ -159,9 +166,9 @@ class Rounds:
             self.stopper.running.clear()
             os.chdir(here)
         after, _ = write_snapshot.snapshot(self.roots, self.exclude, shallow=self.shallow)
-        journaled = set(write_restore.journaled_paths(journal))
+        journaled = set(write_restore.journaled_paths(journal, self.key))
         unseen = write_snapshot.uncovered(write_snapshot.changed(before, after), journaled)
-        problems = write_restore.restore(journal)
+        problems = write_restore.restore(journal, self.key)
         for sig in read_json(run, RUN_JSON).get("signals_received") or []:
             if sig in {s.name for s in STOP_SIGNALS}:
                 self.stopper.heard(signal.Signals[sig])
@@ -174,20 +181,28 @@ class Rounds:
         }
 
 
-def restore_unfinished(run_dir: Path) -> list[str]:
+def restore_unfinished(run_dir: Path, key: bytes) -> list[str]:
     """An earlier try's rounds that were never put back (it died mid-round), put back now: the
-    lines to say; ScaldiagError where one cannot be (its copies stay in its journal)."""
+    lines to say; ScaldiagError where one cannot be (its copies stay in its journal). Entries not
+    signed with this machine's key (a run directory from elsewhere, or crafted) are never applied.
+    """
     said = []
     for journal in write_restore.unfinished(Path(run_dir) / "try"):
-        problems = write_restore.restore(journal)
-        if problems:
+        problems = write_restore.restore(journal, key)
+        foreign = write_restore.foreign_entries(journal, key)
+        if problems[1 if foreign else 0 :]:
             raise ScaldiagError(
                 f"an earlier try's round could not be put back whole ({journal}): "
                 + "; ".join(problems)
             )
-        n = len(write_restore.journaled_paths(journal))
+        n = len(write_restore.journaled_paths(journal, key))
         said.append(
             f"an earlier try of this run ended mid-round: its {n} written paths put back"
             f" ({journal})"
+            + (
+                f"; {foreign} entries there were not written by this machine's try: not applied"
+                if foreign
+                else ""
+            )
         )
     return said

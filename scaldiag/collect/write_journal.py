@@ -26,6 +26,7 @@ and does nothing else for any other event (the cost of profile's record mode).
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -33,7 +34,13 @@ import stat
 import sys
 import threading
 
-from scaldiag.collect.env import RUN_DIR_ENV, TRY_JOURNAL_ENV, TRY_OWN_ENV, WRITES_RECORD_ENV
+from scaldiag.collect.env import (
+    RUN_DIR_ENV,
+    TRY_JOURNAL_ENV,
+    TRY_KEY_ENV,
+    TRY_OWN_ENV,
+    WRITES_RECORD_ENV,
+)
 
 JOURNAL = "journal.jsonl"  # in the round's journal directory, one entry a line
 RESTORED = "restored.json"  # written by the parent once every entry is back and verified
@@ -122,6 +129,22 @@ def inside(path: str, dirs: tuple[str, ...]) -> bool:
     return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
 
 
+def signed(entry: dict, key: bytes) -> dict:
+    """The entry with its ``mac``: the restore applies only entries signed with this machine's key
+    (a run directory anyone could have written must not direct what is removed or replaced)."""
+    body = json.dumps(entry, sort_keys=True).encode("utf-8", "surrogateescape")
+    return {**entry, "mac": hmac.new(key, body, hashlib.sha256).hexdigest()}
+
+
+def verified(entry: dict, key: bytes) -> bool:
+    mac = entry.get("mac")
+    if not isinstance(mac, str):
+        return False
+    return hmac.compare_digest(
+        signed({k: v for k, v in entry.items() if k != "mac"}, key)["mac"], mac
+    )
+
+
 def backup_name(path: str) -> str:
     return hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:40]
 
@@ -129,8 +152,15 @@ def backup_name(path: str) -> str:
 class Journal:
     """The hook's state in one process: the paths already kept, the journal's file."""
 
-    def __init__(self, journal_dir: str | None, own: tuple[str, ...], record: str | None = None):
+    def __init__(
+        self,
+        journal_dir: str | None,
+        own: tuple[str, ...],
+        record: str | None = None,
+        key: bytes = b"",
+    ):
         self.journal_dir = journal_dir  # contain mode
+        self.key = key
         self.record = record  # record mode: the writes.jsonl path
         self.own = tuple(os.path.realpath(d) for d in own if d)
         self.kept: dict[str, int] = {}  # path -> the level kept (LEVEL)
@@ -200,7 +230,7 @@ class Journal:
             self.fd = os.open(
                 os.path.join(self.journal_dir, JOURNAL), os.O_WRONLY | os.O_APPEND | os.O_CREAT
             )
-        data = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries)
+        data = "".join(json.dumps(signed(e, self.key), sort_keys=True) + "\n" for e in entries)
         os.write(self.fd, data.encode("utf-8", "surrogateescape"))
         os.fsync(self.fd)
 
@@ -296,7 +326,11 @@ def install_from_env() -> Journal | None:
     journal_dir = os.environ.get(TRY_JOURNAL_ENV)
     if journal_dir:
         own = (os.environ.get(TRY_OWN_ENV) or journal_dir, run_dir or journal_dir)
-        _installed = Journal(journal_dir, own)
+        try:
+            key = bytes.fromhex(os.environ.get(TRY_KEY_ENV) or "")
+        except ValueError:
+            key = b""
+        _installed = Journal(journal_dir, own, key=key)
     elif run_dir and os.environ.get(WRITES_RECORD_ENV) != "0":
         _installed = Journal(None, (run_dir,), record=os.path.join(run_dir, WRITES))
     else:

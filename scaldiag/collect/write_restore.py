@@ -18,26 +18,74 @@ import shutil
 import stat
 from pathlib import Path
 
-from scaldiag.collect.write_journal import BACKUPS, JOURNAL, RESTORED
+from scaldiag.collect.write_journal import BACKUPS, JOURNAL, RESTORED, verified
 
 JOURNAL_SUFFIX = ".journal"  # a round's journal directory: RUN_DIR/try/<n>/<round>.journal
 
 
-def read_entries(journal_dir: Path) -> list[dict]:
-    """The journal's entries in the order written; a line torn by a kill is skipped."""
-    out = []
+KEY_FILE = "try.key"  # under $XDG_CACHE_HOME/scaldiag: the key journal entries are signed with
+
+
+def journal_key(env=os.environ) -> bytes:
+    """This machine's (user's) key for signing journal entries, made once (0600); a fresh one for
+    this process where it cannot be kept (then an unfinished journal of this try cannot be put
+    back by a later one, and the later one says so)."""
+    cache = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or "~", ".cache")
+    path = Path(os.path.expanduser(cache)) / "scaldiag" / KEY_FILE
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except (OSError, ValueError):
+        pass
+    key = os.urandom(32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key.hex())
+    except FileExistsError:
+        return journal_key(env)  # another try made it first
+    except OSError:
+        pass
+    return key
+
+
+def _well_formed(entry) -> bool:
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+        return False
+    if not os.path.isabs(entry["path"]) or not isinstance(entry.get("existed"), bool):
+        return False
+    backup = entry.get("backup")
+    return backup is None or (isinstance(backup, str) and backup.isalnum() and len(backup) <= 64)
+
+
+def read_entries(journal_dir: Path, key: bytes | None = None) -> list[dict]:
+    """The journal's entries in the order written, each signed with ``key`` where one is given;
+    a line torn by a kill is skipped, and so is any entry this machine's try did not write."""
+    return _entries(journal_dir, key)[0]
+
+
+def foreign_entries(journal_dir: Path, key: bytes | None) -> int:
+    """How many of the journal's lines this machine's try did not write."""
+    return _entries(journal_dir, key)[1]
+
+
+def _entries(journal_dir: Path, key: bytes | None) -> tuple[list[dict], int]:
+    """(the entries to apply, how many lines were not this machine's try's)."""
+    out, foreign = [], 0
     try:
         text = (Path(journal_dir) / JOURNAL).read_text(encoding="utf-8", errors="surrogateescape")
-    except FileNotFoundError:
-        return []
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return [], 0
     for line in text.splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict) and isinstance(entry.get("path"), str):
-            out.append(entry)
-    return out
+        if not _well_formed(entry) or (key is not None and not verified(entry, key)):
+            foreign += 1
+            continue
+        out.append(entry)
+    return out, foreign
 
 
 def _remove(path: str) -> None:
@@ -121,15 +169,21 @@ def check(entry: dict, backups: Path) -> str | None:
     return None if ok else "changed size or time"
 
 
-def restore(journal_dir: Path) -> list[str]:
+def restore(journal_dir: Path, key: bytes | None) -> list[str]:
     """Every journaled path put back and checked; the problems, one line each (empty: all back,
-    the copies deleted, the journal marked restored)."""
+    the copies deleted, the journal marked restored). Only entries signed with ``key`` are applied
+    (None: every well-formed one, for tests of the mechanism alone); the others are a problem."""
     journal_dir = Path(journal_dir)
     if (journal_dir / RESTORED).exists():  # put back before: its copies are gone, nothing to do
         return []
-    entries = read_entries(journal_dir)
+    entries, foreign = _entries(journal_dir, key)
     backups = journal_dir / BACKUPS
     problems = []
+    if foreign:
+        problems.append(
+            f"{foreign} entries of {journal_dir / JOURNAL} were not written by this machine's"
+            " try (not signed with its key): not applied"
+        )
     for entry in reversed(entries):
         try:
             _put_back(entry, backups)
@@ -165,9 +219,9 @@ def unfinished(try_root: Path) -> list[Path]:
     return sorted(found)
 
 
-def journaled_paths(journal_dir: Path) -> dict[str, bool]:
+def journaled_paths(journal_dir: Path, key: bytes | None = None) -> dict[str, bool]:
     """path -> whether it existed before the round (its oldest entry)."""
     out: dict[str, bool] = {}
-    for entry in read_entries(journal_dir):
+    for entry in read_entries(journal_dir, key):
         out.setdefault(entry["path"], bool(entry.get("existed")))
     return out

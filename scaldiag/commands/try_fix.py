@@ -23,7 +23,7 @@ from pathlib import Path
 
 from scaldiag.analyze import try_stats
 from scaldiag.analyze.try_stats import pair_ratio
-from scaldiag.collect import try_inputs, try_rounds
+from scaldiag.collect import try_inputs, try_rounds, write_restore
 from scaldiag.collect.frameworks.try_fixes import DATALOADER_ENV, KERAS_ENV
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.rundir import TRY_JSON, write_json
@@ -235,7 +235,8 @@ def run(args: argparse.Namespace) -> int:
     budget_s = _budget(args.budget_s)
     if not run_dir.is_dir():
         raise ScaldiagError(f"{args.run_dir}: not a run directory")
-    for said in try_rounds.restore_unfinished(run_dir):  # an earlier try's, before anything
+    key = write_restore.journal_key()
+    for said in try_rounds.restore_unfinished(run_dir, key):  # an earlier try's, before anything
         print(f"scaldiag: {inert(said)}", file=sys.stderr)
     script, script_args, cwd, run_json = try_inputs.script_as_profiled(run_dir)
     json_out = try_inputs.json_path(args.json, run_dir, script)
@@ -254,7 +255,9 @@ def run(args: argparse.Namespace) -> int:
     forecast, no_forecast = _forecast_of_fix(finding, sets)
     with try_rounds.Stopper(budget_s) as stopper:
         written = try_inputs.profiled_writes(run_json)
-        rounds = try_rounds.Rounds(try_dir, run_dir, script, script_args, cwd, written, stopper)
+        rounds = try_rounds.Rounds(
+            try_dir, run_dir, script, script_args, cwd, written, stopper, key
+        )
         kept, trouble = _rounds(rounds, env, rounds_min, rounds_max, forecast, stopper, args)
     result = _result(finding, sets, kept, stopper, forecast, no_forecast)
     result.update(try_dir=str(try_dir), script=script, **trouble)
