@@ -1,5 +1,6 @@
 import glob
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -27,6 +28,24 @@ def raw_space():
 
 
 os.environ.setdefault("COLUMNS", "100")
+
+# SIGINT and SIGQUIT as a terminal or CI gives them to a command. A runner started in the background
+# by a non-interactive shell (`make test > log &`) passes them on ignored, and a script started
+# ignoring SIGINT ignores it, under `python SCRIPT` as under scaldiag: a Ctrl-C test would test how
+# the suite was started (three of them failed so, issue 48).
+TERMINAL_DEFAULTS = (signal.SIGINT, signal.SIGQUIT)
+
+
+def as_a_terminal_starts_it(then=None):
+    """A ``preexec_fn``: TERMINAL_DEFAULTS at their defaults in the child, then ``then()``."""
+
+    def setup():
+        for sig in TERMINAL_DEFAULTS:
+            signal.signal(sig, signal.SIG_DFL)
+        if then is not None:
+            then()
+
+    return setup
 
 
 @pytest.fixture(autouse=True)

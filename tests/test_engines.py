@@ -204,6 +204,16 @@ def test_dask_raises_the_items_error_with_its_type_and_message(dask_engine, trun
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to oneself")
 def test_keyboard_interrupt_stops_the_workers():
+    # SIGINT raises KeyboardInterrupt as under a terminal, even in a suite started ignoring it
+    # (conftest.TERMINAL_DEFAULTS)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _interrupted_map_stops_the_workers()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupted_map_stops_the_workers():
     before = _children()
     # What Ctrl-C does to the caller: SIGINT, here sent while both workers run the SLOW item.
     timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))

@@ -18,7 +18,7 @@ import time
 
 import psutil
 import pytest
-from conftest import ROOT
+from conftest import ROOT, as_a_terminal_starts_it
 
 from scaldiag.record.reader import read_steps
 from scaldiag.record.rundir import read_json, read_jsonl
@@ -71,7 +71,7 @@ def profile(tmp_path, path, *args, preexec_fn=None):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        preexec_fn=preexec_fn,
+        preexec_fn=as_a_terminal_starts_it(preexec_fn),
         cwd=tmp_path,
     )
 

@@ -16,7 +16,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, as_a_terminal_starts_it
 
 from scaldiag.record.rundir import read_json
 
@@ -89,6 +89,7 @@ def start(tmp_path, mode):
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=as_a_terminal_starts_it(),
         cwd=tmp_path,
     )
     return proc, marks

@@ -12,10 +12,18 @@ the script, which is in the same foreground process group, and is not sent
 again. Without a controlling terminal (batch jobs, schedulers, ``timeout``,
 CI) the script gets a process group of its own, so a signal to scaldiag's
 group reaches it once, forwarded, not twice (a second SIGINT would interrupt
-its ``finally:``). The script dies with its launcher: ``PR_SET_PDEATHSIG`` sends it SIGTERM
-if scaldiag itself is killed (SIGKILL, the OOM killer). scaldiag's own failures
-(a full disk, an unwritable run directory) are one line on stderr; they never
-change what the script does or its exit code.
+its ``finally:``). A signal that reached another thread of scaldiag (an
+embedding program's thread, which does not hold it) is forwarded too; SIGINT,
+SIGQUIT and SIGHUP so only without a terminal (with one, the script likely has
+it). The signals are held from the start of ``launch``: one that comes before
+the script starts is forwarded once it has.
+A signal scaldiag was started ignoring (``cmd &`` in a non-interactive shell
+ignores SIGINT and SIGQUIT, ``nohup`` SIGHUP) is left ignored, as ``python
+SCRIPT`` leaves it: neither forwarded nor recorded. The script dies with its
+launcher: ``PR_SET_PDEATHSIG`` sends it SIGTERM if scaldiag itself is killed
+(SIGKILL, the OOM killer). scaldiag's own failures (a full disk, an unwritable
+run directory) are one line on stderr; they never change what the script does
+or its exit code.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ FORWARDED = (
     signal.SIGUSR1,
     signal.SIGUSR2,
 )
+TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)  # a terminal sends these
 SI_KERNEL = (
     0x80  # siginfo si_code of a signal the kernel sent: the terminal's, to its foreground group
 )
@@ -88,26 +97,30 @@ def launch(
     there, and the child's death signal follows the thread that started it.
     """
     command = command or [sys.executable, "-m", "scaldiag.collect.bootstrap", script, *script_args]
-    recording = _try(
-        lambda: start_run_json(run_dir, [sys.executable, script, *script_args]), RUN_JSON
-    )
-    if recording:
-        fields = {"script": script_file.identity(script), **(run_fields or {})}  # try's check
-        _try(lambda: update_run(run_dir, launcher_pid=os.getpid(), **fields), RUN_JSON)
-    env = {**os.environ, **(env or {})}
-    if recording:
-        env[RUN_DIR_ENV] = str(run_dir)
-    else:
-        print(
-            f"scaldiag: cannot record into {shown(run_dir)}: the script runs without capture",
-            file=sys.stderr,
-        )
     watch = _can_watch_signals()
-    own_group = watch and not _controlling_terminal()
+    # Held before anything else: a signal while run.json is started waits for the script, which
+    # gets it, and the run is finalised (it was left 'running', the script never started).
+    forwarded = _forwarded() if watch else ()
+    caught = _Caught(forwarded) if watch else None
     old_mask = (
-        signal.pthread_sigmask(signal.SIG_BLOCK, (*FORWARDED, signal.SIGCHLD)) if watch else None
+        signal.pthread_sigmask(signal.SIG_BLOCK, (*forwarded, signal.SIGCHLD)) if watch else None
     )
     try:
+        recording = _try(
+            lambda: start_run_json(run_dir, [sys.executable, script, *script_args]), RUN_JSON
+        )
+        if recording:
+            fields = {"script": script_file.identity(script), **(run_fields or {})}  # try's check
+            _try(lambda: update_run(run_dir, launcher_pid=os.getpid(), **fields), RUN_JSON)
+        env = {**os.environ, **(env or {})}
+        if recording:
+            env[RUN_DIR_ENV] = str(run_dir)
+        else:
+            print(
+                f"scaldiag: cannot record into {shown(run_dir)}: the script runs without capture",
+                file=sys.stderr,
+            )
+        own_group = watch and not _controlling_terminal()
         child = subprocess.Popen(
             command,
             env=env,
@@ -121,7 +134,11 @@ def launch(
                 if progress_every_s and recording
                 else None
             )
-            code, received = _wait_forwarding(child, progress) if watch else _wait_plain(child)
+            code, received = (
+                _wait_forwarding(child, forwarded, caught, own_group, progress)
+                if watch
+                else _wait_plain(child)
+            )
         finally:
             if (
                 child.poll() is None
@@ -129,8 +146,9 @@ def launch(
                 code, received = child.wait(), []
     finally:
         if watch:
-            _drain(FORWARDED + (signal.SIGCHLD,))
+            _drain((*forwarded, signal.SIGCHLD))
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            caught.restore()  # after the mask: a late duplicate is caught, not scaldiag's end
     if recording:
         _finalise(run_dir, code, received, samplers)
     return code
@@ -192,6 +210,35 @@ def _finalise(run_dir: Path, code: int, received: list[int], samplers: Samplers 
         update_run(run_dir, ended)
 
     _try(write, f"run.json (the run stays marked 'running'; exit code {code})")
+
+
+def _forwarded() -> tuple:
+    """FORWARDED less the signals this process was started ignoring: blocked, an ignored signal is
+    queued, not discarded, and was taken, forwarded to a script that ignores it as well, and the
+    run recorded 'interrupted'."""
+    return tuple(s for s in FORWARDED if signal.getsignal(s) is not signal.SIG_IGN)
+
+
+class _Caught:
+    """The forwarded signals that reached a thread of this process which does not hold them (an
+    embedding program's): Python runs this handler in the main thread, wherever it is in
+    ``launch``; they wait here for the loop, which forwards them. (SIGINT raised KeyboardInterrupt
+    there: out of starting the samplers it ended scaldiag, the script left running.)"""
+
+    def __init__(self, signals: tuple):
+        self.signals: list[int] = []
+        self.before = {s: signal.signal(s, self._catch) for s in signals}
+
+    def _catch(self, signum, frame) -> None:
+        self.signals.append(signum)
+
+    def take(self) -> list[int]:
+        taken, self.signals = self.signals, []
+        return taken
+
+    def restore(self) -> None:
+        for sig, handler in self.before.items():  # None: one not set from Python, the default
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def _can_watch_signals() -> bool:
@@ -278,42 +325,47 @@ def step_count(lines: bytes) -> int:
 
 
 def _wait_forwarding(
-    child: subprocess.Popen, progress: _Progress | None = None
+    child: subprocess.Popen,
+    forwarded: tuple,
+    caught: _Caught,
+    own_group: bool,
+    progress: _Progress | None = None,
 ) -> tuple[int, list[int]]:
     """Wait for the child; forward the signals scaldiag receives (the signals are blocked: taken
     here)."""
     received: list[int] = []
     forwarded_at: dict[int, float] = {}
-    watched = (*FORWARDED, signal.SIGCHLD)
+    watched = (*forwarded, signal.SIGCHLD)
     while True:
+        for sig in caught.take():  # no sender known: the terminal's signals only without one
+            received.append(sig)
+            if own_group or sig not in TERMINAL_SIGNALS:
+                _forward(child, sig, forwarded_at)
         code = child.poll()
         if code is not None:
             return code, received
         if progress is not None:
             progress.tick()
-        try:
-            info = signal.sigtimedwait(watched, 0.5)
-        except (
-            KeyboardInterrupt
-        ):  # SIGINT caught by a thread that did not block it: the terminal's, likely
-            received.append(signal.SIGINT)
-            continue
+        info = signal.sigtimedwait(watched, 0.5)
         if info is None or info.si_signo == signal.SIGCHLD:
             continue
-        sig = info.si_signo
-        received.append(sig)
+        received.append(info.si_signo)
         if (
-            info.si_code == SI_KERNEL
-        ):  # the terminal sent it to the whole foreground group: the script has it
-            continue
-        now = time.monotonic()
-        if now - forwarded_at.get(sig, -FORWARD_COALESCE_S) < FORWARD_COALESCE_S:
-            continue
-        forwarded_at[sig] = now
-        try:
-            child.send_signal(sig)
-        except ProcessLookupError:
-            pass
+            info.si_code != SI_KERNEL
+        ):  # SI_KERNEL: the terminal sent it to the whole foreground group, the script has it
+            _forward(child, info.si_signo, forwarded_at)
+
+
+def _forward(child: subprocess.Popen, sig: int, forwarded_at: dict[int, float]) -> None:
+    """``sig`` sent to the script, unless the same signal was sent within FORWARD_COALESCE_S."""
+    now = time.monotonic()
+    if now - forwarded_at.get(sig, -FORWARD_COALESCE_S) < FORWARD_COALESCE_S:
+        return
+    forwarded_at[sig] = now
+    try:
+        child.send_signal(sig)
+    except ProcessLookupError:
+        pass
 
 
 def _wait_plain(child: subprocess.Popen) -> tuple[int, list[int]]:
@@ -328,8 +380,8 @@ def _wait_plain(child: subprocess.Popen) -> tuple[int, list[int]]:
 
 
 def _drain(signals: tuple) -> None:
-    """Take the signals still pending (a late duplicate), so unblocking them does not kill scaldiag.
-    """
+    """Take the signals still pending (a late duplicate), so that unblocking them does not kill
+    scaldiag."""
     while signal.sigtimedwait(signals, 0) is not None:
         pass
 

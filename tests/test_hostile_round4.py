@@ -1,0 +1,157 @@
+"""Hostile inputs, round 4 (issue 47, "Elsewhere, seen once each"; issue 48's Ctrl-C tests).
+
+Each test failed on the code before it: a SIGINT not forwarded where no terminal sent it, a sample
+file of blank lines read for minutes and called clean, a rank directory without run.json passed
+by ``check``, B/E Kineto events held as dicts, control characters from the record in the HTML
+page, the script's own ``--`` dropped, TensorFlow imported under ``KERAS_BACKEND=torch``, and
+``report -o ''`` replacing ./scaldiag_report.html.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import ROOT, as_a_terminal_starts_it
+
+from scaldiag.record.rundir import read_json
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100", "PYTHONUNBUFFERED": "1"}
+
+# --- signals: the launcher (collect/launcher.py) --------------------------------------------------
+
+# Says READY once its try: has begun; ends by itself after LONG_S, which a test never waits out.
+LONG_S = 120
+SLEEPER = f"""
+import sys, time
+print("READY", flush=True)
+try:
+    time.sleep({LONG_S})
+finally:
+    print("FINALLY done", flush=True)
+"""
+
+# An embedding program: a thread of its own (started before launch, SIGINT not held there) takes
+# a SIGINT once the script is ready, as a process-directed SIGINT may land on any such thread.
+EMBEDDED = """
+import signal, sys, threading
+from pathlib import Path
+from scaldiag.collect.launcher import launch
+
+run_dir, script = Path(sys.argv[1]), sys.argv[2]
+run_dir.mkdir()
+ready = threading.Event()
+
+def embedder_thread():
+    ready.wait()
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+threading.Thread(target=embedder_thread, daemon=True).start()
+import scaldiag.collect.launcher as launcher
+real_popen = launcher.subprocess.Popen
+
+class Popen(real_popen):  # the script's READY line, read before the signal goes
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{**kwargs, "stdout": launcher.subprocess.PIPE})
+        self.stdout.readline()
+        ready.set()
+
+launcher.subprocess.Popen = Popen
+print("CODE", launch(run_dir, script, []), flush=True)
+"""
+
+
+def _script(tmp_path, source=SLEEPER, name="prog.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+@pytest.mark.slow
+def test_a_sigint_caught_by_another_thread_is_forwarded_without_a_terminal(tmp_path):
+    # Before: the launcher took it for the terminal's and waited out the script (LONG_S), or the
+    # KeyboardInterrupt left its loop and run.json was never finalised.
+    embed = _script(tmp_path, EMBEDDED, "embed.py")
+    proc = subprocess.run(
+        [sys.executable, str(embed), str(tmp_path / "run"), str(_script(tmp_path))],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        start_new_session=True,  # no terminal: the script runs in a process group of its own
+        preexec_fn=as_a_terminal_starts_it(),
+        timeout=LONG_S - 30,
+    )
+    assert "CODE -2" in proc.stdout, proc.stderr[-2000:]
+    run = read_json(tmp_path / "run", "run.json")
+    assert (run["status"], run["exit_code"], run["signals_received"]) == (
+        "interrupted",
+        -2,
+        ["SIGINT"],
+    )
+
+
+@pytest.mark.slow
+def test_a_sigint_scaldiag_was_started_ignoring_is_ignored_and_not_recorded(tmp_path):
+    # `scaldiag profile ... &` in a non-interactive shell: SIGINT ignored, as `python SCRIPT &`
+    # ignores it. Before: taken anyway, forwarded to a script that ignored it, and the finished run
+    # recorded 'interrupted'.
+    script = _script(tmp_path, "print('READY', flush=True)\nimport time\ntime.sleep(3)\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(tmp_path / "runs"), script],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert proc.stdout.readline().strip() == "READY"
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=LONG_S)
+    assert proc.returncode == 0, err[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    run = read_json(run_dir, "run.json")
+    assert run["status"] == "finished" and "signals_received" not in run
+
+
+# An embedding program whose run.json start takes a SIGTERM: the launcher's first step.
+EARLY = """
+import os, signal, sys
+from pathlib import Path
+import scaldiag.collect.launcher as launcher
+
+real_start = launcher.start_run_json
+
+def start_then_signalled(*args, **kwargs):
+    real_start(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+launcher.start_run_json = start_then_signalled
+Path(sys.argv[1]).mkdir()
+print("CODE", launcher.launch(Path(sys.argv[1]), sys.argv[2], []), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_signal_before_the_script_starts_reaches_it_and_the_run_is_finalised(tmp_path):
+    # Before: the signal killed the launcher between run.json's start and the script's, and the
+    # run stayed 'running'.
+    proc = subprocess.run(
+        [sys.executable, str(_script(tmp_path, EARLY, "early.py")), str(tmp_path / "run")]
+        + [str(_script(tmp_path))],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        start_new_session=True,
+        timeout=LONG_S - 30,
+    )
+    assert "CODE -15" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+    run = read_json(tmp_path / "run", "run.json")
+    assert (run["status"], run["exit_code"], run["signals_received"]) == (
+        "interrupted",
+        -15,
+        ["SIGTERM"],
+    )
