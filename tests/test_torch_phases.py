@@ -89,6 +89,16 @@ def test_without_a_dataloader_a_new_optimizer_leads_once_it_steps_twice_in_a_row
     assert seen.other_step(first, 11, fetched=True) == (True, None)
 
 
+def test_a_new_optimizer_made_every_step_is_no_phase():
+    model = torch.nn.Linear(2, 2)
+    seen = Optimizers(parameter_bytes)
+    seen.first_lead(torch.optim.SGD(model.parameters(), lr=0.1), 0)
+    for step in range(1, 6):  # the lead changes at every step: steps, not phases to mark
+        made = torch.optim.SGD(model.parameters(), lr=0.1)
+        assert seen.other_step(made, step, fetched=True) == (True, None)
+    assert seen.parameter_ids() == {id(p) for p in model.parameters()}
+
+
 def test_phases_are_read_from_the_marks():
     marks = [
         {"mark": "optimizer", "t_ns": 1, "optimizer": 0, "kind": "SGD", "step": 0, "role": "leads"},

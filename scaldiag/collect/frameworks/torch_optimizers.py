@@ -48,9 +48,9 @@ class Optimizers:
     def __init__(self, parameter_bytes):
         self._parameter_bytes = parameter_bytes  # torch_capture.parameter_bytes
         self._seen: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        # index -> its parameters when first seen, id -> weak reference (the id alone can be a
-        # freed parameter's)
-        self._params: dict[int, dict[int, weakref.ref]] = {}
+        # id(parameter) -> (a weak reference to it, the first optimizer seen updating it): the id
+        # alone can be a freed parameter's; one entry a parameter, however many optimizers
+        self._owners: dict[int, tuple[weakref.ref, int]] = {}
         self.count = 0  # optimizers seen: torch_modes reads its cache again when this grows
         self.lead: Seen | None = None
         self._lead_marks = 0
@@ -91,29 +91,25 @@ class Optimizers:
 
     def parameter_ids(self) -> set[int]:
         """The live parameters of every optimizer seen (a model they update is trained)."""
-        return {
-            key
-            for params in self._params.values()
-            for key, ref in params.items()
-            if ref() is not None
-        }
+        return {key for key, (ref, _) in self._owners.items() if ref() is not None}
 
     def _see(self, optimizer, step: int) -> Seen:
-        params = {id(p): _ref(p) for group in optimizer.param_groups for p in group["params"]}
-        shares = tuple(
-            index
-            for index, earlier in self._params.items()
-            if any((ref := earlier.get(key)) is not None and ref() is not None for key in params)
-        )
+        shares = set()
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                owner = self._owners.get(id(p))
+                if owner is not None and owner[0]() is p:
+                    shares.add(owner[1])
+                elif (ref := _ref(p)) is not None:
+                    self._owners[id(p)] = (ref, self.count)
         seen = Seen(
             self.count,
             type(optimizer).__name__,
             self._parameter_bytes(optimizer),
             step,
-            shares_with=shares,
+            shares_with=tuple(sorted(shares)),
         )
         self._seen[optimizer] = seen
-        self._params[seen.index] = {k: r for k, r in params.items() if r is not None}
         self.count += 1
         return seen
 
@@ -121,9 +117,11 @@ class Optimizers:
         first = not seen.led
         previous, self.lead = self.lead, seen
         seen.led = True
+        # The lead changing again at the next step (a new optimizer made every step, two optimizers
+        # each fetching a batch): steps, not phases, unmarked.
         flapping = step - self._lead_since < 2
         self._lead_since = step
-        if not first and (flapping or self._lead_marks >= MAX_LEAD_MARKS):
+        if previous is not None and (flapping or self._lead_marks >= MAX_LEAD_MARKS):
             return None
         self._lead_marks += 1
         facts = {**self._facts(seen, step), "role": "leads", "new": first}
