@@ -9,6 +9,7 @@ expected.
     python -m bench fuzz --mode rundir --cases 10000 [--jobs J]
     python -m bench fuzz --mode job --cases 10000 [--jobs J]
     python -m bench fuzz --mode calibration --cases 10000 [--jobs J]
+    python -m bench fuzz --mode try --cases 20000 [--jobs J]
     python -m bench fuzz --mode kineto --only N       (case N again, alone)
 
 ``--mode kineto``: the real Kineto fixtures (fixtures/kineto, fixtures/x2_devset/torch_ddp_sync_*)
@@ -235,7 +236,7 @@ def report(results, failures, wall, rss_mb, slowest, cases) -> str:
 # --- --mode kineto / --mode rundir: the CLI itself, in process
 # ------------------------------------------------
 
-CLI_MODES = ("kineto", "rundir", "job", "calibration")
+CLI_MODES = ("kineto", "rundir", "job", "calibration", "try")
 SLOW_S = 10  # a case over this is a failure ("a hang")
 ABORT_S = 30  # and one still running here is stopped, so the run goes on
 INTERNAL_ERROR = 70
@@ -1025,6 +1026,10 @@ def _maker(mode: str):
         from bench.fuzz.calibration_cases import CalibrationCases
 
         return CalibrationCases()
+    if mode == "try":
+        from bench.fuzz.try_cases import TryCases
+
+        return TryCases()
     return KinetoCases() if mode == "kineto" else RunDirCases()
 
 
@@ -1093,6 +1098,7 @@ def cli_report(
         "calibration": (
             "damaged calibration files through `report`, `check`, `compare` of a GPU sweep"
         ),
+        "try": "hostile run directories, commands and flags through `try` (try_cases.py)",
     }[mode]
     total = sum(
         v
