@@ -152,6 +152,9 @@ TRY_FIELDS = {
     "interrupted": _bool,
     "speedup": _opt(_all_of({"median": _num, "low": _num, "high": _num, "pairs": _int})),
     "not_applied": _str,  # why a fix measured nothing (a batch the script's input keeps)
+    "no_forecast": _str,  # why the finding's forecast is not of the fix tried
+    "left_out": _list_of(_str),  # the pairs where a side failed, and why
+    "stopped": _str,  # what ended the try early: "budget", "signal SIGINT"
 }
 GPU_INFO_FIELDS = {
     "index": _int,
