@@ -7,7 +7,6 @@ page, the script's own ``--`` dropped, TensorFlow imported under ``KERAS_BACKEND
 ``report -o ''`` replacing ./scaldiag_report.html.
 """
 
-import json
 import os
 import signal
 import subprocess
@@ -100,7 +99,16 @@ def test_a_sigint_scaldiag_was_started_ignoring_is_ignored_and_not_recorded(tmp_
     # recorded 'interrupted'.
     script = _script(tmp_path, "print('READY', flush=True)\nimport time\ntime.sleep(3)\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(tmp_path / "runs"), script],
+        [
+            sys.executable,
+            "-m",
+            "scaldiag",
+            "profile",
+            "-q",
+            "--out",
+            str(tmp_path / "runs"),
+            script,
+        ],
         env=ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -155,3 +163,62 @@ def test_a_signal_before_the_script_starts_reaches_it_and_the_run_is_finalised(t
         -15,
         ["SIGTERM"],
     )
+
+
+# --- SD211: host samples over intervals a clock tick can measure -------------------------------
+
+
+def test_a_host_tick_too_soon_after_the_last_leaves_its_interval_to_the_next(tmp_path):
+    # The niced sampler runs late on a busy machine, then early: an interval under the kernel's
+    # 10 ms tick read a saturated core 0.0% busy, and SD211 missed 9 processes on 2 cores.
+    from scaldiag.collect.host import HostSampler
+    from scaldiag.record.rundir import JsonlWriter, read_jsonl
+
+    writer = JsonlWriter(tmp_path / "host_samples.jsonl")
+    sampler = HostSampler(writer, os.getpid())
+    for _ in range(3):  # at once: the first samples, the next two measure nothing yet
+        sampler._tick()
+    writer.close()
+    assert len(read_jsonl(tmp_path / "host_samples.jsonl")) == 1
+
+
+def test_sd211_needs_more_than_one_sample():
+    from test_rules_machine import _run
+
+    from scaldiag.rules import sd211_cpu_oversubscribed
+
+    rule = sd211_cpu_oversubscribed.RULE
+    assert rule.check(_run(2, 100, 190, processes=9, ci=0.0)).id == "SD211"
+    assert rule.check(_run(2, 100, 190, processes=9, ci=float("nan"))) is None  # one sample
+
+
+# --- a samples file of blank lines (record/rundir.py's JSONL reader) ------------------------------
+
+
+def test_a_samples_file_of_blank_lines_is_damage_read_in_bounded_work(tmp_path):
+    # Before: 3.4 s of CPU a MiB (a parser exception a line: hours at the 2 GiB cap), and `check`
+    # called the record clean. Work counted in Python lines run, not timed.
+    import shutil
+
+    from conftest import lines_run
+
+    from scaldiag.record.rundir import load_jsonl
+
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "tests" / "golden" / "runs" / "torch_cpu_input_bound", run)
+    samples = run / "host_samples.jsonl"
+    kept, _ = load_jsonl(samples)
+    with open(samples, "ab") as f:
+        f.write(b"\n" * (1 << 20) + b" \n\t\n")
+    (rows, damaged), work = lines_run(load_jsonl, samples)
+    assert rows == kept and damaged == (1 << 20) + 2
+    assert work < 50 * len(kept) + 1000  # per row (7,433 lines here), not per blank line
+    check = subprocess.run(
+        [sys.executable, "-m", "scaldiag", "check", str(run), "--max-step-ms", "1e9"],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert f"host_samples.jsonl: {(1 << 20) + 2} damaged lines skipped" in check.stdout

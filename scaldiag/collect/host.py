@@ -18,6 +18,11 @@ from scaldiag.collect.periodic import PeriodicSampler
 from scaldiag.record.rundir import JsonlWriter
 
 PERIOD_S = 0.1  # 10 Hz: CPU percentages need a window to mean anything
+# A tick that comes sooner after the last sample is skipped, its interval left to the next: the
+# sampler, niced, runs late on a busy machine and then early (5 ms after a tick 95 ms late), and an
+# interval under the kernel's 10 ms clock tick read a saturated core 0.0% busy (SD211's evidence on
+# 9 processes over 2 cores fell under its threshold so, at load 4-7).
+MIN_INTERVAL_S = PERIOD_S / 2
 # Look for new workers once a second (ticks): on Linux by listing /proc (it grows with the machine's
 # processes: beside a JAX training on the H200 host, 186 processes, a look cost 0.43 ms of CPU, more
 # than the rest of a tick: bench/gpu/host_tick_probe.py), elsewhere by psutil's rescan, which reads
@@ -38,8 +43,13 @@ class HostSampler:
         )
         self._cores = ProcCores.or_psutil()
         self.sampler = PeriodicSampler("host", PERIOD_S, self._tick)
+        self._last_s = -MIN_INTERVAL_S  # the first tick samples at once, as before
 
     def _tick(self) -> None:
+        now_s = time.monotonic()
+        if now_s - self._last_s < MIN_INTERVAL_S:
+            return
+        self._last_s = now_s
         cpu_pct, threads, rss, processes = self._tree.totals()
         self._writer.write(
             {

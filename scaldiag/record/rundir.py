@@ -284,29 +284,22 @@ def load_jsonl(path: Path) -> tuple[list[dict], int]:
     """Every complete row that is a JSON object, and how many other lines were skipped.
 
     A torn last line (the writer was killed) is not counted: it is the
-    expected end of a killed run. Damaged lines (invalid UTF-8, not JSON, not
-    an object) are skipped and counted; the rows after them are kept.
+    expected end of a killed run. Damaged lines (blank, invalid UTF-8, not
+    JSON, not an object) are skipped and counted; the rows after them are kept.
+    A line that is no object's (not ``{...}``) is skipped unparsed: a file of
+    blank lines took 3.4 s of CPU a MiB through the parser's exceptions.
     """
     rows, skipped = [], 0
     try:
         with open_regular(path) as f:
-            for raw in _lines(f):
-                if raw is None:  # a line over MAX_LINE_BYTES, or the file past MAX_JSONL_BYTES
-                    skipped += 1
-                    continue
-                try:
-                    row = json.loads(raw.decode("utf-8"))
-                except (
-                    UnicodeDecodeError,
-                    ValueError,
-                    RecursionError,
-                ):  # ValueError: an int of 4,300+ digits
-                    skipped += raw.strip() != b""
-                    continue
-                if isinstance(row, dict):
-                    rows.append(row)
-                else:
-                    skipped += 1
+            for lines, damaged in _line_blocks(f):
+                skipped += damaged
+                for raw in lines:
+                    row = _object_row(raw)
+                    if row is None:
+                        skipped += 1
+                    else:
+                        rows.append(row)
     except FileNotFoundError:
         pass
     except OSError:
@@ -314,22 +307,40 @@ def load_jsonl(path: Path) -> tuple[list[dict], int]:
     return rows, skipped
 
 
-def _lines(f):
-    """The file's complete lines, each at most MAX_LINE_BYTES, the first MAX_JSONL_BYTES of it;
-    None for a line too long (skipped unread) and once for a file too long (the rest unread)."""
-    read = 0
+def _object_row(raw: bytes) -> dict | None:
+    """The JSON object a line holds, or None."""
+    raw = raw.strip()
+    if not (raw.startswith(b"{") and raw.endswith(b"}")):
+        return None
+    try:
+        row = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: an int of 4,300+ digits
+        return None
+    return row if isinstance(row, dict) else None
+
+
+READ_BLOCK_BYTES = 1 << 20
+
+
+def _line_blocks(f):
+    """The file's complete lines, a block read at a time: (the lines of the block that are not
+    empty, each at most MAX_LINE_BYTES, and how many were damage: empty, too long, or the file past
+    MAX_JSONL_BYTES, counted once, the rest unread). A torn last line (the writer was killed) is
+    not damage. Empty lines are dropped in C: a MiB of them is one split, not a million reads."""
+    read, pending, long_line = 0, b"", False
     while True:
-        raw = f.readline(MAX_LINE_BYTES + 1)
-        read += len(raw)
-        if read > MAX_JSONL_BYTES:
-            yield None
+        block = f.read(min(READ_BLOCK_BYTES, MAX_JSONL_BYTES - read))
+        over = not block and read >= MAX_JSONL_BYTES and f.read(1) != b""
+        if not block:
+            if over:
+                yield [], 1
             return
-        if raw.endswith(b"\n"):
-            yield raw
-        elif len(raw) > MAX_LINE_BYTES:
-            while raw and not raw.endswith(b"\n"):  # the rest of the long line, a piece at a time
-                raw = f.readline(MAX_LINE_BYTES + 1)
-                read += len(raw)
-            yield None
-        else:
-            return  # the end, or a torn last line (the writer was killed): not damage
+        read += len(block)
+        lines = (pending + block).split(b"\n")
+        pending = lines.pop()  # after the last newline: the next block's start, or a torn line
+        if long_line and lines:  # the end of a line already over the cap, its start not kept
+            lines[0], long_line = b"", False
+        if len(pending) > MAX_LINE_BYTES:
+            pending, long_line = b"", True
+        kept = [line for line in filter(None, lines) if len(line) <= MAX_LINE_BYTES]
+        yield kept, len(lines) - len(kept)

@@ -20,8 +20,6 @@ threads reads 100% however they wait.
 
 from __future__ import annotations
 
-import math
-
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.rules.base import Evidence, Finding, same_fix
 from scaldiag.rules.knobs import machine as machine_of
@@ -40,8 +38,8 @@ class _Oversubscribed:
         host, cpu = run.host, budget(run)
         if host is None or cpu is None:
             return None
-        spread = 0.0 if math.isnan(host.core_pct_mean_ci95) else host.core_pct_mean_ci95
-        if host.core_pct_mean - spread < BUSY_PCT:
+        spread = host.core_pct_mean_ci95  # NaN from one sample: no interval, no finding
+        if not host.core_pct_mean - spread >= BUSY_PCT:
             return None
         m = machine_of(run)
         # Counted where measured: PyTorch's pool (OMP_NUM_THREADS=1 3.4-7.3x, docs/rules.md).
