@@ -101,7 +101,11 @@ def clock(
     epochs: EpochStats | None,
     steady_ms: float | None,
     steady_ci95: float,
+    bar_style: str | None = None,
 ) -> Clock | None:
+    """``bar_style``: Keras's bar as the script printed it (printed_clock.bar_style): verbose=1
+    leaves each epoch's first step out (and times the whole epoch under steps_per_execution > 1,
+    its first update past step 1); verbose=2 times the whole epoch."""
     if steady_ms is None:
         return None
     scopes = {
@@ -126,7 +130,7 @@ def clock(
             sum(e.batches for e in epochs.epochs if e.epoch in epochs.compared),
             f"{_model_words(epochs)}{_epoch_words(epochs.compared)}: "
             "each epoch's begin to its end, validation and edges in",
-            epochs.ms_per_step_after_first if family == "keras" else None,
+            epochs.ms_per_step_after_first if _after_first(family, bar_style, training) else None,
         )
     eval_ns_per_step = 0.0
     if found:
@@ -161,6 +165,13 @@ def clock(
     parts = _parts(scopes, user, iteration[1] if iteration else 0.0, epochs, eval_ns_per_step / 1e6)
     loop, inner, inner_ms = _inner_loop(training, scopes[user].user_ms)
     return Clock(user, where, scopes, parts, training.get("user_clock"), loop, inner, inner_ms)
+
+
+def _after_first(family: str, bar_style: str | None, training: dict) -> bool:
+    """Keras's bar leaves the epoch's first step out where it is updated at step 1 (verbose=1,
+    one step an execution); a script that printed no bar reads Keras's default, verbose=1."""
+    per_execution = training.get("steps_per_execution") or 1
+    return family == "keras" and bar_style != "verbose2" and per_execution == 1
 
 
 def _waited(scopes: dict[str, Scope]) -> bool:

@@ -18,17 +18,20 @@ Pure: readings, the clock, the recorded periods and marks in; plain data out.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from scaldiag.analyze import intervals as iv
-from scaldiag.analyze import recorded_steps
+from scaldiag.analyze import printed_account, recorded_steps
 from scaldiag.analyze.clock import (
+    LOOP_ITERATION,
+    STEADY_STEP,
+    WHOLE_EPOCH,
     Clock,
 )
 from scaldiag.analyze.epochs import EpochStats
-from scaldiag.analyze.printed_forms import KERAS_BAR, Reading, recognise
+from scaldiag.analyze.printed_forms import ARRIVAL, KERAS_BAR, Reading, recognise
 from scaldiag.analyze.printed_windows import (
     COVERED,
     Figures,
@@ -73,6 +76,11 @@ class Comparison:
     headline: bool = False  # the clock is of the scope the report leads with
     headline_ms: float | None = None  # the headline's figure, where the clock is of its scope
     headline_agrees: bool | None = None  # the clock against the headline's own figure
+    # scaldiag's figure is its record of the clock's own window, ``parts`` all of it (steady,
+    # compile/warm-up, scaldiag's profiler, ...): the clock timed steps no scope's figure is of
+    window: bool = False
+    own_ms: float = 0.0  # of scaldiag's figure, its own cost in this run (not in a plain run)
+    batches_a_step: int | None = None  # a step that loops over batches inside (step_loop)
 
     @property
     def unrecorded(self) -> bool:
@@ -99,6 +107,7 @@ def printed_clock(
     epochs: EpochStats | None,
     training: dict,
     every: list[recorded_steps.Period] | None = None,
+    readings: list[Reading] | None = None,
 ) -> PrintedClock | None:
     """None where the run has no printed record (runs from before it was captured). ``found``: the
     steps the figures are of; ``every``: every step recorded (another model's too), where
@@ -106,9 +115,27 @@ def printed_clock(
     if rows is None:
         return None
     dropped = sum(int(r["dropped"]) for r in rows if isinstance(r.get("dropped"), int))
+    if readings is None:
+        readings = read(rows, training, marks)
+    return reconcile(readings, c, found, marks, epochs, dropped, every, training)
+
+
+def read(rows: list[dict], training: dict, marks: list[dict]) -> list[Reading]:
+    """The clocks in the script's output; Keras's epochs from its callback's marks where its bar
+    prints no ``Epoch k/N`` line (one epoch)."""
     family = _family(training)
-    readings = recognise(rows, family, training.get("global_batch"))
-    return reconcile(readings, c, found, marks, epochs, dropped, every)
+    begins = (
+        [m["t_ns"] for m in marks if m.get("mark") == "epoch_begin" and "fit" in m]
+        if family == "keras"
+        else []
+    )
+    return recognise(rows, family, training.get("global_batch"), begins)
+
+
+def bar_style(readings: list[Reading] | None) -> str | None:
+    """The style of Keras's bar as the script printed it (the last one's), None where none."""
+    styles = [r.style for r in readings or [] if r.form == KERAS_BAR]
+    return styles[-1] if styles else None
 
 
 def _family(training: dict) -> str:
@@ -124,13 +151,19 @@ def reconcile(
     epochs: EpochStats | None,
     dropped: int = 0,
     every: list[recorded_steps.Period] | None = None,
+    training: dict | None = None,
 ) -> PrintedClock:
     # A clock "saw steps scaldiag did not record" against every recorded step, not only those the
     # figures are of (another model's fit is recorded, and compared with nothing)
+    training = training or {}
     every = found if every is None else every
+    stall = printed_account.stalls(marks)
+    readings = [_destalled(r, stall) for r in readings]
     evaluation = iv.of_pairs(recorded_steps.mark_pairs(marks, "test_begin", "test_end"))
     in_evaluation = shares(evaluation, readings) if readings else np.zeros(0)
     counted = recorded_batches(every, readings) if readings else np.zeros(0, np.int64)
+    accumulation = _positive(training.get("gradient_accumulation"))
+    calls = _step_loop(training, c)
     out: list[Comparison] = []
     groups: dict[str, list[Reading]] = {}
     for r, evaluating, recorded in zip(readings, in_evaluation, counted.tolist()):
@@ -144,13 +177,18 @@ def reconcile(
                     "resolution_ms": r.resolution_ms / recorded,  # (it was the total's)
                 }
             )
+        r = _accumulated(r, recorded, accumulation)
+        if calls is not None and r.scope == WHOLE_EPOCH:  # the step is the epoch: one call
+            r = replace(r, scope=LOOP_ITERATION if r.form == ARRIVAL else STEADY_STEP)
         if _unrecorded(r, recorded):
             out.append(_unrecorded_comparison(r, recorded))
             continue
         groups.setdefault(r.what, []).append(r)
     figures = Figures(found, epochs)
+    accountant = printed_account.Accountant(found, marks)
     for group in groups.values():
-        out.append(_compare(group, c, found, epochs, figures))
+        x = _compare(group, c, found, epochs, figures, accountant, training)
+        out.append(replace(x, batches_a_step=calls) if calls and x.ms is not None else x)
     out = _merge_unrecorded(out)
     headline = c.user_scope if c is not None else None
     contradicted = any(
@@ -161,6 +199,46 @@ def reconcile(
         key=lambda x: (x.agrees is not False and x.headline_agrees is not False, x.agrees is None)
     )
     return PrintedClock(out, contradicted, dropped)
+
+
+def _destalled(r: Reading, stall) -> Reading:
+    """A window placed back from its print by the clock's own span, moved back past scaldiag's
+    stalls between (a JAX epoch timer printed after the profiler's 0.3-4 s stop: its window lay
+    in the stop, where no step was, and read as a loop scaldiag did not see)."""
+    if r.span_ms is None or not len(stall[0]):
+        return r
+    begin_ns, skipped = printed_account.walk_back(r.end_ns, int(r.span_ms * 1e6), stall)
+    return replace(r, begin_ns=max(begin_ns, 0), skipped=tuple(skipped))
+
+
+def _positive(value) -> int | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value > 1
+    return value if ok else None
+
+
+def _accumulated(r: Reading, recorded: int, k: int | None) -> Reading:
+    """A clock of micro-batches, where the record knows the gradient accumulation (the Trainer's
+    gradient_accumulation_steps, Lightning's accumulate_grad_batches) and the clock counted k of
+    them a recorded step: its figure a step is k of its own."""
+    if not k or not r.count or not recorded or abs(r.count / recorded - k) > AGREE * k:
+        return r
+    return replace(
+        r,
+        what=f"{r.what} (micro-batches, {k} a step)",
+        ms=r.ms * k if r.ms is not None else None,
+        count=round(r.count / k),
+        resolution_ms=r.resolution_ms * k,
+    )
+
+
+def _step_loop(training: dict, c: Clock | None) -> int | None:
+    """A step that is one call looping over a whole epoch's batches inside (JAX: ``step_loop``)
+    where the record has no epochs of its own: the batches a call (0 where not known)."""
+    if not isinstance(training.get("step_loop"), dict) or (
+        c is not None and WHOLE_EPOCH in c.scopes
+    ):
+        return None
+    return (c.inner_batches if c is not None else None) or 0
 
 
 def _unrecorded(r: Reading, recorded: int) -> bool:
@@ -236,6 +314,8 @@ def _compare(
     found: list[recorded_steps.Period],
     epochs: EpochStats | None,
     figures: Figures,
+    accountant: printed_account.Accountant,
+    training: dict,
 ) -> Comparison:
     first, last = group[0], group[-1]
     base = dict(what=first.what, scope=first.scope, begin_ns=first.begin_ns, end_ns=last.end_ns)
@@ -249,37 +329,27 @@ def _compare(
             note=first.note,
             **base,
         )
+    after_first = _after_first(first, training)
     if c is None or first.scope not in c.scopes:
-        why = "scaldiag recorded no steady steps" if c is None else "scaldiag has no figure of it"
-        return Comparison(
-            shown=last.shown,
-            ms=_mean(group),
-            scaldiag_ms=None,
-            error=None,
-            agrees=None,
-            note=why,
-            **base,
-        )
+        return _by_window(group, c, accountant, after_first, base)
     windows = covered(first.scope, found, epochs)
     on = shares(windows, group)
     compared = [r for r, part in zip(group, on) if r.ms is not None and part >= COVERED]
-    if not compared:
-        return Comparison(
-            shown=last.shown,
-            ms=_mean(group),
-            scaldiag_ms=None,
-            error=None,
-            agrees=None,
-            readings=0,
-            note="no reading on the steps scaldiag's figure "
-            "covers (a compile epoch's, or outside them)",
-            **base,
-        )
+    if not compared:  # (a one-epoch run's bar: its only epoch compiled) its own window, in parts
+        return _by_window(group, c, accountant, after_first, base)
     scope = c.scopes[first.scope]
-    whole = _figure(scope, first, c)
-    after_first = first.form == KERAS_BAR and first.style == "verbose1"
-    # scaldiag's figure over each reading's own steps (a phase's clock beside its phase)
-    local = [figures.over(first.scope, r, after_first) for r in compared]
+    whole = _figure(scope, first, c, training)
+    # scaldiag's figure over each reading's own steps (a phase's clock beside its phase); where
+    # its window holds scaldiag's own profiler or measurements, the window in parts, them named
+    local, accounts = [], []
+    for r in compared:
+        figure, account = figures.over(first.scope, r, after_first), None
+        if accountant.own_share(r.begin_ns, r.end_ns):
+            account = accountant.account(r.begin_ns, r.end_ns, after_first, r.skipped)
+            if account is not None and first.scope in (LOOP_ITERATION, STEADY_STEP):
+                figure = account.ms  # (the steps' figures leave scaldiag's own time out)
+        local.append(figure)
+        accounts.append(account)
     beside = np.array([whole if f is None else f for f in local])
     values = np.array([r.ms for r in compared])
     ms, figure = float(values.mean()), float(beside.mean())
@@ -297,6 +367,7 @@ def _compare(
         _ci(values), 0.0 if math.isnan(scope.ms_ci95) else scope.ms_ci95, resolution_ms
     )
     headline_by = _agrees(ms, headline_ms, headline_spread) if headline else ""
+    own = [a for a in accounts if a is not None]
     return Comparison(
         shown=_shown(compared),
         ms=ms,
@@ -311,8 +382,78 @@ def _compare(
         headline_ms=headline_ms if headline else None,
         headline_agrees=_verdict(headline_by) if headline else None,
         note=_coarse(spread_ms, figure) if by == COARSE else "" if by else _gap(ms, figure),
+        own_ms=float(np.sum([a.own_ms for a in own])) / len(compared),
         **{**base, "begin_ns": compared[0].begin_ns, "end_ns": compared[-1].end_ns},
     )
+
+
+def _by_window(
+    group: list[Reading],
+    c: Clock | None,
+    accountant: printed_account.Accountant,
+    after_first: bool,
+    base: dict,
+) -> Comparison:
+    """The clock beside scaldiag's record of each reading's own window, in parts (steady,
+    compile/warm-up, scaldiag's profiler, evaluation, the rest): the verdict on the total."""
+    pairs = [
+        (r, accountant.account(r.begin_ns, r.end_ns, after_first, r.skipped))
+        for r in group
+        if r.ms is not None
+    ]
+    pairs = [(r, a) for r, a in pairs if a is not None]
+    if not pairs:
+        return Comparison(
+            shown=group[-1].shown,
+            ms=_mean(group),
+            scaldiag_ms=None,
+            error=None,
+            agrees=None,
+            note="no step recorded in its window",
+            **base,
+        )
+    values = np.array([r.ms for r, _ in pairs])
+    beside = np.array([a.ms for _, a in pairs])
+    ms, figure = float(values.mean()), float(beside.mean())
+    resolution_ms = float(np.mean([r.resolution_ms for r, _ in pairs])) / math.sqrt(len(values))
+    spread_ms = _quadrature(_ci(values - beside), resolution_ms)
+    by = _agrees(ms, figure, spread_ms)
+    parts: dict[str, float] = {}
+    for _, a in pairs:
+        for name, part in a.parts:
+            parts[name] = parts.get(name, 0.0) + part / len(pairs)
+    headline = c is not None and base["scope"] == c.user_scope
+    return Comparison(
+        shown=_shown([r for r, _ in pairs]),
+        ms=ms,
+        scaldiag_ms=figure,
+        error=ms / figure - 1,
+        agrees=_verdict(by),
+        by=by if by != COARSE else "",
+        spread_ms=spread_ms,
+        readings=len(pairs),
+        parts=list(parts.items()),
+        headline=headline,
+        headline_ms=_headline_ms(c) if headline else None,
+        note=_coarse(spread_ms, figure) if by == COARSE else "" if by else _gap(ms, figure),
+        window=True,
+        own_ms=float(np.mean([a.own_ms for _, a in pairs])),
+        **{**base, "begin_ns": pairs[0][0].begin_ns, "end_ns": pairs[-1][0].end_ns},
+    )
+
+
+def _headline_ms(c: Clock) -> float:
+    scope = c.scopes[c.user_scope]
+    return scope.ms if scope.reads_last_epoch else scope.user_ms
+
+
+def _after_first(r: Reading, training: dict) -> bool:
+    """Keras's verbose=1 bar times each epoch from its first step's end (Progbar's
+    ``_time_after_first_step``, set where it is updated at step 1: with steps_per_execution > 1
+    its first update is at step k, and the bar times the whole epoch); verbose=2 updates only at
+    the epoch's end, from the bar's creation at the epoch's begin."""
+    per_execution = training.get("steps_per_execution") or 1
+    return r.form == KERAS_BAR and r.style == "verbose1" and per_execution == 1
 
 
 def _ci(values: np.ndarray) -> float:
@@ -359,11 +500,11 @@ def _mean(group: list[Reading]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def _figure(scope, reading: Reading, c: Clock) -> float:
+def _figure(scope, reading: Reading, c: Clock, training: dict) -> float:
     """The figure of the scope the clock is compared with: the headline's own where the clock is
     the one the report leads with (Keras's verbose=1 bar leaves each epoch's first step out)."""
     if reading.form == KERAS_BAR:
-        if reading.style == "verbose1" and scope.ms_after_first is not None:
+        if _after_first(reading, training) and scope.ms_after_first is not None:
             return scope.ms_after_first
         return scope.ms
     if reading.scope == c.user_scope and not scope.reads_last_epoch:

@@ -21,6 +21,7 @@ Pure: rows in, ``Reading`` out. Nothing here knows what scaldiag measured (print
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from dataclasses import replace
@@ -83,10 +84,15 @@ _GLYPHS = re.compile(r"[|━╸╺─█▏▎▍▌▋▊▉#]")
 
 
 def recognise(
-    rows: list[dict], family: str = "", samples_per_step: float | None = None
+    rows: list[dict],
+    family: str = "",
+    samples_per_step: float | None = None,
+    epoch_begins_ns: list[int] | tuple = (),
 ) -> list[Reading]:
     """Every clock reading in the segments, in time order. ``family`` names the loop's bars
-    (Lightning's, the Trainer's); ``samples_per_step`` turns samples/s into a step's time."""
+    (Lightning's, the Trainer's); ``samples_per_step`` turns samples/s into a step's time;
+    ``epoch_begins_ns``: Keras's epochs as its callback marked them (``epoch_begin``), where its
+    bar prints no ``Epoch k/N`` line (Keras 3's ProgbarLogger prints it only when epochs > 1)."""
     segments = [
         (int(r["t_ns"]), r.get("stream", ""), clean(r["text"]))
         for r in rows
@@ -97,7 +103,7 @@ def recognise(
     segments.sort(key=lambda s: s[0])
     readings: list[Reading] = []
     used: set[int] = set()
-    readings += _keras(segments, used)
+    readings += _keras(segments, used, sorted(epoch_begins_ns))
     readings += _bars(segments, used, family)
     readings += _hf(segments, used, samples_per_step)
     readings += timers(segments, used, samples_per_step)
@@ -116,14 +122,20 @@ def _bounded(r: Reading) -> Reading:
     return r if begin_ns == r.begin_ns else replace(r, begin_ns=begin_ns)
 
 
-def _keras(segments, used: set[int]) -> list[Reading]:
+def _keras(segments, used: set[int], epoch_begins_ns: list[int]) -> list[Reading]:
     """Each epoch's final line of Keras's bar: the first that reaches its total after the epoch's
-    ``Epoch k/N`` line (redraws before it, evaluate()/predict() bars outside fit, passed over)."""
+    ``Epoch k/N`` line, or, where none was printed (``fit(epochs=1)``), after the epoch's
+    ``epoch_begin`` mark (redraws before it, evaluate()/predict() bars outside fit, passed
+    over)."""
     out: list[Reading] = []
     epoch_begin: int | None = None
     final_seen = True
     last: tuple | None = None  # the epoch's latest bar line (an epoch stopped short)
     for i, (t_ns, _, text) in enumerate(segments):
+        if (epoch_begin is None or final_seen) and _KERAS.match(text):
+            marked = _marked_epoch(epoch_begins_ns, epoch_begin, t_ns)
+            if marked is not None:  # the framework's evidence where the text has none
+                epoch_begin, final_seen, last = marked, False, None
         if _KERAS_EPOCH.match(text):
             if last is not None and not final_seen:
                 out.append(_keras_reading(*last))
@@ -157,11 +169,21 @@ def _keras(segments, used: set[int]) -> list[Reading]:
                     500.0,  # of the total (whole seconds): a step's once its steps are known
                     text,
                     total_ms=float(old["s"]) * 1e3,
+                    span_ms=float(old["s"]) * 1e3,
                 )
             )
     if last is not None and not final_seen:
         out.append(_keras_reading(*last))
     return out
+
+
+def _marked_epoch(begins_ns: list[int], opened_ns: int | None, t_ns: int) -> int | None:
+    """The newest epoch mark at or before ``t_ns`` that no bar line has opened yet: None where the
+    line belongs to an epoch already read (an evaluate() bar after fit's)."""
+    k = bisect.bisect_right(begins_ns, t_ns)
+    if k == 0 or (opened_ns is not None and begins_ns[k - 1] <= opened_ns):
+        return None
+    return begins_ns[k - 1]
 
 
 def _keras_reading(m, text: str, begin_ns: int, end_ns: int) -> Reading:
@@ -290,6 +312,18 @@ def _hf(segments, used: set[int], samples_per_step: float | None) -> list[Readin
             continue
         count = round(runtime_s * 1e3 / ms) if ms > 0 else None
         out.append(
-            Reading(what, HF_METRICS, WHOLE_TRAINING, shown, ms, count, begin_ns, t_ns, res, text)
+            Reading(
+                what,
+                HF_METRICS,
+                WHOLE_TRAINING,
+                shown,
+                ms,
+                count,
+                begin_ns,
+                t_ns,
+                res,
+                text,
+                span_ms=runtime_s * 1e3,
+            )
         )
     return out

@@ -68,6 +68,10 @@ class Reading:
     note: str = ""  # why it cannot be compared
     style: str = ""  # Keras: "verbose1" (the bar) or "verbose2"
     evaluation: bool = False  # a bar over evaluation: no training steps in it
+    # The window was placed back from the print by this (the figure's own span: an epoch's time,
+    # N steps at a timer's ms): a print late by scaldiag's stalls is moved back past them
+    span_ms: float | None = None
+    skipped: tuple = ()  # scaldiag's stalls inside the window the clock did not count
 
 
 def clean(text: str) -> str:

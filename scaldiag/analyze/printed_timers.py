@@ -56,15 +56,18 @@ def timers(segments, used: set[int], samples_per_step: float | None) -> list[Rea
             previous[key] = (t_ns, c)
             begin_ns = before[0] if before else t_ns
             count = c - before[1] if before and c is not None and before[1] is not None else None
+            span_ms = None
             if reading.form == EPOCH_TIME:
-                begin_ns = t_ns - int(reading.total_ms * 1e6)
+                begin_ns, span_ms = t_ns - int(reading.total_ms * 1e6), reading.total_ms
             if epoch_line or reading.form == EPOCH_TIME:
                 count = None  # the steps of an epoch: from the record (printed_clock.py)
             steps = _STEPS.search(text)
             if steps and not epoch_line and reading.form in (TIMER, RATE) and reading.ms:
                 # "phase 2: 1000 steps, 3.1 ms/step": the figure is of those steps, just before
                 count = int(steps[1])
-                begin_ns = t_ns - int(count * reading.ms * 1e6)
+                span_ms = count * reading.ms
+                begin_ns = t_ns - int(span_ms * 1e6)
+            reading = Reading(**{**reading.__dict__, "span_ms": span_ms})
             out.append(_at(reading, begin_ns, t_ns, count if count and count > 0 else None))
     return out
 
@@ -92,7 +95,7 @@ def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Rea
                 )
             )
         else:
-            what = f"your timer ('{m['u']}/{per}' in '{_short(text)}')"
+            what = f"your timer ('{m['u']}/{per}' in '{_short(text)}'){_which(text, m, _PER)}"
             out.append(
                 _reading(
                     what,
@@ -110,7 +113,7 @@ def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Rea
         if value <= 0:
             continue
         shown, res_rel = f"{m['v']} {unit}/s", half_digit(m["v"]) / value
-        what = f"your '{unit}/s' ('{_short(text)}')"
+        what = f"your '{unit}/s' ('{_short(text)}'){_which(text, m, _RATE)}"
         if base in STEP_UNITS:
             out.append(
                 _reading(
@@ -153,6 +156,15 @@ def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Rea
             ms, res = float(duration["v"]), half_digit(duration["v"])
             out.append(_reading(what, TIMER, LOOP_ITERATION, f"{duration['v']} ms", ms, res, text))
     return out
+
+
+def _which(text: str, m, form: re.Pattern) -> str:
+    """Where a line prints several figures of one form ("median 174.81 ms/step ..., mean 174.29
+    ms/step"), each is a clock of its own, named by the word before it."""
+    if sum(1 for _ in form.finditer(text)) < 2:
+        return ""
+    words = re.findall(r"[A-Za-z_]+", text[: m.start()])
+    return f" '{words[-1]}'" if words else f" #{m.start()}"
 
 
 def _reading(what, form, scope, shown, ms, res, text, total_ms=None, note="") -> Reading:

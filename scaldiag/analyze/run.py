@@ -18,7 +18,8 @@ from scaldiag.analyze.batch_memory import DeviceMemory, device_memory
 from scaldiag.analyze.clock import Clock, clock
 from scaldiag.analyze.epochs import EpochStats, epoch_stats
 from scaldiag.analyze.input_cost import InputCost, input_cost, with_input_cost
-from scaldiag.analyze.printed_clock import PrintedClock, printed_clock
+from scaldiag.analyze.printed_clock import PrintedClock, bar_style, printed_clock
+from scaldiag.analyze.printed_clock import read as read_printed
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.stats import Summary, ci95_half_width
 from scaldiag.record.types import RunRecord
@@ -435,6 +436,13 @@ def analyze_record(
     training_ns = (
         (record.steps[0]["begin_ns"], record.steps[-1]["end_ns"]) if record.steps else None
     )
+    # the clocks the script printed: Keras's bar's style is the headline's scope (verbose=2 times
+    # whole epochs, verbose=1 leaves each one's first step out)
+    readings = (
+        read_printed(record.printed, record.training, record.marks)
+        if record.printed is not None
+        else None
+    )
     scopes = clock(
         found,
         record.marks,
@@ -442,6 +450,7 @@ def analyze_record(
         epochs,
         steps.step_time_ms.mean if steps else None,
         steps.step_time_ms.ci95 if steps else math.nan,
+        bar_style(readings),
     )
     ranks = (
         {0: steps, **{r: _record_steps(rec) for r, rec in other_ranks.items()}}
@@ -462,7 +471,7 @@ def analyze_record(
         epochs=epochs,
         clock=scopes,
         printed=printed_clock(
-            record.printed, scopes, found, record.marks, epochs, record.training, every
+            record.printed, scopes, found, record.marks, epochs, record.training, every, readings
         ),
         ranks=ranks,
         slow_rank=slow_rank(ranks),

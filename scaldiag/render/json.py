@@ -204,6 +204,9 @@ _PRINTED_MORE = (
     "headline",
     "headline_ms",
     "headline_agrees",
+    "window",
+    "own_ms",
+    "batches_a_step",
 )
 
 

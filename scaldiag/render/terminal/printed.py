@@ -6,7 +6,7 @@ The clock's names come from the script's output: shown inert (render/terminal/co
 from __future__ import annotations
 
 from scaldiag.analyze.clock import WORDS
-from scaldiag.analyze.printed_clock import Comparison, PrintedClock
+from scaldiag.analyze.printed_clock import AGREE, Comparison, PrintedClock
 
 # Agreements and clocks not compared shown in the default report; the rest under --verbose.
 SHOWN = 3
@@ -23,10 +23,32 @@ def figure(x: Comparison) -> str:
 
 def scaldiag_figure(x: Comparison) -> str:
     parts = " + ".join(f"{name} {ms(part)}" for name, part in x.parts if abs(part) >= 0.005 * x.ms)
+    if x.window:  # the clock's own window, all of it in parts
+        return f"scaldiag over that window: {ms(x.scaldiag_ms)} ms" + (
+            f" = {parts}" if parts else ""
+        )
     step = x.scaldiag_ms - sum(part for _, part in x.parts)
     return f"scaldiag: {ms(x.scaldiag_ms)} ms" + (
         f" = training step {ms(step)} + {parts}" if parts else ""
     )
+
+
+def _beside(x: Comparison) -> str:
+    """What the verdict leaves unsaid: scaldiag's own cost in the clock's figure, the headline
+    beside a window's figure, a call's batches."""
+    said = []
+    if not x.window and x.own_ms >= 0.005 * x.ms:
+        said.append(f"{ms(x.own_ms)} ms of it scaldiag's profiler (not in a plain run)")
+    if x.window and x.headline_ms is not None and abs(x.headline_ms / x.ms - 1) > AGREE:
+        said.append(
+            f"the headline's {ms(x.headline_ms)} ms is of the steady steps, without the rest"
+        )
+    if x.batches_a_step:
+        said.append(
+            f"one call runs {x.batches_a_step:,} batches: {ms(x.ms / x.batches_a_step)} ms a batch"
+            f" (scaldiag {ms(x.scaldiag_ms / x.batches_a_step)})"
+        )
+    return "".join(f"; {s}" for s in said)
 
 
 def _into(ns: int, started_ns: int | None) -> str:
@@ -51,7 +73,7 @@ def disagreement(x: Comparison, started_ns: int | None) -> str:
         )
     return (
         f"Your clock disagrees: {x.what}: {figure(x)}; {scaldiag_figure(x)}, {_off(x)}, beyond 5%"
-        f" and the spread (±{x.spread_ms:.2g} ms): {x.note}."
+        f" and the spread (±{x.spread_ms:.2g} ms): {x.note}{_beside(x)}."
     )
 
 
@@ -63,7 +85,7 @@ def _off(x: Comparison) -> str:
 def agreement(x: Comparison) -> str:
     return (
         f"{x.what}: {figure(x)}; {scaldiag_figure(x)}: agrees "
-        f"({x.scaldiag_ms / x.ms - 1:+.1%}, {x.by})"
+        f"({x.scaldiag_ms / x.ms - 1:+.1%}, {x.by}){_beside(x)}"
     )
 
 

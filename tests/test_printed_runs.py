@@ -1,0 +1,95 @@
+"""The script's clocks in real runs under ``scaldiag profile`` (issue 46's review), reconciled by
+the report: the records in tests/printed_runs/ are those runs' files as written (no trace, no
+samples), on the 2-core CPU machine:
+
+- keras_one_epoch_verbose2: ``tests/keras_mlp.py`` (``fit(epochs=1, verbose=2)``: Keras 3 prints
+  no ``Epoch 1/1`` line), bar ``600/600 - 6s - 11ms/step``;
+- jax_epoch_call: ``tests/jax_epoch_call.py --epochs 5 --samples 6000`` (one jitted call runs an
+  epoch's 187 batches in ``lax.fori_loop``), its ``epoch N: X ms`` timer; epoch 3's line was
+  printed after scaldiag's profiler stop (0.32 s);
+- demo_slow_read: ``examples/train_cnn.py --steps 60 --slow-read`` (``make demo``'s run), its
+  own timer printed after scaldiag's input measurements (6.1 s after training).
+"""
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from scaldiag.analyze.clock import STEADY_STEP, WHOLE_EPOCH
+from scaldiag.analyze.printed_account import PROFILER
+from scaldiag.analyze.printed_clock import AGREE
+from scaldiag.pipeline import diagnose
+from scaldiag.render.terminal import run as terminal_run
+
+RUNS = Path(__file__).parent / "printed_runs"
+
+
+def report(name: str, tmp_path: Path):
+    d = tmp_path / name
+    shutil.copytree(RUNS / name, d)
+    return diagnose(d)
+
+
+def terminal(r) -> str:
+    out = io.StringIO()
+    terminal_run.render(r, Console(file=out, width=80, color_system=None))
+    return out.getvalue()
+
+
+def test_keras_one_epoch_bar_is_keras_s_bar_by_its_epoch_mark(tmp_path):
+    """No ``Epoch 1/1`` line: the epoch's ``epoch_begin`` mark windows the bar (before: read as
+    'your timer ('ms/step' ...)', not compared)."""
+    r = report("keras_one_epoch_verbose2", tmp_path)
+    (x,) = r.analysis.printed.comparisons
+    assert x.what == "Keras's progress bar" and x.scope == WHOLE_EPOCH
+    assert x.shown == "11ms/step" and x.agrees and abs(x.error) <= AGREE
+    assert not r.analysis.printed.headline_contradicted
+
+
+def test_a_verbose2_bar_heads_the_report_with_the_whole_epoch(tmp_path):
+    """verbose=2 times the epoch from its begin, first step in: the headline is that figure
+    (before: the epoch after its first step, 3.86 ms against the bar's 11 ms)."""
+    r = report("keras_one_epoch_verbose2", tmp_path)
+    c = r.analysis.clock
+    scope = c.scopes[WHOLE_EPOCH]
+    assert scope.ms_after_first is None and scope.user_ms == scope.ms
+    (x,) = r.analysis.printed.comparisons
+    assert x.headline and x.headline_agrees
+
+
+def test_a_jax_epoch_call_s_timer_is_compared_per_call_and_per_batch(tmp_path):
+    """The step is the epoch: the epoch timer is the step's (before: not compared, and its
+    reading printed after the profiler's stop was 'recorded none', contradicting the headline)."""
+    r = report("jax_epoch_call", tmp_path)
+    p = r.analysis.printed
+    assert not p.disagreements and not p.headline_contradicted
+    timer = next(x for x in p.comparisons if x.what.startswith("your epoch timer"))
+    assert timer.scope == STEADY_STEP and timer.agrees and abs(timer.error) <= AGREE
+    assert timer.batches_a_step == 187
+    assert all(x.agrees is not None for x in p.comparisons)  # none left "not compared"
+    assert "ms a batch" in terminal(r)
+
+
+def test_a_window_holding_scaldiag_s_profiler_names_it(tmp_path):
+    """The lines' arrival spans the profiler's stop: scaldiag's figure of that window holds it as
+    a part of its own, never as a contradiction."""
+    r = report("jax_epoch_call", tmp_path)
+    arrival = next(x for x in r.analysis.printed.comparisons if x.what.startswith("the arrival"))
+    parts = dict(arrival.parts)
+    assert arrival.window and arrival.agrees
+    assert parts[PROFILER] > 0 and arrival.own_ms == pytest.approx(parts[PROFILER])
+    assert sum(parts.values()) == pytest.approx(arrival.scaldiag_ms)
+
+
+def test_the_demo_s_own_timer_is_compared(tmp_path):
+    """Printed after scaldiag's measurements: its window, placed back from the print, skips them
+    (before: 'counted 120 steps where scaldiag recorded only 48', two false disagreements)."""
+    r = report("demo_slow_read", tmp_path)
+    p = r.analysis.printed
+    assert not p.disagreements and not p.headline_contradicted
+    names = sorted(x.what.rsplit(" ", 1)[-1] for x in p.comparisons)
+    assert names[:2] == ["'mean'", "'median'"]  # two figures of one line, two clocks
+    assert all(x.agrees for x in p.comparisons)
