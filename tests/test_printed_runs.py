@@ -93,3 +93,15 @@ def test_the_demo_s_own_timer_is_compared(tmp_path):
     names = sorted(x.what.rsplit(" ", 1)[-1] for x in p.comparisons)
     assert names[:2] == ["'mean'", "'median'"]  # two figures of one line, two clocks
     assert all(x.agrees for x in p.comparisons)
+
+
+def test_a_bar_of_micro_batches_under_known_accumulation_is_a_step_of_k(tmp_path):
+    """Lightning, ``accumulate_grad_batches=4`` (script.py beside the record): its rich bar, kept
+    in its final line alone, counts 200 batches an epoch at 440.94 it/s; the record knows the
+    accumulation (training.json ``gradient_accumulation``) and recorded 50 optimizer steps there
+    (before: not compared, its window a moment)."""
+    r = report("lightning_accumulate", tmp_path)
+    assert r.analysis.training["gradient_accumulation"] == 4
+    (x,) = r.analysis.printed.comparisons
+    assert x.what.endswith("(micro-batches, 4 a step)") and not x.unrecorded
+    assert x.ms == pytest.approx(4 * 1e3 / 440.94) and x.agrees

@@ -124,12 +124,28 @@ def read(rows: list[dict], training: dict, marks: list[dict]) -> list[Reading]:
     """The clocks in the script's output; Keras's epochs from its callback's marks where its bar
     prints no ``Epoch k/N`` line (one epoch)."""
     family = _family(training)
-    begins = (
-        [m["t_ns"] for m in marks if m.get("mark") == "epoch_begin" and "fit" in m]
-        if family == "keras"
-        else []
+    return recognise(
+        rows,
+        family,
+        training.get("global_batch"),
+        _keras_epochs(marks) if family == "keras" else [],
     )
-    return recognise(rows, family, training.get("global_batch"), begins)
+
+
+def _keras_epochs(marks: list[dict]) -> list[tuple[int, str]]:
+    """Each Keras epoch's begin and, where several models were fitted, its model's name: each
+    model's bar a clock of its own (a fit called in a loop on one model is one clock)."""
+    names = {
+        m.get("model"): str(m.get("model_name") or f"model {m.get('model')}")
+        for m in marks
+        if m.get("mark") == "fit_begin"
+    }
+    several = len(names) > 1
+    return [
+        (m["t_ns"], names.get(m.get("model"), "") if several else "")
+        for m in marks
+        if m.get("mark") == "epoch_begin" and "fit" in m and isinstance(m.get("t_ns"), int)
+    ]
 
 
 def bar_style(readings: list[Reading] | None) -> str | None:

@@ -87,12 +87,13 @@ def recognise(
     rows: list[dict],
     family: str = "",
     samples_per_step: float | None = None,
-    epoch_begins_ns: list[int] | tuple = (),
+    keras_epochs: list[tuple[int, str]] | tuple = (),
 ) -> list[Reading]:
     """Every clock reading in the segments, in time order. ``family`` names the loop's bars
     (Lightning's, the Trainer's); ``samples_per_step`` turns samples/s into a step's time;
-    ``epoch_begins_ns``: Keras's epochs as its callback marked them (``epoch_begin``), where its
-    bar prints no ``Epoch k/N`` line (Keras 3's ProgbarLogger prints it only when epochs > 1)."""
+    ``keras_epochs``: Keras's epochs as its callback marked them (``epoch_begin``: its time, its
+    fit's name where several fits ran), where its bar prints no ``Epoch k/N`` line (Keras 3's
+    ProgbarLogger prints it only when epochs > 1), and whose fit a bar is."""
     segments = [
         (int(r["t_ns"]), r.get("stream", ""), clean(r["text"]))
         for r in rows
@@ -103,7 +104,7 @@ def recognise(
     segments.sort(key=lambda s: s[0])
     readings: list[Reading] = []
     used: set[int] = set()
-    readings += _keras(segments, used, sorted(epoch_begins_ns))
+    readings += _keras(segments, used, sorted(keras_epochs))
     readings += _bars(segments, used, family)
     readings += _hf(segments, used, samples_per_step)
     readings += timers(segments, used, samples_per_step)
@@ -122,18 +123,20 @@ def _bounded(r: Reading) -> Reading:
     return r if begin_ns == r.begin_ns else replace(r, begin_ns=begin_ns)
 
 
-def _keras(segments, used: set[int], epoch_begins_ns: list[int]) -> list[Reading]:
+def _keras(segments, used: set[int], epochs: list[tuple[int, str]]) -> list[Reading]:
     """Each epoch's final line of Keras's bar: the first that reaches its total after the epoch's
     ``Epoch k/N`` line, or, where none was printed (``fit(epochs=1)``), after the epoch's
-    ``epoch_begin`` mark (redraws before it, evaluate()/predict() bars outside fit, passed
-    over)."""
+    ``epoch_begin`` mark (redraws before it passed over). ``epochs``: the marks' times and their
+    fit's name, where several fits ran (each fit's bar a clock of its own). Where the marks are
+    known, a bar line outside every epoch is evaluate()'s or predict()'s: no training clock."""
+    begins = [t for t, _ in epochs]
     out: list[Reading] = []
     epoch_begin: int | None = None
     final_seen = True
     last: tuple | None = None  # the epoch's latest bar line (an epoch stopped short)
     for i, (t_ns, _, text) in enumerate(segments):
         if (epoch_begin is None or final_seen) and _KERAS.match(text):
-            marked = _marked_epoch(epoch_begins_ns, epoch_begin, t_ns)
+            marked = _marked_epoch(begins, epoch_begin, t_ns)
             if marked is not None:  # the framework's evidence where the text has none
                 epoch_begin, final_seen, last = marked, False, None
         if _KERAS_EPOCH.match(text):
@@ -143,11 +146,13 @@ def _keras(segments, used: set[int], epoch_begins_ns: list[int]) -> list[Reading
             epoch_begin, final_seen, last = t_ns, False, None
             continue
         if epoch_begin is None or final_seen:
+            if epochs and _KERAS.match(text):
+                used.add(i)  # evaluate()'s, predict()'s bar
             continue
         m = _KERAS.match(text)
         if m:
             used.add(i)
-            last = (m, text, epoch_begin, t_ns)
+            last = (m, text, epoch_begin, t_ns, _fit_name(epochs, begins, t_ns))
             if m["total"] != "Unknown" and m["n"] == m["total"]:
                 out.append(_keras_reading(*last))
                 final_seen = True
@@ -177,6 +182,11 @@ def _keras(segments, used: set[int], epoch_begins_ns: list[int]) -> list[Reading
     return out
 
 
+def _fit_name(epochs: list[tuple[int, str]], begins: list[int], t_ns: int) -> str:
+    k = bisect.bisect_right(begins, t_ns)
+    return epochs[k - 1][1] if k else ""
+
+
 def _marked_epoch(begins_ns: list[int], opened_ns: int | None, t_ns: int) -> int | None:
     """The newest epoch mark at or before ``t_ns`` that no bar line has opened yet: None where the
     line belongs to an epoch already read (an evaluate() bar after fit's)."""
@@ -186,10 +196,10 @@ def _marked_epoch(begins_ns: list[int], opened_ns: int | None, t_ns: int) -> int
     return begins_ns[k - 1]
 
 
-def _keras_reading(m, text: str, begin_ns: int, end_ns: int) -> Reading:
+def _keras_reading(m, text: str, begin_ns: int, end_ns: int, fit: str = "") -> Reading:
     unit_ms = MS_PER[m["unit"]]
     return Reading(
-        "Keras's progress bar",
+        "Keras's progress bar" + (f" ({fit})" if fit else ""),
         KERAS_BAR,
         WHOLE_EPOCH,
         f"{m['per']}{m['unit']}/step",
@@ -250,6 +260,12 @@ def _bar_reading(bar: dict, family: str) -> list[Reading]:
     # (each redraw is stamped when the next one ends it: the bar's own elapsed time bounds its
     # start)
     begin_ns = min(bar["begin_ns"], end_ns - int(_seconds(m["elapsed"]) * 1e9))
+    # A bar seen in its last line alone (rich draws a live display and leaves its final line; a
+    # Lightning run under profile kept 'Epoch 2/2 ... 200/200 0:00:00 • 0:00:00 440.94it/s' only):
+    # its whole seconds say next to nothing, its count at its rate says the span
+    span_ms = n * ms if bar["begin_ns"] == end_ns else None
+    if span_ms is not None:
+        begin_ns = min(begin_ns, end_ns - int(span_ms * 1e6))
     # The Trainer's bar spans the whole training, and tqdm's closing line is the bar's average
     # from its start: train_runtime's scope (the HF run above: 1.26 s/it, train_runtime 161.1 s
     # over 128 steps)
@@ -267,6 +283,7 @@ def _bar_reading(bar: dict, family: str) -> list[Reading]:
             res,
             bar["text"],
             evaluation=bool(EVALUATION_WORDS.search(desc)),
+            span_ms=span_ms,
         )
     ]
 

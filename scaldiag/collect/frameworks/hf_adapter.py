@@ -124,6 +124,7 @@ def _give_batch(trainer, args) -> None:
     # Known now: the first DataLoader batch (one micro-batch) must not be learned as the batch
     # (torch_capture learns one only while ``batch`` is None).
     capture.batch = (per_replica, source)
+    capture.adapter_facts(gradient_accumulation=int(args.gradient_accumulation_steps))
     given = os.environ.get(GLOBAL_BATCH_ENV, "")
     if not (given.isdigit() and int(given) > 0):  # `scaldiag profile --global-batch` wins
         capture.adapter_facts(

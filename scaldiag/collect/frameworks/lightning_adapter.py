@@ -67,6 +67,10 @@ def _callback_class(base):
 
         def on_fit_start(self, trainer, pl_module):
             _capture().adapter_start()
+            # its bar counts batches: k of them an optimizer step (analyze/printed_clock.py)
+            accumulation = getattr(trainer, "accumulate_grad_batches", None)
+            if isinstance(accumulation, int) and not isinstance(accumulation, bool):
+                _capture().adapter_facts(gradient_accumulation=accumulation)
 
         def on_sanity_check_start(self, trainer, pl_module):
             _capture().adapter_part("sanity check", True, SOURCE)
