@@ -30,7 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv  # as typed: profile reads the script's arguments from it
     _reuse_freed_memory()
     try:
         code = args.func(args)

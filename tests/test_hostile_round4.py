@@ -7,6 +7,7 @@ page, the script's own ``--`` dropped, TensorFlow imported under ``KERAS_BACKEND
 ``report -o ''`` replacing ./scaldiag_report.html.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -222,3 +223,46 @@ def test_a_samples_file_of_blank_lines_is_damage_read_in_bounded_work(tmp_path):
     )
     assert check.returncode == 1, check.stdout + check.stderr
     assert f"host_samples.jsonl: {(1 << 20) + 2} damaged lines skipped" in check.stdout
+
+
+# --- the command line: the script's own `--`, an empty output path ------------------------------
+
+
+def _scaldiag(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "scaldiag", *map(str, args)],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("typed", "got"),
+    [
+        (["--", "--", "--foo"], ["--", "--foo"]),  # before: ["--foo"]
+        (["--", "--"], ["--"]),  # before: []
+        (["--", "--foo"], ["--foo"]),
+        (["a", "--", "b"], ["a", "--", "b"]),
+    ],
+)
+def test_the_script_gets_exactly_what_was_typed_after_the_first_separator(tmp_path, typed, got):
+    script = _script(tmp_path, "import json, sys\nprint('ARGV', json.dumps(sys.argv[1:]))\n")
+    result = _scaldiag("profile", "-q", "--out", tmp_path / "runs", script, *typed)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (said,) = [ln for ln in result.stdout.splitlines() if ln.startswith("ARGV ")]
+    assert json.loads(said.removeprefix("ARGV ")) == got
+
+
+def test_an_empty_output_path_is_refused_and_the_default_file_kept(tmp_path):
+    kept = tmp_path / "scaldiag_report.html"
+    kept.write_text("the user's")
+    run = ROOT / "tests" / "golden" / "runs" / "torch_cpu_input_bound"
+    for option in (["--format", "html", "-o", ""], ["--json", ""]):
+        result = _scaldiag("report", run, *option, cwd=tmp_path)
+        assert result.returncode == 2 and "an empty path" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+    assert kept.read_text() == "the user's"

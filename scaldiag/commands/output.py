@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import stat
@@ -46,6 +47,14 @@ def add_engine(parser) -> None:
     )
 
 
+def output_path(text: str) -> str:
+    """An argparse type for a report's file: an empty path is refused (``-o ''`` was taken as no
+    ``-o`` and replaced ./scaldiag_report.html without a word)."""
+    if text == "":
+        raise argparse.ArgumentTypeError("an empty path: name a file, or '-' for stdout")
+    return text
+
+
 def engine_of(args):
     """The engine ``--engine`` names, as a context manager (scaldiag/engines.py, imported only
     here)."""
@@ -68,6 +77,8 @@ def emit(
     ``json_path`` too (``-``: stdout; the terminal report on stdout then gives way to it).
     ``views``: the timeline formats' (render.VIEW_FORMATS). ``verbose``: the whole terminal report,
     every fix of every framework (the JSON always holds it all)."""
+    if "" in (output, json_path):  # a command whose option has no output_path type
+        raise ScaldiagError("an empty path for the report: name a file, or '-' for stdout")
     to_stdout = output in (None, "-")
     if json_path == "-" and to_stdout and fmt in ("terminal", "json"):
         write(report, "json")

@@ -12,7 +12,13 @@ from scaldiag.collect.env import GLOBAL_BATCH_ENV, TORCHRUN_ENV
 from scaldiag.collect.launcher import launch, uncaptured_command
 from scaldiag.collect.session import new_run_dir
 from scaldiag.collect.sweep import gpus_for, sweep
-from scaldiag.commands.output import add_interconnect, add_verbose, emit, stdout_gone
+from scaldiag.commands.output import (
+    add_interconnect,
+    add_verbose,
+    emit,
+    output_path,
+    stdout_gone,
+)
 from scaldiag.errors import ScaldiagError
 from scaldiag.pipeline import diagnose_run, diagnose_sweep
 from scaldiag.render.terminal.common import exit_text
@@ -34,7 +40,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--out", default="scaldiag_runs", help="where run directories go (default: scaldiag_runs)"
     )
-    p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    p.add_argument("--json", metavar="FILE", type=output_path, help="also write the report as JSON")
     p.add_argument(
         "--gpus",
         metavar="N,N,...",
@@ -149,10 +155,25 @@ def check_script(script: Path) -> None:
         raise ScaldiagError(f"cannot read the script {script}")
 
 
+def script_arguments(argv: list[str] | None, script: str, parsed: list[str]) -> list[str]:
+    """The script's arguments exactly as typed after it, less one ``--`` right after the script
+    (profile's own separator). argparse drops a ``--`` itself in some Python versions (3.11: the
+    first), so they are read from the tail of ``argv`` that argparse left as the script's:
+    ``train.py -- -- --foo`` gives the script ``-- --foo`` (it got ``--foo``)."""
+    n = len(parsed)
+    if argv is None or len(argv) < n + 1:
+        typed = list(parsed)
+    else:
+        at = len(argv) - n  # where argparse's remainder begins
+        dropped = at >= 2 and argv[at - 1] == "--" and argv[at - 2] == script
+        typed = argv[at - 1 :] if dropped else argv[at:]
+    return typed[1:] if typed[:1] == ["--"] else typed
+
+
 def run(args: argparse.Namespace) -> int:
     script = Path(args.script)
     check_script(script)
-    script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
+    script_args = script_arguments(getattr(args, "argv", None), args.script, args.script_args)
     if args.global_batch:  # inherited by every run the command launches
         os.environ[GLOBAL_BATCH_ENV] = str(args.global_batch)
     if (args.gpus or args.emulate) and (

@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 
 from scaldiag.analyze.timeline import RunTimeline, run_timeline
-from scaldiag.commands.output import add_engine, add_interconnect, add_verbose, emit, engine_of
+from scaldiag.commands.output import (
+    add_engine,
+    add_interconnect,
+    add_verbose,
+    emit,
+    engine_of,
+    output_path,
+)
 from scaldiag.errors import TRACE_FAILURES, ScaldiagError
 from scaldiag.pipeline import diagnose, job_trace, read_trace
 from scaldiag.record.reader import read_record
@@ -56,11 +63,15 @@ def add_parser(subparsers) -> None:
         "-o",
         "--output",
         metavar="FILE",
+        type=output_path,
         help="where the report goes ('-': stdout). Default: stdout for term and json, "
         + ", ".join(f"{v} for {k}" for k, v in DEFAULT_FILE.items()),
     )
     p.add_argument(
-        "--json", metavar="FILE", help="also write the report as JSON ('-' for stdout only)"
+        "--json",
+        metavar="FILE",
+        type=output_path,
+        help="also write the report as JSON ('-' for stdout only)",
     )
     add_verbose(p)
     add_interconnect(p)
