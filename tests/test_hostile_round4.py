@@ -266,3 +266,30 @@ def test_an_empty_output_path_is_refused_and_the_default_file_kept(tmp_path):
         assert result.returncode == 2 and "an empty path" in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
     assert kept.read_text() == "the user's"
+
+
+# --- the HTML page: the record's controls made inert (svg.esc, through sanitize.py) ------------
+
+HOSTILE = "evil\x1b]0;title\x07\x1b[2J\u202ereversed"
+
+
+def test_controls_and_bidi_marks_from_the_record_never_reach_the_html_page(tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "tests" / "golden" / "runs" / "torch_cpu_input_bound", run)
+
+    def plant(name, change):
+        data = json.loads((run / name).read_text()) if (run / name).exists() else {}
+        change(data)
+        (run / name).write_text(json.dumps(data))
+
+    plant("run.json", lambda r: r.update(host=HOSTILE, command=["python", f"{HOSTILE}.py"]))
+    plant("training.json", lambda t: t.update(batch_source=HOSTILE, step_source=HOSTILE))
+    plant("inventory.json", lambda i: i.update(gpus=[{"index": 0, "name": HOSTILE}]))
+    page = tmp_path / "page.html"
+    result = _scaldiag("report", run, "--format", "html", "-o", page)
+    assert result.returncode == 0, result.stderr[-2000:]
+    html = page.read_text(encoding="utf-8")
+    assert not {"\x1b", "\x07", "\u202e"} & set(html)
+    assert "evil\\x1b]0;title\\x07" in html  # shown, as escapes

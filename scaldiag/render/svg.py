@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from html import escape
 
+from scaldiag.sanitize import text as inert
+
 # One colour per step-time category, the same in every chart.
 CATEGORY_COLOURS = {
     "compute": "#4c78a8",
@@ -42,7 +44,10 @@ FONT_PX = 11
 
 
 def esc(value: object) -> str:
-    return escape(str(value), quote=True)
+    """``value`` for HTML and SVG: escaped, and inert: controls and bidirectional marks shown as
+    escapes, as on the terminal (sanitize.py; a record's ESC, BEL and U+202E reached the page
+    raw)."""
+    return escape(inert(value), quote=True)
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
