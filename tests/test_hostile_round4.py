@@ -293,3 +293,20 @@ def test_controls_and_bidi_marks_from_the_record_never_reach_the_html_page(tmp_p
     html = page.read_text(encoding="utf-8")
     assert not {"\x1b", "\x07", "\u202e"} & set(html)
     assert "evil\\x1b]0;title\\x07" in html  # shown, as escapes
+
+
+# --- check: a rank's directory without run.json ---------------------------------------------------
+
+
+def test_check_fails_a_rank_directory_of_steps_without_run_json(tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "tests" / "golden" / "runs" / "torch_cpu_input_bound", run)
+    (run / "rank1").mkdir()
+    shutil.copy(run / "steps.jsonl", run / "rank1" / "steps.jsonl")
+    result = _scaldiag("check", run, "--max-step-ms", "1e9")
+    assert result.returncode == 1, result.stdout
+    assert "rank 1's directory (rank1/) holds a record but no run.json" in result.stdout
+    (run / "rank1" / "steps.jsonl").unlink()  # an empty one records nothing: nothing to vouch for
+    assert _scaldiag("check", run, "--max-step-ms", "1e9").returncode == 0

@@ -154,17 +154,25 @@ def _abandoned(run: dict) -> list[str]:
 
 def rank_dirs(run_dir: Path) -> dict[int, Path]:
     """The run directories of ranks > 0 of a multi-process job (``RUN_DIR/rank<R>/``), by rank."""
+    return {r: path for r, path in _named_rank_dirs(run_dir).items() if (path / RUN_JSON).exists()}
+
+
+def unrecorded_rank_dirs(run_dir: Path) -> dict[int, Path]:
+    """A rank's directories that hold files but no run.json: records that cannot say how their
+    rank ended (``check`` passed a rank directory of steps without one)."""
+    return {
+        r: path
+        for r, path in _named_rank_dirs(run_dir).items()
+        if not (path / RUN_JSON).exists() and any(path.iterdir())
+    }
+
+
+def _named_rank_dirs(run_dir: Path) -> dict[int, Path]:
     found = {}
     for path in sorted(Path(run_dir).glob("rank*")):
         suffix = path.name.removeprefix("rank")
         # ASCII digits only: "rank²" is digits to str.isdigit, not to int()
-        if (
-            suffix.isascii()
-            and suffix.isdigit()
-            and len(suffix) <= 9
-            and path.is_dir()
-            and (path / RUN_JSON).exists()
-        ):
+        if suffix.isascii() and suffix.isdigit() and len(suffix) <= 9 and path.is_dir():
             found[int(suffix)] = path
     return found
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from scaldiag import __version__
 from scaldiag.errors import ScaldiagError
-from scaldiag.record.reader import RECORD_NOTE, rank_dirs
+from scaldiag.record.reader import RECORD_NOTE, rank_dirs, unrecorded_rank_dirs
 from scaldiag.record.rundir import RECORD_SCHEMA_VERSION, RUN_JSON, read_json
 from scaldiag.rules.compare import ratio_noise
 from scaldiag.rules.report import RunReport, SweepReport
@@ -175,7 +175,12 @@ def _major(version) -> int:
 
 def rank_problem(run_dir: Path) -> str | None:
     """The first rank (> 0) of a multi-process run whose own run.json says it did not finish
-    cleanly."""
+    cleanly, or that has no run.json to say it."""
+    for rank, path in unrecorded_rank_dirs(run_dir).items():
+        return (
+            f"rank {rank}'s directory ({path.name}/) holds a record but no run.json: how that"
+            " rank ended is unknown"
+        )
     for rank, path in rank_dirs(run_dir).items():
         said = read_json(path, RUN_JSON)
         status, code = said.get("status"), said.get("exit_code")
