@@ -105,3 +105,30 @@ def test_a_bar_of_micro_batches_under_known_accumulation_is_a_step_of_k(tmp_path
     (x,) = r.analysis.printed.comparisons
     assert x.what.endswith("(micro-batches, 4 a step)") and not x.unrecorded
     assert x.ms == pytest.approx(4 * 1e3 / 440.94) and x.agrees
+
+
+def test_each_keras_model_s_bar_is_a_clock_of_its_own_and_evaluate_s_bars_none(tmp_path):
+    """Two models, each fit(epochs=3) (verbose=1 in a pipe) then evaluate() (script.py beside the
+    record): each model's bar beside its own epochs; evaluate()'s bar no "timer" (before: one
+    'Keras's progress bar' over both models, the student's readings dropped, and evaluate()'s
+    bars 'your timer (...)': not compared)."""
+    r = report("keras_two_fits_evaluate", tmp_path)
+    p = r.analysis.printed
+    assert sorted(x.what for x in p.comparisons) == [
+        "Keras's progress bar (student)",
+        "Keras's progress bar (teacher)",
+    ]
+    assert all(x.agrees for x in p.comparisons) and not p.headline_contradicted
+    student = next(x for x in p.comparisons if "student" in x.what)
+    assert student.window and not student.headline  # the headline is the teacher's
+
+
+def test_two_models_timers_and_bars_each_beside_their_own_steps(tmp_path):
+    """tests/keras_two_models.py (verbose=2, an epoch timer each model): the wider model's timer
+    and bar, before not compared or merged with the baseline's (headline contradicted), each
+    beside their own epochs."""
+    r = report("keras_two_models", tmp_path)
+    p = r.analysis.printed
+    assert not p.headline_contradicted and not p.disagreements
+    wider = [x for x in p.comparisons if "wider" in x.what]
+    assert len(wider) == 2 and all(x.agrees for x in wider)

@@ -201,7 +201,7 @@ def reconcile(
             continue
         groups.setdefault(r.what, []).append(r)
     figures = Figures(found, epochs)
-    accountant = printed_account.Accountant(found, marks)
+    accountant = printed_account.Accountant(every, marks)  # (another model's steps too)
     for group in groups.values():
         x = _compare(group, c, found, epochs, figures, accountant, training)
         out.append(replace(x, batches_a_step=calls) if calls and x.ms is not None else x)
@@ -347,12 +347,12 @@ def _compare(
         )
     after_first = _after_first(first, training)
     if c is None or first.scope not in c.scopes:
-        return _by_window(group, c, accountant, after_first, base)
+        return _by_window(group, c, found, accountant, after_first, base)
     windows = covered(first.scope, found, epochs)
     on = shares(windows, group)
     compared = [r for r, part in zip(group, on) if r.ms is not None and part >= COVERED]
     if not compared:  # (a one-epoch run's bar: its only epoch compiled) its own window, in parts
-        return _by_window(group, c, accountant, after_first, base)
+        return _by_window(group, c, found, accountant, after_first, base)
     scope = c.scopes[first.scope]
     whole = _figure(scope, first, c, training)
     # scaldiag's figure over each reading's own steps (a phase's clock beside its phase); where
@@ -406,6 +406,7 @@ def _compare(
 def _by_window(
     group: list[Reading],
     c: Clock | None,
+    found: list[recorded_steps.Period],
     accountant: printed_account.Accountant,
     after_first: bool,
     base: dict,
@@ -438,7 +439,12 @@ def _by_window(
     for _, a in pairs:
         for name, part in a.parts:
             parts[name] = parts.get(name, 0.0) + part / len(pairs)
-    headline = c is not None and base["scope"] == c.user_scope
+    # the headline's clock where its window holds steps of the headline's (not another model's)
+    headline = (
+        c is not None
+        and base["scope"] == c.user_scope
+        and bool(recorded_batches(found, [r for r, _ in pairs]).sum())
+    )
     return Comparison(
         shown=_shown([r for r, _ in pairs]),
         ms=ms,

@@ -40,8 +40,11 @@ def _beside(x: Comparison) -> str:
     if not x.window and x.own_ms >= 0.005 * x.ms:
         said.append(f"{ms(x.own_ms)} ms of it scaldiag's profiler (not in a plain run)")
     if x.window and x.headline_ms is not None and abs(x.headline_ms / x.ms - 1) > AGREE:
+        left = [name for name, part in x.parts if name != "steady" and part >= 0.01 * x.ms]
         said.append(
-            f"the headline's {ms(x.headline_ms)} ms is of the steady steps, without the rest"
+            f"the headline's {ms(x.headline_ms)} ms leaves out its " + ", ".join(left)
+            if left
+            else f"the headline says {ms(x.headline_ms)} ms"
         )
     if x.batches_a_step:
         said.append(
