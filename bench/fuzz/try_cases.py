@@ -115,7 +115,8 @@ class TryCases:
             if how == "drop":
                 run.pop("script", None)
             elif how == "digest":
-                run["script"] = {**run.get("script", {}), "sha256": "0" * 64}
+                kept = run.get("script") if isinstance(run.get("script"), dict) else {}
+                run["script"] = {**kept, "sha256": "0" * 64}
             elif how == "path":
                 run["script"] = {"path": str(user / "model.pt"), "sha256": "1" * 64}
             else:
