@@ -155,7 +155,9 @@ def run_case(case: Case, rounds: int, work: Path, save=lambda row: None) -> dict
     row["ceiling"] = (f.get("predicted_speedup") or {}).get("value")
     row["forecast"] = (f.get("forecast") or {}).get("value")
     row["forecast_of"] = ((f.get("forecast") or {}).get("arithmetic") or "").split(":")[0]
-    done = _scaldiag("try", str(run_dir), case.finding, "--rounds", str(rounds), *case.try_args)
+    # exactly `rounds` pairs, as many as the twin's (try would go on while its range is unresolved)
+    pairs = ("--rounds", str(rounds), "--max-rounds", str(rounds))
+    done = _scaldiag("try", str(run_dir), case.finding, *pairs, *case.try_args)
     if done.returncode != 0:
         row["try_error"] = done.stderr.strip()[-500:]
     else:
