@@ -39,6 +39,10 @@ _KINDS = (
 _SHOWN = (*(name for name, _ in _KINDS), "evaluation", PROFILER, MEASURING, "rest")
 
 
+def in_order(parts) -> list[tuple[str, float]]:
+    return sorted(parts, key=lambda part: _SHOWN.index(part[0]))
+
+
 def profiler_pairs(marks: list[dict]) -> list[tuple[int, int]]:
     return recorded_steps.mark_pairs(marks, "trace_start", "trace_started") + (
         recorded_steps.mark_pairs(marks, "trace_stop", "trace_stopped")
@@ -79,6 +83,11 @@ class WindowAccount:
     ms: float  # the window's wall time (less own time the clock did not count) a recorded step
     batches: int
     parts: list[tuple[str, float]]  # ms a step, summing to ms
+
+    def recorded(self) -> WindowAccount:
+        """The parts the record names, the rest out."""
+        parts = [(name, ms) for name, ms in self.parts if name != "rest"]
+        return WindowAccount(sum(ms for _, ms in parts), self.batches, parts)
 
     @property
     def own_ms(self) -> float:
@@ -143,8 +152,7 @@ class Accountant:
         rest_ms = wall_ns / batches / 1e6 - sum(ms for _, ms in parts)
         if rest_ms:
             parts.append(("rest", rest_ms))
-        parts.sort(key=lambda part: _SHOWN.index(part[0]))
-        return WindowAccount(wall_ns / batches / 1e6, batches, parts)
+        return WindowAccount(wall_ns / batches / 1e6, batches, in_order(parts))
 
 
 def _within(s, begin_ns: int, end_ns: int):

@@ -44,7 +44,7 @@ from scaldiag.analyze.printed_reading import (  # (the forms' names, for the rea
     half_digit,
     scaled,
 )
-from scaldiag.analyze.printed_timers import arrivals, timers
+from scaldiag.analyze.printed_timers import arrivals, counted_timers, timers
 
 __all__ = [
     "ARRIVAL",
@@ -107,6 +107,7 @@ def recognise(
     readings += _keras(segments, used, sorted(keras_epochs))
     readings += _bars(segments, used, family)
     readings += _hf(segments, used, samples_per_step)
+    readings += counted_timers(segments, used)
     readings += timers(segments, used, samples_per_step)
     readings += arrivals(segments, used)
     return sorted((_bounded(r) for r in readings if _sane(r)), key=lambda r: r.end_ns)

@@ -72,6 +72,46 @@ def timers(segments, used: set[int], samples_per_step: float | None) -> list[Rea
     return out
 
 
+# A line that begins with its counter and holds a time ("  3 -105.2 (0.775 sec)": JAX's
+# mnist_vae prints its epoch, its test ELBO and time.time() around the epoch so)
+_LEADING = re.compile(r"^\s*(?P<c>\d+)\s+(?=\S)")
+_PAREN_DURATION = re.compile(rf"\(\s*(?P<v>{NUM})\s*(?P<u>ms|secs|sec|seconds|s)\s*\)")
+
+
+def counted_timers(segments, used: set[int]) -> list[Reading]:
+    """A time in parentheses on lines that begin with a counter going up by one: each line's time
+    is the counted unit's (an epoch's, most often; its steps from the record)."""
+    out: list[Reading] = []
+    last: dict[tuple, int] = {}
+    for i, (t_ns, stream, text) in enumerate(segments):
+        if i in used:
+            continue
+        lead, m = _LEADING.match(text), _PAREN_DURATION.search(text)
+        if not lead or not m or _COUNTER.search(text):
+            continue
+        key = (stream, re.sub(r"\d+(?:\.\d+)?", "N", text))
+        c, before = int(lead["c"]), last.get(key)
+        last[key] = int(lead["c"])
+        if before is None or c != before + 1:
+            continue  # (a counter that goes up by one: not any number that starts a line)
+        used.add(i)
+        total_ms = float(m["v"]) * MS_PER[m["u"].lower()]
+        what = f"your epoch timer ('({m['u']})' in '{_short(text)}')"
+        reading = _reading(
+            what,
+            EPOCH_TIME,
+            WHOLE_EPOCH,
+            f"{m['v']} {m['u']}",
+            None,
+            half_digit(m["v"]) * MS_PER[m["u"].lower()],
+            text,
+            total_ms=total_ms,
+        )
+        reading = Reading(**{**reading.__dict__, "span_ms": total_ms})
+        out.append(_at(reading, t_ns - int(total_ms * 1e6), t_ns, None))
+    return out
+
+
 def _at(r: Reading, begin_ns: int, end_ns: int, count: int | None) -> Reading:
     return Reading(**{**r.__dict__, "begin_ns": begin_ns, "end_ns": end_ns, "count": count})
 

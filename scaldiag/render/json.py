@@ -207,6 +207,7 @@ _PRINTED_MORE = (
     "window",
     "own_ms",
     "batches_a_step",
+    "headline_off_ms",
 )
 
 

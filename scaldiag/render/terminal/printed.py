@@ -46,6 +46,13 @@ def _beside(x: Comparison) -> str:
             if left
             else f"the headline says {ms(x.headline_ms)} ms"
         )
+    if x.headline_off_ms is not None and not (x.window and x.headline_ms is not None):
+        said.append(
+            f"the headline's {ms(x.headline_off_ms)} ms is of other steps"
+            if x.headline_scope == x.scope
+            else f"the headline's {ms(x.headline_off_ms)} ms times "
+            f"{WORDS.get(x.headline_scope, x.headline_scope)}, not this"
+        )
     if x.batches_a_step:
         said.append(
             f"one call runs {x.batches_a_step:,} batches: {ms(x.ms / x.batches_a_step)} ms a batch"
