@@ -310,3 +310,37 @@ def test_check_fails_a_rank_directory_of_steps_without_run_json(tmp_path):
     assert "rank 1's directory (rank1/) holds a record but no run.json" in result.stdout
     (run / "rank1" / "steps.jsonl").unlink()  # an empty one records nothing: nothing to vouch for
     assert _scaldiag("check", run, "--max-step-ms", "1e9").returncode == 0
+
+
+# --- Keras on torch: TensorFlow left unimported ---------------------------------------------------
+
+KERAS_ON_TORCH = """
+import sys
+import numpy as np
+import keras
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile("sgd", "mse")
+model.fit(np.zeros((640, 4)), np.zeros((640, 1)), epochs=2, batch_size=8, verbose=0)
+print("TENSORFLOW", "tensorflow" in sys.modules, keras.backend.backend())
+"""
+
+
+@pytest.mark.slow
+def test_keras_on_torch_is_profiled_without_importing_tensorflow(tmp_path):
+    # Before: the input-free measurement's clone_model asked Keras's `tf.available`, which imported
+    # TensorFlow into the script's process (7 s, its log lines on the script's stderr).
+    pytest.importorskip("torch")
+    pytest.importorskip("keras")
+    script = _script(tmp_path, KERAS_ON_TORCH)
+    result = subprocess.run(
+        [sys.executable, "-m", "scaldiag", "profile", "-q", "--out", tmp_path / "runs", script],
+        env={**ENV, "KERAS_BACKEND": "torch"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "TENSORFLOW False torch" in result.stdout, result.stdout[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    training = read_json(run_dir, "training.json")
+    assert training.get("input_free"), "the input-free step was measured all the same"

@@ -280,7 +280,8 @@ def _time_own_step(model, batch, keras, timing: _Timing) -> None:
 
 
 def _time_clone(model, batch, backend: str, keras, timing: _Timing) -> None:
-    clone = _clone(model, keras)
+    with _tensorflow_left_unimported(backend):
+        clone = _clone(model, keras)
     try:
         data = _repeated(_on_device(batch, keras), backend)
         fit = inspect.unwrap(
@@ -313,6 +314,29 @@ def _time_clone(model, batch, backend: str, keras, timing: _Timing) -> None:
         del clone
         gc.collect()
     timing.check()
+
+
+@contextlib.contextmanager
+def _tensorflow_left_unimported(backend: str):
+    """Keras's serialiser asks ``tf.available`` of every object it clones, which imports
+    TensorFlow: on Keras's torch backend the clone imported it into the user's process (7 s, and
+    its log lines on the script's stderr). Where the backend is not TensorFlow and the script has
+    not imported it, no object can be TensorFlow's: Keras is told it is not there meanwhile."""
+    import sys
+
+    lazy = getattr(sys.modules.get("keras.src.utils.module_utils"), "tensorflow", None)
+    told = (
+        backend != "tensorflow"
+        and "tensorflow" not in sys.modules
+        and getattr(lazy, "_available", False) is None
+    )
+    if told:
+        lazy._available = False
+    try:
+        yield
+    finally:
+        if told and "tensorflow" not in sys.modules:
+            lazy._available = None  # asked again, as Keras would, if the script needs it later
 
 
 def _clone(model, keras):
