@@ -147,3 +147,26 @@ def test_a_counted_line_s_time_of_the_call_and_its_evaluation(tmp_path):
     assert dict(x.parts).keys() == {"steady", "evaluation"}
     assert x.headline_off_ms == pytest.approx(r.analysis.clock.scopes["host_dispatch"].ms)
     assert "not this" in terminal(r)
+
+
+def test_jax_mnist_vae_s_timer_is_the_call_and_its_evaluation(tmp_path):
+    """JAX's examples/mnist_vae.py unmodified (bench/clock/issue46.py's run, 100 epochs of 100
+    batches): before, its '(X sec)' clock was not recognised (the table: +11.1% against the
+    step); after, the call and the evaluation the record holds in each reading's window."""
+    r = report("jax_mnist_vae", tmp_path)
+    (x,) = r.analysis.printed.comparisons
+    assert x.what.endswith("(the call and what follows it)") and x.batches_a_step == 100
+    assert x.agrees and abs(x.error) <= AGREE and x.readings > 90
+
+
+def test_keras_s_final_line_after_validation_is_the_bar_read(tmp_path):
+    """keras-io's autoencoder (validation_data, two fits of one model; steps of 79 ms, so the last
+    batch's update prints '5/5 ... 79ms/step' before validation and finalize prints '5/5 ... 3s
+    143ms/step - loss - val_loss' after it): the user's terminal shows the second. Before: the
+    first was read, against scaldiag's epoch with its validation: -26.6%, the headline
+    CONTRADICTED; after: the final line, agreeing."""
+    r = report("keras_autoencoder_validation", tmp_path)
+    p = r.analysis.printed
+    (x,) = p.comparisons
+    assert x.what == "Keras's progress bar" and x.agrees and abs(x.error) <= AGREE
+    assert not p.headline_contradicted and x.headline_agrees

@@ -26,11 +26,12 @@ from scaldiag.analyze import recorded_steps
 PROFILER = "scaldiag's profiler (not in a plain run)"
 MEASURING = "scaldiag's measurements (not in a plain run)"
 OWN_PARTS = (PROFILER, MEASURING)
+COMPILING = "compile/warm-up"
 # The window's parts, in the order each claims its time (a traced step is the profiler's, not a
 # steady step; evaluation outside the steps; the rest last).
 _KINDS = (
     ("steady", (recorded_steps.STEADY,)),
-    ("compile/warm-up", (recorded_steps.WARMUP, recorded_steps.COMPILE)),
+    (COMPILING, (recorded_steps.WARMUP, recorded_steps.COMPILE)),
     ("input prefetch", (recorded_steps.PREFETCHED,)),
 )
 
@@ -83,6 +84,11 @@ class WindowAccount:
     ms: float  # the window's wall time (less own time the clock did not count) a recorded step
     batches: int
     parts: list[tuple[str, float]]  # ms a step, summing to ms
+
+    @property
+    def compiled(self) -> bool:
+        """The window holds a compile or warm-up step (the framework's evidence)."""
+        return any(name == COMPILING for name, _ in self.parts)
 
     def recorded(self) -> WindowAccount:
         """The parts the record names, the rest out."""

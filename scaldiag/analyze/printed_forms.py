@@ -136,6 +136,14 @@ def _keras(segments, used: set[int], epochs: list[tuple[int, str]]) -> list[Read
     final_seen = True
     last: tuple | None = None  # the epoch's latest bar line (an epoch stopped short)
     for i, (t_ns, _, text) in enumerate(segments):
+        again = _KERAS.match(text) if final_seen and last is not None else None
+        if again and again["n"] == again["total"] == last[0]["total"]:
+            # the epoch's final line, after validation (ProgbarLogger's finalize at on_epoch_end),
+            # where the last batch's update printed its own total before it: the user sees this
+            used.add(i)
+            last = (again, text, *last[2:3], t_ns, *last[4:])
+            out[-1] = _keras_reading(*last)
+            continue
         if (epoch_begin is None or final_seen) and _KERAS.match(text):
             marked = _marked_epoch(begins, epoch_begin, t_ns)
             if marked is not None:  # the framework's evidence where the text has none
@@ -147,8 +155,10 @@ def _keras(segments, used: set[int], epochs: list[tuple[int, str]]) -> list[Read
             epoch_begin, final_seen, last = t_ns, False, None
             continue
         if epoch_begin is None or final_seen:
-            if epochs and _KERAS.match(text):
-                used.add(i)  # evaluate()'s, predict()'s bar
+            if _KERAS.match(text):
+                last = None  # (another bar began: the epoch's final line is read)
+                if epochs:
+                    used.add(i)  # evaluate()'s, predict()'s bar
             continue
         m = _KERAS.match(text)
         if m:
