@@ -273,6 +273,7 @@ class _Builder:
         self.devices: dict[int, _PlaneBuilder] = {}
         self.thread_names: dict[tuple, str] = {}
         self.open: dict[tuple, list] = {}  # B/E pairs per thread
+        self.texts: dict[str, str] = {}  # the open events' names and categories, each once
         self.device_steps: dict[
             int, tuple[list, list, list]
         ] = {}  # GPU-side ProfilerStep#N: starts, ends, N
@@ -294,14 +295,24 @@ class _Builder:
             start = _ns(e.get("ts"))
             if start is not None:
                 self.open.setdefault((_id(e.get("pid")), _id(e.get("tid"))), []).append(
-                    (e, start + self.base_ns)
+                    (*self._kept(e), start + self.base_ns)
                 )
         elif ph == "E":
             stack = self.open.get((_id(e.get("pid")), _id(e.get("tid"))))
             end = _ns(e.get("ts"))
             if stack and end is not None:
-                begin, start = stack.pop()
+                name, cat, pid, tid, args, start = stack.pop()
+                begin = {"name": name, "cat": cat, "pid": pid, "tid": tid, "args": args}
                 self._complete(begin, start, max(end + self.base_ns, start))
+
+    def _kept(self, e: dict) -> tuple:
+        """What ``_complete`` reads of an open B event, its strings shared: the whole event held
+        until its E took 13x the file's size for a file of 1M B events (984 MB for 75 MB)."""
+        name, cat = e.get("name"), e.get("cat")
+        name = self.texts.setdefault(name, name) if isinstance(name, str) else name
+        cat = self.texts.setdefault(cat, cat) if isinstance(cat, str) else cat
+        args = e.get("args") or None  # an empty one is as none to _complete
+        return name, cat, e.get("pid"), e.get("tid"), args
 
     def _complete(self, e: dict, start: int, end: int) -> None:
         name = e.get("name")
