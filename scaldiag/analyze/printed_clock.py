@@ -39,6 +39,7 @@ from scaldiag.analyze.printed_windows import (
     covered,
     recorded_batches,
     shares,
+    touching_batches,
 )
 from scaldiag.analyze.stats import ci95_half_width
 
@@ -182,11 +183,14 @@ def reconcile(
     evaluation = iv.of_pairs(recorded_steps.mark_pairs(marks, "test_begin", "test_end"))
     in_evaluation = shares(evaluation, readings) if readings else np.zeros(0)
     counted = recorded_batches(every, readings) if readings else np.zeros(0, np.int64)
+    touching = touching_batches(every, readings) if readings else np.zeros(0, np.int64)
     accumulation = _positive(training.get("gradient_accumulation"))
     calls = _step_loop(training, c)
     out: list[Comparison] = []
     groups: dict[str, list[Reading]] = {}
-    for r, evaluating, recorded in zip(readings, in_evaluation, counted.tolist()):
+    for r, evaluating, recorded, touched in zip(
+        readings, in_evaluation, counted.tolist(), touching.tolist()
+    ):
         if r.evaluation or evaluating >= COVERED:
             continue  # evaluation's bars count no training steps
         if r.ms is None and r.total_ms is not None and recorded:
@@ -200,8 +204,8 @@ def reconcile(
         r = _accumulated(r, recorded, accumulation)
         if calls is not None and r.scope == WHOLE_EPOCH:  # the step is the epoch: one call
             r = replace(r, scope=LOOP_ITERATION if r.form == ARRIVAL else STEADY_STEP)
-        if _unrecorded(r, recorded):
-            out.append(_unrecorded_comparison(r, recorded))
+        if _unrecorded(r, touched):
+            out.append(_unrecorded_comparison(r, touched))
             continue
         groups.setdefault(r.what, []).append(r)
     figures = Figures(found, epochs)
@@ -413,7 +417,7 @@ def _compare(
     local, accounts = [], []
     for r in compared:
         figure, account = figures.over(first.scope, r, after_first), None
-        if accountant.own_share(r.begin_ns, r.end_ns):
+        if not r.median and accountant.own_share(r.begin_ns, r.end_ns):  # (a median: unmoved)
             account = accountant.account(r.begin_ns, r.end_ns, after_first, r.skipped)
             if account is not None and first.scope in (LOOP_ITERATION, STEADY_STEP):
                 figure = account.ms  # (the steps' figures leave scaldiag's own time out)

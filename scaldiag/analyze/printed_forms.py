@@ -271,12 +271,12 @@ def _bar_reading(bar: dict, family: str) -> list[Reading]:
     # (each redraw is stamped when the next one ends it: the bar's own elapsed time bounds its
     # start)
     begin_ns = min(bar["begin_ns"], end_ns - int(_seconds(m["elapsed"]) * 1e9))
-    # A bar seen in its last line alone (rich draws a live display and leaves its final line; a
-    # Lightning run under profile kept 'Epoch 2/2 ... 200/200 0:00:00 • 0:00:00 440.94it/s' only):
-    # its whole seconds say next to nothing, its count at its rate says the span
-    span_ms = n * ms if bar["begin_ns"] == end_ns else None
-    if span_ms is not None:
-        begin_ns = min(begin_ns, end_ns - int(span_ms * 1e6))
+    # Its count at its rate is its span (tqdm's closing rate is its count over its time): the
+    # first line is stamped when the next redraw ends it, up to a tenth of a second of steps in
+    # (more on a loaded machine), and rich leaves its final line alone (a Lightning run under
+    # profile kept 'Epoch 2/2 ... 200/200 0:00:00 • 0:00:00 440.94it/s' only)
+    span_ms = n * ms
+    begin_ns = min(begin_ns, end_ns - int(span_ms * 1e6))
     # The Trainer's bar spans the whole training, and tqdm's closing line is the bar's average
     # from its start: train_runtime's scope (the HF run above: 1.26 s/it, train_runtime 161.1 s
     # over 128 steps)

@@ -72,6 +72,7 @@ class Reading:
     # N steps at a timer's ms): a print late by scaldiag's stalls is moved back past them
     span_ms: float | None = None
     skipped: tuple = ()  # scaldiag's stalls inside the window the clock did not count
+    median: bool = False  # the figure is its steps' median ("median 174.81 ms/step"), not a mean
 
 
 def clean(text: str) -> str:

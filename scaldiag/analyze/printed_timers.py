@@ -136,16 +136,17 @@ def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Rea
             )
         else:
             what = f"your timer ('{m['u']}/{per}' in '{_short(text)}'){_which(text, m, _PER)}"
+            reading = _reading(
+                what,
+                TIMER,
+                LOOP_ITERATION,
+                shown,
+                float(m["v"]) * unit_ms,
+                half_digit(m["v"]) * unit_ms,
+                text,
+            )
             out.append(
-                _reading(
-                    what,
-                    TIMER,
-                    LOOP_ITERATION,
-                    shown,
-                    float(m["v"]) * unit_ms,
-                    half_digit(m["v"]) * unit_ms,
-                    text,
-                )
+                Reading(**{**reading.__dict__, "median": bool(_MEDIAN.search(text[: m.start()]))})
             )
     for m in _RATE.finditer(text):
         unit, value = m["u"], float(m["v"])
@@ -196,6 +197,10 @@ def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Rea
             ms, res = float(duration["v"]), half_digit(duration["v"])
             out.append(_reading(what, TIMER, LOOP_ITERATION, f"{duration['v']} ms", ms, res, text))
     return out
+
+
+# A figure named a median by the word just before it ("median 174.81 ms/step", "p50: 3.1 ms/step")
+_MEDIAN = re.compile(r"\b(?:median|p50)\W*$", re.I)
 
 
 def _which(text: str, m, form: re.Pattern) -> str:

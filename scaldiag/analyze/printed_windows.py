@@ -33,16 +33,29 @@ def shares(windows: tuple[np.ndarray, np.ndarray], readings: list[Reading]) -> n
     return np.asarray(inside, float) / lengths
 
 
-def recorded_batches(every: list[recorded_steps.Period], readings: list[Reading]) -> np.ndarray:
-    """The batches of the steps scaldiag recorded inside each reading's window (the periods are
-    in time order and do not overlap: a step inside is one that ends after the window begins and
-    begins before it ends)."""
+def touching_batches(every: list[recorded_steps.Period], readings: list[Reading]) -> np.ndarray:
+    """The batches of the steps that reach into each reading's window at all (one that ends after
+    the window begins and begins before it ends): the lenient count a clock's "steps scaldiag did
+    not record" is judged by (a window between two lines that holds scaldiag's profiler stop holds
+    the edges of the steps around it, and no alarm)."""
     starts = np.array([p.begin_ns for p in every], np.int64)
     ends = np.array([p.end_ns for p in every], np.int64)
     total = np.concatenate([[0], np.cumsum([p.batches for p in every], dtype=np.int64)])
     lo = np.searchsorted(ends, [r.begin_ns for r in readings], "right")
     hi = np.searchsorted(starts, [r.end_ns for r in readings], "left")
     return np.where(hi > lo, total[hi] - total[np.minimum(lo, hi)], 0)
+
+
+def recorded_batches(every: list[recorded_steps.Period], readings: list[Reading]) -> np.ndarray:
+    """The batches of the steps scaldiag recorded inside each reading's window: a step is inside
+    where its midpoint is (the periods are in time order and do not overlap), so windows that tile
+    the run count each step once (JAX's steps ran from one call's begin to the next's: the time
+    between two epoch lines held one step and the edge of the one before, counted as two)."""
+    mids = np.array([(p.begin_ns + p.end_ns) // 2 for p in every], np.int64)
+    total = np.concatenate([[0], np.cumsum([p.batches for p in every], dtype=np.int64)])
+    lo = np.searchsorted(mids, [r.begin_ns for r in readings], "left")
+    hi = np.searchsorted(mids, [r.end_ns for r in readings], "right")
+    return total[hi] - total[lo]
 
 
 def covered(
@@ -100,6 +113,10 @@ class Figures:
 
     def over(self, scope: str, r: Reading, after_first: bool) -> float | None:
         """None where the window holds too few steps of the scope (the scope's figure then)."""
+        if r.median and scope in (LOOP_ITERATION, STEADY_STEP):
+            return (self._iter if scope == LOOP_ITERATION else self._step).median_ms(
+                r.begin_ns, r.end_ns
+            )
         if scope == WHOLE_EPOCH:
             return self._whole_epochs(r, after_first)
         if scope == LOOP_ITERATION:
@@ -129,6 +146,14 @@ class _Spans:
         self.ends = np.array(ends, np.int64)
         self.ns = np.concatenate([[0], np.cumsum(np.array(durations_ns, np.int64))])
         self.batches = np.concatenate([[0], np.cumsum(np.array(batches, np.int64))])
+        self.per_ms = np.array(durations_ns, float) / np.maximum(np.array(batches, float), 1) / 1e6
+
+    def median_ms(self, begin_ns: int, end_ns: int) -> float | None:
+        """The median of the spans inside the window, a batch each (a timer that prints its steps'
+        median; only its readings pay for the pass over their steps)."""
+        lo = int(np.searchsorted(self.begins, begin_ns, "left"))
+        hi = int(np.searchsorted(self.ends, end_ns, "right"))
+        return float(np.median(self.per_ms[lo:hi])) if hi - lo >= 2 else None
 
     def per_batch_ms(self, begin_ns: int, end_ns: int) -> float | None:
         lo = int(np.searchsorted(self.begins, begin_ns, "left"))
