@@ -266,6 +266,9 @@ def test_an_empty_output_path_is_refused_and_the_default_file_kept(tmp_path):
         assert result.returncode == 2 and "an empty path" in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
     assert kept.read_text() == "the user's"
+    for command in (["compare", run, run], ["analyze", run / "trace"]):  # silently no JSON before
+        result = _scaldiag(*command, "--json", "", cwd=tmp_path)
+        assert result.returncode == 2 and "an empty path" in result.stderr, result.stderr
 
 
 # --- the HTML page: the record's controls made inert (svg.esc, through sanitize.py) ------------

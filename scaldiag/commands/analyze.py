@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scaldiag.commands.output import add_engine, add_verbose, emit, engine_of
+from scaldiag.commands.output import add_engine, add_verbose, emit, engine_of, output_path
 from scaldiag.pipeline import diagnose_trace
 
 
@@ -26,7 +26,10 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--run", help="run name under plugins/profile/ (default: the latest)")
     p.add_argument(
-        "--json", metavar="FILE", help="also write the report as JSON ('-' for stdout only)"
+        "--json",
+        metavar="FILE",
+        type=output_path,
+        help="also write the report as JSON ('-' for stdout only)",
     )
     add_verbose(p)
     add_engine(p)

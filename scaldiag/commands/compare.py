@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from scaldiag.commands.output import write_text
+from scaldiag.commands.output import output_path, write_text
 from scaldiag.pipeline import diagnose
 from scaldiag.render import compare as compare_format
 from scaldiag.rules.compare import compare
@@ -24,7 +24,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("before", metavar="RUN_A", help="the run or sweep before")
     p.add_argument("after", metavar="RUN_B", help="the run or sweep after")
     p.add_argument(
-        "--json", metavar="FILE", help="also write the comparison as JSON ('-' for stdout only)"
+        "--json",
+        metavar="FILE",
+        type=output_path,
+        help="also write the comparison as JSON ('-' for stdout only)",
     )
     p.set_defaults(func=run)
 
