@@ -49,6 +49,19 @@ def test_keras_one_epoch_bar_is_keras_s_bar_by_its_epoch_mark(tmp_path):
     assert not r.analysis.printed.headline_contradicted
 
 
+def test_a_one_epoch_bar_is_set_beside_its_window_in_parts(tmp_path):
+    """The one epoch compiled: the bar holds the compile, and scaldiag's record of its window says
+    so, scaldiag's own profiler named (before: "not compared (no reading on the steps scaldiag's
+    figure covers)")."""
+    r = report("keras_one_epoch_verbose2", tmp_path)
+    (x,) = r.analysis.printed.comparisons
+    parts = dict(x.parts)
+    assert x.window and {"steady", "compile/warm-up", PROFILER} <= parts.keys()
+    assert sum(parts.values()) == pytest.approx(x.scaldiag_ms)
+    assert x.own_ms == pytest.approx(parts[PROFILER]) and x.headline and x.headline_agrees
+    assert "compile/warm-up" in terminal(r)
+
+
 def test_a_verbose2_bar_heads_the_report_with_the_whole_epoch(tmp_path):
     """verbose=2 times the epoch from its begin, first step in: the headline is that figure
     (before: the epoch after its first step, 3.86 ms against the bar's 11 ms)."""

@@ -423,6 +423,16 @@ def _compare(
                 figure = account.ms  # (the steps' figures leave scaldiag's own time out)
         local.append(figure)
         accounts.append(account)
+    if first.scope == WHOLE_EPOCH:
+        # Every epoch it read compiled (a one-epoch run's): the user's figure holds the compile, and
+        # scaldiag's own window, in parts, says how much of it is which
+        windows_of = [
+            accountant.account(r.begin_ns, r.end_ns, after_first, r.skipped) for r in compared
+        ]
+        if all(a is not None and a.compiled for a in windows_of):
+            return _by_window(
+                compared, c, found, accountant, after_first, base, epochs_headline=True
+            )
     beside = np.array([whole if f is None else f for f in local])
     values = np.array([r.ms for r in compared])
     ms, figure = float(values.mean()), float(beside.mean())
@@ -468,6 +478,7 @@ def _by_window(
     after_first: bool,
     base: dict,
     recorded_only: bool = False,
+    epochs_headline: bool = False,
 ) -> Comparison:
     """The clock beside scaldiag's record of each reading's own window, in parts (steady,
     compile/warm-up, scaldiag's profiler, evaluation, the rest): the verdict on the total.
@@ -508,6 +519,13 @@ def _by_window(
         and base["scope"] == c.user_scope
         and bool(recorded_batches(found, [r for r, _ in pairs]).sum())
     )
+    headline_ms = _headline_ms(c) if headline else None
+    # the clock of the headline's own epochs (each compiled): set beside the headline too
+    headline_by = (
+        _agrees(ms, headline_ms, _quadrature(_ci(values), resolution_ms))
+        if epochs_headline and headline
+        else ""
+    )
     return Comparison(
         shown=_shown([r for r, _ in pairs]),
         ms=ms,
@@ -519,7 +537,8 @@ def _by_window(
         readings=len(pairs),
         parts=printed_account.in_order(parts.items()),
         headline=headline,
-        headline_ms=_headline_ms(c) if headline else None,
+        headline_ms=headline_ms,
+        headline_agrees=_verdict(headline_by) if epochs_headline and headline else None,
         note=_coarse(spread_ms, figure) if by == COARSE else "" if by else _gap(ms, figure),
         window=True,
         own_ms=float(np.mean([a.own_ms for _, a in pairs])),

@@ -39,7 +39,7 @@ def _beside(x: Comparison) -> str:
     said = []
     if not x.window and x.own_ms >= 0.005 * x.ms:
         said.append(f"{ms(x.own_ms)} ms of it scaldiag's profiler (not in a plain run)")
-    if x.window and x.headline_ms is not None and abs(x.headline_ms / x.ms - 1) > AGREE:
+    if x.window and x.headline_ms is not None and abs(x.headline_ms / x.scaldiag_ms - 1) > AGREE:
         left = [name for name, part in x.parts if name != "steady" and part >= 0.01 * x.ms]
         said.append(
             f"the headline's {ms(x.headline_ms)} ms leaves out its " + ", ".join(left)
