@@ -133,8 +133,7 @@ def _keras_fits(segments, spec) -> list[dict]:
                 "epochs": steady,
                 "steps": f["epochs"][steady[0]]["steps"],
                 "resolution_pct": 100 * res / ms if ms else None,
-                "what": f"Keras ms/step, fit {i} of {len(fits)}, epochs "
-                + ",".join(map(str, steady)),
+                "what": f"Keras ms/step, fit {i} of {len(fits)}, epochs {steady[0]}-{steady[-1]}",
             }
         )
     return out
@@ -186,6 +185,7 @@ def _read_clock(spec: dict, segments, err_segments, machine: str) -> list[dict]:
             g["what"] = spec["what"]
         g["scope"] = spec.get("scope", "steady_step")
         g["stream"] = spec.get("stream", "stdout")
+        g["form"] = spec.get("form") or FORM_OF_KIND.get(kind, "timer")
         per = spec.get(f"samples_per_step_{machine}", spec.get("samples_per_step"))
         if per:
             g["samples_per_step"] = per
@@ -216,10 +216,45 @@ def _printed(rep: dict | None) -> list[dict] | None:
     return c.get("printed") if "printed" in c else None
 
 
+# the harness's clock kinds and the report's clock.printed `what`, as forms of clock: a clock is
+# recognised only by a report entry of its own form (a timer's lines' arrival is another clock)
+FORM_OF_KIND = {
+    "keras_fits": "keras_bar",
+    "keras_progbar": "keras_bar",
+    "tqdm_user": "tqdm",
+    "tqdm_bar": "tqdm",
+    "line_times": "arrival",
+}
+
+
+def _form_of_printed(what: str) -> str:
+    w = (what or "").lower()
+    if "keras" in w:
+        return "keras_bar"
+    if "arrival" in w:
+        return "arrival"
+    if "tqdm" in w or "rich" in w or "bar" in w:
+        return "tqdm"
+    return "timer"
+
+
+def _form_of_clock_what(what: str) -> str:
+    """The form of a harness clock saved without it, from its description."""
+    w = what.lower()
+    if w.startswith("keras"):
+        return "keras_bar"
+    if "tqdm" in w:
+        return "tqdm"
+    if "arrival" in w:
+        return "arrival"
+    return "timer"
+
+
 def _match_printed(clock: dict, printed: list[dict] | None) -> dict:
-    """Recognised: the report lists a printed clock of the same scope whose figure is within 10%
-    of this clock's (the report and the harness read the same lines; 10% covers the harness's
-    choice of epochs). Else the nearest of any scope within 10%."""
+    """Recognised: the report lists a printed clock of the same form (Keras bar, tqdm bar, a
+    printed timer, the arrival of lines) whose figure is within 10% of this clock's (the report
+    and the harness read the same lines; 10% covers the harness's choice of epochs), of the same
+    scope first."""
     if printed is None:
         return {"recognised": None}
     ms = clock.get("ms_per_step")
@@ -228,7 +263,7 @@ def _match_printed(clock: dict, printed: list[dict] | None) -> dict:
     best = None
     for p in printed:
         pm = p.get("ms")
-        if not pm:
+        if not pm or _form_of_printed(p.get("what")) != clock.get("form"):
             continue
         gap = abs(pm / ms - 1.0)
         key = (p.get("scope") != clock.get("scope"), gap)
@@ -285,28 +320,92 @@ def run_one(entry: dict, machine: str, timeout: float, keep: Path) -> dict:
         report_printed_dropped=((rep or {}).get("clock") or {}).get("printed_dropped"),
         headline=_headline(rep),
     )
+    row["clocks"] = _clocks_of(entry, machine, res["segments"], err_segments, rep)
+    return row
+
+
+def _clocks_of(entry: dict, machine: str, segments, err_segments, rep: dict | None) -> list[dict]:
+    """Every clock of the entry read from the run's output, beside scaldiag's figure of its scope
+    and the report's own reading of it."""
+    printed = _printed(rep)
     clocks = []
     for spec in entry.get("clocks") or [entry["clock"]]:
-        for c in _read_clock(spec, res["segments"], err_segments, machine):
+        for c in _read_clock(spec, segments, err_segments, machine):
             s, s_scope = _scaldiag_ms(rep, c["scope"])
             c["scaldiag_ms"] = s
             c["scaldiag_scope"] = s_scope
-            batch = entry.get(f"batch_{machine}", entry.get("batch"))
-            c_samples = c.get("samples_per_step") or batch
-            s_samples = ((rep or {}).get("steps") or {}).get("samples_per_step") or batch
-            c["scaldiag_samples_per_step"] = s_samples
-            if c.get("ms_per_step") and s and c_samples and s_samples:
-                # samples/s on both sides: a clock's step (an epoch in one call) and scaldiag's
-                # step need not hold the same samples
-                c["clock_samples_per_s"] = 1000.0 * c_samples / c["ms_per_step"]
+            if c.get("ms_per_step") and s:
+                c["error_pct"] = 100.0 * (c["ms_per_step"] / s - 1.0)
+            s_samples = ((rep or {}).get("steps") or {}).get("samples_per_step")
+            if c.get("ms_per_step") and s and c.get("samples_per_step") and s_samples:
+                # a clock whose step holds other samples than scaldiag's (an epoch in one call):
+                # samples/s on both sides
+                c["clock_samples_per_s"] = 1000.0 * c["samples_per_step"] / c["ms_per_step"]
                 c["scaldiag_samples_per_s"] = 1000.0 * s_samples / s
                 c["error_pct"] = 100.0 * (
                     c["scaldiag_samples_per_s"] / c["clock_samples_per_s"] - 1
                 )
-            c.update(_match_printed(c, printed))
             clocks.append(c)
-    row["clocks"] = clocks
-    return row
+    _match_all(clocks, printed)
+    return clocks
+
+
+def _match_all(clocks: list[dict], printed: list[dict] | None) -> None:
+    """Each clock's entry in the report's clock.printed. Keras bars of several fits: where the
+    report lists as many Keras bars (one per model, in the order the fits ran) as the harness read
+    fits, the i-th fit is the i-th bar; otherwise (one model fit twice: one bar) by figure."""
+    bars = [c for c in clocks if c.get("fit")]
+    keras = [p for p in (printed or []) if _form_of_printed(p.get("what")) == "keras_bar"]
+    by_order = len(bars) > 1 and len(keras) == len(bars)
+    for c in clocks:
+        if by_order and c.get("fit"):
+            p = keras[c["fit"] - 1]
+            err = p.get("error")
+            c.update(
+                recognised=True,
+                printed=p,
+                agrees=p.get("agrees"),
+                report_error_pct=100.0 * err if isinstance(err, (int, float)) else None,
+            )
+        else:
+            c.update(_match_printed(c, printed))
+
+
+def reclock(saved: Path, report_name: str = "report.json") -> None:
+    """The saved table's runs read again with the manifest's clocks as they are now: each run's
+    arrival-timed stdout (stdout_times.jsonl), stderr and report.json, kept in its work folder."""
+    d = json.loads(saved.read_text())
+    manifest = {e["name"]: e for e in tomllib.loads((HERE / "manifest.toml").read_text())["script"]}
+    for r in d["rows"]:
+        work = Path(r.get("work") or "/nonexistent")
+        if (
+            r.get("skipped")
+            or r["name"] not in manifest
+            or not (work / "stdout_times.jsonl").exists()
+        ):
+            continue
+        segments = [
+            (x["t"], x["text"], "\n")
+            for x in map(json.loads, (work / "stdout_times.jsonl").read_text().splitlines())
+        ]
+        err = _segments_of((work / "stderr.txt").read_bytes())
+        rf = work / report_name
+        rep = json.loads(rf.read_text()) if rf.exists() else None
+        c = (rep or {}).get("clock") or {}
+        r["report_printed"] = _printed(rep)
+        r["report_headline_contradicted"] = c.get("printed_headline_contradicted")
+        r["report_printed_dropped"] = c.get("printed_dropped")
+        r["headline"] = _headline(rep)
+        r["clocks"] = _clocks_of(manifest[r["name"]], d["meta"]["machine"], segments, err, rep)
+    d["meta"]["reclocked"] = (
+        f"clocks read again from the kept runs ({report_name}) with the manifest of git "
+        + (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
+            ).stdout.strip()
+        )
+    )
+    write(d["rows"], d["meta"], saved.with_suffix(".md"))
 
 
 def _headline(rep: dict | None) -> dict | None:
@@ -361,6 +460,8 @@ def write(rows: list[dict], meta: dict, out_md: Path) -> None:
         "- uncommitted changes under scaldiag/ in the tree that ran: "
         + (", ".join(f"`{x.strip()}`" for x in meta["git_dirty"] if x.strip()) or "none"),
         f"- versions: {meta['versions']}",
+        *([f"- {meta['reclocked']}"] if meta.get("reclocked") else []),
+        *([f"- re-reported: {meta['rereported']}"] if meta.get("rereported") else []),
         f"- clocks read: {meta['clocks']}; scaldiag's figure of the same scope within 5%:"
         f" **{meta['within_5pct']}**; median |error| {_f(meta['median_abs_error_pct'], 1)}%;"
         f" recognised by the report itself: **{meta['recognised']}**",
@@ -385,18 +486,23 @@ def write(rows: list[dict], meta: dict, out_md: Path) -> None:
                 " | | | | | | |"
             )
             continue
-        for c in r["clocks"] or [{"error": "no clock"}]:
+        for k, c in enumerate(r["clocks"] or [{"error": "no clock"}]):
             err = f"{c['error_pct']:+.1f}%" if "error_pct" in c else (c.get("error") or "")
             rec = {True: "yes", False: "no", None: ""}[c.get("recognised")]
             verdict = ""
             if c.get("recognised"):
                 ag = c.get("agrees")
                 gap = c.get("report_error_pct")
-                verdict = ("agrees" if ag else "disagrees") + (
-                    f" ({gap:+.1f}%)" if gap is not None else ""
+                pp = c.get("printed") or {}
+                verdict = {True: "agrees", False: "disagrees", None: "not compared"}[ag] + (
+                    f" ({gap:+.1f}%: {_f(pp.get('ms'), 2)} vs {_f(pp.get('scaldiag_ms'), 2)} ms)"
+                    if gap is not None
+                    else ""
                 )
+            # the script's source and shape once, on its first clock's row
+            head = (src, r.get("shape") or "") if k == 0 else ("ditto", "ditto")
             L.append(
-                f"| {r['name']} | {src} | {r.get('shape') or ''} | {c.get('what', '')}"
+                f"| {r['name']} | {head[0]} | {head[1]} | {c.get('what', '')}"
                 f" ({c.get('stream', 'stdout')}) | {c.get('scope', '')} |"
                 f" {_f(c.get('ms_per_step'), 3)} | {_f(c.get('scaldiag_ms'), 3)}"
                 f" ({c.get('scaldiag_scope', '')}) | {err} | {rec} | {verdict} |"
@@ -438,6 +544,14 @@ def main() -> None:
     ap.add_argument("--tag", default="", help="added to the result file's name")
     ap.add_argument("--rewrite", default="", help="only write the .md again from this .json")
     ap.add_argument(
+        "--reclock", default="", help="read the clocks of a saved table's kept runs again"
+    )
+    ap.add_argument(
+        "--report-name",
+        default="report.json",
+        help="with --reclock: the report file in each kept run's folder (`scaldiag report` again)",
+    )
+    ap.add_argument(
         "--plain",
         action="store_true",
         help="run each script as `python SCRIPT ARGS` (no scaldiag): the clocks a plain run prints",
@@ -447,8 +561,18 @@ def main() -> None:
         plain = [sys.executable, str(HERE / "plain_exec.py")]
         run._scaldiag_cmd = lambda: plain
         a.tag = a.tag or "plain"
+    if a.reclock:
+        reclock(Path(a.reclock), a.report_name)
+        return
     if a.rewrite:
         d = json.loads(Path(a.rewrite).read_text())
+        for r in d["rows"]:
+            for c in r.get("clocks", []):
+                # the matching again (a table written before a change to it)
+                c.setdefault("form", _form_of_clock_what(c.get("what", "")))
+                for k in ("recognised", "printed", "agrees", "report_error_pct"):
+                    c.pop(k, None)
+            _match_all(r.get("clocks", []), r.get("report_printed"))
         write(d["rows"], d["meta"], Path(a.rewrite).with_suffix(".md"))
         return
     manifest = tomllib.loads((HERE / "manifest.toml").read_text())["script"]
