@@ -224,3 +224,20 @@ def test_figures_no_clock_prints_are_passed_over():
     assert all(r.begin_ns >= 0 and r.begin_ns <= r.end_ns for r in readings)
     assert all(r.ms is None or r.ms > 0 for r in readings)
     assert not [r for r in readings if r.form == KERAS_BAR]  # "0ms/step"
+
+
+def test_a_time_before_its_counter_and_a_time_in_parentheses_after_a_leading_counter():
+    """Real lines of two public scripts (bench/clock/issue46.py's runs): minGPT's callback prints
+    one iteration's time before the counter; JAX's mnist_vae its epoch, its ELBO and the epoch's
+    time, the counter leading the line and no word naming it."""
+    mingpt = [
+        "iter_dt 143.64ms; iter 10: train loss 2.11316",
+        "iter_dt 180.20ms; iter 20: train loss 1.98139",
+    ]
+    vae = ["  1 -543.6818237304688 (0.547 sec)", "  2 -543.6253051757812 (0.669 sec)"]
+    at = [{"t_ns": (k + 1) * 10**9, "stream": "stdout", "text": t} for k, t in enumerate(mingpt)]
+    timers = of(recognise(at), TIMER)
+    assert [(r.ms, r.scope) for r in timers] == [(143.64, LOOP_ITERATION), (180.2, LOOP_ITERATION)]
+    at = [{"t_ns": (k + 1) * 10**9, "stream": "stdout", "text": t} for k, t in enumerate(vae)]
+    (r,) = of(recognise(at), EPOCH_TIME)  # (from the second line: a counter that went up by one)
+    assert r.total_ms == pytest.approx(669.0) and r.scope == WHOLE_EPOCH and r.span_ms == r.total_ms

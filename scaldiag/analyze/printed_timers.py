@@ -191,7 +191,11 @@ def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Rea
                 )
             )
     elif counter and not out:
-        duration = _DURATION.search(text[counter.end() :])
+        # after the counter, or the one time before it (minGPT: "iter_dt 143.64ms; iter 10: ...")
+        before = list(_DURATION.finditer(text[: counter.start()]))
+        duration = _DURATION.search(text[counter.end() :]) or (
+            before[0] if len(before) == 1 else None
+        )
         if duration and duration["u"].lower() == "ms":
             what = f"your timer ('{duration['u']}' in '{_short(text)}')"
             ms, res = float(duration["v"]), half_digit(duration["v"])
