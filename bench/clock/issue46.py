@@ -447,6 +447,11 @@ def write(rows: list[dict], meta: dict, out_md: Path) -> None:
     meta["recognised"] = (
         f"{sum(1 for c in rec if c['recognised'])} of {len(clocks)}" if rec else "not read"
     )
+    yes = [c for c in rec if c["recognised"]]
+    meta["report_agrees"] = f"{sum(1 for c in yes if c.get('agrees'))} of {len(yes)}"
+    meta["headline_contradicted"] = [
+        r["name"] for r in rows if r.get("report_headline_contradicted")
+    ]
     out_md.with_suffix(".json").write_text(
         json.dumps({"meta": meta, "rows": rows}, indent=1, default=str) + "\n"
     )
@@ -464,7 +469,9 @@ def write(rows: list[dict], meta: dict, out_md: Path) -> None:
         *([f"- re-reported: {meta['rereported']}"] if meta.get("rereported") else []),
         f"- clocks read: {meta['clocks']}; scaldiag's figure of the same scope within 5%:"
         f" **{meta['within_5pct']}**; median |error| {_f(meta['median_abs_error_pct'], 1)}%;"
-        f" recognised by the report itself: **{meta['recognised']}**",
+        f" recognised by the report itself: **{meta['recognised']}**, of those the report's"
+        f" verdict agrees: **{meta['report_agrees']}**; runs whose headline the report marked"
+        f" contradicted: {', '.join(meta['headline_contradicted']) or 'none'}",
         "",
         "One row per clock the script prints. error = the clock's ms over scaldiag's ms of the"
         " same scope, - 1 (= scaldiag's samples/s over the clock's, - 1; positive: scaldiag reads"
