@@ -204,3 +204,45 @@ def test_a_journal_this_machine_s_try_did_not_write_is_never_applied(tmp_path):
     assert problems and "not written by this machine's try" in problems[0]
     assert precious.read_text() == "the user's"
     assert write_restore.read_entries(journal, KEY) == []
+
+
+H5_CHILD = r"""
+import os, sys
+from scaldiag.collect import write_journal
+from scaldiag.collect.bootstrap import _PatchAfterImport
+from scaldiag.collect.frameworks import native_writes
+write_journal.install_from_env()
+sys.meta_path.insert(0, _PatchAfterImport(native_writes.import_patches()))  # as the bootstrap does
+import h5py, torch
+with h5py.File(sys.argv[1], "w") as f:      # HDF5 opens the path in C
+    f["w"] = [1.0, 2.0]
+torch.save({"w": 1}, sys.argv[2])           # PyTorch's zip writer opens it in C++
+"""
+
+
+def test_native_writers_are_named_to_the_journal_and_put_back(tmp_path):
+    import pytest
+
+    pytest.importorskip("h5py")
+    user = tmp_path / "user"
+    user.mkdir()
+    weights, model = user / "weights.h5", user / "model.pt"
+    weights.write_bytes(b"the user's h5")
+    model.write_bytes(b"the user's model")
+    before = _state(user)
+    own = tmp_path / "own"
+    journal = own / "j"
+    journal.mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), TRY_JOURNAL_ENV: str(journal),
+           TRY_OWN_ENV: str(own), TRY_KEY_ENV: KEY.hex()}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", H5_CHILD, str(weights), str(model)], env=env, capture_output=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert weights.read_bytes() != b"the user's h5" and model.read_bytes() != b"the user's model"
+    assert {e["path"] for e in write_restore.read_entries(journal, KEY)} == {
+        str(weights),
+        str(model),
+    }
+    assert write_restore.restore(journal, KEY) == []
+    assert _state(user) == before
