@@ -123,7 +123,8 @@ def test_global_batch_flag_still_wins(monkeypatch):
     monkeypatch.setattr(hf_adapter, "_capture", lambda: capture)
     monkeypatch.setenv(GLOBAL_BATCH_ENV, "512")
     hf_adapter._give_batch(object(), _Args())
-    assert capture.facts == {}  # torch_capture's own batch facts give the flag's value
+    # torch_capture's own batch facts give the flag's value; the accumulation is the Trainer's
+    assert capture.facts == {"gradient_accumulation": 4}
     assert capture.batch[0] == 8 * 4  # and the DataLoader's micro-batch is not learned
     monkeypatch.delenv(GLOBAL_BATCH_ENV)
     hf_adapter._give_batch(object(), _Args())

@@ -27,6 +27,9 @@ PROFILER = "scaldiag's profiler (not in a plain run)"
 MEASURING = "scaldiag's measurements (not in a plain run)"
 OWN_PARTS = (PROFILER, MEASURING)
 COMPILING = "compile/warm-up"
+# An epoch's begin to its first step (Keras makes the epoch's iterator there): the accounting's
+# "epoch boundaries"
+EDGES = "epoch edges"
 # The window's parts, in the order each claims its time (a traced step is the profiler's, not a
 # steady step; evaluation outside the steps; the rest last).
 _KINDS = (
@@ -37,7 +40,7 @@ _KINDS = (
 
 
 # The order the parts are said in: the user's steps first, scaldiag's own last but the rest.
-_SHOWN = (*(name for name, _ in _KINDS), "evaluation", PROFILER, MEASURING, "rest")
+_SHOWN = (*(name for name, _ in _KINDS), "evaluation", EDGES, PROFILER, MEASURING, "rest")
 
 
 def in_order(parts) -> list[tuple[str, float]]:
@@ -117,15 +120,23 @@ class Accountant:
                 for name, kinds in _KINDS
             ),
             ("evaluation", iv.of_pairs(recorded_steps.mark_pairs(marks, "test_begin", "test_end"))),
+            (EDGES, iv.of_pairs(_edges(marks, found))),
         ]
         self.own = iv.merge(self.sets[0][1], self.sets[1][1])
+        # what a timer around a loop pays that the steady steps' figures leave out: scaldiag's own
+        # time, compile and warm-up steps (a new optimizer's first), the epochs' edges (a phase's
+        # timer over several passes of its loader)
+        named = dict(self.sets)
+        self.outside_steps = iv.merge(self.own, named[COMPILING], named[EDGES])
 
-    def own_share(self, begin_ns: int, end_ns: int) -> float:
-        """The share of a window that is scaldiag's own (profiler, measurements)."""
+    def own_share(self, begin_ns: int, end_ns: int, edges: bool = False) -> float:
+        """The share of a window that is scaldiag's own (profiler, measurements), and with
+        ``edges`` its compile and warm-up steps and the epochs' edges too."""
         if end_ns <= begin_ns:
             return 0.0
         window = (np.array([begin_ns], np.int64), np.array([end_ns], np.int64))
-        return float(iv.measure_in_windows(self.own, *window)[0]) / (end_ns - begin_ns)
+        spans = self.outside_steps if edges else self.own
+        return float(iv.measure_in_windows(spans, *window)[0]) / (end_ns - begin_ns)
 
     def account(
         self,
@@ -159,6 +170,18 @@ class Accountant:
         if rest_ms:
             parts.append(("rest", rest_ms))
         return WindowAccount(wall_ns / batches / 1e6, batches, in_order(parts))
+
+
+def _edges(marks: list[dict], found: list[recorded_steps.Period]) -> list[tuple[int, int]]:
+    """Each epoch's begin mark to the first step that begins at or after it."""
+    begins = np.array([p.begin_ns for p in found], np.int64)
+    pairs = []
+    for m in marks:
+        if m.get("mark") == "epoch_begin" and isinstance(m.get("t_ns"), int):
+            k = int(np.searchsorted(begins, m["t_ns"], "left"))
+            if k < len(begins):
+                pairs.append((m["t_ns"], int(begins[k])))
+    return sorted(pairs)
 
 
 def _within(s, begin_ns: int, end_ns: int):

@@ -415,14 +415,22 @@ def _compare(
     # scaldiag's figure over each reading's own steps (a phase's clock beside its phase); where
     # its window holds scaldiag's own profiler or measurements, the window in parts, them named
     local, accounts = [], []
+    steps_scope = first.scope in (LOOP_ITERATION, STEADY_STEP)
     for r in compared:
         figure, account = figures.over(first.scope, r, after_first), None
-        if not r.median and accountant.own_share(r.begin_ns, r.end_ns):  # (a median: unmoved)
+        # (a median: unmoved by a few steps' stalls)
+        if not r.median and accountant.own_share(r.begin_ns, r.end_ns, edges=steps_scope):
             account = accountant.account(r.begin_ns, r.end_ns, after_first, r.skipped)
-            if account is not None and first.scope in (LOOP_ITERATION, STEADY_STEP):
-                figure = account.ms  # (the steps' figures leave scaldiag's own time out)
+            if account is not None and steps_scope:
+                # the steps' figures leave scaldiag's own time and the epochs' edges out; the
+                # user's timer around the loop paid for them
+                figure = account.ms
         local.append(figure)
         accounts.append(account)
+    if steps_scope and all(a is not None for a in accounts):
+        # every reading's window holds more than steady steps (a phase's timer over its new
+        # optimizer's first steps and its loader's passes): each beside its window, in parts
+        return _by_window(compared, c, found, accountant, after_first, base)
     if first.scope == WHOLE_EPOCH:
         # Every epoch it read compiled (a one-epoch run's): the user's figure holds the compile, and
         # scaldiag's own window, in parts, says how much of it is which
