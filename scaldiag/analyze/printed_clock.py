@@ -18,7 +18,7 @@ Pure: readings, the clock, the recorded periods and marks in; plain data out.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -32,6 +32,19 @@ from scaldiag.analyze.clock import (
 )
 from scaldiag.analyze.epochs import EpochStats
 from scaldiag.analyze.printed_forms import ARRIVAL, KERAS_BAR, Reading, recognise
+from scaldiag.analyze.printed_verdict import (
+    AGREE,
+    COARSE,
+    Comparison,
+    agreement,
+    by_window,
+    coarse_note,
+    gap_note,
+    in_quadrature,
+    shown_of,
+    spread_ci,
+    verdict_of,
+)
 from scaldiag.analyze.printed_windows import (
     COVERED,
     Figures,
@@ -41,55 +54,10 @@ from scaldiag.analyze.printed_windows import (
     shares,
     touching_batches,
 )
-from scaldiag.analyze.stats import ci95_half_width
 
-# Within 5% of the clock the user reads: the issue's bar for "agrees" (issue 46).
-AGREE = 0.05
-# A spread wider than this share of the figure judges nothing: a "1ms/step" bar, or readings
-# that vary by half, neither agree nor disagree (the report says the clock is too coarse).
-JUDGE = 0.25
-COARSE = "coarse"
 # A clock that counted at least twice the steps scaldiag recorded in its window saw a loop
 # scaldiag did not (its steps are not in any figure).
 UNRECORDED = 0.5
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One clock (every reading of one printed figure) beside scaldiag's figure of its scope."""
-
-    what: str
-    scope: str
-    shown: str  # the clock's last compared figure as printed ("12.3 it/s")
-    ms: float | None  # the clock's ms a step of its scope (mean of the compared readings)
-    scaldiag_ms: float | None
-    error: float | None  # clock_ms / scaldiag_ms - 1
-    agrees: bool | None  # None: not compared (note says why)
-    by: str = ""  # "within 5%" or "within the spread (±x ms)"; "" where it disagrees
-    spread_ms: float = 0.0
-    readings: int = 0  # the clock's readings compared
-    parts: list[tuple[str, float]] = field(default_factory=list)  # scaldiag's figure's parts
-    note: str = ""
-    begin_ns: int = 0
-    end_ns: int = 0
-    counted: int | None = None  # unrecorded: the steps the clock counted in its window
-    recorded: int | None = None  # unrecorded: the steps scaldiag recorded there
-    headline: bool = False  # the clock is of the scope the report leads with
-    headline_ms: float | None = None  # the headline's figure, where the clock is of its scope
-    headline_agrees: bool | None = None  # the clock against the headline's own figure
-    # scaldiag's figure is its record of the clock's own window, ``parts`` all of it (steady,
-    # compile/warm-up, scaldiag's profiler, ...): the clock timed steps no scope's figure is of
-    window: bool = False
-    own_ms: float = 0.0  # of scaldiag's figure, its own cost in this run (not in a plain run)
-    batches_a_step: int | None = None  # a step that loops over batches inside (step_loop)
-    # The headline's figure where it is over 5% off this clock and of another scope (said in the
-    # clock's line: no headline far from a printed clock without the report saying so)
-    headline_off_ms: float | None = None
-    headline_scope: str = ""
-
-    @property
-    def unrecorded(self) -> bool:
-        return self.counted is not None
 
 
 @dataclass(frozen=True)
@@ -247,7 +215,7 @@ def _with_evaluation(x: Comparison, group, c, found, epochs, figures, accountant
         steady = [r for r, part in zip(group, on) if part >= COVERED] or group
         after = [replace(r, scope=LOOP_ITERATION) for r in steady]
         base = dict(what=x.what, scope=LOOP_ITERATION, begin_ns=x.begin_ns, end_ns=x.end_ns)
-        y = _by_window(after, c, found, accountant, False, base, recorded_only=True)
+        y = by_window(after, c, found, accountant, False, base, recorded_only=True)
         return _better(x, y)
     y = _compare(
         [replace(r, scope=LOOP_ITERATION) for r in group],
@@ -404,12 +372,12 @@ def _compare(
         )
     after_first = _after_first(first, training)
     if c is None or first.scope not in c.scopes:
-        return _by_window(group, c, found, accountant, after_first, base)
+        return by_window(group, c, found, accountant, after_first, base)
     windows = covered(first.scope, found, epochs)
     on = shares(windows, group)
     compared = [r for r, part in zip(group, on) if r.ms is not None and part >= COVERED]
     if not compared:  # (a one-epoch run's bar: its only epoch compiled) its own window, in parts
-        return _by_window(group, c, found, accountant, after_first, base)
+        return by_window(group, c, found, accountant, after_first, base)
     scope = c.scopes[first.scope]
     whole = _figure(scope, first, c, training)
     # scaldiag's figure over each reading's own steps (a phase's clock beside its phase); where
@@ -430,7 +398,7 @@ def _compare(
     if steps_scope and all(a is not None for a in accounts):
         # every reading's window holds more than steady steps (a phase's timer over its new
         # optimizer's first steps and its loader's passes): each beside its window, in parts
-        return _by_window(compared, c, found, accountant, after_first, base)
+        return by_window(compared, c, found, accountant, after_first, base)
     if first.scope == WHOLE_EPOCH:
         # Every epoch it read compiled (a one-epoch run's): the user's figure holds the compile, and
         # scaldiag's own window, in parts, says how much of it is which
@@ -438,7 +406,7 @@ def _compare(
             accountant.account(r.begin_ns, r.end_ns, after_first, r.skipped) for r in compared
         ]
         if all(a is not None and a.compiled for a in windows_of):
-            return _by_window(
+            return by_window(
                 compared, c, found, accountant, after_first, base, epochs_headline=True
             )
     beside = np.array([whole if f is None else f for f in local])
@@ -449,114 +417,33 @@ def _compare(
     # Paired: each reading beside scaldiag's figure over its own steps, so the spread is that of
     # their differences; the scope's ci95 only where a reading had no steps of its own to match.
     scope_ci = 0.0 if math.isnan(scope.ms_ci95) or None not in local else scope.ms_ci95
-    spread_ms = _quadrature(_ci(values - beside), scope_ci, resolution_ms)
-    by = _agrees(ms, figure, spread_ms)
+    spread_ms = in_quadrature(spread_ci(values - beside), scope_ci, resolution_ms)
+    by = agreement(ms, figure, spread_ms)
     # The headline, where the clock times the steps it covers (a phase's clock times a part)
     headline = first.scope == c.user_scope and coverage(windows, compared) >= COVERED
     headline_ms = scope.ms if scope.reads_last_epoch else scope.user_ms
-    headline_spread = _quadrature(
-        _ci(values), 0.0 if math.isnan(scope.ms_ci95) else scope.ms_ci95, resolution_ms
+    headline_spread = in_quadrature(
+        spread_ci(values), 0.0 if math.isnan(scope.ms_ci95) else scope.ms_ci95, resolution_ms
     )
-    headline_by = _agrees(ms, headline_ms, headline_spread) if headline else ""
+    headline_by = agreement(ms, headline_ms, headline_spread) if headline else ""
     own = [a for a in accounts if a is not None]
     return Comparison(
-        shown=_shown(compared),
+        shown=shown_of(compared),
         ms=ms,
         scaldiag_ms=figure,
         error=ms / figure - 1,
-        agrees=_verdict(by),
+        agrees=verdict_of(by),
         by=by if by != COARSE else "",
         spread_ms=spread_ms,
         readings=len(compared),
         parts=list(c.parts_ms) if headline and abs(figure / headline_ms - 1) < 0.01 else [],
         headline=headline,
         headline_ms=headline_ms if headline else None,
-        headline_agrees=_verdict(headline_by) if headline else None,
-        note=_coarse(spread_ms, figure) if by == COARSE else "" if by else _gap(ms, figure),
+        headline_agrees=verdict_of(headline_by) if headline else None,
+        note=coarse_note(spread_ms, figure) if by == COARSE else "" if by else gap_note(ms, figure),
         own_ms=float(np.sum([a.own_ms for a in own])) / len(compared),
         **{**base, "begin_ns": compared[0].begin_ns, "end_ns": compared[-1].end_ns},
     )
-
-
-def _by_window(
-    group: list[Reading],
-    c: Clock | None,
-    found: list[recorded_steps.Period],
-    accountant: printed_account.Accountant,
-    after_first: bool,
-    base: dict,
-    recorded_only: bool = False,
-    epochs_headline: bool = False,
-) -> Comparison:
-    """The clock beside scaldiag's record of each reading's own window, in parts (steady,
-    compile/warm-up, scaldiag's profiler, evaluation, the rest): the verdict on the total.
-    ``recorded_only``: the parts scaldiag recorded, the rest out (a window placed back from its
-    print by the clock's own span is the clock's figure whole: only what the record holds in it
-    checks it)."""
-    pairs = [
-        (r, accountant.account(r.begin_ns, r.end_ns, after_first, r.skipped))
-        for r in group
-        if r.ms is not None
-    ]
-    pairs = [(r, a.recorded() if recorded_only else a) for r, a in pairs if a is not None]
-    # (a compile epoch's line is read and not compared where later ones were printed, as above)
-    pairs = [(r, a) for r, a in pairs if not a.compiled] or pairs
-    if not pairs:
-        return Comparison(
-            shown=group[-1].shown,
-            ms=_mean(group),
-            scaldiag_ms=None,
-            error=None,
-            agrees=None,
-            note="no step recorded in its window",
-            **base,
-        )
-    values = np.array([r.ms for r, _ in pairs])
-    beside = np.array([a.ms for _, a in pairs])
-    ms, figure = float(values.mean()), float(beside.mean())
-    resolution_ms = float(np.mean([r.resolution_ms for r, _ in pairs])) / math.sqrt(len(values))
-    spread_ms = _quadrature(_ci(values - beside), resolution_ms)
-    by = _agrees(ms, figure, spread_ms)
-    parts: dict[str, float] = {}
-    for _, a in pairs:
-        for name, part in a.parts:
-            parts[name] = parts.get(name, 0.0) + part / len(pairs)
-    # the headline's clock where its window holds steps of the headline's (not another model's)
-    headline = (
-        c is not None
-        and base["scope"] == c.user_scope
-        and bool(recorded_batches(found, [r for r, _ in pairs]).sum())
-    )
-    headline_ms = _headline_ms(c) if headline else None
-    # the clock of the headline's own epochs (each compiled): set beside the headline too
-    headline_by = (
-        _agrees(ms, headline_ms, _quadrature(_ci(values), resolution_ms))
-        if epochs_headline and headline
-        else ""
-    )
-    return Comparison(
-        shown=_shown([r for r, _ in pairs]),
-        ms=ms,
-        scaldiag_ms=figure,
-        error=ms / figure - 1,
-        agrees=_verdict(by),
-        by=by if by != COARSE else "",
-        spread_ms=spread_ms,
-        readings=len(pairs),
-        parts=printed_account.in_order(parts.items()),
-        headline=headline,
-        headline_ms=headline_ms,
-        headline_agrees=_verdict(headline_by) if epochs_headline and headline else None,
-        note=_coarse(spread_ms, figure) if by == COARSE else "" if by else _gap(ms, figure),
-        window=True,
-        own_ms=float(np.mean([a.own_ms for _, a in pairs])),
-        **{**base, "begin_ns": pairs[0][0].begin_ns, "end_ns": pairs[-1][0].end_ns},
-    )
-
-
-def _headline_ms(c: Clock) -> float:
-    scope = c.scopes[c.user_scope]
-    return scope.ms if scope.reads_last_epoch else scope.user_ms
 
 
 def _after_first(r: Reading, training: dict) -> bool:
@@ -566,50 +453,6 @@ def _after_first(r: Reading, training: dict) -> bool:
     the epoch's end, from the bar's creation at the epoch's begin."""
     per_execution = training.get("steps_per_execution") or 1
     return r.form == KERAS_BAR and r.style == "verbose1" and per_execution == 1
-
-
-def _ci(values: np.ndarray) -> float:
-    return ci95_half_width(values) if len(values) > 1 else 0.0
-
-
-def _quadrature(*spreads: float) -> float:
-    return math.sqrt(sum(x * x for x in spreads))
-
-
-def _verdict(by: str) -> bool | None:
-    return None if by == COARSE else bool(by)
-
-
-def _agrees(ms: float, figure: float, spread_ms: float) -> str:
-    """How the clock agrees with the figure, in words; "" where it does not; ``COARSE`` where only
-    a spread too wide to judge by (over ``JUDGE`` of the figure) covers the gap."""
-    if abs(ms / figure - 1) <= AGREE:
-        return f"within {AGREE:.0%}"
-    if abs(ms - figure) <= spread_ms:
-        return COARSE if spread_ms > JUDGE * figure else f"within the spread (±{spread_ms:.3g} ms)"
-    return ""
-
-
-def _coarse(spread_ms: float, figure: float) -> str:
-    return (
-        f"your clock is too coarse, or varies too much, to judge: ±{spread_ms:.3g} ms against "
-        f"{figure:.3g} ms"
-    )
-
-
-def _shown(readings: list[Reading]) -> str:
-    """The clock's figures as printed: each where a few, else the first and the last."""
-    shown = [r.shown for r in readings]
-    if len(shown) > 1 and len(set(shown)) == 1:
-        return f"{shown[0]} ({len(shown)} readings)"
-    if len(shown) > 4:
-        return f"{shown[0]} ... {shown[-1]} ({len(shown)} readings)"
-    return ", ".join(shown)
-
-
-def _mean(group: list[Reading]) -> float | None:
-    values = [r.ms for r in group if r.ms is not None]
-    return float(np.mean(values)) if values else None
 
 
 def _figure(scope, reading: Reading, c: Clock, training: dict) -> float:
@@ -622,15 +465,3 @@ def _figure(scope, reading: Reading, c: Clock, training: dict) -> float:
     if reading.scope == c.user_scope and not scope.reads_last_epoch:
         return scope.user_ms
     return scope.ms
-
-
-def _gap(clock_ms: float, figure_ms: float) -> str:
-    if clock_ms > figure_ms:
-        return (
-            f"scaldiag cannot account for {clock_ms - figure_ms:.3g} ms a step of your clock's: "
-            "work in its window that no recorded step holds"
-        )
-    return (
-        f"scaldiag's figure is {figure_ms - clock_ms:.3g} ms a step over your clock's: its steps "
-        "hold work your clock does not time, or your clock times another span"
-    )
