@@ -44,10 +44,10 @@ next begins). Nothing is inferred from durations.
   (its ``sharding``); a host array says nothing, and 1 is written with a note.
 - **An epoch inside one call**: a step whose gradient is taken inside a ``lax.fori_loop`` or
   ``lax.scan`` of its own trace (both wrapped too, in jax_step_loop.py: they do nothing but note
-  themselves while a jitted function traces) runs that loop's batches in one call: ``training.json``'s ``step_loop`` names the loop and its trip count, known where the
-  bounds are Python integers (a fori_loop's) or the scan's length is static, else null. A step is
-  then one call, as seen from outside; the report gives the figure per batch where the count is
-  known.
+  themselves while a jitted function traces) runs that loop's batches in one call:
+  ``training.json``'s ``step_loop`` names the loop and its trip count, known where the bounds
+  are Python integers (a fori_loop's) or the scan's length is static, else null. A step is then
+  one call, as seen from outside; the report gives the figure per batch where the count is known.
 - **The profiler window**: the session's JAX trace window (``tracing``), over
   the recorder's usual steady steps; its step annotations cover dispatch.
 

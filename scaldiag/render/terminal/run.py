@@ -172,8 +172,7 @@ def _models_line(e) -> str:
 
 
 def _user_clock_line(c) -> str:
-    """The figure the user already reads first, at its scope, as the steady step plus named parts.
-    """
+    """The figure the user already reads, at its scope, as the steady step plus named parts."""
     scope = c.scopes[c.user_scope]
     ms = scope.user_ms
     where = f"{c.user_clock[:1].upper()}{c.user_clock[1:]}"

@@ -86,7 +86,8 @@ def main() -> None:
         tic = time.time()
         params, mean_loss = train_epoch(params, xs, ys, jax.random.fold_in(key, epoch))
         acc = accuracy(params, xs[:2000], ys[:2000])
-        print("{: 3d} {} ({:.3f} sec)".format(epoch, float(acc), time.time() - tic))
+        print("{: 3d} {} ({:.3f} sec)".format(epoch, float(acc), time.time() - tic))  # noqa: UP032 (JAX's own line)
+
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,7 @@
-"""Two models, each fit(verbose=1 default) then evaluate(): keras-io's knowledge distillation shape."""
+"""Two models, each fit(verbose=1 default) then evaluate().
+
+keras-io's knowledge distillation shape."""
+
 import keras
 import numpy as np
 

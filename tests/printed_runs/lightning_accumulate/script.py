@@ -1,12 +1,14 @@
+import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
-import lightning.pytorch as pl
 
 
 class Model(pl.LightningModule):
     def __init__(self):
         super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)
+        )
 
     def training_step(self, batch, i):
         x, y = batch
