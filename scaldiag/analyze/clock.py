@@ -13,8 +13,10 @@
   step), over every step: what a stopwatch around a trainer's ``train()`` reads
   (transformers' train_runtime).
 
-Which one the user reads comes from the loop's adapter (``USER_SCOPE``); the
-report leads with it and names the parts between it and the steady step.
+Which one the user reads is guessed from the loop's adapter (``USER_SCOPE``); where the script
+printed a clock that agrees with scaldiag, the headline follows that clock instead
+(analyze/printed_headline.py). The report leads with it and names the parts between it and the
+steady step.
 Pure: periods, marks and training.json in, plain data out.
 """
 
@@ -92,6 +94,9 @@ class Clock:
     inner_loop: str | None = None
     inner_batches: int | None = None
     inner_batch_ms: float | None = None
+    # each scope's parts, so the headline can move to the scope of a clock the script printed
+    # (analyze/printed_headline.py)
+    parts_by_scope: dict[str, list[tuple[str, float]]] | None = None
 
 
 def clock(
@@ -162,9 +167,23 @@ def clock(
         user = HOST_DISPATCH  # JAX's own examples stop their timers before any sync
     if user not in scopes:
         user = LOOP_ITERATION if LOOP_ITERATION in scopes else STEADY_STEP
-    parts = _parts(scopes, user, iteration[1] if iteration else 0.0, epochs, eval_ns_per_step / 1e6)
-    loop, inner, inner_ms = _inner_loop(training, scopes[user].user_ms)
-    return Clock(user, where, scopes, parts, training.get("user_clock"), loop, inner, inner_ms)
+    by_scope = {
+        s: _parts(scopes, s, iteration[1] if iteration else 0.0, epochs, eval_ns_per_step / 1e6)
+        for s in scopes
+    }
+    # a batch of a call's inner loop: the training step (the call with its device work) over them
+    loop, inner, inner_ms = _inner_loop(training, steady_ms)
+    return Clock(
+        user,
+        where,
+        scopes,
+        by_scope[user],
+        training.get("user_clock"),
+        loop,
+        inner,
+        inner_ms,
+        by_scope,
+    )
 
 
 def _after_first(family: str, bar_style: str | None, training: dict) -> bool:
@@ -182,16 +201,17 @@ def _waited(scopes: dict[str, Scope]) -> bool:
     return dispatch is not None and dispatch.ms < 0.99 * scopes[STEADY_STEP].ms
 
 
-def _inner_loop(training: dict, user_ms: float) -> tuple[str | None, int | None, float | None]:
+def _inner_loop(training: dict, step_ms: float) -> tuple[str | None, int | None, float | None]:
     """A step that loops over batches inside one call (``step_loop``): the loop, its batches, the
-    user's figure per batch where that count is known."""
+    training step's time per batch where that count is known (not the host's dispatch's: the
+    batches run on the device after the call returns)."""
     found = training.get("step_loop")
     if not isinstance(found, dict) or not isinstance(found.get("loop"), str):
         return None, None, None
     batches = found.get("batches")
     if not isinstance(batches, int) or isinstance(batches, bool) or batches < 1:
         return found["loop"], None, None
-    return found["loop"], batches, user_ms / batches
+    return found["loop"], batches, step_ms / batches
 
 
 def _model_words(epochs: EpochStats) -> str:

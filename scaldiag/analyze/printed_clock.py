@@ -183,7 +183,7 @@ def reconcile(
         if calls is not None and x.scope == STEADY_STEP and not _within(x):
             x = _with_evaluation(x, group, c, found, epochs, figures, accountant, training)
         out.append(replace(x, batches_a_step=calls) if calls and x.ms is not None else x)
-    out = [_headline_off(x, c) for x in _merge_unrecorded(out)]
+    out = [headline_off(x, c) for x in _merge_unrecorded(out)]
     headline = c.user_scope if c is not None else None
     contradicted = any(
         (x.agrees is False and (x.unrecorded or x.scope == headline)) or x.headline_agrees is False
@@ -195,7 +195,7 @@ def reconcile(
     return PrintedClock(out, contradicted, dropped)
 
 
-def _headline_off(x: Comparison, c: Clock | None) -> Comparison:
+def headline_off(x: Comparison, c: Clock | None) -> Comparison:
     if c is None or x.ms is None or x.headline_agrees is not None or x.agrees is False:
         return x
     figure = c.scopes[c.user_scope].user_ms  # (as the headline prints it)

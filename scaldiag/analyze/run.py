@@ -20,6 +20,7 @@ from scaldiag.analyze.epochs import EpochStats, epoch_stats
 from scaldiag.analyze.input_cost import InputCost, input_cost, with_input_cost
 from scaldiag.analyze.printed_clock import PrintedClock, bar_style, printed_clock
 from scaldiag.analyze.printed_clock import read as read_printed
+from scaldiag.analyze.printed_headline import followed
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.stats import Summary, ci95_half_width
 from scaldiag.record.types import RunRecord
@@ -452,6 +453,14 @@ def analyze_record(
         steps.step_time_ms.ci95 if steps else math.nan,
         bar_style(readings),
     )
+    # the headline follows the script's own clock where one agrees (the family's guess elsewhere)
+    scopes, printed = followed(
+        scopes,
+        printed_clock(
+            record.printed, scopes, found, record.marks, epochs, record.training, every, readings
+        ),
+        found,
+    )
     ranks = (
         {0: steps, **{r: _record_steps(rec) for r, rec in other_ranks.items()}}
         if other_ranks
@@ -470,9 +479,7 @@ def analyze_record(
         input_cost=cost,
         epochs=epochs,
         clock=scopes,
-        printed=printed_clock(
-            record.printed, scopes, found, record.marks, epochs, record.training, every, readings
-        ),
+        printed=printed,
         ranks=ranks,
         slow_rank=slow_rank(ranks),
         device_memory=memory,

@@ -54,7 +54,7 @@ def render(
         say(
             console,
             ("CONTRADICTED by your clock (above): " if contradicted else "")
-            + _user_clock_line(a.clock),
+            + inert(_user_clock_line(a.clock)),  # (its name may be the script's own words)
             style="red" if contradicted else "",
         )
     for line in printed.clock_lines(a.printed, verbose):
@@ -146,7 +146,8 @@ def _inner_loop_line(c, samples: int | None) -> str:
     per_batch = f" of {samples // c.inner_batches:,} samples" if samples else ""
     return (
         f"One step is one call of your jitted function, which loops over {c.inner_batches:,}"
-        f" batches{per_batch} inside ({c.inner_loop}): {c.inner_batch_ms:.3g} ms a batch."
+        f" batches{per_batch} inside ({c.inner_loop}): the training step's"
+        f" {c.scopes[STEADY_STEP].ms:.3g} ms is {c.inner_batch_ms:.3g} ms a batch."
     )
 
 
@@ -183,7 +184,8 @@ def _user_clock_line(c) -> str:
             f"{where} ({scope.ms_last_epoch:.3g} ms a step in the last epoch); every epoch",
             scope.ms,
         )
-    line = f"{where} ({WORDS[c.user_scope]}): {ms:.3g} ms a step"
+    a_step = "a call" if c.inner_loop else "a step"  # (one call of a jitted epoch is a step)
+    line = f"{where} ({WORDS[c.user_scope]}): {ms:.3g} ms {a_step}"
     parts = " + ".join(
         f"{part} {part_ms:.3g}" for part, part_ms in c.parts_ms if abs(part_ms) >= 0.005 * ms
     )
