@@ -155,6 +155,14 @@ _TORCH_OP = re.compile(
     r"|^autograd::engine::evaluate_function: |^[A-Z]\w*Backward\d*$"
 )
 
+# XLA's CPU runtime (JAX on the CPU backend; fixtures/jax_cpu): a compiled executable runs as
+# thunks named after their HLO instructions (fusion.3, dot.49, ynn_fusion.12, while.203...) inside
+# "ThunkExecutor::Execute", on the client's threads (tf_XLAPjRtCpuClient/*, tf_XLAEigen/*). The
+# thunks' names are the program's own, so the executor's event is the rule and they inherit it.
+# The caller blocked until the thunks finish is "ThunkExecutor::Execute (wait for completion)".
+_XLA_CPU_EXECUTE = re.compile(r"^ThunkExecutor::Execute$")
+_XLA_CPU_WAIT = re.compile(r"^ThunkExecutor::Execute \(wait for completion\)$")
+
 # tf.data threads. The get_next threads run the consumer side (the step waits
 # there); the others produce elements ahead of time in the background.
 _TF_DATA_CONSUMER_LINE = re.compile(r"^tf_data_(multi_device_)?iterator_get_next")
@@ -176,14 +184,17 @@ def host_line_default(line_name: str) -> str | None:
 def host_category(name: str, ops_are_compute: bool) -> str | None:
     """Category a host event's own name gives it, or GENERIC.
 
-    ``ops_are_compute``: TF op events (``name:Type``) are the computation
-    itself when the trace has no device planes (TF on CPU); with GPUs they
-    are the host side of launching device work.
+    ``ops_are_compute``: TF op events (``name:Type``), ATen ops and XLA's CPU
+    executable (``ThunkExecutor::Execute``) are the computation itself when the
+    trace has no device planes (a CPU backend); with GPUs they are the host side
+    of launching device work.
     """
     if name.startswith("$"):  # Python tracer frames: the code that ran, no category
         return GENERIC
-    if _WAIT.search(name):
+    if _WAIT.search(name) or _XLA_CPU_WAIT.match(name):
         return WAIT
+    if _XLA_CPU_EXECUTE.match(name):
+        return "compute" if ops_are_compute else "host_overhead"
     if _INPUT.search(name) or _TORCH_INPUT.search(name):
         return "input"
     if _TORCH_WAIT.match(name):

@@ -29,7 +29,7 @@ from scaldiag.analyze import batch_memory
 from scaldiag.analyze.forecast import host_op_us, host_ops_are_fixed_cost, larger_batch
 from scaldiag.analyze.inflation import HOST_SIDE
 from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
-from scaldiag.rules.base import Finding, Speedup, with_forecast_error
+from scaldiag.rules.base import Finding, Speedup, with_forecast_error, worst_unit
 from scaldiag.rules.share_rule import ShareRule
 
 # xprof's overview page: kernel launch time is MODERATE from 3% and HIGH from
@@ -212,6 +212,10 @@ class _HostBound:
     title = _SHARE_RULE.title
 
     def check(self, analysis: ProfileAnalysis) -> Finding | None:
+        finding = self._check(analysis)
+        return finding and _unnamed_compute(analysis, finding)
+
+    def _check(self, analysis: ProfileAnalysis) -> Finding | None:
         noise = correction_noise_pct(analysis)
         if noise > 0:
             finding = _SHARE_RULE.check(
@@ -251,6 +255,48 @@ class _HostBound:
                 ),
             ],
         )
+
+
+UNNAMED_TITLE = "Host work the trace cannot tell apart from compute"
+_UNNAMED_FIX = (
+    "Nothing to change on this evidence: the host time may be the model's own compute. scaldiag"
+    " reads a CPU backend's compute from the framework's events (TensorFlow ops, ATen ops, XLA's"
+    " CPU executable: docs/categories.md) and this trace has none of them. Time the step's"
+    " compiled work alone (its call in a loop, the result waited on) against the whole step: the"
+    " difference is the framework and Python work."
+)
+
+
+def _unnamed_compute(analysis: ProfileAnalysis, finding: Finding) -> Finding:
+    """The finding without a ceiling where the host ran the model and the trace names no compute.
+
+    With no device planes the host's threads compute; scaldiag knows that compute only by the
+    framework's event names (analyze/categories.py). A host unit whose steps hold none of them
+    (busy 0%) reads as all host overhead whatever it did: JAX on the CPU before XLA's CPU
+    executable was named read "100.0% of step time", "at most 100.00x" on a model computing
+    (examples/mnist_vae.py, issue 46's rerun). Such a share is not framework work, and no ceiling
+    follows from it.
+    """
+    unit = worst_unit(analysis, "host_overhead")
+    if unit is None or unit.kind != "host" or unit.busy_pct > 0:
+        return finding
+    share = unit.categories["host_overhead"]
+    return replace(
+        finding,
+        title=UNNAMED_TITLE,
+        severity="info",
+        summary=(
+            f"{unit.name}: the host ran the model (no device planes), and the trace names no"
+            " compute on it (no op or executable events scaldiag knows), so it cannot tell the"
+            " model's compute from framework work: host work of either kind fills"
+            f" {share.exclusive_pct:.1f}% of step time ({share.exclusive_ms:.2f} ms of"
+            f" {unit.step_time_ms.mean:.2f} ms per step); no ceiling is claimed"
+        ),
+        fix={framework: _UNNAMED_FIX for framework in finding.fix},
+        predicted_speedup=None,
+        forecast=None,
+        seen_speedup=None,
+    )
 
 
 def _tracer_pct(unit: UnitAnalysis, tracer_ms: float) -> float:
