@@ -78,6 +78,11 @@ def test_device_events(name, kwargs, expected):
         ("ExecutorState::Process", True, None),
         ("$builtins isinstance", False, None),
         ("ThenExecuteCallback:PjRtStreamExecutorRawBuffer::CopyRawHostToDevice", False, None),
+        # XLA's CPU executable (fixtures/jax_cpu): its thunks (HLO names) inherit the executor's
+        ("ThunkExecutor::Execute", True, "compute"),
+        ("ThunkExecutor::Execute", False, "host_overhead"),
+        ("ThunkExecutor::Execute (wait for completion)", True, "wait"),
+        ("ynn_fusion.12", True, None),
     ],
 )
 def test_host_events(name, ops_are_compute, expected):
