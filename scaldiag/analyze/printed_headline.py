@@ -48,7 +48,7 @@ def followed(
 
 def _chosen(c: Clock, comparisons: list[Comparison]) -> Comparison | None:
     """The agreeing clock the headline follows: one of the family's guessed scope where there is
-    one (it is already the headline's), else the one with the most readings."""
+    one (it is already the headline's scope), then the most readings, then the closest."""
     agreeing = [
         x
         for x in comparisons
@@ -61,8 +61,8 @@ def _chosen(c: Clock, comparisons: list[Comparison]) -> Comparison | None:
     ]
     if not agreeing:
         return None
-    guessed = [x for x in agreeing if x.scope == c.user_scope]
-    return guessed[0] if guessed else max(agreeing, key=lambda x: x.readings)
+    guessed = [x for x in agreeing if x.scope == c.user_scope] or agreeing
+    return max(guessed, key=lambda x: (x.readings, -abs(x.error or 0.0)))
 
 
 def _figure_agrees(c: Clock, x: Comparison) -> bool:
