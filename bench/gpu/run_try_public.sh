@@ -15,7 +15,7 @@
 # left), the sha256 of every file of the working directory before and after try (try's promise:
 # byte-identical). A candidate without the finding: the next one, where time is left.
 # Time: everything stops by TRY_PUBLIC_BUDGET_S (default 530 s) from the start; the Keras half
-# ends by KERAS_END_S (default 265 s). Results in $OUT: try_public.md (the summary, with the
+# ends by KERAS_END_S (default 285 s). Results in $OUT: try_public.md (the summary, with the
 # card's name), <half>_try.json, <half>_report.json, <half>_profile.err, <half>_try.err,
 # <half>_try.out (try's line), env.txt.
 # TRY_PUBLIC_DRY=1: the shell logic on a CPU machine with .venv (Keras on TensorFlow, tiny data;
@@ -24,7 +24,7 @@
 set -u
 T0=$(date +%s)
 BUDGET=${TRY_PUBLIC_BUDGET_S:-530}
-KERAS_END=${KERAS_END_S:-265}
+KERAS_END=${KERAS_END_S:-285}
 DRY=${TRY_PUBLIC_DRY:-0}
 ROOT=$PWD
 SCRIPTS=$ROOT/bench/clock/scripts

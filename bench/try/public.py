@@ -44,7 +44,7 @@ def _identical(before: str, after: str) -> str:
     a, b = Path(before).read_text(), Path(after).read_text()
     n = len([ln for ln in a.splitlines() if ln.strip()])
     if a == b:
-        return f"yes ({n} files, sha256 of each the same before and after `try`)"
+        return f"yes ({n} file(s), sha256 of each the same before and after `try`)"
     gone = sorted(set(a.splitlines()) ^ set(b.splitlines()))
     return f"NO: {len(gone)} lines differ: " + "; ".join(gone[:6])
 
