@@ -1,7 +1,7 @@
 """bench/fuzz/try_cases.py, a few hundred cases here (the long run: `python -m bench fuzz --mode
-try --cases 20000`, bench/results/fuzz_long_try.md): hostile run directories, commands and flags
-through `scaldiag try`, in process; no exit 70, no case over 10 s, no file of the user's folder
-changed."""
+try --cases 20000`, bench/results/fuzz.md, section try_2026-12-07): hostile run directories,
+commands and flags through `scaldiag try`, in process; no exit 70, no case over 10 s, no file of
+the user's folder changed."""
 
 from __future__ import annotations
 
