@@ -28,8 +28,16 @@ def _load(path: str) -> dict:
         raise SystemExit(f"public.py: cannot read {path}: {e}") from None
 
 
+def _findings(report: dict) -> list[dict]:
+    """The run's findings and its trace's (SD101 and SD105 are the trace's: report --json keeps them
+    under trace_report)."""
+    trace = report.get("trace_report") or {}
+    both = (report.get("findings") or []) + (trace.get("findings") or [])
+    return [f for f in both if isinstance(f, dict)]
+
+
 def _ids(report: dict) -> list[str]:
-    return [f.get("id") for f in report.get("findings") or [] if isinstance(f, dict)]
+    return [f.get("id") for f in _findings(report)]
 
 
 def _x(v) -> str:
@@ -52,7 +60,7 @@ def _identical(before: str, after: str) -> str:
 def summary(a: argparse.Namespace) -> str:
     t, rep = _load(a.try_json), _load(a.report)
     s = t.get("speedup") or {}
-    f = next((x for x in rep.get("findings") or [] if x.get("id") == a.finding), {})
+    f = next((x for x in _findings(rep) if x.get("id") == a.finding), {})
     measured = (
         f"{s['median']:.2f}x (range {s['low']:.2f}-{s['high']:.2f}, {s['pairs']} pairs;"
         f" {'resolved' if s.get('resolved') else 'NOT resolved: inside the noise'})"
