@@ -1,6 +1,7 @@
 """A PyTorch CPU script whose Dataset does its per-sample work in Python (issue 35's first script).
 
     python tests/slow_getitem.py [--steps 24] [--batch 8] [--workers 0] [--work 30000] [--threads N]
+        [--read-ms 0]
 
 Plain PyTorch, unmodified for scaldiag: ``DataLoader(num_workers=0)`` by default, so every
 ``__getitem__`` runs on the training thread between the model's ops; the model's ops run on
@@ -18,13 +19,15 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class SlowItems(Dataset):
-    def __init__(self, n: int, work: int):
-        self.n, self.work = n, work
+    def __init__(self, n: int, work: int, read_s: float = 0.0):
+        self.n, self.work, self.read_s = n, work, read_s
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
+        if self.read_s:
+            time.sleep(self.read_s)  # a read from a slow disk: takes as long whatever the load
         g = torch.Generator().manual_seed(i)
         x = torch.rand(3, 32, 32, generator=g)
         for _ in range(4):  # small tensor ops, one sample at a time
@@ -44,6 +47,9 @@ def main():
     p.add_argument(
         "--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)"
     )
+    p.add_argument(
+        "--read-ms", type=float, default=0.0, help="a sample's read, waited (a slow disk): 0 none"
+    )
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -58,7 +64,7 @@ def main():
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loader = DataLoader(
-        SlowItems(a.batch * a.steps, a.work),
+        SlowItems(a.batch * a.steps, a.work, a.read_ms / 1e3),
         batch_size=a.batch,
         shuffle=True,
         num_workers=a.workers,

@@ -43,7 +43,11 @@ ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "tests" / "multinode_jax_job.py"
 STEPS = "12"  # 3 warm-up, the 5 traced steps (one all-reduce each), and a few after
 SIZE = ["--batch", "32768", "--width", "256"]  # ~500 ms steps on two processes sharing two cores
-SLOW_INPUT_MS = "200"  # ~40% of a step: process 1's input holds every step
+# Process 1's input holds every step, 3x a quiet step. At load 8 a 200 ms sleep (~40% of a quiet
+# step) read 702 ms late +-855 ms over the 5 traced steps (steps of 1.2-2.2 s): no SD210, the noise
+# of a loaded machine's steps as large as the signal. 1.5 s read 1986 +-380 ms late of 2953 ms steps
+# at load 10 (the low end 54% of the step; SD210 needs 5%).
+SLOW_INPUT_MS = "1500"
 JOB_TIMEOUT_S = 180
 # scaldiag's input-free measurement after training is left on: in a process of several it must skip
 # itself (a try that ran it hung: each process's clone all-reduced for its own number of steps;
