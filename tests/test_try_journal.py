@@ -246,3 +246,23 @@ def test_native_writers_are_named_to_the_journal_and_put_back(tmp_path):
     }
     assert write_restore.restore(journal, KEY) == []
     assert _state(user) == before
+
+
+def test_profile_s_record_notes_a_bounded_number_of_paths(tmp_path, monkeypatch):
+    """A script that writes many files (a preprocessing pass) costs the record MAX_NOTED rows and
+    one row saying there were more, not a row and a held name a file."""
+    from scaldiag.collect import write_journal
+
+    monkeypatch.setattr(write_journal, "MAX_NOTED", 5)
+    record = tmp_path / "run" / write_journal.WRITES
+    record.parent.mkdir()
+    journal = write_journal.Journal(None, (str(record.parent),), record=str(record))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    paths = [str(tmp_path / f"out{i}.bin") for i in range(40)]
+    for path in paths:
+        journal.hook("open", (path, "w", flags))
+    rows = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [r["path"] for r in rows if "path" in r] == paths[:5]
+    assert rows[-1] == {"more": True} and len(rows) == 6
+    assert len(journal.kept) == 6  # nothing held past the row that says there were more
+    assert list(write_journal.written_paths(str(record))) == paths[:5]

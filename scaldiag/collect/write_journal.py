@@ -46,6 +46,11 @@ JOURNAL = "journal.jsonl"  # in the round's journal directory, one entry a line
 RESTORED = "restored.json"  # written by the parent once every entry is back and verified
 WRITES = "writes.jsonl"  # record mode: the paths written, in the run directory
 BACKUPS = "backups"  # the journal directory's kept states, named by the path's digest
+# Record mode notes this many paths a process, then one last row saying there were more: a script
+# that writes a million files (a preprocessing pass, a log a step) must not pay a million appends
+# nor hold their names. try's own check needs only to know that the script writes (and the
+# snapshots, write_snapshot.py, see the folders whatever the count); contain mode keeps every path.
+MAX_NOTED = 10_000
 
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # What an event does to its path(s): "bytes" (written in place: its bytes kept), "gone" (replaced
@@ -197,15 +202,19 @@ class Journal:
             if self.kept.get(path, 0) >= LEVEL.get(what, 2):
                 return
             if self.journal_dir is None:
+                if len(self.kept) > MAX_NOTED:  # the "more" row is written: nothing held beyond
+                    return
                 self._note(path, what)
             else:
                 self._keep(path, what)
             self.kept[path] = LEVEL.get(what, 2)
 
     def _note(self, path: str, what: str) -> None:
-        """Record mode: the path, once a process; never raises into the script."""
+        """Record mode: the path, once a process, the first MAX_NOTED paths; never raises into the
+        script."""
         try:
-            line = json.dumps({"path": path, "what": what}) + "\n"
+            row = {"path": path, "what": what} if len(self.kept) < MAX_NOTED else {"more": True}
+            line = json.dumps(row) + "\n"
             fd = os.open(self.record, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, line.encode("utf-8", "surrogateescape"))
