@@ -1,6 +1,7 @@
 import glob
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,6 +11,24 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 GPU_TRACE = FIXTURES / "gpu" / "h200x2_jax_dataparallel.xplane.pb"
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+def profile_one_thread(tmp_path, script: Path, *args) -> Path:
+    """``scaldiag profile -q`` of ``script ARGS`` as a subprocess, one intra-op thread (the 2-core
+    machine's load stays the tests'), into ``tmp_path/runs``; its one run directory."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "runs"
+    result = subprocess.run(
+        [sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(out), str(script), "--"]
+        + list(args),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir,) = list(out.iterdir())
+    return run_dir
 
 
 def tf_cpu_trace(case: str) -> Path:

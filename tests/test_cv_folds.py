@@ -4,15 +4,14 @@ recorded, each fold's DataLoader passes are epochs, and each fold's validation i
 from the framework's evidence: which optimizer stepped, over which loader's batches, and the
 models' ``eval()``/``train()`` switches (never from durations)."""
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
+
+from conftest import profile_one_thread  # noqa: E402
 
 from scaldiag.analyze import recorded_steps  # noqa: E402
 from scaldiag.pipeline import analyze_run_dir  # noqa: E402
@@ -27,19 +26,7 @@ STEPS_PER_PASS = 12
 
 
 def profile(tmp_path, *args, script: Path = CV) -> Path:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    out = tmp_path / "runs"
-    result = subprocess.run(
-        [sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(out), str(script), "--"]
-        + list(args),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    (run_dir,) = list(out.iterdir())
-    return run_dir
+    return profile_one_thread(tmp_path, script, *args)
 
 
 def marks_named(record, *names) -> list[dict]:

@@ -3,8 +3,6 @@ optimizer, and optimizers stepping in turn within one pass of the loop (a GAN). 
 of the loop, whichever optimizers it steps; every phase's steps are recorded, and the record says
 which optimizer led which steps, from torch.optim's own step hooks (never from durations)."""
 
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -12,6 +10,8 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from conftest import profile_one_thread  # noqa: E402
 
 from scaldiag.analyze import recorded_steps  # noqa: E402
 from scaldiag.collect.frameworks.torch_capture import parameter_bytes  # noqa: E402
@@ -23,20 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PHASES = Path(__file__).resolve().parent / "phases_two_optimizers.py"
 
 
-def profile(tmp_path, script: Path, *args) -> Path:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    out = tmp_path / "runs"
-    result = subprocess.run(
-        [sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(out), str(script), "--"]
-        + list(args),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    (run_dir,) = list(out.iterdir())
-    return run_dir
+profile = profile_one_thread
 
 
 def optimizer_marks(record) -> list[dict]:

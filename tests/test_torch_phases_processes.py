@@ -3,15 +3,14 @@ train a model of their own on the same device. Each forked process that trains r
 RUN_DIR/process<PID>, and the script's record names them; a DataLoader's worker processes (forked
 too) never step and record nothing."""
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
+
+from conftest import profile_one_thread  # noqa: E402
 
 from scaldiag.pipeline import analyze_run_dir  # noqa: E402
 from scaldiag.record.reader import read_record  # noqa: E402
@@ -60,18 +59,7 @@ LOADER_WORKERS = textwrap.dedent("""
 def profile(tmp_path, text: str) -> Path:
     script = tmp_path / "train.py"
     script.write_text(text)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    out = tmp_path / "runs"
-    result = subprocess.run(
-        [sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(out), str(script)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    (run_dir,) = list(out.iterdir())
-    return run_dir
+    return profile_one_thread(tmp_path, script)
 
 
 def test_each_forked_process_that_trains_has_its_own_record_and_is_named(tmp_path):
