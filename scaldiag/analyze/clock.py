@@ -81,6 +81,12 @@ class Scope:
             return self.ms_last_epoch
         return self.ms_after_first if self.ms_after_first is not None else self.ms
 
+    @property
+    def over_every_epoch_ms(self) -> float:
+        """The figure the parts add up to and the printed clocks are set beside: over every epoch
+        where the user's clock shows the last one's (Lightning's bar), else as the user reads it."""
+        return self.ms if self.reads_last_epoch else self.user_ms
+
 
 @dataclass(frozen=True)
 class Clock:
@@ -318,9 +324,7 @@ def _parts(
 ) -> list[tuple[str, float]]:
     """The user's scope as the steady step plus named parts, per step (the rest is 'other')."""
     step = scopes[STEADY_STEP].ms
-    total = (
-        scopes[user].ms if scopes[user].reads_last_epoch else scopes[user].user_ms
-    )  # over every epoch
+    total = scopes[user].over_every_epoch_ms
     if user == STEADY_STEP:
         return []
     if user == HOST_DISPATCH:  # the step is the dispatch and the device's backlog after it

@@ -421,7 +421,7 @@ def _compare(
     by = agreement(ms, figure, spread_ms)
     # The headline, where the clock times the steps it covers (a phase's clock times a part)
     headline = first.scope == c.user_scope and coverage(windows, compared) >= COVERED
-    headline_ms = scope.ms if scope.reads_last_epoch else scope.user_ms
+    headline_ms = scope.over_every_epoch_ms
     headline_spread = in_quadrature(
         spread_ci(values), 0.0 if math.isnan(scope.ms_ci95) else scope.ms_ci95, resolution_ms
     )

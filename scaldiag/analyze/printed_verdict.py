@@ -138,8 +138,7 @@ def by_window(
 
 
 def headline_figure(c: Clock) -> float:
-    scope = c.scopes[c.user_scope]
-    return scope.ms if scope.reads_last_epoch else scope.user_ms
+    return c.scopes[c.user_scope].over_every_epoch_ms
 
 
 def spread_ci(values: np.ndarray) -> float:
