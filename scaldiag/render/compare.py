@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 from rich.console import Console
 from rich.table import Table
 
@@ -109,6 +111,22 @@ def render(cmp: Comparison, console: Console) -> None:
 
 def write(cmp: Comparison, stream=None, width: int | None = None) -> None:
     render(cmp, Console(file=stream, width=width))
+
+
+# A comparison shown in a page that is not ours (a notebook's output): the terminal's text, its
+# colours as inline styles (no stylesheet to leak into the page), in one <pre>.
+_HTML_PRE = (
+    '<pre class="scaldiag-compare" style="font-family:Menlo,\'DejaVu Sans Mono\',consolas,'
+    'monospace;font-size:12.5px;line-height:1.35;white-space:pre;overflow-x:auto">'
+    "<code>{code}</code></pre>"
+)
+
+
+def to_html(cmp: Comparison, width: int = 110) -> str:
+    """The terminal report as HTML: rich's own export of what it printed (it escapes the text)."""
+    console = Console(record=True, width=width, file=io.StringIO(), color_system="truecolor")
+    render(cmp, console)
+    return console.export_html(inline_styles=True, code_format=_HTML_PRE)
 
 
 def _change(c: Change) -> dict:

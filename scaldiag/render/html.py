@@ -8,6 +8,7 @@ through ``esc`` (html.escape). Charts are drawn by render/svg.py.
 from __future__ import annotations
 
 import math
+import re
 import sys
 from typing import TextIO
 
@@ -59,6 +60,17 @@ def render(
     timelines: list[RunTimeline] = (),
     runs: list = (),
 ) -> str:
+    title, body = _page(report, timelines, runs)
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+        '<meta name="viewport" content="width=device-width,'
+        f' initial-scale=1"><style>{CSS}</style></head>'
+        f"<body><h1>{esc(title)}</h1>{''.join(body)}</body></html>\n"
+    )
+
+
+def _page(report, timelines, runs) -> tuple[str, list[str]]:
+    """The page's title and its body's pieces: the file's and the notebook's (``fragment``)."""
     if isinstance(report, JobReport):
         title, body = f"scaldiag job: {len(report.node_dirs)} nodes", _job(report)
     elif isinstance(report, SweepReport):
@@ -73,15 +85,52 @@ def render(
             f"scaldiag analyze: {report.analysis.run}",
             _trace(report, report.analysis.framework),
         )
-    title = line(
-        title
-    )  # a run's name with bidi overrides (U+202E) reordered the heading: shown as escapes
-    return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-        '<meta name="viewport" content="width=device-width,'
-        f' initial-scale=1"><style>{CSS}</style></head>'
-        f"<body><h1>{esc(title)}</h1>{''.join(body)}</body></html>\n"
-    )
+    # a run's name with bidi overrides (U+202E) reordered the heading: shown as escapes
+    return line(title), body
+
+
+# --- inside a page that is not ours (a notebook's output) ----------------------------------------
+
+# The class every rule of a fragment's stylesheet is scoped to: one no notebook styles.
+SCOPE = "scaldiag-report"
+
+
+def fragment(
+    report: Report | RunReport | SweepReport | JobReport,
+    timelines: list[RunTimeline] = (),
+    runs: list = (),
+) -> str:
+    """The page's content as one ``<div>`` whose stylesheet applies inside it only (``scoped_css``):
+    for a page that is not ours, a notebook's output (scaldiag/api.py ``_repr_html_``). No script,
+    no iframe: it shows where a notebook runs no script (an untrusted notebook, nbconvert's HTML)
+    and takes the height of its content."""
+    title, body = _page(report, timelines, runs)
+    return _scoped(f"<h1>{esc(title)}</h1>{''.join(body)}")
+
+
+def finding_fragment(f: Finding, framework: str) -> str:
+    """One finding as the report shows it, scoped as ``fragment``."""
+    return _scoped(_finding(f, framework))
+
+
+def _scoped(content: str) -> str:
+    return f'<div class="{SCOPE}"><style>{scoped_css(CSS)}</style>{content}</div>'
+
+
+def scoped_css(css: str, scope: str = SCOPE) -> str:
+    """``css`` with every selector inside ``.scope`` (``body`` is the scope itself): the report's
+    rules (``table``, ``h2``, ``pre``) would otherwise restyle the whole notebook. Plain rules only:
+    an at-rule (``@media``) is refused here rather than leaked unscoped."""
+    out = []
+    for selectors, declarations in re.findall(r"([^{}]+)\{([^{}]*)\}", css):
+        if "@" in selectors:
+            raise ValueError(f"an at-rule in the report's CSS is not scoped: {selectors.strip()}")
+        scoped = []
+        for sel in selectors.split(","):
+            sel = sel.strip()
+            scoped.append(f".{scope}" if sel == "body" else f".{scope} {sel}")
+        out.append(f"{','.join(scoped)}{{{declarations.strip()}}}")
+    return "".join(out)
 
 
 # --- pieces ------------------------------------------------------------------
