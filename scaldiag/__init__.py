@@ -3,7 +3,7 @@
 __version__ = "0.1.0"
 
 # The Python API (scaldiag/api.py), imported on first use: ``import scaldiag`` stays the version
-# string's cost, without the pipeline, numpy or rich (``python -X importtime -c "import scaldiag"``).
+# string's cost, without the pipeline, numpy or rich (python -X importtime -c "import scaldiag").
 _LAZY = {"analyze": "scaldiag.api", "load": "scaldiag.api", "compare": "scaldiag.api"}
 
 
