@@ -191,3 +191,22 @@ def test_keras_s_final_line_after_validation_is_the_bar_read(tmp_path):
     (x,) = p.comparisons
     assert x.what == "Keras's progress bar" and x.agrees and abs(x.error) <= AGREE
     assert not p.headline_contradicted and x.headline_agrees
+
+
+def test_a_timer_of_one_iteration_a_print_is_set_beside_that_iteration(tmp_path):
+    """minGPT's chargpt.py (karpathy/minGPT @ 37baab71b9, unmodified, gpt-nano on the loaded CPU:
+    bench/clock/issue46.py's run of 2026-12-07) prints ``iter_dt`` every 10 iterations: the time of
+    the one iteration before the print. Its iterations varied from 50 ms to 7 s; beside the mean of
+    the 10 between two prints it read -14.5% and the report called the headline contradicted. Each
+    printed value is scaldiag's record of one iteration (the second-last before the print): set
+    beside those, it agrees, and the headline (every iteration) is said to be of other steps."""
+    r = report("mingpt_chargpt_cpu", tmp_path)
+    p = r.analysis.printed
+    (x,) = [y for y in p.comparisons if y.sampled_every]
+    assert x.sampled_every == 10 and "the second-last before each print" in x.what
+    assert x.agrees and abs(x.error) <= AGREE and x.readings >= 40
+    headline = r.analysis.clock.scopes[r.analysis.clock.user_scope].user_ms
+    assert abs(headline / x.ms - 1) > AGREE and x.headline_off_ms == pytest.approx(headline)
+    assert not p.headline_contradicted and "of other steps" in terminal(r)
+    # the headline names the clock that times every iteration: the lines' arrival
+    assert "arrival" in r.analysis.clock.user_clock

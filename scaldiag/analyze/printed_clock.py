@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from scaldiag.analyze import intervals as iv
-from scaldiag.analyze import printed_account, recorded_steps
+from scaldiag.analyze import printed_account, printed_sampled, recorded_steps
 from scaldiag.analyze.clock import (
     LOOP_ITERATION,
     STEADY_STEP,
@@ -31,7 +31,7 @@ from scaldiag.analyze.clock import (
     Clock,
 )
 from scaldiag.analyze.epochs import EpochStats
-from scaldiag.analyze.printed_forms import ARRIVAL, KERAS_BAR, Reading, recognise
+from scaldiag.analyze.printed_forms import ARRIVAL, KERAS_BAR, TIMER, Reading, recognise
 from scaldiag.analyze.printed_verdict import (
     AGREE,
     COARSE,
@@ -378,12 +378,17 @@ def _compare(
     compared = [r for r, part in zip(group, on) if r.ms is not None and part >= COVERED]
     if not compared:  # (a one-epoch run's bar: its only epoch compiled) its own window, in parts
         return by_window(group, c, found, accountant, after_first, base)
+    steps_scope = first.scope in (LOOP_ITERATION, STEADY_STEP)
+    if first.form == TIMER and steps_scope:  # minGPT's iter_dt: one iteration a print
+        spans = [figures.spans(first.scope, r) for r in compared]
+        one = printed_sampled.sampled(compared, spans)
+        if one is not None:
+            return printed_sampled.comparison(one, base)
     scope = c.scopes[first.scope]
     whole = _figure(scope, first, c, training)
     # scaldiag's figure over each reading's own steps (a phase's clock beside its phase); where
     # its window holds scaldiag's own profiler or measurements, the window in parts, them named
     local, accounts = [], []
-    steps_scope = first.scope in (LOOP_ITERATION, STEADY_STEP)
     for r in compared:
         figure, account = figures.over(first.scope, r, after_first), None
         # (a median: unmoved by a few steps' stalls)

@@ -55,6 +55,8 @@ class Comparison:
     # clock's line: no headline far from a printed clock without the report saying so)
     headline_off_ms: float | None = None
     headline_scope: str = ""
+    # A timer of one iteration a print (printed_sampled.py): it times one in this many
+    sampled_every: int | None = None
 
     @property
     def unrecorded(self) -> bool:

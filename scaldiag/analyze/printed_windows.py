@@ -125,6 +125,15 @@ class Figures:
             return self._step.per_batch_ms(r.begin_ns, r.end_ns)
         return None  # the whole training, the host's dispatch: the scope's figure
 
+    def spans(self, scope: str, r: Reading) -> np.ndarray | None:
+        """Each iteration (or step) inside the reading's window, ms a batch, in time order: what a
+        timer of one iteration a print is set beside (printed_sampled.py)."""
+        if scope == LOOP_ITERATION:
+            return self._iter.inside_ms(r.begin_ns, r.end_ns)
+        if scope == STEADY_STEP:
+            return self._step.inside_ms(r.begin_ns, r.end_ns)
+        return None
+
     def _whole_epochs(self, r: Reading, after_first: bool) -> float | None:
         first = int(np.searchsorted(self._epoch_ends, r.begin_ns, "right"))
         values = []
@@ -154,6 +163,11 @@ class _Spans:
         lo = int(np.searchsorted(self.begins, begin_ns, "left"))
         hi = int(np.searchsorted(self.ends, end_ns, "right"))
         return float(np.median(self.per_ms[lo:hi])) if hi - lo >= 2 else None
+
+    def inside_ms(self, begin_ns: int, end_ns: int) -> np.ndarray | None:
+        lo = int(np.searchsorted(self.begins, begin_ns, "left"))
+        hi = int(np.searchsorted(self.ends, end_ns, "right"))
+        return self.per_ms[lo:hi] if hi > lo else None
 
     def per_batch_ms(self, begin_ns: int, end_ns: int) -> float | None:
         lo = int(np.searchsorted(self.begins, begin_ns, "left"))

@@ -14,9 +14,13 @@ import math
 import sys
 from typing import TextIO
 
+from scaldiag.analyze.interconnect import CalibrationReport
 from scaldiag.analyze.nodes import MEASURED
 from scaldiag.analyze.profile import UnitAnalysis
+from scaldiag.analyze.try_stats import TryReport
 from scaldiag.rules import Finding
+from scaldiag.rules.check import CheckReport
+from scaldiag.rules.compare import Comparison
 from scaldiag.rules.report import JobReport, Report, RunReport, SweepReport
 
 SCHEMA_VERSION = 1
@@ -208,6 +212,7 @@ _PRINTED_MORE = (
     "own_ms",
     "batches_a_step",
     "headline_off_ms",
+    "sampled_every",
 )
 
 
@@ -432,7 +437,25 @@ class Made(list):
         return len(self._items)
 
 
-_BY_KIND = {Report: trace_dict, RunReport: run_dict, SweepReport: sweep_dict, JobReport: job_dict}
+def check_dict(report: CheckReport) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "passed": not report.failed,
+        "results": [
+            {"check": r.check, "passed": r.passed, "reason": r.reason} for r in report.results
+        ],
+    }
+
+
+_BY_KIND = {
+    Report: trace_dict,
+    RunReport: run_dict,
+    SweepReport: sweep_dict,
+    JobReport: job_dict,
+    CheckReport: check_dict,
+    CalibrationReport: lambda report: report.doc,  # the file calibrate saved, as saved
+    TryReport: lambda report: report.result,  # try.json's document
+}
 
 
 def to_dict(report: Report | RunReport | SweepReport | JobReport) -> dict:
@@ -471,6 +494,11 @@ def write(
 ) -> None:
     """The report as JSON (``width`` and the views: the other formats'; the JSON holds everything).
     A job's per-node lists are made as they are written (``Made``)."""
+    if isinstance(report, Comparison):  # render/compare.py maps it (it imports this module)
+        from scaldiag.render.compare import to_json
+
+        (stream or sys.stdout).write(to_json(report))
+        return
     data = job_dict(report, Made) if isinstance(report, JobReport) else to_dict(report)
     dump(data, stream or sys.stdout)
 
