@@ -121,10 +121,10 @@ def scoped_css(css: str, scope: str = SCOPE) -> str:
     """``css`` with every selector inside ``.scope`` (``body`` is the scope itself): the report's
     rules (``table``, ``h2``, ``pre``) would otherwise restyle the whole notebook. Plain rules only:
     an at-rule (``@media``) is refused here rather than leaked unscoped."""
+    if "@" in css:
+        raise ValueError("an at-rule in the report's CSS: scoped_css scopes plain rules only")
     out = []
     for selectors, declarations in re.findall(r"([^{}]+)\{([^{}]*)\}", css):
-        if "@" in selectors:
-            raise ValueError(f"an at-rule in the report's CSS is not scoped: {selectors.strip()}")
         scoped = []
         for sel in selectors.split(","):
             sel = sel.strip()
@@ -370,13 +370,13 @@ def _run(report: RunReport, timeline: RunTimeline | None) -> list[str]:
     a = report.analysis
     run, training = a.run, a.training
     fw = training.get("framework", {})
-    status = f"status: {run.get('status', '?')}"
-    if run.get("exit_code") is not None:
-        status += f", exit code {run['exit_code']}"
+    status = f"status: {run.status or '?'}"
+    if run.exit_code is not None:
+        status += f", exit code {run.exit_code}"
     # The script's own clocks against scaldiag's: a disagreement first (analyze/printed_clock.py)
     out = [
-        *(_p(line(x), "verdict") for x in printed.first_lines(a.printed, run.get("started_ns"))),
-        _p(" ".join(run.get("command", [])[1:]) or "?", "meta"),
+        *(_p(line(x), "verdict") for x in printed.first_lines(a.printed, run.started_ns)),
+        _p(" ".join((run.command or [])[1:]) or "?", "meta"),
         _p(status, "meta"),
         _p(
             f"framework: {framework_words(fw)}"
