@@ -23,6 +23,7 @@ from scaldiag.analyze.printed_clock import read as read_printed
 from scaldiag.analyze.printed_headline import followed
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.stats import Summary, ci95_half_width
+from scaldiag.analyze.trace_window import TraceWindow, trace_window
 from scaldiag.record.types import RunRecord
 
 # NVML clocks-event reasons (nvmlClocksEventReasons*, nvml.h): the bits that
@@ -133,6 +134,8 @@ class RunAnalysis:
     slow_rank: tuple[int, float] | None = None
     # PyTorch: the optimizers that led the steps, one phase each (analyze/recorded_steps.py)
     phases: list[recorded_steps.Phase] = field(default_factory=list)
+    # the trace window as it ran: planned and traced steps, what ended it (analyze/trace_window.py)
+    trace_window: TraceWindow | None = None
 
 
 # One rank's steady step this much slower than the fastest rank's, beyond both intervals, is named
@@ -466,6 +469,7 @@ def analyze_record(
         if other_ranks
         else {}
     )
+    accounting = account(record.run, record.marks, every)
     return RunAnalysis(
         run=record.run,
         training=record.training,
@@ -475,7 +479,7 @@ def analyze_record(
         host=host_summary(record.host_samples, window),
         trace=trace,
         missing=missing,
-        accounting=account(record.run, record.marks, every),
+        accounting=accounting,
         input_cost=cost,
         epochs=epochs,
         clock=scopes,
@@ -485,6 +489,12 @@ def analyze_record(
         device_memory=memory,
         tried=record.tried,
         phases=recorded_steps.phase_figures(every, record.marks),
+        trace_window=trace_window(
+            record.training,
+            record.steps,
+            record.marks,
+            accounting.wall_s if accounting is not None else None,
+        ),
     )
 
 

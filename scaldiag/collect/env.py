@@ -40,3 +40,8 @@ WRITES_RECORD_ENV = "SCALDIAG_RECORD_WRITES"
 TEARDOWN_ENV = (  # Kineto's own, read when the profiler stops (collect/frameworks/torch_trace.py)
     "TEARDOWN_CUPTI"
 )
+# The trace window's bounds in time (collect/trace_budget.py): its traced steps end at the first
+# step boundary past either (defaults 30 s and 0.10 of the run's wall so far;
+# profile --trace-limit-s)
+TRACE_LIMIT_ENV = "SCALDIAG_TRACE_LIMIT_S"
+TRACE_SHARE_ENV = "SCALDIAG_TRACE_SHARE"

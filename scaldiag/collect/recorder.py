@@ -29,14 +29,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from scaldiag.collect import trace_budget
 from scaldiag.collect.frameworks.tracing import TraceWindow
 from scaldiag.record.rundir import (
     MARKS,
+    RUN_JSON,
     STEPS,
     TRACE_DIR,
     TRAINING_JSON,
     JsonlWriter,
     close_quietly,
+    read_json,
     update_json,
 )
 
@@ -76,6 +79,17 @@ def block_line(step: int, epoch: int, bounds_ns: list[int], batches: list) -> st
     else:
         indices = ",".join(map(str, batches))
     return f'{{"step":{step:d},"epoch":{epoch:d},"bounds_ns":[{bounds}],"batch":[{indices}]}}\n'
+
+
+def _run_began_ns(run_dir: Path) -> int:
+    """Where the run's wall begins for the window's share: the launcher's start (run.json, under
+    ``profile``) or this process's, whichever is earlier."""
+    began = trace_budget.process_started_ns()
+    try:
+        launched = read_json(run_dir, RUN_JSON).get("started_ns")
+    except Exception:
+        return began
+    return min(began, launched) if isinstance(launched, int) and launched > 0 else began
 
 
 @contextlib.contextmanager
@@ -144,6 +158,12 @@ class StepRecorder:
         self._window_due = window is not None  # a step of the window is still to come
         self._trace_first = warmup_steps
         self._trace_last = warmup_steps + trace_steps - 1
+        self._trace_steps = trace_steps
+        # the window's bounds in time (collect/trace_budget.py), and its first traced step's begin
+        self._budget = (
+            trace_budget.from_env(run_began_ns=_run_began_ns(run_dir)) if window else None
+        )
+        self._traced_from_ns: int | None = None
         self._epoch = 0
         # The open step: a block's last (``_in_block``) or a row of its own (``_step``,
         # ``_begin_ns``...).
@@ -325,6 +345,8 @@ class StepRecorder:
         if self._traced:
             window.step_begin(self._step)
             late = True
+            if self._traced_from_ns is None:
+                self._traced_from_ns = time.time_ns()
         elif self._step >= self._trace_first:  # the window did not start: no step of it is to come
             self._window_due = False
             window.finish()
@@ -345,11 +367,20 @@ class StepRecorder:
             )
         )
         self._flush_if_due(end_ns)
-        if self._traced and self._step >= self._trace_last:
-            self.stop_trace()
-            self.traced_whole = True  # every step of the window was traced
+        if self._traced:
+            if self._step >= self._trace_last:
+                ended_by = trace_budget.PLAN
+            else:  # the next step, as long as this one, would take the window past a bound
+                ended_by = self._budget.over(
+                    end_ns - self._traced_from_ns, end_ns - self._begin_ns, end_ns
+                )
+            if ended_by:
+                self.stop_trace(ended_by)
+                self.traced_whole = True  # the window is over: a later fit does not trace again
 
-    def stop_trace(self) -> None:
+    def stop_trace(self, ended_by: str = trace_budget.TRAINING_ENDED) -> None:
+        """The window stops (``ended_by``: its plan, a bound of trace_budget, or the training's end:
+        the run ended, capture failed, a CUDA graph capture began)."""
         window = self._window
         self._window_due = False
         if window is None:
@@ -371,6 +402,9 @@ class StepRecorder:
                     "last_step": self._step,
                     "backend": window.backend,
                     "error": window.error,
+                    "planned_steps": self._trace_steps,
+                    "ended_by": ended_by,
+                    **self._budget.facts(),
                 },
             )
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from scaldiag.collect import multinode
-from scaldiag.collect.env import GLOBAL_BATCH_ENV, TORCHRUN_ENV
+from scaldiag.collect.env import GLOBAL_BATCH_ENV, TORCHRUN_ENV, TRACE_LIMIT_ENV
 from scaldiag.collect.launcher import launch, uncaptured_command
 from scaldiag.collect.session import new_run_dir
 from scaldiag.collect.sweep import gpus_for, sweep
@@ -72,6 +72,16 @@ def add_parser(subparsers) -> None:
         help="samples per step, for input whose batch scaldiag cannot read (every run of a sweep)",
     )
     p.add_argument(
+        "--trace-limit-s",
+        type=_seconds,
+        metavar="S",
+        help=(
+            "the trace window's traced steps take at most S seconds (default 30; and at most 10%%"
+            " of the run's wall so far, SCALDIAG_TRACE_SHARE); it ends at the first step boundary"
+            " past it"
+        ),
+    )
+    p.add_argument(
         "--nproc-per-node",
         metavar="N",
         type=_positive,
@@ -116,6 +126,16 @@ def add_parser(subparsers) -> None:
     add_verbose(p)
     add_interconnect(p)
     p.set_defaults(func=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, not {text}")
+    return value
 
 
 def _counts(text: str) -> list[int]:
@@ -176,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
     script_args = script_arguments(getattr(args, "argv", None), args.script, args.script_args)
     if args.global_batch:  # inherited by every run the command launches
         os.environ[GLOBAL_BATCH_ENV] = str(args.global_batch)
+    if args.trace_limit_s is not None:
+        os.environ[TRACE_LIMIT_ENV] = repr(args.trace_limit_s)
     if (args.gpus or args.emulate) and (
         args.nnodes or args.node_rank is not None or args.rdzv_endpoint
     ):

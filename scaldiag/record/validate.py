@@ -130,7 +130,17 @@ TRAINING_FIELDS = {
     "warmup_steps": _int,
     "trace_steps": _int,
     "batch_source": _str,
-    "trace": _obj({}),
+    # the window (collect/recorder.py): its steps, its plan, what ended it (collect/trace_budget.py)
+    "trace": _obj(
+        {
+            "first_step": _int,
+            "last_step": _int,
+            "planned_steps": _int,
+            "ended_by": _str,
+            "limit_s": _num,
+            "share": _num,
+        }
+    ),
     "trace_error": _str,  # why the trace window did not start or stop (collect/session.py)
     # optimizer steps recorded into CUDA graphs (collect/frameworks/torch_hooks.py): their replays
     # call no optimizer.step(), so the step hooks never see them

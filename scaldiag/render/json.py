@@ -18,6 +18,7 @@ from scaldiag.analyze.interconnect import CalibrationReport
 from scaldiag.analyze.nodes import MEASURED
 from scaldiag.analyze.profile import UnitAnalysis
 from scaldiag.analyze.try_stats import TryReport
+from scaldiag.render import words
 from scaldiag.rules import Finding
 from scaldiag.rules.check import CheckReport
 from scaldiag.rules.compare import Comparison
@@ -258,6 +259,14 @@ def _clock(c, samples_per_step, printed=None) -> dict | None:
     }
 
 
+def _trace_window(w) -> dict | None:
+    """The trace window as it ran (analyze/trace_window.py), its words where it was short."""
+    if w is None:
+        return None
+    keys = ("planned_steps", "traced_steps", "ended_by", "limit_s", "share", "seconds")
+    return {**{k: getattr(w, k) for k in keys}, "note": words.trace_window_words(w)}
+
+
 def _phase(p) -> dict:
     """A phase led by one optimizer (analyze/recorded_steps.py ``Phase``)."""
     return {
@@ -319,6 +328,7 @@ def run_dict(report: RunReport) -> dict:
         "steps": steps,
         "epochs": _epochs(a.epochs),
         "phases": [_phase(p) for p in a.phases],
+        "trace_window": _trace_window(a.trace_window),
         "clock": _clock(a.clock, a.steps.samples_per_step if a.steps else None, a.printed),
         "input_cost": _pick(a.input_cost, _INPUT_COST) if a.input_cost else None,
         "gpus": [_pick(g, _GPU) for g in a.gpus],

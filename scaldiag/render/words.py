@@ -92,3 +92,37 @@ def tried_words(t: dict) -> str:
     fc, ce = (f"{t[k]:.2f}x" if t.get(k) else "none" for k in ("forecast", "ceiling"))
     forecast = "no forecast for this fix" if t.get("no_forecast") else f"forecast {fc}"
     return f"{t['finding']}: {sets}: {measured}; {forecast}, ceiling {ce}"
+
+
+_ENDED = {
+    "time limit": lambda w: f"the window's time limit ({_seconds(w.limit_s)}) ended it",
+    "share of the run": lambda w: (
+        f"the window's share of the run (at most {w.share:.0%} of its wall so far) ended it"
+    ),
+    "training ended": lambda w: "the training ended (or the window was closed) first",
+}
+
+
+def trace_window_words(w) -> str | None:
+    """The trace window where it traced fewer steps than planned (analyze/trace_window.py): "traced
+    1 step of a planned 5: the window's time limit (30 s) ended it; the window took 12.6 s (40% of
+    the run)"; None where it ran its plan (the figures had the steps they were planned on)."""
+    if w is None or not w.short:
+        return None
+    steps = f"{w.traced_steps} step{'s' if w.traced_steps != 1 else ''}"
+    why = _ENDED.get(w.ended_by or "")
+    text = f"traced {steps} of a planned {w.planned_steps}" + (f": {why(w)}" if why else "")
+    if w.seconds is not None:
+        share = f" ({w.seconds / w.wall_s:.0%} of the run)" if w.wall_s else ""
+        digits = 1 if w.seconds >= 10 else 2
+        text += f"; the window took {w.seconds:.{digits}f} s{share}, the profiler's start and stop"
+        text += " included"
+    if w.traced_steps == 1 and w.ended_by in ("time limit", "share of the run"):
+        text += " (a window ends only at a step's end, and its first step runs whole)"
+    return text
+
+
+def _seconds(s: float | None) -> str:
+    if s is None:
+        return "?"
+    return f"{s:g} s"

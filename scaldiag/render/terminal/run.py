@@ -33,7 +33,7 @@ from scaldiag.render.terminal.common import (
     table,
     text,
 )
-from scaldiag.render.words import TENSORBOARD_PIP, tried_words
+from scaldiag.render.words import TENSORBOARD_PIP, trace_window_words, tried_words
 from scaldiag.rules.report import RunReport
 
 # How to read a trace where it was suggested: neither viewer comes with scaldiag.
@@ -283,6 +283,9 @@ def _steps(a: RunAnalysis, console: Console, verbose: bool) -> None:
             " step): breakdown corrected for it",
             style="dim",
         )
+    window = trace_window_words(a.trace_window)
+    if window:  # the trace's figures rest on fewer steps than planned: said in the default report
+        say(console, window, style="yellow")
     if not verbose:
         return
     if a.training.get("step_source"):  # where a step begins and ends, in the framework's words

@@ -1,0 +1,111 @@
+"""The trace window is planned in steps and bounded in time (collect/trace_budget.py, issue 50): a
+window planned for five steps ends at the first step boundary past its bound, and the report says
+how few steps it traced and which bound ended it. Real runs on the CPU: a plain JAX loop, a PyTorch
+loop. The bounds are set to 0 so that the window ends after its first step whatever the machine's
+load (a window ends only at a step's end, and its first step runs whole): no timing is compared."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from scaldiag.analyze.trace_window import TraceWindow
+from scaldiag.collect import trace_budget
+from scaldiag.render.words import trace_window_words
+
+ROOT = Path(__file__).resolve().parent.parent
+
+JAX_LOOP = textwrap.dedent("""
+    import jax, jax.numpy as jnp
+    x, y = jnp.ones((16, 8)), jnp.zeros((16, 4))
+    w = jnp.zeros((8, 4))
+
+    @jax.jit
+    def train_step(w, x, y):
+        loss, g = jax.value_and_grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)
+        return w - 0.1 * g, loss
+
+    for step in range(20):
+        w, loss = train_step(w, x, y)
+    print("loss", float(loss))
+""")
+
+TORCH_LOOP = textwrap.dedent("""
+    import torch
+    model = torch.nn.Linear(8, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.ones(16, 8), torch.zeros(16, 4)
+    for step in range(20):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+""")
+
+
+def _profile(tmp_path: Path, source: str, env: dict) -> tuple[dict, str]:
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    out, report = tmp_path / "runs", tmp_path / "report.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "scaldiag", "profile", "--out", str(out), "--json", str(report)]
+        + [str(script)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **env},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(report.read_text()), result.stdout
+
+
+def _one_step_window(report: dict, ended_by: str) -> None:
+    window = report["trace_window"]
+    assert window["planned_steps"] == 5 and window["traced_steps"] == 1
+    assert window["ended_by"] == ended_by
+    assert window["note"].startswith(f"traced 1 step of a planned 5: the window's {ended_by}")
+    assert report["training"]["trace"]["last_step"] == report["training"]["trace"]["first_step"]
+    assert report["trace_report"] is not None  # the one step was traced and analysed
+
+
+def test_a_jax_window_planned_for_five_steps_ends_at_its_time_limit(tmp_path):
+    pytest.importorskip("jax")
+    report, stdout = _profile(tmp_path, JAX_LOOP, {"SCALDIAG_TRACE_LIMIT_S": "0"})
+    _one_step_window(report, "time limit")
+    assert "traced 1 step of a planned 5: the window's time limit (0 s) ended it" in " ".join(
+        stdout.split()
+    )
+
+
+def test_a_torch_window_ends_at_its_share_of_the_run(tmp_path):
+    pytest.importorskip("torch")
+    report, stdout = _profile(tmp_path, TORCH_LOOP, {"SCALDIAG_TRACE_SHARE": "0"})
+    _one_step_window(report, "share of the run")
+    assert "at most 0% of its wall so far) ended it" in " ".join(stdout.split())
+
+
+def test_the_bounds_in_words():
+    budget = trace_budget.TraceBudget(limit_s=30.0, share=0.1, run_began_ns=0)
+    s = 10**9
+    # 5 s traced, the next step 1 s: under 30 s, under 10% of a 100 s run
+    assert budget.over(5 * s, 1 * s, 99 * s) is None
+    assert budget.over(29 * s, 2 * s, 1000 * s) == trace_budget.TIME_LIMIT
+    assert budget.over(5 * s, 1 * s, 50 * s) == trace_budget.RUN_SHARE  # 6 s > 10% of 51 s
+    full = TraceWindow(5, 5, "plan", 30.0, 0.1, 0.4, 10.0)
+    assert trace_window_words(full) is None  # a window that ran its plan adds no line
+    long = TraceWindow(5, 1, "time limit", 30.0, 0.1, 33.0, 300.0)
+    assert trace_window_words(long) == (
+        "traced 1 step of a planned 5: the window's time limit (30 s) ended it; the window took"
+        " 33.0 s (11% of the run), the profiler's start and stop included (a window ends only at a"
+        " step's end, and its first step runs whole)"
+    )
+
+
+def test_bounds_from_the_environment_and_bad_values():
+    env = {"SCALDIAG_TRACE_LIMIT_S": "2.5", "SCALDIAG_TRACE_SHARE": "0.05"}
+    assert trace_budget.from_env(env, 0).facts() == {"limit_s": 2.5, "share": 0.05}
+    bad = {"SCALDIAG_TRACE_LIMIT_S": "soon", "SCALDIAG_TRACE_SHARE": "-1"}
+    assert trace_budget.from_env(bad, 0).facts() == {"limit_s": 30.0, "share": 0.1}
