@@ -58,6 +58,16 @@ def test_two_cpu_ranks_measure_save_and_print_a_cpu_calibration(tmp_path, capsys
     found = ic.load_calibration(saved)
     assert (found.device, found.curve.ranks) == ("cpu", 2)
     assert found.curve.time_s(262144, 2) == pytest.approx(rows[-1]["median_s"])
+    assert doc["schema_version"] == ic.CALIBRATION_SCHEMA_VERSION
+    assert [p.name for p in saved.parent.iterdir()] == [saved.name]  # no temporary left beside it
+    # A file from before schema_version was written is read as version 1; a newer one is refused.
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps({k: v for k, v in doc.items() if k != "schema_version"}))
+    assert ic.load_calibration(older).curve.time_s(8, 2) == pytest.approx(rows[0]["median_s"])
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({**doc, "schema_version": 2}))
+    with pytest.raises(ScaldiagError, match="schema_version 2, expected 1"):
+        ic.load_calibration(newer)
     h200 = {"gpus": [{"name": "NVIDIA H200", "nvlink_active_links": 0}]}
     assert (
         ic.from_inventory(h200).curve is ic.NVLINK4_X18_CURVE

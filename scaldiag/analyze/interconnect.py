@@ -288,8 +288,8 @@ def _model_source(line_bytes_per_s: float) -> str:
 
 
 def parse(spec: str) -> Interconnect:
-    """``nvlink4x18``, ``nvlink3x12`` or ``pcie5x16`` (case and spaces ignored): the user's machine.
-    """
+    """``nvlink4x18``, ``nvlink3x12`` or ``pcie5x16`` (case and spaces ignored): the user's
+    machine."""
     m = re.fullmatch(r"(nvlink|pcie(?:gen)?)(\d)x(\d+)", re.sub(r"[\s_-]", "", spec.lower()))
     if not m:
         raise ValueError(
@@ -395,6 +395,9 @@ def _pcie_of(gpus: list[dict], name: str | None, why: str) -> Interconnect | Non
 # --- saved calibrations (``scaldiag calibrate``; the file's layout: docs/calibrate.md) ---
 
 CALIBRATION_SCHEMA = "scaldiag.calibration/1"
+# The file's version as every JSON scaldiag writes states it; files written before it was added
+# have none and are read as version 1.
+CALIBRATION_SCHEMA_VERSION = 1
 CALIBRATION_ENV = "SCALDIAG_CALIBRATION"  # one file: calibrate writes it, reports read only it
 SMALL_MESSAGE_BYTES = (
     64 * 1024
@@ -411,6 +414,14 @@ class Calibration:
     framework: str
     measured_at: str
     curve: Curve | None  # None: one GPU, nothing measured between GPUs
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    """``scaldiag calibrate``'s report: the document it saved (docs/calibrate.md) and where."""
+
+    doc: dict
+    path: str
 
 
 def calibration_dir(env: dict | None = None) -> Path:
@@ -444,8 +455,8 @@ MAX_BUS_BYTES_PER_S = 2e13
 
 
 def load_calibration(path: str | os.PathLike) -> Calibration:
-    """One saved calibration; a missing, unreadable or malformed file is a ScaldiagError saying why.
-    """
+    """One saved calibration; a missing, unreadable or malformed file is a ScaldiagError saying
+    why."""
     try:
         # O_NONBLOCK and a regular file only: a FIFO named by $SCALDIAG_CALIBRATION blocked the open
         # forever
@@ -510,6 +521,12 @@ def calibration_from_dict(data: dict, path: str = "") -> Calibration:
         raise ValueError(
             f"schema {str(data.get('schema'))[:40]!r}, expected {CALIBRATION_SCHEMA!r}"
         )
+    version = data.get("schema_version", CALIBRATION_SCHEMA_VERSION)
+    if version != CALIBRATION_SCHEMA_VERSION:
+        raise ValueError(
+            f"schema_version {str(version)[:40]}, expected {CALIBRATION_SCHEMA_VERSION} (a newer"
+            " scaldiag's file?)"
+        )
     machine = data["machine"]
     if not isinstance(machine, dict):
         raise ValueError("machine is not an object")
@@ -565,12 +582,13 @@ def _calibration_source(data: dict, sizes: tuple, times: tuple, ranks: int, path
     )
     return (
         f"measured by scaldiag calibrate ({data.get('framework')}, {who},"
-        f" {data.get('measured_at')}; {path}): {_size(sizes[0])}-{_size(sizes[-1])}, busbw"
+        f" {data.get('measured_at')}; {path}):"
+        f" {size_words(sizes[0])}-{size_words(sizes[-1])}, busbw"
         f" {min(bus) / 1e9:.3g}-{max(bus) / 1e9:.3g} GB/s"
     )
 
 
-def _size(m: float) -> str:
+def size_words(m: float) -> str:
     unit = next(
         ((u, f) for u, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)) if m >= f), ("B", 1)
     )
@@ -578,8 +596,8 @@ def _size(m: float) -> str:
 
 
 def find_calibrations(env: dict | None = None) -> tuple[list[Calibration], list[str]]:
-    """The saved calibrations, and a note for each file that could not be read (the defaults stand).
-    """
+    """The saved calibrations, and a note for each file that could not be read (the defaults
+    stand)."""
     found, notes = [], []
     for path in calibration_paths(env):
         try:

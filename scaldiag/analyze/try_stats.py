@@ -13,7 +13,17 @@ figure. Pure: plain dicts in, plain dicts out.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+
+@dataclass(frozen=True)
+class TryReport:
+    """``scaldiag try``'s report: try.json's document (the rounds, the speed-up and its range)."""
+
+    result: dict
+
 
 # Fewer pairs than this resolve nothing: with three pairs on one side of 1.0x a coin would do so
 # one time in four; the range of so few pairs is their minimum and maximum.

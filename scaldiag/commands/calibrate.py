@@ -11,8 +11,8 @@ from pathlib import Path
 
 from scaldiag.analyze import interconnect as ic
 from scaldiag.collect import calibrate as measure
+from scaldiag.commands.output import emit, replacing
 from scaldiag.errors import ScaldiagError
-from scaldiag.sanitize import line
 
 GPU_MAX_BYTES = (
     2**30
@@ -120,10 +120,11 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.out) if args.out else _default_path(doc)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(doc, indent=1) + "\n")
     except OSError as exc:
         raise ScaldiagError(f"cannot write {path}: {exc.strerror}") from None
-    _print(doc, path)
+    with replacing(path) as stream:  # a reader sees the old curve or the new one, never half
+        stream.write(json.dumps(doc, indent=1) + "\n")
+    emit(ic.CalibrationReport(doc, str(path)))
     return 0
 
 
@@ -161,6 +162,7 @@ def _gpus(framework: str, machine: dict, device: str) -> int:
 def _base(framework: str, machine: dict, device: str, ranks: int, backend: str) -> dict:
     return {
         "schema": ic.CALIBRATION_SCHEMA,
+        "schema_version": ic.CALIBRATION_SCHEMA_VERSION,
         "measured_at": _now(),
         "device": device,
         "framework": framework,
@@ -262,44 +264,3 @@ def _default_path(doc: dict) -> Path:
     name = doc["machine"].get("gpu_name") if doc["device"] == "gpu" else "cpu"
     slug = re.sub(r"[^a-z0-9]+", "-", (name or "gpu").lower()).strip("-")
     return ic.calibration_dir() / f"{slug}-x{doc['ranks']}-{doc['framework']}.json"
-
-
-def _print(doc: dict, path: Path) -> None:
-    where = (
-        "CPU processes (gloo)"
-        if doc["device"] == "cpu"
-        else f"{doc['ranks']} x {doc['machine'].get('gpu_name') or 'GPU'}"
-    )
-    print(line(f"scaldiag calibrate: {doc['framework']} all-reduce on {where}"))
-    if doc["allreduce"]:
-        print(
-            f"{'size':>10}  {'median us':>11}  {'min-max us':>19}  {'algbw GB/s':>10} "
-            f" {'busbw GB/s':>10}"
-        )
-        for r in doc["allreduce"]:
-            print(
-                f"{ic._size(r['bytes']):>10}  {r['median_s'] * 1e6:11.1f}  "
-                f"{r['min_s'] * 1e6:9.1f}-{r['max_s'] * 1e6:<9.1f}  "
-                f"{r['algbw_bytes_per_s'] / 1e9:10.4g}  {r['busbw_bytes_per_s'] / 1e9:10.4g}"
-            )
-    for key, what in (doc["local"] or {}).items():
-        if isinstance(what, dict):
-            rate = f", {what['bytes_per_s'] / 1e9:.0f} GB/s" if "bytes_per_s" in what else ""
-            print(
-                line(
-                    f"{key}: {what['median_s'] * 1e6:.1f} us ({what['min_s'] * 1e6:.1f}-"
-                    f"{what['max_s'] * 1e6:.1f}){rate}: {what['what']}"
-                )
-            )
-    for note in doc["notes"]:
-        print(line(f"note: {note}"))
-    print(
-        line(
-            f"saved: {path}"
-            + (
-                ""
-                if doc["device"] == "cpu" or not doc["allreduce"]
-                else f" (reports of runs on {doc['machine'].get('gpu_name')} use this curve)"
-            )
-        )
-    )

@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from scaldiag.commands.output import stdout_gone
+from scaldiag.commands.output import emit, stdout_gone
 from scaldiag.pipeline import diagnose
-from scaldiag.render.terminal.common import inert
-from scaldiag.rules.check import Limits, check, parse_percent
+from scaldiag.rules.check import CheckReport, Limits, check, parse_percent
 
 
 def add_parser(subparsers) -> None:
@@ -59,29 +58,20 @@ def run(args: argparse.Namespace) -> int:
         clock_agrees=args.clock_agrees,
     )
     baseline = diagnose(args.baseline) if args.baseline else None
-    results = check(diagnose(args.path), limits, baseline)
-    failed = [r for r in results if not r.passed]
+    report = CheckReport(tuple(check(diagnose(args.path), limits, baseline)))
+    code = 1 if report.failed else 0
     try:  # the verdict is the exit code, whether or not anyone reads the lines (| head -1)
-        for r in results:
-            print(f"{'ok  ' if r.passed else 'FAIL'} {r.check}: {inert(r.reason)}")
-        print(
-            inert(
-                f"check failed: {failed[0].reason}"
-                + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else "")
-            )
-            if failed
-            else f"check passed ({len(results)} checks)"
-        )
+        emit(report)
         sys.stdout.flush()
     except BrokenPipeError:
         stdout_gone()
     except (
         OSError
-    ) as exc:  # stdout on a full disk (or /dev/full): the lines are lost, never the verdict
+    ) as exc:  # stdout on a full disk (or /dev/full): the lines are lost, not the verdict
         stdout_gone()
         print(
             f"scaldiag: check's lines could not be written ({exc.strerror or exc}): the verdict is"
-            f" the exit code, {1 if failed else 0}",
+            f" the exit code, {code}",
             file=sys.stderr,
         )
-    return 1 if failed else 0
+    return code

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from scaldiag.commands.output import output_path, write_text
+from scaldiag.commands.output import emit, output_path
 from scaldiag.pipeline import diagnose
-from scaldiag.render import compare as compare_format
 from scaldiag.rules.compare import compare
 
 
@@ -33,13 +31,5 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    cmp = compare(diagnose(args.before), diagnose(args.after))
-    if args.json == "-":
-        sys.stdout.write(compare_format.to_json(cmp))
-        return 0
-    compare_format.write(cmp)
-    if args.json:
-        from pathlib import Path
-
-        write_text(Path(args.json), compare_format.to_json(cmp))
+    emit(compare(diagnose(args.before), diagnose(args.after)), args.json)
     return 0

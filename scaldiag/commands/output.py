@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from scaldiag.errors import ScaldiagError
-from scaldiag.render import json, write
+from scaldiag.render import write
 
 
 def add_interconnect(parser) -> None:
@@ -92,7 +92,7 @@ def emit(
         write(report, "json")
     elif json_path:
         with replacing(Path(json_path)) as stream:
-            json.write(report, stream)
+            write(report, "json", stream)
 
 
 @contextlib.contextmanager
@@ -159,8 +159,8 @@ def stdout_gone() -> None:
 
 
 def flush_stdout() -> None:
-    """Flush stdout now, where a reader that has gone is found and taken (not at exit, as an error).
-    """
+    """Flush stdout now, where a reader that has gone is found and taken (not at exit, as an
+    error)."""
     try:
         sys.stdout.flush()
     except BrokenPipeError:

@@ -17,7 +17,7 @@ from scaldiag.commands.output import (
     output_path,
 )
 from scaldiag.errors import TRACE_FAILURES, ScaldiagError
-from scaldiag.pipeline import diagnose, job_trace, read_trace
+from scaldiag.pipeline import diagnose, diagnose_viewed, job_trace, read_trace
 from scaldiag.record.reader import read_record
 from scaldiag.record.rundir import RECORD_FILES, TRACE_DIR
 from scaldiag.render import VIEW_FORMATS
@@ -83,9 +83,13 @@ def run(args: argparse.Namespace) -> int:
     fmt = FORMAT_NAMES[args.format]
     refuse_inputs_as_outputs(args.run_dir, [args.output, args.json])
     with engine_of(args) as engine:
-        report = diagnose(args.run_dir, args.interconnect, engine)
+        if fmt in VIEW_FORMATS:  # the timelines made from what the diagnosis read
+            report, views = diagnose_viewed(
+                args.run_dir, args.interconnect, engine, with_trace=fmt == "perfetto"
+            )
+        else:
+            report, views = diagnose(args.run_dir, args.interconnect, engine), {}
     output = args.output or DEFAULT_FILE.get(fmt, "-")
-    views = report_views(Path(args.run_dir[0]), report, fmt) if fmt in VIEW_FORMATS else {}
     emit(report, args.json, args.verbose, fmt, output, **views)
     if output != "-":
         print(line(f"scaldiag: {args.format} report written to {output}"), file=sys.stderr)
@@ -114,9 +118,9 @@ def _is_read(inside: Path) -> bool:
 
 
 def report_views(path: Path, report: RunReport | SweepReport | JobReport, fmt: str) -> dict:
-    """What the timeline views need beyond the report, read from the record (a job's: its ranks'
-    merged
-    trace, for the Perfetto export)."""
+    """What the timeline views need beyond a report diagnosed earlier (the notebook API's), read
+    from the record again (a job's: its ranks' merged trace, for the Perfetto export); ``report``
+    itself takes them from its diagnosis (pipeline.diagnose_viewed)."""
     with_trace = fmt == "perfetto"  # the HTML plots samples; the Perfetto export every trace event
     if isinstance(report, JobReport):
         return {"merged": job_trace(report)} if with_trace else {}

@@ -21,7 +21,6 @@ from scaldiag.analyze.try_stats import TryReport
 from scaldiag.render import words
 from scaldiag.rules import Finding
 from scaldiag.rules.check import CheckReport
-from scaldiag.rules.compare import Comparison
 from scaldiag.rules.report import JobReport, Report, RunReport, SweepReport
 
 SCHEMA_VERSION = 1
@@ -322,7 +321,7 @@ def run_dict(report: RunReport) -> dict:
             if acc
             else None
         ),
-        "run": a.run,
+        "run": a.run.to_dict(),
         "training": a.training,
         "inventory": a.inventory,
         "steps": steps,
@@ -504,11 +503,6 @@ def write(
 ) -> None:
     """The report as JSON (``width`` and the views: the other formats'; the JSON holds everything).
     A job's per-node lists are made as they are written (``Made``)."""
-    if isinstance(report, Comparison):  # render/compare.py maps it (it imports this module)
-        from scaldiag.render.compare import to_json
-
-        (stream or sys.stdout).write(to_json(report))
-        return
     data = job_dict(report, Made) if isinstance(report, JobReport) else to_dict(report)
     dump(data, stream or sys.stdout)
 

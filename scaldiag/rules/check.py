@@ -44,6 +44,18 @@ class Result:
     reason: str
 
 
+@dataclass(frozen=True)
+class CheckReport:
+    """``scaldiag check``'s report: each limit's result, in order; the verdict (exit 1) is whether
+    any failed."""
+
+    results: tuple[Result, ...]
+
+    @property
+    def failed(self) -> list[Result]:
+        return [r for r in self.results if not r.passed]
+
+
 def parse_percent(text: str) -> float:
     """``"5%"``, ``"5"`` or ``"0.05"``? The first two are 5 %; a bare number is percent too."""
     value = text.strip().removesuffix("%").strip()
