@@ -545,6 +545,148 @@ def test_a_second_part_that_would_grow_without_bound_is_dropped(
     assert in_two_parts == [1]
 
 
+# ---- a file in N parts at given cuts: the single scan's Trace, wherever the cuts fall ----
+
+
+def read_cut(file: Path, monkeypatch, cuts: list[int] | None):
+    """The fast reader's result with the file cut at ``cuts`` (offsets, rising; None: one part, the
+    single scan), and how many parts it kept."""
+    kept: list[int] = []
+    scan = kineto_stream.scan
+
+    def counted(f, new_scanner):
+        parts = scan(f, new_scanner)
+        kept.append(len(parts))
+        return parts
+
+    with monkeypatch.context() as m:
+        m.setattr(kineto_fast, "scan", counted)
+        m.setattr(kineto_stream, "_cores", lambda: 1 if cuts is None else len(cuts) + 1)
+        m.setattr(kineto_stream, "SPLIT_MIN_BYTES", 0)
+        if cuts is not None:
+            m.setattr(kineto_stream, "_cuts", lambda fd, size, parts: [0, *cuts, size])
+        return outcome(kineto_fast.read_file, file), kept
+
+
+def same_as_single(file: Path, monkeypatch, cuts: list[int], single=None) -> int:
+    """The file cut at ``cuts`` reads as the single scan reads it (equal Traces, or the same
+    error; ``single``: that scan's outcome where known); the parts kept."""
+    if single is None:
+        single, one = read_cut(file, monkeypatch, None)
+        assert one in ([1], [])
+    split, kept = read_cut(file, monkeypatch, cuts)
+    if single is None or isinstance(single, str):
+        assert split == single, cuts
+    else:
+        assert split is not None, f"gave up where the single scan read it: cuts {cuts}"
+        assert_same(split, single)
+    return kept[0] if kept else 0
+
+
+@pytest.mark.parametrize("parts", [2, 3, 5])
+@pytest.mark.parametrize(
+    "file", FIXTURES[:: max(1, len(FIXTURES) // 4)], ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_real_traces_in_n_parts_read_as_the_single_scan(file, parts, tmp_path, monkeypatch):
+    """The cuts the reader finds itself (an event boundary near each share), N parts: every part
+    kept, the Trace equal to the single scan's."""
+    plain = plain_copy(file, tmp_path)
+    with monkeypatch.context() as m:
+        m.setattr(kineto_stream, "SPLIT_MIN_BYTES", 0)
+        m.setattr(kineto_stream, "_cores", lambda: parts)
+        found = kineto_stream._cuts
+        cuts = []
+        m.setattr(
+            kineto_stream, "_cuts", lambda fd, size, n: cuts.extend(found(fd, size, n)) or cuts
+        )
+        assert kineto_stream.parts_for(plain.stat().st_size, parts) == parts
+        split = kineto_fast.read_file(plain)
+    assert len(cuts) == parts + 1, "a boundary was found near each share"
+    kept = same_as_single(plain, monkeypatch, cuts[1:-1])
+    assert kept == parts and split is not None
+
+
+# Strings and args that hold what a boundary search looks for: "}, {", quotes, escaped quotes.
+TRICKY = [
+    cpu(name='a}, {"b": 1}, {c', ts=1),
+    cpu(name='q\\"}, {\\"ph\\": \\"X\\"', ts=2),  # escaped quotes and backslashes
+    cpu(name="\\", ts=3, args={"s": '"}, {"'}),  # a string ending in a backslash, then a quote
+    cpu(name="args", ts=4, args={"nested": [{"a": "}, {"}, {"b": [{}, {}]}], "x": {"y": {}}}),
+    {"ph": "M", "name": "thread_name", "pid": 11, "tid": 12, "args": {"name": "}, {t"}},
+    kernel(name="k}, {", ts=5),
+    {"ph": "B", "name": "b", "pid": 11, "tid": 12, "ts": 6},
+    {"ph": "E", "pid": 11, "tid": 12, "ts": 8},
+    cpu(name="ProfilerStep#3", cat="user_annotation", ts=9, dur=40),
+    cpu(name="last", ts=50, args={"t": "}]}"}),
+]
+
+
+@pytest.mark.parametrize("bare_array", [False, True], ids=["object", "array"])
+def test_a_cut_anywhere_reads_as_the_single_scan(bare_array, tmp_path, monkeypatch):
+    """Two parts cut at bytes of a document that a JSON string or structure turns on (braces,
+    brackets, quotes, backslashes, commas and colons, and the bytes either side), where its
+    strings and args hold braces, quotes and escaped quotes: inside a string, inside args, at the
+    file's last event, in the closing brackets. The Trace is the single scan's every time; the
+    part is kept at the commas between events."""
+    events = [cpu(ts=i) for i in range(3)] + TRICKY
+    text = json.dumps(events if bare_array else doc(events))
+    file = tmp_path / "rank0.pt.trace.json"
+    file.write_text(text)
+    single, _ = read_cut(file, monkeypatch, None)
+    assert single is not None and not isinstance(single, str)
+    turns = {i for i, c in enumerate(text) if c in '{}[]",:\\'}
+    near = sorted({i + d for i in turns for d in (-1, 0, 1)} & set(range(1, len(text))))
+    commas = event_commas(text, events)
+    # Each a read of its own (~10 ms): 250 of those places (seeded), every comma between events,
+    # the last bytes.
+    cuts = sorted(
+        {*random.Random(50).sample(near, 250), *commas, *range(len(text) - 12, len(text))}
+    )
+    kept = {cut: same_as_single(file, monkeypatch, [cut], single) for cut in cuts}
+    assert all(kept[i] == 2 for i in commas), "kept wherever the cut is a comma between events"
+    assert kept[commas[-1]] == 2  # the cut before the file's last event
+    assert 1 in kept.values()
+
+
+def test_n_cuts_anywhere_read_as_the_single_scan(tmp_path, monkeypatch):
+    """Three and four parts, cut at random bytes (seeded): the single scan's Trace every time."""
+    file = tmp_path / "rank0.pt.trace.json"
+    events = [cpu(ts=i) for i in range(5)] + TRICKY + [kernel(ts=60 + i) for i in range(5)]
+    text = json.dumps(doc(events))
+    file.write_text(text)
+    rng = random.Random(50)
+    single, _ = read_cut(file, monkeypatch, None)
+    kept = []
+    for _ in range(150):
+        cuts = sorted(rng.sample(range(1, len(text)), rng.choice((2, 3))))
+        kept.append(same_as_single(file, monkeypatch, cuts, single))
+    for _ in range(30):  # cuts all at commas between events: every part kept
+        cuts = sorted(rng.sample(event_commas(text, events), 3))
+        assert same_as_single(file, monkeypatch, cuts, single) == 4
+    assert 1 in kept and 2 in kept
+
+
+def event_commas(text: str, events: list) -> list[int]:
+    """The offsets of the commas between traceEvents' elements in ``text`` (json.dumps')."""
+    at = text.index("[") + 1 if text.startswith("[") else text.index('"traceEvents": [') + 16
+    commas = []
+    for event in events[:-1]:
+        at += len(json.dumps(event))
+        assert text[at : at + 2] == ", "
+        commas.append(at)
+        at += 2
+    return commas
+
+
+def test_the_parts_follow_the_cores_and_the_size():
+    size = kineto_stream.SPLIT_MIN_BYTES
+    assert kineto_stream.parts_for(size - 1, 8) == 1
+    assert kineto_stream.parts_for(10 * size, 1) == 1
+    assert kineto_stream.parts_for(10 * size, 2) == 2
+    assert kineto_stream.parts_for(size, 8) == 2  # each part at least half of SPLIT_MIN_BYTES
+    assert kineto_stream.parts_for(1000 * size, 64) == kineto_stream.MAX_PARTS
+
+
 def test_resume_in_events_needs_a_fresh_scanner():
     scanner = _kineto_scan.Scanner()
     assert scanner.between_events() is None

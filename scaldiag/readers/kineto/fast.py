@@ -50,14 +50,14 @@ _COLUMNS = {
 
 
 def read_file(file: Path):
-    """The file's planes, host and rank (a kineto_json._File), or None where the scanner gives up.
-    """
+    """The file's planes, host and rank (a kineto_json._File), or None where the scanner gives
+    up."""
     scan_module = native.enabled(_kineto_scan)  # SCALDIAG_NATIVE=0: the reference reader
     native.tell_if_missing(_kineto_scan, "the Kineto reader")
     if scan_module is None:
         return None
     try:
-        # One scanner, or two where the file was read in two parts (stream.py): each with the
+        # One scanner, or more where the file was read in parts (stream.py): each with the
         # number of traceEvents' elements before its part, which its seq counts from.
         parts = scan(file, scan_module.Scanner)
         meta = {}
@@ -187,6 +187,7 @@ class _Rows:
     def __init__(self, file: Path, base_ns: int, strings: _Strings):
         self.file, self.base_ns, self.strings = file, base_ns, strings
         self.host: list[dict] = []  # column dicts: seq, key, start, end, ok, name, step
+        self.fast_parts = 0  # the first this many dicts of each list: a scanner's, seq rising
         self.device: list[dict] = []  # seq, device, key (stream), start, end, ok, name, memcpy
         self.steps: list[dict] = []  # seq, device, start, end, ok, step
         self.keys: dict[object, int] = {}  # line keys (host (pid, tid); device stream) -> key id
@@ -201,7 +202,8 @@ class _Rows:
     # ---- the fast events ----
 
     def add_fast(self, c: dict, canon: np.ndarray) -> None:
-        """One scanner's events (``canon``: its string ids to the file's)."""
+        """One scanner's events (``canon``: its string ids to the file's), parts in file order."""
+        self.fast_parts += 1
         s = self.strings
         name = canon[c["name"]]
         # Per raw id first (thousands of strings), then one gather per event: kind from cat (-1, no
@@ -377,8 +379,8 @@ class _Rows:
     def planes(self, host_stats: dict, device_props: dict[int, dict]) -> list[Plane]:
         table = self.strings.table()
         keys = list(self.keys)
-        device = _joined(self.device, ("memcpy",))
-        steps = _joined(self.steps)
+        device = _joined(self.device, ("memcpy",), self.fast_parts)
+        steps = _joined(self.steps, (), self.fast_parts)
         devices = _unique(device["device"], inverse=False)[0]
         if len(devices) > ref.MAX_DEVICES_PER_FILE:
             raise TraceError(
@@ -399,7 +401,7 @@ class _Rows:
                     step_marks=marks.get(int(d)),
                 )
             )
-        host = _joined(self.host)
+        host = _joined(self.host, (), self.fast_parts)
         names, lines = _lines(host, table, keys, self._thread_name, _host_stats)
         planes.append(Plane(name="/host:CPU", event_names=names, lines=lines, stats=host_stats))
         return planes
@@ -571,9 +573,12 @@ def _i64(values) -> np.ndarray:
     return np.array(values, np.int64)
 
 
-def _joined(parts: list[dict], optional: tuple[str, ...] = ()) -> dict:
+def _joined(parts: list[dict], optional: tuple[str, ...] = (), rising: int = 0) -> dict:
     """One column dict from several, in seq order; an optional object column is None-filled where a
-    part lacks it."""
+    part lacks it. ``rising``: the first this many parts are known to have their seq rising (a
+    scanner's, in file order): where they are all there is, no row's seq is compared (np.diff of
+    a 1 GB file's 2.6 M host rows took 0.1 s)."""
+    known = all(not len(p["seq"]) for p in parts[rising:])
     parts = [p for p in parts if len(p["seq"])] or parts[
         :1
     ]  # the fast events' part is always there
@@ -590,8 +595,10 @@ def _joined(parts: list[dict], optional: tuple[str, ...] = ()) -> dict:
             )
         else:
             out[k] = np.concatenate([p[k] for p in parts])
-    if len(parts) == 1 or (np.diff(out["seq"]) > 0).all():
-        return out  # the fast events alone (of one part or two in file order): in seq order already
+    if known and all(a["seq"][-1] < b["seq"][0] for a, b in zip(parts, parts[1:])):
+        return out  # the fast events alone, parts in file order: in seq order already
+    if (np.diff(out["seq"]) > 0).all():
+        return out
     order = np.argsort(out["seq"], kind="stable")
     return {k: v[order] if v is not None else None for k, v in out.items()}
 

@@ -7,14 +7,19 @@ refused there with its words, and scanned in pieces of about its text's size
 (gzip_buffer_bytes), PIECE_BYTES at most. Memory is one piece and the scanner's
 columns, never the document.
 
-A plain file of SPLIT_MIN_BYTES or more is read in two parts at once where
-two cores are: a second thread scans from an event boundary near the middle
-(the scanner runs without the GIL) while this one scans up to it. The split
-is kept only where this thread's scanner, stopping there, stands just after
-an element of traceEvents: the second part was then scanned exactly as one
-stream would have scanned it. Otherwise (the cut fell inside a string or a
-nested array) this thread's scanner reads on from where it stopped and the
-second part is dropped.
+A plain file of SPLIT_MIN_BYTES or more is read in parts at once where
+several cores are (one part per core, ``parts_for``): each part after the
+first starts at an event boundary ("}, {" outside any string, if the guess is
+right) near its share of the file and is scanned by a thread of its own (the
+scanner runs without the GIL) while this one scans the first part. The cuts
+are guesses, found by a byte search that knows nothing of strings; they are
+checked in file order, exactly: a part is kept only where the scanner of the
+part before it, stopping at its start, stands just after an element of
+traceEvents, so that it was scanned exactly as one stream would have scanned
+it. At the first cut that fails (inside a string, a nested array) that
+scanner reads on to the end and the later parts are dropped: the result is
+the single scan's, parts or not (tests/test_kineto_fast.py cuts real traces
+at every kind of place). One core, a small file or a gzip file: one part.
 
 Where the JSON is not what the fast path reads ``GiveUp`` is raised and the
 caller reads the file with the reference reader (reference.py), which says
@@ -37,10 +42,12 @@ PIECE_BYTES = (
 )  # JSON per scanner call: large enough that the per-call cost vanishes, small next to the columns
 
 
-# From here a plain file is scanned in two parts at once (where two cores are): 1 GB took the
+# From here a plain file is scanned in parts at once (where several cores are): 1 GB took the
 # scanner 1.9 s in one thread, 1.0 s in two. A thread costs well under a millisecond; below this
-# the parts' merge (a second string table, seq shifted) is not worth it either.
+# the parts' merge (a string table a part, seq shifted) is not worth it either. A part is at least
+# half of it; MAX_PARTS at most (each part's columns are joined after; cores past it gain little).
 SPLIT_MIN_BYTES = 32 << 20
+MAX_PARTS = 8
 # A gzip file's buffer is sized from its compressed size at this ratio (real Kineto traces expand
 # 13-15x, readers/files.py), up to PIECE_BYTES: a fresh 16 MB buffer for every small rank file cost
 # more than decompressing it (0.7 ms against 1.0 ms for a 34 KB rank; bench/results/job_merge.md).
@@ -49,8 +56,8 @@ GZIP_EXPECTED_RATIO = 16
 MIN_BUFFER_BYTES = 64 << 10
 SEARCH_BYTES = 1 << 20  # looked at from the middle for an event boundary; none there: one part
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*(,)[ \t\r\n]*\{")  # "}, {": the comma between two objects
-# The second part's buffer grows at most this far: a cut inside a long string can make its scanner
-# see one endless unit; that part is then dropped, not read into memory.
+# A part's buffer grows at most this far: a cut inside a long string can make its scanner see one
+# endless unit; that part is then dropped, not read into memory.
 SECOND_MAX_BUFFER_BYTES = 4 * PIECE_BYTES
 
 
@@ -61,8 +68,8 @@ class GiveUp(Exception):
 
 def scan(file: Path, new_scanner: Callable[[], object]) -> list[tuple[object, int]]:
     """The whole file through scanners (``new_scanner()`` makes one: a _kineto_scan.Scanner), as
-    (scanner, elements of traceEvents before its part) in file order: one, or two where the file
-    was read in two parts. GiveUp where it cannot be read this way."""
+    (scanner, elements of traceEvents before its part) in file order: one, or more where the file
+    was read in parts. GiveUp where it cannot be read this way."""
     with open_regular(file) as f:  # TraceError for a device, a FIFO: no reader opens those
         try:
             head = f.read(2)
@@ -73,8 +80,9 @@ def scan(file: Path, new_scanner: Callable[[], object]) -> list[tuple[object, in
                 pieces = _Gunzipped(gunzip_pieces(f, size, file))
                 _feed(pieces, scanner, gzip_buffer_bytes(size), file)
                 return [(scanner, 0)]
-            if size >= SPLIT_MIN_BYTES and _cores() >= 2:
-                return _scan_in_two(f.fileno(), size, new_scanner, file)
+            parts = parts_for(size, _cores())
+            if parts > 1:
+                return _scan_in_parts(f.fileno(), size, parts, new_scanner, file)
             scanner = new_scanner()
             # a small file gets a buffer of its size (+1: a full buffer is not known to be the end)
             _feed(f, scanner, min(PIECE_BYTES, size + 1), file)
@@ -97,54 +105,98 @@ def _cores() -> int:
 
 
 class _SplitRefused(Exception):
-    """The second part's scan went where the first one's would not (its buffer past its bound)."""
+    """A part's scan went where one stream's would not (its buffer past its bound); ``stopped``:
+    the offset up to which its scanner had read whole units."""
+
+    def __init__(self, message: str, stopped: int):
+        super().__init__(message)
+        self.stopped = stopped
 
 
-def _scan_in_two(fd: int, size: int, new_scanner, file: Path) -> list[tuple[object, int]]:
-    """The file in two parts, the second in another thread from an event boundary near the middle;
-    one part where none is found or the first part's scanner does not stop there between events."""
-    first = new_scanner()
-    cut = _event_boundary(fd, size // 2)
-    if cut is None:
+def parts_for(size: int, cores: int) -> int:
+    """How many parts a plain file of ``size`` bytes is scanned in: one per core, each of at least
+    SPLIT_MIN_BYTES / 2 (a small file, or one core: one part, the single scan)."""
+    if size < SPLIT_MIN_BYTES or cores < 2:
+        return 1
+    return max(1, min(cores, MAX_PARTS, size // max(1, SPLIT_MIN_BYTES // 2)))
+
+
+def _scan_in_parts(
+    fd: int, size: int, parts: int, new_scanner, file: Path
+) -> list[tuple[object, int]]:
+    """The file in ``parts`` parts scanned at once, each from an event boundary found near its
+    share of the file (this thread the first, a thread each the others), then checked in file
+    order: a part is kept only where the scanner of the part before it, stopping at its start,
+    stands just after an element of traceEvents (it then was scanned exactly as one stream would
+    have scanned it). At the first cut that fails (inside a string, a nested array) the scanner of
+    the part before reads on from where it stopped to the end and the later parts are dropped."""
+    cuts = _cuts(fd, size, parts)
+    if len(cuts) == 2:  # no boundary found: one part
+        first = new_scanner()
         _feed(_Pread(fd, 0), first, PIECE_BYTES, file)
         return [(first, 0)]
-    second = new_scanner()
     top_is_array = _top_is_array(fd)
-    second.resume_in_events(top_is_array)
-    failed: list[BaseException] = []
+    scanners = [new_scanner() for _ in cuts[:-1]]
+    for scanner in scanners[1:]:
+        scanner.resume_in_events(top_is_array)
+    outcome: list[BaseException | int | None] = [None] * len(
+        scanners
+    )  # where it stopped, or why not
 
-    def second_part() -> None:
+    def scan_part(i: int) -> None:
+        last = i == len(scanners) - 1
         try:
-            _feed(
-                _Pread(fd, cut),
-                second,
+            outcome[i] = _feed(
+                _Pread(fd, cuts[i], None if last else cuts[i + 1]),
+                scanners[i],
                 PIECE_BYTES,
                 file,
-                start=cut,
+                start=cuts[i],
+                final=last,
                 max_buffer=SECOND_MAX_BUFFER_BYTES,
             )
-        except BaseException as exc:  # noqa: BLE001 - judged below, once the first part says
-            failed.append(exc)
+        except BaseException as exc:  # noqa: BLE001 - judged below, once the parts before say
+            outcome[i] = exc
 
-    thread = threading.Thread(target=second_part, name="kineto-second-part", daemon=True)
-    thread.start()
+    threads = [
+        threading.Thread(target=scan_part, args=(i,), name=f"kineto-part-{i}", daemon=True)
+        for i in range(1, len(scanners))
+    ]
+    for thread in threads:
+        thread.start()
     try:
-        stopped = _feed(_Pread(fd, 0, cut), first, PIECE_BYTES, file, final=False)
+        scan_part(0)
     finally:
-        thread.join()
-    at = first.between_events()  # (elements so far, the document is a bare array) or None
-    if (
-        stopped != cut
-        or at is None
-        or at[1] != top_is_array  # its guess from the first bytes was wrong (whitespace past 4 KB)
-        or (failed and isinstance(failed[0], _SplitRefused))
-    ):
-        # The cut was not between two events (inside a string, a nested array): one part after all.
-        _feed(_Pread(fd, stopped), first, PIECE_BYTES, file, start=stopped)
-        return [(first, 0)]
-    if failed:  # the second part is the file's own: its error is the file's
-        raise failed[0]
-    return [(first, 0), (second, at[0])]
+        for thread in threads:
+            thread.join()
+    kept = [(scanners[0], 0)]
+    for i, scanner in enumerate(scanners):
+        stopped = outcome[i]
+        if isinstance(stopped, _SplitRefused):  # its start was right: a huge unit, read on
+            _feed(_Pread(fd, stopped.stopped), scanner, PIECE_BYTES, file, start=stopped.stopped)
+            return kept
+        if isinstance(stopped, BaseException):  # its start was right: its error is the file's
+            raise stopped
+        if i == len(scanners) - 1:
+            return kept
+        at = scanner.between_events()  # (elements so far, the document is a bare array) or None
+        if stopped != cuts[i + 1] or at is None or at[1] != top_is_array:
+            # The cut was not between two events, or the first bytes' guess of a bare array was
+            # wrong (whitespace past 4 KB): this part's scanner reads on, the later parts dropped.
+            _feed(_Pread(fd, stopped), scanner, PIECE_BYTES, file, start=stopped)
+            return kept
+        kept.append((scanners[i + 1], kept[-1][1] + at[0]))
+    return kept
+
+
+def _cuts(fd: int, size: int, parts: int) -> list[int]:
+    """0, an event boundary near each k/parts of the file (each past the one before), the size."""
+    cuts = [0]
+    for k in range(1, parts):
+        cut = _event_boundary(fd, max(size * k // parts, cuts[-1] + 1))
+        if cut is not None and cut < size:
+            cuts.append(cut)
+    return [*cuts, size]
 
 
 def _event_boundary(fd: int, near: int) -> int | None:
@@ -229,7 +281,7 @@ def _feed(
             return done + used
         if used == 0:
             if max_buffer is not None and 2 * len(buf) > max_buffer:
-                raise _SplitRefused(f"a unit of more than {max_buffer:,} bytes")
+                raise _SplitRefused(f"a unit of more than {max_buffer:,} bytes", done)
             buf += bytes(len(buf))
         buf[: have - used] = buf[used:have]
         have -= used
