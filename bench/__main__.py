@@ -92,17 +92,6 @@ GPU_RUNNERS = {
         "nvidia-h200 or nvidia-h100-x1",
         "gpu_h200/",
     ),
-    "host_and_fit_checks": GpuRunner(
-        "the host tick against psutil on the H200 host, its CPU in place, a fit "
-        "that raises in the trace window",
-        "nvidia-h200",
-        "gpu_h200/host_and_fit_checks/",
-    ),
-    "host_tick_probe": GpuRunner(
-        "the host sampler's tick piece by piece beside a training (host_tree in place)",
-        "nvidia-h200",
-        "gpu_h200/host_and_fit_checks/",
-    ),
     "input_free": GpuRunner(
         "the input cost measured against twins fed without the slow input",
         "nvidia-h200",

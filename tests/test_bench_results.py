@@ -11,7 +11,14 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
 # Removed probes whose results docs still cite (bench/README.md), and the make-test log of issue 33.
-RETIRED = {"nvml_sampling_probe", "profiler_aftermath", "rank_abort", "make_test"}
+RETIRED = {
+    "nvml_sampling_probe",
+    "profiler_aftermath",
+    "rank_abort",
+    "host_and_fit_checks",
+    "host_tick_probe",
+    "make_test",
+}
 
 
 def _names() -> set[str]:

@@ -1,10 +1,10 @@
 """The device clock's event pool and reader (torch_device_clock.DeviceClock), with a fake CUDA
 stream.
 
-The real events need a GPU (bench/gpu/check_torch_device_clock.py runs them there); the pool's logic
-is the same for any event with ``record``, ``query``, ``elapsed_time`` and ``synchronize``. The fake
-device below runs the work queued on its stream in order: an event completes once the device has
-passed the point where it was recorded.
+The real events need a GPU (``git show 6a74f68:bench/gpu/check_torch_device_clock.py`` ran them
+there: docs/pytorch.md); the pool's logic is the same for any event with ``record``, ``query``,
+``elapsed_time`` and ``synchronize``. The fake device below runs the work queued on its stream in
+order: an event completes once the device has passed the point where it was recorded.
 """
 
 import json

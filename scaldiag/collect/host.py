@@ -25,8 +25,8 @@ PERIOD_S = 0.1  # 10 Hz: CPU percentages need a window to mean anything
 MIN_INTERVAL_S = PERIOD_S / 2
 # Look for new workers once a second (ticks): on Linux by listing /proc (it grows with the machine's
 # processes: beside a JAX training on the H200 host, 186 processes, a look cost 0.43 ms of CPU, more
-# than the rest of a tick: bench/gpu/host_tick_probe.py), elsewhere by psutil's rescan, which reads
-# every process. A worker is counted from its first second on.
+# than the rest of a tick: `git show 6a74f68:bench/gpu/host_tick_probe.py`), elsewhere by psutil's
+# rescan, which reads every process. A worker is counted from its first second on.
 LOOK_EVERY = 10
 PROC = "/proc"
 STAT_BYTES = (

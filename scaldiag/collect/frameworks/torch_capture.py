@@ -267,9 +267,9 @@ class TorchCapture:
         With the profiler on through a capture and the graph's replays, the script never exited
         after its training (an H100 and an H200, torch 2.11, CUDA 13.0, 2026-12-06: 58 s and more,
         with or without CUPTI's teardown, pytorch/pytorch#135003). With the window closed here
-        the same script exits (an H100, bench/gpu/check_graph_twin.sh). A window closed before the
-        capture is a shorter trace, not a hung script. A capture before the window opens leaves
-        it be."""
+        the same script exits (an H100; the check: ``git show
+        6a74f68:bench/gpu/check_graph_twin.sh``). A window closed before the capture is a shorter
+        trace, not a hung script. A capture before the window opens leaves it be."""
         if self.tracing:
             attempt(self.session.recorder.stop_trace, self._step_failed)
 
@@ -694,7 +694,7 @@ class TorchCapture:
         (``_iterator``): the link back made a cycle that kept both alive past the script's end,
         where refcounting alone frees them in a plain run, and alive at exit a persistent, pinned
         loader's workers are joined by torch's atexit hooks, 5 s a worker (15 workers: 76 s on an
-        H100; bench/gpu/loader_exit_probe.py)."""
+        H100; ``git show 6a74f68:bench/gpu/loader_exit_probe.py``)."""
         self.loader = self._fetched_from = None
         for iterator in list(self._linked):
             iterator.__dict__.pop("_scaldiag_loader", None)
