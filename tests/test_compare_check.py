@@ -243,7 +243,7 @@ def test_compare_says_when_the_runs_are_not_one_script_before_and_after(reports)
         run_dir="other",
         analysis=replace(
             fast.analysis,
-            run={**fast.analysis.run, "status": "interrupted"},
+            run=fast.analysis.run.replace(status="interrupted"),
             training={
                 **fast.analysis.training,
                 "framework": {"name": "pytorch"},

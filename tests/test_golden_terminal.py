@@ -78,7 +78,7 @@ def own_lines(report) -> list[str]:
     to run."""
     if not isinstance(report, RunReport):
         return []
-    command = " ".join(report.analysis.run.get("command", [])[1:])
+    command = " ".join((report.analysis.run.command or [])[1:])
     return [report.run_dir, command, f"scaldiag report {report.run_dir} --format perfetto"] + (
         [
             f"tensorboard --logdir {report.run_dir}",

@@ -140,7 +140,7 @@ def test_a_step_beyond_int64_is_skipped_and_said(tmp_path):
     _replace_line(run / "steps.jsonl", 5, begin_ns=2**70)
     record = read_record(run)
     assert len(record.steps) == steps - 1
-    assert "record: steps.jsonl: 1 damaged line skipped" in record.run["missing"]
+    assert "record: steps.jsonl: 1 damaged line skipped" in record.run.missing
 
 
 def test_a_run_file_with_an_integer_of_4301_digits_is_a_gap(tmp_path):

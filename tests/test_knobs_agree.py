@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from scaldiag.analyze.run import HostSummary, RunAnalysis
+from scaldiag.record.run_json import RunJson
 from scaldiag.rules import sd101_input_bound, sd207_input_ceiling, sd211_cpu_oversubscribed
 from scaldiag.rules.base import Finding
 from scaldiag.rules.knobs import GPU_WORDS, agree, values
@@ -35,7 +36,7 @@ def _run(cores=2, core_pct=99.0, process_pct=40.0, processes=1, knobs=None, gpus
         processes_max=processes,
     )
     return RunAnalysis(
-        run={},
+        run=RunJson(),
         training={"framework": {"name": "pytorch"}, "knobs": knobs or {}},
         inventory={"gpus": gpus or []},
         steps=None,

@@ -204,7 +204,7 @@ def test_a_damaged_printed_line_is_noted_and_the_rest_read(tmp_path):
         f.write('{"t_ns": "soon", "text": 3}\n{"dropped": 7}\n')
     record = read_record(d)
     assert len(record.printed) == 7 and record.printed[-1] == {"dropped": 7}
-    assert any("printed.jsonl: 1 damaged line" in m for m in record.run["missing"])
+    assert any("printed.jsonl: 1 damaged line" in m for m in record.run.missing)
 
 
 def test_json_clock_printed(tmp_path):

@@ -313,4 +313,4 @@ def test_the_fresh_page_probe_measures_this_host():
 
     value = host_costs.fresh_page_ns_per_byte(size=16 << 20, rounds=3)
     assert value is not None and 0.0 <= value < 5.0
-    assert set(host_costs.run_fields()) == {"fresh_page_ns_per_byte"}
+    assert 0.0 <= host_costs.measured_or_none() < 5.0  # what run.json records

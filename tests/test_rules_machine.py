@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from scaldiag.analyze.run import HostSummary, RunAnalysis
+from scaldiag.record.run_json import RunJson
 from scaldiag.rules import sd101_input_bound, sd211_cpu_oversubscribed
 from scaldiag.rules.base import Finding, Speedup
 from scaldiag.rules.machine import Handover, budget, fit_to_machine
@@ -35,7 +36,7 @@ def _run(cores, core_pct, process_pct, processes=1, framework="pytorch", ranks=1
         processes_max=processes,
     )
     return RunAnalysis(
-        run={},
+        run=RunJson(),
         training={"framework": {"name": framework}},
         inventory={},
         steps=None,
@@ -101,7 +102,7 @@ def test_findings_of_other_causes_and_runs_without_host_samples_are_left_as_they
     other = Finding(**{**other.__dict__, "category": "host_overhead"})
     assert fit_to_machine([other], _run(2, 90, 180), []) == [other]
     bare = RunAnalysis(
-        run={}, training={}, inventory={}, steps=None, gpus=[], host=None, trace=None
+        run=RunJson(), training={}, inventory={}, steps=None, gpus=[], host=None, trace=None
     )
     assert fit_to_machine([_input_finding()], bare, []) == [_input_finding()]
 

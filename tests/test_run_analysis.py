@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from scaldiag.analyze.run import step_stats
+from scaldiag.record.run_json import RunJson
 from scaldiag.record.rundir import read_jsonl
 
 MS = 1_000_000
@@ -223,7 +224,7 @@ def test_accounting_paints_every_second_once():
         for i in range(10)
     ]  # over the run
     found = recorded_steps.periods(rows, {"warmup_steps": 3}, marks)
-    acc = account({"started_ns": 0, "ended_ns": 10 * s}, marks, found)
+    acc = account(RunJson(started_ns=0, ended_ns=10 * s), marks, found)
     parts = {p.part: round(p.seconds, 6) for p in acc.parts}
     assert sum(parts.values()) == pytest.approx(10.0)
     assert parts["interpreter and scaldiag start"] == 0.1 and parts["imports"] == 0.9

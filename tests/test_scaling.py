@@ -7,6 +7,7 @@ from scaldiag.analyze.profile import CategoryTime, ProfileAnalysis, UnitAnalysis
 from scaldiag.analyze.run import RunAnalysis, StepStats
 from scaldiag.analyze.scaling import analyze_scaling
 from scaldiag.analyze.stats import Summary
+from scaldiag.record.run_json import RunJson
 
 
 def run(step_ms, global_batch, replicas, shares, spread=0.5):
@@ -34,7 +35,7 @@ def run(step_ms, global_batch, replicas, shares, spread=0.5):
         "replicas": replicas,
         "per_replica_batch": global_batch // replicas,
     }
-    return RunAnalysis({}, training, {}, steps, [], None, trace)
+    return RunAnalysis(RunJson(), training, {}, steps, [], None, trace)
 
 
 def test_weak_scaling_lost_speedup_adds_up_and_names_the_collective():

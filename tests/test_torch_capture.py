@@ -134,7 +134,7 @@ def test_torchrun_two_gloo_ranks_record_and_merge(tmp_path):
     rank0, rank1 = read_record(run_dir), read_record(run_dir / "rank1")
     assert len(rank0.steps) == len(rank1.steps) == 12
     assert rank0.training["replicas"] == 2 and rank0.training["global_batch"] == 64
-    assert rank1.training["rank"] == 1 and rank1.run["status"] == "finished"
+    assert rank1.training["rank"] == 1 and rank1.run.status == "finished"
     traces = sorted(p.name for p in (run_dir / "trace" / "plugins" / "profile" / "torch").iterdir())
     assert traces == ["rank0.pt.trace.json", "rank1.pt.trace.json"]
     profile_analysis = diagnose_run(run_dir).analysis.trace
@@ -153,7 +153,7 @@ def test_torch_api_for_custom_loops(tmp_path):
             with run.step():
                 model(torch.randn(8, 4)).sum().backward()
     record = read_record(tmp_path / "run")
-    assert len(record.steps) == 5 and record.run["status"] == "finished"
+    assert len(record.steps) == 5 and record.run.status == "finished"
     assert (
         record.training["framework"]["backend"] == "pytorch"
         and record.training["global_batch"] == 8

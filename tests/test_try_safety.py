@@ -292,7 +292,7 @@ def test_try_refuses_a_script_that_is_no_script(tmp_path):
         run_dir = _fake_run(tmp_path / f"case{i}", [sys.executable, script])
         _refused(_scaldiag("try", str(run_dir), "SD101", cwd=tmp_path), words)
     run_dir = _fake_run(tmp_path / "items", [sys.executable, "train.py", 3, None])
-    _refused(_scaldiag("try", str(run_dir), "SD101", cwd=tmp_path), "not text")
+    _refused(_scaldiag("try", str(run_dir), "SD101", cwd=tmp_path), "field 'command' ignored")
 
 
 def test_try_finds_an_old_run_s_script_in_the_run_s_folder_or_refuses(tmp_path):

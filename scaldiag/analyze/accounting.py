@@ -23,6 +23,7 @@ import numpy as np
 
 from scaldiag.analyze import intervals as iv
 from scaldiag.analyze import recorded_steps
+from scaldiag.record.run_json import RunJson
 
 STEADY = "steady training steps"
 # Parts that are scaldiag's own work, not the user's: outside goodput's wall.
@@ -106,13 +107,15 @@ class Accounting:
         return steady / self.user_wall_s if self.user_wall_s > 0 else None
 
 
-def account(run: dict, marks: list[dict], found: list[recorded_steps.Period]) -> Accounting | None:
+def account(
+    run: RunJson, marks: list[dict], found: list[recorded_steps.Period]
+) -> Accounting | None:
     """The run's wall time split into PARTS, or None when the run has no start time."""
-    start = run.get("started_ns")
-    if not isinstance(start, int):
+    start = run.started_ns
+    if start is None:
         return None
     times = [m["t_ns"] for m in marks] + [p.end_ns for p in found]
-    end = run.get("ended_ns") if isinstance(run.get("ended_ns"), int) else max(times, default=start)
+    end = run.ended_ns if run.ended_ns is not None else max(times, default=start)
     if end <= start:
         return None
     claimed = iv.EMPTY

@@ -24,6 +24,7 @@ from scaldiag.analyze.printed_headline import followed
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.stats import Summary, ci95_half_width
 from scaldiag.analyze.trace_window import TraceWindow, trace_window
+from scaldiag.record.run_json import RunJson
 from scaldiag.record.types import RunRecord
 
 # NVML clocks-event reasons (nvmlClocksEventReasons*, nvml.h): the bits that
@@ -102,7 +103,7 @@ class HostSummary:
 
 @dataclass(frozen=True)
 class RunAnalysis:
-    run: dict
+    run: RunJson
     training: dict
     inventory: dict
     steps: StepStats | None
@@ -400,7 +401,7 @@ def analyze_record(
         if steps
         else None
     )
-    fresh = record.run.get("fresh_page_ns_per_byte")
+    fresh = record.run.fresh_page_ns_per_byte
     if trace is not None and fresh is not None:
         trace = replace(trace, fresh_page_ns_per_byte=float(fresh))
     memory = device_memory(record.training, record.gpu_samples, record.inventory)
@@ -414,7 +415,7 @@ def analyze_record(
             trace = with_input_cost(
                 trace, cost, int(record.training.get("steps_per_execution") or 1)
             )
-    missing = list(record.run.get("missing", [])) + trace_missing
+    missing = [*record.run.missing, *trace_missing]
     if not record.steps:
         missing.append(
             "steps: no training step was recorded (did the script call model.fit, "

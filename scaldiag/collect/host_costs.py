@@ -65,11 +65,11 @@ def fresh_page_ns_per_byte(size: int = PROBE_BYTES, rounds: int = PROBE_ROUNDS) 
     return max(statistics.median(costs), 0.0)
 
 
-def run_fields() -> dict:
-    """run.json's field of this host's fresh-page cost (empty where it could not be measured: it is
-    evidence for one forecast, never a reason to fail the run's record)."""
+def measured_or_none() -> float | None:
+    """run.json's ``fresh_page_ns_per_byte`` for this host, or None where it could not be measured
+    (it is evidence for one forecast, never a reason to fail the run's record)."""
     try:
         value = fresh_page_ns_per_byte()
     except Exception:
-        return {}
-    return {} if value is None else {"fresh_page_ns_per_byte": round(value, 4)}
+        return None
+    return None if value is None else round(value, 4)

@@ -35,13 +35,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scaldiag.collect import host_costs, script_file, torchrun
 from scaldiag.collect.env import RUN_DIR_ENV
-from scaldiag.collect.samplers import Samplers
 from scaldiag.collect.session import start_run_json
-from scaldiag.record.rundir import RUN_JSON, STEPS, update_run
+from scaldiag.record import run_json
+from scaldiag.record.rundir import RUN_JSON, STEPS
 from scaldiag.sanitize import line as shown
+
+if TYPE_CHECKING:
+    from scaldiag.collect.samplers import Samplers
 
 FORWARDED = (
     signal.SIGINT,
@@ -110,8 +114,8 @@ def launch(
             lambda: start_run_json(run_dir, [sys.executable, script, *script_args]), RUN_JSON
         )
         if recording:
-            fields = {"script": script_file.identity(script), **(run_fields or {})}  # try's check
-            _try(lambda: update_run(run_dir, launcher_pid=os.getpid(), **fields), RUN_JSON)
+            fields = dict(script=script_file.identity(script), **(run_fields or {}))  # try's check
+            _try(lambda: run_json.update(run_dir, launcher_pid=os.getpid(), **fields), RUN_JSON)
         env = {**os.environ, **(env or {})}
         if recording:
             env[RUN_DIR_ENV] = str(run_dir)
@@ -170,6 +174,9 @@ def _try(write, what: str) -> bool:
 
 def _start_samplers(run_dir: Path, pid: int, nvml, env: dict) -> Samplers | None:
     try:
+        # imported once the script has started (psutil, NVML): not in its start-up
+        from scaldiag.collect.samplers import Samplers
+
         samplers = Samplers(run_dir, pid, nvml=nvml, env=env)
         samplers.start()
         return samplers
@@ -190,24 +197,18 @@ def _finalise(run_dir: Path, code: int, received: list[int], samplers: Samplers 
             missing = [f"samplers: could not be stopped cleanly ({type(exc).__name__}: {exc})"]
     else:
         missing = ["samplers: did not start; no host or GPU samples"]
-    fields = {
-        "status": _status(code, received),
-        "exit_code": code,
-        "ended_ns": time.time_ns(),
-        "samplers": stats,
-        **host_costs.run_fields(),
-    }  # after the script: it competes with nothing
-    if code < 0:
-        fields["signal"] = _signal_name(-code)
-    if received:
-        fields["signals_received"] = [_signal_name(s) for s in received]
+    fields = dict(
+        status=_status(code, received),
+        exit_code=code,
+        ended_ns=time.time_ns(),
+        samplers=stats,
+        fresh_page_ns_per_byte=host_costs.measured_or_none(),  # after the script: it competes
+        signal=_signal_name(-code) if code < 0 else None,
+        signals_received=[_signal_name(s) for s in received] or None,
+    )
 
     def write():
-        def ended(run: dict) -> dict:
-            old = run.get("missing") if isinstance(run.get("missing"), list) else []
-            return {**run, "missing": old + missing, **fields}
-
-        update_run(run_dir, ended)
+        run_json.update(run_dir, lambda run: run.replace(missing=run.missing + missing, **fields))
 
     _try(write, f"run.json (the run stays marked 'running'; exit code {code})")
 

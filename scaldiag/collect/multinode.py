@@ -186,7 +186,8 @@ def record_intra_node(run_dir, timeout_s: float = INTRA_NODE_TIMEOUT_S) -> str |
     import subprocess
     from pathlib import Path
 
-    from scaldiag.record.rundir import INVENTORY_JSON, read_json, update_run
+    from scaldiag.record import run_json
+    from scaldiag.record.rundir import INVENTORY_JSON, read_json
 
     gpus = read_json(Path(run_dir), INVENTORY_JSON).get("gpus")
     if (
@@ -221,7 +222,7 @@ def record_intra_node(run_dir, timeout_s: float = INTRA_NODE_TIMEOUT_S) -> str |
     if not isinstance(result, dict) or not result.get("times_ns"):
         return "the intra-node all-reduce could not be measured (gloo over loopback failed)"
     try:
-        update_run(Path(run_dir), intra_node_allreduce=result)
+        run_json.update(Path(run_dir), intra_node_allreduce=result)
     except OSError as exc:
         return f"cannot write run.json ({exc.strerror or exc})"
     return None

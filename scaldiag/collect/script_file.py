@@ -13,6 +13,7 @@ import os
 import stat
 
 from scaldiag.errors import ScaldiagError
+from scaldiag.record.run_json import RunJson
 
 # A script larger than this is not a script (a model file named as one, /dev/zero's kind): its
 # digest is not taken, and try refuses it.
@@ -61,23 +62,23 @@ def check_regular(path: str) -> None:
         raise ScaldiagError(f"cannot read the script {path}")
 
 
-def recorded_script(run: dict, run_dir: str) -> tuple[str, list[str], str, dict | None]:
+def recorded_script(run: RunJson, run_dir: str) -> tuple[str, list[str], str, dict | None]:
     """(absolute script path, its arguments, the working directory, the recorded identity or
     None) from run.json, each checked: one clear line where the record cannot say."""
-    command = run.get("command")
-    if not isinstance(command, list) or len(command) < 2:
+    command = run.command
+    if command is None or len(command) < 2:
         raise ScaldiagError(f"{run_dir}: run.json holds no command of the run (profile it again)")
-    if not all(isinstance(c, str) and c and "\0" not in c for c in command[1:]):
-        raise ScaldiagError(f"{run_dir}: run.json's command holds items that are not text")
-    cwd = run.get("cwd")
-    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+    if not all(c and "\0" not in c for c in command[1:]):
+        raise ScaldiagError(f"{run_dir}: run.json's command holds empty items or NUL bytes")
+    cwd = run.cwd
+    if cwd is None or not os.path.isabs(cwd):
         raise ScaldiagError(
             f"{run_dir}: run.json records no working directory for its script"
             f" {command[1]!r}: try will not guess which file it is (profile it again)"
         )
     if not os.path.isdir(cwd):
         raise ScaldiagError(f"the run's working directory {cwd} is gone (profile it again)")
-    ident = run.get("script") if isinstance(run.get("script"), dict) else None
+    ident = run.script
     path = ident.get("path") if ident else None
     if not isinstance(path, str) or not os.path.isabs(path):
         path, ident = os.path.normpath(os.path.join(cwd, command[1])), None

@@ -20,16 +20,9 @@ from scaldiag.collect.env import RUN_DIR_ENV
 from scaldiag.collect.frameworks.tracing import trace_window
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS, StepRecorder
 from scaldiag.collect.samplers import Samplers
-from scaldiag.record.rundir import (
-    RECORD_SCHEMA_VERSION,
-    RUN_JSON,
-    TRACE_DIR,
-    TRAINING_JSON,
-    read_json,
-    update_json,
-    update_run,
-    write_json,
-)
+from scaldiag.record import run_json
+from scaldiag.record.run_json import FINISHED, RUNNING, RunJson
+from scaldiag.record.rundir import RECORD_SCHEMA_VERSION, TRACE_DIR, TRAINING_JSON, update_json
 from scaldiag.sanitize import line as shown
 
 
@@ -46,21 +39,17 @@ def new_run_dir(base: str | os.PathLike = "scaldiag_runs", label: str = "run") -
 
 
 def start_run_json(run_dir: Path, command: list[str]) -> None:
-    write_json(
-        run_dir,
-        RUN_JSON,
-        {
-            "schema_version": RECORD_SCHEMA_VERSION,
-            "scaldiag_version": __version__,
-            "status": "running",
-            "command": command,
-            "cwd": os.getcwd(),
-            "host": platform.node(),
-            "python": sys.version.split()[0],
-            "started_ns": time.time_ns(),
-            "missing": [],
-        },
-    )
+    """A new run.json: the run is running, from now."""
+    RunJson(
+        schema_version=RECORD_SCHEMA_VERSION,
+        scaldiag_version=__version__,
+        status=RUNNING,
+        command=command,
+        cwd=os.getcwd(),
+        host=platform.node(),
+        python=sys.version.split()[0],
+        started_ns=time.time_ns(),
+    ).save(run_dir)
 
 
 _RUNS_STARTED_HERE: set[Path] = (
@@ -84,7 +73,7 @@ class Session:
             run_dir or launched or new_run_dir(label=Path(sys.argv[0] or "run").stem)
         )
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        started_before = read_json(self.run_dir, RUN_JSON)
+        started_before = not run_json.read(self.run_dir).is_empty()
         # A run this process started (a callback given a run_dir, fitting again) is this session's
         # again: it samples, and its status is this fit's. A launcher's run is the launcher's.
         self.owns_run = not started_before or self.run_dir.resolve() in _RUNS_STARTED_HERE
@@ -92,13 +81,7 @@ class Session:
             start_run_json(self.run_dir, [sys.executable, *sys.argv])
             _RUNS_STARTED_HERE.add(self.run_dir.resolve())
         elif self.owns_run:  # running again: the earlier fit's end is not the run's end any more
-            update_run(
-                self.run_dir,
-                lambda run: {
-                    **{k: v for k, v in run.items() if k != "ended_ns"},
-                    "status": "running",
-                },
-            )
+            run_json.update(self.run_dir, status=RUNNING, ended_ns=None)
         if sample is None:  # sample here unless a launcher already samples this run
             sample = self.owns_run
         self.samplers = Samplers(self.run_dir, os.getpid()) if sample else None
@@ -115,7 +98,7 @@ class Session:
     def describe(self, **training) -> None:
         update_json(self.run_dir, TRAINING_JSON, **training)
 
-    def close(self, status: str = "finished") -> None:
+    def close(self, status: str = FINISHED) -> None:
         """Close the run (once: a capture that failed may be closed again on its way out)."""
         if self._closed:
             return
@@ -128,17 +111,18 @@ class Session:
         if self.owns_run:
             gaps = self.samplers.missing if self.samplers else []
 
-            def ended(run: dict) -> dict:
-                missing = run.get("missing", [])
-                return {**run, "missing": missing + [m for m in gaps if m not in missing]}
+            ended_ns = time.time_ns()
+            fresh = host_costs.measured_or_none()  # training is over: it competes with nothing
 
-            update_run(
-                self.run_dir,
-                ended,
-                status=status,
-                ended_ns=time.time_ns(),
-                **host_costs.run_fields(),
-            )  # training is over: it competes with nothing
+            def ended(run: RunJson) -> RunJson:
+                return run.replace(
+                    missing=run.missing + [m for m in gaps if m not in run.missing],
+                    status=status,
+                    ended_ns=ended_ns,
+                    fresh_page_ns_per_byte=run.fresh_page_ns_per_byte if fresh is None else fresh,
+                )
+
+            run_json.update(self.run_dir, ended)
 
 
 def capture_failed(session: Session | None, reason: str) -> None:

@@ -15,16 +15,18 @@ from pathlib import Path
 
 from scaldiag.collect import script_file
 from scaldiag.errors import ScaldiagError
-from scaldiag.record.rundir import RUN_JSON, read_json
+from scaldiag.record.run_json import RunJson
 from scaldiag.sanitize import line as inert
 
 
-def script_as_profiled(run_dir: Path) -> tuple[str, list[str], str, dict]:
+def script_as_profiled(run_dir: Path) -> tuple[str, list[str], str, RunJson]:
     """The script as profiled (absolute path, arguments, working directory) and run.json, checked
     as profile checks it and refused where the file changed since."""
-    run = read_json(run_dir, RUN_JSON)
-    if not run:
+    run, damage = RunJson.load(run_dir)
+    if run is None or run.is_empty():
         raise ScaldiagError(f"{run_dir}: no run.json with the run's command (a run directory?)")
+    if damage:  # try will not guess what a damaged record meant
+        raise ScaldiagError(f"{run_dir}: {damage[0]} (profile it again)")
     path, args, cwd, ident = script_file.recorded_script(run, str(run_dir))
     script_file.check_unchanged(path, ident)
     if ident is None:
@@ -96,11 +98,11 @@ def write_json_file(path: Path, data: dict) -> None:
         raise
 
 
-def uncontained_refusal(run: dict, allowed: bool) -> str | None:
+def uncontained_refusal(run: RunJson, allowed: bool) -> str | None:
     """Before round 0: the writes profile saw that try cannot contain, or a note where the run
     recorded none; the refusal's text, or None."""
-    writes = run.get("writes")
-    if not isinstance(writes, dict):
+    writes = run.writes
+    if writes is None:
         print(
             "scaldiag: this run was profiled before scaldiag recorded its writes: try looks at"
             " the script's folders after each round, and stops where one changed outside its"
@@ -125,10 +127,10 @@ def uncontained_refusal(run: dict, allowed: bool) -> str | None:
     return f"{said}; refused (--allow-uncontained-writes runs it anyway)"
 
 
-def profiled_writes(run: dict) -> list[str]:
+def profiled_writes(run: RunJson) -> list[str]:
     """The paths the profiled run wrote (run.json ``writes``, a record anyone could have written:
     only text kept)."""
-    writes = run.get("writes") if isinstance(run.get("writes"), dict) else {}
+    writes = run.writes or {}
     out = []
     for key in ("python_paths", "uncontained_paths"):
         paths = writes.get(key)

@@ -25,7 +25,7 @@ from pathlib import Path
 from scaldiag.collect import write_restore, write_snapshot
 from scaldiag.collect.env import TRY_JOURNAL_ENV, TRY_KEY_ENV, TRY_OWN_ENV
 from scaldiag.errors import ScaldiagError
-from scaldiag.record.rundir import RUN_JSON, read_json
+from scaldiag.record import run_json
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_S = 10.0  # between SIGTERM and SIGKILL: a script's own finally: (a checkpoint) may take it
@@ -169,7 +169,7 @@ class Rounds:
         journaled = set(write_restore.journaled_paths(journal, self.key))
         unseen = write_snapshot.uncovered(write_snapshot.changed(before, after), journaled)
         problems = write_restore.restore(journal, self.key)
-        for sig in read_json(run, RUN_JSON).get("signals_received") or []:
+        for sig in run_json.read(run).signals_received or []:
             if sig in {s.name for s in STOP_SIGNALS}:
                 self.stopper.heard(signal.Signals[sig])
         return {

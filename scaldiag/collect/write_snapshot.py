@@ -167,8 +167,8 @@ def finish(watch: ProfileWatch | None) -> None:
     if watch is None:
         return
     try:
-        from scaldiag.record.rundir import update_run
+        from scaldiag.record import run_json
 
-        update_run(watch.run_dir, writes=watch.summary())
+        run_json.update(watch.run_dir, writes=watch.summary())
     except Exception:
         pass

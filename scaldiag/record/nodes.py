@@ -17,8 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from scaldiag.errors import ScaldiagError
+from scaldiag.record import run_json
 from scaldiag.record.reader import read_record
-from scaldiag.record.rundir import RUN_JSON, read_json
+from scaldiag.record.run_json import RunJson
+from scaldiag.record.rundir import RUN_JSON
 
 # A node rank or a node count past this is no job's (torchrun's largest jobs have thousands of
 # nodes).
@@ -39,18 +41,11 @@ def node_dirs(paths: list[str], left_out: list[str] | None = None) -> list[Path]
     return [Path(d) for d, _ in node_records(paths, left_out)]
 
 
-# What the merge reads of a node's run.json (its place, label and network stack in ``node``, its
-# intra-node all-reduce, its run's span): node_records keeps these alone. Every node's record is
-# held until the last is found, and a whole one is a few KB decoded (a 4,096-node job's records
-# were then more than the merge's own figures).
-MERGED_KEYS = ("node", "intra_node_allreduce", "started_ns", "ended_ns")
-
-
-def node_records(paths: list[str], left_out: list[str] | None = None) -> list[tuple[str, dict]]:
+def node_records(paths: list[str], left_out: list[str] | None = None) -> list[tuple[str, RunJson]]:
     """``node_dirs``' directories as text (``str`` of their Path), each with what the merge reads of
-    its run.json (MERGED_KEYS): each read once (it was read about nine times a node). Text, not
+    its run.json (``_merged``): each read once (it was read about nine times a node). Text, not
     Paths: every node's is held until the last is found, and a Path is about 0.3 KB more."""
-    found: dict[str, tuple[str, dict]] = {}
+    found: dict[str, tuple[str, RunJson]] = {}
     for p in map(Path, paths):
         if not p.is_dir():
             raise ScaldiagError(f"no such run directory: {p}")
@@ -94,8 +89,17 @@ def node_records(paths: list[str], left_out: list[str] | None = None) -> list[tu
     return [(d, runs[d]) for d in sorted(placed, key=lambda d: (placed[d][0], d))]
 
 
-def _merged(run: dict) -> dict:
-    return {k: run[k] for k in MERGED_KEYS if k in run}
+def _merged(run: RunJson) -> RunJson:
+    """What the merge reads of a node's run.json (its place, label and network stack in ``node``,
+    its intra-node all-reduce, its run's span), alone. Every node's record is held until the last
+    is found, and a whole one is a few KB decoded (a 4,096-node job's records were then more than
+    the merge's own figures)."""
+    return RunJson(
+        node=run.node,
+        intra_node_allreduce=run.intra_node_allreduce,
+        started_ns=run.started_ns,
+        ended_ns=run.ended_ns,
+    )
 
 
 def _children(p: Path) -> Iterator[Path]:
@@ -154,11 +158,10 @@ def node_of(run_dir: Path) -> dict | None:
     return node_in(_run_of(run_dir))
 
 
-def _run_of(run_dir: Path) -> dict:
-    try:
-        return read_json(run_dir, RUN_JSON)
-    except (OSError, ValueError):
-        return {}
+def _run_of(run_dir: Path) -> RunJson:
+    """The directory's run.json, checked (RunJson): an empty one where it has none or it cannot be
+    read."""
+    return run_json.read(run_dir)
 
 
 def label(run_dir: Path) -> str:
@@ -166,10 +169,9 @@ def label(run_dir: Path) -> str:
     return label_of(node_of(run_dir))
 
 
-def node_in(run: dict) -> dict | None:
-    """What a run.json object (``read_json``'s) says of its node: ``node_of`` without the read."""
-    node = run.get("node")
-    return node if isinstance(node, dict) else None
+def node_in(run: RunJson) -> dict | None:
+    """What a run.json says of its node: ``node_of`` without the read."""
+    return run.node
 
 
 def label_of(node: dict | None) -> str:
@@ -192,13 +194,13 @@ def framework(run_dir: Path) -> str:
 def refuse_other_jobs(dirs: list[Path] | list[str], records: list[dict] | None = None) -> None:
     """Refuse node directories that say they are of different jobs: another launcher or rendezvous,
     or runs that do not overlap even allowing MAX_CLOCK_OFFSET_NS between their hosts' clocks.
-    ``records``: their run.json objects (or node_records' part of them) where read already."""
-    records = [read_json(d, RUN_JSON) for d in dirs] if records is None else records
+    ``records``: their run.json (or node_records' part of it) where read already."""
+    records = [_run_of(d) for d in dirs] if records is None else records
     for key in ("launcher", "rdzv_endpoint"):
         said = {
-            shown(r["node"].get(key))
+            shown(r.node.get(key))
             for r in records
-            if isinstance(r.get("node"), dict) and r["node"].get(key) is not None
+            if r.node is not None and r.node.get(key) is not None
         }
         if len(said) > 1:
             raise ScaldiagError(
@@ -218,9 +220,9 @@ def refuse_other_jobs(dirs: list[Path] | list[str], records: list[dict] | None =
             )
 
 
-def _span_ns(record: dict) -> tuple[int, int] | None:
+def _span_ns(record: RunJson) -> tuple[int, int] | None:
     """A finished run's (started_ns, ended_ns) where both are times (0..2^62) in order."""
-    start, end = record.get("started_ns"), record.get("ended_ns")
+    start, end = record.started_ns, record.ended_ns
     ok = all(is_time_ns(t) for t in (start, end))
     return (start, end) if ok and start <= end else None
 
@@ -233,13 +235,13 @@ def intra_node_times_ns(run_dir: Path) -> dict[int, list[int]]:
     """The same all-reduce inside the node, as ``profile`` measured it after the script
     (collect/multinode.py): per number of splits (buckets), its times; {} where none is recorded or
     its shape is another (a key '²', a time of 10**400)."""
-    return intra_node_times_in(read_json(run_dir, RUN_JSON))
+    return intra_node_times_in(_run_of(run_dir))
 
 
-def intra_node_times_in(run: dict) -> dict[int, list[int]]:
-    """``intra_node_times_ns`` from a run.json object (``read_json``'s) read already."""
-    found = run.get("intra_node_allreduce")
-    table = found.get("times_ns") if isinstance(found, dict) else None
+def intra_node_times_in(run: RunJson) -> dict[int, list[int]]:
+    """``intra_node_times_ns`` from a run.json read already."""
+    found = run.intra_node_allreduce
+    table = found.get("times_ns") if found is not None else None
     if isinstance(table, list):  # one all-reduce of every byte
         table = {"1": table}
     if not isinstance(table, dict):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from scaldiag.errors import ScaldiagError
 from scaldiag.record import validate
+from scaldiag.record.run_json import RUNNING, UNKNOWN, RunJson
 from scaldiag.record.rundir import (
     DEVICE_STEPS,
     GPU_SAMPLES,
@@ -34,12 +35,11 @@ def read_record(run_dir: Path) -> RunRecord:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ScaldiagError(f"no such run directory: {run_dir}")
-    notes: list[str] = []
-    run = _object(run_dir, RUN_JSON, validate.RUN_FIELDS, notes)
-    if not run:
+    run, notes = RunJson.load(run_dir)
+    if run is None or run.is_empty():
         if not (run_dir / RUN_JSON).exists():
             raise ScaldiagError(f"{run_dir} is not a scaldiag run directory (no run.json)")
-        run = {"status": "unknown"}  # damaged: report what the other files hold
+        run = RunJson(status=UNKNOWN)  # damaged: report what the other files hold
     training = _object(run_dir, TRAINING_JSON, validate.TRAINING_FIELDS, notes)
     inventory = _object(run_dir, INVENTORY_JSON, validate.INVENTORY_FIELDS, notes)
     steps = read_steps(run_dir / STEPS, notes)
@@ -58,10 +58,7 @@ def read_record(run_dir: Path) -> RunRecord:
     tried = _object(run_dir, TRY_JSON, validate.TRY_FIELDS, notes)  # {} where never tried
     notes += _abandoned(run)
     if notes:
-        run = {
-            **run,
-            "missing": list(run.get("missing", [])) + [f"{RECORD_NOTE}{n}" for n in notes],
-        }
+        run = run.replace(missing=[*run.missing, *(f"{RECORD_NOTE}{n}" for n in notes)])
     return RunRecord(
         run=run,
         training=training,
@@ -133,11 +130,11 @@ def _rows(
     return rows
 
 
-def _abandoned(run: dict) -> list[str]:
+def _abandoned(run: RunJson) -> list[str]:
     """A run still marked running whose launcher is gone: it was killed (SIGKILL, OOM) before
     finalising."""
-    pid = run.get("launcher_pid")
-    if run.get("status") != "running" or pid is None or run.get("host") != platform.node():
+    pid = run.launcher_pid
+    if run.status != RUNNING or pid is None or run.host != platform.node():
         return []
     try:
         os.kill(pid, 0)

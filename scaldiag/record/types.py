@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scaldiag.record.run_json import RunJson
+
 
 @dataclass(frozen=True)
 class RunRecord:
     """The run directory's contents as plain data."""
 
-    run: dict
+    run: RunJson  # run.json
     training: dict
     inventory: dict
     steps: list[dict]

@@ -101,24 +101,7 @@ def _str_map(v):
     return {str(k): x for k, x in v.items() if isinstance(x, str)}
 
 
-RUN_FIELDS = {
-    "status": _str,
-    "exit_code": _int,
-    "missing": _list_of(_str),
-    "command": _list_of(_str),
-    "cwd": _str,
-    "host": _str,
-    "python": _str,
-    "started_ns": _time,
-    "ended_ns": _time,
-    "launcher_pid": _int,
-    "signal": _str,
-    "signals_received": _list_of(_str),
-    "samplers": _obj({}),
-    "schema_version": _int,
-    "scaldiag_version": _str,
-    "fresh_page_ns_per_byte": _num,
-}
+# run.json's fields: record/run_json.py (RunJson).
 TRAINING_FIELDS = {
     "framework": _obj({"name": _str, "backend": _str, "versions": _str_map}),
     "global_batch": _opt(_int),

@@ -24,7 +24,8 @@ from pathlib import Path
 from scaldiag import __version__
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.reader import RECORD_NOTE, rank_dirs, unrecorded_rank_dirs
-from scaldiag.record.rundir import RECORD_SCHEMA_VERSION, RUN_JSON, read_json
+from scaldiag.record.run_json import FINISHED, RunJson
+from scaldiag.record.rundir import RECORD_SCHEMA_VERSION
 from scaldiag.rules.compare import ratio_noise
 from scaldiag.rules.report import RunReport, SweepReport
 
@@ -144,21 +145,21 @@ def report_problem(report: RunReport) -> str | None:
     )
 
 
-def one_run_problem(run: dict, training: dict, steps_ns: tuple[int, int] | None) -> str | None:
+def one_run_problem(run: RunJson, training: dict, steps_ns: tuple[int, int] | None) -> str | None:
     """A record of another scaldiag, times that are not one run's, or a capture that stopped
     mid-run."""
-    schema = run.get("schema_version")
-    if isinstance(schema, int) and schema > RECORD_SCHEMA_VERSION:
+    schema = run.schema_version
+    if schema is not None and schema > RECORD_SCHEMA_VERSION:
         return (
             f"run.json is of record schema {schema}, this scaldiag ({__version__}) reads "
             f"{RECORD_SCHEMA_VERSION}: read it with the scaldiag that wrote it"
         )
-    if _major(run.get("scaldiag_version")) > _major(__version__):
+    if _major(run.scaldiag_version) > _major(__version__):
         return (
-            f"run.json was written by scaldiag {str(run['scaldiag_version'])[:20]}, newer than this"
+            f"run.json was written by scaldiag {run.scaldiag_version[:20]}, newer than this"
             f" {__version__}: read it with the scaldiag that wrote it"
         )
-    started, ended = run.get("started_ns"), run.get("ended_ns")
+    started, ended = run.started_ns, run.ended_ns
     if started is not None and ended is not None and ended < started:
         return "run.json says the run ended before it started: the record is not one run's"
     if (
@@ -194,24 +195,26 @@ def rank_problem(run_dir: Path) -> str | None:
             " rank ended is unknown"
         )
     for rank, path in rank_dirs(run_dir).items():
-        said = read_json(path, RUN_JSON)
-        status, code = said.get("status"), said.get("exit_code")
+        said, damage = RunJson.load(path)
+        if damage:
+            return f"rank {rank}'s record is damaged: {damage[0]}"
+        status, code = (said.status, said.exit_code) if said else (None, None)
         if status is None and code is None:
             continue  # a rank that records no ending of its own: rank 0's record is the job's
-        if status != "finished" or code not in (None, 0):
-            exited = f", exit code {code}" if isinstance(code, int) else ""
+        if status != FINISHED or code not in (None, 0):
+            exited = f", exit code {code}" if code is not None else ""
             return f"rank {rank} did not finish cleanly (status {str(status)[:60]}{exited})"
     return None
 
 
-def run_problem(run: dict) -> str | None:
+def run_problem(run: RunJson) -> str | None:
     """Why a run's record cannot be vouched for (the first reason), or None.
 
     A run launched by ``scaldiag profile`` (``launcher_pid``) must say its exit
     code; a run of the callback or the loop API has none (its process goes on)."""
-    status, code = run.get("status"), run.get("exit_code")
+    status, code = run.status, run.exit_code
     damage = _record_damage(run)
-    if status != "finished":
+    if status != FINISHED:
         exited = f", exit code {code}" if code is not None else ""
         return (
             f"the run did not finish (status {status or 'unknown'}{exited}):"
@@ -219,17 +222,15 @@ def run_problem(run: dict) -> str | None:
         )
     if code not in (None, 0):
         return f"the script exited with code {code}: its numbers measure a failure"
-    if code is None and "launcher_pid" in run:
+    if code is None and run.launcher_pid is not None:
         return "the run has no exit code in run.json: it cannot be vouched for"
     return f"the record is damaged: {damage}" if damage else None
 
 
-def _record_damage(run: dict) -> str:
+def _record_damage(run: RunJson) -> str:
     """The first of the reader's notes on what it could not read cleanly, and how many more; "" for
     none."""
-    notes = [
-        m.removeprefix(RECORD_NOTE) for m in run.get("missing", []) if m.startswith(RECORD_NOTE)
-    ]
+    notes = [m.removeprefix(RECORD_NOTE) for m in run.missing if m.startswith(RECORD_NOTE)]
     if not notes:
         return ""
     return notes[0] + (f" (and {len(notes) - 1} more)" if len(notes) > 1 else "")

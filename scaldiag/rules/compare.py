@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.errors import ScaldiagError
+from scaldiag.record.run_json import FINISHED
 from scaldiag.rules.report import RunReport, SweepReport
 
 
@@ -189,8 +190,8 @@ def _unlike(a: RunReport, b: RunReport) -> list[str]:
     if isinstance(ba, int) and isinstance(bb, int) and ba != bb:
         notes.append(f"the global batch differs ({ba} and {bb}): compare samples/s, not step times")
     for r in (a, b):
-        status = (r.analysis.run or {}).get("status")
-        if status and status != "finished":
+        status = r.analysis.run.status
+        if status and status != FINISHED:
             notes.append(
                 f"{r.run_dir} did not finish ({status}): its figures cover the part that ran"
             )

@@ -111,7 +111,7 @@ def fit_to_machine(
     if cpu is None:
         return findings
     gil = sorted({n for n in host_events if GIL_EVENT.search(n)})
-    fresh = run.run.get("fresh_page_ns_per_byte") or FRESH_PAGE_NS_PER_BYTE
+    fresh = run.run.fresh_page_ns_per_byte or FRESH_PAGE_NS_PER_BYTE
     # DataLoader workers are processes: each batch crosses into the training process. (Keras'
     # PyDataset workers and tf.data's threads are in-process, and array input's slicing is itself
     # the hand-over: no second one there.)

@@ -74,10 +74,10 @@ def run_budget_s(run_dir) -> float:
     """``budget_s`` of the run recorded in ``run_dir``, from its start (run.json's ``started_ns``:
     the launch
     under ``scaldiag profile``, else the first fit) to now; 3 s when the start cannot be read."""
-    from scaldiag.record.rundir import RUN_JSON, read_json
+    from scaldiag.record import run_json
 
-    started_ns = read_json(run_dir, RUN_JSON).get("started_ns")
-    elapsed = (time.time_ns() - started_ns) / 1e9 if isinstance(started_ns, int) else 0.0
+    started_ns = run_json.read(run_dir).started_ns
+    elapsed = (time.time_ns() - started_ns) / 1e9 if started_ns is not None else 0.0
     return budget_s(elapsed)
 
 

@@ -46,7 +46,7 @@ def render(
     report: RunReport, console: Console, framework: str | None = None, verbose: bool = False
 ) -> None:
     a = report.analysis
-    for line in printed.first_lines(a.printed, a.run.get("started_ns")):  # before all else
+    for line in printed.first_lines(a.printed, a.run.started_ns):  # before all else
         say(console, inert(line), style="bold red")
     _header(report, console)
     if a.clock is not None:
@@ -118,12 +118,12 @@ def _headline(console: Console, report: RunReport) -> None:
 def _header(report: RunReport, console: Console) -> None:
     a = report.analysis
     run, training = a.run, a.training
-    exit_code = run.get("exit_code")
-    status = f"{run.get('status', '?')}" + (
-        f", {exit_text(exit_code, run.get('signal'))}" if exit_code is not None else ""
+    exit_code = run.exit_code
+    status = f"{run.status or '?'}" + (
+        f", {exit_text(exit_code, run.signal)}" if exit_code is not None else ""
     )
     labelled(console, "scaldiag run:", report.run_dir, style="bold")
-    command = " ".join(run.get("command", [])[1:]) or "?"
+    command = " ".join((run.command or [])[1:]) or "?"
     labelled(console, "command:", command)
     say(
         console,
