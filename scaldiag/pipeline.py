@@ -46,6 +46,7 @@ from scaldiag.readers import (
 from scaldiag.readers.kineto import read_document
 from scaldiag.record import nodes as job_dirs
 from scaldiag.record.reader import is_sweep, rank_dirs, read_record, sweep_runs
+from scaldiag.record.run_json import FINISHED, RunJson
 from scaldiag.record.rundir import TRACE_DIR
 from scaldiag.rules.report import (
     JobReport,
@@ -272,10 +273,10 @@ def parse_interconnect(spec: str | None) -> Interconnect | None:
         raise ScaldiagError(str(exc)) from None
 
 
-def run_failure(run: dict) -> str | None:
+def run_failure(run: RunJson) -> str | None:
     """Why a run's numbers are not a measurement of its configuration, or None if they are."""
-    status, code = run.get("status"), run.get("exit_code")
-    if status != "finished":
+    status, code = run.status, run.exit_code
+    if status != FINISHED:
         return f"it did not finish (status {status or 'unknown'}" + (
             f", exit code {code})" if code is not None else ")"
         )

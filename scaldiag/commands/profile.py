@@ -242,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
         stdout=_script_stdout(args),
         progress_every_s=_progress(args),
         command=launch_command,
-        run_fields={"node": node.fields()} if node else None,
+        run_fields=dict(node=node.fields()) if node else None,
     )
     if (
         launch_command and code == 0

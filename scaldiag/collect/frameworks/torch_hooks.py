@@ -329,7 +329,9 @@ def _finalise_ranks(exits: dict[int, int], nproc: int, sig: int | None) -> None:
     saw."""
     import time
 
-    from scaldiag.record.rundir import RUN_JSON, update_run
+    from scaldiag.record import run_json
+    from scaldiag.record.run_json import FAILED, FINISHED, INTERRUPTED, RUNNING
+    from scaldiag.record.rundir import RUN_JSON
 
     run_dir = os.environ.get(RUN_DIR_ENV)
     if not run_dir:
@@ -338,24 +340,24 @@ def _finalise_ranks(exits: dict[int, int], nproc: int, sig: int | None) -> None:
         rank_dir = Path(run_dir) / f"rank{r}"
         try:
             code = exits.get(r)
-            fields: dict = {"ended_ns": time.time_ns(), "exit_code": code}
             if code is None:
-                fields["status"] = "interrupted" if sig else "failed"
+                status = INTERRUPTED if sig else FAILED
             elif code < 0:
-                fields["signal"] = _signal_name(-code)
-                fields["status"] = "interrupted" if sig else f"killed by signal {-code}"
+                status = INTERRUPTED if sig else f"killed by signal {-code}"
             else:
-                fields["status"] = "finished" if code == 0 else "failed"
-            if sig:
-                fields["signals_received"] = [
-                    _signal_name(sig)
-                ]  # torchrun's, sent on to every rank
+                status = FINISHED if code == 0 else FAILED
+            fields = dict(
+                ended_ns=time.time_ns(),
+                exit_code=code,
+                status=status,
+                signal=_signal_name(-code) if code is not None and code < 0 else None,
+                # torchrun's, sent on to every rank
+                signals_received=[_signal_name(sig)] if sig else None,
+            )
             # the rank that said how it ended (bootstrap.py) is left as it said
-            update_run(
+            run_json.update(
                 rank_dir,
-                lambda run, fields=fields: (
-                    {**run, **fields} if run.get("status") == "running" else None
-                ),
+                lambda run, fields=fields: run.replace(**fields) if run.status == RUNNING else None,
             )
         except Exception as exc:  # the record only: never the job's exit code
             print(
@@ -374,10 +376,12 @@ def _signal_name(sig: int) -> str:
 
 
 def rank_outcome(exc: BaseException | None) -> dict:
-    """How the script ended in this process, as the launcher words it (status, exit_code,
-    signal)."""
+    """How the script ended in this process, as the launcher words it: run.json's status,
+    exit_code, signal and error, as RunJson's fields."""
+    from scaldiag.record.run_json import FAILED, FINISHED, INTERRUPTED
+
     if exc is None:
-        return {"status": "finished", "exit_code": 0}
+        return dict(status=FINISHED, exit_code=0)
     if isinstance(exc, SystemExit):
         code = exc.code
         code = (
@@ -391,10 +395,10 @@ def rank_outcome(exc: BaseException | None) -> dict:
                 else 1
             )
         )
-        return {"status": "finished" if code == 0 else "failed", "exit_code": code}
+        return dict(status=FINISHED if code == 0 else FAILED, exit_code=code)
     if isinstance(exc, KeyboardInterrupt):  # Python ends by SIGINT on an uncaught KeyboardInterrupt
-        return {"status": "interrupted", "exit_code": -2, "signal": "SIGINT"}
-    return {"status": "failed", "exit_code": 1, "error": type(exc).__name__}
+        return dict(status=INTERRUPTED, exit_code=-2, signal="SIGINT")
+    return dict(status=FAILED, exit_code=1, error=type(exc).__name__)
 
 
 def record_rank_outcome(outcome: dict) -> None:
@@ -403,16 +407,16 @@ def record_rank_outcome(outcome: dict) -> None:
     closes a run as 'finished'; the launcher finalises rank 0's, the job's)."""
     import time
 
-    from scaldiag.record.rundir import update_run
+    from scaldiag.record import run_json
 
     root, run_dir = os.environ.get(RUN_ROOT_ENV), os.environ.get(RUN_DIR_ENV)
     if not root or not run_dir or Path(run_dir) == Path(root):
         return
     try:
         # a rank whose capture never began has no record to correct
-        update_run(
+        run_json.update(
             Path(run_dir),
-            lambda run: {**run, "ended_ns": time.time_ns(), **outcome} if run else None,
+            lambda run: None if run.is_empty() else run.replace(ended_ns=time.time_ns(), **outcome),
         )
     except Exception as exc:
         print(
