@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup browser demo test test-quick bench bench-small bench-sampler bench-env fixtures clean
+.PHONY: setup browser demo test test-quick notebook-screenshot bench bench-small bench-sampler bench-env fixtures clean
 
 $(BIN)/scaldiag: pyproject.toml setup.py scaldiag/readers/xplane/_wire.c scaldiag/analyze/_hoststate.c scaldiag/readers/_kineto_scan.c
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ test: setup browser
 test-quick: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -m "not slow"
+
+# docs/img/notebook.png: the notebook test's picture (examples/notebook.ipynb executed, as nbconvert's
+# HTML in Chromium); the test writes it under its own temporary directory, this copies it.
+notebook-screenshot: setup browser
+	rm -rf build/notebook-shot
+	$(BIN)/python -m pytest tests/test_notebook.py -k kernel --basetemp=build/notebook-shot -p no:cacheprovider
+	cp build/notebook-shot/test_the_notebook_runs_in_a_ke0/notebook.png docs/img/notebook.png
 
 # xprof lives in its own venv: it is a benchmark opponent, not a dependency.
 bench/.venv-xprof/bin/python:

@@ -291,8 +291,8 @@ REPORT_BOXES = """JSON.stringify([...document.querySelectorAll('.scaldiag-report
     s => s.getBoundingClientRect().height > 0).length};
 }))"""
 # The first %%scaldiag cell's top, in the page: where the picture starts.
-FIRST_MAGIC_TOP = """(() => { const c = [...document.querySelectorAll('.jp-Cell')].find(
-  c => c.textContent.includes('%%scaldiag'));
+FIRST_MAGIC_TOP = """(() => { const c = [...document.querySelectorAll('.jp-CodeCell')].find(
+  c => c.querySelector('.jp-InputArea-editor').textContent.trim().startsWith('%%scaldiag'));
   return c.getBoundingClientRect().top + window.scrollY; })()"""
 SHOT_SIZE = (1100, 1500)  # the picture: the first %%scaldiag cell and the top of its report
 
@@ -342,10 +342,12 @@ def test_the_notebook_runs_in_a_kernel_shows_its_findings_and_is_screenshotted(
     nbformat.write(nb, tmp_path / "executed.ipynb")
 
     # Each %%scaldiag cell's report is the one scaldiag.load gives of the run it recorded.
-    for magic, after in (("%%scaldiag\nmodel.fit", "keras_report"), ("%%scaldiag\nfor", "torch")):
+    magics = (("%%scaldiag\nhistory = model.fit", "keras_report"), ("%%scaldiag\nfor", "torch"))
+    for magic, after in magics:
         printed = _outputs(_cell(nb, after), "stream").splitlines()
-        run_dir = Path(printed[0])
-        assert run_dir.is_relative_to(tmp_path) and (run_dir / "run.json").exists()
+        run_dir = tmp_path / printed[0]  # under the kernel's directory (relative, or absolute)
+        assert run_dir.resolve().is_relative_to(tmp_path.resolve())
+        assert (run_dir / "run.json").exists()
         again = scaldiag.load(run_dir)
         assert printed[1] == repr([f["id"] for f in again.findings])
         assert set(f["id"] for f in again.findings) <= RULE_IDS
@@ -358,6 +360,8 @@ def test_the_notebook_runs_in_a_kernel_shows_its_findings_and_is_screenshotted(
     assert all(f"<td>{f['id']}</td>" in table for f in fixture.findings)
     first = _outputs(_cell(nb, "report.findings[0]"), "text/html")
     assert first.startswith(f'<div class="{SCOPE}">') and fixture.findings[0]["id"] in first
+    # one output, the comparison (rich's own Jupyter display showed each line as an output)
+    assert [o["output_type"] for o in _cell(nb, "scaldiag.compare").outputs] == ["execute_result"]
     compared = _outputs(_cell(nb, "scaldiag.compare"), "text/html")
     assert "scaldiag compare" in compared and "gpu1_slow" in compared
 

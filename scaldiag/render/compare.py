@@ -123,8 +123,11 @@ _HTML_PRE = (
 
 
 def to_html(cmp: Comparison, width: int = 110) -> str:
-    """The terminal report as HTML: rich's own export of what it printed (it escapes the text)."""
-    console = Console(record=True, width=width, file=io.StringIO(), color_system="truecolor")
+    """The terminal report as HTML: rich's own export of what it printed (it escapes the text);
+    never rich's own Jupyter display, which in a kernel showed each line as an output of its own."""
+    console = Console(
+        record=True, width=width, file=io.StringIO(), color_system="truecolor", force_jupyter=False
+    )
     render(cmp, console)
     return console.export_html(inline_styles=True, code_format=_HTML_PRE)
 

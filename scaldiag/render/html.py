@@ -247,9 +247,11 @@ def _breakdown(units: list[UnitAnalysis]) -> list[str]:
     return out
 
 
-def _verdict(report: Report) -> str:
-    """The verdict, and what fixing its cause gives, as the terminal's headline says it."""
-    top = top_cause(report.findings)
+def _verdict(report: Report | RunReport) -> str:
+    """The verdict, and what fixing its cause gives, as the terminal's headline says it: a run's
+    its own (rules/report.py ``run_headline``: a firm run finding over the trace's borderline
+    cause), a trace's its cause's."""
+    top = report.headlined if isinstance(report, RunReport) else top_cause(report.findings)
     gain = (
         f"<br>{esc(' '.join(speedup_words(top.predicted_speedup)))}"
         if top is not None and top.predicted_speedup is not None
@@ -388,7 +390,7 @@ def _run(report: RunReport, timeline: RunTimeline | None) -> list[str]:
     ]
     out += [_p(line(x), "dim") for x in printed.clock_lines(a.printed, verbose=True)]
     if report.trace_report:
-        out.append(_verdict(report.trace_report))
+        out.append(_verdict(report))
     out += _accounting(getattr(a, "accounting", None))
     if a.steps:
         s, t = a.steps, a.steps.step_time_ms
