@@ -31,15 +31,14 @@ from pathlib import Path
 
 from scaldiag.collect import trace_budget
 from scaldiag.collect.frameworks.tracing import TraceWindow
+from scaldiag.record import run_json
 from scaldiag.record.rundir import (
     MARKS,
-    RUN_JSON,
     STEPS,
     TRACE_DIR,
     TRAINING_JSON,
     JsonlWriter,
     close_quietly,
-    read_json,
     update_json,
 )
 
@@ -86,10 +85,10 @@ def _run_began_ns(run_dir: Path) -> int:
     ``profile``) or this process's, whichever is earlier."""
     began = trace_budget.process_started_ns()
     try:
-        launched = read_json(run_dir, RUN_JSON).get("started_ns")
+        launched = run_json.read(run_dir).started_ns
     except Exception:
         return began
-    return min(began, launched) if isinstance(launched, int) and launched > 0 else began
+    return min(began, launched) if launched else began
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """A run directory: the contract between capture and every analysis.
 
     RUN_DIR/
-      run.json             the launch: command, status, exit code, evidence gaps   (launcher)
+      run.json             the launch: command, status, exit code, evidence gaps   (run_json.py)
       training.json        framework, versions, batch sizes, replicas, trace window (recorder)
       inventory.json       GPUs: name, UUID, PCIe link, NVLink                     (NVML sampler)
       steps.jsonl          one line per training step: begin_ns, end_ns, ...       (recorder)
@@ -29,7 +29,6 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 RECORD_SCHEMA_VERSION = 1  # the layout of run.json and friends (not the report's JSON)
@@ -97,23 +96,6 @@ def update_json(run_dir: Path, name: str, **fields) -> dict:
     data.update(fields)
     write_json(run_dir, name, data)
     return data
-
-
-def update_run(
-    run_dir: str | os.PathLike, change: Callable[[dict], dict | None] | None = None, **fields
-) -> dict | None:
-    """The one read-modify-rewrite of run.json (the launcher, a session, torchrun's ranks, the
-    node's
-    reference all-reduce): ``change`` gets its object (``{}`` where absent or damaged) and returns
-    the object to write, or None to leave the file as it is; ``fields`` are merged in after it.
-    Written atomically (``write_json``); returns what was written, or None."""
-    data = read_json(run_dir, RUN_JSON)
-    new = change(data) if change is not None else data
-    if new is None:
-        return None
-    new = {**new, **fields}
-    write_json(Path(run_dir), RUN_JSON, new)
-    return new
 
 
 def read_json(run_dir: Path, name: str) -> dict:
