@@ -105,8 +105,8 @@ def test_a_heavy_batch_that_is_computed_on_stays_input(tmp_path):
     assert all("uint8" in text for text in found[0].fix.values())  # still: fewer bytes help
 
 
-# --- the real H200 runs of the zoo (bench/results/gpu_h200/accuracy/accuracy.md, run 5, round 0)
-# -------
+# --- the real H200 runs of the zoo (run 5, round 0: `git show
+# 0759376:bench/results/gpu_h200/accuracy/accuracy.md`) ---
 PLANTED = "fixtures/gpu/h200_zoo_run5_planted_runs.tgz"
 
 
@@ -231,8 +231,8 @@ def test_the_real_python_augmentation_on_an_h200_stays_input(tmp_path):
     assert report.trace_report.findings[0].id == "SD101"
 
 
-# --- run 6 (bench/results/gpu_h200/accuracy/accuracy.md#accuracy_run6md): the planted run, its
-# uint8 twin ---
+# --- run 6 (`git show 0759376:bench/results/gpu_h200/accuracy/accuracy.md`, accuracy_run6.md): the
+# planted run, its uint8 twin ---
 RUN6 = "fixtures/gpu/h200_zoo_run6_planted_runs.tgz"
 
 

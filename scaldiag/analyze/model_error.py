@@ -80,11 +80,11 @@ def describe(leave_out: str | None = None) -> str:
 # -- forecasts ---------------------------------------------------------------------------------
 # A fix's forecast (rules: SD105's larger batch, SD102's uint8 input, the input findings' parallel
 # workers) against the hand-written twin that applies the fix, on the accuracy zoo:
-# case: (forecast, the twin's measured speed-up). Sources, bench/results: accuracy/accuracy.md
-# (cpu_2026-12-06_zoo_b), gpu_h200/accuracy/accuracy.md (accuracy_run7 on an H200,
-# h100_2026-12-06_zoo_partial and h100_2026-12-06_zoo_b on an H100). Their errors are taken in
-# log space, ln(forecast / measured): a speed-up's error is a ratio, and 0.7x and 1.3x of the truth
-# are not the same miss.
+# case: (forecast, the twin's measured speed-up). Sources, bench/results as of 0759376 (`git show
+# 0759376:bench/results/PATH`): accuracy/accuracy.md (cpu_2026-12-06_zoo_b),
+# gpu_h200/accuracy/accuracy.md (accuracy_run7 on an H200, h100_2026-12-06_zoo_partial and
+# h100_2026-12-06_zoo_b on an H100). Their errors are taken in log space, ln(forecast / measured):
+# a speed-up's error is a ratio, and 0.7x and 1.3x of the truth are not the same miss.
 FORECASTS = {
     "h200_run7_host_launch_r0": (3.98, 4.04),  # SD105 batch x4: -1%
     "h200_run7_host_launch_r1": (3.98, 4.27),  # -7%

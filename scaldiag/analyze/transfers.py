@@ -47,8 +47,9 @@ MMAP_THRESHOLD_MAX_BYTES = 32 * 2**20
 # array (Keras' array adapter), into fresh pages (glibc's default) against reused heap memory
 # (MALLOC_MMAP_THRESHOLD_ fixed above the batch). 2-core AMD EPYC development machine: 0.05-0.11
 # ns/byte over 11 pairs (the first 5, which set this value: median 0.078; all 11: 0.09); the H200
-# host: 0.054-0.079, median 0.066 (bench/results/gpu_h200/accuracy/accuracy.json); at 12.6 MB
-# (under the ceiling) 0.006. A machine property: the forecast that uses it says so.
+# host: 0.054-0.079, median 0.066 (`git show 0759376:bench/results/gpu_h200/accuracy/accuracy.json`,
+# run6_fresh_pages.json); at 12.6 MB (under the ceiling) 0.006. A machine property: the forecast
+# that uses it says so.
 FRESH_PAGE_NS_PER_BYTE = 0.08
 
 
