@@ -5,33 +5,55 @@ from __future__ import annotations
 import argparse
 import ctypes
 import errno
+import importlib
 import sys
 
 from scaldiag import __version__
-from scaldiag.commands import analyze, calibrate, check, compare, profile, report, try_fix
 from scaldiag.commands.output import flush_stdout, stdout_gone
 from scaldiag.errors import ScaldiagError
 from scaldiag.sanitize import line
 
 INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): distinct from 2, a problem with the input
-COMMANDS = (profile, analyze, report, compare, check, calibrate, try_fix)
+# The subcommands (their name on the command line: their module in scaldiag.commands), imported
+# when named: `profile` starts the script before the analysis and its renderers are imported
+# (numpy, rich: about a second of start-up on a busy machine; bench/startup/run.py).
+COMMAND_MODULES = {
+    "profile": "profile",
+    "analyze": "analyze",
+    "report": "report",
+    "compare": "compare",
+    "check": "check",
+    "calibrate": "calibrate",
+    "try": "try_fix",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or of ``only`` (a name of COMMAND_MODULES) alone."""
     parser = argparse.ArgumentParser(
         prog="scaldiag", description="Why does training not scale with more GPUs?"
     )
     parser.add_argument("--version", action="version", version=f"scaldiag {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.add_parser(sub)
+    for name, module in COMMAND_MODULES.items():
+        if only is None or name == only:
+            importlib.import_module(f"scaldiag.commands.{module}").add_parser(sub)
     return parser
+
+
+def _named_command(argv: list[str]) -> str | None:
+    """The subcommand the arguments name, where they name one before any other word."""
+    for arg in argv:
+        if arg == "--debug":
+            continue
+        return arg if arg in COMMAND_MODULES else None
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
+    args = build_parser(_named_command(argv)).parse_args(argv)
     args.argv = argv  # as typed: profile reads the script's arguments from it
     _reuse_freed_memory()
     try:
@@ -75,8 +97,7 @@ _OUTPUT_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
 def _environment_error(exc: OSError) -> int:
-    """One line for what the file system refused (``cannot read /run: Permission denied``), exit 2.
-    """
+    """One line for what the file system refused (``cannot read /run: Permission denied``), exit 2."""
     if exc.errno in _OUTPUT_FULL:
         stdout_gone()
     where = (

@@ -19,7 +19,6 @@ from scaldiag.collect import host_costs
 from scaldiag.collect.env import RUN_DIR_ENV
 from scaldiag.collect.frameworks.tracing import trace_window
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS, StepRecorder
-from scaldiag.collect.samplers import Samplers
 from scaldiag.record import run_json
 from scaldiag.record.run_json import FINISHED, RUNNING, RunJson
 from scaldiag.record.rundir import RECORD_SCHEMA_VERSION, TRACE_DIR, TRAINING_JSON, update_json
@@ -84,6 +83,10 @@ class Session:
             run_json.update(self.run_dir, status=RUNNING, ended_ns=None)
         if sample is None:  # sample here unless a launcher already samples this run
             sample = self.owns_run
+        # imported where a session samples: `profile`'s launcher imports this module before the
+        # script starts, and psutil and NVML are not its start-up's (bench/startup/run.py)
+        from scaldiag.collect.samplers import Samplers
+
         self.samplers = Samplers(self.run_dir, os.getpid()) if sample else None
         if self.samplers:
             self.samplers.start()

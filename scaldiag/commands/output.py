@@ -10,7 +10,14 @@ import sys
 from pathlib import Path
 
 from scaldiag.errors import ScaldiagError
-from scaldiag.render import write
+
+
+def write(*args, **kwargs) -> None:
+    """render.write, imported when a report is written (numpy, rich): `profile` starts the script
+    first (bench/startup/run.py)."""
+    from scaldiag.render import write as render_write
+
+    render_write(*args, **kwargs)
 
 
 def add_interconnect(parser) -> None:

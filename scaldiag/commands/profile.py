@@ -11,7 +11,6 @@ from scaldiag.collect import multinode
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, TORCHRUN_ENV, TRACE_LIMIT_ENV
 from scaldiag.collect.launcher import launch, uncaptured_command
 from scaldiag.collect.session import new_run_dir
-from scaldiag.collect.sweep import gpus_for, sweep
 from scaldiag.commands.output import (
     add_interconnect,
     add_verbose,
@@ -20,8 +19,6 @@ from scaldiag.commands.output import (
     stdout_gone,
 )
 from scaldiag.errors import ScaldiagError
-from scaldiag.pipeline import diagnose_run, diagnose_sweep
-from scaldiag.render.terminal.common import exit_text
 from scaldiag.sanitize import line
 
 
@@ -248,6 +245,11 @@ def run(args: argparse.Namespace) -> int:
         launch_command and code == 0
     ):  # the reference SD209 compares the network with (docs/multinode.md)
         _intra_node(run_dir, args)
+    # The analysis is imported once the script has ended, not before it starts (numpy, rich:
+    # bench/startup/run.py).
+    from scaldiag.pipeline import diagnose_run
+    from scaldiag.render.terminal.common import exit_text
+
     if not args.quiet:
         print(
             f"\nscaldiag: the script ended ({exit_text(code)}); analysing the run...",
@@ -371,6 +373,9 @@ def _report(make, args) -> None:
 
 
 def _sweep(args, script: Path, script_args: list[str]) -> int:
+    from scaldiag.collect.sweep import gpus_for, sweep
+    from scaldiag.pipeline import diagnose_sweep
+
     counts = args.gpus or [1, 2]
     gpus = gpus_for(counts, args.emulate)
     try:
