@@ -1,5 +1,6 @@
 """The XPlane reader: stats inline and interned, logdir layout, bad input."""
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -279,6 +280,70 @@ def test_the_c_decoder_rejects_what_the_numpy_one_rejects(monkeypatch, tmp_path,
     path.write_bytes(data[: int(len(data) * cut)])
     native, numpy_only = _read_both(monkeypatch, [path])
     assert native[0] == "TraceError" and native == numpy_only
+
+
+@pytest.fixture
+def decoding_threads(monkeypatch):
+    """Every file's lines decoded by threads (as from _THREADS_MIN_BYTES on), a few events a batch:
+    many batches a line, decoded at once; the events of each line they decoded, recorded (-1: the
+    line was left to one pass)."""
+    monkeypatch.setattr(xplane_read, "_THREADS_MIN_BYTES", 0)
+    monkeypatch.setattr(xplane_read, "_THREAD_BATCH", 5)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    batches: list[int] = []
+    at_once = xplane_read._decoded_by_threads
+
+    def counted(native, data, start, end, *rest):
+        found = at_once(native, data, start, end, *rest)
+        batches.append(-1 if found is None else len(found[0]))
+        return found
+
+    monkeypatch.setattr(xplane_read, "_decoded_by_threads", counted)
+    return batches
+
+
+@needs_c
+def test_threads_decode_every_fixture_as_one_pass(monkeypatch, decoding_threads):
+    """Lines cut into batches of 5 events, decoded by a pool of threads into their rows: the
+    columns and stats of the single pass, on every fixture."""
+    for file in _every_fixture_trace():
+        with monkeypatch.context() as m:
+            m.setattr(xplane_read, "_THREADS_MIN_BYTES", 1 << 62)
+            single = _read_both(monkeypatch, [file])[0]
+        assert _read_both(monkeypatch, [file])[0] == single, file
+    assert any(n > 5 for n in decoding_threads), "lines of several batches were decoded by threads"
+
+
+@needs_c
+@pytest.mark.parametrize("cut", [0.3, 0.5, 0.97])
+def test_threads_reject_what_the_numpy_decoder_rejects(
+    monkeypatch, tmp_path, cut, decoding_threads
+):
+    data = GPU_TRACE.read_bytes()
+    path = tmp_path / "cut.xplane.pb"
+    path.write_bytes(data[: int(len(data) * cut)])
+    native, numpy_only = _read_both(monkeypatch, [path])
+    assert native[0] == "TraceError" and native == numpy_only
+
+
+@needs_c
+def test_threads_read_damaged_events_as_one_pass(monkeypatch, tmp_path, decoding_threads):
+    """Bytes flipped inside events (seeded): the threads' columns, or error, are the single
+    pass's."""
+    import random
+
+    data = bytearray(GPU_TRACE.read_bytes())
+    rng = random.Random(50)
+    for case in range(12):
+        damaged = bytearray(data)
+        for _ in range(3):
+            damaged[rng.randrange(len(damaged) // 4, len(damaged))] = rng.randrange(256)
+        path = tmp_path / f"damaged{case}.xplane.pb"
+        path.write_bytes(bytes(damaged))
+        with monkeypatch.context() as m:
+            m.setattr(xplane_read, "_THREADS_MIN_BYTES", 1 << 62)
+            single = _read_both(monkeypatch, [path])[0]
+        assert _read_both(monkeypatch, [path])[0] == single, case
 
 
 def test_a_stat_on_few_events_of_a_long_line_is_kept_sparse_and_reads_the_same(tmp_path):

@@ -43,8 +43,9 @@ static int vec_push(vec *v, const int64_t *items, Py_ssize_t n) {
     if (v->len + n > v->cap) {
         Py_ssize_t cap = v->cap ? v->cap : 1024;
         while (cap < v->len + n) cap *= 2;
-        int64_t *grown = PyMem_Realloc(v->data, (size_t)cap * sizeof(int64_t));
-        if (!grown) { PyErr_NoMemory(); return -1; }
+        /* Raw, and no exception set here: decode_events calls it without the GIL */
+        int64_t *grown = PyMem_RawRealloc(v->data, (size_t)cap * sizeof(int64_t));
+        if (!grown) return -1;
         v->data = grown;
         v->cap = cap;
     }
@@ -223,21 +224,24 @@ static PyObject *decode_events(PyObject *self, PyObject *args) {
     wanted_set wanted_ids;
     wanted_init(&wanted_ids, wanted, wanted_buf.len / (Py_ssize_t)sizeof(int64_t));
     int64_t row = first_row, last_row = first_row + max_events;
+    /* The loop touches no Python object: it runs without the GIL, so that read.py's threads decode
+       a line's batches at once. What went wrong is said once the GIL is back. */
+    enum { DONE, NO_MEMORY, TRUNCATED, BAD_EVENT, NO_FIELD } status = DONE;
+    const uint8_t *bad_field = NULL;
+    uint64_t bad_tag = 0;
+    PyThreadState *unlocked = PyEval_SaveThread();
     while (p < stop && row < last_row) {
         if (*p == EVENTS_TAG) {
             const uint8_t *q = p + 1;
             uint64_t length;
             if (varint(&q, stop, &length) || length > (uint64_t)(stop - q)) {
-                error = "a field runs past the end of its message (truncated?)";
-                goto done;
+                status = TRUNCATED;
+                break;
             }
             int64_t out[3];
             int err = decode_event(base, q, q + length, row, &wanted_ids, out, &stats);
-            if (err == -2) goto done;  /* out of memory: exception set */
-            if (err) {
-                error = "field runs past its message (or an unsupported wire type)";
-                goto done;
-            }
+            if (err == -2) { status = NO_MEMORY; break; }
+            if (err) { status = BAD_EVENT; break; }
             /* (max(duration, 0) + 500) // 1000 as numpy computes it: int64 sums wrap (done unsigned,
                where C's signed overflow is undefined), // rounds down */
             int64_t first_ns = ns_floor(out[1]), duration = out[2] > 0 ? out[2] : 0;
@@ -251,28 +255,37 @@ static PyObject *decode_events(PyObject *self, PyObject *args) {
         }
         const uint8_t *field_start = p;
         field f;
-        uint64_t tag;
+        uint64_t tag = 0;
         const uint8_t *t = p;
         if (varint(&t, stop, &tag) || (tag >> 3) == 0 || !((tag & 7) == 0 || (tag & 7) == 1 || (tag & 7) == 2 ||
                                                            (tag & 7) == 5)) {
-            PyErr_Format(PyExc_ValueError, "no protobuf field at byte %zd (field number %llu, wire type %llu)",
-                         (Py_ssize_t)(field_start - base), (unsigned long long)(tag >> 3),
-                         (unsigned long long)(tag & 7));
-            goto done;
+            status = NO_FIELD;
+            bad_field = field_start;
+            bad_tag = tag;
+            break;
         }
-        if (next_field(&p, stop, &f)) {
-            error = "a field runs past the end of its message (truncated?)";
-            goto done;
-        }
+        if (next_field(&p, stop, &f)) { status = TRUNCATED; break; }
         Py_ssize_t n = p - field_start;
         if (rest_len + n > rest_cap) {
             rest_cap = (rest_len + n) * 2 + 64;
-            char *grown = PyMem_Realloc(rest, (size_t)rest_cap);
-            if (!grown) { PyErr_NoMemory(); goto done; }
+            char *grown = PyMem_RawRealloc(rest, (size_t)rest_cap);
+            if (!grown) { status = NO_MEMORY; break; }
             rest = grown;
         }
         memcpy(rest + rest_len, field_start, (size_t)n);
         rest_len += n;
+    }
+    PyEval_RestoreThread(unlocked);
+    switch (status) {
+    case DONE: break;
+    case NO_MEMORY: PyErr_NoMemory(); goto done;
+    case TRUNCATED: error = "a field runs past the end of its message (truncated?)"; goto done;
+    case BAD_EVENT: error = "field runs past its message (or an unsupported wire type)"; goto done;
+    case NO_FIELD:
+        PyErr_Format(PyExc_ValueError, "no protobuf field at byte %zd (field number %llu, wire type %llu)",
+                     (Py_ssize_t)(bad_field - base), (unsigned long long)(bad_tag >> 3),
+                     (unsigned long long)(bad_tag & 7));
+        goto done;
     }
     PyObject *st = vec_bytearray(&stats);
     PyObject *rest_bytes = PyBytes_FromStringAndSize(rest ? rest : "", rest_len);
@@ -282,13 +295,69 @@ static PyObject *decode_events(PyObject *self, PyObject *args) {
     Py_XDECREF(rest_bytes);
 done:
     if (error) PyErr_SetString(PyExc_ValueError, error);
-    PyMem_Free(stats.data);
+    PyMem_RawFree(stats.data);
     PyBuffer_Release(&out_start);
     PyBuffer_Release(&out_end);
     PyBuffer_Release(&out_meta);
-    PyMem_Free(rest);
+    PyMem_RawFree(rest);
     PyBuffer_Release(&data);
     PyBuffer_Release(&wanted_buf);
+    return result;
+}
+
+/* event_batches(buffer, pos, end, every) -> (bounds, events) or None: the offsets in [pos, end]
+   (a line's fields) where decode_events, started at pos, stops after every `every` events (each
+   batch's end: the next one's start), pos first and end last, as a bytearray of int64, and the
+   line's event count. Fields are only stepped over (a tag and a length each), without the GIL:
+   read.py then decodes the batches at once, each into its own rows of columns of the exact size.
+   None where any field does not step cleanly: the caller decodes the line in one pass, which says
+   what is wrong. */
+static PyObject *event_batches(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t pos, end, every;
+    if (!PyArg_ParseTuple(args, "y*nnn", &data, &pos, &end, &every)) return NULL;
+    if (pos < 0 || end > data.len || pos > end || every < 1) {
+        PyBuffer_Release(&data);
+        Py_RETURN_NONE;
+    }
+    vec bounds = {0};
+    int64_t events = 0, at = pos;
+    int bad = vec_push(&bounds, &at, 1) ? 2 : 0;
+    const uint8_t *base = data.buf, *p = base + pos, *stop = base + end;
+    PyThreadState *unlocked = PyEval_SaveThread();
+    while (!bad && p < stop) {
+        uint64_t tag;
+        const uint8_t *q = p;
+        field f;
+        if (*p == EVENTS_TAG) {
+            uint64_t length;
+            q = p + 1;
+            if (varint(&q, stop, &length) || length > (uint64_t)(stop - q)) { bad = 1; break; }
+            p = q + length;
+            if (++events % every == 0 && p < stop) {
+                at = (int64_t)(p - base);
+                if (vec_push(&bounds, &at, 1)) bad = 2;
+            }
+            continue;
+        }
+        if (varint(&q, stop, &tag) || (tag >> 3) == 0 || next_field(&p, stop, &f)) bad = 1;
+    }
+    PyEval_RestoreThread(unlocked);
+    PyObject *result = NULL;
+    at = end;
+    if (bad == 2 || (!bad && vec_push(&bounds, &at, 1))) {
+        PyErr_NoMemory();
+    } else if (bad) {
+        result = Py_NewRef(Py_None);
+    } else {
+        PyObject *b = vec_bytearray(&bounds);
+        if (b) {
+            result = Py_BuildValue("OL", b, (long long)events);
+            Py_DECREF(b);
+        }
+    }
+    PyMem_RawFree(bounds.data);
+    PyBuffer_Release(&data);
     return result;
 }
 
@@ -334,7 +403,7 @@ static PyObject *distinct_texts(PyObject *self, PyObject *args) {
             int64_t k = table[slot];
             if (k < 0) {  /* a new text */
                 int64_t first = i;
-                if (vec_push(&firsts, &first, 1)) goto done;
+                if (vec_push(&firsts, &first, 1)) { PyErr_NoMemory(); goto done; }
                 k = firsts.len - 1;
                 table[slot] = k;
                 hashes[slot] = h;
@@ -374,7 +443,7 @@ static PyObject *distinct_texts(PyObject *self, PyObject *args) {
     }
 done:
     Py_XDECREF(inverse);
-    PyMem_Free(firsts.data);
+    PyMem_RawFree(firsts.data);
     PyMem_Free(table);
     PyMem_Free(hashes);
     PyBuffer_Release(&data);
@@ -386,6 +455,7 @@ done:
 static PyMethodDef methods[] = {
     {"decode_events", decode_events, METH_VARARGS, "Decode a line's events: see the module's source."},
     {"distinct_texts", distinct_texts, METH_VARARGS, "Number a batch of texts by distinct value: see the source."},
+    {"event_batches", event_batches, METH_VARARGS, "A line's batches of events: see the source."},
     {NULL, NULL, 0, NULL},
 };
 

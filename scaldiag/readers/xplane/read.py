@@ -195,9 +195,39 @@ def _read_mapped(
     rest, plane_starts, plane_ends = split_fields(data, buf, 0, len(data), PLANES_TAG)
     space = XSpace.FromString(rest)  # hostnames, errors: everything but the planes
     host = space.hostnames[0] if space.hostnames else file.name.removesuffix(XPLANE_SUFFIX)
-    return host, [
-        _plane(data, buf, s, e, pages) for s, e in zip(plane_starts.tolist(), plane_ends.tolist())
-    ]
+    pages.decoders = _decoders(len(data))
+    try:
+        return host, [
+            _plane(data, buf, s, e, pages)
+            for s, e in zip(plane_starts.tolist(), plane_ends.tolist())
+        ]
+    finally:
+        if pages.decoders is not None:
+            pages.decoders.shutdown(wait=True)
+
+
+# From this size a file's long lines are decoded by threads, a batch of _THREAD_BATCH events each
+# (the C decoder runs without the GIL), where several cores are. Under load the threads take a
+# larger share of the cores than one would: with another process spinning on one of two cores, a
+# thread alone gets one core, two threads and the spinner 2/3 of a core each.
+_THREADS_MIN_BYTES = 32 << 20
+_THREAD_BATCH = 1 << 18
+
+
+def _decoders(size: int):
+    """A pool of decoding threads (one per core, at most 4), or None: one core, a small file, or
+    the numpy decoder."""
+    if size < _THREADS_MIN_BYTES or _native() is None:
+        return None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    if cores < 2:
+        return None
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(min(cores, 4), thread_name_prefix="xplane-decode")
 
 
 class _Pages:
@@ -206,6 +236,7 @@ class _Pages:
     def __init__(self, data: mmap.mmap):
         self.data, self.done = data, 0
         self.helper: _Helper | None = None
+        self.decoders = None  # a ThreadPoolExecutor for _native_columns, or None
         self.can = hasattr(data, "madvise") and hasattr(mmap, "MADV_DONTNEED")
 
     def release(self, upto: int) -> None:
@@ -398,6 +429,10 @@ def _native_columns(
     """_numpy_columns by the C decoder: one pass over the events' bytes, into the columns
     themselves."""
     wanted = np.fromiter(context.wanted_ids, np.int64).tobytes()
+    if pages.decoders is not None:
+        found = _decoded_by_threads(native, data, start, end, wanted, context, rest, pages)
+        if found is not None:
+            return found
     # Room for an event every _BYTES_PER_EVENT bytes (real events take 20-100), grown and in the end
     # shrunk in place (realloc: no copy where the block has pages of its own). Reserving for the
     # smallest possible event (2 bytes) would ask for 4x the line's bytes per column, which a
@@ -428,6 +463,44 @@ def _native_columns(
         pages.release(pos)
     for column in columns:
         column.resize(n, refcheck=False)  # realloc: no copy; nothing else refers to them yet
+    return (*columns, stat_parts)
+
+
+def _decoded_by_threads(native, data, start, end, wanted: bytes, context, rest, pages: _Pages):
+    """_native_columns by the decoding threads: the line's batches found by stepping over its
+    fields (event_batches), each decoded into its own rows of columns of the exact size, results
+    taken in file order (so stats apply, and the first error is raised, as in one pass). None where
+    the line is one batch, or its fields do not step cleanly (one pass then says what is wrong)."""
+    found = native.event_batches(data, start, end, _THREAD_BATCH)
+    if found is None:
+        return None
+    bounds, n = np.frombuffer(found[0], np.int64).tolist(), found[1]
+    if len(bounds) < 3:
+        return None
+    columns = [np.empty(n, np.int64) for _ in range(3)]
+
+    def decode(k: int):
+        return native.decode_events(
+            data, bounds[k], bounds[k + 1], wanted, n, *columns, k * _THREAD_BATCH
+        )
+
+    stat_parts: dict[str, list[tuple[np.ndarray, list]]] = {}
+    decoded = 0
+    try:
+        for pos, got, head, records in pages.decoders.map(decode, range(len(bounds) - 1)):
+            rest.append(head)
+            records = np.frombuffer(records, np.int64).reshape(-1, 6)
+            if len(records):
+                for name, parts in _stat_assignments(
+                    data, *records.T, context.stat_names, context.wanted_ids
+                ).items():
+                    stat_parts.setdefault(name, []).extend(parts)
+            decoded += got
+            pages.release(pos)
+    except ValueError as exc:
+        raise WireError(str(exc)) from None
+    if decoded != n:  # the two passes disagree on what an event is: never, by their code
+        raise WireError(f"decoded {decoded} events where {n} were counted")
     return (*columns, stat_parts)
 
 
