@@ -18,9 +18,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.rundir import RUN_JSON, load_json, write_json
@@ -37,6 +38,7 @@ from scaldiag.record.validate import (
 # The statuses writers give (``launcher._status`` also words "killed by signal N").
 RUNNING, FINISHED, FAILED, INTERRUPTED = "running", "finished", "failed", "interrupted"
 UNKNOWN = "unknown"  # the reader's, for a run.json it cannot read
+_EMPTY: Mapping = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +68,10 @@ class RunJson:
     node: dict | None = None  # its place in a multi-node job (collect/multinode.Node; nodes.py)
     intra_node_allreduce: dict | None = None  # the node's reference all-reduce (multinode.py)
     in_process: dict | None = None  # a run recorded in the training's process: api, pid
-    unknown: dict = field(default_factory=dict, compare=False)  # keys this version does not know
-    unread: dict = field(default_factory=dict, compare=False, repr=False)  # known, another type
+    # keys this version does not know; known keys of another type (shared empty by default: a job's
+    # records are held a node each, record/nodes.py)
+    unknown: Mapping = field(default_factory=lambda: _EMPTY, compare=False)
+    unread: Mapping = field(default_factory=lambda: _EMPTY, compare=False, repr=False)
 
     def __post_init__(self):
         for name, check in _CHECKS.items():
@@ -151,7 +155,7 @@ class RunJson:
 
     def replace(self, **fields) -> RunJson:
         """This record with ``fields`` set (None: the key removed), each checked."""
-        unread = {k: v for k, v in self.unread.items() if k not in fields}
+        unread = {k: v for k, v in self.unread.items() if k not in fields} or _EMPTY
         return dataclasses.replace(self, **fields, unread=unread)
 
     def is_empty(self) -> bool:
