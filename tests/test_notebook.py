@@ -74,10 +74,18 @@ def test_a_finding_has_its_evidence_fix_and_speedup():
 
 
 @pytest.mark.parametrize("suffix, fmt", [(".html", "html"), (".json", "json"), (".txt", "term")])
-def test_save_writes_what_report_o_writes(tmp_path, suffix, fmt):
-    saved = scaldiag.load(RUN).save(tmp_path / f"api{suffix}")
-    assert cli_main(["report", str(RUN), "--format", fmt, "-o", str(tmp_path / "cli")]) == 0
+@pytest.mark.parametrize("path", [RUN, SWEEP], ids=["run", "sweep"])
+def test_save_writes_what_report_o_writes(tmp_path, suffix, fmt, path):
+    saved = scaldiag.load(path).save(tmp_path / f"api{suffix}")
+    assert cli_main(["report", str(path), "--format", fmt, "-o", str(tmp_path / "cli")]) == 0
     assert saved.read_bytes() == (tmp_path / "cli").read_bytes()
+
+
+def test_save_perfetto_writes_what_report_format_perfetto_writes(tmp_path):
+    saved = scaldiag.load(RUN).save(tmp_path / "api.json", format="perfetto")
+    cli = tmp_path / "cli.json"
+    assert cli_main(["report", str(RUN), "--format", "perfetto", "-o", str(cli)]) == 0
+    assert saved.read_bytes() == cli.read_bytes()
 
 
 def test_save_refuses_what_it_cannot_say_and_the_report_inputs(tmp_path):
