@@ -53,6 +53,10 @@ TOP_LEVEL = {
     "scaldiag.loop": "api",
     "scaldiag.torch": "api",
     "scaldiag.api": "api",
+    "scaldiag.capturing": "api",
+    "scaldiag.ipython": "api",
+    "scaldiag.lightning": "api",
+    "scaldiag.hf": "api",
     "scaldiag.cli": "commands",
     "scaldiag.__main__": "commands",
 }

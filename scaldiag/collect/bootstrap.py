@@ -17,8 +17,6 @@ into N logical devices and ``MirroredStrategy()`` uses all of them.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import os
 import runpy
 import sys
@@ -28,30 +26,8 @@ import traceback
 from scaldiag.collect import printed, write_journal, write_snapshot
 from scaldiag.collect.env import FINISH_LIMIT_ENV, RUN_DIR_ENV
 from scaldiag.collect.frameworks import adapters, native_writes, torch_hooks
+from scaldiag.collect.frameworks.adapters import PatchAfterImport as _PatchAfterImport
 from scaldiag.record.rundir import append_mark
-
-
-class _PatchAfterImport(importlib.abc.MetaPathFinder):
-    """Find a module normally, then patch it once it has executed."""
-
-    def __init__(self, patches: dict):
-        self.patches = patches  # module name -> function(module)
-
-    def find_spec(self, name, path=None, target=None):
-        patch = self.patches.get(name)
-        if patch is None:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            patch(module)
-
-        spec.loader.exec_module = exec_and_patch
-        return spec
 
 
 def _from_the_script(path: str, hook):

@@ -18,6 +18,10 @@ the module unpatched and says so).
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # What an adapter can know, in the order a report states it.
@@ -151,6 +155,29 @@ def import_patches(adapters=ADAPTERS) -> dict:
     return patches
 
 
+class PatchAfterImport(importlib.abc.MetaPathFinder):
+    """Find a module normally, then patch it once it has executed."""
+
+    def __init__(self, patches: dict):
+        self.patches = patches  # module name -> function(module)
+
+    def find_spec(self, name, path=None, target=None):
+        patch = self.patches.get(name)
+        if patch is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            patch(module)
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
 _ARMED: list[str] = []  # adapters whose framework this process imported, in that order
 
 
@@ -172,6 +199,39 @@ def _lazy(adapter: Adapter, trigger: str):
                 _ARMED.append(adapter.name)
 
     return patch
+
+
+def arm(adapters=ADAPTERS) -> Callable[[], list[str]]:
+    """Arm ``adapters`` in a process already running (``scaldiag.capture``, a callback the user
+    made): the import hook for the frameworks still to come, and each patch applied at once to a
+    trigger module the process imported already, in the order it imported them (as the hook would
+    have met them). Each adapter module's ``reset()``, where it has one, first: a capture before
+    this one left its state finished. Returns ``disarm()``: the hook removed, every patch taken
+    back (``guard.undo_since``), the adapters armed before as they were; it gives what could not
+    be taken back."""
+    from scaldiag.collect.frameworks import guard
+
+    for adapter in adapters:
+        module = sys.modules.get(adapter.module)
+        reset = getattr(module, "reset", None)
+        if reset is not None:
+            guard.attempt(reset, lambda why, n=adapter.name: guard.say(f"{n} adapter: {why}"))
+    mark, before = guard.undo_mark(), list(_ARMED)
+    _ARMED.clear()
+    patches = import_patches(adapters)
+    finder = PatchAfterImport(patches)
+    sys.meta_path.insert(0, finder)
+    for name in [n for n in list(sys.modules) if n in patches]:
+        patches[name](sys.modules[name])
+
+    def disarm() -> list[str]:
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+        failed = guard.undo_since(mark)
+        _ARMED[:] = before
+        return failed
+
+    return disarm
 
 
 def finish() -> None:

@@ -67,5 +67,40 @@ def after_init(cls, attach: Callable, on_error: Callable[[str], object]) -> bool
         attempt(lambda: attach(self), on_error)
 
     __init__._scaldiag = True
-    cls.__init__ = __init__
+    replace(cls, "__init__", __init__)
     return True
+
+
+# How to take back each patch the adapters made in this process, oldest first. Under ``profile``
+# nothing is taken back (the process ends with the script); ``scaldiag.capture`` takes back what
+# its block armed (``undo_since``), so that training after the block runs unpatched.
+_UNDO: list[Callable[[], object]] = []
+
+
+def replace(owner, name: str, value) -> None:
+    """``owner.name = value``, the way back noted. A class attribute it inherited (``vars`` has no
+    such name) is deleted on the way back, so that the base's is seen again."""
+    own = vars(owner) if isinstance(owner, type) else None
+    had = name in own if own is not None else hasattr(owner, name)
+    old = own.get(name) if own is not None else getattr(owner, name, None)
+    setattr(owner, name, value)
+    _UNDO.append(lambda: setattr(owner, name, old) if had else delattr(owner, name))
+
+
+def undoable(take_back: Callable[[], object]) -> None:
+    """A patch made another way (a hook registered: its handle's ``remove``), and its way back."""
+    _UNDO.append(take_back)
+
+
+def undo_mark() -> int:
+    return len(_UNDO)
+
+
+def undo_since(mark: int) -> list[str]:
+    """Take back every patch made since ``undo_mark()`` returned ``mark``, newest first; what could
+    not be taken back, as reasons."""
+    failed: list[str] = []
+    while len(_UNDO) > mark:
+        take_back = _UNDO.pop()
+        attempt(take_back, failed.append)
+    return failed

@@ -36,7 +36,8 @@ from __future__ import annotations
 import functools
 import os
 
-from scaldiag.collect.frameworks.guard import after_init, attempt, on_import, say
+from scaldiag.collect.frameworks.guard import after_init, attempt, on_import, replace, say
+from scaldiag.collect.frameworks.own_run import OwnRun
 
 TRAINER = "transformers.trainer"
 SOURCE = "TrainerCallback"
@@ -68,7 +69,7 @@ def _on_trainer_import(module) -> None:
         return
     for method, kind in PARTS:
         if hasattr(trainer_class, method):
-            setattr(trainer_class, method, _part(getattr(trainer_class, method), kind))
+            replace(trainer_class, method, _part(getattr(trainer_class, method), kind))
         else:  # a transformers version that renamed it: that part is not marked
             say(f"transformers adapter: no Trainer.{method}, {kind} not marked")
 
@@ -97,9 +98,13 @@ def _attach(trainer) -> None:
     from transformers import TrainerCallback
 
     handler = getattr(trainer, "callback_handler", None)
-    if not any(getattr(c, "_scaldiag", False) for c in getattr(handler, "callbacks", ())):
-        trainer.add_callback(_callback_class(TrainerCallback)(trainer))
-        _capture().owned_by("transformers")
+    ours = [c for c in getattr(handler, "callbacks", ()) if getattr(c, "_scaldiag", False)]
+    if ours:  # the user's (scaldiag.hf): it learns its Trainer here
+        for callback in ours:
+            callback.set_trainer(trainer)
+    else:
+        trainer.add_callback(callback_class(TrainerCallback)(trainer))
+    _capture().owned_by("transformers")
 
 
 def _batch(trainer, args) -> tuple[int, int, str]:
@@ -107,7 +112,7 @@ def _batch(trainer, args) -> tuple[int, int, str]:
     micro = int(getattr(trainer, "_train_batch_size", None) or args.train_batch_size)
     accumulation = int(args.gradient_accumulation_steps)
     world = int(args.world_size)
-    total = getattr(trainer, "get_total_train_batch_size", None)
+    total = getattr(trainer, "get_total_train_batch_size", None)  # (no Trainer: the arguments')
     global_batch = int(total(args)) if callable(total) else micro * accumulation * world
     source = (
         f"TrainingArguments: per-device batch {micro} x gradient_accumulation_steps "
@@ -157,26 +162,51 @@ def _user_clock(state) -> dict | None:
 
 
 @functools.cache
-def _callback_class(base):
-    """A subclass of transformers' own ``TrainerCallback`` (the handler calls every event on it)."""
+def callback_class(base):
+    """A subclass of transformers' own ``TrainerCallback`` (the handler calls every event on it):
+    the one ``profile``'s hook adds to every Trainer, and the one the user adds (``scaldiag.hf``).
+    Outside ``profile`` and ``scaldiag.capture`` nobody armed the PyTorch adapter: the user's
+    callback then records ``train()`` itself, from ``on_train_begin`` to ``on_train_end``, as
+    ``scaldiag.capture`` around it would (collect/inprocess.py). transformers calls no callback
+    when ``train()`` raises: that run is closed as failed at the next ``train()`` or by
+    ``close()``."""
 
     class ScaldiagTrainerCallback(base):
+        """Record ``Trainer.train`` as a scaldiag run (``out``: where run directories go, default
+        ``scaldiag_runs``; ``global_batch``: samples per step). Under ``scaldiag profile`` or
+        inside ``scaldiag.capture()`` it records into their run."""
+
         _scaldiag = True
 
-        def __init__(self, trainer):
+        def __init__(self, trainer=None, out=None, global_batch: int | None = None):
+            self._trainer = lambda: None
+            if trainer is not None:
+                self.set_trainer(trainer)
+            self._epoch = 0  # epochs begun in this process, across train() calls
+            self._own = OwnRun(out, global_batch, "transformers", "scaldiag.hf.ScaldiagCallback")
+
+        def set_trainer(self, trainer) -> None:
             import weakref
 
             self._trainer = weakref.ref(trainer)  # the Trainer holds us: no cycle kept alive
-            self._epoch = 0  # epochs begun in this process, across train() calls
+
+        @property
+        def run_dir(self):
+            """The run this callback recorded itself (None under profile or capture: theirs)."""
+            return self._own.run_dir
+
+        def close(self, error: BaseException | None = None) -> None:
+            """The run this callback opened, closed (after a ``train()`` that raised)."""
+            self._own.finish(error)
 
         def on_train_begin(self, args, state, control, **kwargs):
+            if self._own.start():
+                _capture().owned_by("transformers")
             attempt(lambda: self._train_begins(args), _quiet("the training start"))
 
         def _train_begins(self, args) -> None:
             _capture().adapter_start()
-            trainer = self._trainer()
-            if trainer is not None:
-                _give_batch(trainer, args)
+            _give_batch(self._trainer(), args)
 
         def on_epoch_begin(self, args, state, control, **kwargs):
             attempt(lambda: _capture().adapter_epoch(self._epoch, True), _quiet("the epoch"))
@@ -195,5 +225,6 @@ def _callback_class(base):
             clock = attempt(lambda: _user_clock(state), _quiet("the Trainer's clock"))
             if clock:
                 attempt(lambda: _capture().adapter_facts(user_clock=clock), _quiet("the clock"))
+            self._own.finish(None)
 
     return ScaldiagTrainerCallback

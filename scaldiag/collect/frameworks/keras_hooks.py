@@ -13,6 +13,7 @@ import os
 import sys
 
 from scaldiag.collect.env import EMULATE_ENV, RUN_DIR_ENV
+from scaldiag.collect.frameworks.guard import replace, undoable
 from scaldiag.record.rundir import append_mark
 
 MODEL_MODULE = "keras.src.models.model"  # where Keras 3 defines Model (both backends)
@@ -89,7 +90,9 @@ def patch_fit(model_class, add_callback: bool) -> None:
     """
     original = model_class.fit
     if getattr(original, "_scaldiag_adds_callback", None) is not None:
+        before = original._scaldiag_adds_callback
         original._scaldiag_adds_callback |= add_callback
+        undoable(lambda: setattr(original, "_scaldiag_adds_callback", before))
         return
 
     @functools.wraps(original)
@@ -109,7 +112,7 @@ def patch_fit(model_class, add_callback: bool) -> None:
             FITS_RUNNING -= 1
 
     fit._scaldiag_adds_callback = add_callback
-    model_class.fit = fit
+    replace(model_class, "fit", fit)
 
 
 def _with_callback(model, args, kwargs, add: bool):

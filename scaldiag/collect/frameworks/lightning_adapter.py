@@ -26,6 +26,7 @@ import functools
 import importlib
 
 from scaldiag.collect.frameworks.guard import after_init, on_import, say
+from scaldiag.collect.frameworks.own_run import OwnRun
 
 TRAINERS = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
 SOURCE = "Lightning Callback"
@@ -52,20 +53,41 @@ def _capture():
 
 
 def _attach(trainer, package: str) -> None:
-    callback_class = importlib.import_module(package + ".callbacks").Callback
-    if not any(getattr(c, "_scaldiag", False) for c in trainer.callbacks):
-        trainer.callbacks.append(_callback_class(callback_class)())
-        _capture().owned_by("lightning")
+    base = importlib.import_module(package + ".callbacks").Callback
+    if not any(getattr(c, "_scaldiag", False) for c in trainer.callbacks):  # (the user's one, else)
+        trainer.callbacks.append(callback_class(base)())
+    _capture().owned_by("lightning")
 
 
 @functools.cache
-def _callback_class(base):
-    """A Callback subclass of the package's own ``Callback`` (Lightning checks the type)."""
+def callback_class(base):
+    """A Callback subclass of the package's own ``Callback`` (Lightning checks the type): the one
+    ``profile``'s hook adds to every Trainer, and the one the user adds (``scaldiag.lightning``).
+    Outside ``profile`` and ``scaldiag.capture`` nobody armed the PyTorch adapter: the user's
+    callback then records ``fit`` itself, from ``on_fit_start`` to ``on_fit_end`` (or
+    ``on_exception``), as ``scaldiag.capture`` around it would (collect/inprocess.py)."""
 
     class ScaldiagLightningCallback(base):
+        """Record this ``Trainer.fit`` as a scaldiag run (``out``: where run directories go,
+        default ``scaldiag_runs``; ``global_batch``: samples per step, where the data cannot tell).
+        Under ``scaldiag profile`` or inside ``scaldiag.capture()`` it records into their run."""
+
         _scaldiag = True
 
+        def __init__(self, out=None, global_batch: int | None = None):
+            super().__init__()
+            self._own = OwnRun(
+                out, global_batch, "lightning", "scaldiag.lightning.ScaldiagCallback"
+            )
+
+        @property
+        def run_dir(self):
+            """The run this callback recorded itself (None under profile or capture: theirs)."""
+            return self._own.run_dir
+
         def on_fit_start(self, trainer, pl_module):
+            if self._own.start():
+                _capture().owned_by("lightning")
             _capture().adapter_start()
             # its bar counts batches: k of them an optimizer step (analyze/printed_clock.py)
             accumulation = getattr(trainer, "accumulate_grad_batches", None)
@@ -94,5 +116,11 @@ def _callback_class(base):
 
         def on_save_checkpoint(self, trainer, pl_module, checkpoint):
             _capture().adapter_mark("checkpoint", source=SOURCE)
+
+        def on_fit_end(self, trainer, pl_module):
+            self._own.finish(None)
+
+        def on_exception(self, trainer, pl_module, exception):
+            self._own.finish(exception)
 
     return ScaldiagLightningCallback

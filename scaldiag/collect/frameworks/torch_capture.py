@@ -52,7 +52,7 @@ from scaldiag.collect.frameworks import (
     torch_optimizers,
     torch_trace,
 )
-from scaldiag.collect.frameworks.guard import attempt
+from scaldiag.collect.frameworks.guard import attempt, replace, undoable
 from scaldiag.collect.frameworks.torch_trace import BACKEND, rank
 from scaldiag.record.rundir import TRAINING_JSON, update_json
 
@@ -161,6 +161,12 @@ class TorchCapture:
         self.fetches = 0  # batches fetched so far
         self._passes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loader -> its
         # latest pass's iter() (ns): where a loader followed from a lead's change began its epoch
+
+    def reset(self) -> None:
+        """A capture of its own again (``scaldiag.capture``'s next block, a callback's next fit):
+        the one before finished; its hooks were taken back (``guard.undo_since``)."""
+        self.__init__()
+        self.__dict__.pop("mode_marks", None)  # (made again when torch.nn's module is patched)
 
     @property
     def tracing(self) -> bool:
@@ -457,7 +463,8 @@ class TorchCapture:
                 listen()
 
             listen()
-            handler.clear = clear_and_listen
+            replace(handler, "clear", clear_and_listen)
+            undoable(lambda: _stop_listening(handler, self))
             self.compile_sources = [COMPILE_SOURCE]
         except Exception as exc:
             self.compile_sources, self.compile_error = [], f"{type(exc).__name__}: {exc}"
@@ -720,6 +727,16 @@ class TorchCapture:
         recorder.mark("ceiling_end")
         if ceiling:
             self.session.describe(input_ceiling=ceiling)
+
+
+def _stop_listening(handler, capture) -> None:
+    """``scaldiag.capture``'s block is over: torch._dynamo's callbacks no longer call us."""
+    for callbacks, listener in (
+        (handler.start_callbacks, capture.compile_started),
+        (handler.end_callbacks, capture.compile_ended),
+    ):
+        while listener in callbacks:
+            callbacks.remove(listener)
 
 
 def measure_loader(loader, seconds: float) -> dict | None:

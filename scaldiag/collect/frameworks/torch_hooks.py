@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 from scaldiag.collect.env import RUN_DIR_ENV, RUN_ROOT_ENV, TORCHRUN_ENV
-from scaldiag.collect.frameworks.guard import on_import
+from scaldiag.collect.frameworks.guard import on_import, replace, undoable
 from scaldiag.collect.frameworks.torch_trace import rank
 from scaldiag.collect.torchrun import arguments as torchrun_arguments
 
@@ -76,7 +76,8 @@ def _on_optimizer_import(module) -> None:
     ):  # torch._dynamo's import is watched (DYNAMO_CALLBACK_MODULE)
         capture.compile_sources = [_capture_module().COMPILE_SOURCE]
     capture.pre_hook = module.register_optimizer_step_pre_hook(capture.pre_step)
-    module.register_optimizer_step_post_hook(capture.post_step)
+    undoable(capture.pre_hook.remove)  # (removed at the first step too: removing twice is nothing)
+    undoable(module.register_optimizer_step_post_hook(capture.post_step).remove)
     # Validation under no_grad alone: torch.autograd.grad_mode is imported by now (not yet when
     # torch.nn's module is), and the mode marks are made.
     grad_mode = sys.modules.get("torch.autograd.grad_mode")
@@ -124,7 +125,7 @@ def _on_dataloader_import(module) -> None:
         return batch
 
     __next__._scaldiag = True
-    iterator.__next__ = __next__
+    replace(iterator, "__next__", __next__)
     _wrap_iter(module.DataLoader, capture)
 
 
@@ -149,7 +150,7 @@ def _wrap_iter(loader_class, capture) -> None:
         capture.new_iter(self)
         return iterator
 
-    loader_class.__iter__ = __iter__
+    replace(loader_class, "__iter__", __iter__)
 
 
 @_safely
@@ -175,7 +176,8 @@ def _on_graphs_import(module) -> None:
         capture.graph_capture_ended()  # before: a capture that fails to end has ended too
         return end(self, *args, **kwargs)
 
-    graph.capture_begin, graph.capture_end = capture_begin, capture_end
+    replace(graph, "capture_begin", capture_begin)
+    replace(graph, "capture_end", capture_end)
 
 
 @_safely
@@ -193,6 +195,7 @@ def _on_module_import(module) -> None:
             handle.remove()
 
     handle = module.register_module_forward_pre_hook(first_forward)
+    undoable(handle.remove)
     from scaldiag.collect.frameworks.torch_modes import ModeMarks
 
     capture.mode_marks = ModeMarks(capture)  # (no_grad blocks: ``_on_optimizer_import``)
@@ -203,6 +206,12 @@ def finish() -> None:
     """The script ended (bootstrap's ``finally``): close the run if training was captured."""
     if "scaldiag.collect.frameworks.torch_capture" in sys.modules:
         _capture().finish()
+
+
+def reset() -> None:
+    """Before the adapter is armed again in this process (``adapters.arm``): a fresh capture."""
+    if "scaldiag.collect.frameworks.torch_capture" in sys.modules:
+        _capture().reset()
 
 
 def enter_rank_dir() -> None:

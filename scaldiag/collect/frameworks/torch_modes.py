@@ -31,6 +31,8 @@ import threading
 import time
 import weakref
 
+from scaldiag.collect.frameworks.guard import replace
+
 # Batches fetched inside one no_grad block for it to be evaluation: a validation loop iterates its
 # loader; a training step that fetches a batch under no_grad (a teacher's, a reference's) once.
 EVAL_FETCHES = 2
@@ -68,7 +70,7 @@ class ModeMarks:
                 marks.switched(module, bool(mode))
 
         train._scaldiag = True
-        module_class.train = train
+        replace(module_class, "train", train)
 
     def switched(self, module, training: bool) -> None:
         """A root ``train(mode)`` call returned (never raises: the script's call must not fail)."""
@@ -153,7 +155,8 @@ class NoGradMarks:
                 marks.left()
 
         __enter__._scaldiag = True
-        context.__enter__, context.__exit__ = __enter__, __exit__
+        replace(context, "__enter__", __enter__)
+        replace(context, "__exit__", __exit__)
 
     def entered(self) -> None:
         local = self._local
