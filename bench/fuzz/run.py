@@ -492,8 +492,7 @@ def _mutate_bytes(data: bytes, rng, log: list) -> bytes:
 
 
 def _bomb(size: int) -> bytes:
-    """A valid Kineto trace whose one event's name is ``size`` bytes of 'A': ~1000x under deflate.
-    """
+    """A valid Kineto trace whose one event's name is ``size`` bytes of 'A': ~1000x under deflate."""
     return gzip.compress(
         b'{"traceEvents": [{"ph": "X", "name": "'
         + b"A" * size
@@ -830,6 +829,29 @@ def run_cli_mode(
 ) -> int:
     revision = _revision()  # of the tree the cases ran on, not of whatever HEAD is when they end
     started = time.time()
+    with _try_template(mode):
+        return _run_cli_mode(mode, cases, seed, out, only, jobs, time_limit, revision, started)
+
+
+@contextlib.contextmanager
+def _try_template(mode: str):
+    """try mode: the real run directory its cases copy, profiled once for the whole run (each
+    worker finds it in its environment); nothing for the other modes."""
+    from bench.fuzz import try_cases
+
+    if mode != "try" or os.environ.get(try_cases.TEMPLATE_ENV):
+        yield
+        return
+    where = Path(tempfile.mkdtemp(prefix="fuzz_try_template_"))
+    try:
+        os.environ[try_cases.TEMPLATE_ENV] = try_cases.template_env(where)
+        yield
+    finally:
+        os.environ.pop(try_cases.TEMPLATE_ENV, None)
+        _rmtree(where)
+
+
+def _run_cli_mode(mode, cases, seed, out, only, jobs, time_limit, revision, started) -> int:
     deadline = started + time_limit if time_limit else None
     if only is not None:
         shards = [_shard((mode, [only], seed, None))]
@@ -880,7 +902,9 @@ def run_cli_mode(
         + sum(
             v
             for k, v in counts.items()
-            if k.startswith("exit ") and k not in ("exit 0", "exit 1", "exit 2", "exit 70")
+            if k.startswith("exit ")
+            and k not in ("exit 0", "exit 1", "exit 2", "exit 70")
+            and mode != "try"  # try: 128+N of the signal sent is documented; verify checks each
         )
     )
     return 1 if bad or rss_mb >= 1024 else 0
@@ -931,6 +955,7 @@ def _shard(task) -> dict:
         maker, "verify", None
     )  # job: what the command lost or left (an -o file, a temporary)
     signal.signal(signal.SIGALRM, _abort)
+    slow_s, abort_s = getattr(maker, "slow_s", SLOW_S), getattr(maker, "abort_s", ABORT_S)
     counts = collections.Counter()
     failures: list[str] = []
     times: list[tuple[float, int, str, str]] = []
@@ -947,7 +972,7 @@ def _shard(task) -> dict:
         what, argv = "(the case was being built)", ["?"]
         before = _peak_mib()  # the peak only rises: a case that raises it is one that took more
         t0 = time.perf_counter()
-        signal.alarm(ABORT_S)
+        signal.alarm(abort_s)
         try:
             try:
                 what, (argv,) = maker.make(rng, work)
@@ -958,8 +983,11 @@ def _shard(task) -> dict:
                 )
                 continue
             t0 = time.perf_counter()  # scaldiag's time, not the harness' building of the case
-            with _environ(getattr(maker, "env", None)):
-                result, err = _run_cli(argv)
+            if hasattr(maker, "run"):  # try: a process of its own, which the case signals
+                result, err = maker.run(argv, work)
+            else:
+                with _environ(getattr(maker, "env", None)):
+                    result, err = _run_cli(argv)
             signal.alarm(0)
             elapsed = time.perf_counter() - t0
             lost = (
@@ -979,21 +1007,26 @@ def _shard(task) -> dict:
                 )
             elif result == INTERNAL_ERROR:
                 counts["exit 70"] += 1
-                with _environ(getattr(maker, "env", None)):
-                    again = _debug_traceback(argv)
-                failures.append(_failure(n, what, argv, err.strip() + "\n" + again))
+                again = "(not run again: try mode)"
+                if getattr(maker, "debug_again", True):
+                    with _environ(getattr(maker, "env", None)):
+                        again = _debug_traceback(argv)
+                failures.append(_failure(n, what, argv, err.strip()[-3000:] + "\n" + again))
+            elif result == "hang":  # try mode: the case's process stopped at its own wall
+                counts["hang"] += 1
+                counts["over 10 s"] += 1
             else:
                 counts[f"exit {result}"] += 1
-                if result not in (0, 1, 2):
+                if result not in (0, 1, 2) and not hasattr(maker, "run"):  # try: verify says
                     failures.append(_failure(n, what, argv, f"exit {result}: {err.strip()[:500]}"))
-            if elapsed > SLOW_S:
+            if elapsed > slow_s:
                 counts["over 10 s"] += 1
                 failures.append(_failure(n, what, argv, f"took {elapsed:.1f} s"))
         except Abort:
             elapsed = time.perf_counter() - t0
             counts["over 10 s"] += 1
             counts["aborted at 30 s"] += 1
-            failures.append(_failure(n, what, argv, f"still running after {ABORT_S} s: stopped"))
+            failures.append(_failure(n, what, argv, f"still running after {abort_s} s: stopped"))
         finally:
             signal.alarm(0)
             _rmtree(work)
@@ -1007,6 +1040,7 @@ def _shard(task) -> dict:
                 f"{mode}: {ran} cases in this worker: {dict(counts)}", file=sys.stderr, flush=True
             )
     _rmtree(tmp_root)
+    counts.update({f"try: {k}": v for k, v in getattr(maker, "tally", {}).items()})
     return {
         "counts": counts,
         "failures": failures,
@@ -1103,7 +1137,7 @@ def cli_report(
     total = sum(
         v
         for k, v in counts.items()
-        if k.startswith("exit ") or k == "uncaught" or k == "aborted at 30 s"
+        if k.startswith("exit ") or k in ("uncaught", "aborted at 30 s", "hang")
     )
     lines = [
         f"# Long fuzz run: {title}",
@@ -1124,8 +1158,11 @@ def cli_report(
         ),
         f"- revision: {revision}",
         (
-            f"- the CLI's `main(argv)` in one process, each case under a {ABORT_S} s alarm; a case"
-            f" over {SLOW_S} s is a failure"
+            "- each case's `try` in a process of its own, forked from the worker, signalled at"
+            " random times; a case past its budget + GRACE_S + 40 s is a hang"
+            if mode == "try"
+            else f"- the CLI's `main(argv)` in one process, each case under a {ABORT_S} s alarm;"
+            f" a case over {SLOW_S} s is a failure"
         ),
         (
             f"- wall time: {wall:.0f} s over {jobs} worker process{'es' if jobs > 1 else ''}; peak"
@@ -1145,6 +1182,7 @@ def cli_report(
             f" | {counts['over 10 s']} | {counts['lost output']} |"
         ),
         "",
+        *_try_tally(counts),
         *(
             [
                 (
@@ -1197,6 +1235,36 @@ def cli_report(
             "```",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _try_tally(counts) -> list[str]:
+    """try mode: what the cases reached (rounds, signals, the budget), and what they left."""
+    tally = {k[len("try: ") :]: v for k, v in counts.items() if k.startswith("try: ")}
+    if not tally:
+        return []
+    keys = [
+        "refused before round 0 (by design)",
+        "with rounds' run directory",
+        "reached round 0",
+        "got a signal",
+        "signal while a side ran",
+        "stopped by a signal (try.json)",
+        "stopped by the budget",
+        "killed mid-try, then a second try",
+        "hangs",
+        "leftover processes",
+    ]
+    exits = ", ".join(f"{k[5:]}: {v}" for k, v in sorted(counts.items()) if k.startswith("exit "))
+    return [
+        "| " + " | ".join(keys) + " |",
+        "|" + "---|" * len(keys),
+        "| " + " | ".join(str(tally.get(k, 0)) for k in keys) + " |",
+        "",
+        f'Exit codes: {exits}. In try mode "lost output" is every case that failed its checks: a'
+        " file of the user's changed, something in try's own folder, a process left running, or an"
+        " exit code try does not document for the signal sent.",
+        "",
+    ]
 
 
 def main(argv: list[str]) -> int:

@@ -32,9 +32,10 @@ GRACE_S = 10.0  # between SIGTERM and SIGKILL: a script's own finally: (a checkp
 BOOTSTRAP = b"scaldiag.collect.bootstrap"
 
 
-def _children_of_main_thread() -> list[int]:
-    """The processes the main thread started (the launcher's child is one: Linux)."""
-    tid = threading.main_thread().native_id
+def _children_of(tid: int) -> list[int]:
+    """The processes thread ``tid`` of this process started (the launcher's child is one: Linux).
+    The thread is the one that runs the rounds, named when the Stopper starts: not
+    ``threading.main_thread()``, whose native_id is the parent's in a forked process."""
     try:
         text = Path(f"/proc/self/task/{tid}/children").read_text()
     except OSError:
@@ -42,9 +43,9 @@ def _children_of_main_thread() -> list[int]:
     return [int(p) for p in text.split()]
 
 
-def _script_pids() -> list[int]:
+def _script_pids(tid: int) -> list[int]:
     out = []
-    for pid in _children_of_main_thread():
+    for pid in _children_of(tid):
         try:
             if BOOTSTRAP in Path(f"/proc/{pid}/cmdline").read_bytes():
                 out.append(pid)
@@ -53,10 +54,10 @@ def _script_pids() -> list[int]:
     return out
 
 
-def _signal_script(sig: int) -> None:
+def _signal_script(sig: int, tid: int) -> None:
     """``sig`` to the running script, and to its process group where it leads one (its
     DataLoader workers with it)."""
-    for pid in _script_pids():
+    for pid in _script_pids(tid):
         try:
             if os.getpgid(pid) == pid:
                 os.killpg(pid, sig)
@@ -64,6 +65,49 @@ def _signal_script(sig: int) -> None:
                 os.kill(pid, sig)
         except OSError:
             pass
+
+
+def _round_processes(journal: Path) -> list[int]:
+    """The live processes of a round: each carries the round's journal in its environment
+    (``TRY_JOURNAL_ENV``, given to the script and inherited by what it starts), whichever group or
+    session it moved to. Zombies are dead already."""
+    marker = f"{TRY_JOURNAL_ENV}={journal}\0".encode()
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = Path(f"/proc/{entry.name}/environ").read_bytes()
+            if not (env.startswith(marker) or b"\0" + marker in env):
+                continue
+            state = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # gone meanwhile, or another user's
+        if state not in ("Z", "X"):
+            out.append(int(entry.name))
+    return out
+
+
+LEFTOVER_ROUNDS = 100  # a process that forks as fast as it is killed is still ended: 100 passes
+
+
+def stop_leftovers(journal: Path) -> int:
+    """SIGKILL each process of the round still alive once its script ended (a child it forked
+    and left behind: it would write after the round was put back), until none is left; how many.
+    The round is over: their writes are the round's, and the restore that follows undoes them."""
+    killed: set[int] = set()
+    for _ in range(LEFTOVER_ROUNDS):
+        pids = _round_processes(journal)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+            killed.add(pid)
+        time.sleep(0.01)  # SIGKILL is delivered at once; the process leaves /proc's list shortly
+    return len(killed)
 
 
 class Stopper:
@@ -79,6 +123,7 @@ class Stopper:
         self._old = {}
 
     def __enter__(self) -> Stopper:
+        self.tid = threading.get_native_id()  # the thread that launches the sides
         for sig in STOP_SIGNALS:
             self._old[sig] = signal.signal(sig, self._received)
         threading.Thread(target=self._watch, name="scaldiag-try-watchdog", daemon=True).start()
@@ -114,10 +159,10 @@ class Stopper:
                 termed_at = None
                 continue
             if termed_at is None and self.stopping():
-                _signal_script(signal.SIGTERM)
+                _signal_script(signal.SIGTERM, self.tid)
                 termed_at = time.monotonic()
             elif termed_at is not None and time.monotonic() - termed_at > GRACE_S:
-                _signal_script(signal.SIGKILL)
+                _signal_script(signal.SIGKILL, self.tid)
                 termed_at = float("inf")
 
 
@@ -165,6 +210,7 @@ class Rounds:
         finally:
             self.stopper.running.clear()
             os.chdir(here)
+            leftovers = stop_leftovers(journal)  # before the look and the restore
         after, _ = write_snapshot.snapshot(self.roots, self.exclude, shallow=self.shallow)
         journaled = set(write_restore.journaled_paths(journal, self.key))
         unseen = write_snapshot.uncovered(write_snapshot.changed(before, after), journaled)
@@ -178,6 +224,7 @@ class Rounds:
             "journaled_paths": len(journaled),
             "uncontained": unseen[: write_snapshot.MAX_LISTED],
             "not_restored": problems,
+            "leftover_processes_killed": leftovers,
         }
 
 
@@ -188,6 +235,7 @@ def restore_unfinished(run_dir: Path, key: bytes) -> list[str]:
     """
     said = []
     for journal in write_restore.unfinished(Path(run_dir) / "try"):
+        stop_leftovers(journal)  # a script that outlived its try (it ignored the death signal)
         problems = write_restore.restore(journal, key)
         foreign = write_restore.foreign_entries(journal, key)
         if problems[1 if foreign else 0 :]:
