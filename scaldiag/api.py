@@ -75,7 +75,8 @@ class ScaldiagReport:
         self.paths = list(paths)
 
     def __repr__(self) -> str:
-        return f"<scaldiag {self.kind} report of {', '.join(self.paths)}: {self.verdict[:100]}>"
+        said = self.verdict[:100] or f"{len(self.findings)} finding(s)"
+        return f"<scaldiag {self.kind} report of {', '.join(self.paths)}: {said}>"
 
     @property
     def kind(self) -> str:

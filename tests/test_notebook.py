@@ -142,6 +142,19 @@ def test_import_scaldiag_imports_nothing_heavy():
     assert out.stdout.strip() == "[]"
 
 
+def test_scaldiag_analyze_is_the_function_and_still_the_package():
+    """``scaldiag.analyze`` names the analysis package and the API's function: both work, whichever
+    is reached first (a fresh process each way)."""
+    trace = str(TRACE)
+    for first in ("import scaldiag.analyze.stats", "import scaldiag"):
+        code = (
+            f"{first}\nimport scaldiag\nfrom scaldiag.analyze import stats\n"
+            f"r = scaldiag.analyze({trace!r})\nprint(r.kind, bool(stats.__file__))"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert out.stdout.split() == ["trace", "True"], out.stderr[-2000:]
+
+
 def test_compare_is_the_compare_command():
     from scaldiag.render import compare as compare_render
     from scaldiag.rules.compare import compare
