@@ -11,11 +11,16 @@ directory (never committed):
   processes: peak memory (all the processes', and the largest one's) against one 100 MB rank's;
 - the 100 MB rank through revision 088b4d0 (the json.loads reader, built from git in
   the temporary directory) and through HolisticTraceAnalysis 0.5 (its load plus temporal
-  and idle-time breakdowns, in its own venv: bench/.venv-hta), side by side.
+  and idle-time breakdowns, in its own venv: bench/.venv-hta), side by side;
+- the largest trace read with both cores (the split scan: a part per core, stream.py) and with
+  one (the process held to one core by its CPU affinity: the single scan), alternating
+  ``--split-rounds`` times: the whole command and the read alone (``read_trace``, in a fresh
+  process), the two side by side with their ratio per round (issue 50: 1 GB in at most 1.0 s).
 
 The load average is recorded with every timing: the machine is shared.
 
     python -m bench kineto [--sizes-mb 100,250,500,1000] [--repeats 3] [--ranks 8] [--no-hta] [--no-before]
+        [--split-rounds 5]
 """  # noqa: E501
 
 from __future__ import annotations
@@ -50,17 +55,28 @@ HTA_PYTHON = ROOT / "bench" / ".venv-hta" / "bin" / "python"
 
 
 def measure(
-    cmd: list[str], cwd: Path, env: dict | None = None, timeout_s: float | None = None
+    cmd: list[str],
+    cwd: Path,
+    env: dict | None = None,
+    timeout_s: float | None = None,
+    cores: set[int] | None = None,
+    keep_stdout: bool = False,
 ) -> dict:
     """Wall s, CPU s (user + system, the process and the workers it waited for) and peak RSS MiB of
     one process
     (wait4), the peak of its process tree's summed RSS and the largest peak (VmHWM) of any one
     process in it (bench.common.TreeRss, every 20 ms: worker processes); the 1-minute load when it
-    started. Past ``timeout_s`` the process is stopped and RuntimeError says so."""
+    started. Past ``timeout_s`` the process is stopped and RuntimeError says so. ``cores``: the
+    CPUs the process may run on (its affinity, which the reader's split follows)."""
     load = os.getloadavg()[0]
     start = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE if keep_stdout else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores is not None else None,
     )
     timer = threading.Timer(timeout_s, proc.kill) if timeout_s else None
     if timer:
@@ -78,11 +94,15 @@ def measure(
             )
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     proc.stderr.close()
+    said = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+    if proc.stdout:
+        proc.stdout.close()
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(
             f"{' '.join(cmd)} failed ({os.waitstatus_to_exitcode(status)}): {err[-2000:]}"
         )
     return {
+        "said": said,
         "wall_s": wall,
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "rss_mib": usage.ru_maxrss / 1024,
@@ -93,7 +113,12 @@ def measure(
 
 
 def analyze(
-    path: Path, out: Path, root: Path, env: dict | None = None, engine: str | None = None
+    path: Path,
+    out: Path,
+    root: Path,
+    env: dict | None = None,
+    engine: str | None = None,
+    cores: set[int] | None = None,
 ) -> dict:
     return measure(
         [
@@ -108,7 +133,76 @@ def analyze(
         ],
         cwd=root,
         env=env,
+        cores=cores,
     )
+
+
+# The read alone, in a fresh process: imports, then read_trace timed (what the split changes).
+READ_ONLY = """
+import sys, time
+from scaldiag.cli import _reuse_freed_memory
+_reuse_freed_memory()
+from scaldiag.pipeline import read_trace
+t = time.perf_counter()
+read_trace(sys.argv[1])
+print(time.perf_counter() - t)
+"""
+
+
+def read_alone(path: Path, root: Path, cores: set[int] | None) -> dict:
+    run = measure(
+        [sys.executable, "-c", READ_ONLY, str(path)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        cores=cores,
+        keep_stdout=True,
+    )
+    return {**run, "read_s": float(run["said"].strip().splitlines()[-1])}
+
+
+def split_rows(trace: Path, size: int, args, tmp: Path) -> str:
+    """The trace with both cores and with one, alternating rounds: the whole command and the read
+    alone, side by side, and the ratio of each round."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return "\n(the split scan against the single one: not measured, one core here)\n"
+    one, both = {cores[-1]}, set(cores)
+    runs: dict[str, list[dict]] = {"one": [], "both": []}
+    reads: dict[str, list[dict]] = {"one": [], "both": []}
+    for r in range(args.split_rounds):
+        for how in ("one", "both") if r % 2 == 0 else ("both", "one"):
+            held = one if how == "one" else both
+            runs[how].append(analyze(trace, tmp / "out.json", args.scaldiag_root, cores=held))
+            reads[how].append(read_alone(trace, args.scaldiag_root, held))
+    lines = [
+        f"\n## {size / 1e6:,.0f} MB, the split scan (both cores) against the single scan (one"
+        " core)\n",
+        "| | whole command, wall s, median (min-max) | CPU s | read alone, s | peak RSS MiB |"
+        " load (1 min) at each run |",
+        "|---|---|---|---|---|---|",
+    ]
+    names = {
+        "both": f"both cores ({len(both)}): a part per core",
+        "one": "one core (affinity): the single scan",
+    }
+    for how in ("both", "one"):
+        lines.append(
+            f"| {names[how]} | {spread(runs[how], 'wall_s', '{:.2f}')} |"
+            f" {spread(runs[how], 'cpu_s', '{:.2f}')} | {spread(reads[how], 'read_s', '{:.2f}')} |"
+            f" {spread(runs[how], 'rss_mib', '{:,.0f}')} | {loads(runs[how])} |"
+        )
+    whole = [o["wall_s"] / b["wall_s"] for o, b in zip(runs["one"], runs["both"])]
+    read = [o["read_s"] / b["read_s"] for o, b in zip(reads["one"], reads["both"])]
+    lines += [
+        "",
+        "One core's time over both cores', per round (how much faster the split makes it): whole"
+        f" command {', '.join(f'{x:.2f}' for x in whole)} (median {statistics.median(whole):.2f}x);"
+        f" the read {', '.join(f'{x:.2f}' for x in read)} (median {statistics.median(read):.2f}x).",
+        f"Both cores: the read at most 1.0 s in {sum(r['read_s'] <= 1.0 for r in reads['both'])}"
+        f" of {len(reads['both'])} rounds, the whole command in"
+        f" {sum(r['wall_s'] <= 1.0 for r in runs['both'])} of {len(runs['both'])}.",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def spread(runs: list[dict], key: str, fmt: str = "{:.1f}") -> str:
@@ -157,6 +251,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--tmp", type=Path, help="where traces are grown (default: a new temporary directory)"
     )
+    parser.add_argument(
+        "--split-rounds",
+        type=int,
+        default=5,
+        help="rounds of the largest trace with both cores and with one (0: not measured)",
+    )
     parser.add_argument("--out", type=Path, help="result file (default bench/results/kineto.md)")
     args = parser.parse_args(argv)
     return in_temporary("kineto", CLAIM, argv, lambda tmp: _run(args, tmp), args.tmp, args.out)
@@ -178,6 +278,8 @@ def _run(args, tmp: Path) -> str:
         )
         if mb == max(sizes) and not args.no_gzip:
             rows.append(_gzipped_row(trace, size, args.scaldiag_root, tmp))
+        if mb == max(sizes) and args.split_rounds:
+            split = split_rows(trace, size, args, tmp)
         if mb != args.rank_mb:
             trace.unlink()
     fits = _linear_fits(by_size)
@@ -221,6 +323,8 @@ def _run(args, tmp: Path) -> str:
     return (
         "## Time and memory against size\n\n"
         + "\n".join(table)
+        + "\n"
+        + (split if args.split_rounds else "")
         + "\n\n"
         + fits
         + "\n"
