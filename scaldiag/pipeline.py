@@ -14,12 +14,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from scaldiag.analyze import interconnect as ic
 from scaldiag.analyze import job_merge, ranks
 from scaldiag.analyze import nodes as job_nodes
 from scaldiag.analyze.interconnect import Interconnect
+from scaldiag.analyze.job import JobNode, analyze_job
 from scaldiag.analyze.profile import (
     ProfileAnalysis,
     RankReduction,
@@ -384,122 +383,50 @@ def _run_trace(
 
 
 def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
-    """The job's report; each rank's trace reduced to its evidence on ``engine``
-    (scaldiag/engines.py; None:
-    here, one after the other), so that one rank's events are in a process's memory at a time. A
-    node that cannot be merged (no place in the job, no rank's trace with steps) is left out and
-    named; one rank file that cannot be read is left out of its node and named."""
+    """The job's report (analyze/job.py); each rank's trace reduced to its evidence on ``engine``
+    (scaldiag/engines.py; None: here, one after the other), so that one rank's events are in a
+    process's memory at a time. A node that cannot be placed in the job, or one rank file that
+    cannot be read, is left out and named."""
     left_out: list[str] = []
-    # Each node directory as its text (node_records'), a Path made where one is opened: a Path is
-    # about 0.3 KB a node more, held to the end.
     found = job_dirs.node_records(paths, left_out)
-    dirs = [d for d, _ in found]
-    job_dirs.refuse_other_jobs(dirs, [run for _, run in found])
-    # What the merge takes of each run.json, taken now: the records are not held (a 4,096-node job
-    # held its decoded node objects, about 0.45 KB a node, to the end).
-    labels = {d: job_dirs.label_of(job_dirs.node_in(run)) for d, run in found}
-    stacks = _network_stacks(found)
-    intra_ns = {d: times for d, run in found if (times := job_dirs.intra_node_times_in(run))}
-    # Every node says the same node count (node_records refuses nodes that differ).
-    nnodes = job_dirs.place_of(job_dirs.node_in(found[0][1]))[1]
-    del found
-    by_node = _rank_events(dirs, labels, engine, left_out)
-    for d in [d for d in dirs if not by_node[d]]:
-        why = read_record(d).training.get("trace_error")  # the capture's word, where it has one
-        left_out.append(
-            f"{d}: no rank's trace with steps (PyTorch's ProfilerStep markers, scaldiag's step "
-            "markers or the train function's calls)"
-            + (f" ({why})" if why else "")
-            + ": this node is left out"
-        )
-    dirs = [d for d in dirs if by_node[d]]
-    if len(dirs) < 2:
-        raise ScaldiagError(
-            f"{len(dirs)} node of the job can be merged, nothing to merge: " + "; ".join(left_out)
-        )
-    job, files, bytes_per_step, steady, intra = _job_events(dirs, by_node, labels, intra_ns)
-    del by_node  # each rank's packed evidence is in ``job`` now: held once, not twice
-    job_merge.refuse_copies(job)
-    first_steps = job.steps_of(0)
-    step_ns = float(np.median(job.step_end_ns[first_steps] - job.step_start_ns[first_steps]))
-    try:
-        job, offsets, notes = job_nodes.align(job, step_ns)  # the clocks' copy replaces the job
-    except job_nodes.MergeRefused as exc:
-        raise ScaldiagError(f"the nodes are not merged: {exc}") from None
-    job_merge.refuse_far_clocks(offsets)
-    notes = left_out + notes + job_merge.uncertain_clocks(offsets, step_ns)
-    notes += [
-        f"{job.ranks[i]}: steps numbered {why}; paired with the other ranks' on the"
-        " assumption that every trace window began at the same step"
-        for i, why in job.numbered_by.items()
-    ]
-    if nnodes is not None and nnodes > len(dirs):
-        notes.append(
-            f"{len(dirs)} of the job's {nnodes} nodes merged: the others are not in this report"
-        )
-    one_stack = job_nodes.shared_network_stack(
-        [{"boot_id": stacks[d][0], "net_ns": stacks[d][1]} for d in dirs]
-    )
-    notes += [one_stack] if one_stack else []
-    # Each node's summary made once with its record's figures (a copy of every one was a second
-    # set of them at the peak).
-    analysis = job_nodes.reduce_job(job, offsets, bytes_per_step, notes, steady, intra)
-    analysis = replace(analysis, one_network_stack=one_stack is not None)
-    return build_job_report(dirs, analysis, files, job_dirs.framework(dirs[0]))
+    job_dirs.refuse_other_jobs([d for d, _ in found], [run for _, run in found])
+    nodes = _job_nodes(found)
+    del found  # what the merge takes of each run.json is in ``nodes``: the records are not held
+    merged = analyze_job(nodes, _rank_events(nodes, engine, left_out), left_out)
+    framework = job_dirs.framework(merged.node_dirs[0])
+    return build_job_report(merged.node_dirs, merged.analysis, merged.rank_files, framework)
 
 
-def _network_stacks(found: list[tuple[str, dict]]) -> dict[str, tuple]:
-    """Each node's (kernel boot id, network namespace) as its run.json says them (the keys of
-    analyze/nodes.shared_network_stack); equal ones are one tuple, not one a node."""
-    seen: dict[tuple, tuple] = {}
-    stacks = {}
+def _job_nodes(found: list) -> list[JobNode]:
+    """What the merge takes of each node's record (node_records' directories and run.json parts),
+    equal network stacks one tuple, not one a node."""
+    stacks: dict[tuple, tuple] = {}
+    nodes = []
     for d, run in found:
-        node = job_dirs.node_in(run) or {}
-        key = (node.get("boot_id"), node.get("net_ns"))
-        stacks[d] = seen.setdefault(key, key)
-    return stacks
-
-
-def _job_events(
-    dirs: list[str],
-    by_node: dict[str, list[tuple[job_nodes.PackedRank, str]]],
-    labels: dict[str, str],
-    intra_ns: dict[str, dict[int, list[int]]],
-):
-    """The nodes' ranks in one ``JobEvents`` (in the nodes' order), each rank's file, and per node
-    its bytes a step, steady step time and own all-reduce times, by label, for the nodes that have
-    them (pipeline.diagnose_job's; ``labels``: each node's; ``intra_ns``: its run.json's intra-node
-    all-reduce times, where any)."""
-    packed, bytes_per_step, steady, intra, files = [], {}, {}, {}, []
-    for d in dirs:
-        label = labels[d]
-        found = by_node[d]
-        files += [(label, r.rank, path) for r, path in found]
-        packed += [r for r, _ in found]
-        per_step = found[0][0].collectives / max(1, found[0][0].steps)
-        figures = (*_record_facts(d), job_merge.intra_node_ms(intra_ns.get(d, {}), per_step))
-        # Only the figures a node has: reduce_job reads one it lacks as None, and the report holds
-        # these dicts to the end (a None a node for each, where records say none).
-        for held, value in zip((bytes_per_step, steady, intra), figures):
-            if value is not None:
-                held[label] = value
-    return job_nodes.JobEvents.of(packed), files, bytes_per_step, steady, intra
+        node = job_dirs.node_in(run)
+        key = ((node or {}).get("boot_id"), (node or {}).get("net_ns"))
+        nnodes = job_dirs.place_of(node)[1]  # node_records placed every node
+        intra = job_dirs.intra_node_times_in(run) or None
+        label = job_dirs.label_of(node)
+        facts = _record_facts(d)
+        nodes.append(JobNode(d, label, nnodes, stacks.setdefault(key, key), intra, *facts))
+    return nodes
 
 
 def _rank_events(
-    dirs: list[str], labels: dict[str, str], engine: Engine | None, left_out: list[str]
+    nodes: list[JobNode], engine: Engine | None, left_out: list[str]
 ) -> dict[str, list[tuple[job_nodes.PackedRank, str]]]:
     """Per node directory, each of its ranks' evidence with its trace file (ranks without steps left
     out; a file that cannot be read left out, its reason added to ``left_out``). The files are held
     as text (a Path a rank is about 0.3 KB more while the job is read)."""
-    where = [(d, str(f)) for d in dirs for f in trace_files(Path(d) / TRACE_DIR)]
-    found = map_on(engine, _rank_events_of, [(labels[d], f) for d, f in where])
-    by_node: dict[str, list] = {d: [] for d in dirs}
-    for (d, f), events in zip(where, found):
+    where = [(n, str(f)) for n in nodes for f in trace_files(Path(n.dir) / TRACE_DIR)]
+    found = map_on(engine, _rank_events_of, [(n.label, f) for n, f in where])
+    by_node: dict[str, list] = {n.dir: [] for n in nodes}
+    for (n, f), events in zip(where, found):
         if isinstance(events, str):
             left_out.append(f"{events}: this rank is left out")
         elif events is not None:
-            by_node[d].append((events, f))
+            by_node[n.dir].append((events, f))
     return by_node
 
 
@@ -527,21 +454,21 @@ def _rank_trace(file: Path) -> Trace:
     return read_trace(file)[1]
 
 
-def _record_facts(run_dir: Path | str):
-    """Bytes all-reduced a step (the optimizer's parameters: DDP reduces each gradient once a step)
-    and
-    the node's steady step time from its first rank's record (every step, not only the traced ones).
-    """
-    parameter_bytes, steady = None, None
-    for d in [run_dir, *rank_dirs(run_dir).values()]:
+def _record_facts(run_dir: str) -> tuple[int | None, object, str | None]:
+    """Bytes all-reduced a step (the optimizer's parameters: DDP reduces each gradient once a
+    step), the node's steady step time from its first rank's record that has steps (every step,
+    not only the traced ones), and what the capture said of its trace."""
+    parameter_bytes, steady, trace_error = None, None, None
+    for i, d in enumerate([run_dir, *rank_dirs(run_dir).values()]):
         record = read_record(d)
+        trace_error = record.training.get("trace_error") if i == 0 else trace_error
         value = record.training.get("parameter_bytes")
         if parameter_bytes is None and isinstance(value, int) and value > 0:
             parameter_bytes = value
         if steady is None and record.steps:
             stats = step_stats(record.steps, record.training, record.marks)
             steady = stats.step_time_ms if stats is not None else None
-    return parameter_bytes, steady
+    return parameter_bytes, steady, trace_error
 
 
 def job_trace(report: JobReport) -> dict:

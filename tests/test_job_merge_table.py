@@ -204,7 +204,7 @@ def test_nodes_summarised_a_chunk_at_a_time_give_the_same_figures(chunk, monkeyp
         job = nodes.JobEvents.of(random_job(rng, EPOCH_NS))
         steady = {n: Summary.of([float(i), 2.0 * i]) for i, n in enumerate(job.nodes)}
         whole = nodes.reduce_job(job, [], {}, None, steady, {})
-        monkeypatch.setattr(nodes, "SUMMARY_CHUNK_NODES", chunk)
+        monkeypatch.setattr(nodes.reduce, "SUMMARY_CHUNK_NODES", chunk)
         cut = nodes.reduce_job(job, [], {}, None, steady, {})
         monkeypatch.undo()
         assert repr(cut) == repr(whole)
