@@ -111,10 +111,11 @@ except TraceError as exc:
 )
 
 TOOLS = {"scaldiag": SCALDIAG, "xprof": XPROF, "bare parse": BARE}
+TARGET_X = 6  # issue 37 and 50: scaldiag at least this many times faster than xprof, every round
 
 
-def run(python: str, code: str, trace: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+def run(python: str, code: str, trace: str, root: Path = ROOT) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(root), "TF_CPP_MIN_LOG_LEVEL": "3"}
     load = os.getloadavg()[0]  # other work on the machine when the run starts (1-minute average)
     # cwd outside the checkout, so that only PYTHONPATH says which scaldiag runs
     out = subprocess.run(
@@ -170,6 +171,12 @@ def _main(argv: list[str]) -> int | None:
         " training that issue 37 measures under; 0 for a quiet machine)",
     )
     parser.add_argument(
+        "--before",
+        metavar="REV",
+        help="also run scaldiag as it was at git revision REV (its C parts built in the temporary"
+        " folder): its rounds and ratios beside this revision's, in the same run",
+    )
+    parser.add_argument(
         "--out", help="also write the table here (it always goes to bench/results/analyze.md)"
     )
     args = parser.parse_args(argv)
@@ -183,8 +190,22 @@ def _main(argv: list[str]) -> int | None:
     args.xprof_python = os.path.abspath(
         args.xprof_python
     )  # the tools run with another working directory
+    tools = dict(TOOLS)
     pythons = {"scaldiag": sys.executable, "xprof": args.xprof_python, "bare parse": sys.executable}
-    results: dict[int, dict[str, list[dict]]] = {c: {t: [] for t in TOOLS} for c in copies}
+    roots = {name: ROOT for name in tools}
+    if args.before:
+        from bench.common import revision_tree
+
+        before = f"scaldiag {args.before}"
+        tools = {
+            "scaldiag": SCALDIAG,
+            before: SCALDIAG,
+            **{k: TOOLS[k] for k in TOOLS if k != "scaldiag"},
+        }
+        pythons[before] = sys.executable
+        roots[before] = revision_tree(Path(tmp.name), args.before, "before")
+    args.tools, args.pythons, args.roots = tools, pythons, roots
+    results: dict[int, dict[str, list[dict]]] = {c: {t: [] for t in tools} for c in copies}
     with busy_cores(args.busy_cores):
         _rounds(args, copies, traces, pythons, results)
     zeros = folder / "zeros_100mb.xplane.pb"
@@ -203,10 +224,10 @@ def _main(argv: list[str]) -> int | None:
 def _rounds(args, copies, traces, pythons, results) -> None:
     for r in range(args.rounds):
         for c in copies:
-            names = list(TOOLS)
+            names = list(args.tools)
             names = names[r % len(names) :] + names[: r % len(names)]  # rotate who goes first
             for name in names:
-                row = run(pythons[name], TOOLS[name], str(traces[c]))
+                row = run(pythons[name], args.tools[name], str(traces[c]), args.roots[name])
                 results[c][name].append(row)
                 print(json.dumps({"copies": c, "tool": name, "round": r, **row}), flush=True)
 
@@ -287,7 +308,7 @@ def write(args, copies, sizes, results, rejected) -> None:
     ]
     for c in copies:
         events = results[c]["scaldiag"][0]["events"]
-        for name in TOOLS:
+        for name in args.tools:
             rows = results[c][name]
             wall = [r["wall_s"] for r in rows]
             lines.append(
@@ -302,14 +323,17 @@ def write(args, copies, sizes, results, rejected) -> None:
         "xprof / scaldiag, per round (time: how many times faster scaldiag is; memory: peak RSS):",
         "",
     ]
-    for c in copies:
-        ours, theirs = results[c]["scaldiag"], results[c]["xprof"]
+    ours_names = [n for n in args.tools if n.startswith("scaldiag")]
+    for c, name in ((c, name) for c in copies for name in ours_names):
+        ours, theirs = results[c][name], results[c]["xprof"]
         speed = [t["wall_s"] / o["wall_s"] for o, t in zip(ours, theirs)]
         memory = [t["rss_mb"] / o["rss_mb"] for o, t in zip(ours, theirs)]
+        who = "" if name == "scaldiag" else f" ({name})"
         lines.append(
-            f"- {sizes[c]:.0f} MB: time {', '.join(f'{x:.2f}' for x in speed)} (median "
-            f"{statistics.median(speed):.2f}x); memory {', '.join(f'{x:.2f}' for x in memory)} "
-            f"(median {statistics.median(memory):.2f}x)"
+            f"- {sizes[c]:.0f} MB{who}: time {', '.join(f'{x:.2f}' for x in speed)} (median "
+            f"{statistics.median(speed):.2f}x; at least {TARGET_X:g}x in"
+            f" {sum(x >= TARGET_X for x in speed)} of {len(speed)} rounds); memory"
+            f" {', '.join(f'{x:.2f}' for x in memory)} (median {statistics.median(memory):.2f}x)"
         )
     loads = [r["load"] for c in copies for rows in results[c].values() for r in rows]
     lines += [
