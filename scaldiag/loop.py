@@ -21,6 +21,7 @@ from collections.abc import Callable
 from scaldiag.collect.frameworks.guard import attempt, say
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS
 from scaldiag.collect.session import Session
+from scaldiag.record.run_json import FAILED, FINISHED, INTERRUPTED
 
 
 def _imported_backend() -> str:
@@ -72,12 +73,12 @@ def session_run(open_session: Callable[[], Session]):
         )
         session = None
     run = LoopRun(session)
-    status = "failed"
+    status = FAILED
     try:
         yield run
-        status = "finished"
+        status = FINISHED
     except KeyboardInterrupt:
-        status = "interrupted"
+        status = INTERRUPTED
         raise
     finally:
         if session is not None:

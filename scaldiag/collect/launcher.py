@@ -41,6 +41,7 @@ from scaldiag.collect import host_costs, script_file, torchrun
 from scaldiag.collect.env import RUN_DIR_ENV
 from scaldiag.collect.session import start_run_json
 from scaldiag.record import run_json
+from scaldiag.record.run_json import FAILED, FINISHED, INTERRUPTED
 from scaldiag.record.rundir import RUN_JSON, STEPS
 from scaldiag.sanitize import line as shown
 
@@ -396,9 +397,9 @@ def _signal_name(sig: int) -> str:
 
 def _status(code: int, received: list[int]) -> str:
     if received:
-        return "interrupted"
+        return INTERRUPTED
     if code == 0:
-        return "finished"
+        return FINISHED
     if code < 0:
         return f"killed by signal {-code}"
-    return "failed"
+    return FAILED

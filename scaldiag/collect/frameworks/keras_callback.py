@@ -32,6 +32,7 @@ from scaldiag.collect.frameworks import (
 from scaldiag.collect.frameworks.guard import attempt
 from scaldiag.collect.recorder import TRACE_STEPS, WARMUP_STEPS
 from scaldiag.collect.session import Session, capture_failed
+from scaldiag.record.run_json import FAILED, INTERRUPTED
 
 HOW_TO_GIVE_BATCH = (
     "give it with `scaldiag profile --global-batch N` or ScaldiagCallback(global_batch=N)"
@@ -297,7 +298,7 @@ class ScaldiagCallback(keras.callbacks.Callback):
         except Exception:
             pass  # the run directory failing too: the close below still stops the window
         try:
-            self.session.close("interrupted" if isinstance(error, KeyboardInterrupt) else "failed")
+            self.session.close(INTERRUPTED if isinstance(error, KeyboardInterrupt) else FAILED)
         except Exception:
             pass  # the user's error is what the user must see
 
