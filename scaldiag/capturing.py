@@ -68,8 +68,8 @@ class Capture:
                 os.environ[GLOBAL_BATCH_ENV] = self._batch_before
         if run.inside_profile:
             self.report_error = (
-                "inside `scaldiag profile`: this process is the launcher's run, reported when the"
-                " script ends"
+                "inside `scaldiag profile` or another capture: that run records this block, and is"
+                " reported when it ends"
             )
             return False
         run.finish(status_of(error), error)

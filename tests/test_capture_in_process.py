@@ -185,3 +185,13 @@ def test_bad_magic_arguments_are_one_clear_error(shell, tmp_path, capsys):
     assert not result.success
     assert "%%scaldiag --outt x: unknown --outt x" in str(result.error_in_exec)
     assert "Traceback" not in capsys.readouterr().out  # IPython's usage error: its line alone
+
+
+def test_a_capture_inside_a_capture_records_into_the_outer_run(tmp_path):
+    with scaldiag.capture(out=tmp_path / "runs") as outer:
+        with scaldiag.capture(out=tmp_path / "inner") as inner:
+            torch_loop(10)
+    assert inner.run_dir == outer.run_dir and inner.report is None
+    assert "another capture" in inner.report_error
+    assert not (tmp_path / "inner").exists()
+    assert recorded_steps(outer.run_dir) == 10

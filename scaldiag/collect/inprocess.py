@@ -58,7 +58,7 @@ class InProcessRun:
         self.out = out or DEFAULT_OUT
         self.label, self.api = label, api
         self.run_dir: Path | None = None
-        # under `scaldiag profile` the launcher records this process already: nothing of our own
+        # under `scaldiag profile` (or another capture) this process is recorded already
         self.inside_profile = False
         self.samplers: Samplers | None = None
         self._printed = None
