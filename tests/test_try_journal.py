@@ -119,6 +119,29 @@ def test_every_write_of_a_child_is_put_back(tmp_path):
     assert write_restore.unfinished(tmp_path / "nothing") == []
 
 
+def test_a_folder_the_round_made_keeps_what_another_program_wrote_there(tmp_path):
+    """The round made runs/exp1 and its m.txt; meanwhile another program saved a file in it. The
+    restore removes the round's file and keeps that one, and its folders, and says so."""
+    user, other = _user_tree(tmp_path)
+    before = _state(user, other)
+    proc, journal = _run_child(tmp_path, user, other)
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    theirs = user / "runs" / "exp1" / "theirs.txt"
+    theirs.write_text("another program's")
+    problems = write_restore.restore(journal, KEY)
+    assert theirs.read_text() == "another program's"
+    assert not (user / "runs" / "exp1" / "m.txt").exists()
+    assert sorted(p.split(" ", 1)[0] for p in problems) == [
+        str(user / "runs"),
+        str(user / "runs" / "exp1"),
+    ]
+    assert all("a folder the round created, kept" in p for p in problems)
+    theirs.unlink()
+    (user / "runs" / "exp1").rmdir()
+    (user / "runs").rmdir()
+    assert _state(user, other) == before
+
+
 def test_a_child_killed_mid_round_is_put_back_from_its_journal(tmp_path):
     user, other = _user_tree(tmp_path)
     before = _state(user, other)

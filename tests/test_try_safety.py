@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TRY_TIMEOUT_S = 600  # a hang fails the test; a busy machine does not
 
 SCRIPT = """
-import hashlib, os, sys, time
+import hashlib, os, signal, sys, time
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, Dataset
@@ -54,11 +54,26 @@ def digest(path):
 
 saw = {p: digest(p) for p in ("model.pt", "train.log", "ckpt.pt", os.path.join(OTHER, "out.txt"))}
 print("SAW", sorted(saw.items()), flush=True)
-if os.environ.get("TRY_TEST_MODE") == "block":  # a round that waits to be stopped
+MODE = os.environ.get("TRY_TEST_MODE")
+if MODE in ("block", "block-ignoring-sigterm"):  # a round that waits to be stopped
+    if MODE == "block-ignoring-sigterm":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     open("model.pt", "wb").write(b"half-written by a round")
-    open(os.environ["TRY_TEST_READY"], "w").write("ready")
+    open(os.environ["TRY_TEST_READY"], "w").write(str(os.getpid()))
     while True:
         time.sleep(0.1)
+if MODE == "linger":  # a child that outlives the script, ignores SIGTERM, writes after it ended
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while os.getppid() == parent:
+            time.sleep(0.05)
+        open("model.pt", "wb").write(b"written after the round")
+        while True:
+            time.sleep(0.1)
+    print("LINGER", pid, flush=True)
+    sys.exit(0)
 if os.environ.get("TRY_TEST_MODE") == "fail-fixed" and os.environ.get("SCALDIAG_TRY_DATALOADER"):
     sys.exit(3)
 model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
@@ -162,15 +177,19 @@ def test_try_leaves_every_user_file_as_it_was_and_each_round_saw_them(profiled, 
     assert _tree(work, other) == before
 
 
-def _start_blocking_try(run_dir: Path, tmp_path: Path, *extra: str, wait: bool = True):
+def _start_blocking_try(
+    run_dir: Path, tmp_path: Path, *extra: str, wait: bool = True, mode: str = "block", forked=False
+):
     ready = tmp_path / "ready"
+    # forked: try in a process forked from a Python one (a fork server, a multiprocessing worker)
+    start = ["-c", FORKED] if forked else ["-m", "scaldiag"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scaldiag", "try", str(run_dir), "SD101", "--rounds", "2", *extra],
+        [sys.executable, *start, "try", str(run_dir), "SD101", "--rounds", "2", *extra],
         cwd=tmp_path,
         env={
             **os.environ,
             "PYTHONPATH": str(ROOT),
-            "TRY_TEST_MODE": "block",
+            "TRY_TEST_MODE": mode,
             "TRY_TEST_READY": str(ready),
         },
         stdout=subprocess.PIPE,
@@ -213,6 +232,108 @@ def test_the_budget_stops_a_round_that_never_ends(profiled, tmp_path):
     assert kept["rounds"][0]["baseline"]["exit"] < 0  # stopped by a signal
     assert "round 0: baseline killed by signal" in err
     assert _tree(work, other) == before
+
+
+FORKED = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    from scaldiag.cli import main
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.slow
+def test_the_budget_stops_a_round_when_try_runs_in_a_forked_process(profiled, tmp_path):
+    """In a forked process ``threading.main_thread().native_id`` is the parent's: the watchdog
+    looked for the script among that thread's children, found none, and the budget never
+    stopped the round (the fuzz's try mode found it)."""
+    work, other, run_dir = profiled
+    before = _tree(work, other)
+    proc = _start_blocking_try(run_dir, tmp_path, "--budget-s", "1", wait=False, forked=True)
+    _, err = proc.communicate(timeout=TRY_TIMEOUT_S)
+    assert proc.returncode == 0, err[-3000:]
+    kept = json.loads((run_dir / "try.json").read_text())
+    assert kept["stopped"] == "budget"
+    assert kept["rounds"][0]["baseline"]["exit"] == -signal.SIGTERM
+    assert _tree(work, other) == before
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.slow
+def test_the_budget_sigkills_a_script_that_ignores_sigterm(profiled, tmp_path):
+    work, other, run_dir = profiled
+    before = _tree(work, other)
+    proc = _start_blocking_try(
+        run_dir, tmp_path, "--budget-s", "1", wait=False, mode="block-ignoring-sigterm"
+    )
+    _, err = proc.communicate(timeout=TRY_TIMEOUT_S)
+    assert proc.returncode == 0, err[-3000:]
+    kept = json.loads((run_dir / "try.json").read_text())
+    assert kept["stopped"] == "budget"
+    assert kept["rounds"][0]["baseline"]["exit"] == -signal.SIGKILL  # after GRACE_S
+    assert _tree(work, other) == before
+
+
+@pytest.mark.slow
+def test_a_round_s_leftover_processes_end_before_it_is_put_back(profiled, tmp_path):
+    """A child the script forked and left behind (it ignores SIGTERM and writes once the script
+    has ended) is ended with the round: nothing of the round runs on after try."""
+    work, other, run_dir = profiled
+    before = _tree(work, other)
+    pids = []
+    try:
+        done = _scaldiag(
+            "try", str(run_dir), "SD101", "--rounds", "1", "--max-rounds", "1",
+            cwd=tmp_path, env={"TRY_TEST_MODE": "linger"},
+        )  # fmt: skip
+        pids = [int(line.split()[1]) for line in done.stderr.splitlines() if line[:7] == "LINGER "]
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert len(pids) == 2  # baseline's and fixed's
+        assert [pid for pid in pids if _alive(pid)] == []
+        kept = json.loads((run_dir / "try.json").read_text())
+        assert kept["rounds"][0]["baseline"]["leftover_processes_killed"] == 1
+        assert _tree(work, other) == before
+    finally:
+        for pid in pids:  # where the test fails: none left behind by it either
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_script_that_outlived_its_killed_try_is_ended_before_the_next_puts_it_back(
+    profiled, tmp_path
+):
+    """try SIGKILLed: its script gets SIGTERM (the launcher's death signal), which this one
+    ignores; the next try ends it before putting the round back, or it would write on."""
+    work, other, run_dir = profiled
+    before = _tree(work, other)
+    proc = _start_blocking_try(run_dir, tmp_path, mode="block-ignoring-sigterm")
+    script_pid = int((tmp_path / "ready").read_text())
+    try:
+        proc.kill()
+        proc.communicate(timeout=TRY_TIMEOUT_S)
+        assert _alive(script_pid)  # SIGTERM ignored: the round's script runs on
+        done = _scaldiag("try", str(run_dir), "SD999", cwd=tmp_path)
+        assert done.returncode == 2, done.stderr[-3000:]
+        assert "an earlier try of this run ended mid-round" in done.stderr
+        assert not _alive(script_pid)
+        assert _tree(work, other) == before
+    finally:
+        if _alive(script_pid):
+            os.kill(script_pid, signal.SIGKILL)
 
 
 @pytest.mark.slow

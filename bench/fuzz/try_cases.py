@@ -22,7 +22,7 @@ truncates and chmods the user's files, writes through ``os.open``, through a sub
 libc (the writes no hook sees), forks children (that write, that outlive the script, that write
 after it ended), ignores SIGTERM or SIGINT, sleeps for ever, exits non-zero, raises, kills itself,
 prints bytes that are not text; one case in ten builds the template's DataLoader, so the fix's
-workers run. Every case has a small ``--budget-s`` (0.5-6 s: the wall hits rounds in progress);
+workers run. Every case has a small ``--budget-s`` (0.3-3 s: the wall hits rounds in progress);
 half get SIGINT, SIGTERM or SIGHUP at a random time (one in five twice), and one in eight SIGKILL,
 then a second ``try`` that must put the unfinished journal back first.
 
@@ -309,7 +309,7 @@ class TryCases:
             run.pop("writes")  # a run profiled before writes were recorded
         (run_dir / "run.json").write_text(json.dumps(run))
         finding = self.finding if rng.random() < 0.95 else rng.choice(["SD105", "SD999"])
-        budget_s = round(rng.uniform(0.5, 6.0), 2)
+        budget_s = round(rng.uniform(0.3, 3.0), 2)
         argv = ["try", str(run_dir), finding, f"--budget-s={budget_s}"]
         argv += ["--rounds", str(rng.randint(1, 3)), "--max-rounds", str(rng.randint(1, 4))]
         allow = rng.random() < 0.15
@@ -328,14 +328,14 @@ class TryCases:
         )
         draw = rng.random()
         if draw < 0.125:  # try itself killed mid-round, then a try that must put it back
-            plan["signals"] = [(rng.uniform(0.2, 3.0), signal.SIGKILL)]
+            plan["signals"] = [(rng.uniform(0.2, 2.5), signal.SIGKILL)]
             plan["again"] = ["try", str(run_dir), finding, "--budget-s=3", "--rounds", "1"]
         elif draw < 0.625:
             sig = rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-            plan["signals"] = [(rng.uniform(0.0, 4.0), sig)]
+            plan["signals"] = [(rng.uniform(0.0, 3.0), sig)]
             if rng.random() < 0.2:
                 second = rng.choice([sig, signal.SIGINT, signal.SIGTERM])
-                plan["signals"].append((plan["signals"][0][0] + rng.uniform(0, 1.5), second))
+                plan["signals"].append((plan["signals"][0][0] + rng.uniform(0, 1.0), second))
         what = f"rounds: {', '.join(picked)}; {ending}{'; torch' if torch else ''}"
         sent = ", ".join(f"{signal.Signals(s).name} at {t:.2f} s" for t, s in plan["signals"])
         return f"{what}; {sent or 'no signal'}", (argv,)

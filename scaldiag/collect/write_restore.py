@@ -11,6 +11,7 @@ and its copy stays where it is.
 
 from __future__ import annotations
 
+import errno
 import filecmp
 import json
 import os
@@ -95,11 +96,26 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
+def _remove_created(path: str) -> None:
+    """A path the round created, removed; a folder only where it is empty: the round's own files
+    in it have entries of their own, put back before it (newest first), and what else is there
+    (another program's, written meanwhile) is not the round's to remove."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        try:
+            os.rmdir(path)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        return
+    if os.path.lexists(path):
+        os.unlink(path)
+
+
 def _put_back(entry: dict, backups: Path) -> None:
     """One entry's state back at its path."""
     path = entry["path"]
     if not entry.get("existed"):
-        _remove(path)
+        _remove_created(path)
         return
     kind = entry.get("kind")
     if kind == "dir":
@@ -142,7 +158,14 @@ def check(entry: dict, backups: Path) -> str | None:
     """Whether the path is as the entry (its oldest) says; None, or what differs."""
     path = entry["path"]
     if not entry.get("existed"):
-        return None if not os.path.lexists(path) else "was created by the round and is still there"
+        if not os.path.lexists(path):
+            return None
+        if os.path.isdir(path) and not os.path.islink(path):
+            return (
+                "is a folder the round created, kept: it holds files no entry of the round's"
+                " made (another program's, or written where try cannot see)"
+            )
+        return "was created by the round and is still there"
     try:
         st = os.lstat(path)
     except FileNotFoundError:
