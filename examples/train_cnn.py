@@ -12,8 +12,13 @@ script would: keras.distribution.DataParallel on JAX, MirroredStrategy on TF.
 B x the number of replicas (weak scaling). --slow-input feeds the model from
 a keras.utils.PyDataset that augments each batch in NumPy on the host: an
 input-bound variant. --slow-read adds the wait of reading each batch from slow
-storage (150 ms a batch, longer than a step takes on a 2-core CPU, and no workers
-to hide it): input-bound on any machine.
+storage (150 ms a batch, and no workers to hide it): the input alone then
+delivers at most 64 samples every 150 ms, about what training consumes on a
+2-core CPU and far less than a GPU would, so on any machine it caps what more
+devices could give (the report's headline, SD207). How much of each step waits
+for it depends on the machine (TensorFlow reads the next batch while the step
+computes): on a busy 2-core CPU the step's input share reads from borderline to
+high (SD101).
 """
 
 import argparse

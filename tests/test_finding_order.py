@@ -40,7 +40,7 @@ def test_a_firm_run_finding_heads_over_the_traces_borderline_cause():
     trace = replace(trace, findings=[BORDERLINE_INPUT], verdict="Borderline. title SD101.")
     words, top = run_headline([FIRM_CEILING], trace)
     assert top is FIRM_CEILING
-    assert words == "title SD207. summary SD207 (SD207)."
+    assert words == "title SD207. Summary SD207 (SD207)."
     report = RunReport("run", None, [FIRM_CEILING], trace, words, top)
     assert [f.id for f in report.findings_shown] == ["SD207", "SD101"]
 
@@ -60,3 +60,17 @@ def test_with_nothing_firm_the_borderline_cause_heads_in_its_own_words():
     words, top = run_headline([], trace)
     assert top.id == "SD105" and top.severity == BORDERLINE
     assert words == trace.verdict and words.startswith("Borderline.")
+
+
+def test_the_run_finding_heads_over_a_less_or_as_severe_trace_cause_so_load_does_not_move_it():
+    """The demo on a busy machine: its trace's input share medium (44%), its input ceiling high. The
+    headline is the ceiling's, as at 3.7% borderline, and as the list puts it first."""
+    trace = build_report(analysis(unit({"input": 44.0}, spread=2.0)))
+    for severity in ("medium", "high"):
+        medium_input = _finding("SD101", severity, 1.78, 1.22, 3.32)
+        traced = replace(trace, findings=[medium_input], verdict="title SD101.")
+        assert run_headline([FIRM_CEILING], traced)[1] is FIRM_CEILING
+    low_run = _finding("SD211", "low", 1.05, 1.02, 1.08, "host_overhead")
+    high_input = _finding("SD101", "high", 5.6, 3.96, 9.58)
+    traced = replace(trace, findings=[high_input], verdict="title SD101.")
+    assert run_headline([low_run], traced) == ("title SD101.", high_input)

@@ -131,6 +131,13 @@ def check_sd207(report, recipe, out):
     assert ("SD207" in _ids(report)) == (rate < 2 * trained), (_ids(report), rate, trained)
 
 
+def check_sd207_heads(report, recipe, out):
+    """ "SD207 ... heads the report": where it is found, the headline is its, whatever the step's
+    input share read under this run's load (rules/report.run_headline)."""
+    if "SD207" in {f["id"] for f in report["findings"]}:
+        assert report["headlined"] == "SD207", (report["headlined"], report["verdict"])
+
+
 def check_input_share(report, recipe, out):
     """The input's cost: the README gives the shares measured across loads on the 2-core machine
     (none
@@ -190,7 +197,10 @@ CLAIMS = {
     "49%": check_input_share,
 }
 # Claims in words, found by their phrase.
-PHRASES = {"under twice what training consumed, SD207": check_sd207}
+PHRASES = {
+    "under twice what training consumed, SD207": check_sd207,
+    "and heads the report": check_sd207_heads,
+}
 
 
 def test_every_number_of_the_paragraph_has_a_check():

@@ -126,7 +126,8 @@ def test_the_dataloader_takes_try_s_batch_factor_unless_a_batch_sampler_makes_th
 
 
 def test_a_batch_fix_is_measured_in_samples_and_one_the_script_ignored_measures_nothing():
-    from scaldiag.commands.try_fix import _result, batch_unchanged, pair_ratio
+    from scaldiag.analyze.try_stats import batch_unchanged, pair_ratio
+    from scaldiag.commands.try_fix import _result
 
     # batch x4: the fixed step is 2x longer with 4x the samples: 2x the samples/s
     pair = {

@@ -108,3 +108,33 @@ def another_round(rounds: list[dict], min_rounds: int, max_rounds: int, forecast
     ratios = [r for r in map(pair_ratio, rounds) if r is not None]
     s = summary(ratios, forecast)
     return s is not None and not s["resolved"]
+
+
+def batch_unchanged(sets: dict, rounds: list[dict]) -> str | None:
+    """Why a batch fix measured nothing: its fixed runs kept the script's batch (the input is
+    batched by the script: a dataset, a PyDataset, a DataLoader's batch_sampler)."""
+    k = sets.get("per_replica_batch_factor")
+    seen = [
+        (r["baseline"].get("samples_per_step"), r["fixed"].get("samples_per_step"))
+        for r in rounds
+        if "fixed" in r and "baseline" in r
+    ]
+    if not k or not any(b and f for b, f in seen):
+        return None
+    if all(f == b * k for b, f in seen if b and f):
+        return None
+    return (
+        f"the fixed runs did not take a batch x{k} (samples a step: {seen}): the script's input"
+        " makes its own batches (a dataset, a PyDataset, a batch_sampler); change it there"
+    )
+
+
+def measured(rounds: list[dict], sets: dict, forecast: float | None = None) -> dict:
+    """The pairs' statistics as try.json holds them: the pairs left out and the speed-up (None
+    where a batch fix was not taken: ``not_applied`` then says why)."""
+    not_applied = batch_unchanged(sets, rounds)
+    ratios = [] if not_applied else [x for x in map(pair_ratio, rounds) if x is not None]
+    out = {"left_out": left_out(rounds), "speedup": summary(ratios, forecast)}
+    if not_applied:
+        out["not_applied"] = not_applied
+    return out

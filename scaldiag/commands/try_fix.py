@@ -22,9 +22,10 @@ import sys
 from pathlib import Path
 
 from scaldiag.analyze import try_stats
-from scaldiag.analyze.try_stats import pair_ratio
+from scaldiag.analyze.try_stats import TryReport
 from scaldiag.collect import try_inputs, try_rounds, write_restore
 from scaldiag.collect.frameworks.try_fixes import DATALOADER_ENV, KERAS_ENV
+from scaldiag.commands.output import emit
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.rundir import TRY_JSON, write_json
 from scaldiag.rules.machine import fed_tf_data
@@ -323,28 +324,8 @@ def _budget(value) -> float:
     return float(value)
 
 
-def batch_unchanged(sets: dict, rounds: list[dict]) -> str | None:
-    """Why a batch fix measured nothing: its fixed runs kept the script's batch (the input is
-    batched by the script: a dataset, a PyDataset, a DataLoader's batch_sampler)."""
-    k = sets.get("per_replica_batch_factor")
-    seen = [
-        (r["baseline"].get("samples_per_step"), r["fixed"].get("samples_per_step"))
-        for r in rounds
-        if "fixed" in r and "baseline" in r
-    ]
-    if not k or not any(b and f for b, f in seen):
-        return None
-    if all(f == b * k for b, f in seen if b and f):
-        return None
-    return (
-        f"the fixed runs did not take a batch x{k} (samples a step: {seen}): the script's input"
-        " makes its own batches (a dataset, a PyDataset, a batch_sampler); change it there"
-    )
-
-
 def _result(finding, sets, rounds, stopper, forecast=None, no_forecast=None) -> dict:
-    not_applied = batch_unchanged(sets, rounds)
-    ratios = [] if not_applied else [x for x in map(pair_ratio, rounds) if x is not None]
+    measured = try_stats.measured(rounds, sets, forecast)
     interrupted = stopper.signal is not None if stopper is not None else False
     out = {
         "finding": finding.id,
@@ -352,9 +333,9 @@ def _result(finding, sets, rounds, stopper, forecast=None, no_forecast=None) -> 
         "forecast": forecast,
         "ceiling": finding.predicted_speedup.value if finding.predicted_speedup else None,
         "rounds": rounds,
-        "left_out": try_stats.left_out(rounds),
+        "left_out": measured["left_out"],
         "interrupted": interrupted,
-        "speedup": try_stats.summary(ratios, forecast),
+        "speedup": measured["speedup"],
     }
     if no_forecast:
         out["no_forecast"] = no_forecast
@@ -362,8 +343,8 @@ def _result(finding, sets, rounds, stopper, forecast=None, no_forecast=None) -> 
         out["stopped"] = f"signal {signal.Signals(stopper.signal).name}"
     elif stopper is not None and stopper.budget_spent:
         out["stopped"] = "budget"
-    if not_applied:
-        out["not_applied"] = not_applied
+    if "not_applied" in measured:
+        out["not_applied"] = measured["not_applied"]
     return out
 
 
@@ -393,10 +374,4 @@ def _say(result: dict, sets: dict) -> None:
         )
     for line in result.get("not_restored") or []:
         print(f"scaldiag: NOT PUT BACK: {inert(line)}", file=sys.stderr)
-    _print(result)
-
-
-def _print(r: dict) -> None:
-    from scaldiag.render.words import tried_words
-
-    print(tried_words(r))
+    emit(TryReport(result))  # stdout: the result's line (render/terminal)

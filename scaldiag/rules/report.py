@@ -17,10 +17,13 @@ from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.analyze.run import RunAnalysis
 from scaldiag.analyze.scaling import ScalingAnalysis
 from scaldiag.rules import JOB_RULES, RUN_RULES, SWEEP_RULES, Finding, check_all, rank, run_rules
-from scaldiag.rules.base import BORDERLINE
+from scaldiag.rules.base import BORDERLINE, SEVERITIES
 from scaldiag.rules.knobs import agree
 from scaldiag.rules.machine import fit_trace_report
 from scaldiag.rules.sd106_low_utilisation import LOW_BUSY_PCT, busy_text
+
+# The severities of a firm finding (its range clear of its threshold): one of them may head a run.
+FIRM = ("high", "medium", "low")
 
 
 @dataclass(frozen=True)
@@ -107,18 +110,27 @@ def firm_first(findings: list[Finding]) -> list[Finding]:
 def run_headline(
     findings: list[Finding], trace_report: Report | None
 ) -> tuple[str, Finding | None]:
-    """A run's headline and the finding it names: the trace's verdict, unless the trace's cause is
-    borderline and one of the run's own findings is a firm cause: that one then heads, as a firm
-    finding comes before a borderline one everywhere. No trace, no headline (as before)."""
+    """A run's headline and the finding it names: the trace's verdict, unless one of the run's own
+    findings is a firm cause at least as severe as the trace's (or the trace's is borderline): that
+    one then heads, as the report lists it first. A run finding is measured over the whole run (the
+    input ceiling: the input alone), the trace's cause over the window's few steps, whose share
+    moves with the machine's load: the demo's input share read borderline (3.7%), medium (44%) and
+    high on one script as the load changed, its input ceiling high each time (issue 48). No trace,
+    no headline (as before)."""
     if trace_report is None:
         return "", None
     top = top_cause(trace_report.findings)
-    if top is None or top.severity != BORDERLINE:
+    if top is None:
         return trace_report.verdict, top
-    firm = next((f for f in findings if f.severity != BORDERLINE and f.category != "idle"), None)
-    if firm is None:
+    firm = [f for f in findings if f.severity in FIRM and f.category != "idle"]
+    run_top = min(firm, key=lambda f: SEVERITIES.index(f.severity), default=None)
+    if run_top is None or (
+        top.severity != BORDERLINE
+        and SEVERITIES.index(run_top.severity) > SEVERITIES.index(top.severity)
+    ):
         return trace_report.verdict, top
-    return f"{firm.title}. {firm.summary} ({firm.id}).", firm
+    summary = run_top.summary[:1].upper() + run_top.summary[1:]  # a sentence of its own here
+    return f"{run_top.title}. {summary} ({run_top.id}).", run_top
 
 
 def build_sweep_report(

@@ -5,6 +5,8 @@ The clock's names come from the script's output: shown inert (render/terminal/co
 
 from __future__ import annotations
 
+import math
+
 from scaldiag.analyze.clock import WORDS
 from scaldiag.analyze.printed_clock import AGREE, Comparison, PrintedClock
 
@@ -21,15 +23,40 @@ def figure(x: Comparison) -> str:
     return f"{x.shown} = {ms(x.ms)} ms a step ({WORDS.get(x.scope, x.scope)})"
 
 
+def parts_words(parts, figure_ms: float, spread_ms: float = math.nan) -> str:
+    """The parts a figure adds up to, each with its unit: " + validation 3.1 ms" for each part of at
+    least 0.5% of the figure. A part below zero is the rest where the steps measured alone add to
+    more than the clock's figure (a steady mean above the epochs' own): said as what it is,
+    " - 2.08 ms (NAME: below zero, ...)", within or beyond ``spread_ms`` (the step's 95% range),
+    never as a part of the run's time."""
+    terms = []
+    for name, part in parts:
+        if abs(part) < 0.005 * figure_ms:
+            continue
+        if part >= 0:
+            terms.append(f" + {name} {ms(part)} ms")
+            continue
+        noise = (
+            f", within the step's ±{ms(spread_ms)} ms"
+            if -part <= spread_ms
+            else ""  # nan: no range to set it in
+        )
+        terms.append(
+            f" - {ms(-part)} ms ({name}: below zero, the steps measured alone above this"
+            f" figure{noise})"
+        )
+    return "".join(terms)
+
+
 def scaldiag_figure(x: Comparison) -> str:
-    parts = " + ".join(f"{name} {ms(part)}" for name, part in x.parts if abs(part) >= 0.005 * x.ms)
+    parts = parts_words(x.parts, x.ms)
     if x.window:  # the clock's own window, all of it in parts
         return f"scaldiag over that window: {ms(x.scaldiag_ms)} ms" + (
-            f" = {parts}" if parts else ""
+            f" = {parts.removeprefix(' + ')}" if parts else ""
         )
     step = x.scaldiag_ms - sum(part for _, part in x.parts)
     return f"scaldiag: {ms(x.scaldiag_ms)} ms" + (
-        f" = training step {ms(step)} + {parts}" if parts else ""
+        f" = training step {ms(step)} ms{parts}" if parts else ""
     )
 
 

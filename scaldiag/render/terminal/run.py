@@ -186,10 +186,9 @@ def _user_clock_line(c) -> str:
         )
     a_step = "a call" if c.inner_loop else "a step"  # (one call of a jitted epoch is a step)
     line = f"{where} ({WORDS[c.user_scope]}): {ms:.3g} ms {a_step}"
-    parts = " + ".join(
-        f"{part} {part_ms:.3g}" for part, part_ms in c.parts_ms if abs(part_ms) >= 0.005 * ms
-    )
-    step = c.scopes[STEADY_STEP].ms
+    steady = c.scopes[STEADY_STEP]
+    step = steady.ms
+    parts = printed.parts_words(c.parts_ms, ms, steady.ms_ci95)
     if c.user_scope == HOST_DISPATCH:
         return (
             f"{line}; the training step takes {step:.3g} ms with the device's backlog a sync waits "
@@ -198,7 +197,7 @@ def _user_clock_line(c) -> str:
     line = (
         f"{line}, the training step alone."
         if not parts
-        else f"{line} = training step {step:.3g} + {parts}."
+        else f"{line} = training step {step:.3g} ms{parts}."
     )
     epoch = c.scopes.get(WHOLE_EPOCH)
     if c.user_scope == LOOP_ITERATION and epoch is not None and abs(epoch.ms / ms - 1) > 0.05:
