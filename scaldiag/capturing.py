@@ -25,6 +25,7 @@ from pathlib import Path
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV
 from scaldiag.collect.frameworks.guard import reason, say
+from scaldiag.collect.frameworks.own_run import close_abandoned
 from scaldiag.collect.inprocess import InProcessRun, status_of
 
 __all__ = ["capture", "Capture"]
@@ -43,6 +44,7 @@ class Capture:
         self._batch_before: str | None = None
 
     def __enter__(self) -> Capture:
+        close_abandoned()  # a callback's run left open by a Trainer.train that raised
         run = InProcessRun(self.out, self.label, api="scaldiag.capture()")
         try:
             run.start()

@@ -13,7 +13,8 @@ it records ``train()`` into a run directory (``callback.run_dir``; ``scaldiag re
 Evaluation and checkpoints inside ``train()`` are marked too: on its own, the callback arms the
 adapters at ``on_train_begin`` (``Trainer.evaluate`` and ``_save_checkpoint`` wrapped until
 ``on_train_end``). transformers calls no callback when ``train()`` raises: that run is closed as
-failed at the next ``train()``, or by ``callback.close()``.
+failed at the next ``train()``, by ``callback.close()``, by the next
+``scaldiag.capture()`` or at exit.
 Importing this module imports transformers.
 """
 

@@ -151,3 +151,59 @@ def test_hf_callback_on_its_own_gives_profiles_record(tmp_path):
     for record in (own, profiled):
         assert record.training["user_clock"]["global_step"] == 2 * 24  # the Trainer's own clock
         assert len([m for m in record.marks if m["mark"] == "log"]) >= 4
+
+
+def test_hf_callbacks_run_left_open_by_a_raising_train_is_closed_by_the_next_capture(tmp_path):
+    """transformers calls no callback when ``train()`` raises: the callback's own run stays open
+    (its adapters armed) until the next ``scaldiag.capture()`` closes it as failed."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    import torch
+    from torch.utils.data import Dataset
+    from transformers import (
+        GPT2Config,
+        GPT2LMHeadModel,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
+
+    import scaldiag
+    from scaldiag.collect.env import RUN_DIR_ENV
+    from scaldiag.hf import ScaldiagCallback
+
+    class Tokens(Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            ids = torch.arange(16) % 128
+            return {"input_ids": ids, "labels": ids}
+
+    class Fails(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 3:
+                raise RuntimeError("the user's own failure")
+
+    model = GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=128))
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=8,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    callback = ScaldiagCallback(out=tmp_path / "own")
+    trainer = Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[callback, Fails()])
+    train_before = torch.nn.Module.__dict__["train"]
+    with pytest.raises(RuntimeError, match="the user's own failure"):
+        trainer.train()
+    own = callback.run_dir
+    assert json.loads((own / "run.json").read_text())["status"] == "running"
+    with scaldiag.capture(out=tmp_path / "runs") as cap:
+        pass
+    assert cap.run_dir.parent == tmp_path / "runs"  # its own run, not the one left open
+    assert json.loads((own / "run.json").read_text())["status"] == "failed"
+    assert torch.nn.Module.__dict__["train"] is train_before
+    assert RUN_DIR_ENV not in os.environ

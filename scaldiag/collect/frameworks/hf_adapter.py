@@ -168,8 +168,8 @@ def callback_class(base):
     Outside ``profile`` and ``scaldiag.capture`` nobody armed the PyTorch adapter: the user's
     callback then records ``train()`` itself, from ``on_train_begin`` to ``on_train_end``, as
     ``scaldiag.capture`` around it would (collect/inprocess.py). transformers calls no callback
-    when ``train()`` raises: that run is closed as failed at the next ``train()`` or by
-    ``close()``."""
+    when ``train()`` raises: that run is closed as failed at the next ``train()``, by
+    ``close()``, by the next ``scaldiag.capture()`` or at exit."""
 
     class ScaldiagTrainerCallback(base):
         """Record ``Trainer.train`` as a scaldiag run (``out``: where run directories go, default

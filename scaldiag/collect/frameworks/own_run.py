@@ -14,6 +14,17 @@ import os
 from scaldiag.collect.env import GLOBAL_BATCH_ENV
 from scaldiag.collect.frameworks.guard import reason, say
 
+# Callbacks' runs open now. transformers calls no callback when ``train()`` raises: such a run would
+# stay open, its adapters armed and SCALDIAG_RUN_DIR set, and the next capture would record into
+# it. ``close_abandoned`` closes them as failed: before a ``scaldiag.capture()`` block, and at exit.
+_OPEN: list[OwnRun] = []
+ABANDONED = "the training ended without its end callback (it raised)"
+
+
+def close_abandoned() -> None:
+    for run in list(_OPEN):
+        run.finish(RuntimeError(ABANDONED))
+
 
 class OwnRun:
     def __init__(self, out, global_batch: int | None, label: str, api: str):
@@ -28,7 +39,7 @@ class OwnRun:
         from scaldiag.collect.inprocess import InProcessRun
 
         if self.run is not None:  # the last training raised where no hook said so (transformers)
-            self.finish(RuntimeError("the training ended without its end callback"))
+            self.finish(RuntimeError(ABANDONED))
         if "pytorch" in adapters.armed():
             return False
         run = InProcessRun(self.out, self.label, api=self.api)
@@ -39,6 +50,12 @@ class OwnRun:
             say(f"capture disabled, training continues ({reason(exc)})")
             return False
         self.run, self.run_dir = run, run.run_dir
+        if not _OPEN:
+            import atexit
+
+            atexit.unregister(close_abandoned)  # (once, however many runs)
+            atexit.register(close_abandoned)
+        _OPEN.append(self)
         if self.global_batch:
             self._batch_before = os.environ.get(GLOBAL_BATCH_ENV)
             os.environ[GLOBAL_BATCH_ENV] = str(int(self.global_batch))
@@ -51,6 +68,8 @@ class OwnRun:
         run, self.run = self.run, None
         if run is None:
             return
+        if self in _OPEN:
+            _OPEN.remove(self)
         if self.global_batch:
             if self._batch_before is None:
                 os.environ.pop(GLOBAL_BATCH_ENV, None)
