@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pickle
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -325,3 +326,19 @@ def test_the_merge_is_linear_in_ranks():
         job, counts[n] = lines_run(_merge, _big_job(n))
         assert job.matched_collectives == 12 and len(job.nodes) == -(-n // 8)
     assert counts[200] < 4.6 * counts[50], counts
+
+
+def test_a_copied_rank_is_refused_and_distinct_ranks_are_not():
+    """job_merge.refuse_copies remembers each rank's instants by hash and compares ranks of one
+    hash whole: a rank whose steps and collective ends are another's (a file copied into another
+    node) is refused, naming both; ranks that differ anywhere are merged."""
+    from scaldiag.analyze import job_merge
+    from scaldiag.errors import ScaldiagError
+
+    rng = random.Random(11)
+    for _ in range(30):
+        ranks = random_job(rng, EPOCH_NS)
+        job_merge.refuse_copies(nodes.JobEvents.of(ranks))  # distinct: no error
+        copy = replace(ranks[0], node="copied", rank="copied/rank0")
+        with pytest.raises(ScaldiagError, match=f"copied/rank0 and {ranks[0].rank} are the same"):
+            job_merge.refuse_copies(nodes.JobEvents.of([*ranks, copy]))

@@ -71,17 +71,14 @@ def _halves(clocks: str) -> list[list[tuple[bytes, int, bytes]]]:
         head, base, rest = text[: m.start(1)], int(m.group(1)), text[m.end(1) :]
         rates = range(RATES) if clocks == "drift" else [0]
         out.append(
-            [
-                (head, base, gzip.compress(_stretched(rest, rate_ppm(r)), 6, mtime=0))
-                for r in rates
-            ]
+            [(head, base, gzip.compress(_stretched(rest, rate_ppm(r)), 6, mtime=0)) for r in rates]
         )
     return out
 
 
 def grow(root: Path, ranks: int, ranks_per_node: int = 1, clocks: str = "jitter") -> list[Path]:
     """``ranks`` ranks in ``ceil(ranks / ranks_per_node)`` node directories under ``root``; their
-    paths. ``clocks``: how far each node's clock is off node 0's (CLOCKS, the module's docstring)."""
+    paths. ``clocks``: how far each node's clock is off node 0's (CLOCKS, the docstring)."""
     if clocks not in CLOCKS:
         raise ValueError(f"clocks: one of {', '.join(CLOCKS)}, not {clocks!r}")
     halves = _halves(clocks)

@@ -11,7 +11,7 @@ A small index shift is searched for (a rank's trace may hold one collective
 more at its window's start) and the shift whose differences agree best is
 taken.
 
-Across machines (analyze/nodes.py) collectives are paired by step and order,
+Across machines (analyze/nodes/clock.py) collectives are paired by step and order,
 and the offset is the centre of the tightest half of the differences
 (``densest``), not their median.
 

@@ -107,7 +107,7 @@ def _job_events(
         packed += [r for r, _ in found]
         files += [(n.label, r.rank, path) for r, path in found]
     ranks.clear()
-    return JobEvents.of(packed), files
+    return JobEvents.taken(packed), files
 
 
 def _step_ns(job: JobEvents) -> float:

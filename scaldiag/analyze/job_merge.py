@@ -1,9 +1,9 @@
 """Whether the ranks merged into a job are one job's, and the figures a node's record adds to the
 merge.
 
-Pure: each function takes what the readers and the record gave (analyze/nodes.py's ``JobEvents``
+Pure: each function takes what the readers and the record gave (analyze/nodes/'s ``JobEvents``
 and ``NodeOffset``, a node's recorded all-reduce times) and refuses with a ``ScaldiagError`` what is
-not one job's, or says what makes a figure doubtful. pipeline.diagnose_job calls them in order.
+not one job's, or says what makes a figure doubtful. analyze/job.py calls them in order.
 """
 
 from __future__ import annotations
@@ -21,20 +21,32 @@ MAX_SPREAD_OF_STEP = 0.1
 
 
 def refuse_copies(job: JobEvents) -> None:
-    """The same trace in two places (a rank file copied into another node) is one rank, not two."""
-    seen: dict[bytes, str] = {}
+    """The same trace in two places (a rank file copied into another node) is one rank, not two.
+
+    Each rank's steps and collective ends are remembered by their hash, not as a key (a bytes key
+    a rank was about 0.2 KB a rank at the merge's peak); ranks of one hash are compared whole."""
+    first: dict[int, int] = {}
+    more: dict[int, list[int]] = {}  # ranks whose hash an earlier rank of other instants had
     for i, rank in enumerate(job.ranks):
-        key = (
-            job.step_start_ns[job.steps_of(i)].tobytes()
-            + b"|"
-            + job.end_ns[job.colls_of(i)].tobytes()
-        )
-        if key in seen:
-            raise ScaldiagError(
-                f"{rank} and {seen[key]} are the same trace (every step and collective at the "
-                "same instant): a copied file is not another rank; not merged"
-            )
-        seen[key] = rank
+        key = _instants(job, i)
+        h = hash(key)
+        if h not in first:
+            first[h] = i
+            continue
+        for j in [first[h], *more.get(h, [])]:
+            if _instants(job, j) == key:
+                raise ScaldiagError(
+                    f"{rank} and {job.ranks[j]} are the same trace (every step and collective at"
+                    " the same instant): a copied file is not another rank; not merged"
+                )
+        more.setdefault(h, []).append(i)
+
+
+def _instants(job: JobEvents, i: int) -> bytes:
+    """Rank ``i``'s step starts and collective ends, as one key."""
+    return (
+        job.step_start_ns[job.steps_of(i)].tobytes() + b"|" + job.end_ns[job.colls_of(i)].tobytes()
+    )
 
 
 def refuse_far_clocks(offsets: list[NodeOffset]) -> None:

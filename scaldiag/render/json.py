@@ -266,6 +266,18 @@ def _trace_window(w) -> dict | None:
     return {**{k: getattr(w, k) for k in keys}, "note": words.trace_window_words(w)}
 
 
+def _capture_cost(c) -> dict | None:
+    """What the capture measured of its own cost (analyze/capture_cost.py)."""
+    if c is None:
+        return None
+    return {
+        "sampler_cpu_s": c.sampler_cpu_s,
+        "sampler_core_pct": c.sampler_core_pct,
+        "window_s": c.window_s,
+        "note": words.capture_cost_words(c),
+    }
+
+
 def _phase(p) -> dict:
     """A phase led by one optimizer (analyze/recorded_steps.py ``Phase``)."""
     return {
@@ -328,6 +340,7 @@ def run_dict(report: RunReport) -> dict:
         "epochs": _epochs(a.epochs),
         "phases": [_phase(p) for p in a.phases],
         "trace_window": _trace_window(a.trace_window),
+        "capture_cost": _capture_cost(a.capture_cost),
         "clock": _clock(a.clock, a.steps.samples_per_step if a.steps else None, a.printed),
         "input_cost": _pick(a.input_cost, _INPUT_COST) if a.input_cost else None,
         "gpus": [_pick(g, _GPU) for g in a.gpus],
@@ -397,7 +410,7 @@ def _node(n) -> dict:
 
 
 def job_dict(report: JobReport, each=None) -> dict:
-    """A job over several nodes (analyze/nodes.py): its nodes on node 0's clock, each node's
+    """A job over several nodes (analyze/job.py): its nodes on node 0's clock, each node's
     figures. ``each(items, make)``: the list of ``make(item)``, a plain list unless given (``write``
     gives ``Made``: the per-node lists made as they are written)."""
     each = each or _made_now

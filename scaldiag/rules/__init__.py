@@ -56,7 +56,7 @@ RUN_RULES: list[Rule[RunAnalysis]] = [
 JOB_RULES = [
     sd209_internode_link.RULE,
     sd210_straggler_node.RULE,
-]  # a job over nodes (analyze/nodes.py)
+]  # a job over nodes (analyze/job.py)
 SWEEP_RULES: list[Rule[ScalingAnalysis]] = [
     sd201_per_replica_batch.RULE,
     sd203_collective_growth.RULE,

@@ -2,7 +2,7 @@
 
 In synchronous data parallelism every rank waits, at each all-reduce, for
 the last rank to arrive. A node whose ranks arrive late at the collectives
-(on the job's one clock: analyze/nodes.py) costs every other node that wait
+(on the job's one clock: analyze/nodes/clock.py) costs every other node that wait
 each step. Where its input (the DataLoader's fetches on the step thread)
 takes longer than the other nodes' by most of the lateness, the cause is the
 node's input (a slower disk, fewer cores, a busier machine); otherwise its
@@ -58,7 +58,7 @@ class _StragglerNode:
     def check(self, job: JobAnalysis) -> Finding | None:
         if len(job.nodes) < 2 or not job.matched_collectives:
             return None
-        # By position, not identity: a job's nodes are made as they are read (analyze/nodes.py
+        # By position, not identity: a job's nodes are made as they are read (analyze/nodes/table.py
         # NodeTable), one at a time, so the others are gone over again rather than held.
         at, late = max(enumerate(job.nodes), key=lambda p: p[1].lateness_ms.mean)
         s = late.lateness_ms
