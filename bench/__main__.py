@@ -76,6 +76,12 @@ GPU_RUNNERS = {
         "nvidia-h200 (x2: the link)",
         "gpu_h200/calibrate/",
     ),
+    "capture_cost": GpuRunner(
+        "capture's cost outside the trace window on three public scripts' own clocks (Keras on "
+        "JAX, PyTorch eager, torch.compile), alternating plain/captured pairs (issue 50)",
+        "nvidia-h100-x1 or nvidia-h200 (one GPU, 9 minutes)",
+        "gpu_h200/capture_cost/",
+    ),
     "capture": GpuRunner(
         "NVML read for real (probe) and the example profiled on 1 and 2 GPUs (profiles)",
         "nvidia-h200-x2",

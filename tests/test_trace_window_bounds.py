@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from scaldiag.analyze.capture_cost import capture_cost
 from scaldiag.analyze.trace_window import TraceWindow
 from scaldiag.collect import trace_budget
-from scaldiag.render.words import trace_window_words
+from scaldiag.render.words import capture_cost_words, trace_window_words
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,6 +76,10 @@ def test_a_jax_window_planned_for_five_steps_ends_at_its_time_limit(tmp_path):
     pytest.importorskip("jax")
     report, stdout = _profile(tmp_path, JAX_LOOP, {"SCALDIAG_TRACE_LIMIT_S": "0"})
     _one_step_window(report, "time limit")
+    # the capture's own cost as this run measured it: the samplers' CPU, the window's wall
+    cost = report["capture_cost"]
+    assert cost["window_s"] == report["trace_window"]["seconds"] is not None
+    assert cost["sampler_cpu_s"] > 0 and "not measured in a run: the step hook" in cost["note"]
     assert "traced 1 step of a planned 5: the window's time limit (0 s) ended it" in " ".join(
         stdout.split()
     )
@@ -102,6 +107,17 @@ def test_the_bounds_in_words():
         " 33.0 s (11% of the run), the profiler's start and stop included (a window ends only at a"
         " step's end, and its first step runs whole)"
     )
+
+
+def test_capture_cost_from_the_record():
+    samplers = {"nvml": {"cpu_s": 0.5, "hz": 10}, "host": {"cpu_s": 1.5}, "bad": {"cpu_s": True}}
+    cost = capture_cost(samplers, wall_s=400.0, window_s=2.0)
+    assert cost.sampler_cpu_s == 2.0 and cost.sampler_core_pct == 0.5
+    assert capture_cost_words(cost).startswith(
+        "capture's cost measured in this run: the samplers used 2.00 s of CPU in scaldiag's"
+        " process (0.50% of one core over the run); the trace window took 2.00 s (0.5% of the run)"
+    )
+    assert capture_cost(None, 10.0, None) is None
 
 
 def test_bounds_from_the_environment_and_bad_values():

@@ -15,6 +15,7 @@ import numpy as np
 from scaldiag.analyze import inflation, recorded_steps
 from scaldiag.analyze.accounting import Accounting, account
 from scaldiag.analyze.batch_memory import DeviceMemory, device_memory
+from scaldiag.analyze.capture_cost import CaptureCost, capture_cost
 from scaldiag.analyze.clock import Clock, clock
 from scaldiag.analyze.epochs import EpochStats, epoch_stats
 from scaldiag.analyze.input_cost import InputCost, input_cost, with_input_cost
@@ -137,6 +138,8 @@ class RunAnalysis:
     phases: list[recorded_steps.Phase] = field(default_factory=list)
     # the trace window as it ran: planned and traced steps, what ended it (analyze/trace_window.py)
     trace_window: TraceWindow | None = None
+    # what the capture measured of its own cost in this run (analyze/capture_cost.py)
+    capture_cost: CaptureCost | None = None
 
 
 # One rank's steady step this much slower than the fastest rank's, beyond both intervals, is named
@@ -471,6 +474,8 @@ def analyze_record(
         else {}
     )
     accounting = account(record.run, record.marks, every)
+    wall_s = accounting.wall_s if accounting is not None else None
+    traced = trace_window(record.training, record.steps, record.marks, wall_s)
     return RunAnalysis(
         run=record.run,
         training=record.training,
@@ -490,11 +495,9 @@ def analyze_record(
         device_memory=memory,
         tried=record.tried,
         phases=recorded_steps.phase_figures(every, record.marks),
-        trace_window=trace_window(
-            record.training,
-            record.steps,
-            record.marks,
-            accounting.wall_s if accounting is not None else None,
+        trace_window=traced,
+        capture_cost=capture_cost(
+            record.run.samplers, wall_s, traced.seconds if traced is not None else None
         ),
     )
 

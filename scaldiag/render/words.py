@@ -126,3 +126,21 @@ def _seconds(s: float | None) -> str:
     if s is None:
         return "?"
     return f"{s:g} s"
+
+
+def capture_cost_words(c) -> str:
+    """What the capture measured of its own cost in the run (analyze/capture_cost.py), and what it
+    did not."""
+    parts = []
+    if c.sampler_cpu_s is not None:
+        pct = f" ({c.sampler_core_pct:.2f}% of one core over the run)" if c.sampler_core_pct else ""
+        parts.append(f"the samplers used {c.sampler_cpu_s:.2f} s of CPU in scaldiag's process{pct}")
+    if c.window_s is not None:
+        share = f" ({100 * c.window_s / c.wall_s:.1f}% of the run)" if c.wall_s else ""
+        parts.append(f"the trace window took {c.window_s:.2f} s{share}")
+    measured = "; ".join(parts) if parts else "nothing"
+    return (
+        f"capture's cost measured in this run: {measured}; not measured in a run: the step hook"
+        " outside the window (0.6-0.9 us a step, measured apart) and the samplers' share of the"
+        " cores taken from training"
+    )

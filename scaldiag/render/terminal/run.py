@@ -33,7 +33,12 @@ from scaldiag.render.terminal.common import (
     table,
     text,
 )
-from scaldiag.render.words import TENSORBOARD_PIP, trace_window_words, tried_words
+from scaldiag.render.words import (
+    TENSORBOARD_PIP,
+    capture_cost_words,
+    trace_window_words,
+    tried_words,
+)
 from scaldiag.rules.report import RunReport
 
 # How to read a trace where it was suggested: neither viewer comes with scaldiag.
@@ -287,6 +292,8 @@ def _steps(a: RunAnalysis, console: Console, verbose: bool) -> None:
         say(console, window, style="yellow")
     if not verbose:
         return
+    if a.capture_cost is not None:  # what scaldiag cost this run, as far as the run measures it
+        say(console, capture_cost_words(a.capture_cost), style="dim")
     if a.training.get("step_source"):  # where a step begins and ends, in the framework's words
         say(console, f"step boundaries: {a.training['step_source']}", style="dim")
     if s.epoch_end_steps:
