@@ -13,7 +13,7 @@ from scaldiag.analyze.nodes.evidence import RankEvents
 EMPTY_I64 = np.empty(0, np.int64)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: one a rank until the merge (no __dict__ a rank)
 class PackedRank:
     """One rank's evidence as the merge reads it, in one int64 array's bytes: a job holds every
     rank's until they are merged, so one buffer a rank, not ten arrays, a list of key tuples and an
