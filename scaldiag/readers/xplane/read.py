@@ -752,7 +752,18 @@ def _wire_values(
                 text = texts[raw] = raw.decode("utf-8", "replace")
             values.append(text)
         return values
-    unique, inverse = np.unique(raw, return_inverse=True)  # ref_value: an interned string
+    # ref_value: an interned string, named by a stat_metadata id. The ids are small (they number
+    # the plane's stat names): a table by id, not np.unique's sort (0.12 s at 270 MB, each batch's
+    # step names in the thread that takes the decoders' results).
+    if len(raw) and int(raw.max()) < _TABLE_IDS:
+        ids = raw.astype(np.intp)
+        table = np.empty(int(ids.max()) + 1, dtype=object)
+        present = np.zeros(len(table), bool)
+        present[ids] = True
+        for u in np.flatnonzero(present).tolist():
+            table[u] = stat_names.get(u, "")
+        return table[ids].tolist()
+    unique, inverse = np.unique(raw, return_inverse=True)
     names = np.array([stat_names.get(int(u), "") for u in unique], dtype=object)
     return names[inverse].tolist()
 
