@@ -97,7 +97,8 @@ _OUTPUT_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
 def _environment_error(exc: OSError) -> int:
-    """One line for what the file system refused (``cannot read /run: Permission denied``), exit 2."""
+    """One line for what the file system refused (``cannot read /run: Permission denied``),
+    exit 2."""
     if exc.errno in _OUTPUT_FULL:
         stdout_gone()
     where = (
