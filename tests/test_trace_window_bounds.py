@@ -99,8 +99,14 @@ def test_the_bounds_in_words():
     assert budget.over(5 * s, 1 * s, 99 * s) is None
     assert budget.over(29 * s, 2 * s, 1000 * s) == trace_budget.TIME_LIMIT
     assert budget.over(5 * s, 1 * s, 50 * s) == trace_budget.RUN_SHARE  # 6 s > 10% of 51 s
-    full = TraceWindow(5, 5, "plan", 30.0, 0.1, 0.4, 10.0)
+    full = TraceWindow(5, 5, "plan", 30.0, 0.1, 0.4, 10.0, traced_s=0.05)
     assert trace_window_words(full) is None  # a window that ran its plan adds no line
+    # one step of a whole epoch, planned as one: it ran whole, past the bound, and it is said
+    epoch = TraceWindow(1, 1, "plan", 30.0, 0.1, 13.1, 31.5, traced_s=12.6)
+    assert trace_window_words(epoch) == (
+        "the trace window's 1 step took 12.6 s (40% of the run), past its bounds (30 s, 10% of"
+        " the run's wall so far): a window ends only at a step's end, and a step runs whole"
+    )
     long = TraceWindow(5, 1, "time limit", 30.0, 0.1, 33.0, 300.0)
     assert trace_window_words(long) == (
         "traced 1 step of a planned 5: the window's time limit (30 s) ended it; the window took"

@@ -22,11 +22,22 @@ class TraceWindow:
     share: float | None
     seconds: float | None  # the profiler's start to its stop, from the marks (its export included)
     wall_s: float | None  # the run's wall, for the window's share of it
+    traced_s: float = 0.0  # the traced steps' own time, begin to end (what the bounds bound)
 
     @property
     def short(self) -> bool:
         """Fewer steps traced than planned."""
         return self.traced_steps < self.planned_steps
+
+    @property
+    def past_bound(self) -> bool:
+        """The traced steps took longer than a bound allows: a step longer than the bound, which
+        ran whole (a window ends only at a step's end)."""
+        over_limit = self.limit_s is not None and self.traced_s > self.limit_s
+        over_share = (
+            self.share is not None and self.wall_s and self.traced_s > self.share * self.wall_s
+        )
+        return bool(over_limit or over_share)
 
 
 def trace_window(
@@ -46,6 +57,7 @@ def trace_window(
         share=_number(trace.get("share")),
         seconds=_seconds(marks),
         wall_s=wall_s,
+        traced_s=sum(s["end_ns"] - s["begin_ns"] for s in steps if s.get("traced")) / 1e9,
     )
 
 

@@ -262,7 +262,7 @@ def _trace_window(w) -> dict | None:
     """The trace window as it ran (analyze/trace_window.py), its words where it was short."""
     if w is None:
         return None
-    keys = ("planned_steps", "traced_steps", "ended_by", "limit_s", "share", "seconds")
+    keys = ("planned_steps", "traced_steps", "traced_s", "ended_by", "limit_s", "share", "seconds")
     return {**{k: getattr(w, k) for k in keys}, "note": words.trace_window_words(w)}
 
 

@@ -107,8 +107,10 @@ def trace_window_words(w) -> str | None:
     """The trace window where it traced fewer steps than planned (analyze/trace_window.py): "traced
     1 step of a planned 5: the window's time limit (30 s) ended it; the window took 12.6 s (40% of
     the run)"; None where it ran its plan (the figures had the steps they were planned on)."""
-    if w is None or not w.short:
+    if w is None:
         return None
+    if not w.short:
+        return _past_bound(w) if w.past_bound else None
     steps = f"{w.traced_steps} step{'s' if w.traced_steps != 1 else ''}"
     why = _ENDED.get(w.ended_by or "")
     text = f"traced {steps} of a planned {w.planned_steps}" + (f": {why(w)}" if why else "")
@@ -143,4 +145,17 @@ def capture_cost_words(c) -> str:
         f"capture's cost measured in this run: {measured}; not measured in a run: the step hook"
         " outside the window (0.6-0.9 us a step, measured apart) and the samplers' share of the"
         " cores taken from training"
+    )
+
+
+def _past_bound(w) -> str:
+    """A window that ran its plan but whose steps took longer than its bounds: a step longer than
+    the bound runs whole. "the trace window's 1 step took 12.6 s (40% of the run), past its bounds
+    (30 s, 10% of the run's wall so far): a window ends only at a step's end"."""
+    steps = f"{w.traced_steps} step{'s' if w.traced_steps != 1 else ''}"
+    share = f" ({w.traced_s / w.wall_s:.0%} of the run)" if w.wall_s else ""
+    return (
+        f"the trace window's {steps} took {w.traced_s:.1f} s{share}, past its bounds"
+        f" ({_seconds(w.limit_s)}, {w.share:.0%} of the run's wall so far): a window ends only at"
+        " a step's end, and a step runs whole"
     )
