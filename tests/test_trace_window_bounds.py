@@ -47,13 +47,13 @@ TORCH_LOOP = textwrap.dedent("""
 """)
 
 
-def _profile(tmp_path: Path, source: str, env: dict) -> tuple[dict, str]:
+def _profile(tmp_path: Path, source: str, env: dict, *flags: str) -> tuple[dict, str]:
     script = tmp_path / "train.py"
     script.write_text(source)
     out, report = tmp_path / "runs", tmp_path / "report.json"
     result = subprocess.run(
         [sys.executable, "-m", "scaldiag", "profile", "--out", str(out), "--json", str(report)]
-        + [str(script)],
+        + [*flags, str(script)],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **env},
@@ -74,7 +74,7 @@ def _one_step_window(report: dict, ended_by: str) -> None:
 
 def test_a_jax_window_planned_for_five_steps_ends_at_its_time_limit(tmp_path):
     pytest.importorskip("jax")
-    report, stdout = _profile(tmp_path, JAX_LOOP, {"SCALDIAG_TRACE_LIMIT_S": "0"})
+    report, stdout = _profile(tmp_path, JAX_LOOP, {}, "--trace-limit-s", "0")
     _one_step_window(report, "time limit")
     # the capture's own cost as this run measured it: the samplers' CPU, the window's wall
     cost = report["capture_cost"]
