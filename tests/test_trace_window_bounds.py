@@ -131,3 +131,27 @@ def test_bounds_from_the_environment_and_bad_values():
     assert trace_budget.from_env(env, 0).facts() == {"limit_s": 2.5, "share": 0.05}
     bad = {"SCALDIAG_TRACE_LIMIT_S": "soon", "SCALDIAG_TRACE_SHARE": "-1"}
     assert trace_budget.from_env(bad, 0).facts() == {"limit_s": 30.0, "share": 0.1}
+
+
+def test_an_epoch_in_one_call_is_one_step_and_past_its_bound_is_said(tmp_path):
+    """The issue's shape (tests/jax_epoch_call.py: one jitted call over a whole epoch): the window
+    is one step, which runs whole; past its bound (the share set to 0 here), the report says so."""
+    pytest.importorskip("jax")
+    source = (ROOT / "tests" / "jax_epoch_call.py").read_text()
+    script = tmp_path / "epoch.py"
+    script.write_text(source)
+    out, report_path = tmp_path / "runs", tmp_path / "report.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "scaldiag", "profile", "-q", "--out", str(out), "--json"]
+        + [str(report_path), str(script), "--", "--epochs", "5", "--samples", "3200"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+        | {"SCALDIAG_TRACE_SHARE": "0"},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    window = json.loads(report_path.read_text())["trace_window"]
+    assert window["planned_steps"] == window["traced_steps"] == 1 and window["ended_by"] == "plan"
+    assert window["note"].startswith("the trace window's 1 step took")
+    assert "past its bounds (30 s, 0% of the run's wall so far)" in window["note"]
