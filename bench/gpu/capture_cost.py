@@ -280,6 +280,17 @@ def _table(results: dict, meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _revision() -> str:
+    """The checkout's commit, where git and the repository came along ("?" on a bare copy)."""
+    try:
+        found = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        return "?"
+    return found or "?"
+
+
 def _launch(argv: list[str]) -> int:
     """This process as `scaldiag profile`'s launcher, without the analysis after the script."""
     from scaldiag.collect.launcher import launch
@@ -312,10 +323,7 @@ def main(argv: list[str]) -> int:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{os.cpu_count()} CPUs, load {' '.join(map(str, os.getloadavg()))}; "
         + os.environ.get("CAPTURE_COST_CARD", "card not named"),
-        "rev": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-        or "?",
+        "rev": _revision(),
         "command": "python3 bench/gpu/capture_cost.py " + " ".join(argv),
     }
     last_round = 0.0  # the first round compiles cold (torch.compile's cache): the last one's
