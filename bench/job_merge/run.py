@@ -179,7 +179,8 @@ def _run(args, tmp: Path) -> str:
             rows.append(_row(n, nnodes, label, engine, rs))
             if label == "after":
                 medians[(engine, n)] = {
-                    k: statistics.median(r[k] for r in rs) for k in ("wall_s", "one_rss_mib")
+                    k: statistics.median(r[k] for r in rs)
+                    for k in ("wall_s", "cpu_s", "one_rss_mib")
                 }
         shutil.rmtree(job, ignore_errors=True)  # the next size's files need the disk, not these
     return _text(args, rows, same, _goals(engines, sizes, medians), notes)
@@ -228,13 +229,16 @@ def _goals(engines: list[str], sizes: list[int], medians: dict) -> list[str]:
     for e in engines:
         got = {n: medians[(e, n)] for n in sizes if (e, n) in medians}
         t1, t3, t10 = (got.get(n, {}).get("wall_s") for n in (1000, 3000, 10000))
+        c1, c3 = (got.get(n, {}).get("cpu_s") for n in (1000, 3000))
         ratio = t3 / t1 if t1 and t3 else None
+        cpu_ratio = f"{c3 / c1:.2f}x" if c1 and c3 else "-"
         kib = None
         if small in got and large in got and large > small:
             grown = got[large]["one_rss_mib"] - got[small]["one_rss_mib"]
             kib = grown * 1024 / (large - small)
         rows.append(
-            f"| {e} | {_num(t1)} | {_num(t3)} | {_judged(ratio, MAX_RATIO_1K_3K, 'x')} |"
+            f"| {e} | {_num(t1)} | {_num(t3)} | {_judged(ratio, MAX_RATIO_1K_3K, 'x', 2)} |"
+            f" {cpu_ratio} |"
             f" {_judged(t10, MAX_10K_S, ' s')} | {_judged(kib, MAX_KIB_A_RANK, ' KiB', 2)} |"
         )
     return rows
@@ -273,11 +277,15 @@ def _text(args, rows: list[str], same: list[str], goals: list[str], notes: list[
         (
             f"Goals (medians): 1,000 -> 3,000 ranks at most {MAX_RATIO_1K_3K}x the time, 10,000"
             f" ranks in at most {MAX_10K_S:.0f} s, at most {MAX_KIB_A_RANK} KiB a rank (the largest"
-            " process's peak, largest size less smallest, over the ranks between):"
+            " process's peak, largest size less smallest, over the ranks between); the CPU"
+            " ratio beside the wall time's, which a loaded machine moves:"
         ),
         "",
-        "| engine | 1,000 ranks s | 3,000 ranks s | ratio | 10,000 ranks s | memory a rank |",
-        "|---|---|---|---|---|---|",
+        (
+            "| engine | 1,000 ranks s | 3,000 ranks s | ratio | CPU ratio | 10,000 ranks s |"
+            " memory a rank |"
+        ),
+        "|---|---|---|---|---|---|---|",
         *goals,
         "",
         "Same JSON:",

@@ -36,22 +36,8 @@ def align(job: JobEvents, step_ns: float) -> tuple[JobEvents, list[NodeOffset], 
     for at, node in enumerate(nodes[1:], 1):
         other = int(first_rank[at])
         a, b = _matched_ends(job, ref, other)
-        if not len(a):
-            gap = _first_common_step_gap(job, ref, other)
-            if gap is None or abs(gap) > step_ns:
-                raise MergeRefused(
-                    f"{node}'s clock cannot be aligned with {nodes[0]}'s: no collective ends on"
-                    " both to align on, "
-                    + (
-                        "and no step was traced on both"
-                        if gap is None
-                        else (
-                            f"and the same step starts {abs(gap) / 1e6:.1f} ms apart, more than a"
-                            f" step ({step_ns / 1e6:.1f} ms)"
-                        )
-                    )
-                    + ": merging them would decide the verdict by the clocks"
-                )
+        if not len(a):  # merged as recorded, where its steps are within a step of node 0's
+            _refuse_if_far(node, nodes[0], _first_common_step_gap(job, ref, other), step_ns)
             offsets.append(NodeOffset(node, None, None, 0))
             notes.append(
                 f"{node}: clock offset not estimated (no collective to align on); merged as"
@@ -62,6 +48,25 @@ def align(job: JobEvents, step_ns: float) -> tuple[JobEvents, list[NodeOffset], 
         offsets.append(NodeOffset(node, offset, spread, len(a)))
         shift_ns[at] = offset
     return job.shifted(shift_ns), offsets, notes
+
+
+def _refuse_if_far(node: str, first: str, gap: int | None, step_ns: float) -> None:
+    """MergeRefused where ``node``'s clock cannot be aligned and the same step starts more than a
+    step (``gap``: ns, None: no step traced on both) from ``first``'s."""
+    if gap is not None and abs(gap) <= step_ns:
+        return
+    why = (
+        "and no step was traced on both"
+        if gap is None
+        else (
+            f"and the same step starts {abs(gap) / 1e6:.1f} ms apart, more than a step"
+            f" ({step_ns / 1e6:.1f} ms)"
+        )
+    )
+    raise MergeRefused(
+        f"{node}'s clock cannot be aligned with {first}'s: no collective ends on both to align"
+        f" on, {why}: merging them would decide the verdict by the clocks"
+    )
 
 
 def _matched_ends(job: JobEvents, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:

@@ -47,21 +47,7 @@ def reduce_job(
     del arrivals  # its columns (a few a matched collective of each rank) not held to the end
     by_node = np.argsort(job.node_of, kind="stable")  # each node's ranks in the job's order
     node_at = np.searchsorted(job.node_of[by_node], np.arange(len(job.nodes) + 1))
-    nnodes = len(job.nodes)
-    summaries = np.empty((nnodes, len(MEASURED), len(ROW)))
-    last_pct = np.empty(nnodes)
-    # A chunk of nodes at a time: their samples summarised together (summary_rows), then let go.
-    for first in range(0, nnodes, SUMMARY_CHUNK_NODES):
-        chunk = range(first, min(first + SUMMARY_CHUNK_NODES, nnodes))
-        samples = [
-            _node_samples(job, by_node[node_at[k] : node_at[k + 1]].tolist(), figures)
-            for k in chunk
-        ]
-        rows = summary_rows([values for node in samples for values in node.values])
-        summaries[chunk.start : chunk.stop] = rows.reshape(len(chunk), len(MEASURED), -1)
-        last_pct[chunk.start : chunk.stop] = [
-            100.0 * found.last / found.total if found.total else math.nan for found in samples
-        ]
+    summaries, last_pct = _summarised(job, figures, by_node, node_at)
     table = NodeTable(
         list(job.nodes),
         [job.ranks[i] for i in by_node.tolist()],
@@ -74,6 +60,27 @@ def reduce_job(
     )
     per_node = max(1, int(np.diff(node_at).max()))
     return JobAnalysis(table, offsets, matched, list(notes or []), ranks_per_node=per_node)
+
+
+def _summarised(job: JobEvents, figures: RankFigures, by_node: np.ndarray, node_at: np.ndarray):
+    """Each node's six measured Summary as rows of numbers, and at what share of the collectives
+    it arrived last: a chunk of nodes at a time, their samples summarised together
+    (summary_rows), then let go."""
+    nnodes = len(job.nodes)
+    summaries = np.empty((nnodes, len(MEASURED), len(ROW)))
+    last_pct = np.empty(nnodes)
+    for first in range(0, nnodes, SUMMARY_CHUNK_NODES):
+        chunk = range(first, min(first + SUMMARY_CHUNK_NODES, nnodes))
+        samples = [
+            _node_samples(job, by_node[node_at[k] : node_at[k + 1]].tolist(), figures)
+            for k in chunk
+        ]
+        rows = summary_rows([values for node in samples for values in node.values])
+        summaries[chunk.start : chunk.stop] = rows.reshape(len(chunk), len(MEASURED), -1)
+        last_pct[chunk.start : chunk.stop] = [
+            100.0 * found.last / found.total if found.total else math.nan for found in samples
+        ]
+    return summaries, last_pct
 
 
 @dataclass(frozen=True)
