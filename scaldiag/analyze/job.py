@@ -63,7 +63,8 @@ def analyze_job(
     """The job from its nodes (node 0 first) and each node's ranks by directory; ``left_out``: what
     reading left out, first among the notes. A node with no rank's trace with steps is left out and
     named; fewer than two nodes, copies of one trace, clocks that cannot be aligned or are a
-    minute apart are refused (ScaldiagError)."""
+    minute apart are refused (ScaldiagError). ``ranks`` is emptied: its evidence moves into the
+    job's columns (held once)."""
     left_out = left_out + _without_ranks(nodes, ranks)
     nodes = [n for n in nodes if ranks.get(n.dir)]
     if len(nodes) < 2:
