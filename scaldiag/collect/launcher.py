@@ -89,6 +89,7 @@ def launch(
     progress_every_s: float | None = None,
     command: list[str] | None = None,
     run_fields: dict | None = None,
+    on_signal=None,
 ) -> int:
     """Run ``python SCRIPT ARGS`` under capture; returns the script's exit code (negative: killed by
     signal).
@@ -98,7 +99,9 @@ def launch(
     so that stdout holds the JSON alone). ``progress_every_s``: a line on stderr that often, with
     the steps recorded so far (None: none). ``command``: what to start instead of the bootstrap (a
     multi-node torchrun launch whose ranks run it: ``multinode.torchrun_command``); ``run_fields``:
-    more of run.json (the node's place in the job). Call from the main thread: signals are handled
+    more of run.json (the node's place in the job). ``on_signal(sig)``: told of each signal
+    received while the script runs (try's stopper: it escalates where the script ignores it).
+    Call from the main thread: signals are handled
     there, and the child's death signal follows the thread that started it.
     """
     command = command or [sys.executable, "-m", "scaldiag.collect.bootstrap", script, *script_args]
@@ -140,7 +143,7 @@ def launch(
                 else None
             )
             code, received = (
-                _wait_forwarding(child, forwarded, caught, own_group, progress)
+                _wait_forwarding(child, forwarded, caught, own_group, progress, on_signal)
                 if watch
                 else _wait_plain(child)
             )
@@ -332,6 +335,7 @@ def _wait_forwarding(
     caught: _Caught,
     own_group: bool,
     progress: _Progress | None = None,
+    on_signal=None,
 ) -> tuple[int, list[int]]:
     """Wait for the child; forward the signals scaldiag receives (the signals are blocked: taken
     here)."""
@@ -341,6 +345,8 @@ def _wait_forwarding(
     while True:
         for sig in caught.take():  # no sender known: the terminal's signals only without one
             received.append(sig)
+            if on_signal is not None:
+                on_signal(sig)
             if own_group or sig not in TERMINAL_SIGNALS:
                 _forward(child, sig, forwarded_at)
         code = child.poll()
@@ -352,6 +358,8 @@ def _wait_forwarding(
         if info is None or info.si_signo == signal.SIGCHLD:
             continue
         received.append(info.si_signo)
+        if on_signal is not None:
+            on_signal(info.si_signo)
         if (
             info.si_code != SI_KERNEL
         ):  # SI_KERNEL: the terminal sent it to the whole foreground group, the script has it

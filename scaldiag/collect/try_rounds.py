@@ -8,9 +8,11 @@ After the side, however it ended, every journaled path is put back and checked
 (collect/write_snapshot.py) finds the writes no journal covers.
 
 Stopping: Ctrl-C, SIGTERM and SIGHUP end the side in progress (the launcher forwards them to the
-script) and the try; where one reaches try outside the launcher's wait, the watchdog stops the
-script. The budget is a hard wall: at its end the script gets SIGTERM, then SIGKILL after
-``GRACE_S``.
+script, and tells the stopper) and the try; where one reaches try outside the launcher's wait, the
+watchdog stops the script. The budget is a hard wall: at its end the script gets SIGTERM. Either
+way a script still running ``GRACE_S`` later (it ignores or catches the signal) gets SIGKILL, and
+what the round left running once its script ended (a forked child) is SIGKILLed before the
+restore.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ class Stopper:
         self.deadline = time.monotonic() + budget_s
         self.signal: int | None = None  # the first stop signal received
         self.budget_spent = False
+        self.forwarded = False  # the launcher gave the stop signal to the script itself
         self.running = threading.Event()  # set while a side runs
         self._done = threading.Event()
         self._old = {}
@@ -143,6 +146,14 @@ class Stopper:
         if self.signal is None:
             self.signal = sig
 
+    def forwarded_to_script(self, sig: int) -> None:
+        """A stop signal the launcher took while a side ran, and forwarded to the script: the
+        script has it; where it runs on (it ignores or catches it), the watchdog SIGKILLs it
+        GRACE_S later, without a SIGTERM that would cut its ``finally:`` short."""
+        if sig in STOP_SIGNALS:
+            self.forwarded = True
+            self.heard(sig)
+
     def left_s(self) -> float:
         return self.deadline - time.monotonic()
 
@@ -159,7 +170,8 @@ class Stopper:
                 termed_at = None
                 continue
             if termed_at is None and self.stopping():
-                _signal_script(signal.SIGTERM, self.tid)
+                if not self.forwarded:
+                    _signal_script(signal.SIGTERM, self.tid)
                 termed_at = time.monotonic()
             elif termed_at is not None and time.monotonic() - termed_at > GRACE_S:
                 _signal_script(signal.SIGKILL, self.tid)
@@ -206,7 +218,14 @@ class Rounds:
         os.chdir(self.cwd)
         self.stopper.running.set()
         try:
-            code = launch(run, self.script, self.args, env=env, stdout=sys.stderr.fileno())
+            code = launch(
+                run,
+                self.script,
+                self.args,
+                env=env,
+                stdout=sys.stderr.fileno(),
+                on_signal=self.stopper.forwarded_to_script,  # the launcher takes them meanwhile
+            )
         finally:
             self.stopper.running.clear()
             os.chdir(here)
