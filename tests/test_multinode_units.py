@@ -509,9 +509,9 @@ def test_only_the_tf_chief_is_traced_unless_every_task_is_asked_for():
 
 
 def test_names_judged_once_a_pattern_give_each_name_s_own_search(monkeypatch):
-    """analyze/nodes/names.name_flags remembers whether a pattern finds a name (the ranks of a job name the
-    same ops): the flags are each name's own search, whether remembered, forgotten at the bound,
-    or of a plane with more names than the bound (searched, not remembered)."""
+    """analyze/nodes/names.name_flags remembers whether a pattern finds a name (the ranks of a job
+    name the same ops): the flags are each name's own search, whether remembered, forgotten at the
+    bound, or of a plane with more names than the bound (searched, not remembered)."""
     monkeypatch.setattr(node_names, "_FOUND", {})
     monkeypatch.setattr(node_names, "_REMEMBERED_NAMES", 8)
     names = ["gloo:all_reduce", "aten::add_", "c10d::allreduce_", "ProfilerStep#3", "ProfilerStep"]
