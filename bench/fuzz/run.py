@@ -25,8 +25,11 @@ rank1, rank², rank-1, ...) through ``report`` (terminal, JSON, HTML, Perfetto),
 multi-node job through ``report NODE_DIR...`` (bench/fuzz/job_cases.py), checking also that an
 existing ``-o`` file is never lost when the merge fails. ``--mode calibration``: damaged saved
 calibrations (the cache folder, $SCALDIAG_CALIBRATION) through report, check and compare of the GPU
-sweep (bench/fuzz/calibration_cases.py). All call the CLI's ``main(argv)`` in process; an exit 70 is
-run again with ``--debug`` for its traceback. Case N is drawn from (seed, mode, N) alone: the same
+sweep (bench/fuzz/calibration_cases.py). ``--mode try``: hostile run directories and hostile
+scripts through ``try``'s rounds, signalled at random times (bench/fuzz/try_cases.py; a real
+template run directory is profiled once a run, a few seconds; each case's ``try`` runs in a process
+forked from the worker). The others call the CLI's ``main(argv)`` in process; an exit 70 is run
+again with ``--debug`` for its traceback. Case N is drawn from (seed, mode, N) alone: the same
 under any ``--jobs``.
 
 The generators are tests/test_fuzz.py's (hypothesis strategies, drawn here
