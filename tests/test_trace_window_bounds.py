@@ -155,3 +155,16 @@ def test_an_epoch_in_one_call_is_one_step_and_past_its_bound_is_said(tmp_path):
     assert window["planned_steps"] == window["traced_steps"] == 1 and window["ended_by"] == "plan"
     assert window["note"].startswith("the trace window's 1 step took")
     assert "past its bounds (30 s, 0% of the run's wall so far)" in window["note"]
+
+
+def test_the_default_share_binds_only_past_a_few_seconds_of_traced_steps():
+    """A 5-s two-node job's window (steps of 0.4 s) was cut to one step by a tenth of its wall, and
+    SD209 had no spread to judge its throttled link by: the default share waits for 3 s of traced
+    steps; a share set by the user binds from the first step."""
+    s = 10**9
+    default = trace_budget.from_env({}, 0)
+    assert default.over(int(1.2 * s), int(0.4 * s), 5 * s) is None  # 1.6 s: under the floor
+    assert default.over(int(3.2 * s), int(0.4 * s), 20 * s) == trace_budget.RUN_SHARE
+    assert default.over(29 * s, 2 * s, 10**4 * s) == trace_budget.TIME_LIMIT
+    chosen = trace_budget.from_env({"SCALDIAG_TRACE_SHARE": "0.1"}, 0)
+    assert chosen.over(int(1.2 * s), int(0.4 * s), 5 * s) == trace_budget.RUN_SHARE

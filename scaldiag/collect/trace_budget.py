@@ -1,5 +1,5 @@
 """The trace window's bounds in time: its traced steps take at most TRACE_LIMIT_S and at most
-TRACE_SHARE of the run's wall so far, whichever is less.
+TRACE_SHARE of the run's wall so far (past SHARE_FLOOR_S of them), whichever is less.
 
 The window is planned in steps (recorder.TRACE_STEPS), and a step of one call can be a whole epoch:
 a public JAX script's jitted epoch (1,875 batches, 148 ms untraced) took 12.6 s traced, 40% of its
@@ -26,6 +26,11 @@ from scaldiag.collect.env import TRACE_LIMIT_ENV, TRACE_SHARE_ENV
 
 TRACE_LIMIT_S = 30.0  # issue 50: a user with a 10-minute step must not wait an hour for the window
 TRACE_SHARE = 0.10  # issue 50: at most a tenth of the run's wall so far
+# The default share binds only past this many seconds of traced steps: a window of a few seconds
+# costs a few seconds on any run, and a short run (a test's, a demo's: a two-node job of 5 s) cut
+# to one traced step by a tenth of its wall lost every finding that needs the steps' spread
+# (SD209's throttled link). Set SCALDIAG_TRACE_SHARE and the share binds from the first step.
+SHARE_FLOOR_S = 3.0
 
 PLAN = "plan"  # every planned step was traced
 TIME_LIMIT = "time limit"
@@ -38,6 +43,7 @@ class TraceBudget:
     limit_s: float
     share: float
     run_began_ns: int  # where the run's wall begins: the process's start, or the launcher's
+    share_floor_s: float = 0.0  # the share binds past this much traced time (SHARE_FLOOR_S)
 
     def over(self, traced_ns: int, last_step_ns: int, now_ns: int) -> str | None:
         """Which bound the next step, as long as the last one, would take the window past (the
@@ -45,6 +51,8 @@ class TraceBudget:
         after_ns = traced_ns + last_step_ns
         if after_ns > self.limit_s * 1e9:
             return TIME_LIMIT
+        if after_ns <= self.share_floor_s * 1e9:
+            return None
         if after_ns > self.share * (now_ns + last_step_ns - self.run_began_ns):
             return RUN_SHARE
         return None
@@ -56,16 +64,20 @@ class TraceBudget:
 def from_env(environ=os.environ, run_began_ns: int | None = None) -> TraceBudget:
     """The bounds as set (SCALDIAG_TRACE_LIMIT_S, SCALDIAG_TRACE_SHARE), else the defaults; a value
     that is not a number >= 0 leaves the default."""
+    share = _number(environ.get(TRACE_SHARE_ENV), None)
     return TraceBudget(
         _number(environ.get(TRACE_LIMIT_ENV), TRACE_LIMIT_S),
-        _number(environ.get(TRACE_SHARE_ENV), TRACE_SHARE),
+        TRACE_SHARE if share is None else share,
         process_started_ns() if run_began_ns is None else run_began_ns,
+        SHARE_FLOOR_S if share is None else 0.0,
     )
 
 
-def _number(text: str | None, default: float) -> float:
+def _number(text: str | None, default: float | None) -> float | None:
+    if not text:
+        return default
     try:
-        value = float(text) if text else default
+        value = float(text)
     except ValueError:
         return default
     return value if value >= 0 and value == value else default
