@@ -34,15 +34,13 @@ from scaldiag.analyze.epochs import EpochStats
 from scaldiag.analyze.printed_forms import ARRIVAL, KERAS_BAR, TIMER, Reading, recognise
 from scaldiag.analyze.printed_verdict import (
     AGREE,
-    COARSE,
     Comparison,
     agreement,
     by_window,
-    coarse_note,
-    gap_note,
     in_quadrature,
     shown_of,
     spread_ci,
+    verdict,
     verdict_of,
 )
 from scaldiag.analyze.printed_windows import (
@@ -423,7 +421,6 @@ def _compare(
     # their differences; the scope's ci95 only where a reading had no steps of its own to match.
     scope_ci = 0.0 if math.isnan(scope.ms_ci95) or None not in local else scope.ms_ci95
     spread_ms = in_quadrature(spread_ci(values - beside), scope_ci, resolution_ms)
-    by = agreement(ms, figure, spread_ms)
     # The headline, where the clock times the steps it covers (a phase's clock times a part)
     headline = first.scope == c.user_scope and coverage(windows, compared) >= COVERED
     headline_ms = scope.over_every_epoch_ms
@@ -434,18 +431,12 @@ def _compare(
     own = [a for a in accounts if a is not None]
     return Comparison(
         shown=shown_of(compared),
-        ms=ms,
-        scaldiag_ms=figure,
-        error=ms / figure - 1,
-        agrees=verdict_of(by),
-        by=by if by != COARSE else "",
-        spread_ms=spread_ms,
+        **verdict(ms, figure, spread_ms),
         readings=len(compared),
         parts=list(c.parts_ms) if headline and abs(figure / headline_ms - 1) < 0.01 else [],
         headline=headline,
         headline_ms=headline_ms if headline else None,
         headline_agrees=verdict_of(headline_by) if headline else None,
-        note=coarse_note(spread_ms, figure) if by == COARSE else "" if by else gap_note(ms, figure),
         own_ms=float(np.sum([a.own_ms for a in own])) / len(compared),
         **{**base, "begin_ns": compared[0].begin_ns, "end_ns": compared[-1].end_ns},
     )

@@ -24,15 +24,11 @@ import numpy as np
 from scaldiag.analyze.printed_reading import Reading
 from scaldiag.analyze.printed_verdict import (
     AGREE,
-    COARSE,
     Comparison,
-    agreement,
-    coarse_note,
-    gap_note,
     in_quadrature,
     shown_of,
     spread_ci,
-    verdict_of,
+    verdict,
 )
 
 BACK = 3  # the last, the second-last and the third-last iteration ended before the print
@@ -88,19 +84,12 @@ def comparison(s: Sampled, base: dict) -> Comparison:
     ms, figure = float(values.mean()), float(beside.mean())
     resolution_ms = float(np.mean([r.resolution_ms for r in s.readings])) / math.sqrt(len(values))
     spread_ms = in_quadrature(spread_ci(values - beside), resolution_ms)
-    by = agreement(ms, figure, spread_ms)
     what = f"{base['what']} (one iteration in {s.every}: the {ORDINALS[s.back]} before each print)"
     return Comparison(
         shown=shown_of(s.readings),
-        ms=ms,
-        scaldiag_ms=figure,
-        error=ms / figure - 1,
-        agrees=verdict_of(by),
-        by=by if by != COARSE else "",
-        spread_ms=spread_ms,
+        **verdict(ms, figure, spread_ms),
         readings=len(values),
         sampled_every=s.every,
-        note=coarse_note(spread_ms, figure) if by == COARSE else "" if by else gap_note(ms, figure),
         **{
             **base,
             "what": what,

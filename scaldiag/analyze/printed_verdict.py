@@ -101,7 +101,6 @@ def by_window(
     ms, figure = float(values.mean()), float(beside.mean())
     resolution_ms = float(np.mean([r.resolution_ms for r, _ in pairs])) / math.sqrt(len(values))
     spread_ms = in_quadrature(spread_ci(values - beside), resolution_ms)
-    by = agreement(ms, figure, spread_ms)
     parts: dict[str, float] = {}
     for _, a in pairs:
         for name, part in a.parts:
@@ -121,18 +120,12 @@ def by_window(
     )
     return Comparison(
         shown=shown_of([r for r, _ in pairs]),
-        ms=ms,
-        scaldiag_ms=figure,
-        error=ms / figure - 1,
-        agrees=verdict_of(by),
-        by=by if by != COARSE else "",
-        spread_ms=spread_ms,
+        **verdict(ms, figure, spread_ms),
         readings=len(pairs),
         parts=printed_account.in_order(parts.items()),
         headline=headline,
         headline_ms=headline_ms,
         headline_agrees=verdict_of(headline_by) if epochs_headline and headline else None,
-        note=coarse_note(spread_ms, figure) if by == COARSE else "" if by else gap_note(ms, figure),
         window=True,
         own_ms=float(np.mean([a.own_ms for _, a in pairs])),
         **{**base, "begin_ns": pairs[0][0].begin_ns, "end_ns": pairs[-1][0].end_ns},
@@ -149,6 +142,22 @@ def spread_ci(values: np.ndarray) -> float:
 
 def in_quadrature(*spreads: float) -> float:
     return math.sqrt(sum(x * x for x in spreads))
+
+
+def verdict(ms: float, figure: float, spread_ms: float) -> dict:
+    """A Comparison's verdict fields: the clock's ms beside scaldiag's figure, within 5% or the
+    spread, too coarse to judge, or a gap said in words."""
+    by = agreement(ms, figure, spread_ms)
+    note = coarse_note(spread_ms, figure) if by == COARSE else "" if by else gap_note(ms, figure)
+    return dict(
+        ms=ms,
+        scaldiag_ms=figure,
+        error=ms / figure - 1,
+        agrees=verdict_of(by),
+        by=by if by != COARSE else "",
+        spread_ms=spread_ms,
+        note=note,
+    )
 
 
 def verdict_of(by: str) -> bool | None:
