@@ -495,7 +495,7 @@ def _mutate_bytes(data: bytes, rng, log: list) -> bytes:
 
 
 def _bomb(size: int) -> bytes:
-    """A valid Kineto trace whose one event's name is ``size`` bytes of 'A': ~1000x under deflate."""
+    """A valid Kineto trace whose one event's name is ``size`` bytes of 'A' (~1000x deflated)."""
     return gzip.compress(
         b'{"traceEvents": [{"ph": "X", "name": "'
         + b"A" * size
