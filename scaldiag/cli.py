@@ -52,6 +52,17 @@ def _named_command(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C before the command began (its parsing) or while an error was being said: the
+        # same line and code as during the command, never a traceback (try's fuzz: a SIGINT at a
+        # random time escaped main so, 1 case in 3,000)
+        print("scaldiag: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(_named_command(argv)).parse_args(argv)
     args.argv = argv  # as typed: profile reads the script's arguments from it
@@ -69,14 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("scaldiag: interrupted", file=sys.stderr)
         return 130
-    except (
-        BrokenPipeError
-    ):  # the reader of our output went away (| head): not an error, nothing more to say
+    except BrokenPipeError:
+        # the reader of our output went away (| head): not an error, nothing more to say
         stdout_gone()
         return 0
-    except (
-        OSError
-    ) as exc:  # the environment, not scaldiag: a directory it may not read, a full disk
+    except OSError as exc:
+        # the environment, not scaldiag: a directory it may not read, a full disk
         if args.debug:
             raise
         return _environment_error(exc)
