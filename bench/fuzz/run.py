@@ -1097,7 +1097,10 @@ def _rmtree(path: Path) -> None:
 
 
 def _failure(n: int, what: str, argv: list[str], detail: str) -> str:
-    return f"case {n}: {what}\n  scaldiag {' '.join(argv)}\n  {detail.strip()}"
+    text = f"case {n}: {what}\n  scaldiag {' '.join(argv)}\n  {detail.strip()}"
+    # said as found too: a long run's failures are otherwise known only at its end
+    print(f"FAILURE {text}", file=sys.stderr, flush=True)
+    return text
 
 
 def _debug_traceback(argv: list[str]) -> str:
