@@ -13,11 +13,12 @@ bootstrap, for a stretch of code instead of a script.
   they take the GIL a little, as the loop APIs' do);
 - the script's printed lines (``printed.py``: the clocks the user reads), from this process's
   ``sys.stdout`` and ``sys.stderr``, put back at the end;
-- the loop adapters (``adapters.arm``): Keras, PyTorch, Lightning, transformers; frameworks the
-  process imported already patched at once, the others at their import; every patch taken back
-  at the end, so that training after the block runs as it would have and a second run works.
-  The JAX loop adapter is not armed in process (``jax.jit`` followed for good under ``profile``
-  only): Keras on JAX is followed by the Keras adapter.
+- the loop adapters (``adapters.arm``): Keras, PyTorch, Lightning, transformers, JAX loops;
+  frameworks the process imported already patched at once, the others at their import; every
+  patch taken back at the end (``jax.jit`` and the others JAX's adapter wraps are JAX's own
+  again), so that training after the block runs as it would have and a second run works. A
+  function jitted before the block (an earlier cell's ``jax.jit(f)``) is JAX's own and is not
+  followed: jitted inside the block (or in an earlier block), it is.
 
 Nothing here raises into the user's code: what fails is a line on stderr and a gap in the record.
 """
@@ -37,9 +38,15 @@ from scaldiag.collect.samplers import Samplers
 from scaldiag.collect.session import new_run_dir, start_run_json
 from scaldiag.record import run_json
 from scaldiag.record.run_json import FAILED, FINISHED, INTERRUPTED
-from scaldiag.record.rundir import append_mark
+from scaldiag.record.rundir import STEPS, append_mark
 
-IN_PROCESS_ADAPTERS = (adapters.KERAS, adapters.PYTORCH, adapters.LIGHTNING, adapters.TRANSFORMERS)
+IN_PROCESS_ADAPTERS = (
+    adapters.KERAS,
+    adapters.PYTORCH,
+    adapters.LIGHTNING,
+    adapters.TRANSFORMERS,
+    adapters.JAX,
+)
 # What a run recorded in the training's own process cannot know, said in the report as missing
 # evidence (run.json ``missing``), not printed.
 IN_PROCESS_UNKNOWN = (
@@ -47,6 +54,12 @@ IN_PROCESS_UNKNOWN = (
     " imports and what ran before it (kernel cells) are not in this record",
     "scaling: one process and the devices it sees; a sweep over GPU counts needs"
     " `scaldiag profile --gpus N,N` of a script",
+)
+# Where JAX was armed and no step was recorded: the likeliest reason in a notebook, said as missing
+# evidence (a function jitted in an earlier cell is JAX's own: jax_loop wraps ``jax.jit`` itself).
+JAX_JITTED_BEFORE = (
+    "jax: no jitted step was followed; a function jitted before the block (an earlier cell's"
+    " `jax.jit(f)`) is JAX's own and is not followed: run the cell that jits it inside the block"
 )
 DEFAULT_OUT = "scaldiag_runs"
 
@@ -98,6 +111,7 @@ class InProcessRun:
         if self._finished or not self._started:
             return
         self._finished = True
+        jax_armed = "jax" in adapters.armed()  # (before disarm puts the adapters before back)
         attempt(adapters.finish, lambda why: say(f"could not finish the capture ({why})"))
         if self._printed is not None:
             attempt(self._printed.finish, lambda why: say(f"printed lines: {why}"))
@@ -109,10 +123,17 @@ class InProcessRun:
             os.environ.pop(RUN_DIR_ENV, None)
         else:
             os.environ[RUN_DIR_ENV] = self._env_before
-        attempt(lambda: self._finalise(status, error, left), lambda why: say(f"run.json: {why}"))
+        attempt(
+            lambda: self._finalise(status, error, left, jax_armed),
+            lambda why: say(f"run.json: {why}"),
+        )
 
-    def _finalise(self, status: str, error: BaseException | None, left: list[str]) -> None:
+    def _finalise(
+        self, status: str, error: BaseException | None, left: list[str], jax_armed: bool = False
+    ) -> None:
         stats, missing = {}, []
+        if jax_armed and not (self.run_dir / STEPS).exists():
+            missing.append(JAX_JITTED_BEFORE)
         if self.samplers is not None:
             stats = attempt(self.samplers.stop, lambda why: missing.append(f"samplers: {why}"))
             missing += self.samplers.missing

@@ -56,6 +56,13 @@ jits and differentiates its own train step: that fit is the Keras adapter's,
 and nothing is recorded here. The wrapper's hot path is one contextvar read
 and one attribute test; nothing raises into the program (a failure turns
 this capture off and says so once).
+
+In a notebook (``scaldiag.capture``, ``%%scaldiag``: collect/inprocess.py)
+the adapter is armed for the block: every patch is made through
+``guard.replace`` and taken back at the block's end, ``finish`` closes the
+run there (``adapters.finish``), and ``reset`` gives the next block a loop of
+its own. Only what ``jax.jit`` makes while armed is followed: a function
+jitted before the block is JAX's own (docs/capture.md).
 """
 
 from __future__ import annotations
@@ -70,7 +77,7 @@ import time
 
 from scaldiag.collect.env import GLOBAL_BATCH_ENV, RUN_DIR_ENV
 from scaldiag.collect.frameworks import compile_marks, jax_step_loop, keras_hooks
-from scaldiag.collect.frameworks.guard import attempt, on_import, reason, say
+from scaldiag.collect.frameworks.guard import attempt, on_import, reason, replace, say, undoable
 
 SOURCE = "jax.jit (no gradient)"
 STEP_SOURCE = "jax.jit function whose trace takes a gradient: one step per call"
@@ -100,14 +107,19 @@ def _on_jax_import(jax) -> None:
         return Jitted(real_jit(fun, *args, **kwargs))
 
     jit._scaldiag = True
+    # Each patch through guard.replace: ``scaldiag.capture`` takes them back at its block's end
+    # (under ``profile`` they stay: the process ends with the script).
     for name in GRADIENTS:
-        setattr(jax, name, _noting(getattr(jax, name), returns_function=name != "vjp"))
-    jax.jit = jit
+        replace(jax, name, _noting(getattr(jax, name), returns_function=name != "vjp"))
+    replace(jax, "jit", jit)
     for name in jax_step_loop.LOOPS:
-        setattr(jax.lax, name, jax_step_loop.looping(getattr(jax.lax, name), name, _TRACING))
+        replace(jax.lax, name, jax_step_loop.looping(getattr(jax.lax, name), name, _TRACING))
     _follow_eager_ops()
     compile_marks.listen("jax")  # from now: the first step's compile precedes the run's start
-    atexit.register(LOOP.finish)
+    undoable(compile_marks.stop)  # (after a block: compile events no longer kept)
+    if not _AT_EXIT:  # once a process: LOOP is the same object after each reset
+        _AT_EXIT.append(LOOP.finish)
+        atexit.register(LOOP.finish)
 
 
 def _follow_eager_ops() -> None:
@@ -126,7 +138,7 @@ def _follow_eager_ops() -> None:
             LOOP.eager_op()
         return original(self, primitive, args, params)
 
-    trace_class.process_primitive = process_primitive
+    replace(trace_class, "process_primitive", process_primitive)
 
 
 def _noting(real, returns_function: bool):
@@ -160,11 +172,19 @@ def _noting(real, returns_function: bool):
 class _Info:
     """What one jitted function is: a step once a gradient was taken in its trace."""
 
-    __slots__ = ("grad", "called", "last_gap", "per_step", "loop")
+    __slots__ = ("grad", "called", "last_gap", "per_step", "loop", "run")
 
     def __init__(self):
         self.grad = False
         self.loop = None  # (lax loop, trip count or None): the gradient is taken inside it
+        self.run = 0  # the run (JaxLoop.run) the fields below are of
+        self.new_run(0)
+
+    def new_run(self, run: int) -> None:
+        """A later run (``scaldiag.capture``'s next block) calls it: what it knew of its trace
+        (``grad``, ``loop``: JAX keeps the trace and will not trace it again) stays; its calls
+        are counted afresh."""
+        self.run = run
         self.called = False
         self.last_gap = -2  # the gap between steps it was last called in
         self.per_step = False  # called in consecutive gaps: the loop's iteration, not evaluation
@@ -203,7 +223,8 @@ class Jitted:
 class JaxLoop:
     """One process's capture of a JAX loop, driven by ``Jitted`` calls."""
 
-    def __init__(self):
+    def __init__(self, run: int = 0):
+        self.run = run  # which capture of this process (``reset`` counts them)
         self.session = None
         self.failed: str | None = None
         self.finished = False
@@ -241,6 +262,8 @@ class JaxLoop:
             out = _traced(jitted, info, args, kwargs)
             self.last_out = out
             return out
+        if info.run != self.run:  # a function jitted in an earlier capture's block
+            info.new_run(self.run)
         if self.session is not None:  # any other jitted call of the run: the loop's other work
             self._note_gap()
             attempt(lambda: self._other_call(info), self._fail)
@@ -508,6 +531,15 @@ def _replicas(leaf) -> tuple[int, str]:
 
 LOOP = JaxLoop()
 EAGER = _Info()  # every eagerly dispatched op: one kind of the loop's other work
+_AT_EXIT: list = []  # LOOP.finish, once registered with atexit
+
+
+def reset() -> None:
+    """Before the adapter is armed again in this process (``adapters.arm``: the next
+    ``scaldiag.capture``): a loop of its own again, the one before finished (the same object,
+    which ``atexit`` and the ``Jitted`` functions of earlier blocks reach)."""
+    LOOP.__init__(LOOP.run + 1)
+    EAGER.new_run(LOOP.run)
 
 
 def finish() -> None:
