@@ -167,9 +167,8 @@ def host_states_during(
             part = shown[a : a + _CHUNK]
             pair = seg_n[part].astype(np.int64) * len(HOST_STATES) + seg_c[part]
             for k, overlap in enumerate(measure.overlaps(seg_s[part], seg_e[part])):
-                by_pair = np.bincount(pair, weights=overlap).astype(
-                    np.int64
-                )  # sums of integers: exact
+                # sums of integers: exact
+                by_pair = np.bincount(pair, weights=overlap).astype(np.int64)
                 if len(by_pair) > len(totals[k]):
                     totals[k] = np.concatenate(
                         (totals[k], np.zeros(len(by_pair) - len(totals[k]), np.int64))

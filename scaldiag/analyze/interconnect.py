@@ -399,9 +399,8 @@ CALIBRATION_SCHEMA = "scaldiag.calibration/1"
 # have none and are read as version 1.
 CALIBRATION_SCHEMA_VERSION = 1
 CALIBRATION_ENV = "SCALDIAG_CALIBRATION"  # one file: calibrate writes it, reports read only it
-SMALL_MESSAGE_BYTES = (
-    64 * 1024
-)  # a first point this small is the latency (nccl-tests: flat up to ~64 KiB)
+# a first point this small is the latency (nccl-tests: flat up to ~64 KiB)
+SMALL_MESSAGE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)

@@ -178,12 +178,13 @@ def reduce_rank(trace: Trace, steps: Steps | None = None, shift_ns: int = 0) -> 
         # The devices' idle gaps do not depend on the host, so the host threads are measured
         # against all of them as each is done, without keeping every thread's segments.
         device_sets = [events.sets() for _, events in devices]
+        # device steps are the host's, counted once each
         host, activity = host_states_during(
             trace.host_planes,
             False,
             [_gaps(sets, DEVICE_CATEGORIES, unit) for sets, unit in zip(device_sets, unit_steps)],
             steps.count,
-        )  # device steps are the host's, counted once each
+        )
         # With GPUs, host ops are the host side of launches: all of it is host work.
         host_sets = {
             "input": host.get("input"),

@@ -134,9 +134,8 @@ def periods(
             or (continues and bool(nxt.get("traced")))
             or _overlaps(begin, end, profiler)
         )
-        device = (
-            device_ns.get(row["step"]) if begin == row["begin_ns"] else None
-        )  # a split step: host time
+        # a split step: host time
+        device = device_ns.get(row["step"]) if begin == row["begin_ns"] else None
         kind = (
             WARMUP
             if row["step"] < warmup or row["step"] in new_phase_steps

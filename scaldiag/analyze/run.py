@@ -62,9 +62,8 @@ class StepStats:
     clock: str = (
         "host"  # "device": step times from the device's own clock (CUDA events), else the host's
     )
-    outliers: list[int] = field(
-        default_factory=list
-    )  # steady steps far off the rest: reported, never dropped
+    # steady steps far off the rest: reported, never dropped
+    outliers: list[int] = field(default_factory=list)
     inflation_note: str | None = None  # why the inflation is not measurable, when it is not
     # steady steps that compiled: compiles recur in most steps (recorded_steps)
     compiling_steady: int = 0
@@ -110,14 +109,12 @@ class RunAnalysis:
     steps: StepStats | None
     gpus: list[GpuSummary]
     host: HostSummary | None
-    trace: (
-        ProfileAnalysis | None
-    )  # corrected for the profiler's inflation when untraced steps are known
+    # corrected for the profiler's inflation when untraced steps are known
+    trace: ProfileAnalysis | None
     missing: list[str] = field(default_factory=list)
     accounting: Accounting | None = None
-    ranks: dict[int, StepStats] = field(
-        default_factory=dict
-    )  # every rank's steady steps, rank 0 included
+    # every rank's steady steps, rank 0 included
+    ranks: dict[int, StepStats] = field(default_factory=dict)
     input_cost: InputCost | None = (
         None  # the steady step against the input-free step (analyze/input_cost.py)
     )

@@ -280,6 +280,7 @@ def _basis(n: int, runs: list[RunAnalysis]) -> Basis | None:
     ]
     costs = [r.input_cost for r in runs]
     paces = None if any(c is None for c in costs) else any(c.significant for c in costs)
+    # the interconnect, the framework (predict.py)
     return Basis(
         gpus=n,
         step_time_ms=t,
@@ -292,7 +293,7 @@ def _basis(n: int, runs: list[RunAnalysis]) -> Basis | None:
         parameter_bytes=runs[0].training.get("parameter_bytes"),
         link_bytes_per_s=link_bytes_per_s(runs[0].inventory),
         **basis_extras(runs[0].training, runs[0].inventory),
-    )  # the interconnect, the framework (predict.py)
+    )
 
 
 def _predictions(runs_by_gpus, counts, points, mode, emulated, notes, interconnect=None):

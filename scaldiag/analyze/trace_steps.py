@@ -290,9 +290,8 @@ def device_steps(
     marks = plane.step_marks
     if marks is None or len(marks.start_ns) < 2:
         return None
-    order = np.lexsort(
-        (marks.start_ns, marks.step_num)
-    )  # by number, then start: each number's first
+    # by number, then start: each number's first
+    order = np.lexsort((marks.start_ns, marks.step_num))
     nums, starts = marks.step_num[order], marks.start_ns[order]
     first = np.r_[True, nums[1:] != nums[:-1]]
     nums, starts = nums[first], starts[first]

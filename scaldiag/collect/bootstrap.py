@@ -109,9 +109,8 @@ def main() -> None:
     if len(sys.argv) < 2:
         raise SystemExit("usage: python -m scaldiag.collect.bootstrap SCRIPT [ARGS...]")
     script = sys.argv[1]
-    torch_hooks.exec_torchrun(
-        script, sys.argv[2:]
-    )  # profile --nproc-per-node: one bootstrap per rank
+    # profile --nproc-per-node: one bootstrap per rank
+    torch_hooks.exec_torchrun(script, sys.argv[2:])
     torch_hooks.enter_rank_dir()
     sys.argv = sys.argv[1:]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
@@ -137,9 +136,8 @@ def main() -> None:
         if printed_lines is not None:
             printed_lines.finish()
         append_mark(os.environ.get(RUN_DIR_ENV), "script_end")
-        torch_hooks.record_rank_outcome(
-            torch_hooks.rank_outcome(ended)
-        )  # a torchrun rank > 0: its own end
+        # a torchrun rank > 0: its own end
+        torch_hooks.record_rank_outcome(torch_hooks.rank_outcome(ended))
 
 
 if __name__ == "__main__":

@@ -290,9 +290,8 @@ class Descendants:
             seen = _pids()
         except OSError:
             return None
-        return cls(
-            root, _psutil_tree(root) or [root], seen
-        )  # the processes already there: found once
+        # the processes already there: found once
+        return cls(root, _psutil_tree(root) or [root], seen)
 
     def forget(self, pid: int) -> None:
         """``pid`` has ended: a process given the same PID before the next look is not a member (a

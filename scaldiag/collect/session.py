@@ -51,9 +51,8 @@ def start_run_json(run_dir: Path, command: list[str]) -> None:
     ).save(run_dir)
 
 
-_RUNS_STARTED_HERE: set[Path] = (
-    set()
-)  # run directories whose run.json a Session of this process wrote
+# run directories whose run.json a Session of this process wrote
+_RUNS_STARTED_HERE: set[Path] = set()
 
 
 class Session:

@@ -14,9 +14,8 @@ from scaldiag.collect import calibrate as measure
 from scaldiag.commands.output import emit, replacing
 from scaldiag.errors import ScaldiagError
 
-GPU_MAX_BYTES = (
-    2**30
-)  # 1 GiB: past where NCCL's busbw levels off on NVLink (nccl-tests#212: 256 MB is too small)
+# 1 GiB: past where NCCL's busbw levels off on NVLink (nccl-tests#212: 256 MB is too small)
+GPU_MAX_BYTES = 2**30
 CPU_MAX_BYTES = 2**24  # 16 MiB: gloo on CPU processes is ~1-10 GB/s, larger sizes only take longer
 UNITS = {
     "": 1,
@@ -95,9 +94,8 @@ def parse_sizes(text: str) -> list[int]:
         size = int(float(m.group(1)) * unit)
         if size < 4:
             raise ScaldiagError(f"--sizes: {item!r} is under one float32 (4 B)")
-        sizes.append(
-            size // 4 * 4
-        )  # whole float32s: 9 and 8 would both be 8 B, one size measured twice
+        # whole float32s: 9 and 8 would both be 8 B, one size measured twice
+        sizes.append(size // 4 * 4)
     if not sizes:
         raise ScaldiagError("--sizes: no size given")
     return sorted(set(sizes))

@@ -80,9 +80,8 @@ def find_trace(
     root = Path(path)
     if not root.exists():
         raise TraceError(f"no such file or directory: {root}")
-    fmt = next(
-        (f for f in FORMATS if f.claims(root)), FORMATS[0]
-    )  # unknown: the first reader says why not
+    # unknown: the first reader says why not
+    fmt = next((f for f in FORMATS if f.claims(root)), FORMATS[0])
     name, files = fmt.find(root, run)
     return fmt, name, files
 

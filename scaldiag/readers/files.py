@@ -116,9 +116,8 @@ def gunzip_pieces(f, size: int, path: Path) -> Iterator[bytes]:
                             f"{path} is not a readable gzip file: it ends before its last member"
                             " does (truncated?)"
                         )
-                piece = d.decompress(
-                    data, min(_PIECE_BYTES, cap + 1 - total)
-                )  # never past the cap by more than a byte
+                # never past the cap by more than a byte
+                piece = d.decompress(data, min(_PIECE_BYTES, cap + 1 - total))
                 total += len(piece)
                 if total > cap:
                     raise TraceError(

@@ -48,9 +48,8 @@ def _typed_column(name: str, column: np.ndarray | SparseStat) -> np.ndarray | Sp
     if not len(present):
         return column
     present_values = column[present]
-    kinds = set(
-        map(type, present_values)
-    )  # a pass at C speed; a trace's values are of one or two types
+    # a pass at C speed; a trace's values are of one or two types
+    kinds = set(map(type, present_values))
     if kinds <= ({int} if name in INT_STATS else {str}) and (
         name not in INT_STATS or _fits_int64(present_values)
     ):

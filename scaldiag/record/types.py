@@ -17,12 +17,10 @@ class RunRecord:
     steps: list[dict]
     gpu_samples: list[dict]
     host_samples: list[dict]
-    marks: list[dict] = field(
-        default_factory=list
-    )  # {"mark", "t_ns"}: fit, epoch, validation bounds...
-    device_steps: list[dict] = field(
-        default_factory=list
-    )  # {"step", "device_ms": [...]}: the device's clock
+    # {"mark", "t_ns"}: fit, epoch, validation bounds...
+    marks: list[dict] = field(default_factory=list)
+    # {"step", "device_ms": [...]}: the device's clock
+    device_steps: list[dict] = field(default_factory=list)
     # scaldiag try's result where it ran on this run (try.json): the finding, what was set, the
     # measured speed-up; {} where not tried
     tried: dict = field(default_factory=dict)

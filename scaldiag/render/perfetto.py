@@ -176,9 +176,10 @@ def _tracks(t: RunTimeline, prefix: str, base: int, pids: _Pids, events: list[di
     for track in t.tracks:
         pid = pids.pid(prefix + track.process)
         n = seen[(pid, track.thread)] = seen.get((pid, track.thread), 0) + 1
+        # threads of one name (python3) stay apart
         name = (
             track.thread if n == 1 else f"{track.thread} #{n}"
-        )  # threads of one name (python3) stay apart
+        )
         lanes = nesting_lanes(track.start_ns, track.end_ns)
         # Lane by lane, each lane's slices in their order: one pass over the track, whatever the
         # lanes.

@@ -150,9 +150,8 @@ def script_workers(m: Machine) -> int | None:
         return loader["num_workers"]
     data = m.script.get("pydataset") or {}
     if isinstance(data.get("workers"), int):
-        return (
-            data["workers"] if data.get("use_multiprocessing") else 0
-        )  # threads share the rank's cores
+        # threads share the rank's cores
+        return data["workers"] if data.get("use_multiprocessing") else 0
     return None
 
 

@@ -115,9 +115,8 @@ class _InterNodeLink:
             for n in job.nodes
             if n.intra_node_ms is not None and n.intra_node_ms.n
         ]
-        fallback = (
-            float(sorted(own)[len(own) // 2]) if own else None
-        )  # a node that measured none: the others'
+        # a node that measured none: the others'
+        fallback = float(sorted(own)[len(own) // 2]) if own else None
         measured = ((n, m) for n in job.nodes if (m := _network(n, fallback)) is not None)
         # The node that pays most, and the slowest hop: a job's nodes are made one at a time
         # (analyze/nodes.NodeTable), so neither a list of them nor of their figures is held.

@@ -50,9 +50,8 @@ class _Oversubscribed:
             if (run.training.get("framework") or {}).get("name") == "pytorch"
             else None
         )
-        per_rank = (
-            threads if isinstance(threads, int) and threads > 0 else 1
-        )  # unknown: one a rank, as before
+        # unknown: one a rank, as before
+        per_rank = threads if isinstance(threads, int) and threads > 0 else 1
         recorded = script_workers(m)
         workers = max(
             recorded * m.ranks if recorded is not None else 0, host.processes_max - m.ranks
@@ -63,9 +62,8 @@ class _Oversubscribed:
         left = max(0, m.cores - round(m.other_cores))
         if demand <= max(left, m.ranks):
             return None
-        keep = min(
-            workers // m.ranks, m.workers
-        )  # workers a rank keeps (SD101's count where it advises them)
+        # workers a rank keeps (SD101's count where it advises them)
+        keep = min(workers // m.ranks, m.workers)
         fix_threads = m.threads(keep)
         parts = []
         if per_rank > fix_threads:

@@ -122,9 +122,8 @@ def _rank_events_of_found_steps(node: str, rank: str, planes: list[Plane]) -> Ra
         arrive,
         f"in order: {steps.description}" if by_order else None,
     )
-    return found.shifted(
-        -_session_start_ns(planes)
-    )  # from the session's start to the machine's clock
+    # from the session's start to the machine's clock
+    return found.shifted(-_session_start_ns(planes))
 
 
 def _session_start_ns(planes: list[Plane]) -> int:

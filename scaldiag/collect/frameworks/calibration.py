@@ -24,9 +24,8 @@ BATCH_TARGET_S = (
     2e-3  # a timed batch lasts about this long (event and clock resolution ~us), 1-50 calls
 )
 MAX_BATCH_CALLS = 50
-LOCAL_BYTES = (
-    256 * 2**20
-)  # one GPU: copy and add over 256 MiB, well past its caches (H200 L2: 50 MB)
+# one GPU: copy and add over 256 MiB, well past its caches (H200 L2: 50 MB)
+LOCAL_BYTES = 256 * 2**20
 
 
 def spread(times_s: list[float]) -> dict:
@@ -72,9 +71,8 @@ def _time_size(torch, dist, device, message_bytes: int, cuda: bool) -> dict:
     for _ in range(WARMUP_CALLS):
         dist.all_reduce(x)
     one = torch.tensor([_batch_s(torch, dist, x, 1, cuda)], dtype=torch.float64, device=device)
-    dist.all_reduce(
-        one, op=dist.ReduceOp.MAX
-    )  # every rank must make the same number of calls, or they hang
+    # every rank must make the same number of calls, or they hang
+    dist.all_reduce(one, op=dist.ReduceOp.MAX)
     calls = max(1, min(MAX_BATCH_CALLS, int(BATCH_TARGET_S / max(one.item(), 1e-9))))
     mine = torch.tensor(
         [_batch_s(torch, dist, x, calls, cuda) for _ in range(REPEATS)],

@@ -52,9 +52,8 @@ class CompileLog:
 
 
 LOG = CompileLog()
-_listening_to: set[str] = (
-    set()
-)  # the sources hooked in this process (once each: neither can be unhooked)
+# the sources hooked in this process (once each: neither can be unhooked)
+_listening_to: set[str] = set()
 
 
 def listen(backend: str) -> list[str]:

@@ -112,9 +112,8 @@ def measure(
         )
     per_execution = keras_info.steps_per_execution(model)
     batch_s = step_s / per_execution  # Keras calls a batch hook once per execution of K batches
-    least_s = (
-        batch_s * per_execution * (TIMED_EPOCHS + 1)
-    )  # a warm-up (or compile), then 3 epochs of one execution
+    # a warm-up (or compile), then 3 epochs of one execution
+    least_s = batch_s * per_execution * (TIMED_EPOCHS + 1)
     if least_s > budget_s:
         raise Skipped(
             f"steps of {batch_s:.2f} s: timing {TIMED_EPOCHS} epochs would take over the "
@@ -248,9 +247,8 @@ def _time_own_step(model, batch, keras, timing: _Timing) -> None:
         step = model.train_function
         counter = model.optimizer.iterations if model.optimizer is not None else state[0]
         t0 = time.perf_counter()
-        step(
-            iterator
-        )  # warm-up: the step was traced in training; a first call may still build caches
+        # warm-up: the step was traced in training; a first call may still build caches
+        step(iterator)
         counter.numpy()
         timing.compiled(time.perf_counter() - t0)
 
@@ -284,13 +282,11 @@ def _time_clone(model, batch, backend: str, keras, timing: _Timing) -> None:
         clone = _clone(model, keras)
     try:
         data = _repeated(_on_device(batch, keras), backend)
-        fit = inspect.unwrap(
-            keras.Model.fit
-        )  # scaldiag's own hook on fit must not observe the clone
+        # scaldiag's own hook on fit must not observe the clone
+        fit = inspect.unwrap(keras.Model.fit)
         t0 = time.perf_counter()
-        fit(
-            clone, data, steps_per_epoch=timing.per_execution, epochs=1, verbose=0, shuffle=False
-        )  # compiles
+        # compiles
+        fit(clone, data, steps_per_epoch=timing.per_execution, epochs=1, verbose=0, shuffle=False)
         timing.compiled(time.perf_counter() - t0)
 
         most = _whole(MAX_STEPS, timing.per_execution)
@@ -340,9 +336,8 @@ def _tensorflow_left_unimported(backend: str):
 
 
 def _clone(model, keras):
-    strategy = getattr(
-        model, "distribute_strategy", None
-    )  # TensorFlow: the clone's variables mirror the same way
+    # TensorFlow: the clone's variables mirror the same way
+    strategy = getattr(model, "distribute_strategy", None)
     scope = (
         strategy.scope()
         if strategy is not None and hasattr(strategy, "scope")

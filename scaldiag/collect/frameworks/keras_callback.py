@@ -228,9 +228,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
     def _capture_off(self, reason: str) -> None:
         """Capture is off for the rest of this fit: a hook failed (``_guarded``) or the recorder
         did."""
-        self.__dict__.pop(
-            "on_train_batch_begin", None
-        )  # back to the method above: no more steps recorded
+        # back to the method above: no more steps recorded
+        self.__dict__.pop("on_train_batch_begin", None)
         if not self._failed:
             self._failed = reason
             capture_failed(self.session, reason)
@@ -292,9 +291,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
         try:
             # the step in progress did not complete: it is not a step
             self.session.recorder.drop_open()
-            self.session.recorder.mark(
-                "fit_end", raised=type(error).__name__
-            )  # (the accounting pairs it with fit_begin)
+            # (the accounting pairs it with fit_begin)
+            self.session.recorder.mark("fit_end", raised=type(error).__name__)
         except Exception:
             pass  # the run directory failing too: the close below still stops the window
         try:

@@ -157,9 +157,8 @@ def _with_callback(model, args, kwargs, add: bool):
             callback.set_fit_arguments(
                 x, batch_size, y=y, sample_weight=kwargs.get("sample_weight")
             )
-        annotate_array_batches(
-            keras_info.backend()
-        )  # once; Keras is whole by the time fit is called
+        # once; Keras is whole by the time fit is called
+        annotate_array_batches(keras_info.backend())
         marked = mark_input(
             x, keras_info.backend(), on_first_batch=lambda b: [c.observe_batch(b) for c in ours]
         )
@@ -178,8 +177,9 @@ def _with_callback(model, args, kwargs, add: bool):
                 kwargs = {**kwargs, "callbacks": callbacks}
     except Exception as exc:  # capture is optional; the user's fit is not
         print(f"scaldiag: not capturing this fit ({type(exc).__name__}: {exc})", file=sys.stderr)
+    # (ours found so far: one already in a CallbackList still runs in this fit)
     return (
         args,
         kwargs,
         ours,
-    )  # (ours found so far: one already in a CallbackList still runs in this fit)
+    )

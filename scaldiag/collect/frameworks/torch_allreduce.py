@@ -42,9 +42,8 @@ def measure(nbytes: int, repeats: int) -> dict:
     times: dict[int, list[list[int]]] = {k: [[], []] for k in SPLITS}
 
     def rank(r: int) -> None:
-        groups[r] = dist.ProcessGroupGloo(
-            store, r, 2, TIMEOUT
-        )  # loopback: GLOO_SOCKET_IFNAME=lo (main)
+        # loopback: GLOO_SOCKET_IFNAME=lo (main)
+        groups[r] = dist.ProcessGroupGloo(store, r, 2, TIMEOUT)
         for split in SPLITS:
             parts = [
                 torch.ones(max(1, nbytes // 4 // split), dtype=torch.float32) for _ in range(split)

@@ -282,9 +282,8 @@ def exec_torchrun(script: str, args: list[str]) -> None:
     sys.stderr.flush()
     if code < 0:
         _die_by(-code)
-    os._exit(
-        code if 0 <= code < 256 else 1
-    )  # torchrun's threads (its store, its watchdog) are not waited for
+    # torchrun's threads (its store, its watchdog) are not waited for
+    os._exit(code if 0 <= code < 256 else 1)
 
 
 def _die_by(sig: int) -> None:

@@ -55,9 +55,8 @@ class TraceWindow:
         self.active = False
         self._marker = None
         PROCESS_WINDOWS.to_come += 1
-        self._leave = weakref.finalize(
-            self, PROCESS_WINDOWS.leave
-        )  # garbage without finish: it leaves too
+        # garbage without finish: it leaves too
+        self._leave = weakref.finalize(self, PROCESS_WINDOWS.leave)
 
     def finish(self) -> None:
         """No step of this window is to come (it has stopped, or it will not start)."""

@@ -422,9 +422,8 @@ class _SlowBuilder(ref._Builder):
         self._owner = rows
 
     def _new_device(self, device: int):
-        plane = self.devices[device] = _SlowPlane(
-            self, self._owner, device
-        )  # the device limit: counted in planes()
+        # the device limit: counted in planes()
+        plane = self.devices[device] = _SlowPlane(self, self._owner, device)
         return plane
 
     def _step_mark(self, device: int, start: int, end: int, step_num: int) -> None:

@@ -35,9 +35,8 @@ _MEMCPY_KINDS = re.compile(r"\((\w+) -> (\w+)\)")
 # large base plus a large ts) is dropped when its line is built, at no cost to the others.
 _ID_DIGITS = 19  # Decimal.adjusted() below this: under 10**19 (int64 is 9.2e18, checked after)
 _TS_US_DIGITS = 16  # Decimal.adjusted() below this: under 10**16 us
-_NUMBER_TEXT = re.compile(
-    r"-?[0-9]{1,19}"
-)  # an integer written as text (ASCII digits only: int("²") fails)
+# an integer written as text (ASCII digits only: int("²") fails)
+_NUMBER_TEXT = re.compile(r"-?[0-9]{1,19}")
 _NUMBER_TEXT_CHARS = 40  # longer text is no timestamp or id, whatever it says
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # One process sees a node's GPUs: 8-16 today. Each device plane costs the analysis memory in the

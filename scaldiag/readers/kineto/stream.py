@@ -37,9 +37,8 @@ from pathlib import Path
 from scaldiag.errors import TraceError
 from scaldiag.readers.files import gunzip_pieces, is_gzip, open_regular
 
-PIECE_BYTES = (
-    16 << 20
-)  # JSON per scanner call: large enough that the per-call cost vanishes, small next to the columns
+# JSON per scanner call: large enough that the per-call cost vanishes, small next to the columns
+PIECE_BYTES = 16 << 20
 
 
 # From here a plain file is scanned in parts at once (where several cores are): 1 GB took the
@@ -139,9 +138,8 @@ def _scan_in_parts(
     scanners = [new_scanner() for _ in cuts[:-1]]
     for scanner in scanners[1:]:
         scanner.resume_in_events(top_is_array)
-    outcome: list[BaseException | int | None] = [None] * len(
-        scanners
-    )  # where it stopped, or why not
+    # where it stopped, or why not
+    outcome: list[BaseException | int | None] = [None] * len(scanners)
 
     def scan_part(i: int) -> None:
         last = i == len(scanners) - 1

@@ -443,9 +443,8 @@ def _native_columns(
     while pos < end:
         if n == len(columns[0]):
             for column in columns:
-                column.resize(
-                    len(column) * 3 // 2, refcheck=False
-                )  # nothing else refers to them yet
+                # nothing else refers to them yet
+                column.resize(len(column) * 3 // 2, refcheck=False)
         try:
             pos, got, head, records = native.decode_events(
                 data, pos, end, wanted, _NATIVE_BATCH, *columns, n

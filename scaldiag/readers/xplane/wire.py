@@ -293,9 +293,8 @@ def bulk_run(
     ok &= length <= np.uint64(max(end, 0)) - np.minimum(body, end).astype(np.uint64)
     after = body + np.where(ok, length, 0).astype(np.int64)
     m = len(cand)
-    node = np.full(
-        limit - pos + 1, m, np.int32
-    )  # candidate index at each byte of the window, else m
+    # candidate index at each byte of the window, else m
+    node = np.full(limit - pos + 1, m, np.int32)
     node[cand - pos] = np.arange(m, dtype=np.int32)
     jump = np.append(node[np.where(ok, np.minimum(after, limit), limit) - pos], np.int32(m))
     # m: the chain stops here (the sentinel maps to itself)

@@ -132,9 +132,8 @@ def say(
 ) -> None:
     """Prose laid out at the console's width (module docstring): breaks only between tokens."""
     for line in pack(tokens(parts), console.width, indent, hang):
-        line[-1] = Keep(
-            line[-1].text.rstrip(), line[-1].style
-        )  # a padded token ends no line with spaces
+        # a padded token ends no line with spaces
+        line[-1] = Keep(line[-1].text.rstrip(), line[-1].style)
         console.print(
             Text.assemble(*((k.text, k.style) for k in line), style=style), soft_wrap=True
         )
