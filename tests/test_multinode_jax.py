@@ -52,7 +52,15 @@ JOB_TIMEOUT_S = 180
 # scaldiag's input-free measurement after training is left on: in a process of several it must skip
 # itself (a try that ran it hung: each process's clone all-reduced for its own number of steps;
 # docs/multinode.md).
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "jax"}
+# The trace window traces its plan of 5 steps whatever their length (the test counts one all-reduce
+# a traced step): at load ~10 a step took 1.1 s and the default share (10% of the wall so far, past
+# 3 s of traced steps: collect/trace_budget.py) ended the window after 4.
+ENV = {
+    **os.environ,
+    "PYTHONPATH": str(ROOT),
+    "KERAS_BACKEND": "jax",
+    "SCALDIAG_TRACE_SHARE": "1",
+}
 HOST = socket.gethostname()
 
 
