@@ -452,17 +452,22 @@ def _native_columns(
         except ValueError as exc:
             raise WireError(str(exc)) from None
         rest.append(head)
-        records = np.frombuffer(records, np.int64).reshape(-1, 6)
-        if len(records):
-            for name, parts in _stat_assignments(
-                data, *records.T, context.stat_names, context.wanted_ids
-            ).items():
-                stat_parts.setdefault(name, []).extend(parts)
+        _add_stats(stat_parts, data, records, context)
         n += got
         pages.release(pos)
     for column in columns:
         column.resize(n, refcheck=False)  # realloc: no copy; nothing else refers to them yet
     return (*columns, stat_parts)
+
+
+def _add_stats(stat_parts: dict, data, records: bytes, context) -> None:
+    """A decoded batch's stat records (six int64 a record) added to ``stat_parts`` by name."""
+    rows = np.frombuffer(records, np.int64).reshape(-1, 6)
+    if len(rows):
+        for name, parts in _stat_assignments(
+            data, *rows.T, context.stat_names, context.wanted_ids
+        ).items():
+            stat_parts.setdefault(name, []).extend(parts)
 
 
 def _decoded_by_threads(native, data, start, end, wanted: bytes, context, rest, pages: _Pages):
@@ -488,12 +493,7 @@ def _decoded_by_threads(native, data, start, end, wanted: bytes, context, rest, 
     try:
         for pos, got, head, records in pages.decoders.map(decode, range(len(bounds) - 1)):
             rest.append(head)
-            records = np.frombuffer(records, np.int64).reshape(-1, 6)
-            if len(records):
-                for name, parts in _stat_assignments(
-                    data, *records.T, context.stat_names, context.wanted_ids
-                ).items():
-                    stat_parts.setdefault(name, []).extend(parts)
+            _add_stats(stat_parts, data, records, context)
             decoded += got
             pages.release(pos)
     except ValueError as exc:
