@@ -1,22 +1,18 @@
-"""``scaldiag analyze PATH``: diagnose an existing TensorBoard/XPlane profile."""
+"""Diagnose an existing TensorFlow, JAX or PyTorch profile: per-step breakdown, copies, collectives
+and findings. Needs no framework installed."""
 
 from __future__ import annotations
 
 import argparse
 
-from scaldiag.commands.output import add_engine, add_verbose, emit, engine_of, output_path
+from scaldiag.commands.output import add_engine, add_json, add_verbose, emit, engine_of
 from scaldiag.pipeline import diagnose_trace
+
+HELP = "diagnose an existing profile (.xplane.pb, Kineto .pt.trace.json, or a logdir)"
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser(
-        "analyze",
-        help="diagnose an existing profile (.xplane.pb, Kineto .pt.trace.json, or a logdir)",
-        description=(
-            "Diagnose an existing TensorFlow, JAX or PyTorch profile: per-step breakdown, copies, "
-            "collectives and findings. Needs no framework installed."
-        ),
-    )
+    p = subparsers.add_parser("analyze", help=HELP, description=__doc__)
     p.add_argument(
         "path",
         help=(
@@ -25,12 +21,7 @@ def add_parser(subparsers) -> None:
         ),
     )
     p.add_argument("--run", help="run name under plugins/profile/ (default: the latest)")
-    p.add_argument(
-        "--json",
-        metavar="FILE",
-        type=output_path,
-        help="also write the report as JSON ('-' for stdout only)",
-    )
+    add_json(p)
     add_verbose(p)
     add_engine(p)
     p.set_defaults(func=run)

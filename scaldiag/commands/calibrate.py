@@ -1,4 +1,7 @@
-"""``scaldiag calibrate``: measure this machine's all-reduce curve and save it for later reports."""
+"""Measure all-reduce time over message sizes between this machine's GPUs (PyTorch NCCL all_reduce,
+one process per GPU, or JAX psum) and save it where later reports find it. With one GPU: what one
+GPU can measure, and what predictions will assume. Without GPUs: gloo on CPU processes, saved as a
+CPU calibration that GPU predictions never use."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from scaldiag.analyze import interconnect as ic
 from scaldiag.collect import calibrate as measure
 from scaldiag.commands.output import emit, replacing
 from scaldiag.errors import ScaldiagError
+
+HELP = "measure this machine's all-reduce curve, for predictions"
 
 # 1 GiB: past where NCCL's busbw levels off on NVLink (nccl-tests#212: 256 MB is too small)
 GPU_MAX_BYTES = 2**30
@@ -33,17 +38,7 @@ UNITS = {
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser(
-        "calibrate",
-        help="measure this machine's all-reduce curve, for predictions",
-        description=(
-            "Measure all-reduce time over message sizes between this machine's GPUs "
-            "(PyTorch NCCL all_reduce, one process per GPU, or JAX psum) and save it "
-            "where later reports find it. With one GPU: what one GPU can measure, "
-            "and what predictions will assume. Without GPUs: gloo on CPU processes, "
-            "saved as a CPU calibration that GPU predictions never use."
-        ),
-    )
+    p = subparsers.add_parser("calibrate", help=HELP, description=__doc__)
     p.add_argument(
         "--out",
         metavar="FILE",

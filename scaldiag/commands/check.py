@@ -1,5 +1,5 @@
-"""``scaldiag check RUN_OR_SWEEP``: exit 1 with the reason when a run or sweep falls short of its
-limits (CI)."""
+"""Check a run or a sweep against limits. Prints one line per check; exits 1 when any fails, 0 when
+all pass, 2 on a usage error."""
 
 from __future__ import annotations
 
@@ -10,16 +10,11 @@ from scaldiag.commands.output import emit, stdout_gone
 from scaldiag.pipeline import diagnose
 from scaldiag.rules.check import CheckReport, Limits, check, parse_percent
 
+HELP = "pass or fail a run or sweep against limits (exit 1 on failure), for CI"
+
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser(
-        "check",
-        help="pass or fail a run or sweep against limits (exit 1 on failure), for CI",
-        description=(
-            "Check a run or a sweep against limits. Prints one line per check; "
-            "exits 1 when any fails, 0 when all pass, 2 on a usage error."
-        ),
-    )
+    p = subparsers.add_parser("check", help=HELP, description=__doc__)
     p.add_argument("path", metavar="RUN_OR_SWEEP")
     p.add_argument(
         "--min-efficiency",

@@ -41,6 +41,15 @@ def add_verbose(parser) -> None:
     )
 
 
+def add_json(parser, what: str = "report") -> None:
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        type=output_path,
+        help=f"also write the {what} as JSON ('-' for stdout only)",
+    )
+
+
 def add_engine(parser) -> None:
     parser.add_argument(
         "--engine",

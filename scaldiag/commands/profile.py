@@ -1,4 +1,6 @@
-"""``scaldiag profile train.py [-- ARGS]``: run a training script under capture, then report it."""
+"""Run SCRIPT exactly as `python SCRIPT ARGS` would, record every training step, a profiler trace of
+steady-state steps, GPU (NVML) and host samples, then print the report. Keras 3 model.fit
+(TensorFlow or JAX backend) is captured automatically."""
 
 from __future__ import annotations
 
@@ -21,17 +23,11 @@ from scaldiag.commands.output import (
 from scaldiag.errors import ScaldiagError
 from scaldiag.sanitize import line
 
+HELP = "run an unmodified training script with capture, then report"
+
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser(
-        "profile",
-        help="run an unmodified training script with capture, then report",
-        description=(
-            "Run SCRIPT exactly as `python SCRIPT ARGS` would, record every training step, a"
-            " profiler trace of steady-state steps, GPU (NVML) and host samples, then print the"
-            " report. Keras 3 model.fit (TensorFlow or JAX backend) is captured automatically."
-        ),
-    )
+    p = subparsers.add_parser("profile", help=HELP, description=__doc__)
     p.add_argument("script", help="the training script")
     p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments (after --)")
     p.add_argument(

@@ -1,5 +1,5 @@
-"""``scaldiag report RUN_OR_SWEEP``: the report of a captured run or sweep (also of a partial one),
-in any format of the render table: the terminal, JSON, HTML, a Perfetto timeline."""
+"""Report a captured run: steady-state throughput with its spread, GPU and host samples, and the
+diagnosis of its trace window."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from scaldiag.analyze.timeline import RunTimeline, run_timeline
 from scaldiag.commands.output import (
     add_engine,
     add_interconnect,
+    add_json,
     add_verbose,
     emit,
     engine_of,
@@ -24,6 +25,8 @@ from scaldiag.render import VIEW_FORMATS
 from scaldiag.rules.report import JobReport, RunReport, SweepReport
 from scaldiag.sanitize import line
 
+HELP = "report a run directory written by `scaldiag profile` or the callback"
+
 # --format names: "term" is the terminal renderer.
 FORMAT_NAMES = {"term": "terminal", "json": "json", "html": "html", "perfetto": "perfetto"}
 # Where a file format goes when no -o is given.
@@ -31,14 +34,7 @@ DEFAULT_FILE = {"html": "scaldiag_report.html", "perfetto": "scaldiag_trace.json
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser(
-        "report",
-        help="report a run directory written by `scaldiag profile` or the callback",
-        description=(
-            "Report a captured run: steady-state throughput with its spread, "
-            "GPU and host samples, and the diagnosis of its trace window."
-        ),
-    )
+    p = subparsers.add_parser("report", help=HELP, description=__doc__)
     p.add_argument(
         "run_dir",
         metavar="RUN_OR_SWEEP",
@@ -67,12 +63,7 @@ def add_parser(subparsers) -> None:
         help="where the report goes ('-': stdout). Default: stdout for term and json, "
         + ", ".join(f"{v} for {k}" for k, v in DEFAULT_FILE.items()),
     )
-    p.add_argument(
-        "--json",
-        metavar="FILE",
-        type=output_path,
-        help="also write the report as JSON ('-' for stdout only)",
-    )
+    add_json(p)
     add_verbose(p)
     add_interconnect(p)
     add_engine(p)
