@@ -48,12 +48,7 @@ bench/.venv-xprof/bin/python:
 	$(PYTHON) -m venv bench/.venv-xprof
 	bench/.venv-xprof/bin/pip install -q xprof==2.24.2
 
-# HolisticTraceAnalysis likewise, for the Kineto benchmark (HTA 0.5 fails with pandas 3).
-bench/.venv-hta/bin/python:
-	$(PYTHON) -m venv bench/.venv-hta
-	bench/.venv-hta/bin/pip install -q HolisticTraceAnalysis==0.5.0 'pandas<3'
-
-bench-env: bench/.venv-xprof/bin/python bench/.venv-hta/bin/python
+bench-env: bench/.venv-xprof/bin/python
 
 # Every CPU benchmark with its defaults, one result file each (bench/results/NAME.md); `python -m bench`
 # lists them with the claim each guards, `python -m bench NAME` runs one (bench/README.md). Hours, not

@@ -65,12 +65,6 @@ class GpuRunner:
 
 # What each GPU runner measures; a runner missing here is listed as "(not described)".
 GPU_RUNNERS = {
-    "accounting": GpuRunner(
-        "samples/s against each script's synchronized stopwatch; the accounting, profiler "
-        "inflation",
-        "nvidia-h200",
-        "gpu_h200/accounting/",
-    ),
     "calibrate": GpuRunner(
         "`scaldiag calibrate` (torch, JAX, the default save and read-back, the CPU label)",
         "nvidia-h200 (x2: the link)",
@@ -83,7 +77,7 @@ GPU_RUNNERS = {
         "gpu_h200/capture_cost/",
     ),
     "capture": GpuRunner(
-        "NVML read for real (probe) and the example profiled on 1 and 2 GPUs (profiles)",
+        "NVML read for real and the example profiled on 1 and 2 GPUs",
         "nvidia-h200-x2",
         "gpu_h200x2/",
     ),
@@ -98,26 +92,11 @@ GPU_RUNNERS = {
         "nvidia-h200 or nvidia-h100-x1",
         "gpu_h200/",
     ),
-    "input_free": GpuRunner(
-        "the input cost measured against twins fed without the slow input",
-        "nvidia-h200",
-        "gpu_h200/input_free/",
-    ),
     "overhead": GpuRunner(
         "`python -m bench step_hook`, `overhead` (convnet, tiny) and, SAMPLER=1, `sampler` "
         "with real NVML",
         "nvidia-h200",
         "gpu_h200/overhead_pieces/, gpu_h200/sampler.md",
-    ),
-    "overhead_rerun": GpuRunner(
-        "`python -m bench overhead_torch` at width 4096, `overhead` tiny full/steady, `host_tree`",
-        "nvidia-h200",
-        "gpu_h200/overhead_pieces/",
-    ),
-    "sampler_beside_training": GpuRunner(
-        "`python -m bench sampler` with real NVML beside a training",
-        "nvidia-h200",
-        "gpu_h200/sampler_beside_training/",
     ),
     "sweeps": GpuRunner(
         "sweeps of 1 and 2 GPUs on three variants of examples/train_cnn.py",
@@ -126,7 +105,7 @@ GPU_RUNNERS = {
     ),
     "torch": GpuRunner(
         "PyTorch: ARG zoo (fixture, bench/torch/ scripts and twins) or open (SD105's twins, DDP "
-        "on one GPU, capture overhead)",
+        "on one GPU)",
         "nvidia-h200",
         "gpu_h200/torch/",
     ),

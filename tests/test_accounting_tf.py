@@ -276,8 +276,8 @@ def test_the_input_cost_is_measured_against_the_step_without_input_and_counted_a
     """The cost is the steady step less the step without its input, and the breakdown counts at
     least that
     as input. How close it comes to a twin fed arrays is a comparison of two runs' timings: the
-    benchmark `bash bench/gpu/run_input_free.sh` (accounting/input_free_compare.py) guards it, not
-    this test.
+    measurement on an H200 (bench/results/gpu_h200/input_free; the runner: `git show
+    2996455:bench/gpu/run_input_free.sh`) holds it, not this test.
     """
     slow_dir, _, result = slowread
     run = diagnose_run(slow_dir).analysis

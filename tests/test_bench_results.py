@@ -17,6 +17,8 @@ RETIRED = {
     "rank_abort",
     "host_and_fit_checks",
     "host_tick_probe",
+    "accounting",
+    "sampler_beside_training",
     "make_test",
 }
 

@@ -2,11 +2,13 @@
 # PyTorch on one GPU (issue 14). Run from the project root on the GPU machine (device tool, .whl carried):
 #
 #     bash bench/gpu/run_torch.sh zoo     # a real Kineto fixture, `scaldiag profile` on bench/torch/ scripts and twins
-#     bash bench/gpu/run_torch.sh open    # SD105's twins of healthy.py, DDP mechanics on one GPU, capture overhead
+#     bash bench/gpu/run_torch.sh open    # SD105's twins of healthy.py, DDP mechanics on one GPU
 #
 # python3 there has torch + CUDA; scaldiag runs from this checkout on PYTHONPATH. Everything lands in one
 # torch_<stage>.tgz in the device tool's $OUT (bench/results/torch_gpu elsewhere): results/*.txt|json|md,
-# fixture/ (zoo), runs/ (run directories). Budget: zoo under 6 minutes, open about 3.5 (each step has a timeout).
+# fixture/ (zoo), runs/ (run directories). Budget: zoo under 6 minutes, open about 1 (each step has a timeout).
+# Removed, their results in bench/results/gpu_h200/torch/torch.md: capture_overhead.py (the script's stopwatch,
+# plain against profiled: python -m bench gpu capture_cost now) and nccl_same_gpu.py; git show 2996455:bench/torch/NAME.
 set -uo pipefail
 STAGE="${1:-zoo}"
 OUT="${OUT:-bench/results/torch_gpu}"
@@ -62,15 +64,9 @@ open_parts() {
   plain twin_graphs  40 bench/torch/healthy.py --steps 160 --windows 6 --fixed graphs --json "$R/twin_graphs.json"
   plain twin_compile 90 bench/torch/healthy.py --steps 160 --windows 6 --fixed compile --json "$R/twin_compile.json"
   profile healthy    40 bench/torch/healthy.py -- --steps 60
-  # DDP mechanics on ONE GPU (not scaling): 2 torchrun ranks on cuda:0 with gloo; can NCCL take 2 ranks on 1 GPU?
+  # DDP mechanics on ONE GPU (not scaling): 2 torchrun ranks on cuda:0 with gloo (NCCL refuses 2 ranks on 1 GPU)
   profile ddp_2rank_1gpu 60 --nproc-per-node 2 bench/torch/ddp_one_gpu.py -- --steps 20
-  plain nccl_same_gpu 60 bench/torch/nccl_same_gpu.py
   profile ddp_sweep_1_2 20 --torchrun --gpus 1,2 bench/torch/ddp_one_gpu.py -- --steps 20
-  # Capture overhead last: the longest part; its rounds print as they finish.
-  echo "== capture overhead ($((SECONDS - T0)) s so far)" >&2
-  timeout 150 python3 bench/torch/capture_overhead.py --rounds 5 --out "$R/capture_overhead.md" \
-    --keep "$WORK/runs/overhead_last_captured" > "$R/capture_overhead.txt" 2>&1
-  echo "exit $? after $((SECONDS - T0)) s" >> "$R/capture_overhead.txt"
 }
 
 case "$STAGE" in

@@ -10,8 +10,8 @@ directory (never committed):
 - 8 ranks of 100 MB each in one directory, one rank at a time in one process and in worker
   processes: peak memory (all the processes', and the largest one's) against one 100 MB rank's;
 - the 100 MB rank through revision 088b4d0 (the json.loads reader, built from git in
-  the temporary directory) and through HolisticTraceAnalysis 0.5 (its load plus temporal
-  and idle-time breakdowns, in its own venv: bench/.venv-hta), side by side;
+  the temporary directory), side by side (HolisticTraceAnalysis 0.5 was a third side until
+  issue 48: 278 s and 5 GB at 100 MB, docs/pytorch.md; ``git show 2996455:bench/kineto/run.py``);
 - the largest trace read with both cores (the split scan: a part per core, stream.py) and with
   one (the process held to one core by its CPU affinity: the single scan), alternating
   ``--split-rounds`` times: the whole command and the read alone (``read_trace``, in a fresh
@@ -19,7 +19,7 @@ directory (never committed):
 
 The load average is recorded with every timing: the machine is shared.
 
-    python -m bench kineto [--sizes-mb 100,250,500,1000] [--repeats 3] [--ranks 8] [--no-hta] [--no-before]
+    python -m bench kineto [--sizes-mb 100,250,500,1000] [--repeats 3] [--ranks 8] [--no-before]
         [--split-rounds 5]
 """  # noqa: E501
 
@@ -51,7 +51,6 @@ ENGINES = [
     ("local:1", "one rank at a time in one process (--engine local:1)"),
     ("local", "worker processes, one per core (the default)"),
 ]
-HTA_PYTHON = ROOT / "bench" / ".venv-hta" / "bin" / "python"
 
 
 def measure(
@@ -231,13 +230,7 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--rank-mb", type=float, default=100)
     parser.add_argument(
-        "--no-hta", action="store_true", help="leave HTA out (its venv: bench/.venv-hta)"
-    )
-    parser.add_argument(
         "--no-gzip", action="store_true", help="leave out the largest trace gzipped"
-    )
-    parser.add_argument(
-        "--hta-timeout-s", type=float, default=900, help="HTA stopped past this (it takes minutes)"
     )
     parser.add_argument(
         "--no-before", action="store_true", help=f"leave the reader of {BEFORE_REV} out"
@@ -407,47 +400,9 @@ def _side_by_side(args, tmp: Path, one_runs: list[dict] | None) -> str:
             f" {spread(runs, 'cpu_s')} | {spread(runs, 'rss_mib', '{:,.0f}')} | {loads(runs)} |"
             f" {runs[0]['wall_s'] / ours[0]:.1f}x, {runs[0]['cpu_s'] / ours[1]:.1f}x |"
         )
-    if not args.no_hta and HTA_PYTHON.exists():
-        alone = tmp / "hta"
-        alone.mkdir()
-        os.link(trace, alone / trace.name)
-        try:
-            runs = [
-                measure(
-                    [str(HTA_PYTHON), str(HERE / "hta_breakdowns.py"), str(alone)],
-                    cwd=tmp,
-                    timeout_s=args.hta_timeout_s,
-                )
-            ]
-        except RuntimeError as exc:  # said in the table, the rest of the results kept
-            return (
-                "\n".join(
-                    [
-                        *lines,
-                        (
-                            "| HolisticTraceAnalysis 0.5.0:"
-                            f" {str(exc).strip().splitlines()[-1][:200]} | | | |"
-                            f" {os.getloadavg()[0]:.1f} | |"
-                        ),
-                    ]
-                )
-                + "\n"
-            )
-        lines.append(
-            "| HolisticTraceAnalysis 0.5.0: load, temporal and idle breakdowns |"
-            f" {spread(runs, 'wall_s')} | {spread(runs, 'cpu_s')} |"
-            f" {spread(runs, 'rss_mib', '{:,.0f}')} | {loads(runs)} |"
-            f" {runs[0]['wall_s'] / ours[0]:.1f}x, {runs[0]['cpu_s'] / ours[1]:.1f}x |"
-        )
-    elif not args.no_hta:
-        lines.append(
-            f"| HTA: not run ({HTA_PYTHON} absent: python -m venv bench/.venv-hta && "
-            "bench/.venv-hta/bin/pip install HolisticTraceAnalysis==0.5.0) | | | | | |"
-        )
     return (
         "\n".join(lines)
-        + "\n(one run each of the others: they take minutes; the ratio is against scaldiag's"
-        " median)\n"
+        + "\n(one run of the revision before; the ratio is against scaldiag's median)\n"
     )
 
 

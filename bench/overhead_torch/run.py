@@ -7,7 +7,7 @@ alone.
     python -m bench overhead_torch --seconds 150 --block-steps 25 [--width 1024 --batch 1024] [--out FILE.md]
 
 The PyTorch twin of bench/overhead/run.py (Keras), with the same statistics
-(bench/overhead/stats.py): whole-process rounds (bench/torch/capture_overhead.py) varied 6% from
+(bench/overhead/stats.py): whole-process rounds (bench/torch/capture_overhead.py, removed) varied 6% from
 window to window and gave [0.88, 1.28] in 4 rounds, which cannot tell 1% apart. Here the loop is
 bench/torch/healthy.py's eager step (wide matmuls under bf16 autocast, fused AdamW, one optimizer)
 fed by a DataLoader of ready GPU batches (``batch_size=None``: no collation), and a block is

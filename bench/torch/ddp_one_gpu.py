@@ -2,10 +2,11 @@
 
     scaldiag profile --nproc-per-node 2 bench/torch/ddp_one_gpu.py -- [--steps 20] [--slow-rank 1]
 
-Not a scaling measurement: the ranks share one GPU (NCCL refuses two ranks on one device, see
-nccl_same_gpu.py), so this checks that every rank is captured with its CUDA kernels, that the ranks
-merge and that the Ranks table names the rank the others wait for (--slow-rank does extra matmuls
-each step). With more GPUs than ranks each rank takes GPU LOCAL_RANK. Plain PyTorch, unmodified for
+Not a scaling measurement: the ranks share one GPU (NCCL refuses two ranks on one device:
+bench/results/gpu_h200/torch/torch.md, nccl_same_gpu.txt), so this checks that every rank is
+captured with its CUDA kernels, that the ranks merge and that the Ranks table names the rank the
+others wait for (--slow-rank does extra matmuls each step). With more GPUs than ranks each rank
+takes GPU LOCAL_RANK. Plain PyTorch, unmodified for
 scaldiag.
 """
 
