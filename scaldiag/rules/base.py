@@ -15,6 +15,7 @@ from typing import Protocol, TypeVar
 
 from scaldiag.analyze import model_error
 from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
+from scaldiag.analyze.scaling import Cause
 
 # Sweep rules (SD203, SD205): a lost speedup of at least this fraction of the
 # ideal (0.6x of an ideal 2x) is high severity: a third of the devices added
@@ -113,6 +114,23 @@ def lost_speedup_severity(lost: float, ideal: float) -> str:
     return "high" if lost >= HIGH_LOST_FRACTION_OF_IDEAL * ideal else "medium"
 
 
+def lost_evidence(what: str, gpus: int, cause: Cause, threshold: float) -> Evidence:
+    """The speedup ``cause`` lost at ``gpus`` devices, with its spread (SD203, SD205)."""
+    return Evidence(
+        f"speedup lost to {what} at {gpus} devices",
+        round(cause.lost_speedup, 3),
+        "x",
+        threshold=threshold,
+        spread=round(cause.spread, 3),
+    )
+
+
+def ms_evidence(metric: str, ms: float, spread_ms: float | None, device: str | None) -> Evidence:
+    """A time in ms with its 95% spread (None: unknown), both to a hundredth of a ms."""
+    spread = None if spread_ms is None else round(spread_ms, 2)
+    return Evidence(metric, round(ms, 2), "ms", spread=spread, device=device)
+
+
 def recovery_speedup(measured: float, lost: float, what: str, gpus: int | None = None) -> Speedup:
     """The speedup at ``gpus`` if ``lost`` (in units of speedup) were won back: (S + lost) / S."""
     gain = (measured + lost) / measured
@@ -141,6 +159,20 @@ def presence(value: float, spread: float, threshold: float) -> str | None:
     if math.isinf(spread) or math.isnan(spread) or not value + spread >= threshold:
         return None
     return BORDERLINE
+
+
+def share_severity(
+    pct: float, spread: float, moderate_pct: float, high_pct: float
+) -> tuple[str, str] | None:
+    """A share's severity and the words its summary ends with, from its 95% range: None where it is
+    below ``moderate_pct``; BORDERLINE and ``borderline_words`` where it straddles it; else its
+    severity against ``high_pct``, no words."""
+    where = presence(pct, spread, moderate_pct)
+    if where is None:
+        return None
+    if where == BORDERLINE:
+        return BORDERLINE, f"; {borderline_words(pct, spread, moderate_pct)}"
+    return severity(pct, spread, high_pct), ""
 
 
 def borderline_words(value: float, spread: float, threshold: float, what: str = "share") -> str:

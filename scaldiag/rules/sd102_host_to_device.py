@@ -25,16 +25,13 @@ from scaldiag.analyze.transfers import (
     Handover,
 )
 from scaldiag.rules.base import (
-    BORDERLINE,
     Evidence,
     Finding,
     Speedup,
-    borderline_words,
-    presence,
     removal_speedup,
     seen_speedup,
-    severity,
     share_evidence,
+    share_severity,
     spread_note,
     with_forecast_error,
 )
@@ -92,9 +89,10 @@ class _HostToDevice:
         if not scored:
             return None
         unit, pct, spread, h = max(scored, key=lambda s: s[1])
-        where = presence(pct, spread, MODERATE_PCT)
-        if where is None:
+        graded = share_severity(pct, spread, MODERATE_PCT, HIGH_PCT)
+        if graded is None:
             return None
+        grade, tail = graded
         what = (
             "host-to-device copies and the host's hand-over of the batch"
             if h
@@ -110,13 +108,11 @@ class _HostToDevice:
             f" {h.ns_per_byte:.2f} ns/byte"
             if h
             else ""
-        ) + f" in {unit.step_time_ms.mean:.2f} ms per step)"
-        if where == BORDERLINE:
-            summary += f"; {borderline_words(pct, spread, MODERATE_PCT)}"
+        ) + f" in {unit.step_time_ms.mean:.2f} ms per step){tail}"
         return Finding(
             id=self.id,
             title=self.title,
-            severity=BORDERLINE if where == BORDERLINE else severity(pct, spread, HIGH_PCT),
+            severity=grade,
             category="h2d",
             summary=summary,
             evidence=_evidence(unit, h, pct, spread),

@@ -15,7 +15,13 @@ gradients once for 4x the samples (analyze/forecast.py ``larger_batch_at``).
 from __future__ import annotations
 
 from scaldiag.analyze.scaling import ScalingAnalysis
-from scaldiag.rules.base import Evidence, Finding, lost_speedup_severity, recovery_speedup
+from scaldiag.rules.base import (
+    Evidence,
+    Finding,
+    lost_evidence,
+    lost_speedup_severity,
+    recovery_speedup,
+)
 from scaldiag.rules.sd103_collective_bound import FIX
 from scaldiag.rules.sd201_per_replica_batch import forecast_speedup
 
@@ -42,15 +48,7 @@ class _CollectiveGrowth:
         if worst is None:
             return None
         a, cause = worst
-        evidence = [
-            Evidence(
-                f"speedup lost to exposed all-reduce at {a.gpus} devices",
-                round(cause.lost_speedup, 3),
-                "x",
-                threshold=MIN_LOST,
-                spread=round(cause.spread, 3),
-            )
-        ]
+        evidence = [lost_evidence("exposed all-reduce", a.gpus, cause, MIN_LOST)]
         point = next((p for p in s.points if p.gpus == a.gpus), None)
         notes = []
         if point and point.allreduce_bus_bytes_per_s:

@@ -9,7 +9,7 @@ parts (input, host_overhead) that take speedup away as devices are added.
 from __future__ import annotations
 
 from scaldiag.analyze.scaling import ScalingAnalysis
-from scaldiag.rules.base import Evidence, Finding, lost_speedup_severity, recovery_speedup
+from scaldiag.rules.base import Finding, lost_evidence, lost_speedup_severity, recovery_speedup
 
 MIN_LOST = 0.1  # as SD203: a tenth of a device's worth, beyond the noise
 HOST_PARTS = ("input", "host_overhead")
@@ -57,16 +57,7 @@ class _HostGrowth:
                         f" {lost:.2f}x of the ideal {a.ideal:.2f}x: one host prepares a batch"
                         f" {a.gpus}x as large"
                     ),
-                    evidence=[
-                        Evidence(
-                            f"speedup lost to {c.category} at {a.gpus} devices",
-                            round(c.lost_speedup, 3),
-                            "x",
-                            threshold=MIN_LOST,
-                            spread=round(c.spread, 3),
-                        )
-                        for c in parts
-                    ],
+                    evidence=[lost_evidence(c.category, a.gpus, c, MIN_LOST) for c in parts],
                     fix=FIX,
                     predicted_speedup=recovery_speedup(
                         a.measured, lost, "host work per step held constant"

@@ -57,10 +57,8 @@ def _summary(alone: float, consumed: float, cap: float) -> str:
     """What the cap bounds, in words: more devices' speedup over this run, not this step's
     (SD101's)."""
     head = f"the input alone delivers {alone:,.0f} samples/s; training consumed {consumed:,.0f}"
-    if (
-        cap < 1
     # not a speed-up: the input already paces training (a ceiling under 1 is never printed as one)
-    ):
+    if cap < 1:
         return (
             f"{head}: the input already paces training, so more devices cannot speed it up at all"
         )

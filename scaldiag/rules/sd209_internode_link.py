@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from scaldiag.analyze.nodes import JobAnalysis, NodeSummary
-from scaldiag.rules.base import Evidence, Finding, Speedup
+from scaldiag.rules.base import Evidence, Finding, Speedup, ms_evidence
 
 # As SD103 (collective-bound): 10% of the step is where overlap or compression starts to pay in
 # data-parallel tuning guides; 25% means communication rivals compute. Compared with the low end of
@@ -179,13 +179,7 @@ def _evidence(
     node: NodeSummary, m: _Network, slowest: NodeSummary, ms: _Network, pct: float
 ) -> list[Evidence]:
     out = [
-        Evidence(
-            "exposed all-reduce per step",
-            round(m.exposed_ms, 2),
-            "ms",
-            spread=round(m.exposed_ci_ms, 2),
-            device=node.node,
-        ),
+        ms_evidence("exposed all-reduce per step", m.exposed_ms, m.exposed_ci_ms, node.node),
         Evidence(
             "network's share of the step (exposed, over the intra-node all-reduce)",
             round(pct, 1),
@@ -193,23 +187,22 @@ def _evidence(
             threshold=MODERATE_PCT,
             device=node.node,
         ),
-        Evidence(
+        ms_evidence(
             "all-reduce after the last rank arrived",
-            round(ms.link_ms, 2),
-            "ms",
-            spread=round(slowest.link_ms.ci95 / ms.inflation, 2),
-            device=slowest.node,
+            ms.link_ms,
+            slowest.link_ms.ci95 / ms.inflation,
+            slowest.node,
         ),
     ]
     if m.intra_ms is not None:
         own = node.intra_node_ms
+        known = own is not None and math.isfinite(own.ci95)
         out.append(
-            Evidence(
+            ms_evidence(
                 "the same all-reduce inside the node (measured)",
-                round(m.intra_ms, 2),
-                "ms",
-                spread=round(own.ci95, 2) if own is not None and math.isfinite(own.ci95) else None,
-                device=node.node if own is not None else None,
+                m.intra_ms,
+                own.ci95 if known else None,
+                node.node if own is not None else None,
             )
         )
     if node.bytes_per_step:

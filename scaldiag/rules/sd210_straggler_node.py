@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from scaldiag.analyze.nodes import JobAnalysis
-from scaldiag.rules.base import Evidence, Finding, Speedup
+from scaldiag.rules.base import Evidence, Finding, Speedup, ms_evidence
 
 # As SD206 (straggler device): a lateness under 5% of the step is noise no fix of the slow node
 # would repay. Compared with the low end of the lateness's 95% interval (docs/rules.md, "Noise"):
@@ -92,32 +92,14 @@ class _StragglerNode:
                 f" step (last at {late.last_pct:.0f}% of them); {cause}"
             ),
             evidence=[
-                Evidence(
-                    "lateness at the collectives per step",
-                    round(s.mean, 2),
-                    "ms",
-                    spread=round(s.ci95, 2),
-                    device=late.node,
-                ),
+                ms_evidence("lateness at the collectives per step", s.mean, s.ci95, late.node),
                 Evidence(
                     "arrived last", round(late.last_pct, 1), "% of collectives", device=late.node
                 ),
-                Evidence(
-                    "input per step",
-                    round(late.input_ms.mean, 2),
-                    "ms",
-                    spread=round(late.input_ms.ci95, 2),
-                    device=late.node,
-                ),
+                # the late node's input first, then the others'
                 *[
-                    Evidence(
-                        "input per step",
-                        round(n.input_ms.mean, 2),
-                        "ms",
-                        spread=round(n.input_ms.ci95, 2),
-                        device=n.node,
-                    )
-                    for n in others()
+                    ms_evidence("input per step", n.input_ms.mean, n.input_ms.ci95, n.node)
+                    for n in (late, *others())
                 ],
             ],
             fix=FIX_INPUT if by_input else FIX_COMPUTE,

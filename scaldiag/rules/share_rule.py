@@ -1,6 +1,6 @@
 """The common shape of rules that fire on one category's exclusive share.
 
-Decided from the share's 95% range (``base.presence``): a finding where its low end reaches
+Decided from the share's 95% range (``base.share_severity``): a finding where its low end reaches
 ``moderate_pct``, a borderline one (severity ``borderline``, fixed words in its summary) where the
 range straddles it, none where its high end is below.
 """
@@ -12,14 +12,11 @@ from dataclasses import dataclass
 
 from scaldiag.analyze.profile import ProfileAnalysis
 from scaldiag.rules.base import (
-    BORDERLINE,
     Finding,
-    borderline_words,
-    presence,
     removal_speedup,
     seen_speedup,
-    severity,
     share_evidence,
+    share_severity,
     spread_note,
     worst_unit,
 )
@@ -48,17 +45,16 @@ class ShareRule:
             return None
         share = unit.categories[self.category]
         pct, spread = share.exclusive_pct, share.exclusive_pct_ci95
-        where = presence(pct, spread, self.moderate_pct)
-        if where is None:
+        graded = share_severity(pct, spread, self.moderate_pct, self.high_pct)
+        if graded is None:
             return None
-        borderline = where == BORDERLINE
-        tail = f"; {borderline_words(pct, spread, self.moderate_pct)}" if borderline else ""
+        grade, tail = graded
         speedup = removal_speedup(pct, spread, self.category, self.fraction_removed)
         fix, notes = self.advise(analysis, unit) if self.advise else (self.fix, [])
         return Finding(
             id=self.id,
             title=self.title,
-            severity=BORDERLINE if borderline else severity(pct, spread, self.high_pct),
+            severity=grade,
             category=self.category,
             summary=(
                 f"{unit.name}: {self.what} {pct:.1f}% of step time "
