@@ -242,41 +242,34 @@ class Interconnect:
 
 
 def nvlink(generation: int, links: int, source: str, why: str = "") -> Interconnect:
-    line = links * NVLINK_BYTES_PER_S_PER_LINK
-    if (generation, links) == (4, 18):
-        curve = NVLINK4_X18_CURVE
-    else:
-        curve = model_curve(line * NCCL_BUS_FRACTION, NCCL_LATENCY_S, _model_source(line))
-    return Interconnect(
-        "nvlink",
-        generation,
-        links,
-        line,
-        curve.tail_bus_bytes_per_s,
-        NCCL_LATENCY_S,
-        source,
-        why,
-        curve,
-    )
+    curve = NVLINK4_X18_CURVE if (generation, links) == (4, 18) else None
+    return _rated_link("nvlink", generation, links, NVLINK_BYTES_PER_S_PER_LINK, source, why, curve)
 
 
 def pcie(generation: int, width: int, source: str, why: str = "") -> Interconnect | None:
     rate = PCIE_BYTES_PER_S_PER_LANE.get(generation)
     if not rate or not width:
         return None
-    line = rate * width
-    curve = model_curve(line * NCCL_BUS_FRACTION, NCCL_LATENCY_S, _model_source(line))
-    return Interconnect(
-        "pcie",
-        generation,
-        width,
-        line,
-        line * NCCL_BUS_FRACTION,
-        NCCL_LATENCY_S,
-        source,
-        why,
-        curve,
-    )
+    return _rated_link("pcie", generation, width, rate, source, why)
+
+
+def _rated_link(
+    kind: str,
+    generation: int,
+    lanes: int,
+    lane_bytes_per_s: float,
+    source: str,
+    why: str,
+    curve: Curve | None = None,
+) -> Interconnect:
+    """A link of ``lanes`` lanes (NVLink links, PCIe lanes) of ``lane_bytes_per_s``: NCCL's bus
+    bandwidth is the tail of its all-reduce ``curve``, a measured one or, where there is none, the
+    default model on its line rate."""
+    line = lanes * lane_bytes_per_s
+    if curve is None:
+        curve = model_curve(line * NCCL_BUS_FRACTION, NCCL_LATENCY_S, _model_source(line))
+    bus = curve.tail_bus_bytes_per_s
+    return Interconnect(kind, generation, lanes, line, bus, NCCL_LATENCY_S, source, why, curve)
 
 
 def _model_source(line_bytes_per_s: float) -> str:

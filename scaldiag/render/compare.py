@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scaldiag.render import ranges
-from scaldiag.render.json import dumps, tried_dict
+from scaldiag.render.json import dumps, pick, tried_dict
 from scaldiag.render.terminal.common import Keep, add_row, inert, labelled, say, table
 from scaldiag.render.words import tried_words
 from scaldiag.rules.compare import Change, Comparison, Forecast
@@ -132,18 +132,8 @@ def to_html(cmp: Comparison, width: int = 110) -> str:
     return console.export_html(inline_styles=True, code_format=_HTML_PRE)
 
 
-def _change(c: Change) -> dict:
-    return {
-        "metric": c.metric,
-        "unit": c.unit,
-        "before": c.before,
-        "after": c.after,
-        "delta": c.delta,
-        "delta_pct": c.delta_pct,
-        "noise": c.noise,
-        "noise_pct": c.noise_pct,
-        "verdict": c.verdict,
-    }
+# A Change's public keys, in output order.
+_KEYS = ("metric", "unit", "before", "after", "delta", "delta_pct", "noise", "noise_pct", "verdict")
 
 
 def to_json(cmp: Comparison) -> str:
@@ -153,8 +143,8 @@ def to_json(cmp: Comparison) -> str:
             "before": cmp.before,
             "after": cmp.after,
             "kind": cmp.kind,
-            "changes": [_change(c) for c in cmp.changes],
-            "categories": [_change(c) for c in cmp.categories],
+            "changes": [pick(c, _KEYS) for c in cmp.changes],
+            "categories": [pick(c, _KEYS) for c in cmp.categories],
             "most_changed": top.metric if top else None,
             "forecasts": [
                 {

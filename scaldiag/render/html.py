@@ -309,13 +309,13 @@ def _job(report: JobReport) -> list[str]:
         )
     ]
     out += [_p(d, "meta") for d in report.node_dirs]
-    out.append(f"<h2>Clocks (against {esc(line(a.offsets[0].node))})</h2>")
+    out.append(f"<h2>Clocks (against {esc(line(a.offsets[0].name))})</h2>")
     out.append(
         _table(
             ["node", "offset ms", "spread µs", "collective ends"],
             [
                 [
-                    o.node,
+                    o.name,
                     _num(
                         o.offset_ns / 1e6 if o.offset_ns is not None else None,
                         "{:+.3f}",
@@ -561,6 +561,21 @@ _PROCESSES = "training processes (100 = one core)"
 
 
 def _host_charts(series, sec, marks, bands) -> list[str]:
+    def chart(heading: str, title: str, lines, y_label: str, y_max: float, **style) -> list[str]:
+        return [
+            f"<h3>{esc(heading)}</h3>",
+            svg.line_chart(
+                lines,
+                title=title,
+                x_label="seconds",
+                y_label=y_label,
+                y_max=y_max,
+                marks=marks,
+                bands=bands,
+                **style,
+            ),
+        ]
+
     cores = sorted(
         (s for s in series if s.name in _CORES), key=lambda s: _CORES.index(s.name), reverse=True
     )
@@ -569,34 +584,14 @@ def _host_charts(series, sec, marks, bands) -> list[str]:
         # The mean is drawn last, dashed, over the busiest core: where every core is busy the two
         # lines coincide, and the dashes leave both visible.
         lines = [(_HOST_NAMES[s.name], sec(s.t_ns), s.values.tolist()) for s in cores]
-        out += [
-            f"<h3>{esc('host CPU: the machine')}</h3>",
-            svg.line_chart(
-                lines,
-                title="host CPU: the machine's cores",
-                x_label="seconds",
-                y_label="% busy",
-                y_max=100.0,
-                marks=marks,
-                bands=bands,
-                dashes={_HOST_NAMES["CPU, all cores"]: "6 4"},
-            ),
-        ]
+        dashes = {_HOST_NAMES["CPU, all cores"]: "6 4"}
+        title = "host CPU: the machine's cores"
+        out += chart("host CPU: the machine", title, lines, "% busy", 100.0, dashes=dashes)
     procs = [s for s in series if s.name == _PROCESSES]
     if procs:
         lines = [("training processes", sec(s.t_ns), (s.values / 100.0).tolist()) for s in procs]
-        out += [
-            f"<h3>{esc('host CPU: the training processes')}</h3>",
-            svg.line_chart(
-                lines,
-                title="host CPU: the training processes",
-                x_label="seconds",
-                y_label="cores used",
-                y_max=1.0,
-                marks=marks,
-                bands=bands,
-            ),
-        ]
+        title = "host CPU: the training processes"
+        out += chart(title, title, lines, "cores used", 1.0)
     return [x for x in out if x]
 
 

@@ -118,7 +118,8 @@ _PREDICTION = (
 )
 
 
-def _pick(obj, keys: tuple[str, ...]) -> dict:
+def pick(obj, keys: tuple[str, ...]) -> dict:
+    """``obj``'s attributes named by ``keys``, in their order: a record's public keys."""
     return {k: getattr(obj, k) for k in keys}
 
 
@@ -129,10 +130,10 @@ def finding(f: Finding) -> dict:
         "severity": f.severity,
         "category": f.category,
         "summary": f.summary,
-        "evidence": [_pick(e, _EVIDENCE) for e in f.evidence],
+        "evidence": [pick(e, _EVIDENCE) for e in f.evidence],
         "fix": dict(f.fix),
-        "predicted_speedup": _pick(f.predicted_speedup, _SPEEDUP) if f.predicted_speedup else None,
-        "forecast": _pick(f.forecast, _SPEEDUP) if f.forecast else None,
+        "predicted_speedup": pick(f.predicted_speedup, _SPEEDUP) if f.predicted_speedup else None,
+        "forecast": pick(f.forecast, _SPEEDUP) if f.forecast else None,
         "notes": list(f.notes),
     }
 
@@ -142,19 +143,19 @@ def _unit(u: UnitAnalysis) -> dict:
         "name": u.name,
         "kind": u.kind,
         "steps": u.steps,
-        "step_time_ms": _pick(u.step_time_ms, _SUMMARY),
+        "step_time_ms": pick(u.step_time_ms, _SUMMARY),
         "busy_pct": u.busy_pct,
-        "categories": {c: _pick(t, _CATEGORY) for c, t in u.categories.items()},
+        "categories": {c: pick(t, _CATEGORY) for c, t in u.categories.items()},
         "h2d_bytes_per_step": u.h2d.bytes_per_step if u.h2d else None,
         "d2h_bytes_per_step": u.d2h.bytes_per_step if u.d2h else None,
-        "h2d": _pick(u.h2d, _TRANSFERS) if u.h2d else None,
-        "d2h": _pick(u.d2h, _TRANSFERS) if u.d2h else None,
+        "h2d": pick(u.h2d, _TRANSFERS) if u.h2d else None,
+        "d2h": pick(u.d2h, _TRANSFERS) if u.d2h else None,
         "collective": {
             "count_per_step": u.collective_count_per_step,
             "time_ms_per_step": u.categories["collective"].busy_ms,
         },
         "input_pipeline_busy_ms": u.input_pipeline_busy_ms,
-        "host_activity_while_idle": [_pick(h, _HOST_ACTIVITY) for h in u.host_activity_while_idle],
+        "host_activity_while_idle": [pick(h, _HOST_ACTIVITY) for h in u.host_activity_while_idle],
     }
 
 
@@ -185,9 +186,9 @@ def _steps(steps) -> dict | None:
         return None
     return {
         "scope": "steady_step",
-        **_pick(steps, _STEPS[:3]),
-        "step_time_ms": _pick(steps.step_time_ms, _SUMMARY),
-        **_pick(steps, _STEPS[3:]),
+        **pick(steps, _STEPS[:3]),
+        "step_time_ms": pick(steps.step_time_ms, _SUMMARY),
+        **pick(steps, _STEPS[3:]),
     }
 
 
@@ -224,8 +225,8 @@ def _printed(p) -> dict:
     return {
         "printed": [
             {
-                **_pick(x, _PRINTED),
-                **_pick(x, _PRINTED_MORE),
+                **pick(x, _PRINTED),
+                **pick(x, _PRINTED_MORE),
                 "parts_ms": [{"part": part, "ms": ms} for part, ms in x.parts],
             }
             for x in p.comparisons
@@ -241,7 +242,7 @@ def _clock(c, samples_per_step, printed=None) -> dict | None:
         return _printed(printed) or None
     scopes = {}
     for name, scope in c.scopes.items():
-        scopes[name] = {**_pick(scope, _SCOPE), "user_ms": scope.user_ms}
+        scopes[name] = {**pick(scope, _SCOPE), "user_ms": scope.user_ms}
         if samples_per_step and scope.ms > 0:
             scopes[name]["samples_per_s"] = samples_per_step / (scope.ms / 1e3)
     return {
@@ -342,9 +343,9 @@ def run_dict(report: RunReport) -> dict:
         "trace_window": _trace_window(a.trace_window),
         "capture_cost": _capture_cost(a.capture_cost),
         "clock": _clock(a.clock, a.steps.samples_per_step if a.steps else None, a.printed),
-        "input_cost": _pick(a.input_cost, _INPUT_COST) if a.input_cost else None,
-        "gpus": [_pick(g, _GPU) for g in a.gpus],
-        "host": _pick(a.host, _HOST) if a.host else None,
+        "input_cost": pick(a.input_cost, _INPUT_COST) if a.input_cost else None,
+        "gpus": [pick(g, _GPU) for g in a.gpus],
+        "host": pick(a.host, _HOST) if a.host else None,
         "missing": a.missing,
         "ranks": {str(r): _steps(st) for r, st in sorted(a.ranks.items())},
         "slow_rank": (
@@ -371,18 +372,18 @@ def sweep_dict(report: SweepReport) -> dict:
         "sweep_dir": report.sweep_dir,
         "mode": s.mode,
         "emulated": s.emulated,
-        "scaling": [_pick(p, _POINT) for p in s.points],
+        "scaling": [pick(p, _POINT) for p in s.points],
         "attribution": [
             {
                 "gpus": a.gpus,
                 "ideal": a.ideal,
                 "measured": a.measured,
-                "causes": [_pick(c, _CAUSE) for c in a.causes],
+                "causes": [pick(c, _CAUSE) for c in a.causes],
             }
             for a in s.attribution
         ],
-        "validation": [_pick(p, _PREDICTION) for p in s.validation],
-        "predictions": [_pick(p, _PREDICTION) for p in s.predictions],
+        "validation": [pick(p, _PREDICTION) for p in s.validation],
+        "predictions": [pick(p, _PREDICTION) for p in s.predictions],
         "notes": s.notes,
         "findings": [finding(f) for f in report.findings],
     }
@@ -398,14 +399,14 @@ _NODE = (
     "steady_step_ms",
     "intra_node_ms",
 )
-_OFFSET = ("node", "offset_ns", "spread_ns", "collectives")
+_OFFSET = ("offset_ns", "spread_ns", "collectives")
 
 
 def _node(n) -> dict:
     """A node's figures; each ``*_ms`` a summary over steps (None: not measured)."""
     return {
-        k: _pick(v, _SUMMARY) if k.endswith("_ms") and v is not None else v
-        for k, v in _pick(n, _NODE).items()
+        k: pick(v, _SUMMARY) if k.endswith("_ms") and v is not None else v
+        for k, v in pick(n, _NODE).items()
     }
 
 
@@ -434,7 +435,8 @@ def job_dict(report: JobReport, each=None) -> dict:
 
 
 def _offset(o) -> dict:
-    return _pick(o, _OFFSET)
+    """A node's clock (analyze/clock_skew.Offset): its name is the node's."""
+    return {"node": o.name, **pick(o, _OFFSET)}
 
 
 def _made_now(items, make) -> list:
