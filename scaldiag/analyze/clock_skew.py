@@ -1,29 +1,41 @@
-"""One clock for the ranks of a job: each rank's offset estimated from collectives that end
-together.
+"""One clock for a job: every clock's offset against the first, from collectives that end together.
 
-Every rank writes its own trace with its own clock. A ring or tree
-all-reduce ends on all ranks at nearly the same instant (no rank can finish
-before the last rank's data has arrived), so the end of the k-th collective
-kernel on each rank's GPU marks the same moment. A rank's offset against the
-first rank is the median over those collectives of the difference of their
-ends; its spread (the median absolute deviation) says how well they agree.
-A small index shift is searched for (a rank's trace may hold one collective
-more at its window's start) and the shift whose differences agree best is
-taken.
+The one path for both of scaldiag's merges: the ranks of a job's trace files (analyze/ranks.py,
+``scaldiag analyze``) and the nodes of a job over several machines (analyze/nodes/clock.py,
+``scaldiag report NODE_DIR ...``). Each gives ``align`` one ``Clock`` a clock to put on the first
+one's (a rank; a node, by its first rank: the ranks of one node share its clock) and its
+``ClockRules``; ``align`` pairs the collectives, takes the offset and its spread, and asks the
+caller whether a clock without collectives may be merged as recorded.
 
-Across machines (analyze/nodes/clock.py) collectives are paired by step and order,
-and the offset is the centre of the tightest half of the differences
-(``densest``), not their median.
+Every rank writes its own trace with its own clock. A ring or tree all-reduce ends on all ranks at
+nearly the same instant (no rank can finish before the last rank's data has arrived), so the end
+of the same collective on two clocks marks the same moment: a clock's offset against the first is
+the centre of the differences of their ends, its spread (the median absolute deviation around it)
+says how well they agree.
 
-Offsets are corrected (every event of the rank moved) and reported. A rank
-with no collective to align on cannot be estimated: merging it is refused if
-its steps start more than a step away from the first rank's, where a wrong
-clock would decide the verdict; otherwise it is merged as recorded, and said.
+What the two merges hold of a collective differs, and so do their rules (``ONE_HOST``,
+``ACROSS_HOSTS``):
+
+- pairing: a rank of ``analyze`` holds its devices' collective kernels' ends only, found before the
+  job's steps are (they are found on the aligned clock), so they are paired in order, a small index
+  shift searched (a rank's window may hold one collective more at its start), the shift whose
+  differences agree best taken; a node's collectives are keyed by (step number, k-th of the step)
+  from its own steps, so they pair by key, never by time, and a clock off by a whole step still
+  pairs the right ones;
+- centre: the median of the differences for ranks; for nodes the centre of their tightest half
+  (``densest``): across machines a rank that works on after its last receive ends ms late;
+- correction: an offset under 20 us is left as recorded for ranks (the collectives' own spread on
+  one node is microseconds); a node's is always taken off.
+
+A clock with no collective to align on cannot be estimated: ``refuse_if_far`` (one decision and
+one reason for both, the gap measured by each caller) refuses it where the same work starts more
+than a step away from the first clock's, where a wrong clock would decide the verdict; otherwise
+it is merged as recorded, and said.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -36,81 +48,39 @@ MAX_INDEX_SHIFT = 3  # collectives a rank's window may hold more or fewer of, at
 NEGLIGIBLE_NS = 20_000
 
 
-@dataclass(frozen=True)
+# Slots: a job's report holds one a node (a 10,000-node job: 0.2 KB a node less than a __dict__).
+@dataclass(frozen=True, slots=True)
 class Offset:
-    rank: str
-    offset_ns: int | None  # this rank's clock minus the first rank's; None: not estimated
-    spread_ns: int | None  # median absolute deviation of the collectives' end differences
-    collectives: int  # how many collective ends it was estimated from
-    corrected: bool
+    name: str  # the rank's or node's label
+    offset_ns: int | None  # this clock minus the first one's; None: not estimated
+    spread_ns: int | None  # median absolute deviation of the paired ends' differences
+    collectives: int  # how many collective ends it was estimated from (the first: its own count)
+    corrected: bool  # whether the offset is taken off (shift_of)
 
 
-def estimate(
-    ranks: list[tuple[str, np.ndarray]], refuse_if_far: Callable[[str, str], None]
-) -> list[Offset]:
-    """Each rank's offset against the first, from its collective kernels' ends (``ranks``: (label,
-    sorted
-    ends), in order). ``refuse_if_far(first, name)`` is asked of a rank that cannot be estimated; it
-    raises where merging that rank as recorded would let the clocks decide the verdict."""
-    (first, reference), rest = ranks[0], ranks[1:]
-    offsets = [Offset(first, 0, 0, len(reference), False)]
-    for name, ends in rest:
-        found = _estimate(reference, ends)
-        if found is None:
-            refuse_if_far(first, name)
-            offsets.append(Offset(name, None, None, 0, False))
-            continue
-        offset, spread, count = found
-        offsets.append(Offset(name, offset, spread, count, abs(offset) >= NEGLIGIBLE_NS))
-    return offsets
+@dataclass(frozen=True)
+class Clock:
+    """One clock's collectives: their ends, sorted, and where they are keyed, (2, n) step numbers
+    and k-th of the step (a step number < 0: not in a numbered step, never paired)."""
+
+    name: str
+    ends_ns: np.ndarray
+    keys: np.ndarray | None = None
 
 
-def shift_of(offset: Offset) -> int:
-    """What is taken off the rank's times to put them on the first rank's clock (0: left as
-    recorded)."""
-    return offset.offset_ns if offset.corrected else 0
+@dataclass(frozen=True)
+class ClockRules:
+    """How one merge pairs and centres the collectives' ends (the module's docstring)."""
+
+    by_key: bool  # pair by (step, k); else in order, the best of a few index shifts
+    centre: Callable[[np.ndarray], tuple[float, float]]  # differences -> (offset, spread)
+    negligible_ns: int  # an offset under this is left as recorded
 
 
-def describe(offsets: list[Offset]) -> list[str]:
-    """A note per rank whose clock was corrected or could not be estimated."""
-    notes = []
-    for o in offsets:
-        if o.corrected:
-            notes.append(
-                f"{o.rank}: clock offset {o.offset_ns / 1e6:+.3f} ms against {offsets[0].rank},"
-                f" corrected (median over {o.collectives} collective ends, spread"
-                f" {o.spread_ns / 1e3:.1f} us)"
-            )
-        elif o.offset_ns is None:
-            notes.append(
-                f"{o.rank}: clock offset not estimated (no collective to align on); merged as"
-                " recorded"
-            )
-    return notes
-
-
-def collective_ends(events: list[DeviceEvents]) -> np.ndarray:
-    """The ends of the collective kernels of one rank's devices, sorted."""
-    found = [e.end_ns[e.of("collective")] for e in events]
-    return np.sort(np.concatenate(found)) if found else np.empty(0, np.int64)
-
-
-def _estimate(reference: np.ndarray, other: np.ndarray) -> tuple[int, int, int] | None:
-    """(offset, spread, count) at the index shift whose differences agree best, or None."""
-    best = None
-    for shift in range(-MAX_INDEX_SHIFT, MAX_INDEX_SHIFT + 1):
-        a = reference[max(0, -shift) :]
-        b = other[max(0, shift) :]
-        n = min(len(a), len(b))
-        if n < 1:
-            continue
-        diff = b[:n].astype(np.int64) - a[:n].astype(np.int64)
-        offset = float(np.median(diff))
-        spread = float(np.median(np.abs(diff - offset)))
-        key = (spread, -n)
-        if best is None or key < best[0]:
-            best = (key, int(round(offset)), int(round(spread)), n)
-    return None if best is None else best[1:]
+def median(diffs: np.ndarray) -> tuple[float, float]:
+    """(median, median absolute deviation around it) of paired end differences."""
+    offset = float(np.median(diffs))
+    return offset, float(np.median(np.abs(diffs - offset)))
 
 
 def densest(diffs: np.ndarray) -> tuple[int, int]:
@@ -129,6 +99,125 @@ def densest(diffs: np.ndarray) -> tuple[int, int]:
     at = int(np.argmin(widths))
     centre = int(np.median(d[at : at + half]))
     return centre, int(np.median(np.abs(d - centre)))
+
+
+# The ranks of a job's trace files (analyze/ranks.py) and the nodes of a job (analyze/nodes/).
+ONE_HOST = ClockRules(by_key=False, centre=median, negligible_ns=NEGLIGIBLE_NS)
+ACROSS_HOSTS = ClockRules(by_key=True, centre=densest, negligible_ns=0)
+
+
+def align(
+    clocks: list[Clock], rules: ClockRules, refuse_if_far: Callable[[int], None]
+) -> list[Offset]:
+    """Each clock's offset against the first's (``clocks`` in order). ``refuse_if_far(i)`` is asked
+    of clock ``i`` where it cannot be estimated; it raises where merging it as recorded would let
+    the clocks decide the verdict."""
+    first, rest = clocks[0], clocks[1:]
+    offsets = [Offset(first.name, 0, 0, len(first.ends_ns), False)]
+    for i, clock in enumerate(rest, 1):
+        found = _estimate(_pairings(first, clock, rules.by_key), rules.centre)
+        if found is None:
+            refuse_if_far(i)
+            offsets.append(Offset(clock.name, None, None, 0, False))
+            continue
+        offset, spread, count = found
+        offsets.append(
+            Offset(clock.name, offset, spread, count, abs(offset) >= rules.negligible_ns)
+        )
+    return offsets
+
+
+def _pairings(first: Clock, other: Clock, by_key: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The candidate pairings of the two clocks' ends: by key, the one; in order, one an index
+    shift."""
+    if by_key:
+        yield _by_key(first, other)
+        return
+    for shift in range(-MAX_INDEX_SHIFT, MAX_INDEX_SHIFT + 1):
+        a, b = first.ends_ns[max(0, -shift) :], other.ends_ns[max(0, shift) :]
+        n = min(len(a), len(b))
+        yield a[:n], b[:n]
+
+
+def _by_key(first: Clock, other: Clock) -> tuple[np.ndarray, np.ndarray]:
+    """The ends of the collectives both clocks hold (by key, in a numbered step), in ``first``'s
+    order."""
+    index = {k: i for i, k in enumerate(zip(*other.keys.tolist()))}
+    pairs = [
+        (i, index[k]) for i, k in enumerate(zip(*first.keys.tolist())) if k in index and k[0] >= 0
+    ]
+    if not pairs:
+        return first.ends_ns[:0], other.ends_ns[:0]
+    ia, ib = np.array(pairs).T
+    return first.ends_ns[ia], other.ends_ns[ib]
+
+
+def _estimate(
+    pairings: Iterator[tuple[np.ndarray, np.ndarray]], centre: Callable
+) -> tuple[int, int, int] | None:
+    """(offset, spread, count) of the pairing whose differences agree best (then the most), or
+    None where none pairs any."""
+    best = None
+    for a, b in pairings:
+        if not len(a):
+            continue
+        offset, spread = centre(b.astype(np.int64) - a.astype(np.int64))
+        key = (spread, -len(a))
+        if best is None or key < best[0]:
+            best = (key, int(round(offset)), int(round(spread)), len(a))
+    return None if best is None else best[1:]
+
+
+def far_apart(name: str, first: str, gap_ns: int | None, step_ns: float, what: str) -> str | None:
+    """Why ``name``'s clock, which cannot be aligned, is not merged as recorded: ``gap_ns`` (None:
+    nothing to compare) between ``what`` ("the same step starts", "its trace starts") on it and on
+    ``first``'s is over a step (``step_ns``); None where it is within one."""
+    if gap_ns is not None and abs(gap_ns) <= step_ns:
+        return None
+    why = (
+        "and no step was traced on both"
+        if gap_ns is None
+        else (
+            f"and {what} {abs(gap_ns) / 1e6:.1f} ms apart, more than a step"
+            f" ({step_ns / 1e6:.1f} ms)"
+        )
+    )
+    return (
+        f"{name}'s clock cannot be aligned with {first}'s: no collective ends on both to align"
+        f" on, {why}: merging them would decide the verdict by the clocks"
+    )
+
+
+def shift_of(offset: Offset) -> int:
+    """What is taken off the clock's times to put them on the first one's (0: left as
+    recorded)."""
+    return offset.offset_ns if offset.corrected else 0
+
+
+def not_estimated(name: str) -> str:
+    return f"{name}: clock offset not estimated (no collective to align on); merged as recorded"
+
+
+def describe(offsets: list[Offset]) -> list[str]:
+    """A note per clock that was corrected or could not be estimated (the ranks' notes; a job's
+    report shows its nodes' offsets in its own table)."""
+    notes = []
+    for o in offsets:
+        if o.corrected:
+            notes.append(
+                f"{o.name}: clock offset {o.offset_ns / 1e6:+.3f} ms against {offsets[0].name},"
+                f" corrected (median over {o.collectives} collective ends, spread"
+                f" {o.spread_ns / 1e3:.1f} us)"
+            )
+        elif o.offset_ns is None:
+            notes.append(not_estimated(o.name))
+    return notes
+
+
+def collective_ends(events: list[DeviceEvents]) -> np.ndarray:
+    """The ends of the collective kernels of one rank's devices, sorted."""
+    found = [e.end_ns[e.of("collective")] for e in events]
+    return np.sort(np.concatenate(found)) if found else np.empty(0, np.int64)
 
 
 def shifted(plane: Plane, offset_ns: int) -> Plane:

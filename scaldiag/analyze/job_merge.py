@@ -1,16 +1,18 @@
 """Whether the ranks merged into a job are one job's, and the figures a node's record adds to the
 merge.
 
-Pure: each function takes what the readers and the record gave (analyze/nodes/'s ``JobEvents``
-and ``NodeOffset``, a node's recorded all-reduce times) and refuses with a ``ScaldiagError`` what is
-not one job's, or says what makes a figure doubtful. analyze/job.py calls them in order.
+Pure: each function takes what the readers and the record gave (analyze/nodes/'s ``JobEvents``,
+analyze/clock_skew.py's ``Offset``, a node's recorded all-reduce times) and refuses with a
+``ScaldiagError`` what is not one job's, or says what makes a figure doubtful. analyze/job.py calls
+them in order.
 """
 
 from __future__ import annotations
 
 import math
 
-from scaldiag.analyze.nodes import JobEvents, NodeOffset
+from scaldiag.analyze.clock_skew import Offset
+from scaldiag.analyze.nodes import JobEvents
 from scaldiag.analyze.stats import Summary
 from scaldiag.errors import ScaldiagError
 from scaldiag.record.nodes import MAX_CLOCK_OFFSET_NS, is_time_ns
@@ -49,22 +51,22 @@ def _instants(job: JobEvents, i: int) -> bytes:
     )
 
 
-def refuse_far_clocks(offsets: list[NodeOffset]) -> None:
+def refuse_far_clocks(offsets: list[Offset]) -> None:
     """Clocks more than MAX_CLOCK_OFFSET_NS apart: another job's trace, or one without its base
     time."""
     for o in offsets[1:]:
         if o.offset_ns is not None and abs(o.offset_ns) > MAX_CLOCK_OFFSET_NS:
             raise ScaldiagError(
-                f"the nodes are not merged: {o.node}'s trace is {_duration(abs(o.offset_ns))} from"
-                f" {offsets[0].node}'s (hosts of one job keep their clocks within a minute):"
+                f"the nodes are not merged: {o.name}'s trace is {_duration(abs(o.offset_ns))} from"
+                f" {offsets[0].name}'s (hosts of one job keep their clocks within a minute):"
                 " another job's trace, or a trace without its base time"
             )
 
 
-def uncertain_clocks(offsets: list[NodeOffset], step_ns: float) -> list[str]:
+def uncertain_clocks(offsets: list[Offset], step_ns: float) -> list[str]:
     """A note for each node whose offset's spread is past MAX_SPREAD_OF_STEP of a step."""
     return [
-        f"{o.node}: its clock offset is uncertain: the matched collective ends spread"
+        f"{o.name}: its clock offset is uncertain: the matched collective ends spread"
         f" {o.spread_ns / 1e6:.3f} ms, {100 * o.spread_ns / step_ns:.0f}% of a step; lateness below"
         " that is not evidence"
         for o in offsets[1:]
@@ -94,13 +96,13 @@ def intra_node_ms(splits: dict[int, list[int]], per_step: float) -> Summary | No
     return Summary.of([t / 1e6 for t in splits[nearest]])
 
 
-def merged_trace(docs: list[tuple[str, str, dict]], offsets: list[NodeOffset]) -> dict:
+def merged_trace(docs: list[tuple[str, str, dict]], offsets: list[Offset]) -> dict:
     """Every rank's Chrome trace document (``(node, rank name, document)``, as the readers gave it)
     in
     one document on node 0's clock, each node's offset removed: one process per rank and original
     process, named ``<node>/<rank>: <name>``. A shifted time that is not finite is left out (None).
     """
-    shifts = {o.node: o.offset_ns or 0 for o in offsets}
+    shifts = {o.name: o.offset_ns or 0 for o in offsets}
     events, base0, pids = [], None, {}
     for node, rank_name, doc in docs:
         base = doc.get("baseTimeNanoseconds")

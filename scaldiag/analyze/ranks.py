@@ -72,17 +72,20 @@ class JobClock:
 
 
 def job_clock(ranks: list[RankEvidence]) -> JobClock:
-    """Offsets from the collectives, then the steps from every rank's step evidence on the one
-    clock.
+    """Offsets from the collectives (clock_skew.align, ONE_HOST's rules), then the steps from every
+    rank's step evidence on the one clock.
 
     Raises TraceError where a rank cannot be put on the clock and its trace starts more than a step
     away from the first rank's."""
-    by_label = {r.label: r for r in ranks}
 
-    def refuse_if_far(first: str, name: str) -> None:
-        _refuse_if_far(by_label[first], by_label[name])
+    def refuse_if_far(i: int) -> None:
+        _refuse_if_far(ranks[0], ranks[i])
 
-    offsets = clock_skew.estimate([(r.label, r.collective_ends_ns) for r in ranks], refuse_if_far)
+    offsets = clock_skew.align(
+        [clock_skew.Clock(r.label, r.collective_ends_ns) for r in ranks],
+        clock_skew.ONE_HOST,
+        refuse_if_far,
+    )
     planes = []
     for rank, offset in zip(ranks, offsets):
         shift = clock_skew.shift_of(offset)
@@ -94,12 +97,10 @@ def job_clock(ranks: list[RankEvidence]) -> JobClock:
 
 
 def _refuse_if_far(first: RankEvidence, other: RankEvidence) -> None:
-    """Without collectives, a rank whose work starts more than a step from the first rank's is
-    refused,
-    unless both files name the same machine: one machine's processes read one clock (two CPU ranks
-    of one torchrun under load began their traces 3.8 ms apart, a step being 3.2 ms, and were
-    refused).
-    """
+    """Without collectives, a rank whose trace starts more than a step from the first rank's is
+    refused (clock_skew.far_apart), unless both files name the same machine: one machine's
+    processes read one clock (two CPU ranks of one torchrun under load began their traces 3.8 ms
+    apart, a step being 3.2 ms, and were refused)."""
     if first.host and first.host == other.host:
         return
     steps = find_steps(Trace(planes=first.step_planes, sources=[]))
@@ -111,14 +112,10 @@ def _refuse_if_far(first: RankEvidence, other: RankEvidence) -> None:
     ):
         return
     step_ns = float(np.median(steps.end_ns - steps.start_ns))
-    apart_ns = abs(other.first_ns - first.first_ns)
-    if apart_ns > step_ns:
-        raise TraceError(
-            f"{other.label}'s clock cannot be aligned with {first.label}'s (no collective kernel"
-            f" ends on both to align on) and its trace starts {apart_ns / 1e6:.1f} ms away, more"
-            f" than a step ({step_ns / 1e6:.1f} ms): merging them would decide the verdict by the"
-            " clocks. Analyze each rank's file alone"
-        )
+    gap_ns = other.first_ns - first.first_ns
+    why = clock_skew.far_apart(other.label, first.label, gap_ns, step_ns, "its trace starts")
+    if why:
+        raise TraceError(f"{why}. Analyze each rank's file alone")
 
 
 def split(trace: Trace) -> list[tuple[str, Trace]]:

@@ -42,7 +42,7 @@ step, never by time, so a clock off by a whole step still pairs the right ones.
   rank's last collective; the optimizer waits for it.
 """
 
-from scaldiag.analyze.nodes.clock import MergeRefused, NodeOffset, align
+from scaldiag.analyze.nodes.clock import MergeRefused, align
 from scaldiag.analyze.nodes.columns import JobEvents, PackedRank, pack
 from scaldiag.analyze.nodes.evidence import RankEvents, pair_arrivals, rank_events
 from scaldiag.analyze.nodes.names import (
@@ -78,7 +78,6 @@ __all__ = [
     "JobAnalysis",
     "JobEvents",
     "MergeRefused",
-    "NodeOffset",
     "NodeSummary",
     "NodeTable",
     "PackedRank",

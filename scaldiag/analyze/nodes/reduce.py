@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from scaldiag.analyze import intervals
+from scaldiag.analyze.clock_skew import Offset
 from scaldiag.analyze.nodes.arrivals import arrival_table
-from scaldiag.analyze.nodes.clock import NodeOffset
 from scaldiag.analyze.nodes.columns import JobEvents
 from scaldiag.analyze.nodes.figures import RankFigures, per_rank
 from scaldiag.analyze.nodes.table import (
@@ -30,7 +30,7 @@ SUMMARY_CHUNK_NODES = 256
 
 def reduce_job(
     job: JobEvents,
-    offsets: list[NodeOffset],
+    offsets: list[Offset],
     bytes_per_step: dict[str, int | None],
     notes: list[str] | None = None,
     steady_ms: dict[str, Summary | None] | None = None,

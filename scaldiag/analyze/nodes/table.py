@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scaldiag.analyze.nodes.clock import NodeOffset
+from scaldiag.analyze.clock_skew import Offset
 from scaldiag.analyze.stats import Summary, t95
 
 EMPTY_F64 = np.empty(0, np.float64)
@@ -98,7 +98,7 @@ class NodeTable(Sequence):
 @dataclass(frozen=True)
 class JobAnalysis:
     nodes: Sequence[NodeSummary]  # reduce_job's: a NodeTable
-    offsets: list[NodeOffset]
+    offsets: list[Offset]
     matched_collectives: int
     notes: list[str] = field(default_factory=list)
     ranks_per_node: int = 1

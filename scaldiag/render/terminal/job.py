@@ -23,11 +23,11 @@ def render(
         f"{a.matched_collectives} collectives matched on every rank",
         style="bold",
     )
-    say(console, f"clocks (against {a.offsets[0].node}):")
+    say(console, f"clocks (against {a.offsets[0].name}):")
     for o in a.offsets[1:]:
         say(
             console,
-            f"{o.node}: "
+            f"{o.name}: "
             + (
                 "not estimated"
                 if o.offset_ns is None
