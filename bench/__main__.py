@@ -56,65 +56,15 @@ def benchmarks() -> list[Benchmark]:
     ]
 
 
-@dataclass(frozen=True)
-class GpuRunner:
-    what: str
-    kind: str  # the device machine it needs
-    results: str  # under bench/results/
+# A GPU runner's line saying which machine it needs, what it measures and where its results go.
+GPU_LINE = "# gpu runner: "
 
 
-# What each GPU runner measures; a runner missing here is listed as "(not described)".
-GPU_RUNNERS = {
-    "calibrate": GpuRunner(
-        "`scaldiag calibrate` (torch, JAX, the default save and read-back, the CPU label)",
-        "nvidia-h200 (x2: the link)",
-        "gpu_h200/calibrate/",
-    ),
-    "capture_cost": GpuRunner(
-        "capture's cost outside the trace window on three public scripts' own clocks (Keras on "
-        "JAX, PyTorch eager, torch.compile), alternating plain/captured pairs (issue 50)",
-        "nvidia-h100-x1 or nvidia-h200 (one GPU, 9 minutes)",
-        "gpu_h200/capture_cost/",
-    ),
-    "capture": GpuRunner(
-        "NVML read for real and the example profiled on 1 and 2 GPUs",
-        "nvidia-h200-x2",
-        "gpu_h200x2/",
-    ),
-    "clock": GpuRunner(
-        "`python -m bench clock` on the GPU: the public scripts against their own clocks",
-        "nvidia-h200",
-        "clock/",
-    ),
-    "device_memory": GpuRunner(
-        "the framework allocators' peaks a profiled run records (torch, JAX) against NVML's, and "
-        "the batch x4 statement made from them (issue 35)",
-        "nvidia-h200 or nvidia-h100-x1",
-        "gpu_h200/",
-    ),
-    "overhead": GpuRunner(
-        "`python -m bench step_hook`, `overhead` (convnet, tiny) and, SAMPLER=1, `sampler` "
-        "with real NVML",
-        "nvidia-h200",
-        "gpu_h200/overhead_pieces/, gpu_h200/sampler.md",
-    ),
-    "sweeps": GpuRunner(
-        "sweeps of 1 and 2 GPUs on three variants of examples/train_cnn.py",
-        "nvidia-h200-x2",
-        "gpu_h200x2/sweeps/",
-    ),
-    "torch": GpuRunner(
-        "PyTorch: ARG zoo (fixture, bench/torch/ scripts and twins) or open (SD105's twins, DDP "
-        "on one GPU)",
-        "nvidia-h200",
-        "gpu_h200/torch/",
-    ),
-    "zoo": GpuRunner(
-        "`python -m bench accuracy` over the zoo and bench/torch/ on one GPU",
-        "nvidia-h200",
-        "gpu_h200/accuracy/, accuracy/",
-    ),
-}
+def _gpu_line(name: str) -> str:
+    for line in (HERE / "gpu" / f"run_{name}.sh").read_text(encoding="utf-8").splitlines():
+        if line.startswith(GPU_LINE):
+            return line[len(GPU_LINE) :]
+    return "(not described)"
 
 
 def gpu_runners() -> list[str]:
@@ -133,12 +83,7 @@ def gpu(argv: list[str]) -> int:
         )
         width = max((len(n) for n in names), default=4)
         for n in names:
-            r = GPU_RUNNERS.get(n)
-            print(
-                f"{n:<{width}}  {r.kind}: {r.what} -> bench/results/{r.results}"
-                if r
-                else f"{n:<{width}}  (not described)"
-            )
+            print(f"{n:<{width}}  {_gpu_line(n)}")
         return 0
     name, args = argv[0], argv[1:]
     if name not in names:

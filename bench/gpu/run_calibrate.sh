@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gpu runner: nvidia-h200 (x2: the link): `scaldiag calibrate` (torch, JAX, the default save and read-back, the CPU label) -> bench/results/gpu_h200/calibrate/
 # `scaldiag calibrate` on the GPU machine (issue 23). From the project root, with .whl carried as for the
 # other GPU scripts (device tool, nvidia-h200; the same script on nvidia-h200-x2 measures the link):
 #

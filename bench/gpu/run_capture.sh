@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gpu runner: nvidia-h200-x2: NVML read for real and the example profiled on 1 and 2 GPUs -> bench/results/gpu_h200x2/
 # On the GPU machine (device tool, nvidia-h200-x2), from the project root, with .whl carried:
 #   bash bench/gpu/run_capture.sh
 # Writes everything into $OUT/gpu_results.tgz (the device tool brings back only a few files).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gpu runner: nvidia-h100-x1 or nvidia-h200 (one GPU, 9 minutes): capture's cost outside the trace window on three public scripts' own clocks, alternating plain/captured pairs (issue 50) -> bench/results/gpu_h200/capture_cost/
 # On the GPU machine (device tool, one GPU: H100 or H200), from the project root, with .whl carried:
 #   bash bench/gpu/run_capture_cost.sh
 # Issue 50: capture's cost outside the trace window, on the script's own clock, at most 1%:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gpu runner: nvidia-h200: `python -m bench clock` on the GPU: the public scripts against their own clocks -> bench/results/clock/
 # On the GPU machine (device tool, one GPU: an H200 or an H100; the table names the card nvidia-smi reads), from the project root, with .whl carried (Keras wheels,
 # as for the other GPU scripts; see bench/README.md):
 #   bash bench/gpu/run_clock.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gpu runner: nvidia-h200 or nvidia-h100-x1: the framework allocators' peaks a profiled run records (torch, JAX) against NVML's, and the batch x4 statement made from them (issue 35) -> bench/results/gpu_h200/
 # On the GPU machine (device tool, one GPU), from the project root, with .whl carried:
 #   bash bench/gpu/run_device_memory.sh
 # Issue 35: the framework allocators' peaks that a profiled run records (training.json's

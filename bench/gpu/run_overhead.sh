@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gpu runner: nvidia-h200: `python -m bench step_hook`, `overhead` (convnet, tiny) and, SAMPLER=1, `sampler` with real NVML -> bench/results/gpu_h200/overhead_pieces/, gpu_h200/sampler.md
 # On the GPU machine (device tool, nvidia-h200), from the project root, with .whl carried:
 #   bash bench/gpu/run_overhead.sh            (257 s on 2026-12-01: CONVNET_S + TINY_S + ~85 s of set-up and compiles)
 # What capture costs the training thread per call (python -m bench step_hook), then capture overhead in one

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gpu runner: nvidia-h200-x2: sweeps of 1 and 2 GPUs on three variants of examples/train_cnn.py -> bench/results/gpu_h200x2/sweeps/
 # On the GPU machine (nvidia-h200-x2), from the project root, with .whl carried:
 #   bash bench/gpu/run_sweeps.sh
 # Sweeps of 1 and 2 GPUs on three variants of examples/train_cnn.py with different

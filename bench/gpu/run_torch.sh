@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gpu runner: nvidia-h200: PyTorch: ARG zoo (fixture, bench/torch/ scripts and twins) or open (SD105's twins, DDP on one GPU) -> bench/results/gpu_h200/torch/
 # PyTorch on one GPU (issue 14). Run from the project root on the GPU machine (device tool, .whl carried):
 #
 #     bash bench/gpu/run_torch.sh zoo     # a real Kineto fixture, `scaldiag profile` on bench/torch/ scripts and twins

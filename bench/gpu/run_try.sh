@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gpu runner: one GPU: `python -m bench try --gpu`, `scaldiag try` against the hand-written twins (issue 36) -> bench/results/try.md
 # On the GPU machine (device tool, one GPU), from the project root, with .whl carried:
 #   [TRY_CASES=keras_mlp] [ROUNDS=3] [TRY_BUDGET_S=540] bash bench/gpu/run_try.sh
 # Issue 36: `python -m bench try --gpu` (bench/try/run.py): `scaldiag try` against the hand-written

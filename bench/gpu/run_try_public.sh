@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gpu runner: one GPU: `scaldiag try` on public scripts stored unmodified (issue 47) -> bench/results/try.md, "Public scripts"
 # On the GPU machine (device tool, one GPU), from the project root, with .whl carried:
 #   bash bench/gpu/run_try_public.sh
 # Issue 47: `scaldiag try` on public scripts nobody here wrote (stored unmodified under

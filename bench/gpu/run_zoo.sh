@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gpu runner: nvidia-h200: `python -m bench accuracy` over the zoo and bench/torch/ on one GPU -> bench/results/gpu_h200/accuracy/, accuracy/
 # On the GPU machine (device tool), from the project root, with .whl carried:
 #   bash bench/gpu/run_zoo.sh
 # Issue 11: the accuracy benchmark over the zoo on one GPU: Keras 3 on JAX (bench/zoo) and PyTorch
