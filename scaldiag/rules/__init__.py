@@ -32,16 +32,13 @@ from scaldiag.rules import (
 from scaldiag.rules.base import BORDERLINE, Evidence, Finding, Rule, Speedup, graded
 
 RULES: list[Rule[ProfileAnalysis]] = [
-    m.RULE
-    for m in (
-        sd101_input_bound,
-        sd102_host_to_device,
-        sd103_collective_bound,
-        sd104_layout,
-        sd105_host_bound,
-        sd106_low_utilisation,
-        sd206_straggler,
-    )
+    sd101_input_bound.RULE,
+    sd102_host_to_device.RULE,
+    sd103_collective_bound.RULE,
+    sd104_layout.RULE,
+    sd105_host_bound.RULE,
+    sd106_low_utilisation.RULE,
+    sd206_straggler.RULE,
 ]
 # SD211 before SD207: oversubscription slows this run's step (a cause, its fix shown first), the
 # input ceiling bounds what more devices could give (issue 35: SD207's fix was printed first,
@@ -53,10 +50,8 @@ RUN_RULES: list[Rule[RunAnalysis]] = [
     sd207_input_ceiling.RULE,
     sd208_pcie_link.RULE,
 ]
-JOB_RULES = [
-    sd209_internode_link.RULE,
-    sd210_straggler_node.RULE,
-]  # a job over nodes (analyze/job.py)
+# a job over nodes (analyze/job.py)
+JOB_RULES = [sd209_internode_link.RULE, sd210_straggler_node.RULE]
 SWEEP_RULES: list[Rule[ScalingAnalysis]] = [
     sd201_per_replica_batch.RULE,
     sd203_collective_growth.RULE,
