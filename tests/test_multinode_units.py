@@ -515,8 +515,8 @@ def test_names_judged_once_a_pattern_give_each_name_s_own_search(monkeypatch):
     monkeypatch.setattr(node_names, "_FOUND", {})
     monkeypatch.setattr(node_names, "_REMEMBERED_NAMES", 8)
     names = ["gloo:all_reduce", "aten::add_", "c10d::allreduce_", "ProfilerStep#3", "ProfilerStep"]
-    many = [f"op{i}" for i in range(20)] + ["nccl:all_reduce"]
-    for pattern in (nodes.HOST_COLLECTIVE, nodes.ENQUEUE, nodes.STEP, nodes.DEVICE_COLLECTIVE):
+    many = [f"op{i}" for i in range(20)] + ["nccl:all_reduce", "all-reduce.7"]
+    for pattern in (nodes.HOST_COLLECTIVE, nodes.ENQUEUE, nodes.STEP, nodes.XLA_COLLECTIVE):
         for plane in (names, names[::-1], many, names, many[:7], names):
             want = [pattern.search(n) is not None for n in plane] + [False]
             assert node_names.name_flags(plane, pattern).tolist() == want, (pattern.pattern, plane)

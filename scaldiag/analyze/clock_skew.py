@@ -40,7 +40,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scaldiag.analyze.device import DeviceEvents
 from scaldiag.trace import Plane
 
 MAX_INDEX_SHIFT = 3  # collectives a rank's window may hold more or fewer of, at its start
@@ -212,12 +211,6 @@ def describe(offsets: list[Offset]) -> list[str]:
         elif o.offset_ns is None:
             notes.append(not_estimated(o.name))
     return notes
-
-
-def collective_ends(events: list[DeviceEvents]) -> np.ndarray:
-    """The ends of the collective kernels of one rank's devices, sorted."""
-    found = [e.end_ns[e.of("collective")] for e in events]
-    return np.sort(np.concatenate(found)) if found else np.empty(0, np.int64)
 
 
 def shifted(plane: Plane, offset_ns: int) -> Plane:

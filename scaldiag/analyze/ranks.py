@@ -21,7 +21,7 @@ import numpy as np
 
 from scaldiag.analyze import clock_skew
 from scaldiag.analyze.clock_skew import Offset
-from scaldiag.analyze.device import device_events
+from scaldiag.analyze.nodes.evidence import collectives
 from scaldiag.analyze.trace_steps import SPAN_PLANE, Steps, find_steps, step_evidence
 from scaldiag.errors import TraceError
 from scaldiag.trace import Trace
@@ -32,7 +32,7 @@ class RankEvidence:
     """What the job's clock and steps need of one rank, on the rank's own clock."""
 
     label: str  # the rank's planes' host ("rank0", "host/rank0")
-    collective_ends_ns: np.ndarray  # its devices' collective kernels' ends, sorted
+    collective_ends_ns: np.ndarray  # its devices' collective kernels' ends (collectives), sorted
     step_planes: list  # its planes cut to what finds steps (steps.step_evidence)
     first_ns: int | None  # its first event's start, its last event's end
     last_ns: int | None
@@ -42,7 +42,9 @@ class RankEvidence:
 
 def evidence(trace: Trace, label: str) -> RankEvidence:
     """One rank's evidence (``trace`` holds that rank's planes only)."""
-    ends = clock_skew.collective_ends([device_events(p) for p in trace.device_planes])
+    # The devices' collective kernels only: the one evidence of a collective (nodes.collectives),
+    # without the host work a job's nodes add (clock_skew.ONE_HOST).
+    ends = np.sort(collectives(trace.planes, host_work=False)[1])
     cut = step_evidence(trace.planes)
     # The span of all the rank's events: step_evidence's one event of its "span" plane (none: no
     # events).

@@ -44,9 +44,8 @@ step, never by time, so a clock off by a whole step still pairs the right ones.
 
 from scaldiag.analyze.nodes.clock import MergeRefused, align
 from scaldiag.analyze.nodes.columns import JobEvents, PackedRank, pack
-from scaldiag.analyze.nodes.evidence import RankEvents, pair_arrivals, rank_events
+from scaldiag.analyze.nodes.evidence import RankEvents, collectives, pair_arrivals, rank_events
 from scaldiag.analyze.nodes.names import (
-    DEVICE_COLLECTIVE,
     ENQUEUE,
     HOST_COLLECTIVE,
     INPUT,
@@ -66,7 +65,6 @@ from scaldiag.analyze.nodes.table import (
 )
 
 __all__ = [
-    "DEVICE_COLLECTIVE",
     "ENQUEUE",
     "HOST_COLLECTIVE",
     "INPUT",
@@ -83,6 +81,7 @@ __all__ = [
     "PackedRank",
     "RankEvents",
     "align",
+    "collectives",
     "pack",
     "pair_arrivals",
     "rank_events",

@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from scaldiag.analyze import categories, intervals
+from scaldiag.analyze.device import device_events
 from scaldiag.analyze.nodes.names import (
-    DEVICE_COLLECTIVE,
     ENQUEUE,
     HOST_COLLECTIVE,
     HOST_FRAMEWORK_COLLECTIVE,
@@ -22,7 +22,7 @@ from scaldiag.analyze.nodes.names import (
     plane_of,
     selected,
 )
-from scaldiag.analyze.trace_steps import find_steps
+from scaldiag.analyze.trace_steps import find_steps, step_evidence
 from scaldiag.trace import Line, Plane, Trace
 
 
@@ -78,7 +78,7 @@ def rank_events(node: str, rank: str, planes: list[Plane]) -> RankEvents | None:
         step_line.end_ns[step_sel][order],
         nums[order],
     )
-    cs, ce = _collectives(planes)
+    cs, ce = collectives(planes)
     arrive = _arrivals_of(planes, cs)
     keys = _keys(cs if arrive is None else arrive, starts, nums)
     names = plane_of(planes, step_line).event_names
@@ -101,12 +101,12 @@ def _rank_events_of_found_steps(node: str, rank: str, planes: list[Plane]) -> Ra
     """A rank without ``ProfilerStep`` markers (TF, JAX: XPlane): its steps as the trace analysis
     finds them,
     numbered by their markers' ``step_num``, else in order; None where it finds none."""
-    steps = find_steps(Trace(planes, []))
+    steps = find_steps(Trace(step_evidence(planes), []))
     if steps.method == "none" or not steps.count:
         return None
     by_order = steps.numbers is None or len(steps.numbers) != steps.count
     nums = np.arange(steps.count, dtype=np.int64) if by_order else steps.numbers.astype(np.int64)
-    cs, ce = _collectives(planes)
+    cs, ce = collectives(planes)
     arrive = _arrivals_of(planes, cs)
     keys = _keys(cs if arrive is None else arrive, steps.start_ns, nums)
     found = RankEvents(
@@ -250,27 +250,31 @@ def _step_numbers(line: Line, names: list[str], sel: np.ndarray) -> np.ndarray:
     return np.array(out, np.int64)
 
 
-def _collectives(planes: list[Plane]) -> tuple[np.ndarray, np.ndarray]:
+def collectives(planes: list[Plane], host_work: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """One rank's collectives (starts, ends), sorted by start: the scaldiag-wide evidence of a
+    collective, for the ranks of a job's files (analyze/ranks.py) and for a job's nodes.
+
+    Its devices' collective kernels as the breakdown counts them (analyze/categories.py: NCCL's,
+    XLA's collective instructions, peer copies) and, with ``host_work`` (a job's nodes), the
+    process group's work on host threads (``gloo:all_reduce``...) and, where no device runs a
+    collective, TF's and XLA's collective ops on host threads: a TF or JAX collective whose work
+    runs on a GPU is there as its kernels, its host op the launch. ``analyze`` aligns the ranks of
+    its files on the devices' kernels only (clock_skew.ONE_HOST)."""
+    device = {id(p): device_events(p) for p in planes if p.is_device}
+    on_device = any(d.of("collective").any() for d in device.values())
     starts, ends = [], []
-    # A TF or JAX collective whose work runs on a GPU (NCCL) is there as its kernels; its host op is
-    # the launch.
-    device_flags = {
-        id(p): name_flags(p.event_names, DEVICE_COLLECTIVE) for p in planes if p.is_device
-    }
-    on_device = any(
-        selected(line, device_flags[id(p)]).any()
-        for p in planes
-        if p.is_device
-        for line in p.lines
-        if len(line)
-    )
     for plane in planes:
         if plane.is_device:
-            wanted = device_flags[id(plane)]
-        else:
-            wanted = name_flags(plane.event_names, HOST_COLLECTIVE)
-            if not on_device:
-                wanted = wanted | name_flags(plane.event_names, HOST_FRAMEWORK_COLLECTIVE)
+            d = device[id(plane)]
+            sel = d.of("collective")
+            starts.append(d.start_ns[sel])
+            ends.append(d.end_ns[sel])
+            continue
+        if not host_work:
+            continue
+        wanted = name_flags(plane.event_names, HOST_COLLECTIVE)
+        if not on_device:
+            wanted = wanted | name_flags(plane.event_names, HOST_FRAMEWORK_COLLECTIVE)
         for line in plane.lines:
             if len(line):
                 sel = selected(line, wanted)

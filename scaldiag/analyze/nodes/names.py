@@ -11,13 +11,13 @@ from scaldiag.trace import Line, Plane
 
 STEP = re.compile(r"^ProfilerStep(#\d+)?$")
 # The process group's work (c10d's record_function of the backend, e.g. gloo:all_reduce), not
-# c10d::allreduce_, which only enqueues it; on a GPU, NCCL's kernels.
+# c10d::allreduce_, which only enqueues it. (A device's collective kernels are
+# analyze/categories.py's: evidence.collectives.)
 HOST_COLLECTIVE = re.compile(r"^(gloo|mpi|ucc|xccl):\w")
 # The hand-over of a collective: c10d's op on the calling thread (to the backend); TF's kernel on
 # the executor's thread, which passes it to the collective executor's threads
 # (tensorflow/core/kernels/collective_ops.cc traces it as "CollectiveOpV2Kernel::Run").
 ENQUEUE = re.compile(r"^c10d::\w+_$|^CollectiveOpV\d+Kernel::Run$")
-DEVICE_COLLECTIVE = re.compile(r"^nccl", re.I)
 INPUT = re.compile(r"^scaldiag_input$|^enumerate\(DataLoader\)")
 # TF's collective ops that exchange data, as the executor names op events ("scope/name:Type"), on
 # the collective executor's threads: from the work's start there to the reduction's end.
