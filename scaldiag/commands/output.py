@@ -88,8 +88,7 @@ def emit(
     **views,
 ) -> None:
     """Every command's report, through the render table: ``fmt`` (render.FORMATS) to ``output``
-    (None or
-    ``-``: stdout; a file: replaced only once written whole, ``replacing``), and JSON to
+    (None or ``-``: stdout; a file: replaced only once written whole, ``replacing``), and JSON to
     ``json_path`` too (``-``: stdout; the terminal report on stdout then gives way to it).
     ``views``: the timeline formats' (render.VIEW_FORMATS). ``verbose``: the whole terminal report,
     every fix of every framework (the JSON always holds it all)."""
@@ -114,8 +113,7 @@ def emit(
 @contextlib.contextmanager
 def replacing(path: Path):
     """A stream whose text replaces ``path`` only once all of it is written: a report that fails (or
-    a
-    disk that fills) leaves the file as it was, never empty or cut. A device or a FIFO
+    a disk that fills) leaves the file as it was, never empty or cut. A device or a FIFO
     (``/dev/full``, ``/dev/stdout``) is written in place: renaming over it would replace the device.
     """
     target = path.resolve() if path.is_symlink() else path
@@ -158,10 +156,8 @@ def _failing_as_error(path: Path):
 
 def stdout_gone() -> None:
     """The reader of stdout has gone (``| head``): what is still buffered, and anything printed
-    later,
-    goes nowhere, so that neither this nor Python's flush at exit raises again or prints a
-    traceback.
-    """
+    later, goes nowhere, so that neither this nor Python's flush at exit raises again or prints a
+    traceback."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

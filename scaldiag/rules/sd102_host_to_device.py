@@ -78,8 +78,8 @@ _FEWER_BYTES = (
 
 class _HostToDevice:
     """The copies' exclusive share, plus the host's hand-over of a heavy batch when its input time
-    is what
-    moving the bytes costs (analyze/transfers.py): that input is the host side of the copy."""
+    is what moving the bytes costs (analyze/transfers.py): that input is the host side of the
+    copy."""
 
     id = "SD102"
     title = "Host-to-device copies on the critical path"
