@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURES
 
+from scaldiag.analyze import clock_skew
 from scaldiag.analyze.clock_skew import densest
 from scaldiag.analyze.profile import analyze_trace
 from scaldiag.errors import TraceError
@@ -55,8 +56,8 @@ def test_a_50_ms_offset_is_estimated_corrected_and_the_verdict_kept(tmp_path):
 
 
 def test_ranks_without_collectives_far_apart_are_refused(tmp_path):
-    """No collective to align on, and the second file starts a second away (over a step): refused.
-    """
+    """No collective to align on, and the second file starts a second away (over a step):
+    refused."""
     (tmp_path / "rank0.pt.trace.json.gz").write_bytes(PLAIN.read_bytes())
     shifted_copy(PLAIN, tmp_path / "rank1.pt.trace.json.gz", 1_000_000.0)
     with pytest.raises(TraceError, match="cannot be aligned"):
@@ -105,3 +106,42 @@ def test_ranks_far_apart_on_one_machine_read_one_clock(tmp_path, hosts, merged):
     else:
         with pytest.raises(TraceError, match="cannot be aligned"):
             analyze_trace_at(tmp_path)
+
+
+def _ends(count: int, seed: int) -> np.ndarray:
+    """Collective ends a few ms apart, irregularly (so that a wrong pairing does not agree)."""
+    gaps = np.random.default_rng(seed).integers(2_000_000, 9_000_000, count)
+    return np.cumsum(gaps).astype(np.int64)
+
+
+def test_one_align_pairs_and_corrects_by_each_merge_s_rules():
+    """clock_skew.align is both merges' clock: ranks (ONE_HOST) pair their ends in order, a few
+    collectives more at a window's start searched; nodes (ACROSS_HOSTS) pair by (step, k), so a
+    window that began steps earlier still pairs; an offset under 20 us is left as recorded for
+    ranks, taken off for nodes; a clock with nothing to pair is asked about (refuse_if_far)."""
+    ends = _ends(40, 1)
+    steps = np.arange(40) // 4
+    keys = np.stack([steps, np.arange(40) % 4])
+    asked = []
+    for offset_ns in (7_000_000, 10_000):
+        one_more = clock_skew.Clock(
+            "rank1", np.concatenate(([ends[0] - 5_000_000], ends)) + offset_ns
+        )
+        found = clock_skew.align(
+            [clock_skew.Clock("rank0", ends), one_more, clock_skew.Clock("rank2", ends[:0])],
+            clock_skew.ONE_HOST,
+            asked.append,
+        )
+        assert (found[1].offset_ns, found[1].spread_ns, found[1].collectives) == (offset_ns, 0, 40)
+        assert clock_skew.shift_of(found[1]) == (offset_ns if offset_ns >= 20_000 else 0)
+        assert found[2].offset_ns is None and clock_skew.shift_of(found[2]) == 0
+        # A node whose window began two steps (8 collectives) later, holding none of the first ones.
+        later = clock_skew.Clock("node1", ends[8:] + offset_ns, keys[:, 8:])
+        first = clock_skew.Clock("node0", ends, keys)
+        (_, node1) = clock_skew.align([first, later], clock_skew.ACROSS_HOSTS, asked.append)
+        assert (node1.offset_ns, node1.collectives, clock_skew.shift_of(node1)) == (
+            offset_ns,
+            32,
+            offset_ns,
+        )
+    assert asked == [2, 2]

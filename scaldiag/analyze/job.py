@@ -4,8 +4,8 @@ files; here is decided which nodes merge, whether they are one job's, the clocks
 
 A multi-node job is ranks on more than one host: each rank's evidence (analyze/nodes/evidence.py)
 on its node's clock, every node put on node 0's from the ends of the collectives they share
-(analyze/nodes/clock.py, the arithmetic of analyze/clock_skew.py), then reduced per node
-(analyze/nodes/reduce.py).
+(analyze/nodes/clock.py through clock_skew.align, the path of a job's rank files), then reduced
+per node (analyze/nodes/reduce.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Per rank, the trace gives its steps, its collectives and its input:
 
 - PyTorch (Kineto): steps are ``ProfilerStep#N`` (numbered by the capture the
   same way on every rank); collectives the process group's work
-  (``gloo:all_reduce``... on host threads, ``nccl`` kernels on devices),
+  (``gloo:all_reduce``... on host threads, collective kernels on devices),
   handed over by c10d's ``c10d::allreduce_``; input the DataLoader's fetches.
 - TensorFlow (XPlane, e.g. ``MultiWorkerMirroredStrategy``): steps as the
   trace analysis finds them (``analyze/trace_steps.py``: scaldiag's own ``train``
@@ -27,7 +27,8 @@ step, never by time, so a clock off by a whole step still pairs the right ones.
 - Clock: an all-reduce ends on every rank at nearly the same instant (no rank
   finishes before the last one's data arrived), so each node's offset against
   node 0 is the centre of the matched ends' differences (the median of their
-  tightest half: ``clock_skew.densest``).
+  tightest half): ``clock_skew.align`` under ``ACROSS_HOSTS``' rules, the path
+  ``analyze`` takes for a job's rank files under ``ONE_HOST``'s.
 - Arrival: where a rank starts a collective against the others (after the
   clocks are aligned). A node whose ranks start late at the collectives makes
   every other rank wait that long: ``lateness_ms`` per step, signed (early is
