@@ -1,36 +1,20 @@
 """One clock for a job: every clock's offset against the first, from collectives that end together.
 
-The one path for both of scaldiag's merges: the ranks of a job's trace files (analyze/ranks.py,
-``scaldiag analyze``) and the nodes of a job over several machines (analyze/nodes/clock.py,
-``scaldiag report NODE_DIR ...``). Each gives ``align`` one ``Clock`` a clock to put on the first
-one's (a rank; a node, by its first rank: the ranks of one node share its clock) and its
-``ClockRules``; ``align`` pairs the collectives, takes the offset and its spread, and asks the
-caller whether a clock without collectives may be merged as recorded.
+The one path of both merges: the ranks of a job's trace files (analyze/ranks.py, ``analyze``) and
+the nodes of a job over several machines (analyze/nodes/clock.py, ``report NODE_DIR ...``; a node
+by its first rank: the ranks of one node share its clock). A ring or tree all-reduce ends on all
+ranks at nearly the same instant (no rank finishes before the last one's data arrived), so the
+same collective's ends on two clocks mark one moment: the offset is the centre of their
+differences, its spread the median absolute deviation around it.
 
-Every rank writes its own trace with its own clock. A ring or tree all-reduce ends on all ranks at
-nearly the same instant (no rank can finish before the last rank's data has arrived), so the end
-of the same collective on two clocks marks the same moment: a clock's offset against the first is
-the centre of the differences of their ends, its spread (the median absolute deviation around it)
-says how well they agree.
-
-What the two merges hold of a collective differs, and so do their rules (``ONE_HOST``,
-``ACROSS_HOSTS``):
-
-- pairing: a rank of ``analyze`` holds its devices' collective kernels' ends only, found before the
-  job's steps are (they are found on the aligned clock), so they are paired in order, a small index
-  shift searched (a rank's window may hold one collective more at its start), the shift whose
-  differences agree best taken; a node's collectives are keyed by (step number, k-th of the step)
-  from its own steps, so they pair by key, never by time, and a clock off by a whole step still
-  pairs the right ones;
-- centre: the median of the differences for ranks; for nodes the centre of their tightest half
-  (``densest``): across machines a rank that works on after its last receive ends ms late;
-- correction: an offset under 20 us is left as recorded for ranks (the collectives' own spread on
-  one node is microseconds); a node's is always taken off.
-
-A clock with no collective to align on cannot be estimated: ``refuse_if_far`` (one decision and
-one reason for both, the gap measured by each caller) refuses it where the same work starts more
-than a step away from the first clock's, where a wrong clock would decide the verdict; otherwise
-it is merged as recorded, and said.
+What differs is what each merge holds, so a parameter (``ClockRules``): a rank holds its devices'
+kernel ends only, found before the job's steps (found on the aligned clock), so ``ONE_HOST`` pairs
+them in order (a window may hold a collective more at its start: a few index shifts searched),
+takes their median and leaves an offset under 20 us as recorded; a node's collectives are keyed
+by (step, k) from its own steps, so ``ACROSS_HOSTS`` pairs by key (a clock off by a whole step
+still pairs the right ones), takes the tightest half's median (``densest``) and corrects every
+offset. A clock with nothing to pair is asked about (``refuse_if_far``; the reason, one for both:
+``far_apart``): merged as recorded, and said, unless a wrong clock would decide the verdict.
 """
 
 from __future__ import annotations
