@@ -51,6 +51,11 @@ ITEMS_PER_WORKER: int | None = None
 # queues; a Dask task's scheduling), which cost as much as reading a 34 KB rank; a few hundred tasks
 # still balance the workers. Fewer items than this per worker: one item a task, as before.
 TASKS_PER_WORKER = 16
+BROKEN_POOL = (
+    "a worker process of the local engine ended before its rank was reduced (killed, out of"
+    " memory, or it could not start); --engine local:1 reduces one rank at a time in this"
+    " process, with the least memory"
+)
 # Worker processes that do not stop within this after SIGTERM get SIGKILL.
 STOP_TIMEOUT_S = 5.0
 
@@ -70,6 +75,8 @@ class Engine(Protocol):
     workers: int  # how many items run at once
 
     def map(self, fn: Callable[[Any], Any], items: list) -> list: ...
+
+    def imap(self, fn: Callable[[Any], Any], items: list) -> Iterator: ...
 
 
 def default_workers() -> int:
@@ -120,6 +127,32 @@ class LocalEngine:
             return [fn(item) for item in items]
         return self._pool_map(fn, items, processes)
 
+    def imap(self, fn: Callable[[Any], Any], items: list) -> Iterator:
+        """``map``'s results one at a time, in the items' order, each task's let go of once given:
+        a caller that keeps less of a result than the result itself (a job's thousands of ranks'
+        evidence, gathered into columns) does not hold them all as a list."""
+        items = list(items)
+        processes = min(self.workers, len(items))
+        if processes <= 1:
+            return map(fn, items)
+        return self._pool_imap(fn, items, processes)
+
+    def _pool_imap(self, fn, items: list, processes: int) -> Iterator:
+        executor = self._pool(processes)
+        futures = _submitted(executor, functools.partial(_each, fn), tasks(items, processes))
+        try:
+            for i, future in enumerate(futures):
+                task, futures[i] = future.result(), None
+                yield from task
+        except BrokenProcessPool:  # a worker killed (the OOM killer) or unable to start
+            self._executor = None
+            _stop_workers(executor)
+            raise ScaldiagError(BROKEN_POOL) from None
+        except BaseException:  # an item's error, KeyboardInterrupt, the caller's own: stop now
+            self._executor = None
+            _stop_workers(executor)
+            raise
+
     def _pool_map(self, fn, items: list, processes: int) -> list:
         executor = self._pool(processes)
         try:
@@ -132,11 +165,7 @@ class LocalEngine:
         except BrokenProcessPool:  # a worker killed (the OOM killer) or unable to start
             self._executor = None
             _stop_workers(executor)
-            raise ScaldiagError(
-                "a worker process of the local engine ended before its rank was reduced "
-                "(killed, out of memory, or it could not start); --engine local:1 reduces "
-                "one rank at a time in this process, with the least memory"
-            ) from None
+            raise ScaldiagError(BROKEN_POOL) from None
         except (
             BaseException
         ):  # an item's error, KeyboardInterrupt: the other items stop now, not when done
@@ -259,6 +288,26 @@ class DaskEngine:
             return [result for task in self.client.gather(futures) for result in task]
         except BaseException:
             self.client.cancel(futures)
+            raise
+
+    def imap(self, fn: Callable[[Any], Any], items: list) -> Iterator:
+        """``map``'s results one at a time, in the items' order, each task's let go of once given
+        (LocalEngine.imap)."""
+        items = list(items)
+        if not items:
+            return
+        futures = self.client.map(
+            functools.partial(_each, fn), tasks(items, self.workers), pure=False
+        )
+        try:
+            for i, future in enumerate(futures):
+                # raises the item's exception, its own type and message (as ``map``)
+                task = future.result()
+                future.release()
+                futures[i] = None
+                yield from task
+        except BaseException:
+            self.client.cancel([f for f in futures if f is not None])
             raise
 
 

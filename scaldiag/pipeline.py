@@ -9,7 +9,8 @@ joins them. Renderers take what it returns.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +19,7 @@ from scaldiag.analyze import interconnect as ic
 from scaldiag.analyze import job_merge, ranks
 from scaldiag.analyze import nodes as job_nodes
 from scaldiag.analyze.interconnect import Interconnect
-from scaldiag.analyze.job import JobNode, analyze_job
+from scaldiag.analyze.job import GatheredRanks, JobNode, RankFiles, analyze_job
 from scaldiag.analyze.profile import (
     ProfileAnalysis,
     RankReduction,
@@ -180,6 +181,15 @@ def map_on(engine: Engine | None, fn: Callable, items: list) -> list:
     """``fn`` over ``items`` on ``engine``, results in order; None: here, one item after the
     other."""
     return engine.map(fn, items) if engine is not None else [fn(item) for item in items]
+
+
+def each_on(engine: Engine | None, fn: Callable, items: list) -> Iterator:
+    """``map_on``'s results one at a time, in order (the engine's ``imap`` where it has one: each
+    let go of by the engine once given)."""
+    if engine is None:
+        return map(fn, items)
+    imap = getattr(engine, "imap", None)
+    return imap(fn, items) if imap is not None else iter(engine.map(fn, items))
 
 
 def _span_of(evidence: ranks.RankEvidence) -> tuple[int, int] | None:
@@ -390,8 +400,7 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
     left_out: list[str] = []
     found = job_dirs.node_records(paths, left_out)
     job_dirs.refuse_other_jobs([d for d, _ in found], [run for _, run in found])
-    nodes = _job_nodes(found)
-    del found  # what the merge takes of each run.json is in ``nodes``: the records are not held
+    nodes = _job_nodes(found)  # what the merge takes of each run.json: ``found`` emptied
     merged = analyze_job(nodes, _rank_events(nodes, engine, left_out), left_out)
     framework = job_dirs.framework(merged.node_dirs[0])
     return build_job_report(merged.node_dirs, merged.analysis, merged.rank_files, framework)
@@ -399,35 +408,53 @@ def diagnose_job(paths: list[str], engine: Engine | None = None) -> JobReport:
 
 def _job_nodes(found: list) -> list[JobNode]:
     """What the merge takes of each node's record (node_records' directories and run.json parts),
-    equal network stacks one tuple, not one a node."""
+    equal network stacks one tuple and equal node counts one int, not one a node. ``found`` is
+    emptied, each record let go of once taken (not every record held beside every JobNode)."""
     stacks: dict[tuple, tuple] = {}
+    counts: dict[int | None, int | None] = {}
     nodes = []
-    for d, run in found:
+    for i in range(len(found)):
+        (d, run), found[i] = found[i], None
         node = job_dirs.node_in(run)
         key = ((node or {}).get("boot_id"), (node or {}).get("net_ns"))
         nnodes = job_dirs.place_of(node)[1]  # node_records placed every node
+        nnodes = counts.setdefault(nnodes, nnodes)
         intra = job_dirs.intra_node_times_in(run) or None
         label = job_dirs.label_of(node)
         facts = _record_facts(d)
         nodes.append(JobNode(d, label, nnodes, stacks.setdefault(key, key), intra, *facts))
+    found.clear()
     return nodes
 
 
-def _rank_events(
-    nodes: list[JobNode], engine: Engine | None, left_out: list[str]
-) -> dict[str, list[tuple[job_nodes.PackedRank, str]]]:
-    """Per node directory, each of its ranks' evidence with its trace file (ranks without steps left
-    out; a file that cannot be read left out, its reason added to ``left_out``). The files are held
-    as text (a Path a rank is about 0.3 KB more while the job is read)."""
-    where = [(n, str(f)) for n in nodes for f in trace_files(Path(n.dir) / TRACE_DIR)]
-    found = map_on(engine, _rank_events_of, [(n.label, f) for n, f in where])
-    by_node: dict[str, list] = {n.dir: [] for n in nodes}
-    for (n, f), events in zip(where, found):
-        if isinstance(events, str):
-            left_out.append(f"{events}: this rank is left out")
-        elif events is not None:
-            by_node[n.dir].append((events, f))
-    return by_node
+def _rank_events(nodes: list[JobNode], engine: Engine | None, left_out: list[str]) -> GatheredRanks:
+    """Every rank's evidence, in the nodes' order, gathered into the job's columns as each is read
+    (JobEvents.gathered: no rank's packed evidence held beside the others'), with its trace file
+    (ranks without steps left out; a file that cannot be read left out, its reason added to
+    ``left_out``). The files are held as text (a Path a rank is about 0.3 KB more while the job is
+    read), each rank's node as its index (no tuple a rank beside the items')."""
+    items, node_of = [], array("q")
+    for k, n in enumerate(nodes):
+        for f in trace_files(Path(n.dir) / TRACE_DIR):
+            items.append((n.label, str(f)))
+            node_of.append(k)
+    found = each_on(engine, _rank_events_of, items)
+    kept_at, under = array("q"), []
+    dirs: set[str] = set()
+
+    def kept() -> Iterator[job_nodes.PackedRank]:
+        for (_, f), k, events in zip(items, node_of, found):
+            if isinstance(events, str):
+                left_out.append(f"{events}: this rank is left out")
+            elif events is not None:
+                dirs.add(nodes[k].dir)
+                kept_at.append(k)
+                under.append(RankFiles.under(nodes[k].dir, f))
+                yield events
+
+    job = job_nodes.JobEvents.gathered(kept(), len(items))
+    labels, node_dirs = [n.label for n in nodes], [n.dir for n in nodes]
+    return GatheredRanks(job, RankFiles(labels, node_dirs, kept_at, job.ranks, under), dirs)
 
 
 def _rank_events_of(item: tuple[str, str]) -> job_nodes.PackedRank | str | None:

@@ -30,8 +30,7 @@ SLOW_S = 120  # how long the SLOW item sleeps: a map that returns sooner did not
 
 
 def events_of(path: str) -> tuple[int, int]:
-    """(events in one rank's file, the pid that read it): what a per-rank reduction returns, small.
-    """
+    """(events in one rank's file, the pid that read it): what a per-rank reduction returns, small."""
     from scaldiag.readers.kineto import read_trace
 
     return read_trace([path]).event_count, os.getpid()
@@ -269,3 +268,35 @@ def test_a_missing_extra_says_which_to_install(monkeypatch, spec):
         open_engine(spec)
     message = str(raised.value)
     assert "pip install 'scaldiag[dask]'" in message and "\n" not in message
+
+
+# --- imap: the results one at a time (the job merge gathers each rank's evidence as it comes)
+# --------------------------------------------------------------------
+
+
+def test_local_imap_gives_the_maps_results_in_order():
+    want = _events_here()
+    before = _children()
+    with open_engine("local:1") as one, open_engine("local:2") as two:
+        for engine in (one, two):
+            got = engine.imap(events_of, RANK_FILES)
+            assert not isinstance(got, list)
+            assert [n for n, _ in got] == want
+        assert list(two.imap(events_of, [])) == []
+    assert not _workers_alive(before)
+
+
+def test_dask_imap_gives_the_maps_results_in_order(dask_engine):
+    got = dask_engine.imap(events_of, RANK_FILES)
+    assert not isinstance(got, list)
+    assert [n for n, _ in got] == _events_here()
+    assert list(dask_engine.imap(events_of, [])) == []
+
+
+def test_imap_raises_the_items_error_and_stops_the_workers(truncated):
+    expected = _error_here(truncated)
+    before = _children()
+    with open_engine("local:2") as engine, pytest.raises(TraceError) as raised:
+        list(engine.imap(events_of, [*RANK_FILES, truncated]))
+    assert str(raised.value) == str(expected)
+    assert not _workers_alive(before)

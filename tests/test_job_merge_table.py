@@ -342,3 +342,85 @@ def test_a_copied_rank_is_refused_and_distinct_ranks_are_not():
         copy = replace(ranks[0], node="copied", rank="copied/rank0")
         with pytest.raises(ScaldiagError, match=f"copied/rank0 and {ranks[0].rank} are the same"):
             job_merge.refuse_copies(nodes.JobEvents.of([*ranks, copy]))
+
+
+def _columns_one_rank_at_a_time(packed: list[nodes.PackedRank]) -> list[np.ndarray]:
+    """PackedRank's nine columns of every rank, each rank's data cut by its counts and the pieces
+    joined: the plain way."""
+    pieces: list[list[np.ndarray]] = [[] for _ in range(9)]
+    for p in packed:
+        flat, at = np.frombuffer(p.data, np.int64), 0
+        for c, n in enumerate([p.steps] * 3 + [p.collectives] * 4 + [p.inputs] * 2):
+            pieces[c].append(flat[at : at + n])
+            at += n
+    return [np.concatenate(x) if x else np.empty(0, np.int64) for x in pieces]
+
+
+@pytest.mark.parametrize("chunk, expected", [(1, 0), (2, 3), (3, None), (5, 1000), (1024, None)])
+def test_the_columns_gathered_a_chunk_at_a_time_are_every_ranks_evidence(
+    chunk, expected, monkeypatch
+):
+    """JobEvents.gathered (the pipeline's: the ranks copied into the columns as they are read, a
+    chunk at a time, the columns sized from the ranks expected: none, too few, as many, too many,
+    and grown where more come) gives every rank's evidence, one rank after the other, as its packed
+    data holds it; and the ranks are let go of (``taken`` empties its list)."""
+    monkeypatch.setattr(nodes.columns, "CHUNK_RANKS", chunk)
+    rng = random.Random(chunk)
+    for _ in range(10):
+        packed = [nodes.pack(r) for r in random_job(rng, EPOCH_NS)]
+        want = _columns_one_rank_at_a_time(packed)
+        hint = len(packed) if expected is None else expected
+        job = nodes.JobEvents.gathered(iter(packed), hint)
+        got = [
+            job.step_num,
+            job.step_start_ns,
+            job.step_end_ns,
+            job.coll_step,
+            job.coll_k,
+            job.arrive_ns,
+            job.end_ns,
+            job.input_start_ns,
+            job.input_end_ns,
+        ]
+        assert all(g.dtype == np.int64 and np.array_equal(g, w) for g, w in zip(got, want))
+        assert job.ranks == [p.rank for p in packed]
+        assert [job.nodes[k] for k in job.node_of.tolist()] == [p.node for p in packed]
+        assert np.diff(job.coll_at).tolist() == [p.collectives for p in packed]
+        held = list(packed)
+        assert repr(nodes.JobEvents.taken(held)) == repr(job) and held == []
+
+
+def test_the_job_shifted_in_place_is_the_job_shifted():
+    """JobEvents.shifted(in_place=True) (the merge's, on columns made for it) moves the same times
+    as the copy does, in the job's own columns."""
+    rng = random.Random(5)
+    for _ in range(10):
+        ranks = random_job(rng, EPOCH_NS)
+        job, mine = nodes.JobEvents.of(ranks), nodes.JobEvents.of(ranks)
+        shift = np.array([rng.randint(-(10**9), 10**9) for _ in job.nodes], np.int64)
+        copied, moved = job.shifted(shift), mine.shifted(shift, in_place=True)
+        assert repr(moved) == repr(copied) and moved.arrive_ns is mine.arrive_ns
+
+
+def test_the_rank_files_are_made_when_asked_as_the_tuples_they_stand_for():
+    """analyze/job.RankFiles (the report's rank_files, held as indices and each path under its
+    node's directory, the same words for every node held once): the (node, rank, path) tuples,
+    however asked for, a path outside its node's directory as it was."""
+    from array import array
+
+    from scaldiag.analyze.job import RankFiles
+
+    dirs, labels = ["/j/node0", "/j/node1"], ["h0/node0", "h1/node1"]
+    paths = [
+        ("/j/node0/trace/rank0.pt.trace.json.gz", 0),
+        ("/j/node1/trace/rank0.pt.trace.json.gz", 1),
+        ("/elsewhere/rank1.pt.trace.json", 1),
+    ]
+    names = ["h0/node0/rank0", "h1/node1/rank0", "h1/node1/rank1"]
+    under = [RankFiles.under(dirs[k], p) for p, k in paths]
+    files = RankFiles(labels, dirs, array("q", [k for _, k in paths]), names, under)
+    want = [(labels[k], n, p) for (p, k), n in zip(paths, names)]
+    assert list(files) == want and len(files) == 3 and files == want
+    assert files[-1] == want[-1] and files[1:] == want[1:]
+    assert under[0] is under[1]  # one string for every node's
+    assert list(pickle.loads(pickle.dumps(files))) == want

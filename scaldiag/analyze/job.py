@@ -10,6 +10,10 @@ per node (analyze/nodes/reduce.py).
 
 from __future__ import annotations
 
+import os
+import sys
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -47,6 +51,55 @@ class JobNode:
 NodeRanks = list[tuple[PackedRank, str]]
 
 
+class RankFiles(Sequence):
+    """Each rank's file as (node label, rank name, path), made when asked (the report's
+    ``rank_files``): held as the nodes' labels and directories, each rank's node (its index), its
+    name (the job's own list) and its path under its node's directory (``under``: the same words
+    for every node, held once), not a tuple and a path a rank (about 0.15 KB)."""
+
+    def __init__(
+        self, labels: list[str], dirs: list[str], node_of: array, names: list[str], under: list
+    ) -> None:
+        self._labels, self._dirs, self._node_of = labels, dirs, node_of
+        self._names, self._under = names, under
+
+    @staticmethod
+    def under(node_dir: str, path: str) -> str | tuple[str]:
+        """``path`` below ``node_dir`` (interned: every node's is the same), or ``(path,)``."""
+        head = node_dir + os.sep
+        return sys.intern(path[len(head) :]) if path.startswith(head) else (path,)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        k, rel = self._node_of[i], self._under[i]
+        path = rel[0] if isinstance(rel, tuple) else self._dirs[k] + os.sep + rel
+        return (self._labels[k], self._names[i], path)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
+@dataclass(frozen=True)
+class GatheredRanks:
+    """Every rank's evidence already in the job's columns, in the nodes' order (the pipeline's,
+    gathered as each rank is read: JobEvents.gathered), each rank's file (node label, rank name,
+    path) and the node directories that have a rank."""
+
+    events: JobEvents
+    files: RankFiles
+    dirs: set[str]
+
+    def get(self, node_dir: str) -> bool:
+        return node_dir in self.dirs
+
+
 @dataclass(frozen=True)
 class MergedJob:
     """The job's analysis, the node directories merged (in order) and each rank's file (node
@@ -54,17 +107,17 @@ class MergedJob:
 
     analysis: JobAnalysis
     node_dirs: list[str]
-    rank_files: list[tuple[str, str, str]]
+    rank_files: Sequence[tuple[str, str, str]]  # a list, or RankFiles
 
 
 def analyze_job(
-    nodes: list[JobNode], ranks: dict[str, NodeRanks], left_out: list[str]
+    nodes: list[JobNode], ranks: dict[str, NodeRanks] | GatheredRanks, left_out: list[str]
 ) -> MergedJob:
     """The job from its nodes (node 0 first) and each node's ranks by directory; ``left_out``: what
     reading left out, first among the notes. A node with no rank's trace with steps is left out and
     named; fewer than two nodes, copies of one trace, clocks that cannot be aligned or are a
     minute apart are refused (ScaldiagError). ``ranks`` is emptied: its evidence moves into the
-    job's columns (held once)."""
+    job's columns (held once); GatheredRanks: the columns made as the ranks were read."""
     left_out = left_out + _without_ranks(nodes, ranks)
     nodes = [n for n in nodes if ranks.get(n.dir)]
     if len(nodes) < 2:
@@ -84,7 +137,7 @@ def analyze_job(
     return MergedJob(analysis, [n.dir for n in nodes], files)
 
 
-def _without_ranks(nodes: list[JobNode], ranks: dict[str, NodeRanks]) -> list[str]:
+def _without_ranks(nodes: list[JobNode], ranks: dict[str, NodeRanks] | GatheredRanks) -> list[str]:
     """A note for each node that has no rank's trace with steps (the capture's word where any)."""
     return [
         f"{n.dir}: no rank's trace with steps (PyTorch's ProfilerStep markers, scaldiag's step "
@@ -97,11 +150,13 @@ def _without_ranks(nodes: list[JobNode], ranks: dict[str, NodeRanks]) -> list[st
 
 
 def _job_events(
-    nodes: list[JobNode], ranks: dict[str, NodeRanks]
+    nodes: list[JobNode], ranks: dict[str, NodeRanks] | GatheredRanks
 ) -> tuple[JobEvents, list[tuple[str, str, str]]]:
     """The nodes' ranks in one ``JobEvents`` (in the nodes' order) and each rank's file. The
     evidence moves into the job's columns: ``ranks`` is emptied (held once, not twice: each rank's
     packed array was 0.45 KB a rank more at the merge's peak)."""
+    if isinstance(ranks, GatheredRanks):
+        return ranks.events, ranks.files
     packed, files = [], []
     for n in nodes:
         found = ranks.pop(n.dir)
@@ -121,7 +176,7 @@ def _aligned(job: JobEvents, step_ns: float):
     """Every node on node 0's clock (nodes.align), refused where a clock cannot be aligned or is
     a minute off."""
     try:
-        job, offsets, notes = align(job, step_ns)
+        job, offsets, notes = align(job, step_ns, in_place=True)  # the merge's own columns
     except MergeRefused as exc:
         raise ScaldiagError(f"the nodes are not merged: {exc}") from None
     job_merge.refuse_far_clocks(offsets)

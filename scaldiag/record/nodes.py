@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,8 +95,11 @@ def _merged(run: RunJson) -> RunJson:
     its intra-node all-reduce, its run's span), alone. Every node's record is held until the last
     is found, and a whole one is a few KB decoded (a 4,096-node job's records were then more than
     the merge's own figures)."""
+    # The keys interned: each node's are otherwise its own copies of the same few words (a job's
+    # records are held a node each until the last is found).
+    node = None if run.node is None else {sys.intern(k): v for k, v in run.node.items()}
     return RunJson(
-        node=run.node,
+        node=node,
         intra_node_allreduce=run.intra_node_allreduce,
         started_ns=run.started_ns,
         ended_ns=run.ended_ns,

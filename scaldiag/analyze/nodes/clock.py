@@ -14,8 +14,11 @@ class MergeRefused(ValueError):
     """The nodes' clocks cannot be put on one: merging would let the clocks decide the verdict."""
 
 
-def align(job: JobEvents, step_ns: float) -> tuple[JobEvents, list[Offset], list[str]]:
-    """Every node on node 0's clock (the first node listed), from the matched ends of collectives.
+def align(
+    job: JobEvents, step_ns: float, in_place: bool = False
+) -> tuple[JobEvents, list[Offset], list[str]]:
+    """Every node on node 0's clock (the first node listed), from the matched ends of collectives;
+    ``in_place``: ``job``'s own times moved (JobEvents.shifted).
 
     Raises MergeRefused where a node's offset cannot be estimated and its steps start more than
     ``step_ns`` from node 0's: a wrong clock would then decide who is late."""
@@ -32,7 +35,7 @@ def align(job: JobEvents, step_ns: float) -> tuple[JobEvents, list[Offset], list
     offsets = clock_skew.align(clocks, clock_skew.ACROSS_HOSTS, refuse_if_far)
     notes = [clock_skew.not_estimated(o.name) for o in offsets if o.offset_ns is None]
     shift_ns = np.array([clock_skew.shift_of(o) for o in offsets], np.int64)
-    return job.shifted(shift_ns), offsets, notes
+    return job.shifted(shift_ns, in_place), offsets, notes
 
 
 def _clock(job: JobEvents, node: str, i: int) -> clock_skew.Clock:

@@ -3,6 +3,8 @@ job as flat columns (``JobEvents``)."""
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -83,24 +85,40 @@ class JobEvents:
     @classmethod
     def taken(cls, packed: list[PackedRank]) -> JobEvents:
         """``of`` for the merge, which lets go of each rank once it is in the columns: ``packed``
-        is emptied, a chunk of ranks at a time (the evidence held once, not as the ranks' buffers,
-        a joined copy of them and the columns at once: 0.5 KB a rank at a 10,000-rank job's
-        peak)."""
+        is emptied as it is read (``gathered``)."""
+        return cls.gathered(_emptied(packed), len(packed))
+
+    @classmethod
+    def gathered(cls, ranks: Iterable[PackedRank], expected: int = 0) -> JobEvents:
+        """The job's columns from its ranks as they come (the pipeline's, as each rank is read;
+        ``expected``: about how many, to size the columns once): a chunk of CHUNK_RANKS ranks'
+        evidence copied into the columns and the ranks let go, so that no rank's packed evidence
+        is held beside the others' (about 0.5 KB a rank of Python's small objects, whose freed
+        memory numpy's columns cannot reuse) nor all of it beside the columns."""
         node_ids: dict[str, int] = {}
-        node_of = np.array([node_ids.setdefault(p.node, len(node_ids)) for p in packed], np.int64)
-        steps, colls, inputs = (
-            np.array([getattr(p, k) for p in packed], np.int64).reshape(-1)
-            for k in ("steps", "collectives", "inputs")
-        )
-        names = [p.rank for p in packed]
-        numbered = {i: p.steps_numbered_by for i, p in enumerate(packed) if p.steps_numbered_by}
-        step_num, step_start, step_end, key_step, key_k, arrive, end, in_start, in_end = _columns(
-            packed, steps, colls, inputs
-        )
+        node_of, counts = array("q"), array("q")  # per rank: 8 bytes, not a list's int object
+        names: list[str] = []
+        numbered: dict[int, str] = {}
+        filling = _Filling(expected)
+        chunk: list[bytes] = []
+        for p in ranks:
+            if p.steps_numbered_by:
+                numbered[len(names)] = p.steps_numbered_by
+            node_of.append(node_ids.setdefault(p.node, len(node_ids)))
+            names.append(p.rank)
+            counts.extend((p.steps, p.collectives, p.inputs))
+            chunk.append(p.data)
+            if len(chunk) == CHUNK_RANKS:
+                filling.add(chunk, counts)
+        filling.add(chunk, counts)
+        steps, colls, inputs = np.frombuffer(counts, np.int64).reshape(-1, 3).T.copy()
         at = [_bounds(c) for c in (steps, colls, inputs)]
+        step_num, step_start, step_end, key_step, key_k, arrive, end, in_start, in_end = (
+            filling.columns()
+        )
         return cls(
             list(node_ids),
-            node_of,
+            np.frombuffer(node_of, np.int64).copy(),
             names,
             numbered,
             *(at[0], step_num, step_start, step_end),
@@ -108,14 +126,17 @@ class JobEvents:
             *(at[2], in_start, in_end),
         )
 
-    def shifted(self, shift_of_node_ns: np.ndarray) -> JobEvents:
-        """Every rank's times less its node's shift (its clock minus node 0's)."""
+    def shifted(self, shift_of_node_ns: np.ndarray, in_place: bool = False) -> JobEvents:
+        """Every rank's times less its node's shift (its clock minus node 0's). ``in_place``: the
+        times moved in these columns (the merge's own, made for it), not copied: no second set of
+        six columns (0.24 KB a rank of the grown job)."""
         if not shift_of_node_ns.any():
             return self
         per_rank = shift_of_node_ns[self.node_of]
 
         def moved(at: np.ndarray, values: np.ndarray) -> np.ndarray:
-            return values - np.repeat(per_rank, np.diff(at))
+            by = np.repeat(per_rank, np.diff(at))
+            return np.subtract(values, by, out=values if in_place else None)
 
         return replace(
             self,
@@ -150,26 +171,58 @@ def _bounds(counts: np.ndarray) -> np.ndarray:
 CHUNK_RANKS = 1024
 
 
-def _columns(
-    packed: list[PackedRank], steps: np.ndarray, colls: np.ndarray, inputs: np.ndarray
-) -> list[np.ndarray]:
-    """PackedRank's nine columns of every rank, a chunk of ranks at a time, each chunk let go of
-    (``packed`` emptied) once copied."""
-    layout = _layout(steps, colls, inputs)  # per column: where it starts in a rank, its counts
-    out = [np.empty(int(counts.sum()), np.int64) for _, counts in layout]
-    filled = [0] * len(out)
-    base = np.concatenate(([0], np.cumsum(3 * steps + 4 * colls + 2 * inputs)))
-    for first in range(0, len(packed), CHUNK_RANKS):
-        last = min(first + CHUNK_RANKS, len(packed))
-        flat = np.frombuffer(b"".join([p.data for p in packed[first:last]]), np.int64)
-        packed[first:last] = [None] * (last - first)
-        at = base[first:last] - base[first]
-        for column, (start, counts), done in zip(out, layout, list(filled)):
-            got = _gather(flat, at + start[first:last], counts[first:last])
-            column[done : done + len(got)] = got
-        filled = [f + int(c[first:last].sum()) for f, (_, c) in zip(filled, layout)]
+def _emptied(packed: list) -> Iterator[PackedRank]:
+    """``packed``'s ranks in order, each let go of as it is given."""
+    for i in range(len(packed)):
+        p, packed[i] = packed[i], None
+        yield p
     packed.clear()
-    return out
+
+
+class _Filling:
+    """PackedRank's nine columns of every rank, filled a chunk of ranks at a time: sized once from
+    the first chunk and the ranks expected (grown by half where more come)."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected, self.ranks = expected, 0
+        self.out = [EMPTY_I64] * 9
+        self.filled = [0] * 9
+
+    def add(self, chunk: list[bytes], counts: array) -> None:
+        """The chunk's ranks (their data; ``counts``: every rank's so far, the chunk's last)
+        copied into the columns; ``chunk`` emptied."""
+        if not chunk:
+            return
+        first = self.ranks
+        self.ranks += len(chunk)
+        flat = np.frombuffer(b"".join(chunk), np.int64)
+        chunk.clear()
+        steps, colls, inputs = np.frombuffer(counts, np.int64)[3 * first :].reshape(-1, 3).T
+        at = np.concatenate(([0], np.cumsum(3 * steps + 4 * colls + 2 * inputs)[:-1]))
+        for c, (start, n) in enumerate(_layout(steps, colls, inputs)):
+            got = _gather(flat, at + start, n)
+            self._room(c, len(got))
+            self.out[c][self.filled[c] : self.filled[c] + len(got)] = got
+            self.filled[c] += len(got)
+
+    def _room(self, c: int, more: int) -> None:
+        need = self.filled[c] + more
+        if need <= len(self.out[c]):
+            return
+        ahead = max(0, self.expected - self.ranks)  # the ranks still to come, by the estimate
+        size = max(need + need * ahead // max(1, self.ranks) + 16, len(self.out[c]) * 3 // 2)
+        grown = np.empty(size, np.int64)
+        grown[: self.filled[c]] = self.out[c][: self.filled[c]]
+        self.out[c] = grown
+
+    def columns(self) -> list[np.ndarray]:
+        """The nine columns, each as long as what was filled (a copy only where more than a
+        sixteenth of it would be room left unused)."""
+        out, self.out = self.out, []
+        return [
+            col[:n] if len(col) - n <= len(col) // 16 else col[:n].copy()
+            for col, n in zip(out, self.filled)
+        ]
 
 
 def _layout(steps: np.ndarray, colls: np.ndarray, inputs: np.ndarray):
