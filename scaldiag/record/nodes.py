@@ -15,6 +15,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from scaldiag.errors import ScaldiagError
@@ -42,11 +43,13 @@ def node_dirs(paths: list[str], left_out: list[str] | None = None) -> list[Path]
     return [Path(d) for d, _ in node_records(paths, left_out)]
 
 
-def node_records(paths: list[str], left_out: list[str] | None = None) -> list[tuple[str, RunJson]]:
+def node_records(
+    paths: list[str], left_out: list[str] | None = None
+) -> list[tuple[str, NodeRecord]]:
     """``node_dirs``' directories as text (``str`` of their Path), each with what the merge reads of
     its run.json (``_merged``): each read once (it was read about nine times a node). Text, not
     Paths: every node's is held until the last is found, and a Path is about 0.3 KB more."""
-    found: dict[str, tuple[str, RunJson]] = {}
+    found: dict[str, tuple[str, NodeRecord]] = {}
     for p in map(Path, paths):
         if not p.is_dir():
             raise ScaldiagError(f"no such run directory: {p}")
@@ -56,8 +59,10 @@ def node_records(paths: list[str], left_out: list[str] | None = None) -> list[tu
         else:
             held = ((str(c), _merged(run)) for c in _children(p) if node_in(run := _run_of(c)))
         for d, run in held:
-            # A directory named twice is one node (its real path a string: no second Path a node).
-            found.setdefault(os.path.realpath(d), (d, run))
+            # A directory named twice is one node (its real path a string: no second Path a node,
+            # and no second string where the path is its real one: 0.1 KB a node of 10,000)
+            real = os.path.realpath(d)
+            found.setdefault(d if real == d else real, (d, run))
     placed, runs = {}, {}
     for d, run in found.values():
         where = place_of(node_in(run))
@@ -90,7 +95,19 @@ def node_records(paths: list[str], left_out: list[str] | None = None) -> list[tu
     return [(d, runs[d]) for d in sorted(placed, key=lambda d: (placed[d][0], d))]
 
 
-def _merged(run: RunJson) -> RunJson:
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """What the merge reads of a node's run.json, RunJson's fields of these names as it checked
+    them: every node's is held until the last is found, and a RunJson is about 0.28 KB (its 24
+    slots and its list of notes), this 64 bytes."""
+
+    node: dict | None
+    intra_node_allreduce: dict | None
+    started_ns: int | None
+    ended_ns: int | None
+
+
+def _merged(run: RunJson) -> NodeRecord:
     """What the merge reads of a node's run.json (its place, label and network stack in ``node``,
     its intra-node all-reduce, its run's span), alone. Every node's record is held until the last
     is found, and a whole one is a few KB decoded (a 4,096-node job's records were then more than
@@ -98,7 +115,7 @@ def _merged(run: RunJson) -> RunJson:
     # The keys interned: each node's are otherwise its own copies of the same few words (a job's
     # records are held a node each until the last is found).
     node = None if run.node is None else {sys.intern(k): v for k, v in run.node.items()}
-    return RunJson(
+    return NodeRecord(
         node=node,
         intra_node_allreduce=run.intra_node_allreduce,
         started_ns=run.started_ns,
@@ -173,7 +190,7 @@ def label(run_dir: Path) -> str:
     return label_of(node_of(run_dir))
 
 
-def node_in(run: RunJson) -> dict | None:
+def node_in(run: RunJson | NodeRecord) -> dict | None:
     """What a run.json says of its node: ``node_of`` without the read."""
     return run.node
 
@@ -224,7 +241,7 @@ def refuse_other_jobs(dirs: list[Path] | list[str], records: list[dict] | None =
             )
 
 
-def _span_ns(record: RunJson) -> tuple[int, int] | None:
+def _span_ns(record: RunJson | NodeRecord) -> tuple[int, int] | None:
     """A finished run's (started_ns, ended_ns) where both are times (0..2^62) in order."""
     start, end = record.started_ns, record.ended_ns
     ok = all(is_time_ns(t) for t in (start, end))
@@ -242,7 +259,7 @@ def intra_node_times_ns(run_dir: Path) -> dict[int, list[int]]:
     return intra_node_times_in(_run_of(run_dir))
 
 
-def intra_node_times_in(run: RunJson) -> dict[int, list[int]]:
+def intra_node_times_in(run: RunJson | NodeRecord) -> dict[int, list[int]]:
     """``intra_node_times_ns`` from a run.json read already."""
     found = run.intra_node_allreduce
     table = found.get("times_ns") if found is not None else None

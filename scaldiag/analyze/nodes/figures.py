@@ -133,19 +133,27 @@ def _mean_of_others_ns(t: ArrivalTable, mine: np.ndarray, col: np.ndarray) -> np
         return np.array(
             [(sums[k] - m) / d for k, m in zip(col.tolist(), mine.tolist())], np.float64
         )
-    rest = t.above_first_ns[col] - (mine - first)  # the others' sum, less d times the first arrival
-    q, rem = np.divmod(rest, d)
-    whole = first + q  # the mean is whole + rem / d, 0 <= rem < d
+    # The others' sum, less d times the first arrival (in place: a column a cell each step holds,
+    # and this is the merge's peak)
+    rest = t.above_first_ns[col]
+    rest -= mine
+    rest += first
+    whole, rem = np.divmod(rest, d)
+    del rest
+    whole += first  # the mean is whole + rem / d, 0 <= rem < d
+    del first
     out = whole.astype(np.float64)
     exact = out.astype(np.int64)
+    fraction = rem > 0
+    small = np.flatnonzero(fraction & (np.abs(whole) <= _EXACT_BELOW))
     # Past 2**53 the floats about ``whole`` are integers at least 2 apart: whole + rem / d rounds as
     # whole does, except where whole lies halfway between two of them: a fraction above it rounds
     # up.
-    below = (rem > 0) & (exact < whole)
+    below = np.flatnonzero(fraction & (exact < whole))
+    del fraction
     up = np.nextafter(out[below], np.inf)
     halfway = (whole[below] - exact[below]) == (up.astype(np.int64) - whole[below])
-    out[np.flatnonzero(below)[halfway]] = up[halfway]
-    small = np.flatnonzero((rem > 0) & (np.abs(whole) <= _EXACT_BELOW))
+    out[below[halfway]] = up[halfway]
     if len(small):
         out[small] = [(w * d + r) / d for w, r in zip(whole[small].tolist(), rem[small].tolist())]
     return out
