@@ -55,13 +55,23 @@ def digest(path):
 saw = {p: digest(p) for p in ("model.pt", "train.log", "ckpt.pt", os.path.join(OTHER, "out.txt"))}
 print("SAW", sorted(saw.items()), flush=True)
 MODE = os.environ.get("TRY_TEST_MODE")
-if MODE in ("block", "block-ignoring-sigterm"):  # a round that waits to be stopped
+if MODE in ("block", "block-ignoring-sigterm", "block-after-sh"):  # waits to be stopped
     if MODE == "block-ignoring-sigterm":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if MODE == "block-after-sh":  # a write no hook sees: try finds it and says so, not undone
+        import subprocess
+        subprocess.run(["sh", "-c", "echo sub > sub.txt"], check=True)
     open("model.pt", "wb").write(b"half-written by a round")
     open(os.environ["TRY_TEST_READY"], "w").write(str(os.getpid()))
     while True:
         time.sleep(0.1)
+if MODE == "orphan":  # a program started with an empty environment, left behind in a session
+    import subprocess
+    pids = os.environ["TRY_TEST_READY"]
+    subprocess.Popen(["sh", "-c", f"echo $$ >> {pids}; sleep 600"], env={}, start_new_session=True)
+    while not os.path.exists(pids) or not open(pids).read().endswith("\\n"):
+        time.sleep(0.01)
+    sys.exit(0)
 if MODE == "linger":  # a child that outlives the script, ignores SIGTERM, writes after it ended
     parent = os.getpid()
     pid = os.fork()
@@ -217,6 +227,54 @@ def test_a_signal_ends_the_round_and_try_keeping_what_was_measured(profiled, tmp
     assert kept["interrupted"] is True and kept["stopped"] == f"signal {sig.name}"
     assert len(kept["rounds"]) == 1  # the round in progress, not the next
     assert _tree(work, other) == before  # the round's half-written model.pt put back
+
+
+@pytest.mark.slow
+def test_an_uncontained_write_is_said_however_many_signals_end_try(profiled, tmp_path):
+    """A subprocess of the round writes the user's folder, then signals keep coming until try
+    ends (the fuzz's SIGINT then SIGTERM): the path is named on stderr whatever the second
+    signal interrupts, and try ends by the signals (128+N), not by a crash."""
+    work, _, run_dir = profiled
+    proc = _start_blocking_try(run_dir, tmp_path, mode="block-after-sh")
+    try:
+        proc.send_signal(signal.SIGINT)
+        while proc.poll() is None:  # a late signal lands wherever try is: the look, try.json, words
+            time.sleep(0.02)
+            proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=TRY_TIMEOUT_S)
+        assert f"{work / 'sub.txt'} changed while the round ran" in err, err[-3000:]
+        # the stopper's end (128+N) or, past its handlers, the default SIGTERM (-15) after the words
+        assert proc.returncode in (128 + signal.SIGINT, 128 + signal.SIGTERM, -signal.SIGTERM)
+    finally:
+        (work / "sub.txt").unlink(missing_ok=True)
+
+
+@pytest.mark.slow
+def test_a_round_s_orphan_with_no_trace_of_the_round_ends_with_it(profiled, tmp_path):
+    """A program the script started with an empty environment, in its own session: nothing in it
+    names the round, yet it is the round's (try is the subreaper: the orphan became try's child),
+    and it is ended before the round is put back, not left to write after try."""
+    _, _, run_dir = profiled
+    pids = tmp_path / "orphans"
+    done = _scaldiag(
+        "try",
+        str(run_dir),
+        "SD101",
+        "--rounds",
+        "1",
+        "--max-rounds",
+        "1",
+        cwd=tmp_path,
+        env={"TRY_TEST_MODE": "orphan", "TRY_TEST_READY": str(pids)},
+    )
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 2, done.stderr[-3000:]  # one a side
+    for pid in started:  # gone, or a zombie whose parent has not reaped it yet
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        assert state in ("Z", "X"), f"the round's orphan {pid} still runs: {done.stderr[-2000:]}"
 
 
 @pytest.mark.slow

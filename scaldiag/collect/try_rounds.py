@@ -93,16 +93,72 @@ def _round_processes(journal: Path) -> list[int]:
 LEFTOVER_ROUNDS = 100  # a process that forks as fast as it is killed is still ended: 100 passes
 
 
-def stop_leftovers(journal: Path) -> int:
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37  # linux/prctl.h
+
+
+def _subreaper(on: bool | None = None) -> bool | None:
+    """Make this process the child subreaper (``on``), or read whether it is (None): the
+    script's orphans (a subprocess it started, a child it forked, whatever group or session they
+    moved to) become try's children when the script dies, so that the round's end finds them
+    without reading their environment, which a process in ``execve`` shows empty for an instant.
+    None where Linux's prctl is not there."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if on is None:
+            flag = ctypes.c_int(0)
+            if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
+                return None
+            return bool(flag.value)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return None
+
+
+def own_children() -> set[int]:
+    """This process's children, every thread's, zombies included."""
+    out = set()
+    for task in os.scandir("/proc/self/task"):
+        try:
+            out.update(map(int, Path(task.path, "children").read_text().split()))
+        except OSError:
+            continue
+    return out
+
+
+def _new_children(had: set[int]) -> list[int]:
+    """The live children this process did not have before the side (``had``): once the side's
+    script has been waited for, each is the round's, reparented here; the dead are reaped."""
+    out = []
+    for pid in own_children() - had:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                out.append(pid)
+        except ChildProcessError:
+            continue  # gone meanwhile
+    return out
+
+
+def stop_leftovers(journal: Path, had_children: set[int] | None = None) -> int:
     """SIGKILL each process of the round still alive once its script ended (a child it forked
     and left behind: it would write after the round was put back), until none is left; how many.
-    The round is over: their writes are the round's, and the restore that follows undoes them."""
+    The round is over: their writes are the round's, and the restore that follows undoes them.
+    Found two ways: the processes whose environment names the round's journal (one that outlived
+    an earlier try too), and, given ``had_children`` (try's children before the side), try's new
+    children (orphans reparented to try, the subreaper)."""
     killed: set[int] = set()
+    empty = 0
     for _ in range(LEFTOVER_ROUNDS):
-        pids = _round_processes(journal)
-        if not pids:
+        pids = set(_round_processes(journal))
+        if had_children is not None:
+            pids.update(_new_children(had_children))
+        # Two empty looks in a row: a process caught in execve or fork reads an empty environ
+        # for an instant, and one look could miss it (a subprocess that wrote after the restore).
+        empty = 0 if pids else empty + 1
+        if empty == 2:
             break
-        for pid in pids:
+        for pid in sorted(pids):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
@@ -127,6 +183,9 @@ class Stopper:
 
     def __enter__(self) -> Stopper:
         self.tid = threading.get_native_id()  # the thread that launches the sides
+        self._was_subreaper = _subreaper()
+        if self._was_subreaper is False:
+            _subreaper(True)
         for sig in STOP_SIGNALS:
             self._old[sig] = signal.signal(sig, self._received)
         threading.Thread(target=self._watch, name="scaldiag-try-watchdog", daemon=True).start()
@@ -134,6 +193,8 @@ class Stopper:
 
     def __exit__(self, *exc) -> None:
         self._done.set()
+        if self._was_subreaper is False:
+            _subreaper(False)
         for sig, old in self._old.items():
             signal.signal(sig, old)
 
@@ -214,6 +275,7 @@ class Rounds:
             TRY_KEY_ENV: self.key.hex(),
         }
         before, _ = write_snapshot.snapshot(self.roots, self.exclude, shallow=self.shallow)
+        had_children = own_children()
         here = os.getcwd()
         os.chdir(self.cwd)
         self.stopper.running.set()
@@ -229,7 +291,7 @@ class Rounds:
         finally:
             self.stopper.running.clear()
             os.chdir(here)
-            leftovers = stop_leftovers(journal)  # before the look and the restore
+            leftovers = stop_leftovers(journal, had_children)  # before the look and the restore
         after, _ = write_snapshot.snapshot(self.roots, self.exclude, shallow=self.shallow)
         journaled = set(write_restore.journaled_paths(journal, self.key))
         unseen = write_snapshot.uncovered(write_snapshot.changed(before, after), journaled)

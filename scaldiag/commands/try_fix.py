@@ -254,16 +254,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try_dir = try_inputs.new_try_dir(root)
     forecast, no_forecast = _forecast_of_fix(finding, sets)
+    # The stopper's handlers stay until the result is kept and said: a second signal while try
+    # writes try.json or speaks is recorded, not try's end before it says what changed.
     with try_rounds.Stopper(budget_s) as stopper:
         written = try_inputs.profiled_writes(run_json)
         rounds = try_rounds.Rounds(
             try_dir, run_dir, script, script_args, cwd, written, stopper, key
         )
         kept, trouble = _rounds(rounds, env, rounds_min, rounds_max, forecast, stopper, args)
-    result = _result(finding, sets, kept, stopper, forecast, no_forecast)
-    result.update(try_dir=str(try_dir), script=script, **trouble)
-    _keep(result, try_dir, run_dir, json_out)
-    _say(result, sets)
+        result = _result(finding, sets, kept, stopper, forecast, no_forecast)
+        result.update(try_dir=str(try_dir), script=script, **trouble)
+        _keep(result, try_dir, run_dir, json_out)
+        _say(result, sets)
     if stopper.signal is not None:
         return 128 + int(stopper.signal)
     return 1 if trouble.get("not_restored") else 2 if trouble.get("uncontained") else 0
@@ -290,6 +292,7 @@ def _rounds(rounds, env, rounds_min, rounds_max, forecast, stopper, args) -> tup
     kept: list[dict] = []
     trouble: dict = {}
     allowed = getattr(args, "allow_uncontained_writes", False)
+    said: set[str] = set()  # uncontained paths, each said once however many sides change it
     while try_stats.another_round(kept, rounds_min, rounds_max, forecast):
         if stopper.stopping():
             break
@@ -299,6 +302,9 @@ def _rounds(rounds, env, rounds_min, rounds_max, forecast, stopper, args) -> tup
             if stopper.stopping():
                 break
             done = rounds.side(f"{len(kept) - 1}-{side}", dict(extra))
+            # said as soon as seen: whatever ends try next (a signal, a crash), this is known
+            _say_uncontained([p for p in done["uncontained"] if p not in said])
+            said.update(done["uncontained"])
             pair[side] = {**done, **_steady(Path(done["dir"]))}
             if done["not_restored"]:
                 trouble["not_restored"] = done["not_restored"]
@@ -348,6 +354,16 @@ def _result(finding, sets, rounds, stopper, forecast=None, no_forecast=None) -> 
     return out
 
 
+def _say_uncontained(paths: list[str]) -> None:
+    for path in paths:
+        print(
+            f"scaldiag: {inert(path)} changed while the round ran, through no write try saw (the"
+            " script's native code, a subprocess, or another program): not put back",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def _say(result: dict, sets: dict) -> None:
     """stderr: what changes what is trained, pairs left out, what stopped it; stdout: the line."""
     if "per_replica_batch_factor" in sets:
@@ -358,12 +374,6 @@ def _say(result: dict, sets: dict) -> None:
     if result.get("stopped") == "budget":
         print(
             "scaldiag: the budget (--budget-s) ended the try; a round in progress was stopped",
-            file=sys.stderr,
-        )
-    for path in result.get("uncontained") or []:
-        print(
-            f"scaldiag: {inert(path)} changed while the round ran, through no write try saw (the"
-            " script's native code, a subprocess, or another program): not put back",
             file=sys.stderr,
         )
     if result.get("uncontained"):
