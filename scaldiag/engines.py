@@ -4,7 +4,7 @@
 every item, in the items' order. The per-rank reduction of a job's traces runs through it, so that
 memory is bounded per rank (a worker holds one rank at a time), not per job, and a job whose traces
 outgrow one machine runs the same reduction on a cluster. What was chosen and why, with the
-measurements: docs/engines.md (bench/results/engines.md).
+measurements: docs/engines.md.
 
 Specs: ``None``/``"local"`` (a worker process per core), ``"local:N"``, ``"local:1"`` (in this
 process, one item at a time), ``"dask"``/``"dask:N"`` (a Dask LocalCluster started here and closed
@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from scaldiag.errors import ScaldiagError
 
-# How local workers start, chosen by measurement (bench/results/engines.md, docs/engines.md):
+# How local workers start, chosen by measurement (docs/engines.md):
 # "spawn" gives a worker a fresh interpreter that inherits nothing of the caller's state (threads
 # such as `profile`'s samplers, locks held by them, open files); "fork" copies the caller
 # mid-flight and is unsafe with threads. forkserver would leave its server process running until
