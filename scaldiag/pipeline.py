@@ -450,7 +450,9 @@ def _rank_events(nodes: list[JobNode], engine: Engine | None, left_out: list[str
                 dirs.add(nodes[k].dir)
                 kept_at.append(k)
                 under.append(RankFiles.under(nodes[k].dir, f))
-                yield events
+                # The node's own label, not a worker's copy of it (one a rank read elsewhere)
+                label = nodes[k].label
+                yield events if events.node is label else replace(events, node=label)
 
     job = job_nodes.JobEvents.gathered(kept(), len(items))
     labels, node_dirs = [n.label for n in nodes], [n.dir for n in nodes]
