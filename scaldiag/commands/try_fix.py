@@ -1,15 +1,6 @@
-"""``scaldiag try RUN_DIR FINDING``: the finding's fix applied from outside the script, measured.
-
-Baseline and fixed rounds alternate (so a drift of the machine falls on both); each round is the
-run's own command under the same capture as ``profile``, in a directory of its own under
-``RUN_DIR/try/``. The speed-up is in samples/s: the baseline's mean steady step over the fixed
-one's, each per sample (the same ratio as the steps' where the batch is unchanged): the median of
-the rounds' ratios (round i's baseline over round i's fix) and the 2.5th-97.5th percentile of those
-ratios. The fix's values are the report's plan (rules/knobs.py). With ``--allow-semantic``, a
-finding whose forecast is a larger per-replica batch has that batch tried, so the measurement
-stands beside its forecast; the record says whether the batch changed. Kept in
-``RUN_DIR/try.json``.
-"""
+"""Re-run the run's own command in alternating baseline and fixed rounds, the fix applied from
+outside the script (environment, import hooks), and report the measured speed-up with its spread
+beside the finding's forecast."""
 
 from __future__ import annotations
 
@@ -37,18 +28,11 @@ class CannotApply(ScaldiagError):
 
 
 DEFAULT_ROUNDS, DEFAULT_MAX_ROUNDS, DEFAULT_BUDGET_S = 3, 12, 600.0
+HELP = "apply a finding's fix from outside the script and measure it"
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser(
-        "try",
-        help="apply a finding's fix from outside the script and measure it",
-        description=(
-            "Re-run the run's own command in alternating baseline and fixed rounds, the fix "
-            "applied from outside the script (environment, import hooks), and report the "
-            "measured speed-up with its spread beside the finding's forecast."
-        ),
-    )
+    p = subparsers.add_parser("try", help=HELP, description=__doc__)
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by profile")
     p.add_argument(
         "finding", metavar="FINDING", help="the finding's id (SD211, SD101, SD105 on Keras)"
@@ -228,6 +212,18 @@ def _forecast_of_fix(finding, sets: dict) -> tuple[float | None, str | None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``scaldiag try``: the finding's fix applied from outside the script, measured.
+
+    Baseline and fixed rounds alternate (so a drift of the machine falls on both); each round is the
+    run's own command under the same capture as ``profile``, in a directory of its own under
+    ``RUN_DIR/try/``. The speed-up is in samples/s: the baseline's mean steady step over the fixed
+    one's, each per sample (the same ratio as the steps' where the batch is unchanged): the median
+    of the rounds' ratios (round i's baseline over round i's fix) and the 2.5th-97.5th percentile of
+    those ratios. The fix's values are the report's plan (rules/knobs.py). With
+    ``--allow-semantic``, a finding whose forecast is a larger per-replica batch has that batch
+    tried, so the measurement stands beside its forecast; the record says whether the batch changed.
+    Kept in ``RUN_DIR/try.json``.
+    """
     run_dir = Path(args.run_dir).resolve()
     rounds_min = _bounded_rounds(args.rounds, "--rounds")
     given = getattr(args, "max_rounds", None)  # profile --try passes none
