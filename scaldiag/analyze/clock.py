@@ -75,8 +75,8 @@ class Scope:
     @property
     def user_ms(self) -> float:
         """The figure as the user reads it: Keras's bar (verbose=1) leaves each epoch's first step
-        out;
-        Lightning's shows the epoch running (at the end, the last one's batches after its first)."""
+        out; Lightning's shows the epoch running (at the end, the last one's batches after its
+        first)."""
         if self.reads_last_epoch and self.ms_last_epoch is not None:
             return self.ms_last_epoch
         return self.ms_after_first if self.ms_after_first is not None else self.ms
@@ -240,12 +240,11 @@ def _family(training: dict) -> str:
 
 def _training_span(found: list[recorded_steps.Period], marks: list[dict]) -> tuple[int, int]:
     """What a stopwatch around the training call reads (transformers' train_runtime: from just
-    before
-    on_train_begin to the end of the last epoch): from the loop's start (its ``fit_begin`` at or
-    before the first step, where the adapter marks one) to the end of the epoch the last step is in
-    (its first ``epoch_end`` at or after that step's end), so what the loop does after its last step
-    and before the epoch ends (the evaluation and the checkpoint due at that step) is in; the steps'
-    own span where those marks are missing."""
+    before on_train_begin to the end of the last epoch): from the loop's start (its ``fit_begin`` at
+    or before the first step, where the adapter marks one) to the end of the epoch the last step is
+    in (its first ``epoch_end`` at or after that step's end), so what the loop does after its last
+    step and before the epoch ends (the evaluation and the checkpoint due at that step) is in; the
+    steps' own span where those marks are missing."""
     begin_ns, end_ns = found[0].begin_ns, found[-1].end_ns
     starts = [m["t_ns"] for m in marks if m.get("mark") == "fit_begin" and m["t_ns"] <= begin_ns]
     ends = [m["t_ns"] for m in marks if m.get("mark") == "epoch_end" and m["t_ns"] >= end_ns]

@@ -110,8 +110,8 @@ def larger_batch(unit: UnitAnalysis, factor: float) -> BatchForecast | None:
 
 
 def unit_handover(unit: UnitAnalysis) -> Handover | None:
-    """The unit's input read as the host side of a heavy host-to-device copy (analyze/transfers.py).
-    """
+    """The unit's input read as the host side of a heavy host-to-device copy
+    (analyze/transfers.py)."""
     if unit.h2d is None:
         return None
     return handover(
@@ -245,8 +245,7 @@ def larger_batch_at(
     factor: float,
 ) -> SweepForecast | None:
     """The N-device step with ``factor`` x the per-replica batch: per-sample parts grow, per-step
-    ones
-    (the all-reduce of the same gradients, host overhead, idle) stay; as larger_batch."""
+    ones (the all-reduce of the same gradients, host overhead, idle) stay; as larger_batch."""
     scaled = per_sample_parts(unit)
     per_sample = _sum(parts, scaled)
     per_step = sum(v for c, v in parts.items() if c not in scaled)

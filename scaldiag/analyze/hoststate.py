@@ -45,8 +45,8 @@ except ImportError:
 
 
 def _native():
-    """The C loops (_hoststate.c), unless they were not built or SCALDIAG_NATIVE=0 asks for numpy.
-    """
+    """The C loops (_hoststate.c), unless they were not built or SCALDIAG_NATIVE=0 asks for
+    numpy."""
     return native.enabled(_hoststate_c)
 
 
@@ -264,8 +264,8 @@ class _GapMeasure:
         ]
 
     def add_native(self, native, seg_s, seg_e, seg_c, seg_n, totals: list[np.ndarray]) -> None:
-        """What overlaps and a bincount per (name, state) give, added to ``totals``, by the C loop.
-        """
+        """What overlaps and a bincount per (name, state) give, added to ``totals``, by the C
+        loop."""
         columns = [
             np.ascontiguousarray(x, t)
             for x, t in ((seg_s, np.int64), (seg_e, np.int64), (seg_c, np.int8), (seg_n, np.int32))
@@ -520,8 +520,7 @@ def _free_starts_in(free: np.ndarray, n: int, size: int) -> list[int]:
 
 def _innermost_piece(start: np.ndarray, end: np.ndarray, own: np.ndarray):
     """innermost_segments of events sorted by (start, -end), all of positive length, and each
-    state's
-    union of them (as _unions_by_state gives it), or None where it is left to the caller.
+    state's union of them (as _unions_by_state gives it), or None where it is left to the caller.
 
     By the C sweep (_hoststate.c) where it is built; else vectorised where the
     events, their ends clipped, nest (as real threads' mostly do), else by

@@ -601,9 +601,8 @@ def find_calibrations(env: dict | None = None) -> tuple[list[Calibration], list[
 
 def choose(calibrations: list[Calibration], inventory: dict, link_kind: str) -> Calibration | None:
     """The calibration for this inventory's GPUs: same product name, measured between GPUs on the
-    same kind of
-    link; the one at this GPU count where the run saw more than one, else the most GPUs (newest
-    first).
+    same kind of link; the one at this GPU count where the run saw more than one, else the most GPUs
+    (newest first).
     """
     gpus = inventory.get("gpus") or []
     name = (gpus[0].get("name") or "").strip() if gpus else ""

@@ -98,8 +98,7 @@ def intra_node_ms(splits: dict[int, list[int]], per_step: float) -> Summary | No
 
 def merged_trace(docs: list[tuple[str, str, dict]], offsets: list[Offset]) -> dict:
     """Every rank's Chrome trace document (``(node, rank name, document)``, as the readers gave it)
-    in
-    one document on node 0's clock, each node's offset removed: one process per rank and original
+    in one document on node 0's clock, each node's offset removed: one process per rank and original
     process, named ``<node>/<rank>: <name>``. A shifted time that is not finite is left out (None).
     """
     shifts = {o.name: o.offset_ns or 0 for o in offsets}

@@ -117,8 +117,8 @@ class Prediction:
 
 
 def link_bytes_per_s(inventory: dict) -> float | None:
-    """Per-direction line rate between GPUs (read, looked up or assumed: analyze/interconnect.py).
-    """
+    """Per-direction line rate between GPUs (read, looked up or assumed:
+    analyze/interconnect.py)."""
     found = ic.from_inventory(inventory)
     return found.line_bytes_per_s if found else None
 
@@ -246,8 +246,8 @@ def _input_scale(
     basis: Basis, input_ms: float, batch_ratio: float, assumptions: list[str]
 ) -> float:
     """How the input part grows where its cost was not measured to pace the step: the part that
-    moves the
-    batch's bytes (at INPUT_NS_PER_BYTE) grows with the global batch, the rest is per-step work."""
+    moves the batch's bytes (at INPUT_NS_PER_BYTE) grows with the global batch, the rest is per-step
+    work."""
     per_byte_ms = min(input_ms, basis.input_bytes_per_step * INPUT_NS_PER_BYTE / 1e6)
     if input_ms <= 0:
         return batch_ratio

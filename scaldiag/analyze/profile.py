@@ -292,8 +292,8 @@ def assemble(
 def _device_steps_note(
     description: str, own: list[tuple[str, float] | None], host_ms: float, notes: list[str]
 ) -> str:
-    """The steps' description; a note where devices have steps of their own, with both step times.
-    """
+    """The steps' description; a note where devices have steps of their own, with both step
+    times."""
     mine = [o for o in own if o is not None]
     if not mine:
         return description
@@ -308,8 +308,8 @@ def _device_steps_note(
 
 
 def input_stages(trace: Trace) -> list[str]:
-    """The stages of tf.data iterators named in the host planes (``Iterator::Root::Prefetch::...``).
-    """
+    """The stages of tf.data iterators named in the host planes
+    (``Iterator::Root::Prefetch::...``)."""
     stages = set()
     for plane in trace.host_planes:
         for name in plane.event_names:  # distinct names: cheap whatever the event count

@@ -193,8 +193,7 @@ def _prefetched(found: list[Period], marks) -> list[Period]:
 
 def _recurring_compiles_are_steady(found: list[Period]) -> list[Period]:
     """Compiles in most steps (a shape that changes every step, a graph break that recompiles) are
-    the
-    steady state, not its start: such steps stay in the steady clock
+    the steady state, not its start: such steps stay in the steady clock
     (``StepStats.compiling_steady``).
     """
     compiling = sum(p.kind == COMPILE for p in found)
@@ -230,8 +229,7 @@ def _profiler_spans(marks) -> tuple[np.ndarray, np.ndarray]:
 
 def mark_pairs(marks, begin: str, end: str, open_end: int | None = None) -> list[tuple[int, int]]:
     """(begin, end) times of each ``begin`` mark and the ``end`` mark after it (marks in time
-    order);
-    with ``open_end``, a begin never ended is closed there (a run killed inside it)."""
+    order); with ``open_end``, a begin never ended is closed there (a run killed inside it)."""
     out, opened = [], None
     for m in marks:
         if m.get("mark") == begin:
@@ -245,8 +243,8 @@ def mark_pairs(marks, begin: str, end: str, open_end: int | None = None) -> list
 
 
 def _overlaps(begin: int, end: int, spans: tuple[np.ndarray, np.ndarray]) -> bool:
-    """Does any span overlap (begin, end)? (A compile inside the step, or one the step started in.)
-    """
+    """Does any span overlap (begin, end)? (A compile inside the step, or one the step started
+    in.)"""
     starts, ends = spans
     k = int(np.searchsorted(starts, end, side="left"))  # spans that began before the step's end
     return k > 0 and bool((ends[:k] > begin).any())
@@ -260,8 +258,8 @@ def _after_edge(begin: int, end: int, edges: np.ndarray) -> int:
 
 
 def _batches(row: dict, nxt: dict | None, per_execution: int, per_epoch: int | None) -> int:
-    """Batches this step ran: from the batch index Keras gives each call, else steps_per_execution.
-    """
+    """Batches this step ran: from the batch index Keras gives each call, else
+    steps_per_execution."""
     if "batch" not in row:
         return per_execution
     following = nxt.get("batch") if nxt is not None else per_epoch

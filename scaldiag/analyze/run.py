@@ -161,8 +161,7 @@ def slow_rank(ranks: dict[int, StepStats]) -> tuple[int, float] | None:
 
 def step_stats(steps: list[dict], training: dict, marks: list[dict] = ()) -> StepStats | None:
     """Steady-state step times: warm-up, compile/retrace (with the framework's evidence) and
-    trace-window
-    steps left out, each listed."""
+    trace-window steps left out, each listed."""
     return _step_stats(recorded_steps.periods(steps, training, marks), training)
 
 

@@ -205,8 +205,7 @@ def with_device_tail(steps: Steps, device_events: tuple[np.ndarray, np.ndarray] 
 
 def step_evidence(planes: list[Plane]) -> list[Plane]:
     """``planes`` (one rank's) cut to what ``find_steps`` reads: the host events with a step_num or
-    a
-    group_id, the calls of train functions, and one event spanning all of the planes' events (the
+    a group_id, the calls of train functions, and one event spanning all of the planes' events (the
     window of a trace without steps). A job's steps are found from every rank's evidence, while only
     one rank's events are held at a time (analyze/ranks.py)."""
     spans = [
