@@ -44,8 +44,8 @@ def default_sizes(max_bytes: int) -> list[int]:
 
 
 def machine() -> dict:
-    """GPU product, count and links as NVML reads them ({"gpu_count": 0, ...} without NVML or GPUs).
-    """
+    """GPU product, count and links as NVML reads them ({"gpu_count": 0, ...} without NVML or
+    GPUs)."""
     try:
         from scaldiag.collect.nvml import NvmlSampler, load_nvml
         from scaldiag.collect.samplers import visible_gpu_indices

@@ -77,8 +77,8 @@ class ProcCores:
 
     @classmethod
     def or_psutil(cls):
-        """A callable giving the per-core list: this, or psutil's where /proc/stat cannot be read.
-        """
+        """A callable giving the per-core list: this, or psutil's where /proc/stat cannot be
+        read."""
         try:
             return cls()
         except (OSError, ValueError, IndexError):
@@ -104,8 +104,7 @@ class ProcCores:
 
 def _core_times(data: bytes) -> list[tuple[int, ...]]:
     """The first eight fields (user ... steal, clock ticks) of each core's ``cpuN`` line of
-    /proc/stat
-    (proc(5))."""
+    /proc/stat (proc(5))."""
     cores = []
     for line in data.split(b"\n")[1:]:  # (the first line is all cores together)
         if not line.startswith(b"cpu"):
@@ -168,12 +167,11 @@ class ProcTree:
 
 class _ProcFile:
     """A /proc file kept open and read again from its start (``pread``): the kernel makes its text
-    afresh
-    at each read from offset 0, and the path lookup, the open and Python's file object are saved (on
-    the 2-core machine /proc/stat 34 -> 13 us a read, /proc/PID/stat 28 -> 6 us). A process's file
-    read after the process ended gives an error, never another process's text: the descriptor holds
-    on to the process (and ``ProcTree`` then drops its PID for good, so that a process given the PID
-    later is not taken for it)."""
+    afresh at each read from offset 0, and the path lookup, the open and Python's file object are
+    saved (on the 2-core machine /proc/stat 34 -> 13 us a read, /proc/PID/stat 28 -> 6 us). A
+    process's file read after the process ended gives an error, never another process's text: the
+    descriptor holds on to the process (and ``ProcTree`` then drops its PID for good, so that a
+    process given the PID later is not taken for it)."""
 
     __slots__ = ("fd",)
 
@@ -271,9 +269,8 @@ def _psutil_tree(pid: int) -> list[int]:
 
 class Descendants:
     """A process and its descendants, kept up to date from the processes that appeared in /proc
-    since
-    the last look (Linux): each new one's parent is read from /proc/PID/stat, and it joins if that
-    parent is a member. psutil's ``children(recursive=True)`` reads every process's stat file
+    since the last look (Linux): each new one's parent is read from /proc/PID/stat, and it joins if
+    that parent is a member. psutil's ``children(recursive=True)`` reads every process's stat file
     instead: 2.7 ms a scan with 65 processes on the 2-core machine, 22x an update
     (bench/host_tree/run.py). The sampler looks once a second (``LOOK_EVERY``), as it rescanned with
     psutil before."""
@@ -329,8 +326,7 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 def _stat_fields(data: bytes) -> list[bytes] | None:
     """The fields of a /proc/PID/stat text from field 3 on (proc(5); after the command name, which
-    may
-    hold spaces and parentheses: its last ')' ends it), or None where there is none."""
+    may hold spaces and parentheses: its last ')' ends it), or None where there is none."""
     end = data.rfind(b")")
     return data[end + 2 :].split() if end >= 0 else None
 
@@ -345,8 +341,7 @@ def _read(path: str) -> bytes:
 
 def _parse_stat(data: bytes) -> tuple[int, float, int, int] | None:
     """(start time in clock ticks, user + system CPU seconds, threads, RSS bytes) of a process from
-    its
-    /proc/PID/stat text (fields 22, 14 + 15, 20, 24); None where the text has none."""
+    its /proc/PID/stat text (fields 22, 14 + 15, 20, 24); None where the text has none."""
     fields = _stat_fields(data)
     try:
         return (

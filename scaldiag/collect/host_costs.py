@@ -25,9 +25,8 @@ PROBE_ROUNDS = 7
 
 def fresh_page_ns_per_byte(size: int = PROBE_BYTES, rounds: int = PROBE_ROUNDS) -> float | None:
     """Median over ``rounds`` of (a copy into fresh pages - the same copy into them again) / bytes;
-    None
-    where anonymous mappings cannot be made. A copy, not a write per page, because that is what a
-    batch costs: the kernel's zeroing leaves the page in cache for the copy that follows (a write
+    None where anonymous mappings cannot be made. A copy, not a write per page, because that is what
+    a batch costs: the kernel's zeroing leaves the page in cache for the copy that follows (a write
     per page read 0.11-0.16 ns/byte here against 0.03-0.12 for fresh_pages.py's batch slices)."""
     import numpy as np  # here, not at import: the capture's modules load in the user's process
 

@@ -99,10 +99,10 @@ def launch(
     so that stdout holds the JSON alone). ``progress_every_s``: a line on stderr that often, with
     the steps recorded so far (None: none). ``command``: what to start instead of the bootstrap (a
     multi-node torchrun launch whose ranks run it: ``multinode.torchrun_command``); ``run_fields``:
-    more of run.json (the node's place in the job). ``on_signal(sig)``: told of each signal
-    received while the script runs (try's stopper: it escalates where the script ignores it).
-    Call from the main thread: signals are handled
-    there, and the child's death signal follows the thread that started it.
+    more of run.json (the node's place in the job). ``on_signal(sig)``: told of each signal received
+    while the script runs (try's stopper: it escalates where the script ignores it). Call from the
+    main thread: signals are handled there, and the child's death signal follows the thread that
+    started it.
     """
     command = command or [sys.executable, "-m", "scaldiag.collect.bootstrap", script, *script_args]
     watch = _can_watch_signals()

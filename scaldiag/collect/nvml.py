@@ -1,11 +1,11 @@
 """NVML samples for each visible GPU, on one background thread for all GPUs, plus the inventory.
 
-One wake-up every 50 ms reads what is due on every GPU; a tick with nothing due writes no row.
-What each read costs in CPU was measured on an H200, driver 580 (per GPU and call, in a tight
-loop: bench/results/gpu_h200/nvml_sampling_probe.md, the probe now
+One wake-up every 50 ms reads what is due on every GPU; a tick with nothing due writes no row. What
+each read costs in CPU was measured on an H200, driver 580 (per GPU and call, in a tight loop:
+bench/results/gpu_h200/nvml_sampling_probe.md, the probe now
 ``git show 227e679:bench/gpu/nvml_sampling_probe.py``), and what the whole sampler costs per GPU
-and tick (bench/results/gpu_h200/sampler.md: about 70 us per GPU row beyond those loop
-costs); the rates below follow from that and from how fast each value changes:
+and tick (bench/results/gpu_h200/sampler.md: about 70 us per GPU row beyond those loop costs); the
+rates below follow from that and from how fast each value changes:
 
 | every      | rate    | reads                                                              |
 CPU/call |

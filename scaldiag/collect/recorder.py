@@ -68,8 +68,7 @@ def step_lines(rows: list[tuple]) -> str:
 
 def block_line(step: int, epoch: int, bounds_ns: list[int], batches: list) -> str:
     """The steps.jsonl line of a block: steps ``step, step + 1, ...``, step k from ``bounds_ns[k]``
-    to
-    ``bounds_ns[k + 1]``, untraced, with Keras's batch index of each where every step has one."""
+    to ``bounds_ns[k + 1]``, untraced, with Keras's batch index of each where every step has one."""
     bounds = ",".join(map(str, bounds_ns))
     if None in batches:
         if batches.count(None) == len(batches):  # a loop that gives none (PyTorch, custom loops)
@@ -94,10 +93,9 @@ def _run_began_ns(run_dir: Path) -> int:
 @contextlib.contextmanager
 def standard_descriptors_held():
     """While the record's files open, a closed stdin, stdout or stderr (0-2) is held by /dev/null,
-    so that
-    no file of ours takes its number: a script that closed its stdout had its later ``print``
-    written into steps.jsonl (the step file got descriptor 1), and ``check`` then failed a run that
-    exited 0. Released after: the script's descriptors are as it left them."""
+    so that no file of ours takes its number: a script that closed its stdout had its later
+    ``print`` written into steps.jsonl (the step file got descriptor 1), and ``check`` then failed a
+    run that exited 0. Released after: the script's descriptors are as it left them."""
     held = []
     try:
         for fd in (0, 1, 2):
@@ -435,8 +433,7 @@ class StepRecorder:
 
     def _flush_if_due(self, now: int) -> None:
         """Flush once STEP_FLUSH_S has passed since the last flush (or the clock was set back before
-        it).
-        ``begin``'s usual step makes the same test inline."""
+        it). ``begin``'s usual step makes the same test inline."""
         if not self._flushed_ns <= now < self._due_ns:
             self.flush_steps()
 

@@ -1,6 +1,5 @@
 """The one place a torchrun launch is spelled: ``profile --nproc-per-node``, a multi-node job, and
-the
-same launches without capture (when no run directory could be made).
+the same launches without capture (when no run directory could be made).
 
 Each rank runs scaldiag's bootstrap (``-m scaldiag.collect.bootstrap SCRIPT ARGS``) unless
 ``capture`` is off, when it runs the script itself, as the user's own torchrun would.

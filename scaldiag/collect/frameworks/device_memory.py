@@ -5,9 +5,9 @@ at start), so a larger-batch forecast asks the allocator itself (analyze/batch_m
 ``torch.cuda.max_memory_allocated`` against the device's memory, JAX's ``memory_stats()``
 ``peak_bytes_in_use`` against its ``bytes_limit``, TensorFlow's ``get_memory_info`` peak against the
 device's memory (``limit_bytes`` 0: the analysis takes NVML's total of that device). Rows
-``{"device", "peak_bytes", "limit_bytes", "source"}``; none on a machine
-without accelerators (CPU devices have no such peak) or where the framework cannot say.
-Each reader is called under the adapters' guard: a failure is missing evidence.
+``{"device", "peak_bytes", "limit_bytes", "source"}``; none on a machine without accelerators (CPU
+devices have no such peak) or where the framework cannot say. Each reader is called under the
+adapters' guard: a failure is missing evidence.
 """
 
 from __future__ import annotations

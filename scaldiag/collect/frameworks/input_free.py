@@ -72,8 +72,8 @@ def budget_s(run_elapsed_s: float) -> float:
 
 def run_budget_s(run_dir) -> float:
     """``budget_s`` of the run recorded in ``run_dir``, from its start (run.json's ``started_ns``:
-    the launch
-    under ``scaldiag profile``, else the first fit) to now; 3 s when the start cannot be read."""
+    the launch under ``scaldiag profile``, else the first fit) to now; 3 s when the start cannot be
+    read."""
     from scaldiag.record import run_json
 
     started_ns = run_json.read(run_dir).started_ns
@@ -90,8 +90,7 @@ def measure(
     budget_s: float = BUDGET_S,
 ) -> dict:
     """{"step_ms", "step_ms_min", "step_ms_max", "steps_per_epoch", "epochs_timed", "seconds",
-    "budget_s",
-    "compile_s", "method", "source"}.
+    "budget_s", "compile_s", "method", "source"}.
 
     ``step_s``: the steady period between batch hooks seen in training (one execution of
     ``steps_per_execution`` batches), to size the epochs. ``budget_s``: the most seconds the whole
@@ -177,9 +176,8 @@ class _Timing:
 
     def next_epoch_s(self) -> float:
         """Seconds for the next epoch: the epochs left share what is left of the budget, each at
-        most
-        TIMED_SECONDS; 0 when the timing is done, or when what is left cannot hold one execution an
-        epoch.
+        most TIMED_SECONDS; 0 when the timing is done, or when what is left cannot hold one
+        execution an epoch.
         """
         todo = TIMED_EPOCHS - len(self.epochs)
         if todo <= 0:
@@ -391,10 +389,9 @@ def _forever(data):
 
 def _epoch_timer(keras, epoch_s: float, per_execution: int):
     """A callback timing one epoch, from its beginning to Keras's epoch-end synchronisation, that
-    ends
-    the epoch with the last execution that fits in ``epoch_s`` (at least one): decided at a batch's
-    beginning, which Keras calls without waiting for the device (no batch end: that would read the
-    logs every step)."""
+    ends the epoch with the last execution that fits in ``epoch_s`` (at least one): decided at a
+    batch's beginning, which Keras calls without waiting for the device (no batch end: that would
+    read the logs every step)."""
 
     class EpochTimer(keras.callbacks.Callback):
         epoch_s, steps = 0.0, 0

@@ -159,12 +159,11 @@ def annotating(get_iterator, annotation):
 
 class _Fetch:
     """``iterator``'s batches, annotated while a profiler traces, up to the moment a trace window
-    has
-    finished since these batches began and none is to come (and the first batch has been seen): then
-    this stops, and ``_annotated_iterator``'s chain goes on with ``iterator`` itself, so the batches
-    after the window pay no Python call of this. (A window that finished before is no reason to
-    stop: the fit hook wraps a generator before the callback makes this fit's window, and Keras may
-    take batches in between.)
+    has finished since these batches began and none is to come (and the first batch has been seen):
+    then this stops, and ``_annotated_iterator``'s chain goes on with ``iterator`` itself, so the
+    batches after the window pay no Python call of this. (A window that finished before is no reason
+    to stop: the fit hook wraps a generator before the callback makes this fit's window, and Keras
+    may take batches in between.)
 
     An iterator object, not a generator, so that nothing of ours holds a batch between fetches: a
     generator suspended at ``yield item`` keeps the batch it yielded alive until the next one is

@@ -124,8 +124,7 @@ def _on_jax_import(jax) -> None:
 
 def _follow_eager_ops() -> None:
     """JAX ops run outside any jitted call (JAX's eager ``EvalTrace``: an un-jitted accuracy pass,
-    as
-    JAX's own MNIST examples evaluate) are the loop's other work too, as a jitted call without a
+    as JAX's own MNIST examples evaluate) are the loop's other work too, as a jitted call without a
     gradient is: between two steps they are evaluation, unless they run in every gap (``EAGER``)."""
     from jax._src import core
 

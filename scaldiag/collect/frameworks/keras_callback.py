@@ -278,8 +278,8 @@ class ScaldiagCallback(keras.callbacks.Callback):
 
     def fit_raised(self, error: BaseException) -> None:
         """``fit`` raised (an interrupt, the user's input or another callback failing): close this
-        fit's
-        run as ``on_train_end`` would have, its trace window stopped (called by the fit patch)."""
+        fit's run as ``on_train_end`` would have, its trace window stopped (called by the fit
+        patch)."""
         if self.session is None or self.session.closed:
             # before this fit's on_train_begin (the last fit's run is closed), or after its run
             # closed
@@ -432,10 +432,9 @@ def _first_rows(data, rows: int):
 
 def _not_one_of_several() -> None:
     """Raises Skipped in a process that is one of several of a job (TF_CONFIG, JAX's processes,
-    SLURM,
-    WORLD_SIZE): the measurement re-runs training steps, whose all-reduces wait for every process,
-    and the processes reach it at different times or not at all; a two-process JAX job hung there
-    (issue 26).
+    SLURM, WORLD_SIZE): the measurement re-runs training steps, whose all-reduces wait for every
+    process, and the processes reach it at different times or not at all; a two-process JAX job hung
+    there (issue 26).
     """
     from scaldiag.collect import multinode
 

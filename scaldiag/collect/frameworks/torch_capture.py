@@ -338,8 +338,7 @@ class TorchCapture:
     # --- epochs: the followed DataLoader's iterators -------------------------
     def new_iter(self, loader) -> None:
         """``DataLoader.__iter__`` returned: another pass over the followed loader begins an epoch
-        (a loader
-        made again over the same dataset counts as the same one)."""
+        (a loader made again over the same dataset counts as the same one)."""
         followed = self.loader
         if followed is None or self.session is None or self.failed or not self._epochs_open:
             return
@@ -408,8 +407,7 @@ class TorchCapture:
 
     def adapter_start(self) -> None:
         """The adapter's loop begins (Lightning's on_fit_start): the run starts here, before its
-        first
-        step, so that what comes before the first step (a sanity check) is marked too."""
+        first step, so that what comes before the first step (a sanity check) is marked too."""
         if self.session is None:
             self._guard(self._start)
 
@@ -446,9 +444,8 @@ class TorchCapture:
     # --- compiles: torch._dynamo's callbacks ---------------------------------
     def listen_to_compiles(self, handler) -> None:
         """Called once torch._dynamo.callback is imported (``torch_hooks``): its start and end
-        callbacks time
-        each outermost compile. ``torch._dynamo.reset()`` clears the callbacks: we register again
-        after it.
+        callbacks time each outermost compile. ``torch._dynamo.reset()`` clears the callbacks: we
+        register again after it.
         """
         try:
 
@@ -509,8 +506,8 @@ class TorchCapture:
 
     def first_forward(self, inputs) -> bool:
         """A module call's first tensor argument: its leading dimension is the batch. True once
-        known
-        (a symbolic call, as Keras on torch makes to build a model, has a batch of None: not yet).
+        known (a symbolic call, as Keras on torch makes to build a model, has a batch of None: not
+        yet).
         """
         tensor = (
             next((a for a in inputs if len(getattr(a, "shape", ()) or ()) > 0), None)

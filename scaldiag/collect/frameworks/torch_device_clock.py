@@ -190,8 +190,7 @@ def model_device(optimizer):
 
 def cuda_clock(run_dir: Path, optimizer, first_step: int) -> tuple[DeviceClock, JsonlWriter] | None:
     """The real clock, where CUDA is available and the model is on a CUDA device; else None (the
-    host's
-    step times are then the truth)."""
+    host's step times are then the truth)."""
     import torch
 
     device = model_device(optimizer)

@@ -135,8 +135,7 @@ def _loader_of(iterator):
 
 def _wrap_iter(loader_class, capture) -> None:
     """Remember which DataLoader an iterator came from (to measure its input ceiling after
-    training); a
-    new pass over the loader the capture follows is a new epoch."""
+    training); a new pass over the loader the capture follows is a new epoch."""
     original = loader_class.__iter__
 
     @functools.wraps(original)
@@ -411,8 +410,7 @@ def rank_outcome(exc: BaseException | None) -> dict:
 
 def record_rank_outcome(outcome: dict) -> None:
     """In a torchrun rank R > 0, after the capture closed its run: how the script really ended (the
-    capture
-    closes a run as 'finished'; the launcher finalises rank 0's, the job's)."""
+    capture closes a run as 'finished'; the launcher finalises rank 0's, the job's)."""
     import time
 
     from scaldiag.record import run_json
