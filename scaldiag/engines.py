@@ -357,9 +357,9 @@ class Stopped(ScaldiagError):
 @contextlib.contextmanager
 def _workers_stop_with_the_command() -> Iterator[None]:
     """While the engine is open, SIGTERM and SIGHUP raise ``Stopped`` in the main thread, so that
-    the
-    engine closes (its workers terminated) before the command ends: the signals' default ended the
-    command at once and left every spawned worker and the resource tracker running under PID 1."""
+    the engine closes (its workers terminated) before the command ends: the signals' default ended
+    the command at once and left every spawned worker and the resource tracker running under
+    PID 1."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers belong to the main thread; a caller elsewhere keeps its own
         return
@@ -429,8 +429,7 @@ def _bad_spec(spec: str, why: str = "") -> ScaldiagError:
 
 def open_engine(spec: str | None = None) -> contextlib.AbstractContextManager[Engine]:
     """The engine ``spec`` names; a cluster it starts here is closed on exit. A bad spec or a
-    missing
-    optional package raises ScaldiagError now, before anything starts."""
+    missing optional package raises ScaldiagError now, before anything starts."""
     kind, workers, address = parse_spec(spec)
     if kind == "local":
         return _closing_on_signals(contextlib.closing(LocalEngine(workers or default_workers())))

@@ -89,9 +89,8 @@ def analyze_trace_at(
     path: str | os.PathLike, run: str | None = None, engine: Engine | None = None
 ) -> ProfileAnalysis:
     """The analysis of the trace at ``path``; a job's rank files one rank at a time, each on
-    ``engine``
-    (scaldiag/engines.py; None: here, one after the other), so memory holds one rank's events, not
-    the job's.
+    ``engine`` (scaldiag/engines.py; None: here, one after the other), so memory holds one rank's
+    events, not the job's.
     """
     return _analyze_trace_kept(path, run, engine)[0]
 
@@ -123,10 +122,9 @@ def _analyze_ranks(
     root: Path, fmt: TraceFormat, name: str, files: list[Path], engine: Engine | None
 ) -> ProfileAnalysis:
     """A job's rank files: each rank's evidence, the job's clock and steps from them, then each rank
-    reduced
-    (analyze/ranks.py); every pass reads one file at a time, wherever the engine runs it. A file
-    that cannot be read is left out and named: the other ranks are reported (all unreadable: the
-    first one's error).
+    reduced (analyze/ranks.py); every pass reads one file at a time, wherever the engine runs it. A
+    file that cannot be read is left out and named: the other ranks are reported (all unreadable:
+    the first one's error).
     """
     read = map_on(engine, _rank_evidence, [(fmt.name, f) for f in files])
     unreadable = [(f, r) for f, r in zip(files, read) if isinstance(r, str)]
@@ -202,8 +200,7 @@ def _format(name: str) -> TraceFormat:
 
 def _rank_evidence(item: tuple[str, Path]) -> tuple[object, ranks.RankEvidence, int] | str:
     """One rank's file read alone: its facts for the labels, its evidence, its event count; or why
-    it
-    cannot be read (runs in a worker)."""
+    it cannot be read (runs in a worker)."""
     fmt_name, file = item
     try:
         facts, trace = read_rank(_format(fmt_name), file)
@@ -300,8 +297,7 @@ def diagnose(
     engine: Engine | None = None,
 ) -> RunReport | SweepReport | JobReport:
     """A run, a sweep or a job, whichever ``path`` is: a directory, or a list of them (a job's
-    nodes' run
-    directories, or one directory holding them); ``interconnect``: diagnose_sweep's."""
+    nodes' run directories, or one directory holding them); ``interconnect``: diagnose_sweep's."""
     paths = [str(p) for p in path] if isinstance(path, (list, tuple)) else [str(path)]
     if job_dirs.is_job(paths):
         return diagnose_job(paths, engine)
@@ -502,9 +498,8 @@ def _record_facts(run_dir: str) -> tuple[int | None, object, str | None]:
 
 def job_trace(report: JobReport) -> dict:
     """The job's merged trace (``report --format perfetto``): every rank's Kineto events read again,
-    whole,
-    by the Kineto reader (its caps), on node 0's clock (analyze/job_merge.merged_trace). Every rank
-    is read before anything is written."""
+    whole, by the Kineto reader (its caps), on node 0's clock (analyze/job_merge.merged_trace).
+    Every rank is read before anything is written."""
     docs = []
     for node, rank_name, path in report.rank_files:
         fmt = format_of(Path(path))

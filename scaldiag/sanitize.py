@@ -47,8 +47,8 @@ def shorten(value: str, limit: int = MAX_LINE_CHARS) -> str:
 
 
 def line(value: object) -> str:
-    """``value`` as one terminal line: every control (newline and tab too) shown escaped, shortened.
-    """
+    """``value`` as one terminal line: every control (newline and tab too) shown escaped,
+    shortened."""
     return _IN_LINE.sub(_escape, shorten(str(value)))
 
 

@@ -133,8 +133,7 @@ def _default_framework() -> str:
 
 def _gpus(framework: str, machine: dict, device: str) -> int:
     """GPUs the framework can use here (0: calibrate on CPU processes); the product name from the
-    framework
-    where NVML did not give it."""
+    framework where NVML did not give it."""
     if device == "cpu":
         return 0
     if framework == "jax":

@@ -89,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 def refuse_inputs_as_outputs(inputs: list[str], outputs: list[str | None]) -> None:
     """Refuse, before anything is read or written, an output that is one of the files the report
-    reads
-    (``-o`` naming a rank's trace truncated it, then the merge failed reading it)."""
+    reads (``-o`` naming a rank's trace truncated it, then the merge failed reading it)."""
     dirs = [Path(p).resolve() for p in inputs]
     for out in outputs:
         if out in (None, "-"):

@@ -37,9 +37,9 @@ MAX_CLOCK_OFFSET_NS = 60 * 10**9
 
 def node_dirs(paths: list[str], left_out: list[str] | None = None) -> list[Path]:
     """The node run directories named or held by ``paths``, node 0 first. A directory whose run.json
-    does
-    not say its place in the job (``node_rank`` not a node number) is left out, its reason added to
-    ``left_out``; two directories of one node rank, or of different node counts, are not one job."""
+    does not say its place in the job (``node_rank`` not a node number) is left out, its reason
+    added to ``left_out``; two directories of one node rank, or of different node counts, are not
+    one job."""
     return [Path(d) for d, _ in node_records(paths, left_out)]
 
 

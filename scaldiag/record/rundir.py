@@ -234,8 +234,7 @@ class JsonlWriter:
 
 def close_quietly(file, write_last) -> None:
     """``write_last()``, then close ``file``: where the last rows cannot reach the disk (full,
-    gone),
-    that is a gap in the record, not a failure of the run."""
+    gone), that is a gap in the record, not a failure of the run."""
     try:
         write_last()
     except OSError:

@@ -200,9 +200,8 @@ def clean_object(data: dict, fields: dict, name: str) -> tuple[dict, list[str]]:
 
 def expand_step_blocks(rows: list[dict]) -> tuple[list[dict], int]:
     """steps.jsonl rows with each block (``bounds_ns``, written by collect/recorder.py) expanded
-    into
-    one row per step, and how many blocks were damaged (skipped whole: their steps' numbers and ends
-    depend on every bound).
+    into one row per step, and how many blocks were damaged (skipped whole: their steps' numbers and
+    ends depend on every bound).
 
     A block ``{"step": s, "epoch": e, "bounds_ns": [b0, ..., bn], "batch": [k0, ...]}`` holds steps
     s .. s+n-1, step s+i from b_i to b_i+1, untraced; ``batch`` (each step's, null for none) is

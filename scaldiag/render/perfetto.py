@@ -44,8 +44,7 @@ def write(
     **_views,
 ) -> None:
     """``timelines``: a run's or a sweep's (analyze/timeline.py); ``merged``: a job's ranks' events
-    on one
-    clock (pipeline.job_trace), written as they are."""
+    on one clock (pipeline.job_trace), written as they are."""
     if isinstance(report, JobReport):
         if merged is None:
             raise ScaldiagError(
@@ -177,9 +176,7 @@ def _tracks(t: RunTimeline, prefix: str, base: int, pids: _Pids, events: list[di
         pid = pids.pid(prefix + track.process)
         n = seen[(pid, track.thread)] = seen.get((pid, track.thread), 0) + 1
         # threads of one name (python3) stay apart
-        name = (
-            track.thread if n == 1 else f"{track.thread} #{n}"
-        )
+        name = track.thread if n == 1 else f"{track.thread} #{n}"
         lanes = nesting_lanes(track.start_ns, track.end_ns)
         # Lane by lane, each lane's slices in their order: one pass over the track, whatever the
         # lanes.
@@ -232,8 +229,8 @@ def nesting_lanes(
 
 
 def _disjoint_lane(free_at: list[tuple[int, int]], start: int, end: int, first: int) -> int:
-    """The lane of disjoint slices that has been free longest, if free at ``start``, else a new one.
-    """
+    """The lane of disjoint slices that has been free longest, if free at ``start``, else a new
+    one."""
     if free_at and free_at[0][0] <= start:
         lane = heapq.heapreplace(free_at, (end, free_at[0][1]))[1]
     else:

@@ -42,8 +42,8 @@ def _x(v: float) -> str:
 
 
 def interval_x(low: float, high: float) -> str:
-    """The 95% range of a speed-up: ``5.80x-7.70x``, ``5.80x or more``, or "" when it is one value.
-    """
+    """The 95% range of a speed-up: ``5.80x-7.70x``, ``5.80x or more``, or "" when it is one
+    value."""
     if not math.isfinite(high) or high >= UNBOUNDED_RATIO * max(low, 1e-9):
         return f"{_x(low)} or more"
     if abs(high - low) < SAME_X:

@@ -98,9 +98,8 @@ def fit(text: str, width_px: float, font_px: float = FONT_PX) -> str:
 
 def two_lines(text: str, width_px: float, font_px: float = FONT_PX) -> list[str]:
     """``text`` on one line if it fits ``width_px``, else on two: split at the ``_`` or space
-    nearest
-    its middle (a word without one is split with a hyphen), each line cut to fit if it still does
-    not.
+    nearest its middle (a word without one is split with a hyphen), each line cut to fit if it still
+    does not.
     """
     if text_width(text, font_px) <= width_px:
         return [text]

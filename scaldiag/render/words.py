@@ -1,6 +1,6 @@
 """What every view of a report says alike (the terminal, the HTML): the framework in its users'
-words,
-what a finding's number bounds, the commands that open a trace. Words only: no layout, no markup."""
+words, what a finding's number bounds, the commands that open a trace. Words only: no layout, no
+markup."""
 
 from __future__ import annotations
 

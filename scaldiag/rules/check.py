@@ -135,8 +135,7 @@ RUN_EDGE_SLACK_NS = 10**9
 
 def report_problem(report: RunReport) -> str | None:
     """Why the run behind ``report`` cannot be vouched for: its run.json (``run_problem``), then a
-    record
-    that is not one clean run's (``one_run_problem``), then a rank that did not finish."""
+    record that is not one clean run's (``one_run_problem``), then a rank that did not finish."""
     a = report.analysis
     return (
         run_problem(a.run)

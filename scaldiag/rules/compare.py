@@ -177,8 +177,7 @@ def _runs(a: RunReport, b: RunReport) -> Comparison:
 
 def _unlike(a: RunReport, b: RunReport) -> list[str]:
     """What makes the two runs more than one script before and after a change: other frameworks,
-    other
-    batches, a run that did not finish (its figures cover the part that ran)."""
+    other batches, a run that did not finish (its figures cover the part that ran)."""
     notes = []
     fa, fb = (_framework(r) for r in (a, b))
     if fa and fb and fa != fb:

@@ -195,8 +195,7 @@ def correction_noise_pct(analysis: ProfileAnalysis) -> float:
 
 def unproven_pct(unit: UnitAnalysis, noise_pct: float) -> float:
     """host_overhead's part of ``noise_pct``: the correction scales every host-side category by one
-    factor,
-    so what it added lands on each in proportion to its (corrected) time."""
+    factor, so what it added lands on each in proportion to its (corrected) time."""
     host_side = sum(unit.categories[c].exclusive_pct for c in HOST_SIDE if c in unit.categories)
     share = unit.categories.get("host_overhead")
     if share is None or host_side <= 0:

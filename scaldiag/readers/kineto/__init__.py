@@ -54,9 +54,8 @@ _RANK_IN_NAME = re.compile(r"rank[_-]?([0-9]{1,9})", re.I)
 
 def claims(root: Path) -> bool:
     """Whether ``root`` holds Kineto traces: a ``.json``/``.json.gz`` file (or a file whose start
-    names ``traceEvents``), or a directory with
-    ``*.pt.trace.json`` files or, by their content, Chrome trace JSON of any name (what
-    ``prof.export_chrome_trace("trace_rank0.json")`` writes)."""
+    names ``traceEvents``), or a directory with ``*.pt.trace.json`` files or, by their content,
+    Chrome trace JSON of any name (what ``prof.export_chrome_trace("trace_rank0.json")`` writes)."""
     if root.is_file():
         # By name, else by content: a Chrome trace saved under a name of the user's (trace.txt, no
         # suffix at all) was read as XPlane and refused as a bad protobuf.
@@ -164,8 +163,8 @@ def read_trace(files: list[str | os.PathLike]) -> Trace:
 
 
 def read_rank(file: Path) -> tuple[tuple[str, int | None], Trace]:
-    """One rank's file alone: ((host name, rank) for ``rank_labels``, its trace, planes unlabelled).
-    """
+    """One rank's file alone: ((host name, rank) for ``rank_labels``, its trace, planes
+    unlabelled)."""
     p = _read_file(Path(file))
     host = encodable(p.host_name) if isinstance(p.host_name, str) else p.host_name
     return (host, p.rank), Trace(
@@ -177,9 +176,8 @@ def read_rank(file: Path) -> tuple[tuple[str, int | None], Trace]:
 
 def encodable(text: str) -> str:
     """``text`` with each lone surrogate (JSON's ``"\\ud800"``: no character, and no UTF-8 encodes
-    it)
-    written as its escape: a name holding one printed half the report, then UnicodeEncodeError (exit
-    70).
+    it) written as its escape: a name holding one printed half the report, then UnicodeEncodeError
+    (exit 70).
     """
     if text.isascii():
         return text

@@ -438,9 +438,8 @@ class _SlowLine:
 
 def _distinct(*columns: np.ndarray) -> tuple[list[tuple], np.ndarray]:
     """The distinct rows of equal-length columns (tuples of their values) and each row's index among
-    them.
-    Rows come in runs (a thread's events, a stream's kernels): only the first row of each run is
-    sorted.
+    them. Rows come in runs (a thread's events, a stream's kernels): only the first row of each run
+    is sorted.
     """
     n = len(columns[0])
     if n == 0:

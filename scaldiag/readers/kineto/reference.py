@@ -47,8 +47,8 @@ MAX_DEVICES_PER_FILE = 256
 
 def decimal_or_none(text: str) -> Decimal | None:
     """A JSON number as a Decimal; None (no number) where Decimal cannot hold it: an exponent of 19
-    digits
-    (``1e9999999999999999999``) is past Decimal's own bounds and raised InvalidOperation (exit 70).
+    digits (``1e9999999999999999999``) is past Decimal's own bounds and raised InvalidOperation
+    (exit 70).
     """
     try:
         return Decimal(text)
@@ -138,8 +138,8 @@ def _device_properties(props) -> dict[int, dict]:
 
 
 def _int(value) -> int | None:
-    """An id or a byte count (int, integral decimal or float, integer text) within int64, else None.
-    """
+    """An id or a byte count (int, integral decimal or float, integer text) within int64, else
+    None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

@@ -414,8 +414,8 @@ def _numpy_columns(data, buf, start, end, context: _PlaneContext, rest: list[byt
 
 
 def _native():
-    """The C decoder (_wire.c), unless it was not built or SCALDIAG_NATIVE=0 asks for the numpy one.
-    """
+    """The C decoder (_wire.c), unless it was not built or SCALDIAG_NATIVE=0 asks for the numpy
+    one."""
     return native.enabled(_wire_c)
 
 
@@ -505,8 +505,7 @@ def _decoded_by_threads(native, data, start, end, wanted: bytes, context, rest, 
 
 def _numpy_batches(data, buf, start, end, context: _PlaneContext, rest: list[bytes], pages: _Pages):
     """The line's events in batches (following the byte windows of bulk_batches), decoded with
-    numpy;
-    every other batch by the helper process where there is one."""
+    numpy; every other batch by the helper process where there is one."""
     pending: list = []  # batches in order: decoded here, or futures of the helper
     for k, (starts, ends) in enumerate(
         bulk_batches(data, buf, start, end, EVENTS_TAG, rest, _EVENT_HEAD)
@@ -683,10 +682,9 @@ def _stat_assignments(
     data, event, meta, field, value, body_start, body_end, stat_names, wanted_ids
 ):
     """Per stat name, the (event rows, values, field number) assignments of wanted stats' value
-    fields, in
-    the order they apply: by stat id, then value field, each in the events' order (a later one wins
-    where an event has a stat twice). One row per value field: its event, stat id, field number, raw
-    bits and body.
+    fields, in the order they apply: by stat id, then value field, each in the events' order (a
+    later one wins where an event has a stat twice). One row per value field: its event, stat id,
+    field number, raw bits and body.
     """
     stats: dict[str, list[tuple[np.ndarray, list, int]]] = {}
     for meta_id in _distinct(meta):

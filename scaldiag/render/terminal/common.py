@@ -54,8 +54,8 @@ class Keep:
 
 def inert(value: object) -> str:
     """``value`` as one line a terminal shows literally (render/sanitize.py): every control,
-    newlines
-    and bidirectional marks included, becomes ``\\xNN`` / ``\\uNNNN``; a huge name is shortened."""
+    newlines and bidirectional marks included, becomes ``\\xNN`` / ``\\uNNNN``; a huge name is
+    shortened."""
     return sanitize.line(value)
 
 
@@ -264,8 +264,8 @@ def print_findings(
     headlined: Finding | None = None,
 ) -> None:
     """The heading, always, then each finding; the first FIXES_SHOWN fixes, or every one with
-    ``verbose``.
-    ``headlined``: the finding the headline already told (its summary is not said twice)."""
+    ``verbose``. ``headlined``: the finding the headline already told (its summary is not said
+    twice)."""
     say(console, f"{heading} ({len(findings)})", style="bold")
     if not findings:
         say(console, "none: no rule's threshold is cleared beyond the step-to-step noise")

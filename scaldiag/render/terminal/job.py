@@ -1,6 +1,5 @@
 """A job's report (``scaldiag report NODE_DIR NODE_DIR ...``) for a terminal: the clocks, a row per
-node,
-the ranks, the findings."""
+node, the ranks, the findings."""
 
 from __future__ import annotations
 

@@ -367,8 +367,7 @@ def _samples(a: RunAnalysis, console: Console) -> None:
 
 def _open_the_trace(report: RunReport, console: Console, verbose: bool) -> None:
     """Where to look at the trace itself: TensorBoard and xprof read XPlane logdirs (neither comes
-    with
-    scaldiag: the pip line says what to install); Perfetto reads our export."""
+    with scaldiag: the pip line says what to install); Perfetto reads our export."""
     sources = report.trace_report.analysis.sources
     say(
         console,

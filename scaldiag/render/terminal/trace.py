@@ -33,9 +33,8 @@ def render(
     findings: bool = True,
 ) -> None:
     """``framework``: whose fix to show (default: the trace's). ``verbose``: every finding's
-    evidence,
-    notes and fix. ``findings``: False where the run report shows them with its own. A trace's
-    report (``analyze``) keeps its tables by default: it is what the command is for."""
+    evidence, notes and fix. ``findings``: False where the run report shows them with its own. A
+    trace's report (``analyze``) keeps its tables by default: it is what the command is for."""
     a = report.analysis
     say(console, f"scaldiag analyze: {a.run}", style="bold")
     say(console, f"({a.event_count:,} events, framework: {a.framework}) from:")
@@ -162,8 +161,7 @@ def _transfer_table(units: list[UnitAnalysis]) -> Table:
 
 def _activity(u: UnitAnalysis, console: Console) -> None:
     """What the host does while the device waits, one event a line: a name (a trace's, often long)
-    is
-    never folded: it moves whole under the line's numbers where it does not fit beside them."""
+    is never folded: it moves whole under the line's numbers where it does not fit beside them."""
     work = "kernels or copies" if u.kind == "gpu" else "ops"
     say(
         console,
