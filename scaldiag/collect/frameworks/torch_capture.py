@@ -1,17 +1,14 @@
 """Capture of an unmodified PyTorch training loop: steps from the optimizer, input from the
 DataLoader.
 
-A step is one pass of the loop, whichever optimizers it steps: one
-``optimizer.step()`` of the *lead* optimizer (the first that steps, until
-another takes over: a new phase's or a new fold's, ``torch_optimizers``); a
-second optimizer stepping in turn in the same pass (a GAN's) adds no step. A
-step ends when the lead's call returns (``torch.optim`` global post-hook) and
-the next begins there, so a step spans the next batch's fetch, forward,
-backward and update, and the step time is the period the user's throughput
-sees. The first step begins
-at the first DataLoader fetch or the first ``optimizer.step()``, whichever
-comes first. The step still open when the script ends is no step (no update
-ended it) and is not recorded.
+A step is one pass of the loop, whichever optimizers it steps: one ``optimizer.step()`` of the
+*lead* optimizer (the first that steps, until another takes over: a new phase's or a new fold's,
+``torch_optimizers``); a second optimizer stepping in turn in the same pass (a GAN's) adds no step.
+A step ends when the lead's call returns (``torch.optim`` global post-hook) and the next begins
+there, so a step spans the next batch's fetch, forward, backward and update, and the step time is
+the period the user's throughput sees. The first step begins at the first DataLoader fetch or the
+first ``optimizer.step()``, whichever comes first. The step still open when the script ends is no
+step (no update ended it) and is not recorded.
 
 DataLoader fetches (``_BaseDataLoaderIter.__next__``) are annotated
 ``scaldiag_input`` while the profiler window is open; the first batch's
