@@ -17,7 +17,7 @@ import numpy as np
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.input_cost import describe
 from scaldiag.analyze.profile import UnitAnalysis
-from scaldiag.analyze.scaling import UNEXPLAINED
+from scaldiag.analyze.scaling import UNEXPLAINED, ScalingAnalysis
 from scaldiag.analyze.timeline import RunTimeline
 from scaldiag.render import ranges, svg
 from scaldiag.render.svg import esc
@@ -685,7 +685,16 @@ def _sweep(report: SweepReport, runs: list) -> list[str]:
         )
     ]
     out += [_p(f"note: {n}", "dim") for n in s.notes]
-    out.append("<h2>Scaling</h2>")
+    out += _sweep_points(s)
+    out += _sweep_attribution(s)
+    out += _sweep_breakdown(runs)
+    out += _sweep_forecasts(s)
+    return out + _findings(report.findings, report.framework)
+
+
+def _sweep_points(s: ScalingAnalysis) -> list[str]:
+    """The scaling chart and the table of each device count's runs."""
+    out = ["<h2>Scaling</h2>"]
     out.append(
         svg.scaling_chart(
             [
@@ -727,6 +736,12 @@ def _sweep(report: SweepReport, runs: list) -> list[str]:
             ],
         )
     )
+    return out
+
+
+def _sweep_attribution(s: ScalingAnalysis) -> list[str]:
+    """Where the speedup went at each device count: the waterfall and its table."""
+    out = []
     for a in s.attribution:
         out.append(f"<h2>Where the speedup went: {a.gpus} devices</h2>")
         causes = [
@@ -755,6 +770,12 @@ def _sweep(report: SweepReport, runs: list) -> list[str]:
                 ],
             )
         )
+    return out
+
+
+def _sweep_breakdown(runs: list) -> list[str]:
+    """Each run's per-step time by category, one bar a unit (none without traces)."""
+    out = []
     rows = [
         (f"{gpus} dev: {u.name}", {c: u.categories[c].exclusive_ms for c in CATEGORIES})
         for gpus, r in runs
@@ -770,6 +791,12 @@ def _sweep(report: SweepReport, runs: list) -> list[str]:
                 x_label="ms per step (exclusive, corrected to the untraced step)",
             ),
         ]
+    return out
+
+
+def _sweep_forecasts(s: ScalingAnalysis) -> list[str]:
+    """The smallest run's prediction of the others against their measurement, and its forecast."""
+    out = []
     if s.validation:
         out += [
             (
@@ -802,4 +829,4 @@ def _sweep(report: SweepReport, runs: list) -> list[str]:
             ),
             _p("assumptions: " + "; ".join(assumptions) + " (model: docs/scaling.md)", "dim"),
         ]
-    return out + _findings(report.findings, report.framework)
+    return out
