@@ -400,70 +400,13 @@ def analyze_record(
         if steps
         else None
     )
-    fresh = record.run.fresh_page_ns_per_byte
-    if trace is not None and fresh is not None:
-        trace = replace(trace, fresh_page_ns_per_byte=float(fresh))
     memory = device_memory(record.training, record.gpu_samples, record.inventory)
-    if trace is not None and memory is not None:
-        trace = replace(
-            trace, device_memory=memory, per_replica_batch=record.training.get("per_replica_batch")
-        )
-    if trace is not None and steps is not None:
-        trace = _corrected(trace, steps, record.training)
-        if cost is not None:
-            trace = with_input_cost(
-                trace, cost, int(record.training.get("steps_per_execution") or 1)
-            )
-    missing = [*record.run.missing, *trace_missing]
-    if not record.steps:
-        missing.append(
-            "steps: no training step was recorded (did the script call model.fit, "
-            "or use scaldiag.loop.capture?)"
-        )
-    others = record.training.get("other_training_processes")
-    if others and isinstance(others, list):  # PyTorch: processes forked from the script trained
-        missing.append(
-            f"steps: {len(others)} other process(es) of the script trained too, each recorded in"
-            f" its own directory ({', '.join(map(str, others[:4]))}"
-            f"{', ...' if len(others) > 4 else ''}: scaldiag report RUN_DIR/<it>); their steps"
-            " are not in these figures, and they shared this machine with them"
-        )
-    graphed = record.training.get("cuda_graph_steps")
-    if graphed:
-        missing.append(
-            f"steps: {graphed} optimizer step(s) were captured into CUDA graphs; a graph's replays"
-            " call no optimizer.step(), so only the steps run outside graphs are recorded (the"
-            " script's own clock times the replays)"
-        )
-    if not record.gpu_samples and not any(m.startswith("nvml") for m in missing):
-        missing.append("nvml: no GPU samples")
+    trace = _run_trace(record, trace, steps, cost, memory)
+    missing = _missing(record, trace_missing)
     training_ns = (
         (record.steps[0]["begin_ns"], record.steps[-1]["end_ns"]) if record.steps else None
     )
-    # the clocks the script printed: Keras's bar's style is the headline's scope (verbose=2 times
-    # whole epochs, verbose=1 leaves each one's first step out)
-    readings = (
-        read_printed(record.printed, record.training, record.marks)
-        if record.printed is not None
-        else None
-    )
-    scopes = clock(
-        found,
-        record.marks,
-        record.training,
-        epochs,
-        steps.step_time_ms.mean if steps else None,
-        steps.step_time_ms.ci95 if steps else math.nan,
-        bar_style(readings),
-    )
-    # the headline follows the script's own clock where one agrees (the family's guess elsewhere)
-    scopes, printed = followed(
-        scopes,
-        printed_clock(
-            record.printed, scopes, found, record.marks, epochs, record.training, every, readings
-        ),
-        found,
-    )
+    scopes, printed = _clocks(record, found, every, epochs, steps)
     ranks = (
         {0: steps, **{r: _record_steps(rec) for r, rec in other_ranks.items()}}
         if other_ranks
@@ -495,6 +438,94 @@ def analyze_record(
         capture_cost=capture_cost(
             record.run.samplers, wall_s, traced.seconds if traced is not None else None
         ),
+    )
+
+
+def _run_trace(
+    record: RunRecord,
+    trace: ProfileAnalysis | None,
+    steps: StepStats | None,
+    cost: InputCost | None,
+    memory: DeviceMemory | None,
+) -> ProfileAnalysis | None:
+    """The trace's analysis with what the record adds: the host's fresh-page cost, the devices'
+    memory, the inflation correction to the untraced step and the input's measured cost."""
+    fresh = record.run.fresh_page_ns_per_byte
+    if trace is not None and fresh is not None:
+        trace = replace(trace, fresh_page_ns_per_byte=float(fresh))
+    if trace is not None and memory is not None:
+        trace = replace(
+            trace, device_memory=memory, per_replica_batch=record.training.get("per_replica_batch")
+        )
+    if trace is not None and steps is not None:
+        trace = _corrected(trace, steps, record.training)
+        if cost is not None:
+            trace = with_input_cost(
+                trace, cost, int(record.training.get("steps_per_execution") or 1)
+            )
+    return trace
+
+
+def _missing(record: RunRecord, trace_missing: list[str]) -> list[str]:
+    """What the record lacks, in words: the run's and the trace's, then steps and samples."""
+    missing = [*record.run.missing, *trace_missing]
+    if not record.steps:
+        missing.append(
+            "steps: no training step was recorded (did the script call model.fit, "
+            "or use scaldiag.loop.capture?)"
+        )
+    others = record.training.get("other_training_processes")
+    if others and isinstance(others, list):  # PyTorch: processes forked from the script trained
+        missing.append(
+            f"steps: {len(others)} other process(es) of the script trained too, each recorded in"
+            f" its own directory ({', '.join(map(str, others[:4]))}"
+            f"{', ...' if len(others) > 4 else ''}: scaldiag report RUN_DIR/<it>); their steps"
+            " are not in these figures, and they shared this machine with them"
+        )
+    graphed = record.training.get("cuda_graph_steps")
+    if graphed:
+        missing.append(
+            f"steps: {graphed} optimizer step(s) were captured into CUDA graphs; a graph's replays"
+            " call no optimizer.step(), so only the steps run outside graphs are recorded (the"
+            " script's own clock times the replays)"
+        )
+    if not record.gpu_samples and not any(m.startswith("nvml") for m in missing):
+        missing.append("nvml: no GPU samples")
+    return missing
+
+
+def _clocks(
+    record: RunRecord,
+    found: list[recorded_steps.Period],
+    every: list[recorded_steps.Period],
+    epochs: EpochStats | None,
+    steps: StepStats | None,
+) -> tuple[Clock | None, PrintedClock | None]:
+    """The clock scopes, the headline following the script's own printed clock where one agrees,
+    and what the script printed."""
+    # the clocks the script printed: Keras's bar's style is the headline's scope (verbose=2 times
+    # whole epochs, verbose=1 leaves each one's first step out)
+    readings = (
+        read_printed(record.printed, record.training, record.marks)
+        if record.printed is not None
+        else None
+    )
+    scopes = clock(
+        found,
+        record.marks,
+        record.training,
+        epochs,
+        steps.step_time_ms.mean if steps else None,
+        steps.step_time_ms.ci95 if steps else math.nan,
+        bar_style(readings),
+    )
+    # the headline follows the script's own clock where one agrees (the family's guess elsewhere)
+    return followed(
+        scopes,
+        printed_clock(
+            record.printed, scopes, found, record.marks, epochs, record.training, every, readings
+        ),
+        found,
     )
 
 
