@@ -20,11 +20,11 @@ threads reads 100% however they wait.
 
 from __future__ import annotations
 
-from scaldiag.analyze.run import RunAnalysis
+from scaldiag.analyze.run import HostSummary, RunAnalysis
 from scaldiag.rules.base import Evidence, Finding, same_fix
+from scaldiag.rules.knobs import Machine, script_workers
 from scaldiag.rules.knobs import machine as machine_of
-from scaldiag.rules.knobs import script_workers
-from scaldiag.rules.machine import budget
+from scaldiag.rules.machine import CpuBudget, budget
 
 BUSY_PCT = (
     90.0  # all cores busy, less the sampler's own jitter (10 Hz /proc/stat ticks: +-10% a sample)
@@ -42,14 +42,7 @@ class _Oversubscribed:
         if not host.core_pct_mean - spread >= BUSY_PCT:
             return None
         m = machine_of(run)
-        # Counted where measured: PyTorch's pool (OMP_NUM_THREADS=1 3.4-7.3x, docs/rules.md).
-        # TensorFlow's is recorded (knob_facts) but its cost on busy cores is not measured yet: one
-        # a rank, as before.
-        threads = (
-            m.script.get("intra_op_threads")
-            if (run.training.get("framework") or {}).get("name") == "pytorch"
-            else None
-        )
+        threads = _intra_op_threads(run, m)
         # unknown: one a rank, as before
         per_rank = threads if isinstance(threads, int) and threads > 0 else 1
         recorded = script_workers(m)
@@ -64,53 +57,11 @@ class _Oversubscribed:
             return None
         # workers a rank keeps (SD101's count where it advises them)
         keep = min(workers // m.ranks, m.workers)
-        fix_threads = m.threads(keep)
-        parts = []
-        if per_rank > fix_threads:
-            parts.append(
-                f"Give each rank {fix_threads} intra-op thread(s): OMP_NUM_THREADS={fix_threads} in"
-                " the environment before the script starts (PyTorch:"
-                f" torch.set_num_threads({fix_threads}) at its top; TensorFlow:"
-                f" tf.config.threading.set_intra_op_parallelism_threads({fix_threads}) before any"
-                " op runs)."
-            )
-        if workers // m.ranks > m.workers:
-            parts.append(
-                f"Run at most {m.workers} input worker(s) per rank"
-                f" (DataLoader(num_workers={m.workers}),"
-                f" keras.utils.PyDataset(workers={m.workers}); tf.data's AUTOTUNE sizes itself)."
-            )
-        if not parts:  # the script's own counts fit: the rest of the machine takes the cores
-            parts.append(
-                "The job's threads fit the cores; the rest of the machine takes them: run it where "
-                "nothing else computes, or pin the job to cores of its own (taskset, a cpuset)."
-            )
-        fix = (
-            " ".join(parts)
-            + f" Here {m.cores} cores the job may use, {m.other_cores:.1f} of them used by the "
-            "rest of the machine; compare the steady samples/s with the run before the change."
-        )
+        fix = _fix(m, per_rank, workers, keep)
         wants = f"{m.ranks} rank(s) x {per_rank} intra-op thread(s)" + (
             f" + {workers} worker process(es)" if workers else ""
         )
-        notes = [
-            f"the training processes used {cpu.training_cores:.1f} cores, the rest of the machine "
-            f"{cpu.other_cores:.1f} ({host.samples} host samples)"
-        ]
-        if not isinstance(threads, int):
-            notes.append(
-                "intra-op threads counted as one a rank (not recorded, or not PyTorch's, whose cost"
-                " on busy cores is the one measured)"
-            )
-        elif m.script.get("intra_op_source"):
-            notes.append(
-                f"intra-op threads from {m.script['intra_op_source']}"
-                + (
-                    f"; the environment set {m.script['env']}"
-                    if m.script.get("env")
-                    else "; no OMP_NUM_THREADS in the environment"
-                )
-            )
+        notes = _notes(host, cpu, threads, m)
         return Finding(
             id=self.id,
             title="CPU oversubscribed: more busy threads than cores",
@@ -142,6 +93,72 @@ class _Oversubscribed:
             predicted_speedup=None,
             notes=notes,
         )
+
+
+def _intra_op_threads(run: RunAnalysis, m: Machine) -> object:
+    """Each rank's intra-op threads where counted, else None (one a rank)."""
+    # Counted where measured: PyTorch's pool (OMP_NUM_THREADS=1 3.4-7.3x, docs/rules.md).
+    # TensorFlow's is recorded (knob_facts) but its cost on busy cores is not measured yet: one
+    # a rank, as before.
+    return (
+        m.script.get("intra_op_threads")
+        if (run.training.get("framework") or {}).get("name") == "pytorch"
+        else None
+    )
+
+
+def _fix(m: Machine, per_rank: int, workers: int, keep: int) -> str:
+    """Fewer intra-op threads and input workers where the script's own counts are over the cores'
+    share (``keep`` workers a rank), else the rest of the machine's cores named."""
+    fix_threads = m.threads(keep)
+    parts = []
+    if per_rank > fix_threads:
+        parts.append(
+            f"Give each rank {fix_threads} intra-op thread(s): OMP_NUM_THREADS={fix_threads} in"
+            " the environment before the script starts (PyTorch:"
+            f" torch.set_num_threads({fix_threads}) at its top; TensorFlow:"
+            f" tf.config.threading.set_intra_op_parallelism_threads({fix_threads}) before any"
+            " op runs)."
+        )
+    if workers // m.ranks > m.workers:
+        parts.append(
+            f"Run at most {m.workers} input worker(s) per rank"
+            f" (DataLoader(num_workers={m.workers}),"
+            f" keras.utils.PyDataset(workers={m.workers}); tf.data's AUTOTUNE sizes itself)."
+        )
+    if not parts:  # the script's own counts fit: the rest of the machine takes the cores
+        parts.append(
+            "The job's threads fit the cores; the rest of the machine takes them: run it where "
+            "nothing else computes, or pin the job to cores of its own (taskset, a cpuset)."
+        )
+    return (
+        " ".join(parts)
+        + f" Here {m.cores} cores the job may use, {m.other_cores:.1f} of them used by the "
+        "rest of the machine; compare the steady samples/s with the run before the change."
+    )
+
+
+def _notes(host: HostSummary, cpu: CpuBudget, threads: object, m: Machine) -> list[str]:
+    """Who used the cores, and where the intra-op thread count came from."""
+    notes = [
+        f"the training processes used {cpu.training_cores:.1f} cores, the rest of the machine "
+        f"{cpu.other_cores:.1f} ({host.samples} host samples)"
+    ]
+    if not isinstance(threads, int):
+        notes.append(
+            "intra-op threads counted as one a rank (not recorded, or not PyTorch's, whose cost"
+            " on busy cores is the one measured)"
+        )
+    elif m.script.get("intra_op_source"):
+        notes.append(
+            f"intra-op threads from {m.script['intra_op_source']}"
+            + (
+                f"; the environment set {m.script['env']}"
+                if m.script.get("env")
+                else "; no OMP_NUM_THREADS in the environment"
+            )
+        )
+    return notes
 
 
 RULE = _Oversubscribed()
