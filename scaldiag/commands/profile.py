@@ -34,6 +34,25 @@ def add_parser(subparsers) -> None:
         "--out", default="scaldiag_runs", help="where run directories go (default: scaldiag_runs)"
     )
     p.add_argument("--json", metavar="FILE", type=output_path, help="also write the report as JSON")
+    _add_sweep(p)
+    _add_capture(p)
+    _add_launch(p)
+    p.add_argument(
+        "--try",
+        dest="try_finding",
+        metavar="FINDING",
+        help=(
+            "then, if the run has that finding, apply its fix and measure it (scaldiag try RUN_DIR"
+            " FINDING: 3 baseline and fixed rounds; one run, not a sweep or a job)"
+        ),
+    )
+    add_verbose(p)
+    add_interconnect(p)
+    p.set_defaults(func=run)
+
+
+def _add_sweep(p: argparse.ArgumentParser) -> None:
+    """A sweep: one run per device count, each count K times."""
     p.add_argument(
         "--gpus",
         metavar="N,N,...",
@@ -52,6 +71,10 @@ def add_parser(subparsers) -> None:
         metavar="K",
         help="run each GPU count K times (default 1)",
     )
+
+
+def _add_capture(p: argparse.ArgumentParser) -> None:
+    """What the capture says while it runs, and what it reads or bounds: batch, trace window."""
     p.add_argument(
         "-q",
         "--quiet",
@@ -74,6 +97,10 @@ def add_parser(subparsers) -> None:
             " past it"
         ),
     )
+
+
+def _add_launch(p: argparse.ArgumentParser) -> None:
+    """Launches of several processes: torchrun on one node, a job over several nodes."""
     p.add_argument(
         "--nproc-per-node",
         metavar="N",
@@ -107,18 +134,6 @@ def add_parser(subparsers) -> None:
             "with --gpus or --emulate: run each sweep point under torchrun, one process per device"
         ),
     )
-    p.add_argument(
-        "--try",
-        dest="try_finding",
-        metavar="FINDING",
-        help=(
-            "then, if the run has that finding, apply its fix and measure it (scaldiag try RUN_DIR"
-            " FINDING: 3 baseline and fixed rounds; one run, not a sweep or a job)"
-        ),
-    )
-    add_verbose(p)
-    add_interconnect(p)
-    p.set_defaults(func=run)
 
 
 def _seconds(text: str) -> float:
@@ -191,6 +206,33 @@ def run(args: argparse.Namespace) -> int:
         os.environ[GLOBAL_BATCH_ENV] = str(args.global_batch)
     if args.trace_limit_s is not None:
         os.environ[TRACE_LIMIT_ENV] = repr(args.trace_limit_s)
+    _refuse_mixed(args)
+    if args.gpus or args.emulate:
+        return _sweep(args, script, script_args)
+    run_dir, code = _launch_one(args, script, script_args)
+    # The analysis is imported once the script has ended, not before it starts (numpy, rich:
+    # bench/startup/run.py).
+    from scaldiag.pipeline import diagnose_run
+    from scaldiag.render.terminal.common import exit_text
+
+    if not args.quiet:
+        print(
+            f"\nscaldiag: the script ended ({exit_text(code)}); analysing the run...",
+            file=sys.stderr,
+            flush=True,
+        )
+    _report(lambda: emit(diagnose_run(run_dir), args.json, args.verbose), args)
+    print(line(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})"), file=sys.stderr)
+    if args.try_finding and code == 0:
+        tried = _try(run_dir, args.try_finding)
+        if tried == 130:  # Ctrl-C during the rounds: the pairs so far are kept
+            return tried
+    return exit_status(code)
+
+
+def _refuse_mixed(args: argparse.Namespace) -> None:
+    """Options that do not go together: a sweep and a job's, ``--try`` and either, ``--torchrun``
+    on one run."""
     if (args.gpus or args.emulate) and (
         args.nnodes or args.node_rank is not None or args.rdzv_endpoint
     ):
@@ -200,12 +242,15 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.try_finding and (args.gpus or args.emulate or args.nproc_per_node or args.nnodes):
         raise ScaldiagError("--try measures a fix on one run: not with a sweep or a job")
-    if args.gpus or args.emulate:
-        return _sweep(args, script, script_args)
-    if args.torchrun and not args.nproc_per_node:
+    if args.torchrun and not args.nproc_per_node and not (args.gpus or args.emulate):
         raise ScaldiagError(
             "--torchrun applies to a sweep (--gpus, --emulate); for one run give --nproc-per-node N"
         )
+
+
+def _launch_one(args: argparse.Namespace, script: Path, script_args: list[str]) -> tuple[Path, int]:
+    """One run (or one node's part of a job) launched and waited for: its directory and the
+    script's exit status."""
     node = _node(args)
     launch_command = (
         multinode.torchrun_command(node, str(script), script_args) if _torchrun_node(node) else None
@@ -241,24 +286,7 @@ def run(args: argparse.Namespace) -> int:
         launch_command and code == 0
     ):  # the reference SD209 compares the network with (docs/multinode.md)
         _intra_node(run_dir, args)
-    # The analysis is imported once the script has ended, not before it starts (numpy, rich:
-    # bench/startup/run.py).
-    from scaldiag.pipeline import diagnose_run
-    from scaldiag.render.terminal.common import exit_text
-
-    if not args.quiet:
-        print(
-            f"\nscaldiag: the script ended ({exit_text(code)}); analysing the run...",
-            file=sys.stderr,
-            flush=True,
-        )
-    _report(lambda: emit(diagnose_run(run_dir), args.json, args.verbose), args)
-    print(line(f"scaldiag: run directory {run_dir}  (scaldiag report {run_dir})"), file=sys.stderr)
-    if args.try_finding and code == 0:
-        tried = _try(run_dir, args.try_finding)
-        if tried == 130:  # Ctrl-C during the rounds: the pairs so far are kept
-            return tried
-    return exit_status(code)
+    return run_dir, code
 
 
 def _try(run_dir: Path, finding: str) -> int:
