@@ -30,7 +30,8 @@ SLOW_S = 120  # how long the SLOW item sleeps: a map that returns sooner did not
 
 
 def events_of(path: str) -> tuple[int, int]:
-    """(events in one rank's file, the pid that read it): what a per-rank reduction returns, small."""
+    """(events in one rank's file, the pid that read it): what a per-rank reduction returns,
+    small."""
     from scaldiag.readers.kineto import read_trace
 
     return read_trace([path]).event_count, os.getpid()
