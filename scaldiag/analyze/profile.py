@@ -174,54 +174,9 @@ def reduce_rank(trace: Trace, steps: Steps | None = None, shift_ns: int = 0) -> 
         device_steps(plane, events.start_ns, events.end_ns, steps) or steps
         for plane, (_, events) in zip(trace.device_planes, devices)
     ]
-    if devices:
-        # The devices' idle gaps do not depend on the host, so the host threads are measured
-        # against all of them as each is done, without keeping every thread's segments.
-        device_sets = [events.sets() for _, events in devices]
-        # device steps are the host's, counted once each
-        host, activity = host_states_during(
-            trace.host_planes,
-            False,
-            [_gaps(sets, DEVICE_CATEGORIES, unit) for sets, unit in zip(device_sets, unit_steps)],
-            steps.count,
-        )
-        # With GPUs, host ops are the host side of launches: all of it is host work.
-        host_sets = {
-            "input": host.get("input"),
-            "host_overhead": iv.merge(
-                *[host.get(c) for c in ("host_overhead", "compute", "layout", "collective")]
-            ),
-        }
-        units = [
-            _unit(
-                name,
-                "gpu",
-                {**sets, **host_sets},
-                DEVICE_CATEGORIES,
-                unit,
-                host,
-                activity=found,
-                **_device_extras(events, unit),
-            )
-            for (name, events), sets, found, unit in zip(devices, device_sets, activity, unit_steps)
-        ]
-    else:
-        host = host_states(trace.host_planes, ops_are_compute=True)
-        name = trace.host_planes[0].label if trace.host_planes else "/host:CPU"
-        sets = {
-            c: host.get(c) for c in ("compute", "layout", "collective", "input", "host_overhead")
-        }
-        units = [
-            _unit(
-                name,
-                "host",
-                sets,
-                ("compute", "layout", "collective"),
-                steps,
-                host,
-                compute_pieces_per_step=_compute_pieces_per_step(host, steps),
-            )
-        ]
+    units = (
+        _device_units(trace, devices, unit_steps, steps) if devices else _host_units(trace, steps)
+    )
     own = [
         (
             (unit.description, float(np.mean(unit.end_ns - unit.start_ns)))
@@ -242,6 +197,60 @@ def reduce_rank(trace: Trace, steps: Steps | None = None, shift_ns: int = 0) -> 
         bool(devices),
         trace.event_count,
     )
+
+
+def _device_units(
+    trace: Trace, devices: list, unit_steps: list[Steps], steps: Steps
+) -> list[UnitAnalysis]:
+    """Each device's unit: its own categories, the host's input and launch work beside it."""
+    # The devices' idle gaps do not depend on the host, so the host threads are measured
+    # against all of them as each is done, without keeping every thread's segments.
+    device_sets = [events.sets() for _, events in devices]
+    # device steps are the host's, counted once each
+    host, activity = host_states_during(
+        trace.host_planes,
+        False,
+        [_gaps(sets, DEVICE_CATEGORIES, unit) for sets, unit in zip(device_sets, unit_steps)],
+        steps.count,
+    )
+    # With GPUs, host ops are the host side of launches: all of it is host work.
+    host_sets = {
+        "input": host.get("input"),
+        "host_overhead": iv.merge(
+            *[host.get(c) for c in ("host_overhead", "compute", "layout", "collective")]
+        ),
+    }
+    return [
+        _unit(
+            name,
+            "gpu",
+            {**sets, **host_sets},
+            DEVICE_CATEGORIES,
+            unit,
+            host,
+            activity=found,
+            **_device_extras(events, unit),
+        )
+        for (name, events), sets, found, unit in zip(devices, device_sets, activity, unit_steps)
+    ]
+
+
+def _host_units(trace: Trace, steps: Steps) -> list[UnitAnalysis]:
+    """The host's one unit where the trace has no device: its ops are the compute."""
+    host = host_states(trace.host_planes, ops_are_compute=True)
+    name = trace.host_planes[0].label if trace.host_planes else "/host:CPU"
+    sets = {c: host.get(c) for c in ("compute", "layout", "collective", "input", "host_overhead")}
+    return [
+        _unit(
+            name,
+            "host",
+            sets,
+            ("compute", "layout", "collective"),
+            steps,
+            host,
+            compute_pieces_per_step=_compute_pieces_per_step(host, steps),
+        )
+    ]
 
 
 def assemble(
