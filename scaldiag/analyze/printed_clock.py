@@ -29,6 +29,7 @@ from scaldiag.analyze.clock import (
     STEADY_STEP,
     WHOLE_EPOCH,
     Clock,
+    Scope,
 )
 from scaldiag.analyze.epochs import EpochStats
 from scaldiag.analyze.printed_forms import ARRIVAL, KERAS_BAR, TIMER, Reading, recognise
@@ -384,6 +385,27 @@ def _compare(
             return printed_sampled.comparison(one, base)
     scope = c.scopes[first.scope]
     whole = _figure(scope, first, c, training)
+    local, accounts = _own_figures(compared, first, figures, accountant, after_first, steps_scope)
+    if steps_scope and all(a is not None for a in accounts):
+        # every reading's window holds more than steady steps (a phase's timer over its new
+        # optimizer's first steps and its loader's passes): each beside its window, in parts
+        return by_window(compared, c, found, accountant, after_first, base)
+    if first.scope == WHOLE_EPOCH and _all_compiled(compared, accountant, after_first):
+        # Every epoch it read compiled (a one-epoch run's): the user's figure holds the compile, and
+        # scaldiag's own window, in parts, says how much of it is which
+        return by_window(compared, c, found, accountant, after_first, base, epochs_headline=True)
+    return _paired(compared, local, accounts, whole, scope, first, c, windows, base)
+
+
+def _own_figures(
+    compared: list[Reading],
+    first: Reading,
+    figures: Figures,
+    accountant: printed_account.Accountant,
+    after_first: bool,
+    steps_scope: bool,
+) -> tuple[list[float | None], list]:
+    """scaldiag's figure beside each reading, and its window's account where one was made."""
     # scaldiag's figure over each reading's own steps (a phase's clock beside its phase); where
     # its window holds scaldiag's own profiler or measurements, the window in parts, them named
     local, accounts = [], []
@@ -398,20 +420,32 @@ def _compare(
                 figure = account.ms
         local.append(figure)
         accounts.append(account)
-    if steps_scope and all(a is not None for a in accounts):
-        # every reading's window holds more than steady steps (a phase's timer over its new
-        # optimizer's first steps and its loader's passes): each beside its window, in parts
-        return by_window(compared, c, found, accountant, after_first, base)
-    if first.scope == WHOLE_EPOCH:
-        # Every epoch it read compiled (a one-epoch run's): the user's figure holds the compile, and
-        # scaldiag's own window, in parts, says how much of it is which
-        windows_of = [
-            accountant.account(r.begin_ns, r.end_ns, after_first, r.skipped) for r in compared
-        ]
-        if all(a is not None and a.compiled for a in windows_of):
-            return by_window(
-                compared, c, found, accountant, after_first, base, epochs_headline=True
-            )
+    return local, accounts
+
+
+def _all_compiled(
+    compared: list[Reading], accountant: printed_account.Accountant, after_first: bool
+) -> bool:
+    """Whether every reading's window, in parts, holds a compile."""
+    windows_of = [
+        accountant.account(r.begin_ns, r.end_ns, after_first, r.skipped) for r in compared
+    ]
+    return all(a is not None and a.compiled for a in windows_of)
+
+
+def _paired(
+    compared: list[Reading],
+    local: list[float | None],
+    accounts: list,
+    whole: float,
+    scope: Scope,
+    first: Reading,
+    c: Clock,
+    windows: tuple[np.ndarray, np.ndarray],
+    base: dict,
+) -> Comparison:
+    """The readings' mean beside scaldiag's, each paired with its own steps' figure, and beside the
+    headline where the clock times the steps it covers."""
     beside = np.array([whole if f is None else f for f in local])
     values = np.array([r.ms for r in compared])
     ms, figure = float(values.mean()), float(beside.mean())
