@@ -143,36 +143,13 @@ def clock(
             "each epoch's begin to its end, validation and edges in",
             epochs.ms_per_step_after_first if _after_first(family, bar_style, training) else None,
         )
-    eval_ns_per_step = 0.0
-    if found:
-        begin_ns, end_ns = _training_span(found, marks)
-        batches = sum(p.batches for p in found)
-        eval_ns_per_step = (
-            float(
-                iv.measure_in_windows(
-                    iv.of_pairs(evaluation),
-                    np.array([begin_ns], np.int64),
-                    np.array([end_ns], np.int64),
-                ).sum()
-            )
-            / batches
-        )
-        scopes[WHOLE_TRAINING] = Scope(
-            WHOLE_TRAINING,
-            (end_ns - begin_ns) / batches / 1e6,
-            math.nan,
-            batches,
-            "the training loop's start to the end of the epoch its last step is in, "
-            "all inside, over every step",
-        )
+    whole, eval_ns_per_step = _whole_training(found, marks, evaluation)
+    if whole is not None:
+        scopes[WHOLE_TRAINING] = whole
     dispatch = _host_dispatch(found, marks)
     if dispatch is not None:
         scopes[HOST_DISPATCH] = dispatch
-    user, where = USER_SCOPE.get(family, (STEADY_STEP, "the steady step"))
-    if family == "jax" and _waited(scopes):
-        user = HOST_DISPATCH  # JAX's own examples stop their timers before any sync
-    if user not in scopes:
-        user = LOOP_ITERATION if LOOP_ITERATION in scopes else STEADY_STEP
+    user, where = _user_scope(family, scopes)
     by_scope = {
         s: _parts(scopes, s, iteration[1] if iteration else 0.0, epochs, eval_ns_per_step / 1e6)
         for s in scopes
@@ -190,6 +167,46 @@ def clock(
         inner_ms,
         by_scope,
     )
+
+
+def _whole_training(
+    found: list[recorded_steps.Period], marks: list[dict], evaluation: list[tuple[int, int]]
+) -> tuple[Scope | None, float]:
+    """The training loop's whole span over every step (None without steps), and the evaluation's
+    ns a step inside it."""
+    if not found:
+        return None, 0.0
+    begin_ns, end_ns = _training_span(found, marks)
+    batches = sum(p.batches for p in found)
+    eval_ns_per_step = (
+        float(
+            iv.measure_in_windows(
+                iv.of_pairs(evaluation),
+                np.array([begin_ns], np.int64),
+                np.array([end_ns], np.int64),
+            ).sum()
+        )
+        / batches
+    )
+    whole = Scope(
+        WHOLE_TRAINING,
+        (end_ns - begin_ns) / batches / 1e6,
+        math.nan,
+        batches,
+        "the training loop's start to the end of the epoch its last step is in, "
+        "all inside, over every step",
+    )
+    return whole, eval_ns_per_step
+
+
+def _user_scope(family: str, scopes: dict[str, Scope]) -> tuple[str, str]:
+    """The scope the user's own clock reads, guessed from the loop's family, and its words."""
+    user, where = USER_SCOPE.get(family, (STEADY_STEP, "the steady step"))
+    if family == "jax" and _waited(scopes):
+        user = HOST_DISPATCH  # JAX's own examples stop their timers before any sync
+    if user not in scopes:
+        user = LOOP_ITERATION if LOOP_ITERATION in scopes else STEADY_STEP
+    return user, where
 
 
 def _after_first(family: str, bar_style: str | None, training: dict) -> bool:
