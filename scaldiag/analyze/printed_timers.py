@@ -117,6 +117,12 @@ def _at(r: Reading, begin_ns: int, end_ns: int, count: int | None) -> Reading:
 
 
 def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Reading]:
+    out = [*_per_forms(text), *_rate_forms(text, samples_per_step)]
+    return out + _counter_forms(text, counter, bool(out))
+
+
+def _per_forms(text: str) -> list[Reading]:
+    """Times per step, iteration, batch or epoch ("143.6 ms/step", "12 s per epoch")."""
     out: list[Reading] = []
     for m in _PER.finditer(text):
         unit_ms, per = MS_PER[m["u"].lower()], m["what"].lower()
@@ -148,6 +154,12 @@ def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Rea
             out.append(
                 Reading(**{**reading.__dict__, "median": bool(_MEDIAN.search(text[: m.start()]))})
             )
+    return out
+
+
+def _rate_forms(text: str, samples_per_step: float | None) -> list[Reading]:
+    """Rates ("7.0 it/s", "1024 samples/s", "tokens/s"): a step's time where the unit gives one."""
+    out: list[Reading] = []
     for m in _RATE.finditer(text):
         unit, value = m["u"], float(m["v"])
         base = unit.lower()
@@ -172,6 +184,13 @@ def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Rea
         elif base in TOKEN_UNITS:
             note = "tokens a step unknown: not comparable with a step's time"
             out.append(_reading(what, RATE, LOOP_ITERATION, shown, None, 0.0, text, note=note))
+    return out
+
+
+def _counter_forms(text: str, counter, found_any: bool) -> list[Reading]:
+    """A bare duration beside the line's counter: an epoch's time after an epoch counter, else
+    (where the line gave no other form) a step's time in ms."""
+    out: list[Reading] = []
     if counter and counter["word"].lower() == "epoch" and not _PER.search(text):
         duration = _DURATION.search(text[counter.end() :])
         if duration:
@@ -190,7 +209,7 @@ def _timer_forms(text: str, counter, samples_per_step: float | None) -> list[Rea
                     total_ms=total_ms,
                 )
             )
-    elif counter and not out:
+    elif counter and not found_any:
         # after the counter, or the one time before it (minGPT: "iter_dt 143.64ms; iter 10: ...")
         before = list(_DURATION.finditer(text[: counter.start()]))
         duration = _DURATION.search(text[counter.end() :]) or (
