@@ -114,20 +114,8 @@ def launch(
         signal.pthread_sigmask(signal.SIG_BLOCK, (*forwarded, signal.SIGCHLD)) if watch else None
     )
     try:
-        recording = _try(
-            lambda: start_run_json(run_dir, [sys.executable, script, *script_args]), RUN_JSON
-        )
-        if recording:
-            fields = dict(script=script_file.identity(script), **(run_fields or {}))  # try's check
-            _try(lambda: run_json.update(run_dir, launcher_pid=os.getpid(), **fields), RUN_JSON)
-        env = {**os.environ, **(env or {})}
-        if recording:
-            env[RUN_DIR_ENV] = str(run_dir)
-        else:
-            print(
-                f"scaldiag: cannot record into {shown(run_dir)}: the script runs without capture",
-                file=sys.stderr,
-            )
+        recording = _start_record(run_dir, script, script_args, run_fields)
+        env = _script_env(run_dir, env, recording)
         own_group = watch and not _controlling_terminal()
         child = subprocess.Popen(
             command,
@@ -160,6 +148,34 @@ def launch(
     if recording:
         _finalise(run_dir, code, received, samplers)
     return code
+
+
+def _start_record(
+    run_dir: Path, script: str, script_args: list[str], run_fields: dict | None
+) -> bool:
+    """run.json started, with the script's identity (try's check) and ``run_fields``: whether the
+    run is recorded at all."""
+    recording = _try(
+        lambda: start_run_json(run_dir, [sys.executable, script, *script_args]), RUN_JSON
+    )
+    if recording:
+        fields = dict(script=script_file.identity(script), **(run_fields or {}))  # try's check
+        _try(lambda: run_json.update(run_dir, launcher_pid=os.getpid(), **fields), RUN_JSON)
+    return recording
+
+
+def _script_env(run_dir: Path, env: dict | None, recording: bool) -> dict:
+    """The script's environment: ours, ``env`` on top, and the run directory where it records (else
+    a line saying it runs without capture)."""
+    env = {**os.environ, **(env or {})}
+    if recording:
+        env[RUN_DIR_ENV] = str(run_dir)
+    else:
+        print(
+            f"scaldiag: cannot record into {shown(run_dir)}: the script runs without capture",
+            file=sys.stderr,
+        )
+    return env
 
 
 def _try(write, what: str) -> bool:
