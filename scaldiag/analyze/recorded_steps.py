@@ -109,12 +109,7 @@ def periods(
     device_ns = device_ns or {}
     found_phases = phases(marks)
     phase_starts = [p.first_step for p in found_phases]
-    new_phase_steps = {
-        step
-        for p in found_phases[1:]
-        if p.new
-        for step in range(p.first_step, p.first_step + warmup)
-    }
+    new_phase_steps = _new_phase_warmup(found_phases, warmup)
     out, first_batch = [], 0
     for i, row in enumerate(steps):
         nxt = steps[i + 1] if i + 1 < len(steps) else None
@@ -136,15 +131,8 @@ def periods(
         )
         # a split step: host time
         device = device_ns.get(row["step"]) if begin == row["begin_ns"] else None
-        kind = (
-            WARMUP
-            if row["step"] < warmup or row["step"] in new_phase_steps
-            else TRACED
-            if near_window
-            else COMPILE
-            if _overlaps(begin, end, compiles)
-            else STEADY
-        )
+        warming = row["step"] < warmup or row["step"] in new_phase_steps
+        kind = _kind(warming, near_window, begin, end, compiles)
         out.append(
             Period(
                 row["step"],
@@ -162,6 +150,31 @@ def periods(
         )
         first_batch += batches
     return _prefetched(_recurring_compiles_are_steady(out), marks)
+
+
+def _new_phase_warmup(found_phases: list[Phase], warmup: int) -> set[int]:
+    """The warm-up steps of each new phase after the first (a new optimizer's or model's)."""
+    return {
+        step
+        for p in found_phases[1:]
+        if p.new
+        for step in range(p.first_step, p.first_step + warmup)
+    }
+
+
+def _kind(
+    warming: bool, near_window: bool, begin: int, end: int, compiles: tuple[np.ndarray, np.ndarray]
+) -> str:
+    """A period's kind: warm-up, then the profiler's window, then a compile; else steady."""
+    return (
+        WARMUP
+        if warming
+        else TRACED
+        if near_window
+        else COMPILE
+        if _overlaps(begin, end, compiles)
+        else STEADY
+    )
 
 
 def _prefetched(found: list[Period], marks) -> list[Period]:
