@@ -105,6 +105,23 @@ class Finding:
     seen_speedup: float | None = None
 
 
+class RuleFacts:
+    """What every finding of a rule says the same: its stable id, its title and the category of
+    step time (or of the machine) it is about, declared once as class attributes. ``finding``
+    fills them in; a rule whose title or category follows its evidence (SD210) passes its own."""
+
+    id: str
+    title: str
+    category: str
+
+    def finding(self, **fields) -> Finding:
+        """A finding of this rule; ``fields``: Finding's others (severity, summary, evidence, fix,
+        predicted_speedup where there is one, notes, ...); a title or category there replaces the
+        rule's."""
+        facts = {"id": self.id, "title": self.title, "category": self.category}
+        return Finding(**{**facts, "predicted_speedup": None, **fields})
+
+
 def same_fix(text: str) -> dict[str, str]:
     """The fix of a hardware or system cause: the same words in every framework."""
     return {"tensorflow": text, "jax": text, "pytorch": text}

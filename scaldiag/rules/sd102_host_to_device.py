@@ -27,6 +27,7 @@ from scaldiag.analyze.transfers import (
 from scaldiag.rules.base import (
     Evidence,
     Finding,
+    RuleFacts,
     Speedup,
     removal_speedup,
     seen_speedup,
@@ -76,13 +77,14 @@ _FEWER_BYTES = (
 )
 
 
-class _HostToDevice:
+class _HostToDevice(RuleFacts):
     """The copies' exclusive share, plus the host's hand-over of a heavy batch when its input time
     is what moving the bytes costs (analyze/transfers.py): that input is the host side of the
     copy."""
 
     id = "SD102"
     title = "Host-to-device copies on the critical path"
+    category = "h2d"
 
     def check(self, analysis: ProfileAnalysis) -> Finding | None:
         scored = [(u, *_share(u)) for u in analysis.units]
@@ -109,11 +111,8 @@ class _HostToDevice:
             if h
             else ""
         ) + f" in {unit.step_time_ms.mean:.2f} ms per step){tail}"
-        return Finding(
-            id=self.id,
-            title=self.title,
+        return self.finding(
             severity=grade,
-            category="h2d",
             summary=summary,
             evidence=_evidence(unit, h, pct, spread),
             fix=_fix(h),

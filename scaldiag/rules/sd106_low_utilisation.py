@@ -8,7 +8,7 @@ principle run a step 5x faster.
 from __future__ import annotations
 
 from scaldiag.analyze.profile import ProfileAnalysis
-from scaldiag.rules.base import Evidence, Finding, Speedup
+from scaldiag.rules.base import Evidence, Finding, RuleFacts, Speedup
 
 # Below half busy, at least half of every step is lost; below a quarter, the
 # device is mostly waiting. (xprof's overview shows the same ratio as "device
@@ -29,8 +29,10 @@ FIX = {
 }
 
 
-class _LowUtilisation:
+class _LowUtilisation(RuleFacts):
     id = "SD106"
+    title = "Low device utilisation"
+    category = "idle"
 
     def check(self, analysis: ProfileAnalysis) -> Finding | None:
         gpus = [u for u in analysis.units if u.kind == "gpu"]
@@ -44,10 +46,7 @@ class _LowUtilisation:
         shown = busy_text(unit.busy_pct)
         busy = float(shown)
         ceiling = 100.0 / busy if busy > 0 else None
-        return Finding(
-            id=self.id,
-            title="Low device utilisation",
-            category="idle",
+        return self.finding(
             severity="high" if unit.busy_pct < VERY_LOW_BUSY_PCT else "medium",
             summary=f"{unit.name} is busy {shown}% of each step",
             evidence=[

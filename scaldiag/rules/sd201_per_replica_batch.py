@@ -16,7 +16,7 @@ from __future__ import annotations
 from scaldiag.analyze.batch_memory import brief, held, room
 from scaldiag.analyze.forecast import SweepForecast
 from scaldiag.analyze.scaling import ScalingAnalysis, ScalingPoint
-from scaldiag.rules.base import Evidence, Finding, Speedup
+from scaldiag.rules.base import Evidence, Finding, RuleFacts, Speedup
 
 FIX = {
     "tensorflow": (
@@ -38,19 +38,18 @@ FIX = {
 }
 
 
-class _PerReplicaBatch:
+class _PerReplicaBatch(RuleFacts):
     id = "SD201"
+    title = "Per-replica batch shrinks as GPUs are added"
+    category = "batch"
 
     def check(self, s: ScalingAnalysis) -> Finding | None:
         points = [p for p in s.points if p.per_replica_batch]
         if len(points) < 2 or points[-1].per_replica_batch >= points[0].per_replica_batch:
             return None
         first, last = points[0], points[-1]
-        return Finding(
-            id=self.id,
-            title="Per-replica batch shrinks as GPUs are added",
+        return self.finding(
             severity="medium",
-            category="batch",
             summary=(
                 f"per-replica batch {first.per_replica_batch:g} at {first.gpus} device(s),"
                 f" {last.per_replica_batch:g} at {last.gpus}: the global batch stayed"
@@ -61,7 +60,6 @@ class _PerReplicaBatch:
                 for p in points
             ],
             fix=FIX,
-            predicted_speedup=None,
             forecast=forecast_speedup(s.kept_batch, first),
             notes=[] if s.kept_batch else ["no forecast: it needs both runs' traces and batches"],
         )

@@ -9,7 +9,7 @@ physical GPUs (NVML UUIDs) visible to it.
 from __future__ import annotations
 
 from scaldiag.analyze.run import RunAnalysis
-from scaldiag.rules.base import Evidence, Finding
+from scaldiag.rules.base import Evidence, Finding, RuleFacts
 
 FIX = {
     "tensorflow": (
@@ -28,19 +28,18 @@ FIX = {
 }
 
 
-class _LogicalDevices:
+class _LogicalDevices(RuleFacts):
     id = "SD202"
+    title = "Several replicas share one physical GPU"
+    category = "devices"
 
     def check(self, run: RunAnalysis) -> Finding | None:
         replicas = run.training.get("replicas")
         uuids = {g.get("uuid") for g in run.inventory.get("gpus", []) if g.get("uuid")}
         if not replicas or not uuids or replicas <= len(uuids):
             return None
-        return Finding(
-            id=self.id,
-            title="Several replicas share one physical GPU",
+        return self.finding(
             severity="high",
-            category="devices",
             summary=(
                 f"{replicas} replicas run on {len(uuids)} physical"
                 f" GPU{'s' if len(uuids) > 1 else ''}"
@@ -50,7 +49,6 @@ class _LogicalDevices:
                 Evidence("distinct GPU UUIDs visible", len(uuids), "count"),
             ],
             fix=FIX,
-            predicted_speedup=None,
             notes=["replicas on one GPU take turns: more of them cannot speed up a step"],
         )
 

@@ -18,6 +18,7 @@ from scaldiag.analyze.scaling import ScalingAnalysis
 from scaldiag.rules.base import (
     Evidence,
     Finding,
+    RuleFacts,
     lost_evidence,
     lost_speedup_severity,
     recovery_speedup,
@@ -34,8 +35,10 @@ MIN_LOST = 0.1
 LATENCY_BOUND_LINK_FRACTION = 0.1
 
 
-class _CollectiveGrowth:
+class _CollectiveGrowth(RuleFacts):
     id = "SD203"
+    title = "All-reduce cost grows with the device count"
+    category = "collective"
 
     def check(self, s: ScalingAnalysis) -> Finding | None:
         worst = None
@@ -71,11 +74,8 @@ class _CollectiveGrowth:
                     "under a tenth of the link's bandwidth: many small all-reduces, latency-bound; "
                     "pack gradients into fewer, larger all-reduces"
                 )
-        return Finding(
-            id=self.id,
-            title="All-reduce cost grows with the device count",
+        return self.finding(
             severity=lost_speedup_severity(cause.lost_speedup, a.ideal),
-            category="collective",
             summary=(
                 f"at {a.gpus} devices exposed all-reduce costs {cause.lost_speedup:.2f}x of the"
                 f" ideal {a.ideal:.2f}x (measured {a.measured:.2f}x)"

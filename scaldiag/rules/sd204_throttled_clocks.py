@@ -9,7 +9,7 @@ all-reduce waits for.
 from __future__ import annotations
 
 from scaldiag.analyze.run import RunAnalysis
-from scaldiag.rules.base import Evidence, Finding, Speedup, same_fix
+from scaldiag.rules.base import Evidence, Finding, RuleFacts, Speedup, same_fix
 
 # The reasons that mean "held down": nvmlClocksEventReason* in nvml.h.
 THROTTLE_REASONS = {
@@ -27,8 +27,10 @@ _CHECK = (
 FIX = same_fix(_CHECK)
 
 
-class _ThrottledClocks:
+class _ThrottledClocks(RuleFacts):
     id = "SD204"
+    title = "GPU clocks throttled"
+    category = "clocks"
 
     def check(self, run: RunAnalysis) -> Finding | None:
         throttled = [g for g in run.gpus if THROTTLE_REASONS & set(g.clock_event_reasons)]
@@ -66,11 +68,8 @@ class _ThrottledClocks:
                 f"SM clock {worst.sm_clock_mhz_min}-{worst.sm_clock_mhz_max} MHz: "
                 f"at most {ratio:.2f}x if every step ran at the top clock",
             )
-        return Finding(
-            id=self.id,
-            title="GPU clocks throttled",
+        return self.finding(
             severity="medium",
-            category="clocks",
             summary=f"{len(throttled)} GPU(s) throttled during steady state: "
             + ", ".join(f"GPU {g.index} ({', '.join(g.clock_event_reasons)})" for g in throttled),
             evidence=evidence,

@@ -9,7 +9,13 @@ parts (input, host_overhead) that take speedup away as devices are added.
 from __future__ import annotations
 
 from scaldiag.analyze.scaling import ScalingAnalysis
-from scaldiag.rules.base import Finding, lost_evidence, lost_speedup_severity, recovery_speedup
+from scaldiag.rules.base import (
+    Finding,
+    RuleFacts,
+    lost_evidence,
+    lost_speedup_severity,
+    recovery_speedup,
+)
 
 MIN_LOST = 0.1  # as SD203: a tenth of a device's worth, beyond the noise
 HOST_PARTS = ("input", "host_overhead")
@@ -36,8 +42,10 @@ FIX = {
 }
 
 
-class _HostGrowth:
+class _HostGrowth(RuleFacts):
     id = "SD205"
+    title = "Per-step host time grows with the global batch"
+    category = "host_overhead"
 
     def check(self, s: ScalingAnalysis) -> Finding | None:
         if s.mode == "strong" or s.emulated:
@@ -47,11 +55,8 @@ class _HostGrowth:
             lost = sum(c.lost_speedup for c in parts)
             spread = sum(c.spread for c in parts)
             if lost - spread >= MIN_LOST:
-                return Finding(
-                    id=self.id,
-                    title="Per-step host time grows with the global batch",
+                return self.finding(
                     severity=lost_speedup_severity(lost, a.ideal),
-                    category="host_overhead",
                     summary=(
                         f"at {a.gpus} devices the host-side parts ({', '.join(HOST_PARTS)}) cost"
                         f" {lost:.2f}x of the ideal {a.ideal:.2f}x: one host prepares a batch"

@@ -10,7 +10,7 @@ switch or its CPU with other work).
 from __future__ import annotations
 
 from scaldiag.analyze.profile import ProfileAnalysis
-from scaldiag.rules.base import Evidence, Finding, Speedup
+from scaldiag.rules.base import Evidence, Finding, RuleFacts, Speedup
 
 # One device computing 10% longer than the fastest: past the few-percent
 # spread of identical GPUs running identical kernels.
@@ -39,8 +39,10 @@ FIX = {
 }
 
 
-class _Straggler:
+class _Straggler(RuleFacts):
     id = "SD206"
+    title = "A straggler device"
+    category = "compute"
 
     def check(self, analysis: ProfileAnalysis) -> Finding | None:
         gpus = [u for u in analysis.units if u.kind == "gpu"]
@@ -61,11 +63,8 @@ class _Straggler:
         if not step > 0 or excess / step < MIN_STEP_SHARE:
             return None
         gain = 1 / (1 - min(excess / step, 0.99))
-        return Finding(
-            id=self.id,
-            title="A straggler device",
+        return self.finding(
             severity="medium",
-            category="compute",
             summary=(
                 f"{slow.name} computes {slow_ms:.3f} ms per step, {fast.name} {fast_ms:.3f} ms "
                 f"(+{100 * excess / fast_ms:.0f}%): every step waits for the slow one"

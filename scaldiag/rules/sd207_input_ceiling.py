@@ -9,7 +9,7 @@ times the samples, and the input caps the speedup at ceiling / consumed.
 from __future__ import annotations
 
 from scaldiag.analyze.run import RunAnalysis
-from scaldiag.rules.base import Evidence, Finding
+from scaldiag.rules.base import Evidence, Finding, RuleFacts
 from scaldiag.rules.sd101_input_bound import FIX
 
 # With less than 2x headroom, a second device cannot double throughput.
@@ -18,8 +18,10 @@ HEADROOM = 2.0
 HIGH_SEVERITY_CAP = 1.2
 
 
-class _InputCeiling:
+class _InputCeiling(RuleFacts):
     id = "SD207"
+    title = "The input pipeline caps the speedup"
+    category = "input"
 
     def check(self, run: RunAnalysis) -> Finding | None:
         ceiling = run.training.get("input_ceiling")
@@ -28,11 +30,8 @@ class _InputCeiling:
         cap = ceiling["samples_per_s"] / run.steps.samples_per_s
         if cap >= HEADROOM:
             return None
-        return Finding(
-            id=self.id,
-            title="The input pipeline caps the speedup",
+        return self.finding(
             severity="high" if cap < HIGH_SEVERITY_CAP else "medium",
-            category="input",
             summary=_summary(ceiling["samples_per_s"], run.steps.samples_per_s, cap),
             evidence=[
                 Evidence(
@@ -44,7 +43,6 @@ class _InputCeiling:
                 Evidence("training throughput", round(run.steps.samples_per_s), "samples/s"),
             ],
             fix=FIX,
-            predicted_speedup=None,
             notes=[
                 f"measured by {ceiling['source']}, {ceiling['batches']} batches in"
                 f" {ceiling['seconds']:.1f} s after training; a ceiling on what more devices can"

@@ -9,7 +9,7 @@ Gen3 x8 instead of Gen5 x16 moves host-to-device data 8x slower.
 from __future__ import annotations
 
 from scaldiag.analyze.run import RunAnalysis
-from scaldiag.rules.base import Evidence, Finding, same_fix
+from scaldiag.rules.base import Evidence, Finding, RuleFacts, same_fix
 
 _RESEAT = (
     "Check the slot and card: nvidia-smi -q -d PCIE shows the link generation and width now and at"
@@ -19,8 +19,10 @@ _RESEAT = (
 FIX = same_fix(_RESEAT)
 
 
-class _PcieLink:
+class _PcieLink(RuleFacts):
     id = "SD208"
+    title = "PCIe link below its maximum while training"
+    category = "h2d"
 
     def check(self, run: RunAnalysis) -> Finding | None:
         maxima = {g.get("index"): g for g in run.inventory.get("gpus", [])}
@@ -39,11 +41,8 @@ class _PcieLink:
                 slow.append((g, gen_max, width_max))
         if not slow:
             return None
-        return Finding(
-            id=self.id,
-            title="PCIe link below its maximum while training",
+        return self.finding(
             severity="medium",
-            category="h2d",
             summary="; ".join(
                 f"GPU {g.index}: Gen{g.pcie_gen_max_seen} x{g.pcie_width_max_seen} "
                 f"(supports Gen{gm} x{wm})"
@@ -59,7 +58,6 @@ class _PcieLink:
                 for g, gm, _ in slow
             ],
             fix=FIX,
-            predicted_speedup=None,
             notes=[
                 "a slower link costs only where host-to-device copies are on the critical path (see"
                 " SD102)"

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from scaldiag.analyze.nodes import JobAnalysis, NodeSummary
-from scaldiag.rules.base import Evidence, Finding, Speedup, ms_evidence
+from scaldiag.rules.base import Evidence, Finding, RuleFacts, Speedup, ms_evidence
 
 # As SD103 (collective-bound): 10% of the step is where overlap or compression starts to pay in
 # data-parallel tuning guides; 25% means communication rivals compute. Compared with the low end of
@@ -104,8 +104,10 @@ def _network(node: NodeSummary, fallback_intra_ms: float | None) -> _Network | N
     )
 
 
-class _InterNodeLink:
+class _InterNodeLink(RuleFacts):
     id = "SD209"
+    title = "The network between nodes holds up every step"
+    category = "collective"
 
     def check(self, job: JobAnalysis) -> Finding | None:
         if len(job.nodes) < 2 or not job.matched_collectives or job.one_network_stack:
@@ -129,11 +131,8 @@ class _InterNodeLink:
         low_pct, pct = 100 * m.network_low_ms / m.step_ms, 100 * m.network_ms / m.step_ms
         if low_pct < MODERATE_PCT:
             return None
-        return Finding(
-            id=self.id,
-            title="The network between nodes holds up every step",
+        return self.finding(
             severity="high" if low_pct >= HIGH_PCT else "medium",
-            category="collective",
             summary=(
                 f"the all-reduce across nodes is exposed for {m.exposed_ms:.1f} ms of each"
                 f" {m.step_ms:.1f} ms step on {node.node}"

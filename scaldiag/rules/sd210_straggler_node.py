@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from scaldiag.analyze.nodes import JobAnalysis
-from scaldiag.rules.base import Evidence, Finding, Speedup, ms_evidence
+from scaldiag.rules.base import Evidence, Finding, RuleFacts, Speedup, ms_evidence
 
 # As SD206 (straggler device): a lateness under 5% of the step is noise no fix of the slow node
 # would repay. Compared with the low end of the lateness's 95% interval (docs/rules.md, "Noise"):
@@ -52,8 +52,10 @@ FIX_COMPUTE = {
 }
 
 
-class _StragglerNode:
+class _StragglerNode(RuleFacts):
     id = "SD210"
+    title = "A straggler node"
+    category = "compute"
 
     def check(self, job: JobAnalysis) -> Finding | None:
         if len(job.nodes) < 2 or not job.matched_collectives:
@@ -82,11 +84,8 @@ class _StragglerNode:
             if by_input
             else "its input is no slower than the others': its compute is"
         )
-        return Finding(
-            id=self.id,
-            title="A straggler node" + (": its input is slow" if by_input else ""),
+        return self.finding(
             severity="high" if s.mean / step >= 0.25 else "medium",
-            category="input" if by_input else "compute",
             summary=(
                 f"{late.node} reaches the collectives {s.mean:.1f} ms after the other nodes each"
                 f" step (last at {late.last_pct:.0f}% of them); {cause}"
@@ -103,6 +102,9 @@ class _StragglerNode:
                 ],
             ],
             fix=FIX_INPUT if by_input else FIX_COMPUTE,
+            # the late node's input as the cause: named in the title, its category the input's
+            title=f"{self.title}: its input is slow" if by_input else self.title,
+            category="input" if by_input else self.category,
             predicted_speedup=Speedup(
                 gain,
                 low_gain,

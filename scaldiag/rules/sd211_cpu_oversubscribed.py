@@ -21,7 +21,7 @@ threads reads 100% however they wait.
 from __future__ import annotations
 
 from scaldiag.analyze.run import HostSummary, RunAnalysis
-from scaldiag.rules.base import Evidence, Finding, same_fix
+from scaldiag.rules.base import Evidence, Finding, RuleFacts, same_fix
 from scaldiag.rules.knobs import Machine, script_workers
 from scaldiag.rules.knobs import machine as machine_of
 from scaldiag.rules.machine import CpuBudget, budget
@@ -31,8 +31,10 @@ BUSY_PCT = (
 )
 
 
-class _Oversubscribed:
+class _Oversubscribed(RuleFacts):
     id = "SD211"
+    title = "CPU oversubscribed: more busy threads than cores"
+    category = "host_overhead"
 
     def check(self, run: RunAnalysis) -> Finding | None:
         host, cpu = run.host, budget(run)
@@ -62,11 +64,8 @@ class _Oversubscribed:
             f" + {workers} worker process(es)" if workers else ""
         )
         notes = _notes(host, cpu, threads, m)
-        return Finding(
-            id=self.id,
-            title="CPU oversubscribed: more busy threads than cores",
+        return self.finding(
             severity="high",
-            category="host_overhead",
             summary=(
                 f"the training job runs {demand} busy threads ({wants}) where {left} of its"
                 f" {m.cores} cores are left to it, every core {host.core_pct_mean:.0f}% busy: its"
@@ -90,7 +89,6 @@ class _Oversubscribed:
                 Evidence("processes of the training job", host.processes_max, ""),
             ],
             fix=same_fix(fix),
-            predicted_speedup=None,
             notes=notes,
         )
 
