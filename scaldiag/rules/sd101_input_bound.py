@@ -132,25 +132,20 @@ def _advise(analysis: ProfileAnalysis, unit: UnitAnalysis) -> tuple[dict[str, st
     return fix, notes
 
 
-_SHARE = ShareRule(
-    id="SD101",
-    title="Input-bound: the step waits for data",
-    category="input",
-    what="the step waits for input",
-    moderate_pct=MODERATE_PCT,
-    high_pct=HIGH_PCT,
-    fix=FIX,
-    advise=_advise,
-)
-
-
-class _InputBound:
+class _InputBound(ShareRule):
     """SD101, except where the input is the host side of a heavy copy: then the cause is SD102's."""
 
-    id = _SHARE.id
+    id = "SD101"
+    title = "Input-bound: the step waits for data"
+    category = "input"
+    what = "the step waits for input"
+    moderate_pct = MODERATE_PCT
+    high_pct = HIGH_PCT
+    fix = FIX
+    advise = staticmethod(_advise)
 
     def check(self, analysis: ProfileAnalysis) -> Finding | None:
-        finding = _SHARE.check(analysis)
+        finding = super().check(analysis)
         if finding is None:
             return None
         unit = next(u for u in analysis.units if u.name == finding.evidence[0].device)

@@ -40,12 +40,15 @@ FIX = {
     ),
 }
 
-RULE = ShareRule(
-    id="SD103",
-    title="Collective-bound: gradient all-reduce is exposed",
-    category="collective",
-    what="all-reduce not hidden by compute takes",
-    moderate_pct=MODERATE_PCT,
-    high_pct=HIGH_PCT,
-    fix=FIX,
-)
+
+class _CollectiveBound(ShareRule):
+    id = "SD103"
+    title = "Collective-bound: gradient all-reduce is exposed"
+    category = "collective"
+    what = "all-reduce not hidden by compute takes"
+    moderate_pct = MODERATE_PCT
+    high_pct = HIGH_PCT
+    fix = FIX
+
+
+RULE = _CollectiveBound()

@@ -34,12 +34,15 @@ FIX = {
     ),
 }
 
-RULE = ShareRule(
-    id="SD104",
-    title="Layout conversions (transposes) take step time",
-    category="layout",
-    what="layout conversions (transposes) take",
-    moderate_pct=MODERATE_PCT,
-    high_pct=HIGH_PCT,
-    fix=FIX,
-)
+
+class _Layout(ShareRule):
+    id = "SD104"
+    title = "Layout conversions (transposes) take step time"
+    category = "layout"
+    what = "layout conversions (transposes) take"
+    moderate_pct = MODERATE_PCT
+    high_pct = HIGH_PCT
+    fix = FIX
+
+
+RULE = _Layout()

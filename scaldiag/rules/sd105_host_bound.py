@@ -163,19 +163,6 @@ def _forecast(analysis: ProfileAnalysis, unit: UnitAnalysis) -> Speedup | None:
     )
 
 
-_SHARE_RULE = ShareRule(
-    id="SD105",
-    title="Host-bound: devices wait on framework and Python work",
-    category="host_overhead",
-    what="no device work runs while the host does framework work (dispatch, Python, runtime) for",
-    moderate_pct=MODERATE_PCT,
-    high_pct=HIGH_PCT,
-    fix=FIX,
-    advise=_advise,
-    forecast=_forecast,
-)
-
-
 def correction_noise_pct(analysis: ProfileAnalysis) -> float:
     """The share of the step the inflation correction put into host-side time from noise alone.
 
@@ -203,12 +190,19 @@ def unproven_pct(unit: UnitAnalysis, noise_pct: float) -> float:
     return noise_pct * share.exclusive_pct / host_side
 
 
-class _HostBound:
+class _HostBound(ShareRule):
     """SD105: the host-overhead share, its spread widened by what the inflation correction added
     from noise."""
 
-    id = _SHARE_RULE.id
-    title = _SHARE_RULE.title
+    id = "SD105"
+    title = "Host-bound: devices wait on framework and Python work"
+    category = "host_overhead"
+    what = "no device work runs while the host does framework work (dispatch, Python, runtime) for"
+    moderate_pct = MODERATE_PCT
+    high_pct = HIGH_PCT
+    fix = FIX
+    advise = staticmethod(_advise)
+    forecast = staticmethod(_forecast)
 
     def check(self, analysis: ProfileAnalysis) -> Finding | None:
         finding = self._check(analysis)
@@ -217,7 +211,7 @@ class _HostBound:
     def _check(self, analysis: ProfileAnalysis) -> Finding | None:
         noise = correction_noise_pct(analysis)
         if noise > 0:
-            finding = _SHARE_RULE.check(
+            finding = super().check(
                 replace(analysis, units=[_widened(u, noise) for u in analysis.units])
             )
             return finding and replace(
@@ -234,10 +228,10 @@ class _HostBound:
             )
         tracer_ms = analysis.tracer_ms_per_step if analysis.profiler_inflation is None else None
         if not tracer_ms:
-            return _SHARE_RULE.check(analysis)
+            return super().check(analysis)
         # A trace alone: its host overhead holds the tracer's own cost, which no untraced step
         # measured.
-        finding = _SHARE_RULE.check(
+        finding = super().check(
             replace(
                 analysis, units=[_widened(u, _tracer_pct(u, tracer_ms)) for u in analysis.units]
             )

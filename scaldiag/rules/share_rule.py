@@ -7,12 +7,11 @@ range straddles it, none where its high end is below.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from scaldiag.analyze.profile import ProfileAnalysis
+from scaldiag.analyze.profile import ProfileAnalysis, UnitAnalysis
 from scaldiag.rules.base import (
     Finding,
+    RuleFacts,
+    Speedup,
     removal_speedup,
     seen_speedup,
     share_evidence,
@@ -22,22 +21,27 @@ from scaldiag.rules.base import (
 )
 
 
-@dataclass(frozen=True)
-class ShareRule:
-    id: str
-    title: str
-    category: str
+class ShareRule(RuleFacts):
+    """A rule on one category's exclusive share: a subclass declares its facts (``id``, ``title``,
+    ``category``: RuleFacts), how the share reads in a sentence, its thresholds and its fix, and
+    may condition the fix on the trace (``advise``) or forecast it (``forecast``)."""
+
     what: str  # how the category reads in a sentence
     moderate_pct: float
     high_pct: float
     fix: dict[str, str]
-    fraction_removed: float = 1.0  # how much of the share the fix is expected to remove
-    # (analysis, unit) -> (fix, notes): the fix conditioned on what the trace shows (backend,
-    # device kind, what the pipeline already does); None: ``fix`` as it is.
-    advise: Callable | None = None
-    # (analysis, unit) -> Speedup of kind "forecast", or None: what the fix should give, from a
-    # model.
-    forecast: Callable | None = None
+    fraction_removed = 1.0  # how much of the share the fix is expected to remove
+
+    def advise(
+        self, analysis: ProfileAnalysis, unit: UnitAnalysis
+    ) -> tuple[dict[str, str], list[str]]:
+        """The fix and notes conditioned on what the trace shows (backend, device kind, what the
+        pipeline already does); here ``fix`` as it is."""
+        return self.fix, []
+
+    def forecast(self, analysis: ProfileAnalysis, unit: UnitAnalysis) -> Speedup | None:
+        """What the fix should give, from a model (a Speedup of kind "forecast"); here none."""
+        return None
 
     def check(self, analysis: ProfileAnalysis) -> Finding | None:
         unit = worst_unit(analysis, self.category)
@@ -49,21 +53,17 @@ class ShareRule:
         if graded is None:
             return None
         grade, tail = graded
-        speedup = removal_speedup(pct, spread, self.category, self.fraction_removed)
-        fix, notes = self.advise(analysis, unit) if self.advise else (self.fix, [])
-        return Finding(
-            id=self.id,
-            title=self.title,
+        fix, notes = self.advise(analysis, unit)
+        return self.finding(
             severity=grade,
-            category=self.category,
             summary=(
                 f"{unit.name}: {self.what} {pct:.1f}% of step time "
                 f"({share.exclusive_ms:.2f} ms of {unit.step_time_ms.mean:.2f} ms per step)" + tail
             ),
             evidence=[share_evidence(unit, self.category, self.moderate_pct)],
             fix=fix,
-            predicted_speedup=speedup,
+            predicted_speedup=removal_speedup(pct, spread, self.category, self.fraction_removed),
             notes=spread_note(spread) + notes,
-            forecast=self.forecast(analysis, unit) if self.forecast else None,
+            forecast=self.forecast(analysis, unit),
             seen_speedup=seen_speedup(pct, share.beyond_trace_pct),
         )
