@@ -17,6 +17,7 @@ import numpy as np
 from scaldiag.analyze.categories import CATEGORIES
 from scaldiag.analyze.input_cost import describe
 from scaldiag.analyze.profile import UnitAnalysis
+from scaldiag.analyze.run import StepStats
 from scaldiag.analyze.scaling import UNEXPLAINED, ScalingAnalysis
 from scaldiag.analyze.timeline import RunTimeline
 from scaldiag.render import ranges, svg
@@ -392,39 +393,7 @@ def _run(report: RunReport, timeline: RunTimeline | None) -> list[str]:
     if report.trace_report:
         out.append(_verdict(report))
     out += _accounting(getattr(a, "accounting", None))
-    if a.steps:
-        s, t = a.steps, a.steps.step_time_ms
-        rate = _num(s.samples_per_s, "{:,.0f}", "unknown")
-        if s.samples_per_s_low:
-            rate += f" (95%: {ranges.interval(s.samples_per_s_low, s.samples_per_s_high)})"
-        out += [
-            f"<h2>Steps: {s.steady} steady of {s.recorded} recorded</h2>",
-            _table(
-                ["step ms (mean ±95%)", "p50", "p90", "stdev", "samples/s", "excluded"],
-                [
-                    [
-                        ranges.spread(t.mean, t.ci95),
-                        f"{t.p50:.3f}",
-                        f"{t.p90:.3f}",
-                        f"{t.stdev:.3f}",
-                        rate,
-                        "; ".join(f"{k}: {len(v)}" for k, v in s.excluded.items()) or "none",
-                    ]
-                ],
-            ),
-        ]
-        if s.inflation_note:
-            out.append(_p(s.inflation_note, "dim"))
-        elif s.traced_step_ms and s.profiler_inflation:
-            out.append(
-                _p(
-                    f"profiler inflation {s.profiler_inflation:.2f}x: steps inside the profiler"
-                    f" window took {s.traced_step_ms:.3f} ms on average; the breakdown below is"
-                    " corrected to the untraced step (device-side times as traced, host-side"
-                    " scaled)",
-                    "dim",
-                )
-            )
+    out += _steps(a.steps) if a.steps else []
     if a.input_cost is not None:
         out.append(_p(describe(a.input_cost), "meta"))
     elif training.get("input_free_skipped"):
@@ -439,6 +408,43 @@ def _run(report: RunReport, timeline: RunTimeline | None) -> list[str]:
     )
     out += _findings(findings, report.framework)
     return out + _more(report)
+
+
+def _steps(s: StepStats) -> list[str]:
+    """The steady steps' table, and the profiler's inflation the breakdown is corrected by."""
+    t = s.step_time_ms
+    rate = _num(s.samples_per_s, "{:,.0f}", "unknown")
+    if s.samples_per_s_low:
+        rate += f" (95%: {ranges.interval(s.samples_per_s_low, s.samples_per_s_high)})"
+    out = [
+        f"<h2>Steps: {s.steady} steady of {s.recorded} recorded</h2>",
+        _table(
+            ["step ms (mean ±95%)", "p50", "p90", "stdev", "samples/s", "excluded"],
+            [
+                [
+                    ranges.spread(t.mean, t.ci95),
+                    f"{t.p50:.3f}",
+                    f"{t.p90:.3f}",
+                    f"{t.stdev:.3f}",
+                    rate,
+                    "; ".join(f"{k}: {len(v)}" for k, v in s.excluded.items()) or "none",
+                ]
+            ],
+        ),
+    ]
+    if s.inflation_note:
+        out.append(_p(s.inflation_note, "dim"))
+    elif s.traced_step_ms and s.profiler_inflation:
+        out.append(
+            _p(
+                f"profiler inflation {s.profiler_inflation:.2f}x: steps inside the profiler"
+                f" window took {s.traced_step_ms:.3f} ms on average; the breakdown below is"
+                " corrected to the untraced step (device-side times as traced, host-side"
+                " scaled)",
+                "dim",
+            )
+        )
+    return out
 
 
 def _more(report: RunReport) -> list[str]:
