@@ -87,7 +87,11 @@ class TorchTraceWindow(tracing.TraceWindow):
         from torch.profiler import ProfilerActivity, profile
 
         activities = [ProfilerActivity.CPU]
-        if torch.cuda.is_available():
+        # CUDA's activities only where the script has touched CUDA by the window's start (its
+        # training steps before it have): a script that trains on the CPU of a GPU machine has no
+        # kernels to trace, and on an H100 such a script under profile never ended once CUPTI was
+        # asked for (2026-12-08; with CUDA_VISIBLE_DEVICES= the same run took 12 s).
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
             activities.append(ProfilerActivity.CUDA)
             self._teardown_set = teardown_cupti_at_stop(
                 torch.version.cuda, os.environ, graphs_captured
