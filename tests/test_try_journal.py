@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from scaldiag.collect import write_restore, write_snapshot
 from scaldiag.collect.env import RUN_DIR_ENV, TRY_JOURNAL_ENV, TRY_KEY_ENV, TRY_OWN_ENV
 from scaldiag.collect.write_journal import JOURNAL, RESTORED, absolute, signed, targets
@@ -117,6 +119,28 @@ def test_every_write_of_a_child_is_put_back(tmp_path):
     assert (user / "ckpt.pt").stat().st_ino != inode  # the user's own file, not a copy of it
     assert (journal / RESTORED).exists() and not (journal / "backups").exists()
     assert write_restore.unfinished(tmp_path / "nothing") == []
+
+
+def test_a_restore_ended_as_it_deletes_its_copies_is_not_applied_again(tmp_path, monkeypatch):
+    """try killed once every path is back and checked, as it deletes the copies: the journal is
+    marked restored first, so the next try deletes what copies are left and applies nothing (it
+    used to apply the entries again, find their copies gone, and call the round not put back)."""
+    user, other = _user_tree(tmp_path)
+    before = _state(user, other)
+    proc, journal = _run_child(tmp_path, user, other)
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+
+    def killed_here(path, ignore_errors=False):
+        raise SystemExit("killed while the copies were deleted")
+
+    monkeypatch.setattr(write_restore.shutil, "rmtree", killed_here)
+    with pytest.raises(SystemExit):
+        write_restore.restore(journal, KEY)
+    monkeypatch.undo()
+    assert (journal / RESTORED).exists() and (journal / "backups").exists()
+    assert write_restore.restore(journal, KEY) == []
+    assert not (journal / "backups").exists()
+    assert _state(user, other) == before
 
 
 def test_a_folder_the_round_made_keeps_what_another_program_wrote_there(tmp_path):

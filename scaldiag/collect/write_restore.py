@@ -197,7 +197,8 @@ def restore(journal_dir: Path, key: bytes | None) -> list[str]:
     the copies deleted, the journal marked restored). Only entries signed with ``key`` are applied
     (None: every well-formed one, for tests of the mechanism alone); the others are a problem."""
     journal_dir = Path(journal_dir)
-    if (journal_dir / RESTORED).exists():  # put back before: its copies are gone, nothing to do
+    if (journal_dir / RESTORED).exists():  # put back before: at most its copies are left
+        shutil.rmtree(journal_dir / BACKUPS, ignore_errors=True)
         return []
     entries, foreign = _entries(journal_dir, key)
     backups = journal_dir / BACKUPS
@@ -223,9 +224,10 @@ def restore(journal_dir: Path, key: bytes | None) -> list[str]:
         if wrong:
             problems.append(f"{path} {wrong} (its copy is kept in {backups})")
     if not problems:
+        # Marked before the copies go: a try killed between the two leaves copies to delete, not
+        # a journal the next try would apply again without them ("cannot be put back").
+        (journal_dir / RESTORED).write_text(json.dumps({"paths": len(oldest)}))
         shutil.rmtree(backups, ignore_errors=True)
-        done = {"paths": len(oldest)}
-        (journal_dir / RESTORED).write_text(json.dumps(done))
     return problems
 
 
