@@ -268,7 +268,7 @@ def _can_watch_signals() -> bool:
     return hasattr(signal, "sigtimedwait") and threading.current_thread() is threading.main_thread()
 
 
-def _libc():
+def linux_libc():
     try:
         return ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
     except OSError:
@@ -289,7 +289,7 @@ def _controlling_terminal() -> bool:
 def _child_setup(mask, parent_pid: int, own_group: bool):
     """What the child does between fork and exec: the parent's signal mask back, and die with the
     parent."""
-    libc = _libc()  # loaded before the fork
+    libc = linux_libc()  # loaded before the fork
 
     def setup() -> None:
         if own_group:

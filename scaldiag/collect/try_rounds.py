@@ -104,15 +104,19 @@ def _subreaper(on: bool | None = None) -> bool | None:
     None where Linux's prctl is not there."""
     import ctypes
 
+    from scaldiag.collect.launcher import linux_libc
+
+    libc = linux_libc()
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
+        if libc is None:
+            return None
         if on is None:
             flag = ctypes.c_int(0)
             if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
                 return None
             return bool(flag.value)
         return libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
-    except (OSError, AttributeError):
+    except AttributeError:  # a libc without prctl
         return None
 
 
@@ -120,10 +124,7 @@ def own_children() -> set[int]:
     """This process's children, every thread's, zombies included."""
     out = set()
     for task in os.scandir("/proc/self/task"):
-        try:
-            out.update(map(int, Path(task.path, "children").read_text().split()))
-        except OSError:
-            continue
+        out.update(_children_of(int(task.name)))
     return out
 
 
